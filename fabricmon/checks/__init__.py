@@ -1,0 +1,25 @@
+"""Checks turn merged records and their deltas into findings. Every check yields one Finding
+per port it evaluates, OK included, so `fabricmon_check_status` is always present."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+OK, WARNING, CRITICAL = 0, 1, 2
+STATUS_NAMES = {OK: "OK", WARNING: "WARNING", CRITICAL: "CRITICAL"}
+
+
+@dataclass(frozen=True, slots=True)
+class Finding:
+    check: str
+    device: str
+    port: int | None
+    status: int
+    message: str
+
+    def line(self) -> str:
+        return f"{STATUS_NAMES[self.status]} {self.check}: {self.message}"
+
+
+def worst(findings: list[Finding]) -> int:
+    return max((f.status for f in findings), default=OK)

@@ -1,0 +1,3 @@
+from fabricmon.cli import main
+import sys
+sys.exit(main())

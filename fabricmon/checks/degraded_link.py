@@ -1,0 +1,96 @@
+"""Degraded link: a port below its expected width or speed, or not ACTIVE/LinkUp.
+
+Expectations come from the config (`expected_links`); without one, an InfiniBand port is
+compared with what both ends report they could do (iblinkinfo's "Could be"). An Ethernet
+(RoCE) port is never judged by InfiniBand rules unless an entry says so.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from fabricmon import ibspec
+from fabricmon.checks import OK, Finding
+from fabricmon.config import Config, ExpectedLink
+from fabricmon.model import PortView
+
+CHECK = "degraded_link"
+REASONS = ("down", "width", "speed")
+
+
+@dataclass(slots=True)
+class LinkVerdict:
+    degraded: dict[str, bool]
+    expected_rate_gbps: float | None
+    finding: Finding
+
+
+def _expected_for(p: PortView, config: Config) -> ExpectedLink | None:
+    return next((e for e in config.expected_links if e.matches(p.device, p.port, p.link_layer)), None)
+
+
+def _expected_rate(e: ExpectedLink, p: PortView) -> float | None:
+    if e.rate_gbps is not None:
+        return e.rate_gbps
+    width = e.width or p.width
+    gen = ibspec.generation(e.speed) if e.speed else (ibspec.generation(p.generation) if p.generation else None)
+    if width and gen:
+        return width * gen.lane_gbps
+    return None
+
+
+def _state_text(p: PortView) -> str:
+    st = ibspec.PORT_STATES.get(p.state_id, "unknown") if p.state_id is not None else "unknown"
+    ph = ibspec.PHYS_STATES.get(p.phys_state_id, "unknown") if p.phys_state_id is not None else "unknown"
+    return f"{st}/{ph}"
+
+
+def evaluate_port(p: PortView, config: Config) -> LinkVerdict:
+    degraded = {r: False for r in REASONS}
+    exp = _expected_for(p, config)
+    expected_rate = _expected_rate(exp, p) if exp else None
+    if p.state_id is not None and not p.up:
+        degraded["down"] = True
+        action = ("check the cable and the switch port, and that a subnet manager is running"
+                  if p.phys_state_id == ibspec.PHYS_LINKUP else
+                  "check the cable, the transceiver and the peer switch port")
+        msg = f"{p.label()} is {_state_text(p)} ({p.link_layer}): {action}"
+        return LinkVerdict(degraded, expected_rate, Finding(CHECK, p.device, p.port, config.checks.down_severity, msg))
+    if p.state_id is None:
+        return LinkVerdict(degraded, expected_rate,
+                           Finding(CHECK, p.device, p.port, OK, f"{p.label()}: state unknown"))
+    problems: list[str] = []
+    want = ""
+    if exp is not None:
+        want = " ".join(x for x in (f"{exp.width}X" if exp.width else "", exp.speed or "",
+                                    f"{exp.rate_gbps:g} Gb/s" if exp.rate_gbps else "") if x)
+        if exp.width and p.width and p.width < exp.width:
+            degraded["width"] = True
+        g_rank = ibspec.generation_rank(p.generation)
+        e_rank = ibspec.generation_rank(exp.speed)
+        if exp.speed and g_rank is not None and e_rank is not None and g_rank < e_rank:
+            degraded["speed"] = True
+        if exp.rate_gbps and p.rate_gbps is not None and p.rate_gbps < exp.rate_gbps \
+                and not (degraded["width"] or degraded["speed"]):
+            # A bare rate expectation: blame the width when the lanes are fewer than usual.
+            degraded["width" if (p.width or 4) < 4 else "speed"] = True
+    elif config.checks.compare_with_supported and p.is_ib:
+        if p.could_be_width and p.width and p.could_be_width > p.width:
+            degraded["width"] = True
+            problems.append(f"both ends support {p.could_be_width}X")
+        g_rank = ibspec.generation_rank(p.generation)
+        c_rank = ibspec.generation_rank(p.could_be_generation)
+        if c_rank is not None and g_rank is not None and c_rank > g_rank:
+            degraded["speed"] = True
+            problems.append(f"both ends support {p.could_be_generation}")
+        want = ", ".join(problems)
+    if degraded["width"] or degraded["speed"]:
+        what = "lanes" if degraded["width"] and not degraded["speed"] else "speed"
+        action = ("reseat or replace the cable/transceiver" if degraded["width"] else
+                  "check the cable/transceiver rating and the port speed settings")
+        msg = (f"{p.label()} runs at {p.link_text()} ({p.rate_gbps or 0:g} Gb/s; expected {want}): "
+               f"too few {what}; {action}")
+        return LinkVerdict(degraded, expected_rate,
+                           Finding(CHECK, p.device, p.port, config.checks.degraded_severity, msg))
+    return LinkVerdict(degraded, expected_rate,
+                       Finding(CHECK, p.device, p.port, OK, f"{p.label()} up at {p.link_text()}"))

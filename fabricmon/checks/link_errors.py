@@ -1,0 +1,81 @@
+"""Link errors: rate-based, from counter deltas between polls.
+
+Each counter check sums the increases of its counters over a trailing window and compares
+them with warning/critical thresholds. Saturated counters are reported, never turned into a
+rate; a decrease is a reset, never a negative rate; any link_downed increase is a flap.
+"""
+
+from __future__ import annotations
+
+from fabricmon import ibspec
+from fabricmon.checks import OK, WARNING, CRITICAL, Finding
+from fabricmon.config import COUNTER_CHECKS, Config
+from fabricmon.history import CounterHistory
+from fabricmon.model import PortView
+
+SATURATION_CHECK = "counter_saturation"
+
+ACTIONS = {
+    "symbol_errors": "physical-layer bit errors: clean or reseat the connectors, or replace the cable/transceiver",
+    "link_flap": "the link went down and retrained: check the cable, the transceiver and the switch port log",
+    "link_error_recovery": "the link is retraining: the cable or transceiver is marginal",
+    "link_integrity": "local link integrity or buffer overrun errors: replace the cable and check VL credit settings",
+    "receive_errors": "malformed packets arrive: check the cable and the remote port",
+    "transmit_discards": "packets dropped on transmit: congestion or a peer that went away; look for hotspots",
+}
+
+
+def _fmt_window(seconds: float) -> str:
+    if seconds >= 3600 and seconds % 3600 == 0:
+        return f"{int(seconds // 3600)}h"
+    if seconds >= 60:
+        return f"{seconds / 60:.0f}m"
+    return f"{seconds:.0f}s" if seconds >= 1 else "<1s"
+
+
+def saturated(p: PortView) -> dict[str, bool]:
+    """Which saturable counters sit at their maximum on this port."""
+    out = {}
+    for name in ibspec.SATURABLE:
+        v = p.counters.get(name)
+        spec = ibspec.COUNTER_BY_NAME[name]
+        out[name] = v is not None and v >= ibspec.counter_max(spec, p.counter_bits.get(name))
+    return out
+
+
+def evaluate_port(p: PortView, history: CounterHistory, config: Config, now: float) -> list[Finding]:
+    findings = []
+    for check, (counters, _w, _warn, _crit) in COUNTER_CHECKS.items():
+        cc = config.checks.counters[check]
+        if not any(c in p.counters for c in counters):
+            findings.append(Finding(check, p.device, p.port, OK, f"{p.label()}: no counters"))
+            continue
+        total, covered = 0, 0.0
+        for c in counters:
+            inc, cov = history.increase((p.device, p.port, c), cc.window, now)
+            total += inc
+            covered = max(covered, cov)
+        status = OK
+        limit = None
+        if cc.critical is not None and total >= cc.critical:
+            status, limit = CRITICAL, cc.critical
+        elif cc.warning is not None and total >= cc.warning:
+            status, limit = WARNING, cc.warning
+        names = "+".join(counters)
+        if status == OK:
+            msg = f"{p.label()}: {total} {names} in the last {_fmt_window(covered)}"
+        else:
+            msg = (f"{p.label()}: {names} rose by {total} in the last {_fmt_window(covered)} "
+                   f"(threshold {limit:g} per {_fmt_window(cc.window)}): {ACTIONS[check]}")
+        findings.append(Finding(check, p.device, p.port, status, msg))
+    sat = [n for n, s in saturated(p).items() if s]
+    if sat:
+        msg = (f"{p.label()}: counter(s) {', '.join(sat)} saturated at their maximum; their rates are "
+               f"unknown: clear them in a maintenance window (perfquery -R) if your fabric policy allows")
+        findings.append(Finding(SATURATION_CHECK, p.device, p.port, config.checks.saturation_severity, msg))
+    else:
+        findings.append(Finding(SATURATION_CHECK, p.device, p.port, OK, f"{p.label()}: no saturated counter"))
+    return findings
+
+
+__all__ = ["evaluate_port", "saturated", "SATURATION_CHECK", "WARNING"]

@@ -1,0 +1,350 @@
+"""Configuration: YAML in, validated frozen dataclasses out.
+
+Every error names the key (as a dotted path) and the reason, so `fabricmon run` can refuse to
+start with exit 2 and a message an operator can act on.
+"""
+
+from __future__ import annotations
+
+import difflib
+import fnmatch
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from fabricmon import ibspec
+
+DEFAULT_PORT = 9879
+DEFAULT_CONFIG_PATH = "/etc/fabricmon/fabricmon.yml"
+
+
+class ConfigError(ValueError):
+    """A configuration problem at `key`."""
+
+    def __init__(self, key: str, reason: str):
+        self.key = key
+        self.reason = reason
+        super().__init__(f"config error at {key or '<top>'}: {reason}")
+
+
+@dataclass(frozen=True, slots=True)
+class SourceConfig:
+    name: str
+    enabled: bool | str      # True, False or "auto"
+    interval: float
+    timeout: float
+    command: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class ExpectedLink:
+    device: str
+    port: str
+    width: int | None
+    speed: str | None
+    rate_gbps: float | None
+    link_layer: str          # "InfiniBand" (default), "Ethernet" or "any"
+
+    def matches(self, device: str, port: int, link_layer: str | None) -> bool:
+        if not fnmatch.fnmatchcase(device, self.device):
+            return False
+        if not fnmatch.fnmatchcase(str(port), self.port):
+            return False
+        if self.link_layer == "any":
+            return True
+        return (link_layer or "InfiniBand") == self.link_layer
+
+
+@dataclass(frozen=True, slots=True)
+class CounterCheckConfig:
+    """Thresholds on how much a counter rose within a trailing window."""
+    window: float
+    warning: float | None
+    critical: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class ChecksConfig:
+    compare_with_supported: bool
+    down_severity: int
+    degraded_severity: int
+    saturation_severity: int
+    counters: dict[str, CounterCheckConfig]
+
+
+@dataclass(frozen=True, slots=True)
+class TLSConfig:
+    cert_file: str | None = None
+    key_file: str | None = None
+    client_ca_file: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Config:
+    address: str
+    port: int
+    tls: TLSConfig
+    sysfs: str
+    procfs: str
+    state_dir: str
+    sources: dict[str, SourceConfig]
+    exclude_devices: tuple[str, ...]
+    expected_links: tuple[ExpectedLink, ...]
+    checks: ChecksConfig
+    log_level: str
+    log_format: str
+    path: str | None = None
+    raw: dict[str, Any] = field(default_factory=dict, compare=False)
+
+    def device_excluded(self, device: str) -> bool:
+        return any(fnmatch.fnmatchcase(device, pat) for pat in self.exclude_devices)
+
+
+# Default sources: (enabled, interval, timeout, argv)
+SOURCE_DEFAULTS: dict[str, tuple[bool | str, float, float, tuple[str, ...]]] = {
+    "sysfs": (True, 15.0, 5.0, ()),
+    "ibstat": (True, 60.0, 10.0, ("ibstat",)),
+    "perfquery": ("auto", 15.0, 10.0, ("perfquery",)),
+    "iblinkinfo": (True, 60.0, 10.0, ("iblinkinfo",)),
+}
+
+# Counter checks: name -> (counters summed, window s, warning, critical, what to do)
+COUNTER_CHECKS: dict[str, tuple[tuple[str, ...], float, float | None, float | None]] = {
+    "symbol_errors": (("symbol_errors",), 3600.0, 120.0, 1200.0),
+    "link_flap": (("link_downed",), 43200.0, 1.0, 3.0),
+    "link_error_recovery": (("link_error_recovery",), 3600.0, 10.0, 100.0),
+    "link_integrity": (("local_link_integrity_errors", "excessive_buffer_overrun_errors"),
+                       3600.0, None, 1.0),
+    "receive_errors": (("receive_errors", "receive_remote_physical_errors"), 3600.0, 120.0, 1200.0),
+    "transmit_discards": (("transmit_discards",), 3600.0, 1000.0, None),
+}
+
+SEVERITIES = {"ok": 0, "warning": 1, "critical": 2}
+
+_TOP_KEYS = ("server", "paths", "sources", "exclude_devices", "expected_links", "checks", "logging")
+
+
+def _suggest(key: str, allowed: tuple[str, ...] | list[str]) -> str:
+    close = difflib.get_close_matches(key, allowed, n=1)
+    return f" (did you mean {close[0]!r}?)" if close else f" (allowed: {', '.join(allowed)})"
+
+
+def _mapping(value: Any, key: str, allowed: tuple[str, ...]) -> dict[str, Any]:
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise ConfigError(key, f"expected a mapping, got {type(value).__name__}")
+    for k in value:
+        if not isinstance(k, str) or k not in allowed:
+            raise ConfigError(f"{key}.{k}" if key else str(k), "unknown key" + _suggest(str(k), allowed))
+    return value
+
+
+def _number(value: Any, key: str, minimum: float | None = None, allow_none: bool = False) -> float | None:
+    if value is None and allow_none:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ConfigError(key, f"expected a number, got {value!r}")
+    if minimum is not None and value < minimum:
+        raise ConfigError(key, f"must be >= {minimum}, got {value!r}")
+    return float(value)
+
+
+def _string(value: Any, key: str) -> str:
+    if not isinstance(value, str) or not value:
+        raise ConfigError(key, f"expected a non-empty string, got {value!r}")
+    return value
+
+
+def _glob(value: Any, key: str) -> str:
+    pat = _string(value, key) if not isinstance(value, int) else str(value)
+    depth = 0
+    for ch in pat:   # fnmatch silently treats an unclosed '[' as a literal: refuse it instead
+        if ch == "[":
+            depth += 1
+        elif ch == "]" and depth:
+            depth -= 1
+    if depth:
+        raise ConfigError(key, f"bad glob {pat!r}: unclosed '['")
+    return pat
+
+
+def _bool_or_auto(value: Any, key: str) -> bool | str:
+    if isinstance(value, bool) or value == "auto":
+        return value
+    raise ConfigError(key, f"expected true, false or 'auto', got {value!r}")
+
+
+def _severity(value: Any, key: str) -> int:
+    if value not in SEVERITIES:
+        raise ConfigError(key, f"expected one of {', '.join(SEVERITIES)}, got {value!r}")
+    return SEVERITIES[value]
+
+
+def _dir(value: Any, key: str, must_exist: bool) -> str:
+    path = _string(value, key)
+    if must_exist and not Path(path).is_dir():
+        raise ConfigError(key, f"{path} is not an existing directory")
+    return path
+
+
+def _sources(raw: Any) -> dict[str, SourceConfig]:
+    m = _mapping(raw, "sources", tuple(SOURCE_DEFAULTS))
+    out = {}
+    for name, (enabled, interval, timeout, argv) in SOURCE_DEFAULTS.items():
+        key = f"sources.{name}"
+        s = _mapping(m.get(name), key, ("enabled", "interval", "timeout", "command"))
+        cmd = s.get("command", list(argv))
+        if name != "sysfs":
+            if isinstance(cmd, str):
+                cmd = [cmd]
+            if not isinstance(cmd, list) or not cmd or not all(isinstance(c, str) and c for c in cmd):
+                raise ConfigError(f"{key}.command", f"expected a program name or an argv list, got {cmd!r}")
+        out[name] = SourceConfig(
+            name=name,
+            enabled=_bool_or_auto(s.get("enabled", enabled), f"{key}.enabled"),
+            interval=_number(s.get("interval", interval), f"{key}.interval", 0.1),
+            timeout=_number(s.get("timeout", timeout), f"{key}.timeout", 0.1),
+            command=tuple(cmd) if name != "sysfs" else (),
+        )
+    return out
+
+
+def _expected(raw: Any) -> tuple[ExpectedLink, ...]:
+    if raw is None:
+        return ()
+    if not isinstance(raw, list):
+        raise ConfigError("expected_links", f"expected a list, got {type(raw).__name__}")
+    out = []
+    for i, item in enumerate(raw):
+        key = f"expected_links[{i}]"
+        e = _mapping(item, key, ("device", "port", "width", "speed", "rate_gbps", "link_layer"))
+        if "device" not in e:
+            raise ConfigError(f"{key}.device", "required (a glob on the HCA name, e.g. 'mlx5_*')")
+        width = None
+        if "width" in e:
+            width = ibspec.parse_width(str(e["width"]))
+            if width is None:
+                raise ConfigError(f"{key}.width", f"expected a width like 4X, got {e['width']!r}")
+        speed = None
+        if "speed" in e:
+            if ibspec.generation(str(e["speed"])) is None:
+                names = ", ".join(g.name for g in ibspec.GENERATIONS)
+                raise ConfigError(f"{key}.speed", f"unknown speed {e['speed']!r} (one of {names})")
+            speed = ibspec.generation(str(e["speed"])).name
+        rate = _number(e["rate_gbps"], f"{key}.rate_gbps", 0) if "rate_gbps" in e else None
+        if width is None and speed is None and rate is None:
+            raise ConfigError(key, "needs at least one of width, speed or rate_gbps")
+        layer = e.get("link_layer", "InfiniBand")
+        layers = {"infiniband": "InfiniBand", "ethernet": "Ethernet", "any": "any"}
+        if not isinstance(layer, str) or layer.lower() not in layers:
+            raise ConfigError(f"{key}.link_layer", f"expected InfiniBand, Ethernet or any, got {layer!r}")
+        out.append(ExpectedLink(
+            device=_glob(e["device"], f"{key}.device"),
+            port=_glob(e.get("port", "*"), f"{key}.port"),
+            width=width, speed=speed, rate_gbps=rate, link_layer=layers[layer.lower()],
+        ))
+    return tuple(out)
+
+
+def _checks(raw: Any) -> ChecksConfig:
+    allowed = ("compare_with_supported", "down_severity", "degraded_severity",
+               "saturation_severity", *COUNTER_CHECKS)
+    m = _mapping(raw, "checks", allowed)
+    cws = m.get("compare_with_supported", True)
+    if not isinstance(cws, bool):
+        raise ConfigError("checks.compare_with_supported", f"expected true or false, got {cws!r}")
+    counters = {}
+    for name, (_, window, warn, crit) in COUNTER_CHECKS.items():
+        key = f"checks.{name}"
+        c = _mapping(m.get(name), key, ("window", "warning", "critical"))
+        counters[name] = CounterCheckConfig(
+            window=_number(c.get("window", window), f"{key}.window", 1),
+            warning=_number(c.get("warning", warn), f"{key}.warning", 0, allow_none=True),
+            critical=_number(c.get("critical", crit), f"{key}.critical", 0, allow_none=True),
+        )
+    return ChecksConfig(
+        compare_with_supported=cws,
+        down_severity=_severity(m.get("down_severity", "critical"), "checks.down_severity"),
+        degraded_severity=_severity(m.get("degraded_severity", "critical"), "checks.degraded_severity"),
+        saturation_severity=_severity(m.get("saturation_severity", "ok"),
+                                      "checks.saturation_severity"),
+        counters=counters,
+    )
+
+
+def from_dict(raw: Any, path: str | None = None, check_paths: bool = True) -> Config:
+    """Validate a parsed YAML document. Raises ConfigError naming the bad key."""
+    top = _mapping(raw, "", _TOP_KEYS)
+    server = _mapping(top.get("server"), "server", ("address", "port", "tls"))
+    port = server.get("port", DEFAULT_PORT)
+    if isinstance(port, bool) or not isinstance(port, int) or not 0 <= port <= 65535:
+        raise ConfigError("server.port", f"expected a TCP port number 0-65535, got {port!r}")
+    tls_raw = _mapping(server.get("tls"), "server.tls", ("cert_file", "key_file", "client_ca_file"))
+    tls = TLSConfig(**{k: _string(v, f"server.tls.{k}") for k, v in tls_raw.items()})
+    if bool(tls.cert_file) != bool(tls.key_file):
+        raise ConfigError("server.tls", "cert_file and key_file must be set together")
+    if tls.client_ca_file and not tls.cert_file:
+        raise ConfigError("server.tls.client_ca_file", "needs cert_file and key_file")
+    for k in ("cert_file", "key_file", "client_ca_file"):
+        v = getattr(tls, k)
+        if v and check_paths and not Path(v).is_file():
+            raise ConfigError(f"server.tls.{k}", f"{v} is not a readable file")
+    paths = _mapping(top.get("paths"), "paths", ("sysfs", "procfs", "state_dir"))
+    excl = top.get("exclude_devices") or []
+    if not isinstance(excl, list):
+        raise ConfigError("exclude_devices", f"expected a list of globs, got {excl!r}")
+    logging_ = _mapping(top.get("logging"), "logging", ("level", "format"))
+    level = logging_.get("level", "info")
+    if level not in ("debug", "info", "warning", "error"):
+        raise ConfigError("logging.level", f"expected debug, info, warning or error, got {level!r}")
+    fmt = logging_.get("format", "auto")
+    if fmt not in ("auto", "json", "console"):
+        raise ConfigError("logging.format", f"expected auto, json or console, got {fmt!r}")
+    return Config(
+        address=_string(server.get("address", "0.0.0.0"), "server.address"),
+        port=port,
+        tls=tls,
+        sysfs=_dir(paths.get("sysfs", "/sys"), "paths.sysfs", check_paths),
+        procfs=_dir(paths.get("procfs", "/proc"), "paths.procfs", check_paths),
+        state_dir=_string(paths.get("state_dir", "/var/lib/fabricmon"), "paths.state_dir"),
+        sources=_sources(top.get("sources")),
+        exclude_devices=tuple(_glob(p, f"exclude_devices[{i}]") for i, p in enumerate(excl)),
+        expected_links=_expected(top.get("expected_links")),
+        checks=_checks(top.get("checks")),
+        log_level=level,
+        log_format=fmt,
+        path=path,
+        raw=top,
+    )
+
+
+def load(path: str | os.PathLike[str] | None, check_paths: bool = True) -> Config:
+    """Load and validate a YAML config file; None gives the built-in defaults."""
+    if path is None:
+        return from_dict({}, None, check_paths)
+    try:
+        text = Path(path).read_text()
+    except OSError as exc:
+        raise ConfigError("", f"cannot read config file {path}: {exc.strerror or exc}") from exc
+    try:
+        raw = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" line {mark.line + 1} column {mark.column + 1}" if mark else ""
+        raise ConfigError("", f"{path}: invalid YAML{where}: {getattr(exc, 'problem', exc)}") from exc
+    return from_dict(raw or {}, str(path), check_paths)
+
+
+_SAFE_ARG = re.compile(r"^[A-Za-z0-9_.:\-]+$")
+
+
+def safe_arg(value: str) -> str:
+    """Validate a command argument built from a discovered name (device, GUID)."""
+    if not _SAFE_ARG.match(value) or value.startswith("-"):
+        raise ValueError(f"refusing unsafe command argument {value!r}")
+    return value

@@ -1,0 +1,169 @@
+"""Render a Snapshot as Prometheus metric families (a prometheus_client custom collector).
+
+The exposition text is rendered once per snapshot and cached, so a scrape only copies bytes:
+it is never blocked by a slow command and costs the same however many ports there are.
+"""
+
+from __future__ import annotations
+
+import platform
+from collections.abc import Iterator
+
+from prometheus_client.core import (
+    CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric,
+)
+from prometheus_client.exposition import generate_latest
+from prometheus_client.registry import CollectorRegistry
+
+from fabricmon import __version__, ibspec
+from fabricmon.checks import degraded_link
+from fabricmon.collector import POLL_BUCKETS, Snapshot
+
+PORT_LABELS = ["device", "port"]
+
+
+def _port_families(snap: Snapshot) -> Iterator[Metric]:
+    info = GaugeMetricFamily("fabricmon_ib_port_info", "Port identity; join on device,port with group_left.",
+                             labels=["device", "port", "port_guid", "link_layer", "netdev", "hca_type",
+                                     "firmware_version"])
+    up = GaugeMetricFamily("fabricmon_ib_port_up", "1 if the port is ACTIVE and LinkUp, else 0.",
+                           labels=PORT_LABELS)
+    state = GaugeMetricFamily("fabricmon_ib_port_state_id",
+                              "PortState: 1 DOWN, 2 INIT, 3 ARMED, 4 ACTIVE, 5 ACTIVE_DEFER.", labels=PORT_LABELS)
+    phys = GaugeMetricFamily("fabricmon_ib_port_physical_state_id",
+                             "PortPhysicalState: 2 Polling, 3 Disabled, 5 LinkUp, 6 LinkErrorRecovery, 7 Phy Test.",
+                             labels=PORT_LABELS)
+    rate = GaugeMetricFamily("fabricmon_ib_port_rate_bits_per_second",
+                             "Active data rate (lanes x nominal lane rate; 0 when the port is down).",
+                             labels=PORT_LABELS)
+    width = GaugeMetricFamily("fabricmon_ib_port_link_width_lanes", "Active link width in lanes.",
+                              labels=PORT_LABELS)
+    supported = GaugeMetricFamily("fabricmon_ib_port_supported_link_width_lanes",
+                                  "Width both ends could run at, when above the active width (iblinkinfo).",
+                                  labels=PORT_LABELS)
+    expected = GaugeMetricFamily("fabricmon_ib_port_expected_rate_bits_per_second",
+                                 "Expected data rate from the config's expected_links.", labels=PORT_LABELS)
+    degraded = GaugeMetricFamily("fabricmon_ib_port_degraded",
+                                 "1 while the port is degraded for this reason (down, width, speed).",
+                                 labels=["device", "port", "reason"])
+    sat = GaugeMetricFamily("fabricmon_ib_port_counter_saturated",
+                            "1 when the counter sits at its maximum (rates unknown).",
+                            labels=["device", "port", "counter"])
+    counters = {c.name: CounterMetricFamily(f"fabricmon_ib_port_{c.name}", c.help, labels=PORT_LABELS)
+                for c in ibspec.COUNTERS}
+    hw = CounterMetricFamily("fabricmon_ib_port_hw_counters",
+                             "mlx5 hw_counters of the port, by counter name.",
+                             labels=["device", "port", "counter"])
+    for key, p in sorted(snap.ports.items()):
+        d = snap.devices.get(p.device)
+        lv = [p.device, str(p.port)]
+        info.add_metric([p.device, str(p.port), p.port_guid, p.link_layer, d.netdev if d else "",
+                         d.hca_type if d else "", d.firmware_version if d else ""], 1)
+        up.add_metric(lv, 1 if p.up else 0)
+        if p.state_id is not None:
+            state.add_metric(lv, p.state_id)
+        if p.phys_state_id is not None:
+            phys.add_metric(lv, p.phys_state_id)
+        if p.rate_gbps is not None:
+            rate.add_metric(lv, p.rate_gbps * 1e9)
+        if p.width is not None:
+            width.add_metric(lv, p.width if p.up else 0)
+        if p.could_be_width:
+            supported.add_metric(lv, p.could_be_width)
+        v = snap.verdicts.get(key)
+        if v is not None:
+            if v.expected_rate_gbps is not None:
+                expected.add_metric(lv, v.expected_rate_gbps * 1e9)
+            for reason in degraded_link.REASONS:
+                degraded.add_metric([*lv, reason], 1 if v.degraded[reason] else 0)
+        for name, is_sat in snap.saturation.get(key, {}).items():
+            if name in p.counters:
+                sat.add_metric([*lv, name], 1 if is_sat else 0)
+        for name, value in p.counters.items():
+            spec = ibspec.COUNTER_BY_NAME[name]
+            counters[name].add_metric(lv, value * spec.scale)
+        for name, value in sorted(p.hw_counters.items()):
+            hw.add_metric([*lv, name], value)
+    yield from (info, up, state, phys, rate, width, supported, expected, degraded, sat)
+    yield from counters.values()
+    yield hw
+
+
+def _device_families(snap: Snapshot) -> Iterator[Metric]:
+    info = GaugeMetricFamily("fabricmon_ib_device_info", "HCA identity.",
+                             labels=["device", "hca_type", "firmware_version", "board_id", "node_guid", "netdev"])
+    numa = GaugeMetricFamily("fabricmon_ib_device_numa_node", "NUMA node of the HCA's PCI function (absent if unknown).",
+                             labels=["device"])
+    for name, d in sorted(snap.devices.items()):
+        info.add_metric([name, d.hca_type, d.firmware_version, d.board_id, d.node_guid, d.netdev], 1)
+        if d.numa_node is not None:
+            numa.add_metric([name], d.numa_node)
+    yield info
+    yield numa
+
+
+def _check_families(snap: Snapshot) -> Iterator[Metric]:
+    status = GaugeMetricFamily("fabricmon_check_status",
+                               "Check result per port: 0 OK, 1 WARNING, 2 CRITICAL.",
+                               labels=["check", "device", "port"])
+    for f in snap.findings:
+        status.add_metric([f.check, f.device, "" if f.port is None else str(f.port)], f.status)
+    yield status
+    yield GaugeMetricFamily("fabricmon_health_status", "Worst check status on this node: 0 OK, 1 WARNING, 2 CRITICAL.",
+                            value=snap.status)
+
+
+def _self_families(snap: Snapshot) -> Iterator[Metric]:
+    up = GaugeMetricFamily("fabricmon_source_up", "1 if the source's last run produced data.", labels=["source"])
+    dur = GaugeMetricFamily("fabricmon_source_duration_seconds", "Duration of the source's last run.",
+                            labels=["source"])
+    last = GaugeMetricFamily("fabricmon_source_last_success_timestamp_seconds",
+                             "Time of the source's last run without any error.", labels=["source"])
+    errs = CounterMetricFamily("fabricmon_source_errors", "Source errors by kind.", labels=["source", "kind"])
+    enabled = GaugeMetricFamily("fabricmon_source_enabled", "1 if the source is enabled.", labels=["source"])
+    for name, s in sorted(snap.sources.items()):
+        enabled.add_metric([name], 1 if s.enabled else 0)
+        if not s.enabled:
+            continue
+        up.add_metric([name], 1 if s.up else 0)
+        dur.add_metric([name], s.duration)
+        last.add_metric([name], s.last_success)
+        for kind, n in sorted(s.errors_total.items()):
+            errs.add_metric([name, kind], n)
+    yield from (enabled, up, dur, last, errs)
+    buckets = []
+    acc = 0
+    for bound, n in zip(POLL_BUCKETS, snap.poll_buckets):
+        acc = n  # buckets are already cumulative (each poll counted in every bucket above it)
+        buckets.append(("+Inf" if bound == float("inf") else repr(bound), acc))
+    yield HistogramMetricFamily("fabricmon_poll_duration_seconds", "Duration of poll cycles.",
+                                buckets=buckets, sum_value=snap.poll_sum)
+    yield GaugeMetricFamily("fabricmon_last_poll_timestamp_seconds", "Time the last snapshot was built.",
+                            value=snap.time)
+    build = GaugeMetricFamily("fabricmon_build_info", "fabricmon build information.",
+                              labels=["version", "python_version"])
+    build.add_metric([__version__, platform.python_version()], 1)
+    yield build
+
+
+class SnapshotCollector:
+    """prometheus_client custom collector over one snapshot."""
+
+    def __init__(self, snap: Snapshot, extra: list | None = None):
+        self.snap = snap
+        self.extra = extra or []
+
+    def collect(self) -> Iterator[Metric]:
+        yield from _port_families(self.snap)
+        yield from _device_families(self.snap)
+        yield from _check_families(self.snap)
+        for fn in self.extra:
+            yield from fn(self.snap)
+        yield from _self_families(self.snap)
+
+
+def render(snap: Snapshot, extra: list | None = None) -> bytes:
+    """The Prometheus text exposition of a snapshot."""
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(SnapshotCollector(snap, extra))
+    return generate_latest(registry)

@@ -1,0 +1,113 @@
+"""Counter history: the samples that rate-based checks read deltas from.
+
+Rules (the lessons of the exporters we compete with):
+- a saturated counter is "unknown, at least max": it is recorded as a gap, never a rate;
+- a decrease is a reset (or a counter jumping backwards): it contributes 0, never a negative
+  increase, and the new value becomes the baseline;
+- the history is bounded in time, and can be saved to disk so that `fabricmon check` run by
+  cron or Slurm keeps rates between runs.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from collections import deque
+from dataclasses import dataclass
+
+Key = tuple[str, int, str]     # (device, port, counter)
+
+
+@dataclass(slots=True)
+class Sample:
+    t: float
+    value: int | None          # None: saturated / unknown
+
+
+class CounterHistory:
+    def __init__(self, horizon: float = 43200.0, max_samples: int = 2048):
+        self.horizon = horizon
+        self.max_samples = max_samples
+        self._data: dict[Key, deque[Sample]] = {}
+        self.resets: dict[Key, int] = {}
+
+    def add(self, key: Key, t: float, value: int | None) -> None:
+        q = self._data.get(key)
+        if q is None:
+            q = self._data[key] = deque(maxlen=self.max_samples)
+        if q and t <= q[-1].t:
+            return
+        q.append(Sample(t, value))
+        while len(q) > 2 and q[1].t < t - self.horizon:
+            q.popleft()
+
+    def increase(self, key: Key, window: float, now: float) -> tuple[int, float]:
+        """Sum of non-negative deltas over the trailing window, and the seconds it covers."""
+        q = self._data.get(key)
+        if not q or len(q) < 2:
+            return 0, 0.0
+        total = 0
+        start = None
+        prev = None
+        for s in q:
+            if s.t < now - window:
+                prev = s
+                continue
+            if prev is not None:
+                if start is None:
+                    start = prev.t
+                if prev.value is not None and s.value is not None and s.value >= prev.value:
+                    total += s.value - prev.value
+            prev = s
+        if start is None:
+            return 0, 0.0
+        return total, q[-1].t - start
+
+    def last_delta(self, key: Key) -> int | None:
+        """Increase between the last two samples (None when unknown, 0 on a reset)."""
+        q = self._data.get(key)
+        if not q or len(q) < 2 or q[-1].value is None or q[-2].value is None:
+            return None
+        return max(0, q[-1].value - q[-2].value)
+
+    def note_reset(self, key: Key, value: int) -> bool:
+        q = self._data.get(key)
+        if q and q[-1].value is not None and value < q[-1].value:
+            self.resets[key] = self.resets.get(key, 0) + 1
+            return True
+        return False
+
+    def prune(self, keep: set[tuple[str, int]]) -> None:
+        """Drop the history of ports that no longer exist (a removed HCA)."""
+        for key in [k for k in self._data if (k[0], k[1]) not in keep]:
+            del self._data[key]
+
+    def to_json(self) -> str:
+        return json.dumps({"|".join([k[0], str(k[1]), k[2]]): [[s.t, s.value] for s in q]
+                           for k, q in self._data.items()})
+
+    @classmethod
+    def from_json(cls, text: str, horizon: float = 43200.0) -> CounterHistory:
+        h = cls(horizon)
+        for k, samples in json.loads(text).items():
+            dev, port, counter = k.rsplit("|", 2)
+            for t, v in samples:
+                h.add((dev, int(port), counter), float(t), None if v is None else int(v))
+        return h
+
+    def save(self, path: str) -> None:
+        """Atomic write (temp file + rename)."""
+        d = os.path.dirname(path) or "."
+        os.makedirs(d, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=d, prefix=".state-")
+        try:
+            with os.fdopen(fd, "w") as fh:
+                fh.write(self.to_json())
+            os.replace(tmp, path)
+        except BaseException:
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
+            raise

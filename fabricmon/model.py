@@ -1,0 +1,147 @@
+"""Merge what every source said about a port into one PortView.
+
+Precedence, most trusted first (sources are cross-checked, never trusted alone):
+- state: sysfs, then ibstat, then iblinkinfo;
+- width and speed: iblinkinfo (PortInfo), then sysfs `rate`, then ibstat's Rate (ibstat's
+  rate is wrong under ibsim for HDR, and stale on a Down port);
+- counters: sysfs, then perfquery;
+- identity (GUID, HCA type, firmware): sysfs, then ibstat.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from fabricmon import ibspec
+from fabricmon.parsers.ibstat import IbstatCa
+from fabricmon.parsers.iblinkinfo import LinkInfo
+from fabricmon.sources.sysfs_ib import SysfsDevice
+
+
+@dataclass(slots=True)
+class DeviceView:
+    device: str
+    hca_type: str = ""
+    firmware_version: str = ""
+    board_id: str = ""
+    node_guid: str = ""
+    netdev: str = ""
+    numa_node: int | None = None
+    pci_path: str | None = None
+
+
+@dataclass(slots=True)
+class PortView:
+    device: str
+    port: int
+    link_layer: str = "InfiniBand"
+    state_id: int | None = None
+    phys_state_id: int | None = None
+    width: int | None = None
+    generation: str | None = None
+    rate_gbps: float | None = None
+    could_be_width: int | None = None
+    could_be_generation: str | None = None
+    port_guid: str = ""
+    lid: int | None = None
+    counters: dict[str, int] = field(default_factory=dict)       # canonical -> raw
+    counter_bits: dict[str, int] = field(default_factory=dict)
+    counter_source: str | None = None
+    hw_counters: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def key(self) -> tuple[str, int]:
+        return (self.device, self.port)
+
+    @property
+    def up(self) -> bool:
+        return self.state_id == ibspec.STATE_ACTIVE and self.phys_state_id == ibspec.PHYS_LINKUP
+
+    @property
+    def is_ib(self) -> bool:
+        return self.link_layer != "Ethernet"
+
+    def label(self) -> str:
+        return f"{self.device} port {self.port}"
+
+    def link_text(self) -> str:
+        w = f"{self.width}X" if self.width else "?X"
+        return f"{w} {self.generation or '?'}"
+
+
+def merge(sysfs: dict[str, SysfsDevice] | None, ibstat: list[IbstatCa] | None,
+          perfq: dict | None, links: dict[tuple[str, int], LinkInfo] | None
+          ) -> tuple[dict[str, DeviceView], dict[tuple[str, int], PortView]]:
+    devices: dict[str, DeviceView] = {}
+    ports: dict[tuple[str, int], PortView] = {}
+
+    def port(dev: str, num: int) -> PortView:
+        key = (dev, num)
+        if key not in ports:
+            ports[key] = PortView(device=dev, port=num)
+            devices.setdefault(dev, DeviceView(device=dev))
+        return ports[key]
+
+    # ibstat first, so that sysfs overwrites what both know.
+    for ca in ibstat or []:
+        d = devices.setdefault(ca.name, DeviceView(device=ca.name))
+        d.hca_type = ca.ca_type or d.hca_type
+        d.firmware_version = ca.firmware_version or d.firmware_version
+        d.node_guid = ca.node_guid or d.node_guid
+        for ip in ca.ports:
+            p = port(ca.name, ip.port)
+            p.link_layer = ip.link_layer or p.link_layer
+            p.state_id = ibspec.state_id(ip.state) if ip.state else None
+            p.phys_state_id = ibspec.phys_state_id(ip.physical_state) if ip.physical_state else None
+            p.port_guid = ip.port_guid or ""
+            p.lid = ip.base_lid
+            if ip.rate_gbps:
+                p.rate_gbps = ip.rate_gbps
+    for name, sd in (sysfs or {}).items():
+        d = devices.setdefault(name, DeviceView(device=name))
+        d.hca_type = sd.hca_type or d.hca_type
+        d.firmware_version = sd.fw_ver or d.firmware_version
+        d.board_id = sd.board_id or ""
+        d.node_guid = sd.node_guid or d.node_guid
+        d.netdev = ",".join(sd.netdevs)
+        d.numa_node = sd.numa_node
+        d.pci_path = sd.pci_path
+        for num, sp in sd.ports.items():
+            p = port(name, num)
+            if sp.link_layer:
+                p.link_layer = sp.link_layer
+            if sp.state_id is not None:
+                p.state_id = sp.state_id
+            if sp.phys_state_id is not None:
+                p.phys_state_id = sp.phys_state_id
+            if sp.rate_gbps is not None:
+                p.rate_gbps, p.width, p.generation = sp.rate_gbps, sp.width, sp.generation
+            if sp.counters:
+                p.counters = dict(sp.counters)
+                p.counter_bits = {k: (64 if ibspec.COUNTER_BY_NAME[k].kind == "traffic"
+                                      else ibspec.COUNTER_BY_NAME[k].bits) for k in sp.counters}
+                p.counter_source = "sysfs"
+            p.hw_counters = dict(sp.hw_counters)
+    for (dev, num), (counters, bits) in (perfq or {}).items():
+        p = ports.get((dev, num))
+        if p is None or p.counter_source == "sysfs":
+            continue
+        p.counters, p.counter_bits, p.counter_source = dict(counters), dict(bits), "perfquery"
+    for (dev, num), li in (links or {}).items():
+        p = ports.get((dev, num))
+        if p is None:
+            continue
+        if p.state_id is None and li.state_id is not None:
+            p.state_id, p.phys_state_id = li.state_id, li.phys_state_id
+        if li.width is not None and li.generation is not None:
+            p.width, p.generation = li.width, li.generation
+        p.could_be_width = li.could_be_width
+        p.could_be_generation = li.could_be_generation
+    for p in ports.values():
+        if p.width and p.generation:
+            g = ibspec.generation(p.generation)
+            if g is not None:
+                p.rate_gbps = p.width * g.lane_gbps
+        if p.state_id is not None and not p.up:
+            p.rate_gbps = 0.0   # a Down port shows a stale rate in ibstat and sysfs
+    return devices, ports

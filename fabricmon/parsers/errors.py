@@ -1,0 +1,2 @@
+class ParseError(ValueError):
+    """Raised when tool output cannot be parsed."""

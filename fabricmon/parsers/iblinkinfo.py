@@ -1,0 +1,98 @@
+"""Parse `iblinkinfo` port lines (default and `-l` line mode).
+
+A port line looks like
+    0x0000000000100007     13    1[  ] ==( 4X        53.125 Gbps Active/  LinkUp)==>   4    2[  ] "leaf02" (Could be 12X )
+The speed is per lane (53.125 Gbps is HDR). `(Could be 4X Could be 106.25 Gbps)` tells
+what both ends support when the link runs below it.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from fabricmon.ibspec import generation_from_signal, parse_width, phys_state_id, state_id
+from fabricmon.parsers.errors import ParseError
+
+_LINE_RE = re.compile(
+    r"(?P<lid>\d+)\s+(?P<port>\d+)\[[^\]]*\]\s*==\(\s*"
+    r"(?:(?P<width>\d+X)\s+(?P<speed>[\d.]+)\s*Gbps\s+)?"
+    r"(?P<state>[A-Za-z_]+)/\s*(?P<phys>[A-Za-z ]+?)\s*\)"
+    r"(?:\s*\([^)]*\))?"                      # -p adds (HOQ:n VL_Stall:n)
+    r"==>\s*(?:0x[0-9a-fA-F]+\s+)?"
+    r"(?:(?P<rlid>\d+)\s+(?P<rport>\d+))?\s*\[[^\]]*\]\s*"
+    r"\"(?P<rdesc>.*)\"\s*\((?P<could>[^)]*)\)\s*$"
+)
+_CA_RE = re.compile(r"^CA:\s*(?P<desc>.*?):?\s*$")
+_COULD_WIDTH = re.compile(r"Could be (\d+X)")
+_COULD_SPEED = re.compile(r"Could be ([\d.]+) Gbps")
+
+
+@dataclass(slots=True)
+class LinkInfo:
+    lid: int
+    port: int
+    width: int | None              # active lanes
+    lane_signal_gbps: float | None
+    generation: str | None         # "HDR", from the per-lane speed
+    state_id: int | None
+    phys_state_id: int | None
+    remote_lid: int | None
+    remote_port: int | None
+    remote_desc: str
+    could_be_width: int | None     # supported by both ends, when above the active width
+    could_be_generation: str | None
+    node_desc: str | None = None   # the local node's description, when printed
+
+
+def _parse_line(line: str, node_desc: str | None) -> LinkInfo | None:
+    m = _LINE_RE.search(line)
+    if not m:
+        return None
+    speed = float(m["speed"]) if m["speed"] else None
+    gen = generation_from_signal(speed) if speed is not None else None
+    could = m["could"] or ""
+    cw = _COULD_WIDTH.search(could)
+    cs = _COULD_SPEED.search(could)
+    cgen = generation_from_signal(float(cs.group(1))) if cs else None
+    desc = node_desc
+    if node_desc is None:
+        lm = re.match(r'^0x[0-9a-fA-F]+\s+"\s*(?P<d>[^"]*)"', line.strip())
+        desc = lm["d"] if lm else None
+    return LinkInfo(
+        lid=int(m["lid"]), port=int(m["port"]),
+        width=parse_width(m["width"]) if m["width"] else None,
+        lane_signal_gbps=speed,
+        generation=gen.name if gen else None,
+        state_id=state_id(m["state"]), phys_state_id=phys_state_id(m["phys"]),
+        remote_lid=int(m["rlid"]) if m["rlid"] else None,
+        remote_port=int(m["rport"]) if m["rport"] else None,
+        remote_desc=m["rdesc"],
+        could_be_width=parse_width(cw.group(1)) if cw else None,
+        could_be_generation=cgen.name if cgen else None,
+        node_desc=desc,
+    )
+
+
+def parse_iblinkinfo(text: str) -> list[LinkInfo]:
+    """Parse every port line. Raises ParseError when none is recognised."""
+    links: list[LinkInfo] = []
+    node_desc: str | None = None
+    for raw in text.splitlines():
+        line = raw.rstrip()
+        if not line.strip():
+            continue
+        m = _CA_RE.match(line.strip())
+        if m:
+            node_desc = m["desc"]
+            continue
+        if line.startswith("Switch:"):
+            node_desc = line.split(" ", 2)[-1].rstrip(":")
+            continue
+        info = _parse_line(line, node_desc)
+        if info is not None:
+            links.append(info)
+    if not links:
+        first = next((ln for ln in text.splitlines() if ln.strip()), "empty output")
+        raise ParseError(f"no iblinkinfo port line found ({first.strip()[:160]})")
+    return links

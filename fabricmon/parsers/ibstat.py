@@ -1,0 +1,127 @@
+"""Parse `ibstat` output into adapters and ports.
+
+`ibstat` may print valid adapters and then die with an `ibpanic:` line and exit 255, so the
+parser returns whatever complete adapters it saw, plus the trailing error text.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from fabricmon.parsers.errors import ParseError
+
+_CA_RE = re.compile(r"^CA '(?P<name>[^']+)'\s*$")
+_PORT_RE = re.compile(r"^Port (?P<num>\d+):\s*$")
+_KV_RE = re.compile(r"^(?P<key>[A-Za-z][A-Za-z ]*):\s*(?P<value>.*?)\s*$")
+
+
+@dataclass(slots=True)
+class IbstatPort:
+    port: int
+    state: str | None = None
+    physical_state: str | None = None
+    rate_gbps: float | None = None
+    base_lid: int | None = None
+    sm_lid: int | None = None
+    port_guid: str | None = None
+    link_layer: str | None = None
+
+
+@dataclass(slots=True)
+class IbstatCa:
+    name: str
+    ca_type: str | None = None
+    num_ports: int | None = None
+    firmware_version: str | None = None
+    hardware_version: str | None = None
+    node_guid: str | None = None
+    system_image_guid: str | None = None
+    ports: list[IbstatPort] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class IbstatResult:
+    cas: list[IbstatCa]
+    errors: list[str]       # ibpanic/ibwarn lines seen (partial output)
+
+
+def _num(value: str) -> float | None:
+    try:
+        return float(value)
+    except ValueError:
+        return None
+
+
+def _int(value: str) -> int | None:
+    try:
+        return int(value, 0)
+    except ValueError:
+        return None
+
+
+def _link_layer(value: str) -> str:
+    # ibstat against ibsim prints "IB"; sysfs says "InfiniBand".
+    return "InfiniBand" if value.strip().upper() in ("IB", "INFINIBAND") else value.strip()
+
+
+def parse_ibstat(text: str) -> IbstatResult:
+    """Parse full `ibstat` output. Raises ParseError when no adapter can be recognised."""
+    cas: list[IbstatCa] = []
+    errors: list[str] = []
+    ca: IbstatCa | None = None
+    port: IbstatPort | None = None
+    for raw in text.splitlines():
+        line = raw.strip()
+        if not line:
+            continue
+        if line.startswith(("ibpanic:", "ibwarn:", "iberror:")) or ": iberror:" in line:
+            errors.append(line)
+            continue
+        m = _CA_RE.match(line)
+        if m:
+            ca = IbstatCa(name=m["name"])
+            cas.append(ca)
+            port = None
+            continue
+        m = _PORT_RE.match(line)
+        if m and ca is not None:
+            port = IbstatPort(port=int(m["num"]))
+            ca.ports.append(port)
+            continue
+        m = _KV_RE.match(line)
+        if not m or ca is None:
+            continue
+        key, value = m["key"].strip().lower(), m["value"]
+        if port is None:
+            if key == "ca type":
+                ca.ca_type = value or None
+            elif key == "number of ports":
+                ca.num_ports = _int(value)
+            elif key == "firmware version":
+                ca.firmware_version = value or None
+            elif key == "hardware version":
+                ca.hardware_version = value or None
+            elif key == "node guid":
+                ca.node_guid = value.lower()
+            elif key == "system image guid":
+                ca.system_image_guid = value.lower()
+            continue
+        if key == "state":
+            port.state = value
+        elif key == "physical state":
+            port.physical_state = value
+        elif key == "rate":
+            port.rate_gbps = _num(value)
+        elif key == "base lid":
+            port.base_lid = _int(value)
+        elif key == "sm lid":
+            port.sm_lid = _int(value)
+        elif key == "port guid":
+            port.port_guid = value.lower()
+        elif key == "link layer":
+            port.link_layer = _link_layer(value)
+    if not cas:
+        detail = errors[-1] if errors else (text.strip()[:120] or "empty output")
+        raise ParseError(f"no 'CA' block in ibstat output ({detail})")
+    return IbstatResult(cas=cas, errors=errors)

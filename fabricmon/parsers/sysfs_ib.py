@@ -1,0 +1,49 @@
+"""Pure parsers for the values in /sys/class/infiniband/<dev>/ports/<n>/."""
+
+from __future__ import annotations
+
+import re
+
+from fabricmon.ibspec import generation_from_rate
+from fabricmon.parsers.errors import ParseError
+
+_ENUM_RE = re.compile(r"^\s*(?P<id>\d+)\s*:\s*(?P<name>.*?)\s*$")
+_RATE_RE = re.compile(
+    r"^\s*(?P<gbps>[\d.]+)\s*Gb/sec(?:\s*\((?P<width>\d+)X\s*(?P<gen>[A-Za-z0-9]+)?\))?\s*$")
+
+
+def parse_enum(text: str) -> tuple[int, str]:
+    """`4: ACTIVE` -> (4, "ACTIVE"); `7: Phy Test` -> (7, "Phy Test")."""
+    m = _ENUM_RE.match(text)
+    if not m:
+        raise ParseError(f"expected '<id>: <name>', got {text.strip()[:60]!r}")
+    return int(m["id"]), m["name"]
+
+
+def parse_rate(text: str) -> tuple[float, int | None, str | None]:
+    """`400 Gb/sec (4X NDR)` -> (400.0, 4, "NDR").
+
+    RoCE ports use IB names too (`200 Gb/sec (2X NDR)` on a 200GbE port): the number and
+    the width are what count; the generation is recomputed from them when it is missing.
+    """
+    m = _RATE_RE.match(text)
+    if not m:
+        raise ParseError(f"unrecognised rate {text.strip()[:60]!r}")
+    gbps = float(m["gbps"])
+    width = int(m["width"]) if m["width"] else None
+    gen = m["gen"].upper() if m["gen"] else None
+    if gen is None and width:
+        g = generation_from_rate(gbps, width)
+        gen = g.name if g else None
+    return gbps, width, gen
+
+
+def parse_counter(text: str) -> int | None:
+    """A counter file: an integer, or None for `N/A (no PMA)` and similar."""
+    t = text.strip()
+    if not t or t.startswith("N/A"):
+        return None
+    try:
+        return int(t, 0)
+    except ValueError as exc:
+        raise ParseError(f"counter is not an integer: {t[:40]!r}") from exc

@@ -1,0 +1,95 @@
+"""Run external tools safely: an argv list (never a shell), a timeout that kills the whole
+process group (and any descendant that escaped it), and a result that never raises."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import psutil
+
+MAX_OUTPUT = 16 * 1024 * 1024
+
+
+@dataclass(frozen=True, slots=True)
+class CommandResult:
+    argv: tuple[str, ...]
+    returncode: int | None
+    stdout: str
+    stderr: str
+    duration: float
+    error: str | None = None   # None, "not_found", "timeout", "exec_error", "not_recorded"
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None and self.returncode == 0
+
+    def describe(self) -> str:
+        """One line for logs and findings."""
+        cmd = " ".join(self.argv)
+        if self.error == "not_found":
+            return f"{cmd}: command not found"
+        if self.error == "timeout":
+            return f"{cmd}: timed out after {self.duration:.1f}s (process group killed)"
+        if self.error:
+            return f"{cmd}: {self.error}: {self.stderr.strip()[:200]}"
+        tail = (self.stderr.strip() or self.stdout.strip()).splitlines()[-1:] or [""]
+        return f"{cmd}: exit {self.returncode}: {tail[0][:200]}"
+
+
+def _kill_tree(proc: subprocess.Popen[bytes], descendants: list[psutil.Process]) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+    for child in descendants:      # children that called setsid() left our group
+        try:
+            child.kill()
+        except psutil.Error:
+            pass
+
+
+def _descendants(pid: int) -> list[psutil.Process]:
+    try:
+        return psutil.Process(pid).children(recursive=True)
+    except psutil.Error:
+        return []
+
+
+def run_command(argv: Sequence[str], timeout: float, env: Mapping[str, str] | None = None) -> CommandResult:
+    """Run argv with a timeout. Never raises for tool failures; see CommandResult.error."""
+    args = tuple(argv)
+    start = time.monotonic()
+    try:
+        proc = subprocess.Popen(
+            args, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            start_new_session=True, env=dict(env) if env is not None else None, close_fds=True,
+        )
+    except FileNotFoundError:
+        return CommandResult(args, None, "", "", time.monotonic() - start, "not_found")
+    except OSError as exc:
+        return CommandResult(args, None, "", str(exc), time.monotonic() - start, "exec_error")
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        _kill_tree(proc, _descendants(proc.pid))
+        try:
+            out, err = proc.communicate(timeout=2)
+        except subprocess.TimeoutExpired:    # a descendant still holds the pipes
+            proc.kill()
+            out, err = b"", b""
+            proc.wait()
+        return CommandResult(args, None, out[:MAX_OUTPUT].decode("utf-8", "replace"),
+                             err[:MAX_OUTPUT].decode("utf-8", "replace"),
+                             time.monotonic() - start, "timeout")
+    # The tool exited; a child it left behind (daemonised, pipes closed) must not outlive it.
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+    return CommandResult(args, proc.returncode, out[:MAX_OUTPUT].decode("utf-8", "replace"),
+                         err[:MAX_OUTPUT].decode("utf-8", "replace"), time.monotonic() - start)

@@ -1,0 +1,108 @@
+"""HTTP(S) endpoint: /metrics serves the cached exposition of the last snapshot, /healthz
+says whether polling is alive. Nothing here ever waits for a command."""
+
+from __future__ import annotations
+
+import gzip
+import ssl
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+from prometheus_client.exposition import CONTENT_TYPE_LATEST
+
+from fabricmon.config import TLSConfig
+
+
+class Exposition:
+    """The current exposition bytes (and a lazily built gzip copy), swapped atomically."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._body = b""
+        self._gz: bytes | None = None
+        self.updated = 0.0
+        self.healthy = False
+        self.health_detail = "no poll completed yet"
+
+    def set(self, body: bytes, updated: float) -> None:
+        with self._lock:
+            self._body, self._gz, self.updated = body, None, updated
+
+    def get(self, want_gzip: bool) -> tuple[bytes, bool]:
+        with self._lock:
+            if not want_gzip or len(self._body) < 1024:
+                return self._body, False
+            if self._gz is None:
+                self._gz = gzip.compress(self._body, compresslevel=1)
+            return self._gz, True
+
+
+def make_handler(expo: Exposition) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        server_version = "fabricmon"
+        protocol_version = "HTTP/1.1"
+
+        def _send(self, code: int, body: bytes, ctype: str, gz: bool = False) -> None:
+            self.send_response(code)
+            self.send_header("Content-Type", ctype)
+            self.send_header("Content-Length", str(len(body)))
+            if gz:
+                self.send_header("Content-Encoding", "gzip")
+            self.end_headers()
+            if self.command != "HEAD":
+                self.wfile.write(body)
+
+        def do_GET(self) -> None:  # noqa: N802
+            path = self.path.split("?", 1)[0]
+            if path == "/metrics":
+                body, gz = expo.get("gzip" in self.headers.get("Accept-Encoding", ""))
+                self._send(200, body, CONTENT_TYPE_LATEST, gz)
+            elif path == "/healthz":
+                code = 200 if expo.healthy else 503
+                self._send(code, (("ok: " if expo.healthy else "unhealthy: ") + expo.health_detail + "\n").encode(),
+                           "text/plain; charset=utf-8")
+            elif path == "/":
+                self._send(200, b"<html><body><h1>fabricmon</h1><p><a href='/metrics'>/metrics</a> "
+                                b"<a href='/healthz'>/healthz</a></p></body></html>", "text/html")
+            else:
+                self._send(404, b"not found\n", "text/plain")
+
+        do_HEAD = do_GET
+
+        def log_message(self, format: str, *args: object) -> None:  # silence per-request logs
+            pass
+
+    return Handler
+
+
+class MetricsServer:
+    def __init__(self, address: str, port: int, expo: Exposition, tls: TLSConfig | None = None):
+        cls = ThreadingHTTPServer
+        if ":" in address:
+            import socket
+
+            class V6(ThreadingHTTPServer):
+                address_family = socket.AF_INET6
+            cls = V6
+        self.httpd = cls((address, port), make_handler(expo))
+        self.httpd.daemon_threads = True
+        if tls and tls.cert_file:
+            ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+            ctx.minimum_version = ssl.TLSVersion.TLSv1_2
+            ctx.load_cert_chain(tls.cert_file, tls.key_file)
+            if tls.client_ca_file:
+                ctx.load_verify_locations(tls.client_ca_file)
+                ctx.verify_mode = ssl.CERT_REQUIRED
+            self.httpd.socket = ctx.wrap_socket(self.httpd.socket, server_side=True)
+        self.thread = threading.Thread(target=self.httpd.serve_forever, name="fabricmon-http", daemon=True)
+
+    @property
+    def port(self) -> int:
+        return self.httpd.server_address[1]
+
+    def start(self) -> None:
+        self.thread.start()
+
+    def stop(self) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()

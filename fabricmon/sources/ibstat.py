@@ -1,0 +1,33 @@
+"""ibstat source: the adapter and port list, port GUIDs and rates (the only port list where
+sysfs has none, as under the simulator). Partial output before an `ibpanic:` is kept."""
+
+from __future__ import annotations
+
+from fabricmon.config import Config
+from fabricmon.hostio import HostIO
+from fabricmon.parsers.errors import ParseError
+from fabricmon.parsers.ibstat import parse_ibstat
+from fabricmon.sources import SourceOutput, command_error
+
+
+class IbstatSource:
+    name = "ibstat"
+
+    def __init__(self, config: Config):
+        self.config = config
+        self.sc = config.sources["ibstat"]
+
+    def collect(self, io: HostIO) -> SourceOutput:
+        out = SourceOutput()
+        res = io.run(self.sc.command, self.sc.timeout)
+        err = command_error(res)
+        if err:
+            out.error(*err)
+        if res.error is None and res.stdout.strip():
+            try:
+                parsed = parse_ibstat(res.stdout)
+            except ParseError as exc:
+                out.error("parse", f"{' '.join(res.argv)}: {exc}")
+            else:
+                out.data = [ca for ca in parsed.cas if not self.config.device_excluded(ca.name)]
+        return out
