@@ -193,11 +193,13 @@ def fat_tree_netfile(
     for h in range(leaves * hosts_per_leaf):
         for p in range(1, host_ports + 1):
             kinds[(host_name(h), p)] = normal
+    degraded_ports: set[tuple[str, int]] = set()
     for key, value in (degraded or {}).items():
         m = re.fullmatch(r"(.+)\[(\d+)\]", key.strip())
         if not m or (m.group(1), int(m.group(2))) not in kinds:
             raise ValueError(f"degraded key {key!r} names no host port of this fabric (e.g. '{host_name(0)}[1]')")
         kinds[(m.group(1), int(m.group(2)))] = _parse_degraded(value, speed)
+        degraded_ports.add((m.group(1), int(m.group(2))))
 
     def leaf_uplink_port(s: int, u: int) -> int:
         return leaf_host_ports + s * uplinks_per_spine + u + 1
@@ -218,7 +220,7 @@ def fat_tree_netfile(
         f"{leaves * hosts_per_leaf} hosts x {host_ports} ports",
     ]
     if degraded:
-        out.append("# degraded: " + ", ".join(f"{k}={kinds_v}" for k, kinds_v in sorted(degraded.items())))
+        out.append("# degraded: " + ", ".join(f"{host}[{port}] {kinds[(host, port)]}" for host, port in sorted(degraded_ports)))
     out.append("")
 
     for s in range(spines):
