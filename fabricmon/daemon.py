@@ -60,8 +60,12 @@ class Daemon:
 
     def stop(self) -> None:
         self._stop.set()
-        self._thread.join(timeout=30)
-        self.server.stop()
+        if self._thread.is_alive():
+            self._thread.join(timeout=30)
+        if self.server.thread.is_alive():
+            self.server.stop()
+        else:
+            self.server.httpd.server_close()
         self.collector.close()
         log.info("fabricmon stopped")
 

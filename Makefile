@@ -1,0 +1,36 @@
+# fabricmon: the two commands a new user needs.
+#   make demo   installs what is needed (apt + a venv) and runs the demo on a simulated fabric
+#   make test   runs the whole test suite
+PYTHON ?= python3
+VENV   ?= .venv
+APT_PACKAGES = ibsim-utils libumad2sim0 infiniband-diags opensm ethtool iproute2 prometheus prometheus-alertmanager
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+
+.PHONY: demo test deps venv bench clean
+
+demo: deps venv
+	$(VENV)/bin/fabricmon demo
+
+test: deps venv
+	$(VENV)/bin/python -m pytest -q -p no:cacheprovider
+
+deps:
+	@missing=$$(for p in $(APT_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || echo $$p; done); \
+	if [ -n "$$missing" ]; then \
+		echo "installing: $$missing"; \
+		$(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq $$missing; \
+	fi
+
+venv: $(VENV)/.installed
+
+$(VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(VENV)/bin/pip install -q --upgrade pip
+	$(VENV)/bin/pip install -q -e '.[test]'
+	touch $@
+
+bench: venv
+	$(VENV)/bin/python bench/scrape_latency.py
+
+clean:
+	rm -rf $(VENV) build *.egg-info
