@@ -42,6 +42,7 @@ class LiveIO:
         self.roots = {"sysfs": os.path.abspath(sysfs), "procfs": os.path.abspath(procfs)}
         self.env = dict(env) if env is not None else None
         self._fds: dict[str, int] = {}
+        self._used: set[str] = set()
         self._lock = threading.Lock()
 
     def path(self, root: str, rel: str) -> str:
@@ -57,6 +58,7 @@ class LiveIO:
                 return fh.read().decode("utf-8", "replace")
         with self._lock:
             fd = self._fds.get(path)
+            self._used.add(path)
         if fd is not None:
             try:
                 return os.pread(fd, 65536, 0).decode("utf-8", "replace")
@@ -84,6 +86,17 @@ class LiveIO:
                 os.close(fd)
             except OSError:
                 pass
+
+    def sweep(self, root: str, rel: str) -> None:
+        """Close cached files under root/rel not read since the last sweep (a removed HCA, a
+        vanished port). Only the source that owns that subtree calls it, from its own thread, so
+        no other thread can be reading one of these descriptors while it is closed."""
+        prefix = self.path(root, rel)
+        with self._lock:
+            stale = [p for p in self._fds if p.startswith(prefix) and p not in self._used]
+            self._used = {p for p in self._used if not p.startswith(prefix)}
+        for p in stale:
+            self._forget(p)
 
     def forget_prefix(self, root: str, rel: str) -> None:
         """Close cached files under a path (a device that disappeared)."""

@@ -86,6 +86,9 @@ class SysfsSource:
                 continue
             devices[name] = self._device(io, name, out)
         out.data = devices
+        sweep = getattr(io, "sweep", None)
+        if sweep is not None:
+            sweep("sysfs", BASE)     # close the cached files of devices and ports that are gone
         return out
 
     def _device(self, io: HostIO, name: str, out: SourceOutput) -> SysfsDevice:
