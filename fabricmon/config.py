@@ -77,6 +77,34 @@ class ChecksConfig:
 
 
 @dataclass(frozen=True, slots=True)
+class RoceConfig:
+    """RoCE lossless expectations (see docs/roce-gpu.md)."""
+    priority: int = 3                              # the priority that carries RDMA traffic
+    lossless_priorities: tuple[int, ...] = (3,)    # PFC must be on exactly for these
+    trust: str | None = "dscp"                     # expected trust state; None: not checked
+    mtu: int = 4096                                # expected active RoCE (IB) MTU in bytes
+    pause_window: float = 300.0                    # pause rates/fractions are averaged over this
+    pause_rate_warning: float | None = 1000.0      # pause frames/s (one priority, one direction)
+    pause_rate_critical: float | None = None
+    pause_fraction_warning: float | None = 0.1     # fraction of time paused
+    pause_fraction_critical: float | None = 0.5
+    storm_window: float = 3600.0                   # a pause-storm event within it is a finding
+    drop_window: float = 3600.0                    # loss on a lossless priority
+    drop_warning: float | None = 1.0
+    drop_critical: float | None = None
+    cnp_window: float = 3600.0                     # rp_cnp_ignored rising: DCQCN off
+    cnp_ignored_warning: float | None = 1.0
+
+    def windows(self) -> tuple[float, ...]:
+        return (self.pause_window, self.storm_window, self.drop_window, self.cnp_window)
+
+
+@dataclass(frozen=True, slots=True)
+class GpuConfig:
+    nccl_env_file: str | None = None               # env file whose NCCL_IB_HCA is checked
+
+
+@dataclass(frozen=True, slots=True)
 class TLSConfig:
     cert_file: str | None = None
     key_file: str | None = None
@@ -99,6 +127,8 @@ class Config:
     log_format: str
     path: str | None = None
     raw: dict[str, Any] = field(default_factory=dict, compare=False)
+    roce: RoceConfig = field(default_factory=RoceConfig)
+    gpu: GpuConfig = field(default_factory=GpuConfig)
 
     def device_excluded(self, device: str) -> bool:
         return any(fnmatch.fnmatchcase(device, pat) for pat in self.exclude_devices)
@@ -110,7 +140,15 @@ SOURCE_DEFAULTS: dict[str, tuple[bool | str, float, float, tuple[str, ...]]] = {
     "ibstat": (True, 60.0, 10.0, ("ibstat",)),
     "perfquery": ("auto", 15.0, 10.0, ("perfquery",)),
     "iblinkinfo": (True, 60.0, 10.0, ("iblinkinfo",)),
+    # RoCE and GPU sources (docs/roce-gpu.md). "auto": a missing tool or library is not an error.
+    "mlnx_qos": ("auto", 60.0, 10.0, ("mlnx_qos",)),
+    "ethtool": ("auto", 15.0, 10.0, ("ethtool",)),
+    "netdev": (True, 60.0, 5.0, ()),          # sysfs class/net/<if>/{mtu,speed,operstate}
+    "gpudirect": (True, 60.0, 5.0, ()),       # procfs/sysfs module and driver facts
+    "gpu": ("auto", 60.0, 10.0, ()),          # NVML (pynvml) plus the GPUs' sysfs PCI paths
 }
+# Sources that read files only: they take no `command`.
+FILE_SOURCES = frozenset(n for n, d in SOURCE_DEFAULTS.items() if not d[3])
 
 # Counter checks: name -> (counters summed, window s, warning, critical, what to do)
 COUNTER_CHECKS: dict[str, tuple[tuple[str, ...], float, float | None, float | None]] = {
@@ -125,7 +163,8 @@ COUNTER_CHECKS: dict[str, tuple[tuple[str, ...], float, float | None, float | No
 
 SEVERITIES = {"ok": 0, "warning": 1, "critical": 2}
 
-_TOP_KEYS = ("server", "paths", "sources", "exclude_devices", "expected_links", "checks", "logging")
+_TOP_KEYS = ("server", "paths", "sources", "exclude_devices", "expected_links", "checks", "logging",
+             "roce", "gpu")
 
 
 def _suggest(key: str, allowed: tuple[str, ...] | list[str]) -> str:
@@ -199,7 +238,7 @@ def _sources(raw: Any) -> dict[str, SourceConfig]:
         key = f"sources.{name}"
         s = _mapping(m.get(name), key, ("enabled", "interval", "timeout", "command"))
         cmd = s.get("command", list(argv))
-        if name != "sysfs":
+        if name not in FILE_SOURCES:
             if isinstance(cmd, str):
                 cmd = [cmd]
             if not isinstance(cmd, list) or not cmd or not all(isinstance(c, str) and c for c in cmd):
@@ -209,7 +248,7 @@ def _sources(raw: Any) -> dict[str, SourceConfig]:
             enabled=_bool_or_auto(s.get("enabled", enabled), f"{key}.enabled"),
             interval=_number(s.get("interval", interval), f"{key}.interval", 0.1),
             timeout=_number(s.get("timeout", timeout), f"{key}.timeout", 0.1),
-            command=tuple(cmd) if name != "sysfs" else (),
+            command=tuple(cmd) if name not in FILE_SOURCES else (),
         )
     return out
 
@@ -277,6 +316,70 @@ def _checks(raw: Any) -> ChecksConfig:
     )
 
 
+ROCE_MTUS = (256, 512, 1024, 2048, 4096)
+
+
+def _priority(value: Any, key: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= 7:
+        raise ConfigError(key, f"expected a priority 0-7, got {value!r}")
+    return value
+
+
+def _roce(raw: Any) -> RoceConfig:
+    d = RoceConfig()
+    allowed = ("priority", "lossless_priorities", "trust", "mtu", "pause_window", "pause_rate_warning",
+               "pause_rate_critical", "pause_fraction_warning", "pause_fraction_critical", "storm_window",
+               "drop_window", "drop_warning", "drop_critical", "cnp_window", "cnp_ignored_warning")
+    m = _mapping(raw, "roce", allowed)
+    prio = _priority(m.get("priority", d.priority), "roce.priority")
+    lossless = m.get("lossless_priorities", [prio])
+    if not isinstance(lossless, list):
+        raise ConfigError("roce.lossless_priorities", f"expected a list of priorities 0-7, got {lossless!r}")
+    lossless_t = tuple(sorted({_priority(p, f"roce.lossless_priorities[{i}]") for i, p in enumerate(lossless)}))
+    if lossless_t and prio not in lossless_t:
+        raise ConfigError("roce.lossless_priorities",
+                          f"must include roce.priority ({prio}), or be [] for lossy RoCE; got {lossless!r}")
+    trust = m.get("trust", d.trust)
+    if trust not in ("dscp", "pcp", None):
+        raise ConfigError("roce.trust", f"expected dscp, pcp or null (not checked), got {trust!r}")
+    mtu = m.get("mtu", d.mtu)
+    if mtu not in ROCE_MTUS or isinstance(mtu, bool):
+        raise ConfigError("roce.mtu", f"expected the RoCE (IB) MTU, one of {', '.join(map(str, ROCE_MTUS))} "
+                                      f"(not the netdev MTU), got {mtu!r}")
+
+    def num(k: str, minimum: float, allow_none: bool) -> Any:
+        return _number(m.get(k, getattr(d, k)), f"roce.{k}", minimum, allow_none=allow_none)
+
+    frac = {k: num(k, 0, True) for k in ("pause_fraction_warning", "pause_fraction_critical")}
+    for k, v in frac.items():
+        if v is not None and v > 1:
+            raise ConfigError(f"roce.{k}", f"a fraction of time must be <= 1, got {v!r}")
+    return RoceConfig(
+        priority=prio, lossless_priorities=lossless_t, trust=trust, mtu=mtu,
+        pause_window=num("pause_window", 1, False),
+        pause_rate_warning=num("pause_rate_warning", 0, True),
+        pause_rate_critical=num("pause_rate_critical", 0, True),
+        pause_fraction_warning=frac["pause_fraction_warning"],
+        pause_fraction_critical=frac["pause_fraction_critical"],
+        storm_window=num("storm_window", 1, False),
+        drop_window=num("drop_window", 1, False),
+        drop_warning=num("drop_warning", 0, True),
+        drop_critical=num("drop_critical", 0, True),
+        cnp_window=num("cnp_window", 1, False),
+        cnp_ignored_warning=num("cnp_ignored_warning", 0, True),
+    )
+
+
+def _gpu(raw: Any) -> GpuConfig:
+    m = _mapping(raw, "gpu", ("nccl_env_file",))
+    env = m.get("nccl_env_file")
+    if env is not None:
+        env = _string(env, "gpu.nccl_env_file")
+        if not os.path.isabs(env):
+            raise ConfigError("gpu.nccl_env_file", f"expected an absolute path, got {env!r}")
+    return GpuConfig(nccl_env_file=env)
+
+
 def from_dict(raw: Any, path: str | None = None, check_paths: bool = True) -> Config:
     """Validate a parsed YAML document. Raises ConfigError naming the bad key."""
     top = _mapping(raw, "", _TOP_KEYS)
@@ -320,6 +423,8 @@ def from_dict(raw: Any, path: str | None = None, check_paths: bool = True) -> Co
         log_format=fmt,
         path=path,
         raw=top,
+        roce=_roce(top.get("roce")),
+        gpu=_gpu(top.get("gpu")),
     )
 
 

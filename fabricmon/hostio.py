@@ -119,6 +119,17 @@ class LiveIO:
     def open_files(self) -> int:
         return len(self._fds)
 
+    def nvml_gpus(self) -> list[dict]:
+        """GPUs seen by NVML: [{index, uuid, bus_id, driver_version}]. Raises
+        sources.nvml.NvmlUnavailable when libnvidia-ml or the driver is missing."""
+        from fabricmon.sources import nvml
+        return nvml.query_gpus()
+
+    def read_host_file(self, path: str) -> str:
+        """A configured host file outside sysfs/procfs (e.g. gpu.nccl_env_file), by absolute path."""
+        with open(path, "rb") as fh:
+            return fh.read(1 << 20).decode("utf-8", "replace")
+
     def close(self) -> None:
         with self._lock:
             fds, self._fds = list(self._fds.values()), {}
@@ -145,6 +156,8 @@ class RecordingIO:
         self.listings: dict[str, list[str] | int] = {}
         self.realpaths: dict[str, str] = {}
         self.meta = meta or {}
+        self.nvml: list[dict] | None = None
+        self.nvml_error: dict | None = None
         self._lock = threading.Lock()
 
     def run(self, argv: Sequence[str], timeout: float) -> CommandResult:
@@ -187,18 +200,55 @@ class RecordingIO:
             self.realpaths[f"{root}/{rel}"] = real
         return real
 
+    def nvml_gpus(self) -> list[dict]:
+        try:
+            gpus = self.inner.nvml_gpus()
+        except Exception as exc:
+            from fabricmon.sources.nvml import NvmlUnavailable
+            with self._lock:
+                self.nvml_error = {"unavailable": isinstance(exc, NvmlUnavailable), "message": str(exc)}
+            raise
+        with self._lock:
+            self.nvml = [dict(g) for g in gpus]
+        return gpus
+
+    def read_host_file(self, path: str) -> str:
+        rel = _host_rel(path)
+        try:
+            data = self.inner.read_host_file(path)
+        except OSError as exc:
+            with self._lock:
+                self.errors[f"host/{rel}"] = exc.errno or errno.EIO
+            raise
+        target = self.dir / "files" / "host" / rel
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(data)
+        return data
+
     def save(self) -> Path:
         manifest = {
             "bundle_version": BUNDLE_VERSION, "created": time.time(), **self.meta,
             "commands": self.commands, "read_errors": self.errors,
             "listings": self.listings, "realpaths": self.realpaths,
         }
+        if self.nvml is not None:
+            manifest["nvml"] = self.nvml
+        if self.nvml_error is not None:
+            manifest["nvml_error"] = self.nvml_error
         path = self.dir / "bundle.json"
         path.write_text(json.dumps(manifest, indent=1, sort_keys=True))
         return path
 
     def close(self) -> None:
         self.inner.close()
+
+
+def _host_rel(path: str) -> str:
+    """Where a host file lives in a bundle (files/host/<rel>); refuses '..' escapes."""
+    rel = os.path.normpath("/" + path).lstrip("/")
+    if not rel or rel.startswith(".."):
+        raise OSError(errno.EINVAL, "bad host path", path)
+    return rel
 
 
 class BundleError(ValueError):
@@ -254,6 +304,22 @@ class ReplayIO:
         if key in self._realpaths:
             return self._realpaths[key]
         raise OSError(errno.ENOENT, "no realpath recorded", key)
+
+    def nvml_gpus(self) -> list[dict]:
+        """The recorded NVML answer; no "nvml" key means no GPUs."""
+        err = self.manifest.get("nvml_error")
+        if err:
+            from fabricmon.sources.nvml import NvmlError, NvmlUnavailable
+            raise (NvmlUnavailable if err.get("unavailable") else NvmlError)(err.get("message", "NVML error"))
+        return [dict(g) for g in self.manifest.get("nvml", [])]
+
+    def read_host_file(self, path: str) -> str:
+        rel = _host_rel(path)
+        key = f"host/{rel}"
+        if key in self._errors:
+            code = self._errors[key]
+            raise OSError(code, os.strerror(code), path)
+        return (self.dir / "files" / "host" / rel).read_text()
 
     def close(self) -> None:
         pass

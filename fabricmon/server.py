@@ -41,6 +41,14 @@ def make_handler(expo: Exposition) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         server_version = "fabricmon"
         protocol_version = "HTTP/1.1"
+        timeout = 10          # a slow or silent client cannot hold a thread for long
+
+        def setup(self) -> None:
+            super().setup()
+            if isinstance(self.request, ssl.SSLSocket):
+                # The TLS handshake runs here, in the request's own thread, never in the
+                # accept loop, so one slow client cannot stall every other scrape.
+                self.request.do_handshake()
 
         def _send(self, code: int, body: bytes, ctype: str, gz: bool = False) -> None:
             self.send_response(code)
@@ -93,7 +101,8 @@ class MetricsServer:
             if tls.client_ca_file:
                 ctx.load_verify_locations(tls.client_ca_file)
                 ctx.verify_mode = ssl.CERT_REQUIRED
-            self.httpd.socket = ctx.wrap_socket(self.httpd.socket, server_side=True)
+            self.httpd.socket = ctx.wrap_socket(self.httpd.socket, server_side=True,
+                                                do_handshake_on_connect=False)
         self.thread = threading.Thread(target=self.httpd.serve_forever, name="fabricmon-http", daemon=True)
 
     @property

@@ -2,8 +2,10 @@
 
 A port line looks like
     0x0000000000100007     13    1[  ] ==( 4X        53.125 Gbps Active/  LinkUp)==>   4    2[  ] "leaf02" (Could be 12X )
-The speed is per lane (53.125 Gbps is HDR). `(Could be 4X Could be 106.25 Gbps)` tells
-what both ends support when the link runs below it.
+The speed is per lane (53.125 Gbps is HDR; FDR10 prints as `10.0 Gbps (FDR10)`).
+`(Could be 4X Could be 106.25 Gbps)` tells what both ends support when the link runs below
+it (the text may hold parentheses itself: `Could be FDR10 (Found link at QDR but ...)`). A port
+that is up but whose peer was not discovered ends in `"Port not available"`.
 """
 
 from __future__ import annotations
@@ -11,21 +13,24 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from fabricmon.ibspec import generation_from_signal, parse_width, phys_state_id, state_id
+from fabricmon.ibspec import generation, generation_from_signal, parse_width, phys_state_id, state_id
 from fabricmon.parsers.errors import ParseError
 
 _LINE_RE = re.compile(
     r"(?P<lid>\d+)\s+(?P<port>\d+)\[[^\]]*\]\s*==\(\s*"
-    r"(?:(?P<width>\d+X)\s+(?P<speed>[\d.]+)\s*Gbps\s+)?"
+    r"(?:(?P<width>\d+X)\s+(?P<speed>[\d.]+)\s*Gbps(?:\s*\((?P<fdr10>FDR10)\))?\s+)?"
     r"(?P<state>[A-Za-z_]+)/\s*(?P<phys>[A-Za-z ]+?)\s*\)"
     r"(?:\s*\([^)]*\))?"                      # -p adds (HOQ:n VL_Stall:n)
-    r"==>\s*(?:0x[0-9a-fA-F]+\s+)?"
-    r"(?:(?P<rlid>\d+)\s+(?P<rport>\d+))?\s*\[[^\]]*\]\s*"
-    r"\"(?P<rdesc>.*)\"\s*\((?P<could>[^)]*)\)\s*$"
+    r"==>\s*(?:"
+    r"(?:0x[0-9a-fA-F]+\s+)?(?:(?P<rlid>\d+)\s+(?P<rport>\d+))?\s*\[[^\]]*\]\s*"
+    r"\"(?P<rdesc>.*)\"\s*\((?P<could>.*)\)"   # the could-be text may hold parentheses itself
+    r"|\"(?P<unavailable>Port not available)\""   # up, but the remote end was not discovered
+    r")\s*$"
 )
 _CA_RE = re.compile(r"^CA:\s*(?P<desc>.*?):?\s*$")
 _COULD_WIDTH = re.compile(r"Could be (\d+X)")
 _COULD_SPEED = re.compile(r"Could be ([\d.]+) Gbps")
+_COULD_FDR10 = re.compile(r"Could be FDR10\b")
 
 
 @dataclass(slots=True)
@@ -51,10 +56,14 @@ def _parse_line(line: str, node_desc: str | None) -> LinkInfo | None:
         return None
     speed = float(m["speed"]) if m["speed"] else None
     gen = generation_from_signal(speed) if speed is not None else None
+    if m["fdr10"]:                       # "10.0 Gbps (FDR10)": same lane rate as QDR, 64b/66b
+        gen = generation("FDR10")
     could = m["could"] or ""
     cw = _COULD_WIDTH.search(could)
     cs = _COULD_SPEED.search(could)
     cgen = generation_from_signal(float(cs.group(1))) if cs else None
+    if cgen is None and _COULD_FDR10.search(could):
+        cgen = generation("FDR10")
     desc = node_desc
     if node_desc is None:
         lm = re.match(r'^0x[0-9a-fA-F]+\s+"\s*(?P<d>[^"]*)"', line.strip())
@@ -67,7 +76,7 @@ def _parse_line(line: str, node_desc: str | None) -> LinkInfo | None:
         state_id=state_id(m["state"]), phys_state_id=phys_state_id(m["phys"]),
         remote_lid=int(m["rlid"]) if m["rlid"] else None,
         remote_port=int(m["rport"]) if m["rport"] else None,
-        remote_desc=m["rdesc"],
+        remote_desc=m["rdesc"] or "",
         could_be_width=parse_width(cw.group(1)) if cw else None,
         could_be_generation=cgen.name if cgen else None,
         node_desc=desc,

@@ -30,4 +30,9 @@ class IbstatSource:
                 out.error("parse", f"{' '.join(res.argv)}: {exc}")
             else:
                 out.data = [ca for ca in parsed.cas if not self.config.device_excluded(ca.name)]
+                for ca in parsed.cas:
+                    want = ca.num_ports or 1
+                    if len(ca.ports) < want:
+                        out.error("parse", f"{' '.join(res.argv)}: CA {ca.name!r} lists {len(ca.ports)} of "
+                                           f"{want} port(s): truncated output?")
         return out

@@ -1,0 +1,132 @@
+"""gpu source: each GPU's index, UUID and PCI bus id from NVML (HostIO.nvml_gpus, whose only
+pynvml caller is fabricmon.sources.nvml), plus the GPU's sysfs PCI realpath
+(/sys/bus/pci/devices/<bus id>) and NUMA node, for the GPU-NIC affinity check. It also reads
+the NCCL environment file named by `gpu.nccl_env_file`, when set.
+
+With `enabled: auto` (the default) a host without NVML (no libnvidia-ml, no driver) simply has
+no GPUs; with `enabled: true` that is a source error. NVML calls can hang when a GPU falls off
+the bus, so the query runs in a helper thread bounded by the source's timeout.
+"""
+
+from __future__ import annotations
+
+import errno
+import threading
+from dataclasses import dataclass, field
+from typing import Any
+
+from fabricmon.config import Config
+from fabricmon.hostio import HostIO
+from fabricmon.parsers.errors import ParseError
+from fabricmon.parsers.nccl_env import parse_env_file
+from fabricmon.parsers.pci_topology import normalize_bus_id, parse_numa_node
+from fabricmon.sources import SourceOutput
+from fabricmon.sources.nvml import NvmlUnavailable
+
+
+@dataclass(slots=True)
+class GpuInfo:
+    index: int
+    uuid: str
+    bus_id: str                  # sysfs form, 0000:19:00.0
+    pci_path: str | None         # /sys/devices/pci0000:18/.../0000:1b:00.0
+    numa_node: int | None        # None: unknown (sysfs -1)
+
+
+@dataclass(slots=True)
+class GpuData:
+    gpus: list[GpuInfo] = field(default_factory=list)
+    nvml_available: bool = False
+    driver_version: str | None = None
+    nccl_env_file: str | None = None
+    nccl_env: dict[str, str] | None = None       # None: not configured or not readable
+
+
+class GpuSource:
+    name = "gpu"
+
+    def __init__(self, config: Config):
+        self.config = config
+        self.sc = config.sources["gpu"]
+        self._hung: threading.Thread | None = None
+
+    def _query(self, io: HostIO) -> tuple[list[dict[str, Any]] | None, BaseException | None]:
+        """Call io.nvml_gpus() in a helper thread, bounded by the source timeout."""
+        fn = getattr(io, "nvml_gpus", None)
+        if fn is None:
+            return None, NvmlUnavailable("this HostIO has no NVML")
+        if self._hung is not None and self._hung.is_alive():
+            return None, TimeoutError("a previous NVML query is still hanging")
+        box: dict[str, Any] = {}
+
+        def run() -> None:
+            try:
+                box["gpus"] = fn()
+            except BaseException as exc:       # noqa: BLE001 - handed to the caller
+                box["exc"] = exc
+        t = threading.Thread(target=run, name="fabricmon-nvml", daemon=True)
+        t.start()
+        t.join(self.sc.timeout)
+        if t.is_alive():
+            self._hung = t
+            return None, TimeoutError(f"NVML query timed out after {self.sc.timeout:g}s")
+        return box.get("gpus"), box.get("exc")
+
+    def collect(self, io: HostIO) -> SourceOutput:
+        out = SourceOutput()
+        data = GpuData()
+        gpus, exc = self._query(io)
+        if isinstance(exc, NvmlUnavailable):
+            if self.sc.enabled is True:
+                out.error("not_found", f"NVML: {exc}")
+        elif isinstance(exc, TimeoutError):
+            out.error("timeout", str(exc))
+        elif exc is not None:
+            out.error("read", f"NVML: {exc}")
+        else:
+            data.nvml_available = True
+            for g in sorted(gpus or [], key=lambda g: int(g.get("index", 0))):
+                info = self._gpu(io, g, out)
+                if info is not None:
+                    data.gpus.append(info)
+                data.driver_version = data.driver_version or (g.get("driver_version") or None)
+        self._nccl_env(io, data, out)
+        if data.nvml_available or not out.errors or data.nccl_env is not None:
+            out.data = data
+        return out
+
+    def _gpu(self, io: HostIO, g: dict[str, Any], out: SourceOutput) -> GpuInfo | None:
+        try:
+            bus = normalize_bus_id(str(g.get("bus_id", "")))
+        except ParseError as exc:
+            out.error("parse", f"NVML GPU {g.get('index')}: {exc}")
+            return None
+        rel = f"bus/pci/devices/{bus}"
+        info = GpuInfo(index=int(g.get("index", 0)), uuid=str(g.get("uuid", "")), bus_id=bus,
+                       pci_path=None, numa_node=None)
+        try:
+            info.pci_path = io.realpath("sysfs", rel)
+        except OSError as exc:
+            out.error("read", f"/sys/{rel}: {exc.strerror or exc}")
+        try:
+            info.numa_node = parse_numa_node(io.read("sysfs", f"{rel}/numa_node"))
+        except OSError as exc:
+            if exc.errno != errno.ENOENT:
+                out.error("read", f"/sys/{rel}/numa_node: {exc.strerror or exc}")
+        except ParseError as exc:
+            out.error("parse", f"/sys/{rel}/numa_node: {exc}")
+        return info
+
+    def _nccl_env(self, io: HostIO, data: GpuData, out: SourceOutput) -> None:
+        path = self.config.gpu.nccl_env_file
+        if not path:
+            return
+        data.nccl_env_file = path
+        reader = getattr(io, "read_host_file", None)
+        if reader is None:
+            out.error("read", f"{path}: this HostIO cannot read host files")
+            return
+        try:
+            data.nccl_env = parse_env_file(reader(path))
+        except OSError as exc:
+            out.error("read", f"gpu.nccl_env_file {path}: {exc.strerror or exc}")

@@ -1,0 +1,49 @@
+"""The simulator killed mid-poll and restarted: the daemon recovers without a restart."""
+
+from __future__ import annotations
+
+import time
+
+import psutil
+
+from conftest import Harness, val
+
+from fabricmon.config import from_dict
+from fabricmon.daemon import Daemon
+from fabricmon.hostio import LiveIO
+from fabricmon.sim import SimFabric, fat_tree_netfile
+
+HOST = "node01 mlx5_0"
+
+
+def test_simulator_killed_and_restarted(sim_fabric, tmp_path):
+    net = fat_tree_netfile(spines=1, leaves=1, hosts_per_leaf=2)
+    fab = sim_fabric(net)
+    h = Harness(tmp_path)
+    raw = h.config(**{n: {"interval": 0.3, "timeout": 1.0} for n in ("ibstat", "perfquery", "iblinkinfo")})
+    raw["expected_links"] = [{"device": "ibsim0", "width": "4X", "speed": "HDR"}]
+    cfg = from_dict(raw)
+    h.daemon = Daemon(cfg, LiveIO(cfg.sysfs, cfg.procfs, env=fab.env(HOST)))
+    h.daemon.start()
+    try:
+        h.wait(lambda s: val(s, "fabricmon_ib_port_up", device="ibsim0", port=1) == 1, 15)
+        fab.stop()                                           # the fabric dies mid-poll
+        s = h.wait(lambda s: val(s, "fabricmon_source_up", source="ibstat") == 0, 15)
+        assert (val(s, "fabricmon_source_errors_total", source="ibstat", kind="timeout") or 0) >= 1
+        h.assert_sysfs_keeps_reporting()
+        # no client of the dead simulator is left retrying for ever
+        time.sleep(1.5)
+        stuck = [p for p in psutil.process_iter(["name", "ppid"])
+                 if p.info["name"] in ("ibstat", "perfquery", "iblinkinfo")
+                 and p.info["ppid"] == psutil.Process().pid]
+        assert len(stuck) <= 1, stuck                        # at most the one currently running
+        fab2 = SimFabric(net, tmp_path / "sim-restarted", sockname=fab.sockname).start()
+        try:
+            s = h.wait(lambda s: val(s, "fabricmon_source_up", source="ibstat") == 1
+                       and val(s, "fabricmon_source_up", source="perfquery") == 1, 20)
+            assert val(s, "fabricmon_ib_port_up", device="ibsim0", port=1) == 1
+            assert h.daemon._thread.is_alive()
+        finally:
+            fab2.stop()
+    finally:
+        h.daemon.stop()

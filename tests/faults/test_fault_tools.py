@@ -1,0 +1,82 @@
+"""Tools that hang, fork hanging children, are missing, fail, or print garbage."""
+
+from __future__ import annotations
+
+import time
+
+import psutil
+import pytest
+
+from conftest import GOOD_IBSTAT, val, write_tool
+
+
+def procs_running(marker: str) -> list[psutil.Process]:
+    out = []
+    for p in psutil.process_iter(["cmdline"]):
+        try:
+            if any(marker in part for part in (p.info["cmdline"] or [])):
+                out.append(p)
+        except psutil.Error:
+            pass
+    return out
+
+
+@pytest.mark.parametrize("body", [
+    "exec sleep 1000\n",                                   # hangs forever
+    "sleep 1000 &\nsleep 1000\n",                          # forks a child that hangs
+    "setsid sleep 1000 &\nsleep 1000\n",                   # a child that left the process group
+    "sleep 1000 >/dev/null 2>&1 &\necho CA garbage\nexit 0\n",   # exits, leaves a daemonised child
+], ids=["hang", "child-hangs", "setsid-child", "leaves-child"])
+def test_hung_tools_are_killed_without_orphans(harness, body):
+    marker = str(harness.tools / "ibstat")
+    tool = write_tool(harness.tools / "ibstat", body)
+    harness.start(ibstat={"command": [str(tool)], "timeout": 0.5, "interval": 0.3})
+    s = harness.wait(lambda s: (val(s, "fabricmon_source_errors_total", source="ibstat", kind="timeout") or 0)
+                     + (val(s, "fabricmon_source_errors_total", source="ibstat", kind="parse") or 0) >= 2, 15)
+    assert val(s, "fabricmon_source_up", source="ibstat") == 0
+    harness.assert_sysfs_keeps_reporting()
+    harness.daemon.stop()
+    harness.daemon = None
+    time.sleep(0.3)
+    # `sleep 1000` children are identified through their parent script's path or by being
+    # descendants of it; after the timeout none may survive.
+    left = [p for p in psutil.process_iter(["cmdline", "create_time"])
+            if p.info["cmdline"] == ["sleep", "1000"]]
+    assert not procs_running(marker)
+    assert not left, f"orphans left: {[p.pid for p in left]}"
+
+
+def test_missing_tool(harness):
+    harness.start(ibstat={"command": ["fabricmon-no-such-tool"], "interval": 0.2})
+    s = harness.wait(lambda s: (val(s, "fabricmon_source_errors_total", source="ibstat", kind="not_found") or 0) >= 1, 10)
+    assert val(s, "fabricmon_source_up", source="ibstat") == 0
+    harness.assert_sysfs_keeps_reporting()
+
+
+def test_partial_output_then_ibpanic_keeps_the_adapters(harness):
+    out = harness.tools / "ibstat.out"
+    out.write_text(GOOD_IBSTAT.replace("mlx5_0", "mlx5_9"))
+    tool = write_tool(harness.tools / "ibstat", f"""\
+        cat {out}
+        echo "ibpanic: [1234] main: stat of IB device 'mlx5_8' failed: No such file or directory" >&2
+        exit 255
+        """)
+    harness.start(ibstat={"command": [str(tool)], "interval": 0.2})
+    s = harness.wait(lambda s: (val(s, "fabricmon_source_errors_total", source="ibstat", kind="exit_code") or 0) >= 1, 10)
+    # mlx5_9 exists only in ibstat's partial output: it is reported
+    assert val(s, "fabricmon_ib_port_up", device="mlx5_9", port=1) == 1
+    assert val(s, "fabricmon_source_up", source="ibstat") == 1
+    harness.assert_sysfs_keeps_reporting()
+
+
+@pytest.mark.parametrize("payload", ["", "\x00\x01garbage \xff\n" * 5, GOOD_IBSTAT[:40]],
+                         ids=["empty", "garbage", "truncated"])
+def test_bad_output_is_a_parse_error(harness, payload):
+    out = harness.tools / "ibstat.out"
+    out.write_bytes(payload.encode("latin-1"))
+    tool = write_tool(harness.tools / "ibstat", f"cat {out}\n")
+    harness.start(ibstat={"command": [str(tool)], "interval": 0.2})
+    kinds = ("parse",) if payload else ("parse", "exit_code")
+    harness.wait(lambda s: sum(val(s, "fabricmon_source_errors_total", source="ibstat", kind=k) or 0
+                               for k in kinds) >= 1 or val(s, "fabricmon_source_up", source="ibstat") == 0, 10)
+    harness.assert_sysfs_keeps_reporting()

@@ -1,0 +1,216 @@
+"""Tests for fabricmon.config: every error names its key; `fabricmon run` refuses a bad file."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from fabricmon.config import ConfigError, from_dict, load
+
+REPO = Path(__file__).resolve().parents[2]
+FABRICMON = REPO / ".venv" / "bin" / "fabricmon"
+
+
+def error_of(raw: object, check_paths: bool = True) -> ConfigError:
+    with pytest.raises(ConfigError) as exc:
+        from_dict(raw, check_paths=check_paths)
+    return exc.value
+
+
+def test_defaults_are_valid() -> None:
+    cfg = from_dict({})
+    assert cfg.port == 9879
+    assert cfg.sysfs == "/sys"
+    assert set(cfg.sources) >= {"sysfs", "ibstat", "perfquery", "iblinkinfo"}
+    assert cfg.sources["perfquery"].enabled == "auto"
+    assert cfg.sources["ibstat"].command == ("ibstat",)
+    assert cfg.sources["sysfs"].command == ()
+    assert cfg.expected_links == ()
+    assert cfg.checks.compare_with_supported is True
+    assert cfg.checks.down_severity == 2 and cfg.checks.saturation_severity == 0
+    assert cfg.checks.counters["symbol_errors"].warning == 120.0
+    assert cfg.checks.counters["link_flap"].window == 43200.0
+
+
+def test_full_config_round_trip(tmp_path: Path) -> None:
+    doc = {
+        "server": {"address": "127.0.0.1", "port": 9100},
+        "paths": {"sysfs": str(tmp_path), "procfs": str(tmp_path), "state_dir": str(tmp_path / "st")},
+        "sources": {"ibstat": {"enabled": False}, "perfquery": {"enabled": True, "timeout": 3,
+                                                               "command": ["/opt/ibdiags/perfquery"]},
+                    "iblinkinfo": {"command": "iblinkinfo"}},
+        "exclude_devices": ["mlx5_bond_*", "mlx5_1[0-9]"],
+        "expected_links": [{"device": "mlx5_[0-7]", "width": "4x", "speed": "ndr"},
+                           {"device": "mlx5_bond_0", "rate_gbps": 200, "link_layer": "ethernet"}],
+        "checks": {"down_severity": "warning", "symbol_errors": {"window": 600, "critical": None}},
+        "logging": {"level": "debug", "format": "json"},
+    }
+    f = tmp_path / "fabricmon.yml"
+    f.write_text(yaml.safe_dump(doc))
+    cfg = load(f)
+    assert cfg.path == str(f)
+    assert (cfg.address, cfg.port) == ("127.0.0.1", 9100)
+    assert cfg.sources["ibstat"].enabled is False
+    assert cfg.sources["perfquery"].enabled is True
+    assert cfg.sources["perfquery"].timeout == 3.0
+    assert cfg.sources["perfquery"].command == ("/opt/ibdiags/perfquery",)
+    assert cfg.sources["iblinkinfo"].command == ("iblinkinfo",)
+    assert cfg.device_excluded("mlx5_bond_0") and cfg.device_excluded("mlx5_12")
+    assert not cfg.device_excluded("mlx5_1")
+    e0, e1 = cfg.expected_links
+    assert (e0.width, e0.speed, e0.rate_gbps, e0.link_layer, e0.port) == (4, "NDR", None, "InfiniBand", "*")
+    assert e0.matches("mlx5_3", 1, "InfiniBand") and not e0.matches("mlx5_8", 1, "InfiniBand")
+    assert not e0.matches("mlx5_3", 1, "Ethernet")
+    assert (e1.rate_gbps, e1.link_layer) == (200.0, "Ethernet")
+    assert e1.matches("mlx5_bond_0", 1, "Ethernet") and not e1.matches("mlx5_bond_0", 1, "InfiniBand")
+    assert cfg.checks.down_severity == 1
+    assert cfg.checks.counters["symbol_errors"].window == 600.0
+    assert cfg.checks.counters["symbol_errors"].critical is None
+    assert cfg.checks.counters["symbol_errors"].warning == 120.0
+    assert (cfg.log_level, cfg.log_format) == ("debug", "json")
+
+
+@pytest.mark.parametrize("raw,key,hint", [
+    ({"sourcs": {}}, "sourcs", "did you mean 'sources'"),
+    ({"server": {"prot": 1}}, "server.prot", "did you mean 'port'"),
+    ({"sources": {"ibstat": {"enabeld": True}}}, "sources.ibstat.enabeld", "did you mean 'enabled'"),
+    ({"sources": {"ibsta": {}}}, "sources.ibsta", "did you mean 'ibstat'"),
+    ({"checks": {"symbol_eror": {}}}, "checks.symbol_eror", "did you mean 'symbol_errors'"),
+    ({"expected_links": [{"device": "mlx5_*", "widht": "4X"}]}, "expected_links[0].widht",
+     "did you mean 'width'"),
+])
+def test_unknown_key_names_it_and_suggests(raw: dict, key: str, hint: str) -> None:
+    e = error_of(raw)
+    assert e.key == key
+    assert "unknown key" in str(e) and hint in str(e)
+    assert key in str(e)
+
+
+@pytest.mark.parametrize("raw,key", [
+    ({"sources": {"sysfs": {"interval": "fast"}}}, "sources.sysfs.interval"),
+    ({"sources": {"perfquery": {"timeout": True}}}, "sources.perfquery.timeout"),
+    ({"sources": {"ibstat": {"timeout": 0}}}, "sources.ibstat.timeout"),
+    ({"sources": {"ibstat": {"enabled": "yes"}}}, "sources.ibstat.enabled"),
+    ({"sources": {"ibstat": {"command": []}}}, "sources.ibstat.command"),
+    ({"sources": {"ibstat": {"command": ["ibstat", 3]}}}, "sources.ibstat.command"),
+    ({"sources": {"ibstat": []}}, "sources.ibstat"),
+    ({"server": {"port": "abc"}}, "server.port"),
+    ({"server": {"port": True}}, "server.port"),
+    ({"server": {"address": ""}}, "server.address"),
+    ({"server": "0.0.0.0:9879"}, "server"),
+    ({"exclude_devices": "mlx5_*"}, "exclude_devices"),
+    ({"expected_links": {"device": "mlx5_*"}}, "expected_links"),
+    ({"expected_links": [{"device": "mlx5_*", "rate_gbps": "400"}]}, "expected_links[0].rate_gbps"),
+    ({"checks": {"compare_with_supported": "yes"}}, "checks.compare_with_supported"),
+    ({"checks": {"symbol_errors": {"warning": -1}}}, "checks.symbol_errors.warning"),
+    ({"checks": {"link_flap": {"window": 0}}}, "checks.link_flap.window"),
+    ({"checks": {"down_severity": "fatal"}}, "checks.down_severity"),
+    ({"logging": {"level": "verbose"}}, "logging.level"),
+    ({"logging": {"format": "xml"}}, "logging.format"),
+])
+def test_wrong_type_or_value_names_the_key(raw: dict, key: str) -> None:
+    e = error_of(raw)
+    assert e.key == key
+    assert str(e).startswith(f"config error at {key}:")
+
+
+@pytest.mark.parametrize("raw,key", [
+    ({"expected_links": [{"device": "mlx5_[0-7", "width": "4X"}]}, "expected_links[0].device"),
+    ({"expected_links": [{"device": "mlx5_*", "port": "[1-", "width": "4X"}]}, "expected_links[0].port"),
+    ({"exclude_devices": ["mlx5_bond_*", "mlx5_[0-7"]}, "exclude_devices[1]"),
+])
+def test_bad_glob_is_refused(raw: dict, key: str) -> None:
+    e = error_of(raw)
+    assert e.key == key
+    assert "bad glob" in e.reason and "mlx5_[0-7" in str(e) or "[1-" in str(e)
+
+
+@pytest.mark.parametrize("raw,key,words", [
+    ({"expected_links": [{"device": "mlx5_*", "speed": "HDRX"}]}, "expected_links[0].speed", "NDR"),
+    ({"expected_links": [{"device": "mlx5_*", "speed": 400}]}, "expected_links[0].speed", "unknown speed"),
+    ({"expected_links": [{"device": "mlx5_*", "width": "5Y"}]}, "expected_links[0].width", "4X"),
+    ({"expected_links": [{"device": "mlx5_*"}]}, "expected_links[0]", "width, speed or rate_gbps"),
+    ({"expected_links": [{"width": "4X"}]}, "expected_links[0].device", "required"),
+    ({"expected_links": [{"device": "mlx5_*", "width": "4X", "link_layer": "roce"}]},
+     "expected_links[0].link_layer", "Ethernet"),
+    ({"expected_links": [{"device": "a", "width": "4X"}, {"device": "b", "speed": "EDRR"}]},
+     "expected_links[1].speed", "unknown speed"),
+])
+def test_bad_expectation(raw: dict, key: str, words: str) -> None:
+    e = error_of(raw)
+    assert e.key == key
+    assert words in e.reason
+
+
+@pytest.mark.parametrize("port", [-1, 65536, 70000])
+def test_port_out_of_range(port: int) -> None:
+    e = error_of({"server": {"port": port}})
+    assert e.key == "server.port" and str(port) in e.reason
+
+
+def test_bad_paths(tmp_path: Path) -> None:
+    e = error_of({"paths": {"sysfs": str(tmp_path / "no-such-sys")}})
+    assert e.key == "paths.sysfs" and "not an existing directory" in e.reason
+    f = tmp_path / "a-file"
+    f.write_text("")
+    assert error_of({"paths": {"procfs": str(f)}}).key == "paths.procfs"
+    # --replay does not check host paths
+    assert from_dict({"paths": {"sysfs": str(tmp_path / "no-such-sys")}}, check_paths=False).sysfs.endswith("no-such-sys")
+    e = error_of({"server": {"tls": {"cert_file": str(tmp_path / "c.pem"), "key_file": str(tmp_path / "k.pem")}}})
+    assert e.key == "server.tls.cert_file"
+    assert error_of({"server": {"tls": {"cert_file": "/x"}}}).key == "server.tls"
+
+
+def test_top_level_must_be_a_mapping() -> None:
+    assert error_of(["a", "b"]).key == ""
+    assert "<top>" in str(error_of(["a"]))
+
+
+def test_load_reports_yaml_syntax_with_line(tmp_path: Path) -> None:
+    f = tmp_path / "bad.yml"
+    f.write_text("server:\n  port: 9879\n  address: [unclosed\n")
+    with pytest.raises(ConfigError) as exc:
+        load(f)
+    assert "invalid YAML" in str(exc.value) and "line" in str(exc.value)
+
+
+def test_load_missing_file(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="cannot read config file"):
+        load(tmp_path / "nope.yml")
+
+
+def test_empty_file_gives_defaults(tmp_path: Path) -> None:
+    f = tmp_path / "empty.yml"
+    f.write_text("# nothing\n")
+    assert load(f).port == 9879
+
+
+# --- the CLI refuses to start --------------------------------------------------------------
+
+
+def _fabricmon() -> list[str]:
+    if FABRICMON.exists():
+        return [str(FABRICMON)]
+    return [sys.executable, "-m", "fabricmon"]
+
+
+@pytest.mark.parametrize("text,key", [
+    ("expected_links:\n  - device: 'mlx5_[0-7'\n    width: 4X\n", "expected_links[0].device"),
+    ("sourcs:\n  ibstat: {enabled: false}\n", "sourcs"),
+    ("server:\n  port: 99999\n", "server.port"),
+    ("paths:\n  sysfs: /nonexistent/fabricmon-test-sys\n", "paths.sysfs"),
+    ("expected_links:\n  - {device: 'mlx5_*', speed: NDR5}\n", "expected_links[0].speed"),
+])
+def test_run_with_bad_config_exits_2_naming_the_key(tmp_path: Path, text: str, key: str) -> None:
+    f = tmp_path / "bad.yml"
+    f.write_text(text)
+    res = subprocess.run([*_fabricmon(), "run", "--config", str(f)], capture_output=True, text=True,
+                         timeout=60, cwd=tmp_path)
+    assert res.returncode == 2, res.stderr
+    assert key in res.stderr
+    assert "config error" in res.stderr
+    assert "Traceback" not in res.stderr
