@@ -82,6 +82,8 @@ class CounterHistory:
         """Drop the history of ports that no longer exist (a removed HCA)."""
         for key in [k for k in self._data if (k[0], k[1]) not in keep]:
             del self._data[key]
+        for key in [k for k in self.resets if (k[0], k[1]) not in keep]:
+            del self.resets[key]
 
     def to_json(self) -> str:
         return json.dumps({"|".join([k[0], str(k[1]), k[2]]): [[s.t, s.value] for s in q]

@@ -3,6 +3,7 @@ process group (and any descendant that escaped it), and a result that never rais
 
 from __future__ import annotations
 
+import itertools
 import os
 import signal
 import subprocess
@@ -13,6 +14,11 @@ from dataclasses import dataclass
 import psutil
 
 MAX_OUTPUT = 16 * 1024 * 1024
+# Every process we start carries this variable (inherited by its whole tree), so that on a
+# timeout we can find descendants that both left our process group (setsid) and were
+# re-parented away from us when their parent exited.
+RUN_MARK = "FABRICMON_RUN_ID"
+_run_ids = itertools.count(1)
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,14 +66,32 @@ def _descendants(pid: int) -> list[psutil.Process]:
         return []
 
 
+def _marked(token: str) -> list[psutil.Process]:
+    """Live processes whose environment carries our run id (only scanned after a timeout)."""
+    found = []
+    me = os.getpid()
+    for p in psutil.process_iter():
+        if p.pid == me:
+            continue
+        try:
+            if p.environ().get(RUN_MARK) == token:
+                found.append(p)
+        except (psutil.Error, OSError):
+            continue
+    return found
+
+
 def run_command(argv: Sequence[str], timeout: float, env: Mapping[str, str] | None = None) -> CommandResult:
     """Run argv with a timeout. Never raises for tool failures; see CommandResult.error."""
     args = tuple(argv)
     start = time.monotonic()
+    token = f"{os.getpid()}-{next(_run_ids)}-{time.time_ns()}"
+    child_env = dict(env) if env is not None else dict(os.environ)
+    child_env[RUN_MARK] = token
     try:
         proc = subprocess.Popen(
             args, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-            start_new_session=True, env=dict(env) if env is not None else None, close_fds=True,
+            start_new_session=True, env=child_env, close_fds=True,
         )
     except FileNotFoundError:
         return CommandResult(args, None, "", "", time.monotonic() - start, "not_found")
@@ -77,6 +101,9 @@ def run_command(argv: Sequence[str], timeout: float, env: Mapping[str, str] | No
         out, err = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
         _kill_tree(proc, _descendants(proc.pid))
+        # Orphans that called setsid() and whose parent already exited are neither in our
+        # group nor our descendants: find them by the run id in their environment.
+        _kill_tree(proc, _marked(token))
         try:
             out, err = proc.communicate(timeout=2)
         except subprocess.TimeoutExpired:    # a descendant still holds the pipes

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import random
 import time
 
 import psutil
@@ -22,14 +24,15 @@ def procs_running(marker: str) -> list[psutil.Process]:
 
 
 @pytest.mark.parametrize("body", [
-    "exec sleep 1000\n",                                   # hangs forever
-    "sleep 1000 &\nsleep 1000\n",                          # forks a child that hangs
-    "setsid sleep 1000 &\nsleep 1000\n",                   # a child that left the process group
-    "sleep 1000 >/dev/null 2>&1 &\necho CA garbage\nexit 0\n",   # exits, leaves a daemonised child
+    "exec sleep {S}\n",                                   # hangs forever
+    "sleep {S} &\nsleep {S}\n",                          # forks a child that hangs
+    "setsid sleep {S} &\nsleep {S}\n",                   # a child that left the process group
+    "sleep {S} >/dev/null 2>&1 &\necho CA garbage\nexit 0\n",   # exits, leaves a daemonised child
 ], ids=["hang", "child-hangs", "setsid-child", "leaves-child"])
 def test_hung_tools_are_killed_without_orphans(harness, body):
     marker = str(harness.tools / "ibstat")
-    tool = write_tool(harness.tools / "ibstat", body)
+    secs = f"{random.randint(5000, 9999)}.{os.getpid()}"        # identifies this test's children
+    tool = write_tool(harness.tools / "ibstat", body.replace("{S}", secs))
     harness.start(ibstat={"command": [str(tool)], "timeout": 0.5, "interval": 0.3})
     s = harness.wait(lambda s: (val(s, "fabricmon_source_errors_total", source="ibstat", kind="timeout") or 0)
                      + (val(s, "fabricmon_source_errors_total", source="ibstat", kind="parse") or 0) >= 2, 15)
@@ -41,7 +44,7 @@ def test_hung_tools_are_killed_without_orphans(harness, body):
     # `sleep 1000` children are identified through their parent script's path or by being
     # descendants of it; after the timeout none may survive.
     left = [p for p in psutil.process_iter(["cmdline", "create_time"])
-            if p.info["cmdline"] == ["sleep", "1000"]]
+            if p.info["cmdline"] == ["sleep", secs]]
     assert not procs_running(marker)
     assert not left, f"orphans left: {[p.pid for p in left]}"
 

@@ -1,0 +1,384 @@
+"""RoCE lossless health: PFC, trust, MTU (configuration) and pauses, pause storms, loss and
+DCQCN (rates from counter deltas).
+
+Evaluated per RoCE netdev (an RDMA device port whose link_layer is Ethernet); an InfiniBand
+port is never judged here. Every check yields one Finding per netdev, OK included.
+
+Counter samples live in the collector's CounterHistory under the port's key, so that they
+survive `fabricmon check` runs with a state file and are pruned with the port:
+  (device, port, "ethtool:<netdev>:<ethtool name>")  e.g. "ethtool:eth2:rx_prio3_pause"
+  (device, port, "hw:<hw_counters name>")             e.g. "hw:rp_cnp_ignored"
+A counter that goes down (driver reload, 32-bit wrap of rx_out_of_buffer or an hw_counter)
+counts as a reset: that interval contributes 0, never a negative rate.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from fabricmon.checks import CRITICAL, OK, WARNING, Finding
+from fabricmon.config import Config
+from fabricmon.history import CounterHistory
+from fabricmon.sources.ethtool import NetdevStats
+from fabricmon.sources.mlnx_qos import QosResult
+from fabricmon.sources.netdev import NetdevInfo
+from fabricmon.sources.targets import RoceTarget
+
+PFC = "roce_pfc"
+PFC_LOSSY = "roce_pfc_lossy"
+TRUST = "roce_trust"
+MTU = "roce_mtu"
+PAUSE_RATE = "roce_pause_rate"
+PAUSE_DURATION = "roce_pause_duration"
+PAUSE_STORM = "roce_pause_storm"
+DROPS = "roce_lossless_drops"
+CNP_IGNORED = "roce_cnp_ignored"
+CHECKS = (PFC, PFC_LOSSY, TRUST, MTU, PAUSE_RATE, PAUSE_DURATION, PAUSE_STORM, DROPS, CNP_IGNORED)
+
+# hw_counters sampled into the history (rates) and exported (the congestion ones).
+HW_TRACKED = ("np_cnp_sent", "np_ecn_marked_roce_packets", "rp_cnp_handled", "rp_cnp_ignored",
+              "out_of_sequence", "packet_seq_err", "local_ack_timeout_err", "req_transport_retries_exceeded")
+HW_LOSS = ("out_of_sequence", "local_ack_timeout_err")
+
+# IB headers the kernel takes off the netdev MTU to get the RoCE MTU (iboe_get_mtu():
+# GRH 40 + UDP 8 + BTH 12 + XRC ext 4 + AtomicETH 28 + ICRC 4).
+ROCE_HEADER_BYTES = 96
+IB_MTUS = (4096, 2048, 1024, 512, 256)
+
+
+def roce_mtu(netdev_mtu: int | None) -> int | None:
+    """Active RoCE (IB) MTU the kernel derives from a netdev MTU (9000 -> 4096, 1500 -> 1024)."""
+    if netdev_mtu is None:
+        return None
+    room = netdev_mtu - ROCE_HEADER_BYTES
+    return next((m for m in IB_MTUS if room >= m), 0)
+
+
+@dataclass(slots=True)
+class RoceView:
+    """Everything known about one RoCE netdev, merged from the sources."""
+    target: RoceTarget
+    qos: QosResult | None = None
+    qos_note: str = ""                 # why qos is None: "not installed", "failed", "disabled"
+    stats: NetdevStats | None = None
+    stats_note: str = ""
+    netdev: NetdevInfo | None = None
+    hw: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def roce_mtu(self) -> int | None:
+        return roce_mtu(self.netdev.mtu if self.netdev else None)
+
+
+def _fmt_window(seconds: float) -> str:
+    if seconds >= 3600 and seconds % 3600 == 0:
+        return f"{int(seconds // 3600)}h"
+    if seconds >= 60:
+        return f"{seconds / 60:.0f}m"
+    return f"{seconds:.0f}s"
+
+
+def eth_key(t: RoceTarget, name: str) -> tuple[str, int, str]:
+    return (t.device, t.port, f"ethtool:{t.netdev}:{name}")
+
+
+def hw_key(t: RoceTarget, name: str) -> tuple[str, int, str]:
+    return (t.device, t.port, f"hw:{name}")
+
+
+def ethtool_counters(stats: NetdevStats | None) -> dict[str, int]:
+    """The curated ethtool counters under their ethtool names."""
+    if stats is None or stats.stats is None:
+        return {}
+    s = stats.stats
+    out: dict[str, int] = {}
+    for (prio, d), v in s.pause.items():
+        out[f"{d}_prio{prio}_pause"] = v
+    for (prio, d), v in s.pause_duration_us.items():
+        out[f"{d}_prio{prio}_pause_duration"] = v
+    for (prio, d), v in s.pause_transitions.items():
+        out[f"{d}_prio{prio}_pause_transition"] = v
+    for level, v in s.pause_storm.items():
+        out[f"tx_pause_storm_{level}_events"] = v
+    out.update(s.errors)
+    return out
+
+
+def record(views: list[RoceView], history: CounterHistory, t_ethtool: float | None, t_hw: float | None) -> None:
+    """Add the views' counters to the history (a repeated timestamp is ignored by the history)."""
+    for v in views:
+        if t_ethtool is not None:
+            for name, value in ethtool_counters(v.stats).items():
+                key = eth_key(v.target, name)
+                history.note_reset(key, value)
+                history.add(key, t_ethtool, value)
+        if t_hw is not None:
+            for name in HW_TRACKED:
+                if name in v.hw:
+                    key = hw_key(v.target, name)
+                    history.note_reset(key, v.hw[name])
+                    history.add(key, t_hw, v.hw[name])
+
+
+def _pfc_vector(lossless: tuple[int, ...]) -> str:
+    return ",".join("1" if p in lossless else "0" for p in range(8))
+
+
+def _no_qos(v: RoceView, check: str, what: str) -> Finding:
+    return Finding(check, v.target.device, v.target.port, OK,
+                   f"{v.target.label()}: {what} not checked: {v.qos_note or 'no mlnx_qos data'}")
+
+
+def check_pfc(v: RoceView, config: Config) -> Finding:
+    t, rc = v.target, config.roce
+    if not rc.lossless_priorities:
+        return Finding(PFC, t.device, t.port, OK,
+                       f"{t.label()}: lossy RoCE configured (roce.lossless_priorities: []), PFC not required")
+    if v.qos is None:
+        return _no_qos(v, PFC, "PFC")
+    if not v.qos.dcb_supported or v.qos.qos is None:
+        return Finding(PFC, t.device, t.port, WARNING,
+                       f"{t.label()}: the netdev has no DCB support (mlnx_qos: ETS features are not "
+                       f"supported), so PFC cannot protect priority {rc.priority} and RoCE on it is lossy: "
+                       f"use a port/function with DCB, or set roce.lossless_priorities: [] if lossy RoCE "
+                       f"is intended")
+    off = [p for p in rc.lossless_priorities if not v.qos.qos.pfc_enabled[p]]
+    if off:
+        which = ",".join(map(str, off))
+        return Finding(PFC, t.device, t.port, CRITICAL,
+                       f"{t.label()}: PFC is disabled on lossless priority {which} (RDMA priority "
+                       f"{rc.priority}): RoCE packets are dropped instead of paused under congestion "
+                       f"(retransmits, huge all-reduce variance); enable it on the host "
+                       f"(`mlnx_qos -i {t.netdev} --pfc {_pfc_vector(rc.lossless_priorities)}`) and on the "
+                       f"switch port")
+    on = ",".join(map(str, rc.lossless_priorities))
+    return Finding(PFC, t.device, t.port, OK, f"{t.label()}: PFC enabled on lossless priority {on}")
+
+
+def check_pfc_lossy(v: RoceView, config: Config) -> Finding:
+    t, rc = v.target, config.roce
+    if v.qos is None:
+        return _no_qos(v, PFC_LOSSY, "PFC")
+    if v.qos.qos is None:
+        return Finding(PFC_LOSSY, t.device, t.port, OK, f"{t.label()}: no DCB, no PFC on any priority")
+    extra = [p for p in v.qos.qos.pfc_priorities() if p not in rc.lossless_priorities]
+    if extra:
+        return Finding(PFC_LOSSY, t.device, t.port, WARNING,
+                       f"{t.label()}: PFC is enabled on priority {','.join(map(str, extra))}, which should "
+                       f"be lossy (roce.lossless_priorities: {list(rc.lossless_priorities)}): pauses there "
+                       f"spread congestion to other traffic and risk head-of-line blocking and PFC deadlock; "
+                       f"set `mlnx_qos -i {t.netdev} --pfc {_pfc_vector(rc.lossless_priorities)}` and match "
+                       f"the switch")
+    return Finding(PFC_LOSSY, t.device, t.port, OK, f"{t.label()}: no PFC on lossy priorities")
+
+
+def check_trust(v: RoceView, config: Config) -> Finding:
+    t, rc = v.target, config.roce
+    if rc.trust is None:
+        return Finding(TRUST, t.device, t.port, OK, f"{t.label()}: trust state not checked (roce.trust: null)")
+    if v.qos is None:
+        return _no_qos(v, TRUST, "trust state")
+    q = v.qos.qos
+    if q is None:
+        return Finding(TRUST, t.device, t.port, OK, f"{t.label()}: no DCB, trust state not applicable")
+    if q.trust != rc.trust:
+        how = ("DSCP-marked RDMA traffic is classified by VLAN PCP instead (priority 0 when untagged)"
+               if rc.trust == "dscp" else "traffic is classified by DSCP instead of the VLAN PCP")
+        return Finding(TRUST, t.device, t.port, WARNING,
+                       f"{t.label()}: priority trust state is {q.trust or 'unknown'}, expected {rc.trust}: "
+                       f"{how}, so it misses lossless priority {rc.priority}; set "
+                       f"`mlnx_qos -i {t.netdev} --trust {rc.trust}` (or set roce.trust)")
+    if q.trust == "dscp" and q.dscp2prio and rc.priority not in q.dscp2prio.values():
+        return Finding(TRUST, t.device, t.port, WARNING,
+                       f"{t.label()}: trust is dscp but no DSCP value maps to RDMA priority {rc.priority}: "
+                       f"map the RoCE DSCP (commonly 26) to it: `mlnx_qos -i {t.netdev} --dscp2prio set,26,"
+                       f"{rc.priority}`")
+    return Finding(TRUST, t.device, t.port, OK, f"{t.label()}: trust state {q.trust}")
+
+
+def check_mtu(v: RoceView, config: Config) -> Finding:
+    t, want = v.target, config.roce.mtu
+    if v.netdev is None or v.netdev.mtu is None:
+        return Finding(MTU, t.device, t.port, OK, f"{t.label()}: MTU unknown")
+    have = v.roce_mtu or 0
+    if have < want:
+        need = want + ROCE_HEADER_BYTES
+        return Finding(MTU, t.device, t.port, WARNING,
+                       f"{t.label()}: netdev MTU {v.netdev.mtu} gives a RoCE MTU of {have}, below the "
+                       f"expected {want} (roce.mtu): RDMA messages go out in more, smaller packets; set the "
+                       f"MTU to at least {need} (9000 is usual) on the netdev "
+                       f"(`ip link set {t.netdev} mtu 9000`) and on every switch port on the path")
+    return Finding(MTU, t.device, t.port, OK, f"{t.label()}: RoCE MTU {have} (netdev MTU {v.netdev.mtu})")
+
+
+def _status(value: float, warning: float | None, critical: float | None) -> tuple[int, float | None]:
+    if critical is not None and value >= critical:
+        return CRITICAL, critical
+    if warning is not None and value >= warning:
+        return WARNING, warning
+    return OK, None
+
+
+_PAUSE_CAUSE = {
+    "rx": "the switch is pausing this NIC: congestion further in the fabric (incast, a slow receiver "
+          "elsewhere); check ECN/DCQCN (roce_cnp_ignored) and the switch buffers",
+    "tx": "this NIC is pausing the switch: the host cannot drain its receive buffers (PCIe, IOMMU/ATS, "
+          "a slow receiver); check rx_out_of_buffer and the PCIe link",
+}
+
+
+def _no_stats(v: RoceView, check: str) -> Finding | None:
+    if v.stats is None:
+        return Finding(check, v.target.device, v.target.port, OK,
+                       f"{v.target.label()}: not checked: {v.stats_note or 'no ethtool data'}")
+    if v.stats.stats is None:
+        return Finding(check, v.target.device, v.target.port, OK,
+                       f"{v.target.label()}: not checked: the driver has no ethtool statistics")
+    return None
+
+
+def check_pause_rate(v: RoceView, history: CounterHistory, config: Config, now: float) -> Finding:
+    t, rc = v.target, config.roce
+    if (f := _no_stats(v, PAUSE_RATE)) is not None:
+        return f
+    worst: tuple[float, int, str, float] | None = None
+    for (prio, d) in sorted(v.stats.stats.pause):
+        inc, cov = history.increase(eth_key(t, f"{d}_prio{prio}_pause"), rc.pause_window, now)
+        if cov > 0 and (worst is None or inc / cov > worst[0]):
+            worst = (inc / cov, prio, d, cov)
+    if worst is None:
+        return Finding(PAUSE_RATE, t.device, t.port, OK,
+                       f"{t.label()}: no pause rate yet (needs two samples)" if v.stats.stats.pause
+                       else f"{t.label()}: no per-priority pause counters (PFC off?)")
+    rate, prio, d, cov = worst
+    status, limit = _status(rate, rc.pause_rate_warning, rc.pause_rate_critical)
+    if status == OK:
+        return Finding(PAUSE_RATE, t.device, t.port, OK,
+                       f"{t.label()}: at most {rate:.3g} pause frames/s ({d}, priority {prio}) over the last "
+                       f"{_fmt_window(cov)}")
+    return Finding(PAUSE_RATE, t.device, t.port, status,
+                   f"{t.label()}: {rate:.0f} {d} pause frames/s on priority {prio} over the last "
+                   f"{_fmt_window(cov)} (threshold {limit:g}/s): {_PAUSE_CAUSE[d]}")
+
+
+def check_pause_duration(v: RoceView, history: CounterHistory, config: Config, now: float) -> Finding:
+    t, rc = v.target, config.roce
+    if (f := _no_stats(v, PAUSE_DURATION)) is not None:
+        return f
+    worst: tuple[float, int, str, float] | None = None
+    for (prio, d) in sorted(v.stats.stats.pause_duration_us):
+        inc, cov = history.increase(eth_key(t, f"{d}_prio{prio}_pause_duration"), rc.pause_window, now)
+        if cov > 0 and (worst is None or inc / 1e6 / cov > worst[0]):
+            worst = (inc / 1e6 / cov, prio, d, cov)
+    if worst is None:
+        return Finding(PAUSE_DURATION, t.device, t.port, OK,
+                       f"{t.label()}: no pause duration rate yet (needs two samples)"
+                       if v.stats.stats.pause_duration_us else f"{t.label()}: no pause duration counters")
+    frac, prio, d, cov = worst
+    status, limit = _status(frac, rc.pause_fraction_warning, rc.pause_fraction_critical)
+    if status == OK:
+        return Finding(PAUSE_DURATION, t.device, t.port, OK,
+                       f"{t.label()}: paused {frac:.1%} of the time at most ({d}, priority {prio}) over the "
+                       f"last {_fmt_window(cov)}")
+    return Finding(PAUSE_DURATION, t.device, t.port, status,
+                   f"{t.label()}: {d} priority {prio} was paused {frac:.0%} of the time over the last "
+                   f"{_fmt_window(cov)} (threshold {limit:.0%}): {_PAUSE_CAUSE[d]}")
+
+
+def check_pause_storm(v: RoceView, history: CounterHistory, config: Config, now: float) -> Finding:
+    t, rc = v.target, config.roce
+    if (f := _no_stats(v, PAUSE_STORM)) is not None:
+        return f
+    storm = v.stats.stats.pause_storm
+    if not storm:
+        return Finding(PAUSE_STORM, t.device, t.port, OK, f"{t.label()}: no pause-storm counters")
+    incs, covered = {}, 0.0
+    for level in storm:
+        inc, cov = history.increase(eth_key(t, f"tx_pause_storm_{level}_events"), rc.storm_window, now)
+        incs[level] = inc
+        covered = max(covered, cov)
+    action = ("the NIC kept sending pauses (its receive path is stuck: a hung host, PCIe errors, a "
+              "full receive ring) and the storm guard stopped them, so packets are dropped now; check the "
+              "host (dmesg, PCIe AER) and the switch's PFC watchdog log")
+    if incs.get("error"):
+        return Finding(PAUSE_STORM, t.device, t.port, CRITICAL,
+                       f"{t.label()}: {incs['error']} pause-storm error event(s) in the last "
+                       f"{_fmt_window(covered)}: {action}")
+    if incs.get("warning"):
+        return Finding(PAUSE_STORM, t.device, t.port, WARNING,
+                       f"{t.label()}: {incs['warning']} pause-storm warning event(s) in the last "
+                       f"{_fmt_window(covered)}: the NIC has been sending pauses for too long; {action}")
+    lifetime = ", ".join(f"{storm[lv]} {lv}" for lv in ("error", "warning") if storm.get(lv))
+    if lifetime and covered == 0:
+        return Finding(PAUSE_STORM, t.device, t.port, WARNING,
+                       f"{t.label()}: pause-storm events since the counters were cleared: {lifetime} (when "
+                       f"is unknown until the next sample); a storm means {action}")
+    if lifetime:
+        return Finding(PAUSE_STORM, t.device, t.port, OK,
+                       f"{t.label()}: no pause-storm event in the last {_fmt_window(covered)} ({lifetime} "
+                       f"since the counters were cleared)")
+    return Finding(PAUSE_STORM, t.device, t.port, OK, f"{t.label()}: no pause-storm event")
+
+
+def check_drops(v: RoceView, history: CounterHistory, config: Config, now: float) -> Finding:
+    t, rc = v.target, config.roce
+    if not rc.lossless_priorities:
+        return Finding(DROPS, t.device, t.port, OK, f"{t.label()}: lossy RoCE configured, loss not checked")
+    names: list[tuple[str, tuple[str, int, str]]] = []
+    errors = v.stats.stats.errors if v.stats and v.stats.stats else {}
+    if "rx_discards_phy" in errors:
+        names.append(("rx_discards_phy", eth_key(t, "rx_discards_phy")))
+    for p in rc.lossless_priorities:
+        if f"rx_prio{p}_discards" in errors:
+            names.append((f"rx_prio{p}_discards", eth_key(t, f"rx_prio{p}_discards")))
+    for name in HW_LOSS:
+        if name in v.hw:
+            names.append((name, hw_key(t, name)))
+    if not names:
+        return Finding(DROPS, t.device, t.port, OK, f"{t.label()}: no loss counters")
+    total, covered, rose = 0, 0.0, []
+    for name, key in names:
+        inc, cov = history.increase(key, rc.drop_window, now)
+        covered = max(covered, cov)
+        total += inc
+        if inc:
+            rose.append(f"{name} +{inc}")
+    status, limit = _status(total, rc.drop_warning, rc.drop_critical)
+    if status == OK:
+        return Finding(DROPS, t.device, t.port, OK,
+                       f"{t.label()}: {total} lost packets in the last {_fmt_window(covered)}")
+    prios = ",".join(map(str, rc.lossless_priorities))
+    return Finding(DROPS, t.device, t.port, status,
+                   f"{t.label()}: loss on lossless priority {prios}: {', '.join(rose)} in the last "
+                   f"{_fmt_window(covered)} (threshold {limit:g}): PFC is not protecting the RDMA traffic; "
+                   f"check roce_pfc/roce_trust here and PFC and buffer settings on the switch, and that RDMA "
+                   f"traffic is marked for priority {rc.priority}")
+
+
+def check_cnp_ignored(v: RoceView, history: CounterHistory, config: Config, now: float) -> Finding:
+    t, rc = v.target, config.roce
+    if "rp_cnp_ignored" not in v.hw:
+        return Finding(CNP_IGNORED, t.device, t.port, OK,
+                       f"{t.label()}: rp_cnp_ignored is not exposed by this device")
+    inc, cov = history.increase(hw_key(t, "rp_cnp_ignored"), rc.cnp_window, now)
+    status, _ = _status(inc, rc.cnp_ignored_warning, None)
+    if status == OK:
+        return Finding(CNP_IGNORED, t.device, t.port, OK,
+                       f"{t.label()}: {inc} ignored CNPs in the last {_fmt_window(cov)}")
+    return Finding(CNP_IGNORED, t.device, t.port, status,
+                   f"{t.label()}: rp_cnp_ignored rose by {inc} in the last {_fmt_window(cov)}: congestion "
+                   f"notifications arrive but are ignored, so DCQCN is off on this reaction point and "
+                   f"congestion turns into pauses and drops; enable it "
+                   f"(`echo 1 > /sys/class/net/{t.netdev}/ecn/roce_rp/enable/{rc.priority}`, and roce_np "
+                   f"on the receivers)")
+
+
+def evaluate(views: list[RoceView], history: CounterHistory, config: Config, now: float) -> list[Finding]:
+    findings: list[Finding] = []
+    for v in views:
+        findings += [check_pfc(v, config), check_pfc_lossy(v, config), check_trust(v, config),
+                     check_mtu(v, config),
+                     check_pause_rate(v, history, config, now), check_pause_duration(v, history, config, now),
+                     check_pause_storm(v, history, config, now), check_drops(v, history, config, now),
+                     check_cnp_ignored(v, history, config, now)]
+    return findings
