@@ -275,7 +275,7 @@ def _expected(raw: Any) -> tuple[ExpectedLink, ...]:
                 names = ", ".join(g.name for g in ibspec.GENERATIONS)
                 raise ConfigError(f"{key}.speed", f"unknown speed {e['speed']!r} (one of {names})")
             speed = ibspec.generation(str(e["speed"])).name
-        rate = _number(e["rate_gbps"], f"{key}.rate_gbps", 0) if "rate_gbps" in e else None
+        rate = _number(e["rate_gbps"], f"{key}.rate_gbps", 0.1) if "rate_gbps" in e else None
         if width is None and speed is None and rate is None:
             raise ConfigError(key, "needs at least one of width, speed or rate_gbps")
         layer = e.get("link_layer", "InfiniBand")
@@ -301,11 +301,14 @@ def _checks(raw: Any) -> ChecksConfig:
     for name, (_, window, warn, crit) in COUNTER_CHECKS.items():
         key = f"checks.{name}"
         c = _mapping(m.get(name), key, ("window", "warning", "critical"))
-        counters[name] = CounterCheckConfig(
+        cc = CounterCheckConfig(
             window=_number(c.get("window", window), f"{key}.window", 1),
             warning=_number(c.get("warning", warn), f"{key}.warning", 0, allow_none=True),
             critical=_number(c.get("critical", crit), f"{key}.critical", 0, allow_none=True),
         )
+        if cc.warning is not None and cc.critical is not None and cc.warning > cc.critical:
+            raise ConfigError(f"{key}.warning", f"{cc.warning:g} is above critical ({cc.critical:g})")
+        counters[name] = cc
     return ChecksConfig(
         compare_with_supported=cws,
         down_severity=_severity(m.get("down_severity", "critical"), "checks.down_severity"),

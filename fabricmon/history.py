@@ -1,7 +1,9 @@
 """Counter history: the samples that rate-based checks read deltas from.
 
 Rules (the lessons of the exporters we compete with):
-- a saturated counter is "unknown, at least max": it is recorded as a gap, never a rate;
+- a saturated counter is "unknown, at least max": the step onto the maximum counts as a lower
+  bound (max - last value, so a 254 -> 255 LinkDowned step is still a flap), and every step
+  from a saturated sample is unknown: never a rate;
 - a decrease is a reset (or a counter jumping backwards): it contributes 0, never a negative
   increase, and the new value becomes the baseline;
 - the history is bounded in time, and can be saved to disk so that `fabricmon check` run by
@@ -22,7 +24,8 @@ Key = tuple[str, int, str]     # (device, port, counter)
 @dataclass(slots=True)
 class Sample:
     t: float
-    value: int | None          # None: saturated / unknown
+    value: int | None          # None: unknown
+    saturated: bool = False    # value is the counter's maximum: "at least this"
 
 
 class CounterHistory:
@@ -32,13 +35,13 @@ class CounterHistory:
         self._data: dict[Key, deque[Sample]] = {}
         self.resets: dict[Key, int] = {}
 
-    def add(self, key: Key, t: float, value: int | None) -> None:
+    def add(self, key: Key, t: float, value: int | None, saturated: bool = False) -> None:
         q = self._data.get(key)
         if q is None:
             q = self._data[key] = deque(maxlen=self.max_samples)
         if q and t <= q[-1].t:
             return
-        q.append(Sample(t, value))
+        q.append(Sample(t, value, saturated))
         while len(q) > 2 and q[1].t < t - self.horizon:
             q.popleft()
 
@@ -57,7 +60,8 @@ class CounterHistory:
             if prev is not None:
                 if start is None:
                     start = prev.t
-                if prev.value is not None and s.value is not None and s.value >= prev.value:
+                if prev.value is not None and s.value is not None and not prev.saturated \
+                        and s.value >= prev.value:
                     total += s.value - prev.value
             prev = s
         if start is None:
@@ -67,7 +71,7 @@ class CounterHistory:
     def last_delta(self, key: Key) -> int | None:
         """Increase between the last two samples (None when unknown, 0 on a reset)."""
         q = self._data.get(key)
-        if not q or len(q) < 2 or q[-1].value is None or q[-2].value is None:
+        if not q or len(q) < 2 or q[-1].value is None or q[-2].value is None or q[-2].saturated:
             return None
         return max(0, q[-1].value - q[-2].value)
 
@@ -86,7 +90,7 @@ class CounterHistory:
             del self.resets[key]
 
     def to_json(self) -> str:
-        return json.dumps({"|".join([k[0], str(k[1]), k[2]]): [[s.t, s.value] for s in q]
+        return json.dumps({"|".join([k[0], str(k[1]), k[2]]): [[s.t, s.value, 1] if s.saturated else [s.t, s.value] for s in q]
                            for k, q in self._data.items()})
 
     @classmethod
@@ -94,8 +98,8 @@ class CounterHistory:
         h = cls(horizon)
         for k, samples in json.loads(text).items():
             dev, port, counter = k.rsplit("|", 2)
-            for t, v in samples:
-                h.add((dev, int(port), counter), float(t), None if v is None else int(v))
+            for t, v, *sat in samples:
+                h.add((dev, int(port), counter), float(t), None if v is None else int(v), bool(sat and sat[0]))
         return h
 
     def save(self, path: str) -> None:

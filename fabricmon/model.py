@@ -55,7 +55,8 @@ class PortView:
 
     @property
     def up(self) -> bool:
-        return self.state_id == ibspec.STATE_ACTIVE and self.phys_state_id == ibspec.PHYS_LINKUP
+        # An unreadable phys_state on an ACTIVE port is unknown, not down (ACTIVE implies LinkUp).
+        return self.state_id == ibspec.STATE_ACTIVE and self.phys_state_id in (None, ibspec.PHYS_LINKUP)
 
     @property
     def is_ib(self) -> bool:
@@ -110,6 +111,8 @@ def merge(sysfs: dict[str, SysfsDevice] | None, ibstat: list[IbstatCa] | None,
             p = port(name, num)
             if sp.link_layer:
                 p.link_layer = sp.link_layer
+            if sp.port_guid and not p.port_guid:
+                p.port_guid = sp.port_guid
             if sp.state_id is not None:
                 p.state_id = sp.state_id
             if sp.phys_state_id is not None:

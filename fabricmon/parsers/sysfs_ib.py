@@ -47,3 +47,18 @@ def parse_counter(text: str) -> int | None:
         return int(t, 0)
     except ValueError as exc:
         raise ParseError(f"counter is not an integer: {t[:40]!r}") from exc
+
+
+def port_guid_from_gid(text: str) -> str | None:
+    """GID index 0 (`fe80:0000:0000:0000:a288:c2ff:feab:cdef`) -> port GUID `0xa288c2fffeabcdef`.
+
+    The low 64 bits of the link-local GID 0 are the port GUID on InfiniBand. An all-zero GID
+    (an empty slot) gives None.
+    """
+    parts = text.strip().split(":")
+    if len(parts) != 8 or not all(len(x) == 4 for x in parts):
+        return None
+    low = "".join(parts[4:]).lower()
+    if not all(c in "0123456789abcdef" for c in low) or int(low, 16) == 0:
+        return None
+    return "0x" + low

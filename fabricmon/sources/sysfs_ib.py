@@ -13,7 +13,7 @@ from fabricmon.config import Config
 from fabricmon.hostio import HostIO
 from fabricmon.ibspec import COUNTER_BY_SYSFS
 from fabricmon.parsers.errors import ParseError
-from fabricmon.parsers.sysfs_ib import parse_counter, parse_enum, parse_rate
+from fabricmon.parsers.sysfs_ib import parse_counter, parse_enum, parse_rate, port_guid_from_gid
 from fabricmon.sources import SourceOutput
 
 BASE = "class/infiniband"
@@ -30,6 +30,7 @@ class SysfsPort:
     width: int | None = None
     generation: str | None = None
     link_layer: str | None = None
+    port_guid: str | None = None
     counters: dict[str, int] = field(default_factory=dict)      # canonical -> raw
     hw_counters: dict[str, int] = field(default_factory=dict)
 
@@ -134,6 +135,9 @@ class SysfsSource:
             except ParseError as exc:
                 out.error("parse", f"/sys/{base}/rate: {exc}")
         p.link_layer = self._read(io, f"{base}/link_layer", out, optional=True)
+        gid0 = self._read(io, f"{base}/gids/0", out, optional=True)
+        if gid0:
+            p.port_guid = port_guid_from_gid(gid0)
         for fname in self._listdir(io, f"{base}/counters", out):
             spec = COUNTER_BY_SYSFS.get(fname)
             if spec is None:

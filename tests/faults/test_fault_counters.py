@@ -42,17 +42,17 @@ def test_reset_and_backwards_jump_give_no_negative_rate_and_no_alert(harness):
 
 def test_saturated_counter_is_reported_never_a_rate(harness):
     col = collector(harness, saturation_severity="warning")
-    write(harness, "symbol_error", 100)
+    write(harness, "symbol_error", 65535)         # saturated before we ever saw it
     col.poll(["sysfs"])
-    write(harness, "symbol_error", 65535)         # saturated: "unknown, at least max"
-    snap = col.poll(["sysfs"])
+    write(harness, "symbol_error", 65535)
+    snap = col.poll(["sysfs"])                    # "unknown, at least max": no rate, no alert
     assert snap.saturation[("mlx5_0", 1)]["symbol_errors"] is True
     assert status(snap, "symbol_errors").status == OK
     assert status(snap, "counter_saturation").status == 1
-    write(harness, "local_link_integrity_errors", 15)   # 4-bit counter at its maximum
+    write(harness, "local_link_integrity_errors", 15)   # 4-bit counter steps 0 -> its maximum
     snap = col.poll(["sysfs"])
     assert snap.saturation[("mlx5_0", 1)]["local_link_integrity_errors"] is True
-    assert status(snap, "link_integrity").status == OK
+    assert status(snap, "link_integrity").status == 2  # at least 15 happened: a real increase
     col.close()
 
 
@@ -75,3 +75,18 @@ def test_saturation_metric_in_a_scrape(harness):
                counter="excessive_buffer_overrun_errors") == 1
     assert val(s, "fabricmon_ib_port_counter_saturated", device="mlx5_0", port=1, counter="symbol_errors") == 0
     assert val(s, "fabricmon_check_status", check="link_integrity", device="mlx5_0", port=1) == 0
+
+
+def test_step_onto_saturation_counts_as_a_lower_bound(harness):
+    """254 -> 255 on the 8-bit LinkDowned counter is still a flap; later samples are unknown."""
+    col = collector(harness)
+    write(harness, "link_downed", 254)
+    col.poll(["sysfs"])
+    write(harness, "link_downed", 255)
+    snap = col.poll(["sysfs"])
+    assert snap.saturation[("mlx5_0", 1)]["link_downed"] is True
+    f = status(snap, "link_flap")
+    assert f.status == 1 and "rose by 1" in f.message
+    snap = col.poll(["sysfs"])                    # still 255: nothing more is inferred
+    assert "rose by 1" in status(snap, "link_flap").message
+    col.close()

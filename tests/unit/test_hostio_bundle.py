@@ -1,0 +1,211 @@
+"""Tests for fabricmon.hostio: LiveIO on a tree, RecordingIO bundles, ReplayIO answers."""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+
+from fabricmon.config import from_dict
+from fabricmon.hostio import BUNDLE_VERSION, BundleError, LiveIO, RecordingIO, ReplayIO
+from fabricmon.sources.sysfs_ib import SysfsSource
+
+FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "sysfs" / "two_hca"
+IB = "class/infiniband"
+EINVAL_FILE = f"{IB}/mlx5_0/ports/1/counters/port_rcv_switch_relay_errors"
+EISDIR_FILE = f"{IB}/mlx5_0/ports/1/counters/port_rcv_errors"
+
+
+class EinvalLiveIO(LiveIO):
+    """A LiveIO whose kernel answers EINVAL for one file (as gid_attrs/ndevs/<empty slot> does)."""
+
+    def read(self, root: str, rel: str) -> str:
+        if root == "sysfs" and rel == EINVAL_FILE:
+            raise OSError(errno.EINVAL, os.strerror(errno.EINVAL), self.path(root, rel))
+        return super().read(root, rel)
+
+
+@pytest.fixture
+def tree(tmp_path: Path) -> Path:
+    """A copy of our two-HCA sysfs fixture, with one counter turned into a directory (EISDIR)."""
+    root = tmp_path / "sys"
+    shutil.copytree(FIXTURE, root, symlinks=True)
+    (root / EISDIR_FILE).unlink()
+    (root / EISDIR_FILE).mkdir()
+    return root
+
+
+@pytest.fixture
+def tool(tmp_path: Path) -> Path:
+    """A fake diagnostic tool: prints its argv, writes to stderr, exits 0 unless told."""
+    f = tmp_path / "fake-ibtool"
+    f.write_text(
+        "#!" + sys.executable + "\n"
+        "import sys\n"
+        "print('args:', ' '.join(sys.argv[1:]))\n"
+        "print('note: fake', file=sys.stderr)\n"
+        "sys.exit(3 if 'fail' in sys.argv else 0)\n")
+    f.chmod(0o755)
+    return f
+
+
+def _config(sysfs: Path):
+    return from_dict({"paths": {"sysfs": str(sysfs)}}, check_paths=False)
+
+
+def test_liveio_reads_strips_nothing_and_caches(tree: Path) -> None:
+    io = LiveIO(str(tree), "/proc")
+    try:
+        assert io.read("sysfs", f"{IB}/mlx5_0/fw_ver") == "28.40.1202"         # no newline in the file
+        assert io.read("sysfs", f"{IB}/mlx5_0/hca_type") == "MT4129\n"
+        assert io.open_files() == 2
+        (tree / IB / "mlx5_0/hca_type").write_text("MT4130\n")                  # same inode
+        assert io.read("sysfs", f"{IB}/mlx5_0/hca_type") == "MT4130\n"         # pread from 0 again
+        assert io.open_files() == 2
+        assert io.listdir("sysfs", IB) == ["mlx5_0", "mlx5_1"]
+        assert io.realpath("sysfs", f"{IB}/mlx5_0/device") == \
+            "/sys/devices/pci0000:10/0000:10:01.0/0000:11:00.0"
+        with pytest.raises(IsADirectoryError):
+            io.read("sysfs", EISDIR_FILE)
+        with pytest.raises(FileNotFoundError):
+            io.read("sysfs", f"{IB}/mlx5_9/hca_type")
+        assert io.read("procfs", "self/stat").split()[0] == str(os.getpid())
+    finally:
+        io.close()
+    assert io.open_files() == 0
+
+
+def test_record_then_replay_gives_identical_answers(tree: Path, tool: Path, tmp_path: Path) -> None:
+    bundle = tmp_path / "bundle"
+    rec = RecordingIO(EinvalLiveIO(str(tree), "/proc"), bundle, meta={"hostname": "node-a"})
+    cfg = _config(tree)
+    live = SysfsSource(cfg).collect(rec)
+    ok = rec.run([str(tool), "-C", "mlx5_0"], 10)
+    bad = rec.run([str(tool), "fail"], 10)
+    missing = rec.run(["/nonexistent/perfquery", "-x"], 10)
+    rec.save()
+    rec.close()
+
+    # the live answers themselves
+    assert ok.ok and ok.stdout == "args: -C mlx5_0\n" and ok.stderr == "note: fake\n"
+    assert bad.returncode == 3 and bad.stdout == "args: fail\n"
+    assert missing.error == "not_found"
+    kinds = sorted(k for k, _ in live.errors)
+    assert kinds == ["read", "read"], live.errors               # EINVAL and EISDIR, nothing else
+    assert any("Invalid argument" in m for _, m in live.errors)
+    assert any("Is a directory" in m for _, m in live.errors)
+
+    manifest = json.loads((bundle / "bundle.json").read_text())
+    assert manifest["bundle_version"] == BUNDLE_VERSION
+    assert manifest["hostname"] == "node-a"
+    assert manifest["read_errors"] == {f"sysfs/{EINVAL_FILE}": errno.EINVAL,
+                                       f"sysfs/{EISDIR_FILE}": errno.EISDIR}
+    assert [c["argv"][1:] for c in manifest["commands"]] == [["-C", "mlx5_0"], ["fail"], ["-x"]]
+    assert (bundle / "files" / "sysfs" / IB / "mlx5_0/ports/1/rate").read_text() == "400 Gb/sec (4X NDR)\n"
+
+    # the replay, on a machine where the tree and the tool are gone
+    shutil.rmtree(tree)
+    tool.unlink()
+    rep = ReplayIO(bundle)
+    replayed = SysfsSource(cfg).collect(rep)
+    assert replayed.errors == live.errors
+    assert replayed.data == live.data
+    r = rep.run([str(tool), "-C", "mlx5_0"], 10)
+    assert (r.returncode, r.stdout, r.stderr, r.error) == (0, ok.stdout, ok.stderr, None)
+    r = rep.run([str(tool), "fail"], 10)
+    assert (r.returncode, r.stdout, r.error) == (3, bad.stdout, None)
+    r = rep.run(["/nonexistent/perfquery", "-x"], 10)
+    assert r.error == "not_found"
+    r = rep.run([str(tool), "-C", "mlx5_1"], 10)             # never run during the capture
+    assert r.error == "not_recorded" and r.returncode is None and not r.ok
+
+
+def test_replay_raises_the_recorded_errno(tree: Path, tmp_path: Path) -> None:
+    bundle = tmp_path / "b"
+    rec = RecordingIO(EinvalLiveIO(str(tree), "/proc"), bundle)
+    with pytest.raises(OSError) as live_exc:
+        rec.read("sysfs", EINVAL_FILE)
+    with pytest.raises(OSError):
+        rec.read("sysfs", EISDIR_FILE)
+    with pytest.raises(FileNotFoundError):
+        rec.listdir("sysfs", f"{IB}/mlx5_0/ports/1/no_such_dir")
+    assert rec.read("sysfs", f"{IB}/mlx5_1/ports/1/link_layer") == "Ethernet"
+    rec.save()
+    rep = ReplayIO(bundle)
+    for rel, code in ((EINVAL_FILE, errno.EINVAL), (EISDIR_FILE, errno.EISDIR)):
+        with pytest.raises(OSError) as exc:
+            rep.read("sysfs", rel)
+        assert exc.value.errno == code
+    assert live_exc.value.errno == errno.EINVAL
+    with pytest.raises(OSError) as exc:
+        rep.listdir("sysfs", f"{IB}/mlx5_0/ports/1/no_such_dir")
+    assert exc.value.errno == errno.ENOENT
+    assert rep.read("sysfs", f"{IB}/mlx5_1/ports/1/link_layer") == "Ethernet"
+    # what the capture never read is absent (ENOENT), not invented
+    with pytest.raises(FileNotFoundError):
+        rep.read("sysfs", f"{IB}/mlx5_1/ports/1/rate")
+    with pytest.raises(OSError) as exc:
+        rep.realpath("sysfs", f"{IB}/mlx5_1/device")
+    assert exc.value.errno == errno.ENOENT
+
+
+def test_listings_and_realpaths_are_recorded(tree: Path, tmp_path: Path) -> None:
+    bundle = tmp_path / "b"
+    rec = RecordingIO(LiveIO(str(tree), "/proc"), bundle)
+    names = rec.listdir("sysfs", IB)
+    real = rec.realpath("sysfs", f"{IB}/mlx5_1/device")
+    rec.save()
+    rep = ReplayIO(bundle)
+    assert rep.listdir("sysfs", IB) == names == ["mlx5_0", "mlx5_1"]
+    assert rep.realpath("sysfs", f"{IB}/mlx5_1/device") == real == \
+        "/sys/devices/pci0000:a0/0000:a0:03.1/0000:a3:00.0"
+
+
+def test_last_answer_for_a_path_wins(tree: Path, tmp_path: Path) -> None:
+    """A file that failed once and then read fine is replayed as read fine (and the reverse)."""
+    flaky = {"fail": True}
+
+    class FlakyIO(LiveIO):
+        def read(self, root: str, rel: str) -> str:
+            if rel.endswith("/state") and flaky["fail"]:
+                raise OSError(errno.EAGAIN, "try again", rel)
+            return super().read(root, rel)
+
+    bundle = tmp_path / "b"
+    rec = RecordingIO(FlakyIO(str(tree), "/proc"), bundle)
+    rel = f"{IB}/mlx5_0/ports/1/state"
+    with pytest.raises(OSError):
+        rec.read("sysfs", rel)
+    flaky["fail"] = False
+    assert rec.read("sysfs", rel) == "4: ACTIVE\n"
+    rec.save()
+    assert ReplayIO(bundle).read("sysfs", rel) == "4: ACTIVE\n"
+
+
+def test_replay_commands_last_recording_wins(tmp_path: Path) -> None:
+    bundle = tmp_path / "b"
+    bundle.mkdir()
+    (bundle / "bundle.json").write_text(json.dumps({"bundle_version": BUNDLE_VERSION, "commands": [
+        {"argv": ["ibstat"], "returncode": 255, "stdout": "old", "stderr": "", "error": None},
+        {"argv": ["ibstat"], "returncode": 0, "stdout": "new", "stderr": "", "error": None},
+    ]}))
+    r = ReplayIO(bundle).run(["ibstat"], 5)
+    assert (r.returncode, r.stdout) == (0, "new")
+    assert r.duration == 0.0
+
+
+@pytest.mark.parametrize("content,match", [
+    (None, "no bundle.json"),
+    ("{not json", "unreadable"),
+    (json.dumps({"bundle_version": 99}), "unsupported bundle version"),
+])
+def test_bad_bundles_are_a_clear_error(tmp_path: Path, content: str | None, match: str) -> None:
+    if content is not None:
+        (tmp_path / "bundle.json").write_text(content)
+    with pytest.raises(BundleError, match=match):
+        ReplayIO(tmp_path)
