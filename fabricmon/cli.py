@@ -9,7 +9,6 @@ import shutil
 import signal
 import socket
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -21,6 +20,7 @@ from fabricmon.checks import OK, STATUS_NAMES, WARNING, Finding
 from fabricmon.collector import Collector, Snapshot
 from fabricmon.config import DEFAULT_CONFIG_PATH, Config, ConfigError, load
 from fabricmon.exporter import render
+from fabricmon.fsutil import write_atomic
 from fabricmon.history import CounterHistory
 from fabricmon.hostio import BundleError, HostIO, LiveIO, RecordingIO, ReplayIO
 
@@ -79,22 +79,6 @@ def cmd_run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _write_atomic(path: str, data: bytes) -> None:
-    d = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(dir=d, prefix=".fabricmon-")
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
-
-
 def cmd_once(args: argparse.Namespace) -> int:
     cfg = _load(args)
     col = Collector(cfg, _io(args, cfg))
@@ -103,7 +87,7 @@ def cmd_once(args: argparse.Namespace) -> int:
     finally:
         col.close()
     if args.output:
-        _write_atomic(args.output, body)
+        write_atomic(args.output, body)
     else:
         sys.stdout.write(body.decode())
     return 0

@@ -13,10 +13,10 @@ Rules (the lessons of the exporters we compete with):
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from collections import deque
 from dataclasses import dataclass
+
+from fabricmon.fsutil import write_atomic
 
 Key = tuple[str, int, str]     # (device, port, counter)
 
@@ -104,16 +104,4 @@ class CounterHistory:
 
     def save(self, path: str) -> None:
         """Atomic write (temp file + rename)."""
-        d = os.path.dirname(path) or "."
-        os.makedirs(d, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=d, prefix=".state-")
-        try:
-            with os.fdopen(fd, "w") as fh:
-                fh.write(self.to_json())
-            os.replace(tmp, path)
-        except BaseException:
-            try:
-                os.unlink(tmp)
-            except OSError:
-                pass
-            raise
+        write_atomic(path, self.to_json().encode(), 0o600)
