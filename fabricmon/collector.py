@@ -28,11 +28,12 @@ from fabricmon.sources.ibstat import IbstatSource
 from fabricmon.sources.iblinkinfo import IblinkinfoSource
 from fabricmon.sources.perfquery import PerfquerySource
 from fabricmon.sources.sysfs_ib import SysfsSource
+from fabricmon.rocegpu import INVENTORY_SOURCES, PER_PORT_SOURCES, RoceGpu
 
 log = structlog.get_logger("fabricmon.collector")
 
-INVENTORY = ("sysfs", "ibstat")
-PER_PORT = ("perfquery", "iblinkinfo")
+INVENTORY = ("sysfs", "ibstat", *INVENTORY_SOURCES)
+PER_PORT = ("perfquery", "iblinkinfo", *PER_PORT_SOURCES)
 
 
 @dataclass(slots=True)
@@ -80,11 +81,12 @@ class Collector:
         self.io = io
         self.clock = clock
         self.history = history or CounterHistory(
-            horizon=max(c.window for c in config.checks.counters.values()))
+            horizon=max(*(c.window for c in config.checks.counters.values()), *config.roce.windows()))
         self.sysfs = SysfsSource(config)
         self.ibstat = IbstatSource(config)
         self.perfquery = PerfquerySource(config)
         self.iblinkinfo = IblinkinfoSource(config)
+        self.rocegpu = RoceGpu(config)      # RoCE, GPUDirect and GPU-NIC affinity (fabricmon.rocegpu)
         self.states = {
             name: SourceState(name=name, enabled=sc.enabled is not False, interval=sc.interval)
             for name, sc in config.sources.items()
@@ -147,6 +149,8 @@ class Collector:
                 out = self.ibstat.collect(self.io)
             elif name == "perfquery":
                 out = self.perfquery.collect(self.io, self._ports_for(name))
+            elif name in self.rocegpu.sources:
+                out = self.rocegpu.collect(name, self.io, *self._merged())
             else:
                 out = self.iblinkinfo.collect(self.io, self._ports_for(name))
         except Exception as exc:  # a bug in one source must not take the daemon down
@@ -201,7 +205,7 @@ class Collector:
             for name, value in p.counters.items():
                 hk = (p.device, p.port, name)
                 if sat.get(name):
-                    self.history.add(hk, t, None)
+                    self.history.add(hk, t, value, saturated=True)
                     continue
                 if self.history.note_reset(hk, value):
                     log.info("counter decreased (reset)", device=p.device, port=p.port, counter=name)
@@ -223,6 +227,8 @@ class Collector:
             findings.append(v.finding)
             saturation[key] = link_errors.saturated(p)
             findings.extend(link_errors.evaluate_port(p, self.history, self.config, now))
+        extra, more = self.rocegpu.evaluate(self.states, devices, ports, self.history, now)
+        findings.extend(more)
         self.poll_count += 1
         self.poll_sum += poll_duration
         for i, b in enumerate(POLL_BUCKETS):
@@ -234,6 +240,7 @@ class Collector:
             sources={n: replace(s, errors_total=dict(s.errors_total), active_errors=set(s.active_errors))
                      for n, s in self.states.items()},
             poll_count=self.poll_count, poll_buckets=list(self.poll_buckets), poll_sum=self.poll_sum,
+            extra=extra,
         )
 
     def close(self) -> None:

@@ -146,6 +146,120 @@ def _self_families(snap: Snapshot) -> Iterator[Metric]:
     yield build
 
 
+def _nonempty(*families: Metric) -> Iterator[Metric]:
+    return (f for f in families if f.samples)
+
+
+def _roce_families(snap: Snapshot) -> Iterator[Metric]:
+    """RoCE lossless health per netdev (docs/roce-gpu.md); only families with samples."""
+    nd_labels = ["device", "netdev"]
+    pfc = GaugeMetricFamily("fabricmon_roce_pfc_enabled", "1 if PFC is enabled on the priority (mlnx_qos).",
+                            labels=["device", "netdev", "priority"])
+    trust = GaugeMetricFamily("fabricmon_roce_trust_info", "Priority trust state (pcp, dscp) of the netdev.",
+                              labels=["device", "netdev", "trust"])
+    pl = ["device", "netdev", "priority", "direction"]
+    frames = CounterMetricFamily("fabricmon_roce_pause_frames", "PFC pause frames by priority and direction "
+                                 "(ethtool rx/tx_prioN_pause).", labels=pl)
+    dur = CounterMetricFamily("fabricmon_roce_pause_duration_seconds", "Time paused by priority and direction "
+                              "(ethtool rx/tx_prioN_pause_duration, microseconds converted to seconds).", labels=pl)
+    trans = CounterMetricFamily("fabricmon_roce_pause_transitions", "Transitions into the paused state "
+                                "(ethtool rx/tx_prioN_pause_transition).", labels=pl)
+    storm = CounterMetricFamily("fabricmon_roce_pause_storm_events", "Pause-storm guard events (ethtool "
+                                "tx_pause_storm_warning/error_events).", labels=["device", "netdev", "level"])
+    mtu = GaugeMetricFamily("fabricmon_roce_mtu_bytes", "Active RoCE (IB) MTU derived from the netdev MTU "
+                            "as the kernel does (netdev MTU - 96, rounded down to 256..4096).", labels=nd_labels)
+    hw = {
+        "np_cnp_sent": CounterMetricFamily("fabricmon_roce_cnp_sent", "CNPs sent as notification point "
+                                           "(hw_counters np_cnp_sent).", labels=nd_labels),
+        "rp_cnp_handled": CounterMetricFamily("fabricmon_roce_cnp_handled", "CNPs handled as reaction point "
+                                              "(hw_counters rp_cnp_handled).", labels=nd_labels),
+        "rp_cnp_ignored": CounterMetricFamily("fabricmon_roce_cnp_ignored", "CNPs ignored as reaction point: "
+                                              "rising means DCQCN is off (hw_counters rp_cnp_ignored).",
+                                              labels=nd_labels),
+        "np_ecn_marked_roce_packets": CounterMetricFamily(
+            "fabricmon_roce_ecn_marked_packets", "ECN-marked RoCE packets received "
+            "(hw_counters np_ecn_marked_roce_packets).", labels=nd_labels),
+    }
+    errs = CounterMetricFamily("fabricmon_netdev_errors", "Drop and PHY error counters of the RoCE netdev "
+                               "(ethtool -S, curated), by ethtool counter name.",
+                               labels=["device", "netdev", "counter"])
+    nmtu = GaugeMetricFamily("fabricmon_netdev_mtu_bytes", "MTU of the RoCE netdev.", labels=nd_labels)
+    speed = GaugeMetricFamily("fabricmon_netdev_speed_bits_per_second", "Link speed of the RoCE netdev "
+                              "(absent while down).", labels=nd_labels)
+    up = GaugeMetricFamily("fabricmon_netdev_up", "1 if the RoCE netdev's operstate is up.", labels=nd_labels)
+    for v in snap.extra.get("roce") or []:
+        lv = [v.target.device, v.target.netdev]
+        q = v.qos.qos if v.qos is not None else None
+        if q is not None:
+            for prio, on in enumerate(q.pfc_enabled):
+                pfc.add_metric([*lv, str(prio)], 1 if on else 0)
+            if q.trust:
+                trust.add_metric([*lv, q.trust], 1)
+        s = v.stats.stats if v.stats is not None else None
+        if s is not None:
+            for (prio, d), n in sorted(s.pause.items()):
+                frames.add_metric([*lv, str(prio), d], n)
+            for (prio, d), n in sorted(s.pause_duration_us.items()):
+                dur.add_metric([*lv, str(prio), d], n / 1e6)
+            for (prio, d), n in sorted(s.pause_transitions.items()):
+                trans.add_metric([*lv, str(prio), d], n)
+            for level, n in sorted(s.pause_storm.items()):
+                storm.add_metric([*lv, level], n)
+            for name, n in sorted(s.errors.items()):
+                errs.add_metric([*lv, name], n)
+        for name, fam in hw.items():
+            if name in v.hw:
+                fam.add_metric(lv, v.hw[name])
+        if v.netdev is not None:
+            if v.roce_mtu is not None:
+                mtu.add_metric(lv, v.roce_mtu)
+            if v.netdev.mtu is not None:
+                nmtu.add_metric(lv, v.netdev.mtu)
+            if v.netdev.speed_mbps is not None:
+                speed.add_metric(lv, v.netdev.speed_mbps * 1e6)
+            if v.netdev.operstate is not None:
+                up.add_metric(lv, 1 if v.netdev.operstate == "up" else 0)
+    yield from _nonempty(pfc, trust, frames, dur, trans, storm, mtu, *hw.values(), errs, nmtu, speed, up)
+
+
+def _gpu_families(snap: Snapshot) -> Iterator[Metric]:
+    """GPUDirect RDMA paths and GPU-NIC affinity (docs/roce-gpu.md); only families with samples."""
+    gdr = GaugeMetricFamily("fabricmon_gpudirect_rdma_path_available",
+                            "1 if this GPUDirect RDMA method is available (peermem, nv_peer_mem, dmabuf).",
+                            labels=["method"])
+    gd = snap.extra.get("gpudirect")
+    if gd is not None and gd.has_gpus:       # a node without NVIDIA GPUs exports no GPUDirect series
+        for method, ok in gd.methods.items():
+            gdr.add_metric([method], 1 if ok else 0)
+    info = GaugeMetricFamily("fabricmon_gpu_info", "GPU identity from NVML; gpu is the NVML index.",
+                             labels=["gpu", "uuid", "gpu_bus_id"])
+    numa = GaugeMetricFamily("fabricmon_gpu_numa_node", "NUMA node of the GPU's PCI function (absent if unknown).",
+                             labels=["gpu"])
+    path = GaugeMetricFamily("fabricmon_gpu_nic_path_info", "PCI path class (PIX, PXB, PHB, NODE, SYS, UNKNOWN) "
+                             "of every GPU-RDMA device pair.", labels=["gpu", "gpu_bus_id", "device", "path"])
+    nearest = GaugeMetricFamily("fabricmon_gpu_nearest_nic_info", "The RDMA device the GPU is paired with "
+                                "(nearest, balanced across GPUs) and its path class.", labels=["gpu", "device", "path"])
+    ok = GaugeMetricFamily("fabricmon_gpu_nic_affinity_ok", "1 if the GPU's nearest RDMA NIC is at PXB or closer "
+                           "(NCCL uses GPUDirect RDMA), 0 if not; absent when unknown.", labels=["gpu"])
+    aff = snap.extra.get("affinity")
+    if aff is not None:
+        for g in aff.gpus:
+            gl = str(g.index)
+            info.add_metric([gl, g.uuid, g.bus_id], 1)
+            if g.numa_node is not None:
+                numa.add_metric([gl], g.numa_node)
+            for (gi, dev), cls in sorted(aff.paths.items()):
+                if gi == g.index:
+                    path.add_metric([gl, g.bus_id, dev, cls], 1)
+            if g.index in aff.assigned:
+                dev = aff.assigned[g.index]
+                nearest.add_metric([gl, dev, aff.paths[(g.index, dev)]], 1)
+            verdict = aff.affinity_ok(g.index)
+            if verdict is not None:
+                ok.add_metric([gl], 1 if verdict else 0)
+    yield from _nonempty(gdr, info, numa, path, nearest, ok)
+
+
 class SnapshotCollector:
     """prometheus_client custom collector over one snapshot."""
 
@@ -157,6 +271,8 @@ class SnapshotCollector:
         yield from _port_families(self.snap)
         yield from _device_families(self.snap)
         yield from _check_families(self.snap)
+        yield from _roce_families(self.snap)
+        yield from _gpu_families(self.snap)
         for fn in self.extra:
             yield from fn(self.snap)
         yield from _self_families(self.snap)

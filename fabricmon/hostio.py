@@ -121,8 +121,12 @@ class LiveIO:
 
     def nvml_gpus(self) -> list[dict]:
         """GPUs seen by NVML: [{index, uuid, bus_id, driver_version}]. Raises
-        sources.nvml.NvmlUnavailable when libnvidia-ml or the driver is missing."""
+        sources.nvml.NvmlUnavailable when libnvidia-ml or the driver is missing. Without the
+        nvidia kernel driver (no <sysfs>/module/nvidia) NVML cannot work, so it is not even
+        loaded (that saves importing pynvml and a failing dlopen on every poll)."""
         from fabricmon.sources import nvml
+        if not os.path.isdir(self.path("sysfs", "module/nvidia")):
+            raise nvml.NvmlUnavailable(f"NVIDIA driver not loaded (no {self.path('sysfs', 'module/nvidia')})")
         return nvml.query_gpus()
 
     def read_host_file(self, path: str) -> str:
@@ -177,6 +181,8 @@ class RecordingIO:
             with self._lock:
                 self.errors[key] = exc.errno or errno.EIO
             raise
+        with self._lock:
+            self.errors.pop(key, None)      # the last answer for a path wins, as for commands
         target = self.dir / "files" / root / rel
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_text(data)
@@ -220,6 +226,8 @@ class RecordingIO:
             with self._lock:
                 self.errors[f"host/{rel}"] = exc.errno or errno.EIO
             raise
+        with self._lock:
+            self.errors.pop(f"host/{rel}", None)
         target = self.dir / "files" / "host" / rel
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_text(data)

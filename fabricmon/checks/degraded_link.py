@@ -85,11 +85,13 @@ def evaluate_port(p: PortView, config: Config) -> LinkVerdict:
             problems.append(f"both ends support {p.could_be_generation}")
         want = ", ".join(problems)
     if degraded["width"] or degraded["speed"]:
-        what = "lanes" if degraded["width"] and not degraded["speed"] else "speed"
+        what = ("too few lanes and too slow a speed" if degraded["width"] and degraded["speed"]
+                else "too few lanes" if degraded["width"] else "too slow a speed")
         action = ("reseat or replace the cable/transceiver" if degraded["width"] else
                   "check the cable/transceiver rating and the port speed settings")
-        msg = (f"{p.label()} runs at {p.link_text()} ({p.rate_gbps or 0:g} Gb/s; expected {want}): "
-               f"too few {what}; {action}")
+        rate = f"{p.rate_gbps:g}" if p.rate_gbps is not None else "?"
+        msg = (f"{p.label()} runs at {p.link_text()} ({rate} Gb/s; expected {want}): "
+               f"{what}; {action}")
         return LinkVerdict(degraded, expected_rate,
                            Finding(CHECK, p.device, p.port, config.checks.degraded_severity, msg))
     return LinkVerdict(degraded, expected_rate,

@@ -26,6 +26,7 @@ NO_PATH = ("nvidia-peermem not loaded and DMA-BUF unavailable: GPUDirect RDMA is
 class GpudirectStatus:
     methods: dict[str, bool] = field(default_factory=dict)
     dmabuf_reason: str = ""
+    has_gpus: bool = False          # GPUs seen by NVML, or the NVIDIA driver loaded
     finding: Finding | None = None
 
 
@@ -41,7 +42,7 @@ def evaluate(facts: GpudirectFacts | None, gpus: GpuData | None, rdma_devices: i
     methods = {"peermem": facts.peermem, "nv_peer_mem": facts.nv_peer_mem, "dmabuf": dmabuf}
     st = GpudirectStatus(methods=methods, dmabuf_reason=reason)
     ngpu = len(gpus.gpus) if gpus and gpus.gpus else 0
-    has_gpus = ngpu > 0 or facts.nvidia_loaded
+    has_gpus = st.has_gpus = ngpu > 0 or facts.nvidia_loaded
     available = [m for m in METHODS if methods[m]]
     if not has_gpus:
         st.finding = Finding(CHECK, "", None, OK, "no NVIDIA GPU or driver: GPUDirect RDMA not applicable")

@@ -346,7 +346,8 @@ def check_drops(v: RoceView, history: CounterHistory, config: Config, now: float
     status, limit = _status(total, rc.drop_warning, rc.drop_critical)
     if status == OK:
         return Finding(DROPS, t.device, t.port, OK,
-                       f"{t.label()}: {total} lost packets in the last {_fmt_window(covered)}")
+                       f"{t.label()}: {total} lost packets in the last {_fmt_window(covered)}" if covered
+                       else f"{t.label()}: no loss rate yet (needs two samples)")
     prios = ",".join(map(str, rc.lossless_priorities))
     return Finding(DROPS, t.device, t.port, status,
                    f"{t.label()}: loss on lossless priority {prios}: {', '.join(rose)} in the last "
@@ -364,7 +365,8 @@ def check_cnp_ignored(v: RoceView, history: CounterHistory, config: Config, now:
     status, _ = _status(inc, rc.cnp_ignored_warning, None)
     if status == OK:
         return Finding(CNP_IGNORED, t.device, t.port, OK,
-                       f"{t.label()}: {inc} ignored CNPs in the last {_fmt_window(cov)}")
+                       f"{t.label()}: {inc} ignored CNPs in the last {_fmt_window(cov)}" if cov
+                       else f"{t.label()}: no rp_cnp_ignored rate yet (needs two samples)")
     return Finding(CNP_IGNORED, t.device, t.port, status,
                    f"{t.label()}: rp_cnp_ignored rose by {inc} in the last {_fmt_window(cov)}: congestion "
                    f"notifications arrive but are ignored, so DCQCN is off on this reaction point and "

@@ -44,7 +44,7 @@ class EthtoolSource:
         out = SourceOutput()
         data = EthtoolData()
         auto = self.sc.enabled == "auto"
-        for nd in sorted({t.netdev for t in targets}):
+        for nd in sorted({t.netdev for t in targets if t.netdev}):
             try:
                 argv = [*self.sc.command, "-S", safe_arg(nd)]
             except ValueError as exc:

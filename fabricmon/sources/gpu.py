@@ -76,6 +76,7 @@ class GpuSource:
         out = SourceOutput()
         data = GpuData()
         gpus, exc = self._query(io)
+        nvml_failed = exc is not None and not (isinstance(exc, NvmlUnavailable) and self.sc.enabled is not True)
         if isinstance(exc, NvmlUnavailable):
             if self.sc.enabled is True:
                 out.error("not_found", f"NVML: {exc}")
@@ -91,8 +92,8 @@ class GpuSource:
                     data.gpus.append(info)
                 data.driver_version = data.driver_version or (g.get("driver_version") or None)
         self._nccl_env(io, data, out)
-        if data.nvml_available or not out.errors or data.nccl_env is not None:
-            out.data = data
+        if not nvml_failed or data.nccl_env is not None:
+            out.data = data         # no NVML under `auto` is an answer ("no GPUs"), not a failure
         return out
 
     def _gpu(self, io: HostIO, g: dict[str, Any], out: SourceOutput) -> GpuInfo | None:

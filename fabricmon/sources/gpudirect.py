@@ -83,7 +83,7 @@ class GpudirectSource:
         state = self._read(io, "sysfs", "module/nvidia_peermem/initstate", out)
         f.peermem_sysfs = state is not None and state.strip() == "live"
         ver = self._read(io, "sysfs", "kernel/mm/memory_peers/nv_mem/version", out)
-        f.nv_mem_version = ver.strip() or "unknown" if ver is not None else None
+        f.nv_mem_version = (ver.strip() or "unknown") if ver is not None else None
         rel = self._read(io, "procfs", "sys/kernel/osrelease", out)
         if rel is not None and rel.strip():
             f.kernel_release = rel.strip()

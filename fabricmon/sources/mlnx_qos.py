@@ -42,7 +42,7 @@ class MlnxQosSource:
         out = SourceOutput()
         data = MlnxQosData()
         auto = self.sc.enabled == "auto"
-        for nd in sorted({t.netdev for t in targets}):
+        for nd in sorted({t.netdev for t in targets if t.netdev}):
             try:
                 argv = [*self.sc.command, "-i", safe_arg(nd)]
             except ValueError as exc:

@@ -57,7 +57,7 @@ class NetdevSource:
     def collect(self, io: HostIO, targets: list[RoceTarget]) -> SourceOutput:
         out = SourceOutput()
         data = NetdevData()
-        for nd in sorted({t.netdev for t in targets}):
+        for nd in sorted({t.netdev for t in targets if t.netdev}):
             if "/" in nd or nd in (".", ".."):
                 out.error("parse", f"refusing netdev name {nd!r}")
                 continue

@@ -1,4 +1,4 @@
-"""The NVML boundary: the only module that calls pynvml.
+"""The NVML boundary: the only module that calls pynvml (imported lazily, on GPU hosts only).
 
 Tests fake pynvml's functions here (nvmlInit, nvmlDeviceGetCount, nvmlDeviceGetHandleByIndex,
 nvmlDeviceGetUUID, nvmlDeviceGetPciInfo, nvmlSystemGetDriverVersion, nvmlShutdown) and

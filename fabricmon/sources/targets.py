@@ -16,12 +16,13 @@ class RoceTarget:
     netdev: str     # the netdev (ens1f0np0) that ethtool/mlnx_qos/class/net are asked about
 
     def label(self) -> str:
-        return f"{self.device} ({self.netdev})"
+        return f"{self.device} ({self.netdev or 'netdev unknown'})"
 
 
 def roce_targets(devices: Mapping[str, Any], ports: Mapping[tuple[str, int], Any]) -> list[RoceTarget]:
     """One target per (RoCE device, netdev). With as many netdevs as Ethernet ports they pair up
-    in order; otherwise every netdev belongs to the device's first Ethernet port."""
+    in order; otherwise every netdev belongs to the device's first Ethernet port. A device
+    without a netdev gets one target per Ethernet port with netdev "" (hw_counters only)."""
     eth: dict[str, list[int]] = {}
     for (dev, num), p in ports.items():
         if getattr(p, "link_layer", None) == "Ethernet":
@@ -31,7 +32,9 @@ def roce_targets(devices: Mapping[str, Any], ports: Mapping[tuple[str, int], Any
         d = devices.get(dev)
         netdevs = sorted(n for n in (getattr(d, "netdev", "") or "").split(",") if n)
         nums = sorted(eth[dev])
-        if len(netdevs) == len(nums):
+        if not netdevs:      # no device/net: hw_counters still count; netdev tools are not asked
+            out += [RoceTarget(dev, num, "") for num in nums]
+        elif len(netdevs) == len(nums):
             out += [RoceTarget(dev, num, nd) for num, nd in zip(nums, netdevs)]
         else:
             out += [RoceTarget(dev, nums[0], nd) for nd in netdevs]

@@ -1,0 +1,207 @@
+"""GPU-NIC affinity: the PCI path class (PIX/PXB/PHB/NODE/SYS, as `nvidia-smi topo -m`) of every
+GPU-NIC pair, each GPU's nearest RDMA NIC(s), and the pairing NCCL would make.
+
+NCCL uses GPUDirect RDMA only at PXB or closer (NCCL_NET_GDR_LEVEL defaults to PXB), so a GPU
+whose nearest NIC is PHB, NODE or SYS moves its network traffic through host memory: 20-40% less
+bandwidth. A NUMA node of -1 is "unknown": such a pair is UNKNOWN, never called a mismatch.
+
+Pairing (what NCCL roughly does): in GPU index order each GPU takes, among its nearest NICs, the
+one with the fewest GPUs so far. NICs whose every port is down are not candidates.
+
+Checks, one Finding per GPU each:
+- gpu_nic_affinity: the nearest NIC is beyond PXB;
+- gpu_nic_sharing: the GPU shares its NIC with another GPU while a NIC in the same PCIe switch or
+  NUMA node carries no GPU;
+- nccl_ib_hca (only with gpu.nccl_env_file): NCCL_IB_HCA leaves the GPU only NICs on another NUMA
+  node (path SYS), or matches no NIC at all.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from fabricmon.checks import OK, WARNING, Finding
+from fabricmon.parsers.errors import ParseError
+from fabricmon.parsers.nccl_env import NcclHcaSpec, parse_nccl_ib_hca
+from fabricmon.parsers.pci_topology import PATH_CLASSES, classify_path, gpudirect_capable, pci_chain, rank
+from fabricmon.sources.gpu import GpuData, GpuInfo
+
+AFFINITY = "gpu_nic_affinity"
+SHARING = "gpu_nic_sharing"
+NCCL_HCA = "nccl_ib_hca"
+CHECKS = (AFFINITY, SHARING, NCCL_HCA)
+
+
+@dataclass(slots=True)
+class NicInfo:
+    device: str
+    pci_path: str | None
+    numa_node: int | None
+    usable: bool = True                 # at least one port up (or state unknown)
+    ports: tuple[int, ...] = (1,)
+
+
+@dataclass(slots=True)
+class AffinityResult:
+    gpus: list[GpuInfo] = field(default_factory=list)
+    paths: dict[tuple[int, str], str] = field(default_factory=dict)      # (gpu, device) -> class
+    nearest: dict[int, tuple[str, tuple[str, ...]]] = field(default_factory=dict)
+    assigned: dict[int, str] = field(default_factory=dict)               # gpu -> device
+    findings: list[Finding] = field(default_factory=list)
+
+    def affinity_ok(self, gpu: int) -> bool | None:
+        """True at PXB or closer, False beyond, None when unknown or no NIC."""
+        cls = self.nearest.get(gpu, ("UNKNOWN", ()))[0]
+        return None if cls == "UNKNOWN" else gpudirect_capable(cls)
+
+
+def gpu_name(g: GpuInfo) -> str:
+    return f"GPU{g.index}"
+
+
+def _chain(path: str | None) -> tuple[str, ...] | None:
+    if not path:
+        return None
+    try:
+        return pci_chain(path)
+    except ParseError:
+        return None
+
+
+def _numa(n: int | None) -> str:
+    return f"NUMA node {n}" if n is not None and n >= 0 else "an unknown NUMA node"
+
+
+def _pair(gpus: list[GpuInfo], nics: list[str], paths: dict[tuple[int, str], str]
+          ) -> tuple[dict[int, tuple[str, tuple[str, ...]]], dict[int, str]]:
+    load = {n: 0 for n in nics}
+    nearest: dict[int, tuple[str, tuple[str, ...]]] = {}
+    assigned: dict[int, str] = {}
+    if not nics:
+        return nearest, assigned
+    for g in sorted(gpus, key=lambda g: g.index):
+        best = min(rank(paths[(g.index, n)]) for n in nics)
+        near = tuple(sorted(n for n in nics if rank(paths[(g.index, n)]) == best))
+        nearest[g.index] = (PATH_CLASSES[best], near)
+        pick = min(near, key=lambda n: (load[n], n))
+        load[pick] += 1
+        assigned[g.index] = pick
+    return nearest, assigned
+
+
+def evaluate(gpu_data: GpuData | None, nics: dict[str, NicInfo]) -> AffinityResult:
+    res = AffinityResult()
+    if gpu_data is None or not gpu_data.gpus:
+        return res
+    res.gpus = list(gpu_data.gpus)
+    gchains = {g.index: _chain(g.pci_path) for g in res.gpus}
+    nchains = {n: _chain(nic.pci_path) for n, nic in nics.items()}
+    for g in res.gpus:
+        for n, nic in nics.items():
+            gc, nc = gchains[g.index], nchains[n]
+            res.paths[(g.index, n)] = (classify_path(gc, nc, g.numa_node, nic.numa_node)
+                                       if gc and nc else "UNKNOWN")
+    cands = sorted(n for n, nic in nics.items() if nic.usable)
+    res.nearest, res.assigned = _pair(res.gpus, cands, res.paths)
+    for g in res.gpus:
+        res.findings.append(_affinity(g, res, nics, gchains[g.index]))
+    for g in res.gpus:
+        res.findings.append(_sharing(g, res, nics, nchains))
+    if gpu_data.nccl_env_file:
+        res.findings += _nccl(gpu_data, res, nics, cands)
+    return res
+
+
+def _affinity(g: GpuInfo, res: AffinityResult, nics: dict[str, NicInfo],
+              chain: tuple[str, ...] | None) -> Finding:
+    name = gpu_name(g)
+    if g.index not in res.nearest:
+        return Finding(AFFINITY, name, None, OK, f"{name}: no usable RDMA NIC on this node")
+    cls, near = res.nearest[g.index]
+    if cls == "UNKNOWN":
+        why = ("its PCI path is unknown" if chain is None else
+               "the GPU and the NICs are under different host bridges and a NUMA node is unknown (-1)")
+        return Finding(AFFINITY, name, None, OK,
+                       f"{name}: path to the nearest RDMA NIC unknown: {why}; not called a mismatch")
+    if gpudirect_capable(cls):
+        return Finding(AFFINITY, name, None, OK, f"{name}: nearest RDMA NIC {', '.join(near)} ({cls})")
+    down = sorted(n for n, nic in nics.items() if not nic.usable and res.paths.get((g.index, n)) in ("PIX", "PXB"))
+    hint = (f"; {', '.join(down)} under the same PCIe switch is down: fix its link" if down else
+            "; put a NIC under the GPU's PCIe switch (check which slot each HCA sits in), or accept "
+            "the loss (NCCL_NET_GDR_LEVEL)")
+    return Finding(AFFINITY, name, None, WARNING,
+                   f"{name} (bus {g.bus_id}, {_numa(g.numa_node)}): nearest RDMA NIC"
+                   f"{'s' if len(near) > 1 else ''} {', '.join(near)} {'are' if len(near) > 1 else 'is'} "
+                   f"{cls}: NCCL uses GPUDirect RDMA only at PXB or closer, so this GPU's network traffic "
+                   f"goes through host memory (20-40% less bandwidth){hint}")
+
+
+def _sharing(g: GpuInfo, res: AffinityResult, nics: dict[str, NicInfo],
+             nchains: dict[str, tuple[str, ...] | None]) -> Finding:
+    name = gpu_name(g)
+    nic = res.assigned.get(g.index)
+    if nic is None:
+        return Finding(SHARING, name, None, OK, f"{name}: no RDMA NIC to share")
+    others = sorted(o for o, n in res.assigned.items() if n == nic and o != g.index)
+    if not others:
+        return Finding(SHARING, name, None, OK, f"{name}: has {nic} to itself")
+    used = set(res.assigned.values())
+    idle = []
+    for m in sorted(set(nics) - used):
+        near_gpu = res.paths.get((g.index, m)) in ("PIX", "PXB")
+        nc, mc = nchains.get(nic), nchains.get(m)
+        near_nic = bool(nc and mc) and classify_path(nc, mc, None, None) in ("PIX", "PXB")
+        m_numa = nics[m].numa_node
+        same_numa = g.numa_node is not None and g.numa_node >= 0 and m_numa == g.numa_node
+        if near_gpu or near_nic or same_numa:
+            where = "in the same PCIe switch" if (near_gpu or near_nic) else f"on NUMA node {m_numa}"
+            idle.append(f"{m} ({where}{'' if nics[m].usable else ', ports down'})")
+    share = ", ".join(f"GPU{o}" for o in others)
+    if not idle:
+        return Finding(SHARING, name, None, OK,
+                       f"{name}: shares {nic} with {share}; no idle NIC nearby (by design)")
+    return Finding(SHARING, name, None, WARNING,
+                   f"{name} shares {nic} ({res.paths[(g.index, nic)]}) with {share} while "
+                   f"{', '.join(idle)} carries no GPU: each GPU gets part of {nic}'s bandwidth; fix the idle "
+                   f"NIC's link or move it next to these GPUs so each GPU has its own NIC")
+
+
+def _nccl(gpu_data: GpuData, res: AffinityResult, nics: dict[str, NicInfo], cands: list[str]) -> list[Finding]:
+    path = gpu_data.nccl_env_file
+    out = []
+    if gpu_data.nccl_env is None:
+        return [Finding(NCCL_HCA, gpu_name(g), None, OK, f"{gpu_name(g)}: {path} not readable, not checked")
+                for g in res.gpus]
+    value = gpu_data.nccl_env.get("NCCL_IB_HCA")
+    if value is None:
+        return [Finding(NCCL_HCA, gpu_name(g), None, OK,
+                        f"{gpu_name(g)}: NCCL_IB_HCA not set in {path}: NCCL picks the nearest NIC itself")
+                for g in res.gpus]
+    try:
+        spec: NcclHcaSpec = parse_nccl_ib_hca(value)
+    except ParseError as exc:
+        return [Finding(NCCL_HCA, gpu_name(g), None, WARNING,
+                        f"{gpu_name(g)}: NCCL_IB_HCA={value!r} in {path} is invalid ({exc}): fix it")
+                for g in res.gpus]
+    allowed = [n for n in cands if any(spec.matches(n, p) for p in nics[n].ports)]
+    if not allowed:
+        return [Finding(NCCL_HCA, gpu_name(g), None, WARNING,
+                        f"{gpu_name(g)}: NCCL_IB_HCA={value} in {path} matches no usable RDMA device "
+                        f"(have {', '.join(cands) or 'none'}): NCCL falls back to sockets; fix the list")
+                for g in res.gpus]
+    nearest, assigned = _pair(res.gpus, allowed, res.paths)
+    for g in res.gpus:
+        name = gpu_name(g)
+        cls, near = nearest[g.index]
+        nic = assigned[g.index]
+        if cls != "SYS":
+            out.append(Finding(NCCL_HCA, name, None, OK,
+                               f"{name}: NCCL_IB_HCA={value} gives it {nic} ({cls})"))
+            continue
+        better = res.nearest.get(g.index, ("", ()))[1]
+        out.append(Finding(NCCL_HCA, name, None, WARNING,
+                           f"{name} ({_numa(g.numa_node)}): NCCL_IB_HCA={value} in {path} pairs it with {nic} on "
+                           f"{_numa(nics[nic].numa_node)} (SYS): its traffic crosses the CPU interconnect; "
+                           f"allow its nearest NIC{'s' if len(better) > 1 else ''} {', '.join(better)} in "
+                           f"NCCL_IB_HCA"))
+    return out
