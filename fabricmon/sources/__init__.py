@@ -4,6 +4,7 @@ them to the pure parsers in fabricmon.parsers. A source never raises: problems a
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -36,3 +37,36 @@ def command_error(res: CommandResult) -> tuple[str, str] | None:
     if res.returncode != 0:
         return ("exit_code", res.describe())
     return None
+
+
+@dataclass(slots=True)
+class PerNameRun:
+    results: list[tuple[str, CommandResult]] = field(default_factory=list)
+    tool_missing: bool = False     # enabled: auto and the tool is not installed
+
+
+def run_per_name(io: Any, sc: Any, out: SourceOutput, names: Iterable[str],
+                 args_for: Callable[[str], list[str]]) -> PerNameRun:
+    """Run `sc.command + args_for(name)` for each discovered name (a netdev, a device).
+
+    Names are validated before they become arguments. With `enabled: auto` a missing tool
+    stops the loop quietly (tool_missing), and a command absent from a replayed bundle is
+    skipped; otherwise every result is returned for the caller to classify and parse.
+    """
+    from fabricmon.config import safe_arg
+    run = PerNameRun()
+    auto = sc.enabled == "auto"
+    for name in names:
+        try:
+            argv = [*sc.command, *args_for(safe_arg(name))]
+        except ValueError as exc:
+            out.error("parse", str(exc))
+            continue
+        res = io.run(argv, sc.timeout)
+        if auto and res.error == "not_found":
+            run.tool_missing = True
+            break
+        if auto and res.error == "not_recorded":
+            continue
+        run.results.append((name, res))
+    return run

@@ -11,11 +11,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from fabricmon.config import Config, safe_arg
+from fabricmon.config import Config
 from fabricmon.hostio import HostIO
 from fabricmon.parsers.errors import ParseError
 from fabricmon.parsers.ethtool import RoceNetdevStats, curate_roce_stats, parse_ethtool_stats
-from fabricmon.sources import SourceOutput, command_error
+from fabricmon.sources import SourceOutput, command_error, run_per_name
 from fabricmon.sources.targets import RoceTarget
 
 NO_STATS = "no stats available"
@@ -43,19 +43,10 @@ class EthtoolSource:
     def collect(self, io: HostIO, targets: list[RoceTarget]) -> SourceOutput:
         out = SourceOutput()
         data = EthtoolData()
-        auto = self.sc.enabled == "auto"
-        for nd in sorted({t.netdev for t in targets if t.netdev}):
-            try:
-                argv = [*self.sc.command, "-S", safe_arg(nd)]
-            except ValueError as exc:
-                out.error("parse", str(exc))
-                continue
-            res = io.run(argv, self.sc.timeout)
-            if auto and res.error == "not_found":
-                data.tool_missing = True
-                break
-            if auto and res.error == "not_recorded":
-                continue
+        run = run_per_name(io, self.sc, out, sorted({t.netdev for t in targets if t.netdev}),
+                           lambda nd: ["-S", nd])
+        data.tool_missing = run.tool_missing
+        for nd, res in run.results:
             if res.error is None and NO_STATS in (res.stdout + res.stderr).lower():
                 data.netdevs[nd] = NetdevStats(None)       # a driver without statistics (lo, veth)
                 continue
@@ -66,7 +57,7 @@ class EthtoolSource:
             try:
                 stats = parse_ethtool_stats(res.stdout)
             except ParseError as exc:
-                out.error("parse", f"{' '.join(argv)}: {exc}")
+                out.error("parse", f"{' '.join(res.argv)}: {exc}")
                 continue
             data.netdevs[nd] = NetdevStats(curate_roce_stats(stats), len(stats))
         if data.netdevs or data.tool_missing or not targets or not out.errors:

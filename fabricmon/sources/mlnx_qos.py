@@ -11,11 +11,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from fabricmon.config import Config, safe_arg
+from fabricmon.config import Config
 from fabricmon.hostio import HostIO
 from fabricmon.parsers.errors import ParseError
 from fabricmon.parsers.mlnx_qos import QosConfig, is_dcb_unsupported, parse_mlnx_qos
-from fabricmon.sources import SourceOutput, command_error
+from fabricmon.sources import SourceOutput, command_error, run_per_name
 from fabricmon.sources.targets import RoceTarget
 
 
@@ -41,19 +41,10 @@ class MlnxQosSource:
     def collect(self, io: HostIO, targets: list[RoceTarget]) -> SourceOutput:
         out = SourceOutput()
         data = MlnxQosData()
-        auto = self.sc.enabled == "auto"
-        for nd in sorted({t.netdev for t in targets if t.netdev}):
-            try:
-                argv = [*self.sc.command, "-i", safe_arg(nd)]
-            except ValueError as exc:
-                out.error("parse", str(exc))
-                continue
-            res = io.run(argv, self.sc.timeout)
-            if auto and res.error == "not_found":
-                data.tool_missing = True
-                break
-            if auto and res.error == "not_recorded":
-                continue
+        run = run_per_name(io, self.sc, out, sorted({t.netdev for t in targets if t.netdev}),
+                           lambda nd: ["-i", nd])
+        data.tool_missing = run.tool_missing
+        for nd, res in run.results:
             if res.error is None and is_dcb_unsupported(res.stdout + "\n" + res.stderr, res.returncode or 0):
                 data.netdevs[nd] = QosResult(None, dcb_supported=False)
                 continue
@@ -64,7 +55,7 @@ class MlnxQosSource:
             try:
                 data.netdevs[nd] = QosResult(parse_mlnx_qos(res.stdout))
             except ParseError as exc:
-                out.error("parse", f"{' '.join(argv)}: {exc}")
+                out.error("parse", f"{' '.join(res.argv)}: {exc}")
         if data.netdevs or data.tool_missing or not targets or not out.errors:
             out.data = data
         return out
