@@ -19,7 +19,7 @@ import structlog
 from fabricmon import checks as checks_mod
 from fabricmon import ibspec
 from fabricmon.checks import degraded_link, link_errors
-from fabricmon.config import Config
+from fabricmon.config import COUNTER_CHECKS, Config
 from fabricmon.history import CounterHistory
 from fabricmon.hostio import HostIO
 from fabricmon.model import DeviceView, PortView, merge
@@ -32,6 +32,7 @@ from fabricmon.rocegpu import INVENTORY_SOURCES, PER_PORT_SOURCES, RoceGpu
 
 log = structlog.get_logger("fabricmon.collector")
 
+CHECKED_COUNTERS = frozenset(c for counters, *_ in COUNTER_CHECKS.values() for c in counters)
 INVENTORY = ("sysfs", "ibstat", *INVENTORY_SOURCES)
 PER_PORT = ("perfquery", "iblinkinfo", *PER_PORT_SOURCES)
 
@@ -119,6 +120,10 @@ class Collector:
             futures = {n: self._pool.submit(self._run_source, n) for n in batch}
             for n, fut in futures.items():
                 self._finish(n, fut.result())
+        for n in names:
+            # Every source run in this poll is scheduled from the poll's start, so sources with
+            # the same interval stay in step: one snapshot per tick, not one per phase.
+            self.states[n].last_run = start
         self.snapshot = self._build(time.monotonic() - start)
         return self.snapshot
 
@@ -203,6 +208,8 @@ class Collector:
             self._counter_times[key] = t
             sat = link_errors.saturated(p)
             for name, value in p.counters.items():
+                if name not in CHECKED_COUNTERS:
+                    continue        # traffic counters feed no check: keep no history for them
                 hk = (p.device, p.port, name)
                 if sat.get(name):
                     self.history.add(hk, t, value, saturated=True)

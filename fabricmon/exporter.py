@@ -7,6 +7,7 @@ it is never blocked by a slow command and costs the same however many ports ther
 from __future__ import annotations
 
 import platform
+import re
 from collections.abc import Iterator
 
 from prometheus_client.core import (
@@ -14,6 +15,7 @@ from prometheus_client.core import (
 )
 from prometheus_client.exposition import generate_latest
 from prometheus_client.registry import CollectorRegistry
+from prometheus_client.utils import floatToGoString
 
 from fabricmon import __version__, ibspec
 from fabricmon.checks import degraded_link
@@ -278,8 +280,53 @@ class SnapshotCollector:
         yield from _self_families(self.snap)
 
 
+_NEEDS_ESCAPE = re.compile(r'[\\"\n]')
+_TYPE_NAMES = {"counter": "counter", "gauge": "gauge", "histogram": "histogram", "unknown": "untyped"}
+
+
+def _label_value(v: str) -> str:
+    if _NEEDS_ESCAPE.search(v):
+        return v.replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
+    return v
+
+
+def _value(v: float) -> str:
+    if -1e6 < v < 1e6 and v == int(v):     # the common case: small integral values
+        return f"{float(v)!r}"
+    return floatToGoString(v)               # exponents, +Inf, NaN exactly as Prometheus writes them
+
+
+def write_exposition(families) -> bytes:
+    """The Prometheus text format (0.0.4) of metric families: the same text as
+    prometheus_client's generate_latest, without its per-sample generality (about 2x faster).
+    Label values are escaped; our metric and label names are fixed identifiers."""
+    out: list[str] = []
+    append = out.append
+    cache: dict[tuple, str] = {}
+    for m in families:
+        name = m.name + "_total" if m.type == "counter" else m.name
+        doc = m.documentation.replace("\\", "\\\\").replace("\n", "\\n")
+        append(f"# HELP {name} {doc}\n# TYPE {name} {_TYPE_NAMES.get(m.type, 'untyped')}\n")
+        for smp in m.samples:
+            labels = smp.labels
+            if labels:
+                key = tuple(sorted(labels.items()))
+                lab = cache.get(key)
+                if lab is None:
+                    lab = cache[key] = "{" + ",".join(f'{k}="{_label_value(v)}"' for k, v in key) + "}"
+                append(f"{smp.name}{lab} {_value(smp.value)}\n")
+            else:
+                append(f"{smp.name} {_value(smp.value)}\n")
+    return "".join(out).encode()
+
+
 def render(snap: Snapshot, extra: list | None = None) -> bytes:
     """The Prometheus text exposition of a snapshot."""
+    return write_exposition(SnapshotCollector(snap, extra).collect())
+
+
+def render_reference(snap: Snapshot, extra: list | None = None) -> bytes:
+    """The same exposition through prometheus_client's generate_latest (tests compare the two)."""
     registry = CollectorRegistry(auto_describe=False)
     registry.register(SnapshotCollector(snap, extra))
     return generate_latest(registry)

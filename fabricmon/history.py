@@ -29,7 +29,7 @@ class Sample:
 
 
 class CounterHistory:
-    def __init__(self, horizon: float = 43200.0, max_samples: int = 2048):
+    def __init__(self, horizon: float = 43200.0, max_samples: int = 4096):
         self.horizon = horizon
         self.max_samples = max_samples
         self._data: dict[Key, deque[Sample]] = {}
@@ -41,7 +41,14 @@ class CounterHistory:
             q = self._data[key] = deque(maxlen=self.max_samples)
         if q and t <= q[-1].t:
             return
-        q.append(Sample(t, value, saturated))
+        if len(q) >= 2 and q[-1].value == value == q[-2].value \
+                and q[-1].saturated == saturated == q[-2].saturated:
+            # A run of equal values keeps only its first and last sample: every delta inside
+            # it is zero, so totals are unchanged, and a quiet counter costs two samples
+            # whatever the poll interval (which keeps a 12 h window cheap and complete).
+            q[-1] = Sample(t, value, saturated)
+        else:
+            q.append(Sample(t, value, saturated))
         while len(q) > 2 and q[1].t < t - self.horizon:
             q.popleft()
 
@@ -59,7 +66,7 @@ class CounterHistory:
                 continue
             if prev is not None:
                 if start is None:
-                    start = prev.t
+                    start = max(prev.t, now - window)
                 if prev.value is not None and s.value is not None and not prev.saturated \
                         and s.value >= prev.value:
                     total += s.value - prev.value

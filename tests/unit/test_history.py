@@ -43,7 +43,7 @@ def test_window_only_counts_recent_deltas() -> None:
     feed(h, K, [(0, 0), (1000, 500), (4000, 510), (5000, 530)])
     # window [1400, 5000]: deltas 1000->4000 (10) and 4000->5000 (20); the baseline is the
     # last sample before the window
-    assert h.increase(K, 3600, 5000) == (30, 4000.0)
+    assert h.increase(K, 3600, 5000) == (30, 3600.0)      # coverage is clamped to the window
     # a window that holds no sample has no increase
     assert h.increase(K, 10, 6000) == (0, 0.0)
     # a huge window sees everything
@@ -121,8 +121,10 @@ def test_horizon_drops_old_samples_but_keeps_a_baseline() -> None:
     assert q[-1].t == 1000
     assert q[0].t < 900 <= q[1].t       # one sample before the horizon remains as the baseline
     assert len(q) <= 12
-    # the delta that crosses the window's start is counted, and so is its time
-    assert h.increase(K, 100, 1000) == (110, 110.0)
+    # the delta that crosses the window's start is counted; the coverage is clamped to the window
+    assert h.increase(K, 100, 1000) == (110, 100.0)
+
+
 
 
 def test_max_samples_bounds_memory() -> None:

@@ -37,3 +37,36 @@ def test_saturated_samples_round_trip_through_json():
     h2 = CounterHistory.from_json(h.to_json())
     assert h2.increase(key, 100, 3.0)[0] == 1      # the step onto the maximum counts
     assert h2.last_delta(key) is None              # from a saturated sample: unknown
+
+
+def test_quiet_counter_keeps_two_samples_and_a_12h_window_stays_complete():
+    h = CounterHistory(horizon=43200)
+    key = ("mlx5_0", 1, "link_downed")
+    h.add(key, 0.0, 0)
+    h.add(key, 15.0, 3)                      # three flaps early on
+    for i in range(2, 2870):                 # then almost 12 h of quiet polls every 15 s
+        h.add(key, i * 15.0, 3)
+    assert len(h._data[key]) <= 3
+    assert h.increase(key, 43200, 2869 * 15.0)[0] == 3
+
+
+def test_fast_writer_matches_prometheus_client(tmp_path):
+    """Our exposition writer produces exactly prometheus_client's text, hostile names included."""
+    import sys
+    from pathlib import Path
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
+    import nodetree
+    from fabricmon.collector import Collector
+    from fabricmon.exporter import render, render_reference
+    from fabricmon.hostio import LiveIO
+    nodetree.build(tmp_path, 3)
+    base = tmp_path / "class" / "infiniband"
+    (base / "mlx5_0").rename(base / 'mlx5_"q\\x\nz é')
+    (base / "mlx5_1" / "device" / "net" / 'e"th 0\\').mkdir(parents=True)
+    cfg = from_dict({"paths": {"sysfs": str(tmp_path)}, "sources": {
+        n: {"enabled": False} for n in ("ibstat", "perfquery", "iblinkinfo", "ethtool", "mlnx_qos",
+                                        "gpu", "gpudirect", "netdev")}})
+    col = Collector(cfg, LiveIO(str(tmp_path)))
+    snap = col.poll()
+    col.close()
+    assert render(snap) == render_reference(snap)
