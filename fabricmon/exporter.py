@@ -310,10 +310,11 @@ def write_exposition(families) -> bytes:
         for smp in m.samples:
             labels = smp.labels
             if labels:
-                key = tuple(sorted(labels.items()))
+                key = (tuple(labels), tuple(labels.values()))     # no sort on a cache hit
                 lab = cache.get(key)
                 if lab is None:
-                    lab = cache[key] = "{" + ",".join(f'{k}="{_label_value(v)}"' for k, v in key) + "}"
+                    lab = cache[key] = "{" + ",".join(
+                        f'{k}="{_label_value(v)}"' for k, v in sorted(labels.items())) + "}"
                 append(f"{smp.name}{lab} {_value(smp.value)}\n")
             else:
                 append(f"{smp.name} {_value(smp.value)}\n")
