@@ -1,0 +1,54 @@
+"""Short soak in CI: `fabricmon run` (a subprocess) at a 0.1 s poll interval, against the
+recorded-format 10-HCA sysfs tree (200 cycles) and against the simulated fabric with the real
+tools (120 cycles); about 45 s in all. After the warm-up, open fds and threads must not grow at
+all, no tool may be left a zombie, and RSS stays within bench/soak.py's tolerance. The long form is
+`python bench/soak.py` (thousands of cycles, see its docstring)."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+
+import pytest
+
+from fabricmon.sim import fat_tree_netfile
+
+_SOAK = Path(__file__).resolve().parents[1] / "bench" / "soak.py"
+_spec = importlib.util.spec_from_file_location("fabricmon_bench_soak", _SOAK)
+soak = importlib.util.module_from_spec(_spec)
+sys.modules[_spec.name] = soak          # dataclasses look their module up by name
+_spec.loader.exec_module(soak)
+
+INTERVAL = 0.1
+
+
+def _assert_no_growth(res) -> None:
+    print(res.table())
+    assert len(res.samples) >= 3, res.table() + "\n" + res.log
+    base, end = res.samples[0], res.samples[-1]
+    for s in res.samples[1:]:
+        assert s.fds == base.fds, f"open fds changed after warm-up:\n{res.table()}"
+        assert s.threads == base.threads, f"threads changed after warm-up:\n{res.table()}"
+        assert s.zombies == 0, f"zombie children:\n{res.table()}"
+    assert end.rss_mib - base.rss_mib <= res.tolerance.rss_allowed(base.rss_mib), res.table()
+    assert res.ok, res.table() + "\n--- daemon log ---\n" + res.log
+
+
+def test_soak_sysfs_tree(tmp_path):
+    res = soak.soak_sysfs(tmp_path, cycles=200, interval=INTERVAL, hcas=10, warmup=60, samples=5)
+    _assert_no_growth(res)
+    assert res.cycles >= 200
+    assert res.samples[0].fds >= 300, "the sysfs files should be kept open (pread), one fd each"
+    assert all(up == 1 and errors == 0 for up, errors in res.sources.values()), res.sources
+
+
+@pytest.mark.sim
+def test_soak_simulated_fabric(sim_fabric, tmp_path):
+    fabric = sim_fabric(fat_tree_netfile())
+    res = soak.soak_sim(fabric, tmp_path, cycles=120, interval=INTERVAL, warmup=40, samples=4)
+    _assert_no_growth(res)
+    assert res.cycles >= 120
+    for name in ("ibstat", "perfquery", "iblinkinfo"):
+        up, _errors = res.sources[name]
+        assert up == 1, f"{name} is down at the end of the soak: {res.sources}"
