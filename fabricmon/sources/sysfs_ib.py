@@ -7,6 +7,7 @@ listing and reading) or read `N/A (no PMA)`: that costs only that value.
 from __future__ import annotations
 
 import errno
+import time
 from dataclasses import dataclass, field
 
 from fabricmon.config import Config
@@ -19,6 +20,9 @@ from fabricmon.sources import SourceOutput
 BASE = "class/infiniband"
 # hw_counters entries that are settings, not counters.
 HW_NOT_COUNTERS = frozenset({"lifespan"})
+# How long a device's static layout (identity, netdevs, port and counter lists) is reused
+# before it is read again; a re-registered device (driver reload) is seen within this time.
+STATIC_TTL = 60.0
 
 
 @dataclass(slots=True)
@@ -48,11 +52,29 @@ class SysfsDevice:
     ports: dict[int, SysfsPort] = field(default_factory=dict)
 
 
+@dataclass(slots=True)
+class _PortLayout:
+    num: int
+    base: str
+    link_layer: str | None
+    port_guid: str | None
+    counters: list[tuple[str, str]]       # (file, canonical name)
+    hw_counters: list[tuple[str, str]]
+
+
+@dataclass(slots=True)
+class _Layout:
+    static: SysfsDevice
+    ports: list[_PortLayout]
+    read_at: float
+
+
 class SysfsSource:
     name = "sysfs"
 
     def __init__(self, config: Config):
         self.config = config
+        self._layouts: dict[str, _Layout] = {}
 
     def _read(self, io: HostIO, rel: str, out: SourceOutput, optional: bool = False) -> str | None:
         try:
@@ -81,18 +103,26 @@ class SysfsSource:
             else:
                 out.error("read", f"/sys/{BASE}: {exc.strerror or exc}")
             return out
+        now = time.monotonic()
         devices: dict[str, SysfsDevice] = {}
         for name in names:
             if self.config.device_excluded(name):
                 continue
-            devices[name] = self._device(io, name, out)
+            layout = self._layouts.get(name)
+            if layout is None or now - layout.read_at >= STATIC_TTL:
+                layout = self._layouts[name] = self._layout(io, name, out, now)
+            devices[name] = self._device(io, layout, out)
+        for gone in set(self._layouts) - set(devices):
+            del self._layouts[gone]     # a removed HCA: re-read in full if it comes back
         out.data = devices
         sweep = getattr(io, "sweep", None)
         if sweep is not None:
             sweep("sysfs", BASE)     # close the cached files of devices and ports that are gone
         return out
 
-    def _device(self, io: HostIO, name: str, out: SourceOutput) -> SysfsDevice:
+    def _layout(self, io: HostIO, name: str, out: SourceOutput, now: float) -> _Layout:
+        """What does not change while a device stays registered: identity, netdevs, NUMA node,
+        PCI path, the port list and which counter files exist. Re-read every STATIC_TTL."""
         base = f"{BASE}/{name}"
         dev = SysfsDevice(name=name)
         dev.hca_type = self._read(io, f"{base}/hca_type", out, optional=True)
@@ -113,14 +143,35 @@ class SysfsSource:
             dev.pci_path = io.realpath("sysfs", f"{base}/device")
         except OSError:
             dev.pci_path = None
+        ports = []
         for pname in self._listdir(io, f"{base}/ports", out, optional=False):
             if not pname.isdigit():
                 continue
-            dev.ports[int(pname)] = self._port(io, f"{base}/ports/{pname}", int(pname), out)
+            pb = f"{base}/ports/{pname}"
+            gid0 = self._read(io, f"{pb}/gids/0", out, optional=True)
+            ports.append(_PortLayout(
+                num=int(pname), base=pb,
+                link_layer=self._read(io, f"{pb}/link_layer", out, optional=True),
+                port_guid=port_guid_from_gid(gid0) if gid0 else None,
+                counters=[(f"{pb}/counters/{f}", COUNTER_BY_SYSFS[f].name)
+                          for f in self._listdir(io, f"{pb}/counters", out) if f in COUNTER_BY_SYSFS],
+                hw_counters=[(f"{pb}/hw_counters/{f}", f)
+                             for f in self._listdir(io, f"{pb}/hw_counters", out) if f not in HW_NOT_COUNTERS],
+            ))
+        return _Layout(dev, ports, now)
+
+    def _device(self, io: HostIO, layout: _Layout, out: SourceOutput) -> SysfsDevice:
+        s = layout.static
+        dev = SysfsDevice(name=s.name, hca_type=s.hca_type, fw_ver=s.fw_ver, board_id=s.board_id,
+                          node_guid=s.node_guid, netdevs=list(s.netdevs), numa_node=s.numa_node,
+                          pci_path=s.pci_path)
+        for pl in layout.ports:
+            dev.ports[pl.num] = self._port(io, pl, out)
         return dev
 
-    def _port(self, io: HostIO, base: str, num: int, out: SourceOutput) -> SysfsPort:
-        p = SysfsPort(port=num)
+    def _port(self, io: HostIO, pl: _PortLayout, out: SourceOutput) -> SysfsPort:
+        base = pl.base
+        p = SysfsPort(port=pl.num, link_layer=pl.link_layer, port_guid=pl.port_guid)
         for fname, setter in (("state", "state_id"), ("phys_state", "phys_state_id")):
             text = self._read(io, f"{base}/{fname}", out)
             if text is not None:
@@ -134,18 +185,10 @@ class SysfsSource:
                 p.rate_gbps, p.width, p.generation = parse_rate(text)
             except ParseError as exc:
                 out.error("parse", f"/sys/{base}/rate: {exc}")
-        p.link_layer = self._read(io, f"{base}/link_layer", out, optional=True)
-        gid0 = self._read(io, f"{base}/gids/0", out, optional=True)
-        if gid0:
-            p.port_guid = port_guid_from_gid(gid0)
-        for fname in self._listdir(io, f"{base}/counters", out):
-            spec = COUNTER_BY_SYSFS.get(fname)
-            if spec is None:
-                continue
-            self._counter(io, f"{base}/counters/{fname}", spec.name, p.counters, out)
-        for fname in self._listdir(io, f"{base}/hw_counters", out):
-            if fname not in HW_NOT_COUNTERS:
-                self._counter(io, f"{base}/hw_counters/{fname}", fname, p.hw_counters, out)
+        for rel, key in pl.counters:
+            self._counter(io, rel, key, p.counters, out)
+        for rel, key in pl.hw_counters:
+            self._counter(io, rel, key, p.hw_counters, out)
         return p
 
     def _counter(self, io: HostIO, rel: str, key: str, into: dict[str, int], out: SourceOutput) -> None:

@@ -70,3 +70,35 @@ def test_fast_writer_matches_prometheus_client(tmp_path):
     snap = col.poll()
     col.close()
     assert render(snap) == render_reference(snap)
+
+
+def test_static_layout_is_read_once_per_ttl_and_refreshed_after(tmp_path, monkeypatch):
+    import sys
+    from pathlib import Path
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
+    import nodetree
+    from fabricmon.hostio import LiveIO
+    from fabricmon.sources import sysfs_ib
+
+    class CountingIO(LiveIO):
+        reads: list[str] = []
+
+        def read(self, root, rel):
+            self.reads.append(rel)
+            return super().read(root, rel)
+
+    nodetree.build(tmp_path, 2)
+    cfg = from_dict({"paths": {"sysfs": str(tmp_path)}})
+    src = sysfs_ib.SysfsSource(cfg)
+    io = CountingIO(str(tmp_path))
+    first = src.collect(io).data
+    n_first = len(io.reads)
+    io.reads.clear()
+    (tmp_path / "class/infiniband/mlx5_0/fw_ver").write_text("28.99.9999")
+    second = src.collect(io).data
+    assert len(io.reads) < n_first                      # identity files are not re-read every poll
+    assert not any(r.endswith("fw_ver") for r in io.reads)
+    assert second["mlx5_0"].fw_ver == first["mlx5_0"].fw_ver == "28.40.1000"
+    assert second["mlx5_0"].ports[1].counters == first["mlx5_0"].ports[1].counters
+    monkeypatch.setattr(sysfs_ib, "STATIC_TTL", 0.0)   # the TTL has passed: a firmware update is seen
+    assert src.collect(io).data["mlx5_0"].fw_ver == "28.99.9999"
