@@ -16,7 +16,7 @@ def require_sim_tools() -> None:
         return
     if os.environ.get("CI", "").strip().lower() not in ("", "0", "false", "no"):
         pytest.fail(f"CI is set but the fabric simulator cannot run: {why}")
-    pytest.skip(f"fabric simulator not available: {why}")
+    pytest.skip(f"fabric simulator not available ({why}): install ibsim-utils libumad2sim0 infiniband-diags opensm, as make test does")
 
 
 @pytest.fixture

@@ -18,7 +18,7 @@ from fabricmon.sources.targets import RoceTarget
 
 CAPTURES = Path(__file__).resolve().parents[2] / "shared" / "captures"
 pytestmark = pytest.mark.skipif(not CAPTURES.is_dir(),
-                                reason=f"real captures not present at {CAPTURES} (not shipped; CI has them)")
+                                reason=f"real captures not present ({CAPTURES}): ../shared/captures is public test data kept beside the repository, not shipped with fabricmon; CI has it")
 
 
 class OneCommand:

@@ -26,7 +26,7 @@ def pki(tmp_path):
     if not shutil.which("openssl"):
         if os.environ.get("CI"):
             pytest.fail("CI is set but openssl is not installed")
-        pytest.skip("openssl not installed")
+        pytest.skip("openssl not installed: the TLS tests need it to make a throwaway CA and certificates (apt-get install openssl)")
     d = tmp_path
     openssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2", "-subj", "/CN=test-ca",
             "-keyout", "ca.key", "-out", "ca.crt", cwd=d)

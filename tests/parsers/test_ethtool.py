@@ -176,7 +176,7 @@ def test_curated_error_counters_constant() -> None:
 def test_real_e1000e_capture_parses_with_no_roce_data() -> None:
     path = CAPTURES / "prometheus-node_exporter__eth0_statistics"
     if not path.is_file():
-        pytest.skip("shared captures not present")
+        pytest.skip(f"real captures not present ({CAPTURES}): ../shared/captures is public test data kept beside the repository, not shipped with fabricmon; CI has it")
     stats = parse_ethtool_stats(path.read_text())
     assert stats["rx_packets"] == 1260062
     assert stats["port.rx_dropped"] == 12028

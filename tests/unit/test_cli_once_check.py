@@ -181,7 +181,7 @@ def test_once_without_any_rdma_device(tmp_path: Path) -> None:
 @pytest.fixture
 def h100(tmp_path: Path) -> Path:
     if not H100.is_dir():
-        pytest.skip(f"shared captures not present ({H100}): the real H100 sysfs tree is not shipped")
+        pytest.skip(f"real captures not present ({H100}): ../shared/captures is public test data kept beside the repository, not shipped with fabricmon; CI has it")
     sysfs = tmp_path / "sys"
     (sysfs / "class").mkdir(parents=True)
     (sysfs / "class" / "infiniband").symlink_to(H100)

@@ -106,7 +106,7 @@ def test_crlf_and_trailing_spaces() -> None:
 def _captures(tool: str) -> list[Path]:
     d = CAPTURES / tool
     if not CAPTURES.is_dir():
-        pytest.skip(f"shared captures not present ({CAPTURES})")
+        pytest.skip(f"real captures not present ({CAPTURES}): ../shared/captures is public test data kept beside the repository, not shipped with fabricmon; CI has it")
     return sorted(p for p in d.iterdir() if p.is_file())
 
 

@@ -142,7 +142,7 @@ def _sections(text: str) -> list[tuple[str, int | None]]:
 
 def test_every_real_perfquery_capture() -> None:
     if not CAPTURES.is_dir():
-        pytest.skip(f"shared captures not present ({CAPTURES})")
+        pytest.skip(f"real captures not present ({CAPTURES}): ../shared/captures is public test data kept beside the repository, not shipped with fabricmon; CI has it")
     files = sorted(p for p in (CAPTURES / "perfquery").iterdir() if p.is_file())
     assert files
     parsed = 0
@@ -175,7 +175,7 @@ def test_real_saturation_capture_matches_the_console_log() -> None:
     """The ibsim basic capture was made with counters set past their widths."""
     f = CAPTURES / "perfquery" / "ibsim-infiniband-diags44__basic.txt"
     if not f.is_file():
-        pytest.skip(f"shared captures not present ({f})")
+        pytest.skip(f"real captures not present ({f}): ../shared/captures is public test data kept beside the repository, not shipped with fabricmon; CI has it")
     (b,) = parse_perfquery(f.read_text())
     for name in ("symbol_errors", "link_downed", "local_link_integrity_errors", "transmit_wait"):
         spec = ibspec.COUNTER_BY_NAME[name]
