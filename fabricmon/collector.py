@@ -113,11 +113,14 @@ class Collector:
         start = time.monotonic()
         if names is None:
             names = self.due(start) if self.poll_count else [n for n, s in self.states.items() if s.enabled]
+        inventory = None
         for phase in (INVENTORY, PER_PORT):
             batch = [n for n in names if n in phase]
             if not batch:
                 continue
-            futures = {n: self._pool.submit(self._run_source, n) for n in batch}
+            if phase is PER_PORT:
+                inventory = self._merged()    # once: every per-port source reads the same ports
+            futures = {n: self._pool.submit(self._run_source, n, inventory) for n in batch}
             for n, fut in futures.items():
                 self._finish(n, fut.result())
         for n in names:
@@ -127,25 +130,14 @@ class Collector:
         self.snapshot = self._build(time.monotonic() - start)
         return self.snapshot
 
-    def _ports_for(self, name: str) -> list[tuple[str, int]]:
-        devices, ports = self._merged()
-        out = []
-        sysfs_counters = set()
-        if self.states["sysfs"].data:
-            for dev, sd in self.states["sysfs"].data.items():
-                for num, sp in sd.ports.items():
-                    if sp.counters:
-                        sysfs_counters.add((dev, num))
-        for key, p in sorted(ports.items()):
-            if not p.is_ib:
-                continue
-            if name == "perfquery" and self.config.sources["perfquery"].enabled == "auto" \
-                    and key in sysfs_counters:
-                continue
-            out.append(key)
-        return out
+    def _ports_for(self, name: str, ports: dict[tuple[str, int], PortView]) -> list[tuple[str, int]]:
+        """The InfiniBand ports a per-port tool queries. With `perfquery: auto`, ports whose
+        counters sysfs already gives are skipped."""
+        skip_sysfs = name == "perfquery" and self.config.sources["perfquery"].enabled == "auto"
+        return [key for key, p in sorted(ports.items())
+                if p.is_ib and not (skip_sysfs and p.counter_source == "sysfs")]
 
-    def _run_source(self, name: str) -> tuple[SourceOutput, float, float]:
+    def _run_source(self, name: str, inventory: tuple | None) -> tuple[SourceOutput, float]:
         t0 = time.monotonic()
         try:
             if name == "sysfs":
@@ -153,22 +145,21 @@ class Collector:
             elif name == "ibstat":
                 out = self.ibstat.collect(self.io)
             elif name == "perfquery":
-                out = self.perfquery.collect(self.io, self._ports_for(name))
+                out = self.perfquery.collect(self.io, self._ports_for(name, inventory[1]))
             elif name in self.rocegpu.sources:
-                out = self.rocegpu.collect(name, self.io, *self._merged())
+                out = self.rocegpu.collect(name, self.io, *(inventory or ({}, {})))
             else:
-                out = self.iblinkinfo.collect(self.io, self._ports_for(name))
+                out = self.iblinkinfo.collect(self.io, self._ports_for(name, inventory[1]))
         except Exception as exc:  # a bug in one source must not take the daemon down
             log.exception("source crashed", source=name)
             out = SourceOutput()
             out.error("parse", f"{name}: internal error: {exc!r}")
-        return out, t0, time.monotonic() - t0
+        return out, time.monotonic() - t0
 
-    def _finish(self, name: str, result: tuple[SourceOutput, float, float]) -> None:
-        out, t0, duration = result
+    def _finish(self, name: str, result: tuple[SourceOutput, float]) -> None:
+        out, duration = result
         st = self.states[name]
         st.ran = True
-        st.last_run = t0
         st.duration = duration
         st.up = out.up
         now = self.clock()

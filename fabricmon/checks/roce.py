@@ -14,6 +14,8 @@ counts as a reset: that interval contributes 0, never a negative rate.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from dataclasses import dataclass, field
 
 from fabricmon.checks import CRITICAL, OK, WARNING, Finding
@@ -237,15 +239,23 @@ def _no_stats(v: RoceView, check: str) -> Finding | None:
     return None
 
 
+def _worst_rate(v: RoceView, history: CounterHistory, counters: Mapping[tuple[int, str], int], suffix: str,
+                window: float, now: float, scale: float = 1.0) -> tuple[float, int, str, float] | None:
+    """The highest per-second increase (times scale) among the per-priority, per-direction
+    counters `<direction>_prio<N>_<suffix>` over the window: (rate, priority, direction, seconds)."""
+    worst = None
+    for (prio, d) in sorted(counters):
+        inc, cov = history.increase(eth_key(v.target, f"{d}_prio{prio}_{suffix}"), window, now)
+        if cov > 0 and (worst is None or inc * scale / cov > worst[0]):
+            worst = (inc * scale / cov, prio, d, cov)
+    return worst
+
+
 def check_pause_rate(v: RoceView, history: CounterHistory, config: Config, now: float) -> Finding:
     t, rc = v.target, config.roce
     if (f := _no_stats(v, PAUSE_RATE)) is not None:
         return f
-    worst: tuple[float, int, str, float] | None = None
-    for (prio, d) in sorted(v.stats.stats.pause):
-        inc, cov = history.increase(eth_key(t, f"{d}_prio{prio}_pause"), rc.pause_window, now)
-        if cov > 0 and (worst is None or inc / cov > worst[0]):
-            worst = (inc / cov, prio, d, cov)
+    worst = _worst_rate(v, history, v.stats.stats.pause, "pause", rc.pause_window, now)
     if worst is None:
         return Finding(PAUSE_RATE, t.device, t.port, OK,
                        f"{t.label()}: no pause rate yet (needs two samples)" if v.stats.stats.pause
@@ -265,11 +275,8 @@ def check_pause_duration(v: RoceView, history: CounterHistory, config: Config, n
     t, rc = v.target, config.roce
     if (f := _no_stats(v, PAUSE_DURATION)) is not None:
         return f
-    worst: tuple[float, int, str, float] | None = None
-    for (prio, d) in sorted(v.stats.stats.pause_duration_us):
-        inc, cov = history.increase(eth_key(t, f"{d}_prio{prio}_pause_duration"), rc.pause_window, now)
-        if cov > 0 and (worst is None or inc / 1e6 / cov > worst[0]):
-            worst = (inc / 1e6 / cov, prio, d, cov)
+    worst = _worst_rate(v, history, v.stats.stats.pause_duration_us, "pause_duration", rc.pause_window, now,
+                        scale=1e-6)     # microseconds paused per second -> fraction of time
     if worst is None:
         return Finding(PAUSE_DURATION, t.device, t.port, OK,
                        f"{t.label()}: no pause duration rate yet (needs two samples)"
