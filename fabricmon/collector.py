@@ -17,7 +17,6 @@ from typing import Any
 import structlog
 
 from fabricmon import checks as checks_mod
-from fabricmon import ibspec
 from fabricmon.checks import degraded_link, link_errors
 from fabricmon.config import COUNTER_CHECKS, Config
 from fabricmon.history import CounterHistory
@@ -246,4 +245,4 @@ class Collector:
         self.io.close()
 
 
-__all__ = ["Collector", "Snapshot", "SourceState", "POLL_BUCKETS", "ibspec"]
+__all__ = ["Collector", "Snapshot", "SourceState", "POLL_BUCKETS"]

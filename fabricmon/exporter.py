@@ -133,11 +133,9 @@ def _self_families(snap: Snapshot) -> Iterator[Metric]:
         for kind, n in sorted(s.errors_total.items()):
             errs.add_metric([name, kind], n)
     yield from (enabled, up, dur, last, errs)
-    buckets = []
-    acc = 0
-    for bound, n in zip(POLL_BUCKETS, snap.poll_buckets):
-        acc = n  # buckets are already cumulative (each poll counted in every bucket above it)
-        buckets.append(("+Inf" if bound == float("inf") else repr(bound), acc))
+    # the collector's bucket counts are already cumulative (a poll counts in every bucket above it)
+    buckets = [("+Inf" if bound == float("inf") else repr(bound), n)
+               for bound, n in zip(POLL_BUCKETS, snap.poll_buckets)]
     yield HistogramMetricFamily("fabricmon_poll_duration_seconds", "Duration of poll cycles.",
                                 buckets=buckets, sum_value=snap.poll_sum)
     yield GaugeMetricFamily("fabricmon_last_poll_timestamp_seconds", "Time the last snapshot was built.",

@@ -98,14 +98,6 @@ class LiveIO:
         for p in stale:
             self._forget(p)
 
-    def forget_prefix(self, root: str, rel: str) -> None:
-        """Close cached files under a path (a device that disappeared)."""
-        prefix = self.path(root, rel)
-        with self._lock:
-            paths = [p for p in self._fds if p.startswith(prefix)]
-        for p in paths:
-            self._forget(p)
-
     def listdir(self, root: str, rel: str) -> list[str]:
         return sorted(os.listdir(self.path(root, rel)))
 

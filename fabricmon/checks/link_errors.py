@@ -78,4 +78,4 @@ def evaluate_port(p: PortView, history: CounterHistory, config: Config, now: flo
     return findings
 
 
-__all__ = ["evaluate_port", "saturated", "SATURATION_CHECK", "WARNING"]
+__all__ = ["evaluate_port", "saturated", "SATURATION_CHECK"]
