@@ -7,6 +7,7 @@ import os
 import shutil
 import ssl
 import subprocess
+import time
 import urllib.error
 import urllib.request
 
@@ -46,6 +47,10 @@ def start(harness, tls):
     cfg = from_dict(raw)
     harness.daemon = Daemon(cfg, LiveIO(cfg.sysfs, cfg.procfs))
     harness.daemon.start()
+    deadline = time.monotonic() + 20
+    while harness.daemon.snapshot is None:      # until the first poll, /metrics has no body yet
+        assert time.monotonic() < deadline, "no first poll within 20 s"
+        time.sleep(0.02)
     return harness.daemon.port
 
 
@@ -77,7 +82,6 @@ def test_tls_config_errors(harness, pki):
 
 def test_silent_client_does_not_block_other_scrapes(harness, pki):
     import socket
-    import time
     port = start(harness, {"cert_file": str(pki / "server.crt"), "key_file": str(pki / "server.key")})
     silent = socket.create_connection(("127.0.0.1", port))      # connects, never handshakes
     try:
