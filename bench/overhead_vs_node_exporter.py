@@ -13,7 +13,7 @@ as separate processes; their CPU time comes from /proc/<pid>/stat (utime + stime
 
 Each measurement window scrapes both exporters once per tick (tick = the fabricmon poll
 interval), so both see the same cadence and the same machine noise. Cycles are counted from
-fabricmon_poll_duration_seconds_count. The window is repeated and the median is printed.
+fabricmon_snapshot_build_duration_seconds_count. The window is repeated and the median is printed.
 
 A third process, fabricmon at its DEFAULT intervals (sysfs every 15 s) with every source at its
 default (--default-sources all; tools that find no hardware fail fast), runs in the background for the whole benchmark and is scraped every 15 s: its CPU % of one core is
@@ -58,13 +58,13 @@ sys.path.insert(0, str(HERE))
 
 import nodetree  # noqa: E402
 import yaml  # noqa: E402
-from fabricmon.config import SOURCE_DEFAULTS  # noqa: E402
+from fabricmon.pipeline.source import registry  # noqa: E402
 
 NODE_EXPORTER = "/usr/bin/prometheus-node-exporter"
 H100_TREE = HERE.parent.parent / "shared" / "captures" / "sysfs" / "leptonai-gpud__sys-class-infiniband-h100.0"
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 DEFAULT_SYSFS_INTERVAL = 15.0
-_POLL_COUNT = re.compile(rb"^fabricmon_poll_duration_seconds_count ([0-9.e+]+)$", re.M)
+_POLL_COUNT = re.compile(rb"^fabricmon_snapshot_build_duration_seconds_count ([0-9.e+]+)$", re.M)
 
 
 # --- /proc ---------------------------------------------------------------------------------
@@ -99,7 +99,7 @@ def free_port() -> int:
 
 def stop(proc: subprocess.Popen | None) -> None:
     """SIGTERM by PID, wait, SIGKILL if it lingers."""
-    if proc is None or proc.poll() is not None:
+    if proc is None or proc.collect() is not None:
         return
     proc.send_signal(signal.SIGTERM)
     try:
@@ -130,7 +130,7 @@ def poll_count(body: bytes) -> int:
 def wait_ready(proc: subprocess.Popen, port: int, what: str, log: Path, fabricmon: bool, timeout: float = 30) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        if proc.poll() is not None:
+        if proc.collect() is not None:
             raise SystemExit(f"{what} exited with status {proc.returncode}; its log {log}:\n{log.read_text()[-3000:]}")
         try:
             body = scrape(port, timeout=2)
@@ -155,7 +155,7 @@ def fabricmon_config(sysfs: str, port: int, interval: float | None, state_dir: s
                      only_sysfs: bool = True) -> str:
     """YAML text listening on 127.0.0.1:port. only_sysfs: every other source (the external
     tools, and the RoCE/GPU sources) disabled; else every source at its default."""
-    sources: dict = {name: {"enabled": False} for name in SOURCE_DEFAULTS if name != "sysfs"} if only_sysfs else {}
+    sources: dict = {name: {"enabled": False} for name in registry() if name != "sysfs"} if only_sysfs else {}
     sources["sysfs"] = {"interval": interval} if interval else {}
     return yaml.safe_dump({
         "server": {"address": "127.0.0.1", "port": port},

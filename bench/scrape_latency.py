@@ -23,11 +23,11 @@ from prometheus_client import start_http_server  # noqa: E402
 from prometheus_client.registry import CollectorRegistry  # noqa: E402
 
 import nodetree  # noqa: E402
-from fabricmon.collector import Collector  # noqa: E402
+from fabricmon.pipeline import Pipeline  # noqa: E402
 from fabricmon.config import from_dict  # noqa: E402
-from fabricmon.daemon import Daemon  # noqa: E402
+from fabricmon.serve.daemon import Daemon  # noqa: E402
 from fabricmon.exporter import SnapshotCollector, render  # noqa: E402
-from fabricmon.hostio import LiveIO  # noqa: E402
+from fabricmon.host import LiveIO  # noqa: E402
 
 
 def config(sysfs: str) -> dict:
@@ -83,11 +83,11 @@ def main() -> int:
     base = scrape_latencies(base_port, args.scrapes)
     server.shutdown()
 
-    col = Collector(cfg, LiveIO(cfg.sysfs, cfg.procfs))
-    col.poll()
+    col = Pipeline(cfg, LiveIO(cfg.sysfs, cfg.procfs))
+    col.collect()
     t0, c0 = time.perf_counter(), time.process_time()
     for _ in range(args.polls):
-        render(col.poll(["sysfs"]))
+        render(col.collect(["sysfs"]))
     wall = (time.perf_counter() - t0) / args.polls
     cpu = (time.process_time() - c0) / args.polls
     open_fds = col.io.open_files()

@@ -8,7 +8,7 @@ Targets:
   source at --interval: ibstat, perfquery and iblinkinfo spawn real processes every cycle.
 
 While the daemon runs, /metrics is scraped (a new connection each time) about every
---interval, which also counts the cycles (fabricmon_poll_duration_seconds_count). At the end
+--interval, which also counts the cycles (fabricmon_snapshot_build_duration_seconds_count). At the end
 of the warm-up, at a few points in between and at the end the daemon's RSS (VmRSS), open file
 descriptors (/proc/<pid>/fd), threads (/proc/<pid>/status Threads) and zombie children are
 sampled. Open fds leave out the pipes of a tool running at that instant (their inode is held
@@ -56,10 +56,10 @@ REPO = HERE.parent
 sys.path.insert(0, str(HERE))
 
 import nodetree  # noqa: E402
-from fabricmon.config import SOURCE_DEFAULTS  # noqa: E402
-from fabricmon.history import CounterHistory  # noqa: E402
+from fabricmon.pipeline.source import registry  # noqa: E402
+from fabricmon.model.history import CounterHistory  # noqa: E402
 
-_POLL_COUNT = re.compile(rb"^fabricmon_poll_duration_seconds_count ([0-9.e+]+)$", re.M)
+_POLL_COUNT = re.compile(rb"^fabricmon_snapshot_build_duration_seconds_count ([0-9.e+]+)$", re.M)
 _SOURCE_UP = re.compile(rb'^fabricmon_source_up\{source="([^"]+)"\} ([0-9.e+]+)$', re.M)
 _SOURCE_ERR = re.compile(rb'^fabricmon_source_errors_total\{kind="([^"]+)",source="([^"]+)"\} ([0-9.e+]+)$'
                          rb'|^fabricmon_source_errors_total\{source="([^"]+)",kind="([^"]+)"\} ([0-9.e+]+)$', re.M)
@@ -348,13 +348,13 @@ def run_soak(target: str, config: dict[str, Any], workdir: Path, cycles: int, in
 def sysfs_config(sysfs: str, interval: float, state_dir: str) -> dict:
     """The sysfs source at `interval`, every other source off: one poll cycle, one sysfs read."""
     sources = {name: ({"interval": interval} if name == "sysfs" else {"enabled": False})
-               for name in SOURCE_DEFAULTS}
+               for name in registry()}
     return {"paths": {"sysfs": sysfs, "state_dir": state_dir}, "sources": sources}
 
 
 def sim_config(empty_sysfs: str, interval: float, state_dir: str) -> dict:
     """Every source at `interval` (sysfs reads an empty tree: the simulator has none)."""
-    sources = {name: {"interval": interval} for name in SOURCE_DEFAULTS}
+    sources = {name: {"interval": interval} for name in registry()}
     return {"paths": {"sysfs": empty_sysfs, "state_dir": state_dir}, "sources": sources}
 
 
@@ -398,7 +398,7 @@ def main() -> int:
                                       samples=args.samples, tolerance=tol, progress=True))
             print(results[-1].table() + "\n", flush=True)
         if args.target in ("sim", "both"):
-            from fabricmon.sim import SimFabric, fat_tree_netfile, tools_available
+            from fabricmon.sim.fabric import SimFabric, fat_tree_netfile, tools_available
             ok, why = tools_available()
             if not ok:
                 print(f"soak sim: cannot run the simulated fabric: {why}", file=sys.stderr)

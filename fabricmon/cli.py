@@ -16,12 +16,13 @@ import structlog
 from fabricmon import __version__
 from fabricmon import log as logsetup
 from fabricmon.checks import OK, STATUS_NAMES, WARNING, Finding
-from fabricmon.collector import Collector, Snapshot
 from fabricmon.config import DEFAULT_CONFIG_PATH, Config, ConfigError, load
 from fabricmon.exporter import render
 from fabricmon.fsutil import write_atomic
-from fabricmon.history import CounterHistory
-from fabricmon.hostio import BundleError, HostIO, LiveIO, RecordingIO, ReplayIO
+from fabricmon.model.history import CounterHistory
+from fabricmon.model.snapshot import Snapshot
+from fabricmon.pipeline import Pipeline
+from fabricmon.host import BundleError, HostIO, LiveIO, RecordingIO, ReplayIO
 
 EXIT_CONFIG = 2
 
@@ -60,7 +61,7 @@ def source_findings(snap: Snapshot) -> list[Finding]:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from fabricmon.daemon import Daemon
+    from fabricmon.serve.daemon import Daemon
     cfg = _load(args)
     address, port = None, None
     if args.listen:
@@ -80,11 +81,11 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 def cmd_once(args: argparse.Namespace) -> int:
     cfg = _load(args)
-    col = Collector(cfg, _io(args, cfg))
+    pipe = Pipeline(cfg, _io(args, cfg))
     try:
-        body = render(col.poll())
+        body = render(pipe.collect())
     finally:
-        col.close()
+        pipe.close()
     if args.output:
         write_atomic(args.output, body)
     else:
@@ -103,24 +104,26 @@ def cmd_check(args: argparse.Namespace) -> int:
                                                max(c.window for c in cfg.checks.counters.values()))
         except (OSError, ValueError, KeyError) as exc:
             log.warning("ignoring unreadable check state", path=state_path, error=str(exc))
-    col = Collector(cfg, _io(args, cfg), history=history)
+    pipe = Pipeline(cfg, _io(args, cfg), history=history)
     try:
-        snap = col.poll()
+        # Every source at once under one deadline (the largest timeout): a hung tool costs
+        # its own data and a WARNING line, never an unbounded check.
+        snap = pipe.collect()
         if args.sample_window:
             time.sleep(args.sample_window)
-            snap = col.poll([n for n, s in col.states.items() if s.enabled])
+            snap = pipe.collect()
     finally:
-        col.close()
+        pipe.close()
     if state_path:
         try:
-            col.history.save(state_path)
+            pipe.history.save(state_path)
         except OSError as exc:
             log.warning("cannot save check state; rate checks need --sample-window", path=state_path,
                         error=exc.strerror or str(exc))
     findings = snap.findings + source_findings(snap)
     status = max((f.status for f in findings), default=OK)
     bad = [f for f in findings if f.status != OK]
-    nports = len(snap.ports)
+    nports = len(snap.ib.ports)
     counts = {n: sum(1 for f in bad if f.status == s) for s, n in ((2, "critical"), (1, "warning"))}
     print(f"FABRICMON {STATUS_NAMES[status]} - {counts['critical']} critical, {counts['warning']} warning "
           f"on {nports} port(s)")
@@ -143,11 +146,11 @@ def cmd_capture(args: argparse.Namespace) -> int:
     rec = RecordingIO(LiveIO(cfg.sysfs, cfg.procfs), out, meta={
         "hostname": socket.gethostname(), "fabricmon_version": __version__, "argv": sys.argv,
     })
-    col = Collector(cfg, rec)
+    pipe = Pipeline(cfg, rec)
     try:
-        snap = col.poll()
+        snap = pipe.collect()
     finally:
-        col.close()
+        pipe.close()
     if cfg.path:
         shutil.copy(cfg.path, out / "config.yml")
     else:
@@ -160,7 +163,7 @@ def cmd_capture(args: argparse.Namespace) -> int:
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
-    from fabricmon.demo import run_demo
+    from fabricmon.sim.demo import run_demo
     logsetup.setup(args.log_level or "warning", "console")
     return run_demo(port=args.port, duration=args.duration, fault_after=args.fault_after,
                     workdir=args.workdir)

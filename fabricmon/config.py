@@ -9,7 +9,6 @@ from __future__ import annotations
 import difflib
 import fnmatch
 import os
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -134,22 +133,6 @@ class Config:
         return any(fnmatch.fnmatchcase(device, pat) for pat in self.exclude_devices)
 
 
-# Default sources: (enabled, interval, timeout, argv)
-SOURCE_DEFAULTS: dict[str, tuple[bool | str, float, float, tuple[str, ...]]] = {
-    "sysfs": (True, 15.0, 5.0, ()),
-    "ibstat": (True, 60.0, 10.0, ("ibstat",)),
-    "perfquery": ("auto", 15.0, 10.0, ("perfquery",)),
-    "iblinkinfo": (True, 60.0, 10.0, ("iblinkinfo",)),
-    # RoCE and GPU sources (docs/roce-gpu.md). "auto": a missing tool or library is not an error.
-    "mlnx_qos": ("auto", 60.0, 10.0, ("mlnx_qos",)),
-    "ethtool": ("auto", 15.0, 10.0, ("ethtool",)),
-    "netdev": (True, 60.0, 5.0, ()),          # sysfs class/net/<if>/{mtu,speed,operstate}
-    "gpudirect": (True, 60.0, 5.0, ()),       # procfs/sysfs module and driver facts
-    "gpu": ("auto", 60.0, 10.0, ()),          # NVML (pynvml) plus the GPUs' sysfs PCI paths
-}
-# Sources that read files only: they take no `command`.
-FILE_SOURCES = frozenset(n for n, d in SOURCE_DEFAULTS.items() if not d[3])
-
 # Counter checks: name -> (counters summed, window s, warning, critical, what to do)
 COUNTER_CHECKS: dict[str, tuple[tuple[str, ...], float, float | None, float | None]] = {
     "symbol_errors": (("symbol_errors",), 3600.0, 120.0, 1200.0),
@@ -232,23 +215,28 @@ def _dir(value: Any, key: str, must_exist: bool) -> str:
 
 
 def _sources(raw: Any) -> dict[str, SourceConfig]:
-    m = _mapping(raw, "sources", tuple(SOURCE_DEFAULTS))
+    """Validate `sources.<name>` against the registered sources and their defaults."""
+    from fabricmon.pipeline.source import registry
+    specs = registry("node")
+    m = _mapping(raw, "sources", tuple(specs))
     out = {}
-    for name, (enabled, interval, timeout, argv) in SOURCE_DEFAULTS.items():
+    for name, spec in specs.items():
         key = f"sources.{name}"
-        s = _mapping(m.get(name), key, ("enabled", "interval", "timeout", "command"))
-        cmd = s.get("command", list(argv))
-        if name not in FILE_SOURCES:
+        takes_command = bool(spec.command)
+        allowed = ("enabled", "interval", "timeout", "command") if takes_command else ("enabled", "interval", "timeout")
+        s = _mapping(m.get(name), key, allowed)
+        cmd = s.get("command", list(spec.command))
+        if takes_command:
             if isinstance(cmd, str):
                 cmd = [cmd]
             if not isinstance(cmd, list) or not cmd or not all(isinstance(c, str) and c for c in cmd):
                 raise ConfigError(f"{key}.command", f"expected a program name or an argv list, got {cmd!r}")
         out[name] = SourceConfig(
             name=name,
-            enabled=_bool_or_auto(s.get("enabled", enabled), f"{key}.enabled"),
-            interval=_number(s.get("interval", interval), f"{key}.interval", 0.1),
-            timeout=_number(s.get("timeout", timeout), f"{key}.timeout", 0.1),
-            command=tuple(cmd) if name not in FILE_SOURCES else (),
+            enabled=_bool_or_auto(s.get("enabled", spec.enabled), f"{key}.enabled"),
+            interval=_number(s.get("interval", spec.interval), f"{key}.interval", 0.1),
+            timeout=_number(s.get("timeout", spec.timeout), f"{key}.timeout", 0.1),
+            command=tuple(cmd) if takes_command else (),
         )
     return out
 
@@ -446,13 +434,3 @@ def load(path: str | os.PathLike[str] | None, check_paths: bool = True) -> Confi
         where = f" line {mark.line + 1} column {mark.column + 1}" if mark else ""
         raise ConfigError("", f"{path}: invalid YAML{where}: {getattr(exc, 'problem', exc)}") from exc
     return from_dict(raw or {}, str(path), check_paths)
-
-
-_SAFE_ARG = re.compile(r"^[A-Za-z0-9_.:\-]+$")
-
-
-def safe_arg(value: str) -> str:
-    """Validate a command argument built from a discovered name (device, GUID)."""
-    if not _SAFE_ARG.match(value) or value.startswith("-"):
-        raise ValueError(f"refusing unsafe command argument {value!r}")
-    return value

@@ -111,9 +111,10 @@ class CounterSpec:
     sysfs: str              # file under ports/<n>/counters/
     perfquery: str          # field name printed by perfquery
     bits: int               # width in the basic PortCounters attribute (saturates there)
-    kind: str               # "error", "congestion" or "traffic"
+    kind: str               # "error", "congestion", "traffic" or "discard"
     help: str
     scale: int = 1          # multiply raw value by this (data counters count 4-octet words)
+    sysfs_ext: str = ""     # mlx4's 64-bit twin under ports/<n>/counters_ext/, if any
 
 
 COUNTERS: tuple[CounterSpec, ...] = (
@@ -150,17 +151,30 @@ COUNTERS: tuple[CounterSpec, ...] = (
     CounterSpec("transmit_wait", "port_xmit_wait", "PortXmitWait", 32, "congestion",
                 "Ticks during which the port had data to send but no flow-control credits."),
     CounterSpec("transmit_bytes", "port_xmit_data", "PortXmitData", 32, "traffic",
-                "Data octets transmitted (the port counts 4-octet words; converted to bytes).", 4),
+                "Data octets transmitted (the port counts 4-octet words; converted to bytes).", 4,
+                "port_xmit_data_64"),
     CounterSpec("receive_bytes", "port_rcv_data", "PortRcvData", 32, "traffic",
-                "Data octets received (the port counts 4-octet words; converted to bytes).", 4),
+                "Data octets received (the port counts 4-octet words; converted to bytes).", 4,
+                "port_rcv_data_64"),
     CounterSpec("transmit_packets", "port_xmit_packets", "PortXmitPkts", 32, "traffic",
-                "Packets transmitted."),
+                "Packets transmitted.", 1, "port_xmit_packets_64"),
     CounterSpec("receive_packets", "port_rcv_packets", "PortRcvPkts", 32, "traffic",
-                "Packets received."),
+                "Packets received.", 1, "port_rcv_packets_64"),
+    CounterSpec("transmit_unicast_packets", "unicast_xmit_packets", "PortUnicastXmitPkts", 64, "traffic",
+                "Unicast packets transmitted.", 1, "port_unicast_xmit_packets"),
+    CounterSpec("receive_unicast_packets", "unicast_rcv_packets", "PortUnicastRcvPkts", 64, "traffic",
+                "Unicast packets received.", 1, "port_unicast_rcv_packets"),
+    CounterSpec("transmit_multicast_packets", "multicast_xmit_packets", "PortMulticastXmitPkts", 64, "traffic",
+                "Multicast packets transmitted.", 1, "port_multicast_xmit_packets"),
+    CounterSpec("receive_multicast_packets", "multicast_rcv_packets", "PortMulticastRcvPkts", 64, "traffic",
+                "Multicast packets received.", 1, "port_multicast_rcv_packets"),
+    CounterSpec("receive_discards", "port_rcv_discards", "", 32, "discard",
+                "Inbound packets discarded by the port (sysfs port_rcv_discards, where the driver has it)."),
 )
 COUNTER_BY_NAME = {c.name: c for c in COUNTERS}
 COUNTER_BY_SYSFS = {c.sysfs: c for c in COUNTERS}
-COUNTER_BY_PERFQUERY = {c.perfquery: c for c in COUNTERS}
+COUNTER_BY_PERFQUERY = {c.perfquery: c for c in COUNTERS if c.perfquery}
+COUNTER_BY_SYSFS_EXT = {c.sysfs_ext: c for c in COUNTERS if c.sysfs_ext}
 # Counters whose saturation we report: every error counter plus PortXmitWait.
 SATURABLE = tuple(c.name for c in COUNTERS if c.kind in ("error", "congestion"))
 

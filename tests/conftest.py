@@ -6,7 +6,7 @@ import os
 
 import pytest
 
-from fabricmon.sim import SimFabric, tools_available
+from fabricmon.sim.fabric import SimFabric, tools_available
 
 
 def require_sim_tools() -> None:

@@ -21,7 +21,7 @@ from typing import Any
 import yaml
 
 from fabricmon.checks import Finding
-from fabricmon.hostio import ReplayIO
+from fabricmon.host import ReplayIO
 
 ROOT = Path(__file__).resolve().parents[1]
 BUNDLES = ROOT / "tests" / "fixtures" / "bundles"
@@ -67,19 +67,19 @@ def by_check(findings: list[Finding], check: str) -> dict[str, Finding]:
 def two_samples(name: str, tmp: Path, config=None, dt: float = 60.0):
     """Poll bundle `name` at tick 0, then at tick 1 dt seconds later; returns the collector's
     second snapshot (close() is done)."""
-    from fabricmon.collector import Collector
+    from fabricmon.pipeline import Pipeline
     from fabricmon.config import load
     mb = make_bundles()
     a = mb.generate(tmp / "t0", 0, [name])[0]
     b = mb.generate(tmp / "t1", 1, [name])[0]
     cfg = config or load(a / "config.yml", check_paths=False)
     io, clock = SequenceIO(a, b), Clock()
-    col = Collector(cfg, io, clock=clock)
+    col = Pipeline(cfg, io, clock=clock)
     try:
-        col.poll()
+        col.collect()
         io.advance()
         clock.t += dt
-        return col.poll([n for n, s in col.states.items() if s.enabled])
+        return col.collect([n for n, s in col.states.items() if s.enabled])
     finally:
         col.close()
 

@@ -9,7 +9,7 @@ import sys
 import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
-from fabricmon.sim import fat_tree_netfile
+from fabricmon.sim.fabric import fat_tree_netfile
 
 HOST = "node02 mlx5_0"
 

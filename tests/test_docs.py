@@ -20,16 +20,16 @@ def test_every_exported_metric_is_documented(tmp_path):
     import sys
     sys.path.insert(0, str(ROOT / "bench"))
     import nodetree
-    from fabricmon.collector import Collector
+    from fabricmon.pipeline import Pipeline
     from fabricmon.config import from_dict
     from fabricmon.exporter import render
-    from fabricmon.hostio import LiveIO
+    from fabricmon.host import LiveIO
 
     nodetree.build(tmp_path, 2)
     cfg = from_dict({"paths": {"sysfs": str(tmp_path)},
                      "sources": {n: {"enabled": False} for n in ("ibstat", "perfquery", "iblinkinfo")}})
-    col = Collector(cfg, LiveIO(cfg.sysfs, cfg.procfs))
-    text = render(col.poll()).decode()
+    col = Pipeline(cfg, LiveIO(cfg.sysfs, cfg.procfs))
+    text = render(col.collect()).decode()
     col.close()
     readme = (ROOT / "README.md").read_text()
     names = set(re.findall(r"^# TYPE (\S+) ", text, re.M))

@@ -14,11 +14,12 @@ import uuid
 
 import pytest
 
-from fabricmon.collector import Collector
+from fabricmon.pipeline import Pipeline
 from fabricmon.config import from_dict
-from fabricmon.hostio import LiveIO
+from fabricmon.host import LiveIO
 from fabricmon.sources.ethtool import EthtoolSource
-from fabricmon.sources.targets import RoceTarget
+from fabricmon.model.roce import RoceTarget
+from helpers import roce_inputs, run_inputs
 
 from rocegpu_helpers import by_check
 
@@ -64,7 +65,7 @@ def _config(ns: str, **extra):
 def test_ethtool_source_live_in_a_netns(netns):
     src = EthtoolSource(_config(netns))
     targets = [RoceTarget("veth", 1, "veth0"), RoceTarget("lo", 1, "lo"), RoceTarget("none", 1, "nosuch0")]
-    out = src.collect(LiveIO(), targets)
+    out = src.collect(LiveIO(), roce_inputs(targets))
     veth = out.data.netdevs["veth0"]
     assert veth.count >= 1 and veth.stats is not None          # veth has statistics (peer_ifindex, xdp ...)
     assert veth.stats.is_empty()                                # ... but none of the curated RoCE ones
@@ -75,7 +76,7 @@ def test_ethtool_source_live_in_a_netns(netns):
 
 
 def test_ethtool_in_a_missing_netns_is_an_error(netns):
-    out = EthtoolSource(_config(netns + "-gone")).collect(LiveIO(), [RoceTarget("veth", 1, "veth0")])
+    out = EthtoolSource(_config(netns + "-gone")).collect(LiveIO(), roce_inputs([RoceTarget("veth", 1, "veth0")]))
     assert [k for k, _ in out.errors] == ["exit_code"] and out.data is None
 
 
@@ -93,13 +94,13 @@ def test_collector_runs_ethtool_live_for_a_roce_port(netns, tmp_path):
     cfg = from_dict({**cfg.raw, "sources": {**cfg.raw["sources"], "ibstat": {"enabled": False},
                                             "iblinkinfo": {"enabled": False}, "perfquery": {"enabled": False},
                                             "gpu": {"enabled": False}}})
-    col = Collector(cfg, LiveIO(cfg.sysfs, cfg.procfs))
+    col = Pipeline(cfg, LiveIO(cfg.sysfs, cfg.procfs))
     try:
-        snap = col.poll()
+        snap = col.collect()
     finally:
         col.close()
     assert snap.sources["ethtool"].up and not snap.sources["ethtool"].active_errors
-    view = snap.extra["roce"][0]
+    view = snap.roce.views[0]
     assert (view.target.device, view.target.netdev) == ("rxe0", "veth0")
     assert view.stats is not None and view.stats.count >= 1
     f = by_check(snap.findings, "roce_pause_rate")["rxe0"]

@@ -8,10 +8,10 @@ from pathlib import Path
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from fabricmon.collector import Collector
+from fabricmon.pipeline import Pipeline
 from fabricmon.config import from_dict
 from fabricmon.exporter import render
-from fabricmon.hostio import LiveIO
+from fabricmon.host import LiveIO
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
 import nodetree  # noqa: E402
@@ -30,16 +30,16 @@ def test_hca_removed_and_added(tmp_path):
     cfg = from_dict({"paths": {"sysfs": str(tmp_path)},
                      "sources": {n: {"enabled": False} for n in ("ibstat", "perfquery", "iblinkinfo")}})
     io = LiveIO(cfg.sysfs, cfg.procfs)
-    col = Collector(cfg, io)
-    assert devices_up(render(col.poll()).decode()) == ["mlx5_0", "mlx5_1", "mlx5_2"]
+    col = Pipeline(cfg, io)
+    assert devices_up(render(col.collect()).decode()) == ["mlx5_0", "mlx5_1", "mlx5_2"]
     fds_before = io.open_files()
     shutil.rmtree(tmp_path / "class" / "infiniband" / "mlx5_1")
-    text = render(col.poll(["sysfs"])).decode()
+    text = render(col.collect(["sysfs"])).decode()
     assert devices_up(text) == ["mlx5_0", "mlx5_2"]
     assert 'device="mlx5_1"' not in text
     assert io.open_files() < fds_before            # the removed HCA's files were closed
     nodetree.build(tmp_path, 4)                     # mlx5_1 comes back, mlx5_3 is new
-    text = render(col.poll(["sysfs"])).decode()
+    text = render(col.collect(["sysfs"])).decode()
     assert devices_up(text) == ["mlx5_0", "mlx5_1", "mlx5_2", "mlx5_3"]
     assert text.count('fabricmon_ib_port_up{device="mlx5_1",port="1"}') == 1
     col.close()

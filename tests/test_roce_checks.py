@@ -6,14 +6,15 @@ import pytest
 
 from fabricmon.checks import CRITICAL, OK, WARNING
 from fabricmon.checks import roce
+from fabricmon.model.roce import RoceView, record_roce_counters, roce_mtu as kernel_roce_mtu
 from fabricmon.config import from_dict
-from fabricmon.history import CounterHistory
+from fabricmon.model.history import CounterHistory
 from fabricmon.parsers.ethtool import curate_roce_stats
 from fabricmon.parsers.mlnx_qos import QosConfig
 from fabricmon.sources.ethtool import NetdevStats
 from fabricmon.sources.mlnx_qos import QosResult
 from fabricmon.sources.netdev import NetdevInfo
-from fabricmon.sources.targets import RoceTarget, roce_targets
+from fabricmon.model.roce import RoceTarget, roce_targets
 
 T = RoceTarget("mlx5_2", 1, "eth2")
 
@@ -29,21 +30,21 @@ def stats(**counters: int) -> NetdevStats:
     return NetdevStats(curate_roce_stats(counters), len(counters))
 
 
-def view(**kw) -> roce.RoceView:
+def view(**kw) -> RoceView:
     kw.setdefault("qos", qos())
     kw.setdefault("stats", stats(rx_prio3_pause=0, tx_prio3_pause=0))
     kw.setdefault("netdev", NetdevInfo(9000, 400000, "up"))
-    return roce.RoceView(target=T, **kw)
+    return RoceView(target=T, **kw)
 
 
 def cfg(**roce_cfg):
     return from_dict({"roce": roce_cfg})
 
 
-def history_of(v0: roce.RoceView, v1: roce.RoceView, dt: float = 60.0) -> tuple[CounterHistory, float]:
+def history_of(v0: RoceView, v1: RoceView, dt: float = 60.0) -> tuple[CounterHistory, float]:
     h = CounterHistory(horizon=86400)
-    roce.record([v0], h, 1000.0, 1000.0)
-    roce.record([v1], h, 1000.0 + dt, 1000.0 + dt)
+    record_roce_counters([v0], h, 1000.0, 1000.0)
+    record_roce_counters([v1], h, 1000.0 + dt, 1000.0 + dt)
     return h, 1000.0 + dt
 
 
@@ -100,7 +101,7 @@ def test_trust_mode():
     (400, 256), (300, 0),
 ])
 def test_roce_mtu_from_netdev_mtu(netdev_mtu, roce_mtu):
-    assert roce.roce_mtu(netdev_mtu) == roce_mtu
+    assert kernel_roce_mtu(netdev_mtu) == roce_mtu
 
 
 def test_mtu_below_expected():
@@ -125,7 +126,7 @@ def test_sustained_pause_rate():
     assert roce.check_pause_rate(v1, h, cfg(pause_rate_warning=2000), now).status == OK
     # a single sample has no rate yet
     h1 = CounterHistory()
-    roce.record([v0], h1, 1000.0, 1000.0)
+    record_roce_counters([v0], h1, 1000.0, 1000.0)
     f = roce.check_pause_rate(v0, h1, cfg(), 1000.0)
     assert f.status == OK and "needs two samples" in f.message
 
@@ -156,7 +157,7 @@ def test_pause_storm_events():
     f = roce.check_pause_storm(v0, h, cfg(), now)
     assert f.status == OK and "1 error, 3 warning since the counters were cleared" in f.message
     h1 = CounterHistory()                           # first sample with events: unknown when
-    roce.record([v0], h1, 1.0, 1.0)
+    record_roce_counters([v0], h1, 1.0, 1.0)
     assert roce.check_pause_storm(v0, h1, cfg(), 1.0).status == WARNING
     quiet = view(stats=stats(tx_pause_storm_warning_events=0, tx_pause_storm_error_events=0))
     assert roce.check_pause_storm(quiet, CounterHistory(), cfg(), 1.0).status == OK
@@ -216,7 +217,7 @@ def test_no_ethtool_statistics():
 
 
 def test_evaluate_yields_every_check_for_every_netdev():
-    views = [view(), roce.RoceView(target=RoceTarget("mlx5_3", 1, "eth3"))]
+    views = [view(), RoceView(target=RoceTarget("mlx5_3", 1, "eth3"))]
     found = roce.evaluate(views, CounterHistory(), cfg(), 1.0)
     assert len(found) == 2 * len(roce.CHECKS)
     assert {f.check for f in found} == set(roce.CHECKS)

@@ -13,9 +13,9 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from fabricmon import cli
 from fabricmon.checks import CRITICAL, OK, WARNING
-from fabricmon.collector import Collector
+from fabricmon.pipeline import Pipeline
 from fabricmon.config import load
-from fabricmon.hostio import ReplayIO
+from fabricmon.host import ReplayIO
 
 from rocegpu_helpers import BUNDLES, ROOT, by_check, fake_nvml, make_bundles, materialize, bundle_nvml, two_samples
 
@@ -48,9 +48,9 @@ def lab(**kw: str) -> tuple:
 
 def snapshot(name: str):
     b = BUNDLES / name
-    col = Collector(load(b / "config.yml", check_paths=False), ReplayIO(b))
+    col = Pipeline(load(b / "config.yml", check_paths=False), ReplayIO(b))
     try:
-        return col.poll()
+        return col.collect()
     finally:
         col.close()
 
@@ -168,7 +168,7 @@ def test_roce_healthy_metrics(capsys):
     assert dur[lab(device="mlx5_0", netdev="ens1f0np0", priority="3", direction="rx")] == pytest.approx(0.008841)
     assert samples(text, "fabricmon_roce_mtu_bytes")[lab(device="mlx5_0", netdev="ens1f0np0")] == 4096
     assert samples(text, "fabricmon_netdev_mtu_bytes")[lab(device="mlx5_0", netdev="ens1f0np0")] == 9000
-    assert samples(text, "fabricmon_netdev_speed_bits_per_second")[lab(device="mlx5_1", netdev="ens2f0np0")] == 4e11
+    assert samples(text, "fabricmon_netdev_speed_bytes_per_second")[lab(device="mlx5_1", netdev="ens2f0np0")] == 5e+10
     assert samples(text, "fabricmon_roce_cnp_sent_total")[lab(device="mlx5_0", netdev="ens1f0np0")] == 345678
     assert samples(text, "fabricmon_roce_cnp_handled_total")[lab(device="mlx5_0", netdev="ens1f0np0")] == 334455
     assert samples(text, "fabricmon_roce_cnp_ignored_total")[lab(device="mlx5_0", netdev="ens1f0np0")] == 0
@@ -288,7 +288,7 @@ def test_once_replay_as_a_subprocess():
 
 def test_collector_snapshot_extra():
     snap = snapshot("dgx-h100")
-    aff = snap.extra["affinity"]
+    aff = snap.gpu.affinity
     assert aff.assigned == {i: f"mlx5_{i}" for i in range(8)}
-    assert snap.extra["roce"] == []
-    assert snap.extra["gpudirect"].methods == {"peermem": True, "nv_peer_mem": False, "dmabuf": False}
+    assert snap.roce.views == []
+    assert snap.gpu.gpudirect.methods == {"peermem": True, "nv_peer_mem": False, "dmabuf": False}

@@ -8,13 +8,14 @@ from pathlib import Path
 
 import pytest
 
-from fabricmon.collector import Collector
+from fabricmon.pipeline import Pipeline
 from fabricmon.config import from_dict
-from fabricmon.hostio import LiveIO
-from fabricmon.runner import CommandResult
+from fabricmon.host import LiveIO
+from fabricmon.host.runner import CommandResult
 from fabricmon.sources.ethtool import EthtoolSource
 from fabricmon.sources.mlnx_qos import MlnxQosSource
-from fabricmon.sources.targets import RoceTarget
+from fabricmon.model.roce import RoceTarget
+from helpers import roce_inputs, run_inputs
 
 CAPTURES = Path(__file__).resolve().parents[2] / "shared" / "captures"
 pytestmark = pytest.mark.skipif(not CAPTURES.is_dir(),
@@ -31,7 +32,7 @@ class OneCommand:
 
 @pytest.mark.parametrize("path", sorted(CAPTURES.glob("mlnx_qos/*")) if CAPTURES.is_dir() else [])
 def test_mlnx_qos_captures(path):
-    out = MlnxQosSource(from_dict({})).collect(OneCommand(path.read_text()), [RoceTarget("mlx5_0", 1, "eth2")])
+    out = MlnxQosSource(from_dict({})).collect(OneCommand(path.read_text()), roce_inputs([RoceTarget("mlx5_0", 1, "eth2")]))
     assert not out.errors, out.errors
     q = out.data.netdevs["eth2"].qos
     assert q.trust in ("pcp", "dscp") and len(q.pfc_enabled) == 8 and q.traffic_classes
@@ -39,7 +40,7 @@ def test_mlnx_qos_captures(path):
 
 def test_ethtool_capture():
     text = (CAPTURES / "ethtool" / "prometheus-node_exporter__eth0_statistics").read_text()
-    out = EthtoolSource(from_dict({})).collect(OneCommand(text), [RoceTarget("x", 1, "eth0")])
+    out = EthtoolSource(from_dict({})).collect(OneCommand(text), roce_inputs([RoceTarget("x", 1, "eth0")]))
     assert not out.errors and out.data.netdevs["eth0"].count > 5
 
 
@@ -50,16 +51,16 @@ def test_real_h100_sysfs_roce_bond(tmp_path):
     os.symlink(CAPTURES / "sysfs" / "leptonai-gpud__sys-class-infiniband-h100.0", tmp_path / "class" / "infiniband")
     cfg = from_dict({"paths": {"sysfs": str(tmp_path), "procfs": str(tmp_path)},
                      "sources": {n: {"enabled": False} for n in ("ibstat", "perfquery", "iblinkinfo", "gpu")}})
-    col = Collector(cfg, LiveIO(cfg.sysfs, cfg.procfs))
+    col = Pipeline(cfg, LiveIO(cfg.sysfs, cfg.procfs))
     try:
-        snap = col.poll()
+        snap = col.collect()
     finally:
         col.close()
-    views = snap.extra["roce"]
+    views = snap.roce.views
     assert [(v.target.device, v.target.netdev) for v in views] == [("mlx5_bond_0", "")]
     assert "out_of_sequence" in views[0].hw
     for name in ("mlnx_qos", "ethtool", "netdev", "gpudirect"):
         assert not snap.sources[name].active_errors, name
     pfc = [f for f in snap.findings if f.check == "roce_pfc"]
     assert len(pfc) == 1 and "netdev is unknown" in pfc[0].message
-    assert not snap.extra["affinity"].findings          # no GPUs here
+    assert not snap.gpu.affinity.findings          # no GPUs here

@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from fabricmon.sim import (
+from fabricmon.sim.fabric import (
     DEMO_PARAMS,
     UMAD2SIM,
     SimCommandError,

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from fabricmon.sim import fat_tree_netfile
+from fabricmon.sim.fabric import fat_tree_netfile
 
 _SOAK = Path(__file__).resolve().parents[1] / "bench" / "soak.py"
 _spec = importlib.util.spec_from_file_location("fabricmon_bench_soak", _SOAK)

@@ -24,7 +24,7 @@ from fabricmon.checks import OK, WARNING, Finding
 from fabricmon.parsers.errors import ParseError
 from fabricmon.parsers.nccl_env import NcclHcaSpec, parse_nccl_ib_hca
 from fabricmon.parsers.pci_topology import PATH_CLASSES, classify_path, gpudirect_capable, pci_chain, rank
-from fabricmon.sources.gpu import GpuData, GpuInfo
+from fabricmon.model.gpu import GpuData, GpuInfo
 
 AFFINITY = "gpu_nic_affinity"
 SHARING = "gpu_nic_sharing"

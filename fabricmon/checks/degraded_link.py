@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from fabricmon import ibspec
 from fabricmon.checks import OK, Finding
 from fabricmon.config import Config, ExpectedLink
-from fabricmon.model import PortView
+from fabricmon.model.ports import PortView
 
 CHECK = "degraded_link"
 REASONS = ("down", "width", "speed")

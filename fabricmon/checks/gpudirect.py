@@ -13,8 +13,7 @@ from dataclasses import dataclass, field
 
 from fabricmon.checks import CRITICAL, OK, Finding
 from fabricmon.parsers.proc_modules import dmabuf_supported
-from fabricmon.sources.gpu import GpuData
-from fabricmon.sources.gpudirect import GpudirectFacts
+from fabricmon.model.gpu import GpuData, GpudirectFacts
 
 CHECK = "gpudirect_rdma"
 METHODS = ("peermem", "nv_peer_mem", "dmabuf")

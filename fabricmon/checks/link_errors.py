@@ -10,8 +10,8 @@ from __future__ import annotations
 from fabricmon import ibspec
 from fabricmon.checks import OK, WARNING, CRITICAL, Finding
 from fabricmon.config import COUNTER_CHECKS, Config
-from fabricmon.history import CounterHistory
-from fabricmon.model import PortView
+from fabricmon.model.history import CounterHistory
+from fabricmon.model.ports import PortView
 
 SATURATION_CHECK = "counter_saturation"
 

@@ -16,15 +16,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from dataclasses import dataclass, field
-
 from fabricmon.checks import CRITICAL, OK, WARNING, Finding
 from fabricmon.config import Config
-from fabricmon.history import CounterHistory
-from fabricmon.sources.ethtool import NetdevStats
-from fabricmon.sources.mlnx_qos import QosResult
-from fabricmon.sources.netdev import NetdevInfo
-from fabricmon.sources.targets import RoceTarget
+from fabricmon.model.history import CounterHistory
+from fabricmon.model.roce import HW_LOSS, ROCE_HEADER_BYTES, RoceTarget, RoceView, eth_key, ethtool_counters, hw_key
 
 PFC = "roce_pfc"
 PFC_LOSSY = "roce_pfc_lossy"
@@ -37,39 +32,7 @@ DROPS = "roce_lossless_drops"
 CNP_IGNORED = "roce_cnp_ignored"
 CHECKS = (PFC, PFC_LOSSY, TRUST, MTU, PAUSE_RATE, PAUSE_DURATION, PAUSE_STORM, DROPS, CNP_IGNORED)
 
-# hw_counters sampled into the history (rates) and exported (the congestion ones).
-HW_TRACKED = ("np_cnp_sent", "np_ecn_marked_roce_packets", "rp_cnp_handled", "rp_cnp_ignored",
-              "out_of_sequence", "packet_seq_err", "local_ack_timeout_err", "req_transport_retries_exceeded")
-HW_LOSS = ("out_of_sequence", "local_ack_timeout_err")
 
-# IB headers the kernel takes off the netdev MTU to get the RoCE MTU (iboe_get_mtu():
-# GRH 40 + UDP 8 + BTH 12 + XRC ext 4 + AtomicETH 28 + ICRC 4).
-ROCE_HEADER_BYTES = 96
-IB_MTUS = (4096, 2048, 1024, 512, 256)
-
-
-def roce_mtu(netdev_mtu: int | None) -> int | None:
-    """Active RoCE (IB) MTU the kernel derives from a netdev MTU (9000 -> 4096, 1500 -> 1024)."""
-    if netdev_mtu is None:
-        return None
-    room = netdev_mtu - ROCE_HEADER_BYTES
-    return next((m for m in IB_MTUS if room >= m), 0)
-
-
-@dataclass(slots=True)
-class RoceView:
-    """Everything known about one RoCE netdev, merged from the sources."""
-    target: RoceTarget
-    qos: QosResult | None = None
-    qos_note: str = ""                 # why qos is None: "not installed", "failed", "disabled"
-    stats: NetdevStats | None = None
-    stats_note: str = ""
-    netdev: NetdevInfo | None = None
-    hw: dict[str, int] = field(default_factory=dict)
-
-    @property
-    def roce_mtu(self) -> int | None:
-        return roce_mtu(self.netdev.mtu if self.netdev else None)
 
 
 def _fmt_window(seconds: float) -> str:
@@ -78,48 +41,6 @@ def _fmt_window(seconds: float) -> str:
     if seconds >= 60:
         return f"{seconds / 60:.0f}m"
     return f"{seconds:.0f}s"
-
-
-def eth_key(t: RoceTarget, name: str) -> tuple[str, int, str]:
-    return (t.device, t.port, f"ethtool:{t.netdev}:{name}")
-
-
-def hw_key(t: RoceTarget, name: str) -> tuple[str, int, str]:
-    return (t.device, t.port, f"hw:{name}")
-
-
-def ethtool_counters(stats: NetdevStats | None) -> dict[str, int]:
-    """The curated ethtool counters under their ethtool names."""
-    if stats is None or stats.stats is None:
-        return {}
-    s = stats.stats
-    out: dict[str, int] = {}
-    for (prio, d), v in s.pause.items():
-        out[f"{d}_prio{prio}_pause"] = v
-    for (prio, d), v in s.pause_duration_us.items():
-        out[f"{d}_prio{prio}_pause_duration"] = v
-    for (prio, d), v in s.pause_transitions.items():
-        out[f"{d}_prio{prio}_pause_transition"] = v
-    for level, v in s.pause_storm.items():
-        out[f"tx_pause_storm_{level}_events"] = v
-    out.update(s.errors)
-    return out
-
-
-def record(views: list[RoceView], history: CounterHistory, t_ethtool: float | None, t_hw: float | None) -> None:
-    """Add the views' counters to the history (a repeated timestamp is ignored by the history)."""
-    for v in views:
-        if t_ethtool is not None:
-            for name, value in ethtool_counters(v.stats).items():
-                key = eth_key(v.target, name)
-                history.note_reset(key, value)
-                history.add(key, t_ethtool, value)
-        if t_hw is not None:
-            for name in HW_TRACKED:
-                if name in v.hw:
-                    key = hw_key(v.target, name)
-                    history.note_reset(key, v.hw[name])
-                    history.add(key, t_hw, v.hw[name])
 
 
 def _pfc_vector(lossless: tuple[int, ...]) -> str:

@@ -108,3 +108,15 @@ def curate_roce_stats(stats: dict[str, int]) -> RoceNetdevStats:
         pause_storm=storm,
         errors=errors,
     )
+
+
+@dataclass(slots=True)
+class NetdevStats:
+    stats: RoceNetdevStats | None      # None when the driver has no statistics
+    count: int = 0                     # how many statistics ethtool printed (not exported)
+
+
+@dataclass(slots=True)
+class EthtoolData:
+    netdevs: dict[str, NetdevStats] = field(default_factory=dict)
+    tool_missing: bool = False

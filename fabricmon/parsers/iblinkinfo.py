@@ -11,7 +11,7 @@ that is up but whose peer was not discovered ends in `"Port not available"`.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from fabricmon.ibspec import generation, generation_from_signal, parse_width, phys_state_id, state_id
 from fabricmon.parsers.errors import ParseError
@@ -105,3 +105,9 @@ def parse_iblinkinfo(text: str) -> list[LinkInfo]:
         first = next((ln for ln in text.splitlines() if ln.strip()), "empty output")
         raise ParseError(f"no iblinkinfo port line found ({first.strip()[:160]})")
     return links
+
+
+@dataclass(slots=True)
+class LinkData:
+    """iblinkinfo's view of each local (device, port) link."""
+    links: dict[tuple[str, int], LinkInfo] = field(default_factory=dict)

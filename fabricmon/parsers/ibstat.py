@@ -125,3 +125,9 @@ def parse_ibstat(text: str) -> IbstatResult:
         detail = errors[-1] if errors else (text.strip()[:120] or "empty output")
         raise ParseError(f"no 'CA' block in ibstat output ({detail})")
     return IbstatResult(cas=cas, errors=errors)
+
+
+@dataclass(slots=True)
+class IbstatData:
+    """The adapters `ibstat` listed (partial output before an ibpanic included)."""
+    cas: list[IbstatCa] = field(default_factory=list)

@@ -10,7 +10,7 @@ a missing PFC ``buffer`` row, and stray warning lines.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from fabricmon.parsers.errors import ParseError
 
@@ -185,3 +185,15 @@ def parse_mlnx_qos(text: str) -> QosConfig:
         default_priority=default_priority,
         buffer_total_size=buffer_total,
     )
+
+
+@dataclass(slots=True)
+class QosResult:
+    qos: QosConfig | None          # None when the netdev has no DCB
+    dcb_supported: bool = True
+
+
+@dataclass(slots=True)
+class MlnxQosData:
+    netdevs: dict[str, QosResult] = field(default_factory=dict)
+    tool_missing: bool = False     # enabled: auto and mlnx_qos is not installed

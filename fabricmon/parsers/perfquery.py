@@ -58,3 +58,15 @@ def parse_perfquery(text: str) -> list[PerfqueryBlock]:
         first = next((ln for ln in text.splitlines() if ln.strip()), "empty output")
         raise ParseError(f"no perfquery counter block found ({first.strip()[:160]})")
     return blocks
+
+
+@dataclass(slots=True)
+class PortCounterSet:
+    counters: dict[str, int] = field(default_factory=dict)     # canonical name -> raw
+    bits: dict[str, int] = field(default_factory=dict)         # canonical name -> width
+
+
+@dataclass(slots=True)
+class PerfqueryData:
+    """PortCounters (+ PortCountersExtended) of each local (device, port)."""
+    ports: dict[tuple[str, int], PortCounterSet] = field(default_factory=dict)

@@ -9,41 +9,23 @@ failure. With `enabled: auto` (the default) a missing ethtool is not an error.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
-from fabricmon.config import Config
-from fabricmon.hostio import HostIO
+from fabricmon.host.io import HostIO
+from fabricmon.model.roce import roce_targets
 from fabricmon.parsers.errors import ParseError
-from fabricmon.parsers.ethtool import RoceNetdevStats, curate_roce_stats, parse_ethtool_stats
-from fabricmon.sources import SourceOutput, command_error, run_per_name
-from fabricmon.sources.targets import RoceTarget
+from fabricmon.parsers.ethtool import EthtoolData, NetdevStats, curate_roce_stats, parse_ethtool_stats
+from fabricmon.pipeline.source import INVENTORY, Inputs, Source, SourceOutput, command_error, register, run_per_name
 
 NO_STATS = "no stats available"
 
 
-@dataclass(slots=True)
-class NetdevStats:
-    stats: RoceNetdevStats | None      # None when the driver has no statistics
-    count: int = 0                     # how many statistics ethtool printed (not exported)
-
-
-@dataclass(slots=True)
-class EthtoolData:
-    netdevs: dict[str, NetdevStats] = field(default_factory=dict)
-    tool_missing: bool = False
-
-
-class EthtoolSource:
-    name = "ethtool"
-
-    def __init__(self, config: Config):
-        self.config = config
-        self.sc = config.sources["ethtool"]
-
-    def collect(self, io: HostIO, targets: list[RoceTarget]) -> SourceOutput:
+@register("ethtool", enabled="auto", interval=15.0, timeout=10.0, command=("ethtool",), needs=(INVENTORY,),
+          concurrency=4, records=EthtoolData)
+class EthtoolSource(Source):
+    def collect(self, io: HostIO, inputs: Inputs) -> SourceOutput:
         out = SourceOutput()
         data = EthtoolData()
-        run = run_per_name(io, self.sc, out, sorted({t.netdev for t in targets if t.netdev}),
+        targets = roce_targets(inputs.inventory.devices, inputs.inventory.ports)
+        run = run_per_name(io, self, inputs, out, sorted({t.netdev for t in targets if t.netdev}),
                            lambda nd: ["-S", nd])
         data.tool_missing = run.tool_missing
         for nd, res in run.results:

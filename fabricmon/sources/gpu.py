@@ -12,49 +12,26 @@ from __future__ import annotations
 
 import errno
 import threading
-from dataclasses import dataclass, field
 from typing import Any
 
-from fabricmon.config import Config
-from fabricmon.hostio import HostIO
+from fabricmon.host.io import HostIO
+from fabricmon.host.nvml import NvmlUnavailable
+from fabricmon.model.gpu import GpuData, GpuInfo
 from fabricmon.parsers.errors import ParseError
 from fabricmon.parsers.nccl_env import parse_env_file
 from fabricmon.parsers.pci_topology import normalize_bus_id, parse_numa_node
-from fabricmon.sources import SourceOutput
-from fabricmon.sources.nvml import NvmlUnavailable
+from fabricmon.pipeline.source import Inputs, Source, SourceOutput, register
 
 
-@dataclass(slots=True)
-class GpuInfo:
-    index: int
-    uuid: str
-    bus_id: str                  # sysfs form, 0000:19:00.0
-    pci_path: str | None         # /sys/devices/pci0000:18/.../0000:1b:00.0
-    numa_node: int | None        # None: unknown (sysfs -1)
-
-
-@dataclass(slots=True)
-class GpuData:
-    gpus: list[GpuInfo] = field(default_factory=list)
-    nvml_available: bool = False
-    driver_version: str | None = None
-    nccl_env_file: str | None = None
-    nccl_env: dict[str, str] | None = None       # None: not configured or not readable
-
-
-class GpuSource:
-    name = "gpu"
-
-    def __init__(self, config: Config):
-        self.config = config
-        self.sc = config.sources["gpu"]
+@register("gpu", enabled="auto", interval=60.0, timeout=10.0, records=GpuData)
+class GpuSource(Source):
+    def __init__(self, config, sc=None):
+        super().__init__(config, sc)
         self._hung: threading.Thread | None = None
 
-    def _query(self, io: HostIO) -> tuple[list[dict[str, Any]] | None, BaseException | None]:
+    def _query(self, io: HostIO, timeout: float) -> tuple[list[dict[str, Any]] | None, BaseException | None]:
         """Call io.nvml_gpus() in a helper thread, bounded by the source timeout."""
-        fn = getattr(io, "nvml_gpus", None)
-        if fn is None:
-            return None, NvmlUnavailable("this HostIO has no NVML")
+        fn = io.nvml_gpus
         if self._hung is not None and self._hung.is_alive():
             return None, TimeoutError("a previous NVML query is still hanging")
         box: dict[str, Any] = {}
@@ -66,16 +43,16 @@ class GpuSource:
                 box["exc"] = exc
         t = threading.Thread(target=run, name="fabricmon-nvml", daemon=True)
         t.start()
-        t.join(self.sc.timeout)
+        t.join(timeout)
         if t.is_alive():
             self._hung = t
-            return None, TimeoutError(f"NVML query timed out after {self.sc.timeout:g}s")
+            return None, TimeoutError(f"NVML query timed out after {timeout:g}s")
         return box.get("gpus"), box.get("exc")
 
-    def collect(self, io: HostIO) -> SourceOutput:
+    def collect(self, io: HostIO, inputs: Inputs) -> SourceOutput:
         out = SourceOutput()
         data = GpuData()
-        gpus, exc = self._query(io)
+        gpus, exc = self._query(io, inputs.remaining(self.sc.timeout))
         nvml_failed = exc is not None and not (isinstance(exc, NvmlUnavailable) and self.sc.enabled is not True)
         if isinstance(exc, NvmlUnavailable):
             if self.sc.enabled is True:
@@ -123,11 +100,7 @@ class GpuSource:
         if not path:
             return
         data.nccl_env_file = path
-        reader = getattr(io, "read_host_file", None)
-        if reader is None:
-            out.error("read", f"{path}: this HostIO cannot read host files")
-            return
         try:
-            data.nccl_env = parse_env_file(reader(path))
+            data.nccl_env = parse_env_file(io.read_host_file(path))
         except OSError as exc:
             out.error("read", f"gpu.nccl_env_file {path}: {exc.strerror or exc}")

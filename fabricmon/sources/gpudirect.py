@@ -13,53 +13,21 @@ Absent files are facts ("not loaded"), never errors: only files that exist and c
 from __future__ import annotations
 
 import errno
-from dataclasses import dataclass
 
-from fabricmon.config import Config
-from fabricmon.hostio import HostIO
+from fabricmon.host.io import HostIO
+from fabricmon.model.gpu import GpudirectFacts
 from fabricmon.parsers.errors import ParseError
 from fabricmon.parsers.proc_modules import (
-    ModuleInfo, is_open_kernel_module, parse_kernel_release, parse_nvidia_driver_version,
+    is_open_kernel_module, parse_kernel_release, parse_nvidia_driver_version,
     parse_proc_modules,
 )
-from fabricmon.sources import SourceOutput
+from fabricmon.pipeline.source import Inputs, Source, SourceOutput, register
 
 _ABSENT = (errno.ENOENT, errno.ENOTDIR, errno.ENODEV)
 
 
-@dataclass(slots=True)
-class GpudirectFacts:
-    modules: dict[str, ModuleInfo] | None = None   # None: /proc/modules not available
-    peermem_sysfs: bool = False                    # /sys/module/nvidia_peermem is live
-    nv_mem_version: str | None = None              # legacy nv_peer_mem's version, when loaded
-    kernel_release: str | None = None
-    kernel: tuple[int, int] | None = None
-    driver_version: str | None = None
-    open_module: bool | None = None                # None: flavour unknown
-    nvidia_sysfs: bool = False                     # /sys/module/nvidia exists (driver loaded)
-
-    def module_live(self, name: str) -> bool:
-        m = (self.modules or {}).get(name)
-        return m is not None and m.state == "Live"
-
-    @property
-    def peermem(self) -> bool:
-        return self.module_live("nvidia_peermem") or self.peermem_sysfs
-
-    @property
-    def nv_peer_mem(self) -> bool:
-        return self.nv_mem_version is not None or self.module_live("nv_peer_mem")
-
-    @property
-    def nvidia_loaded(self) -> bool:
-        return self.module_live("nvidia") or self.nvidia_sysfs or self.driver_version is not None
-
-
-class GpudirectSource:
-    name = "gpudirect"
-
-    def __init__(self, config: Config):
-        self.config = config
+@register("gpudirect", enabled=True, interval=60.0, timeout=5.0, records=GpudirectFacts)
+class GpudirectSource(Source):
 
     @staticmethod
     def _read(io: HostIO, root: str, rel: str, out: SourceOutput) -> str | None:
@@ -71,7 +39,7 @@ class GpudirectSource:
                 out.error("read", f"{prefix}/{rel}: {exc.strerror or exc}")
             return None
 
-    def collect(self, io: HostIO) -> SourceOutput:
+    def collect(self, io: HostIO, inputs: Inputs) -> SourceOutput:
         out = SourceOutput()
         f = GpudirectFacts()
         text = self._read(io, "procfs", "modules", out)

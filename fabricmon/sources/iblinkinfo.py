@@ -1,32 +1,30 @@
 """iblinkinfo source, restricted to the node's own links (`-D 0`: the local CA only; a
-fabric-wide sweep from every node would be O(N^2) MADs and belongs to the fabric collector)."""
+fabric-wide sweep from every node would be O(N^2) MADs and belongs to the fabric collector).
+Ports are queried concurrently (bounded) under one deadline for the whole run."""
 
 from __future__ import annotations
 
-from fabricmon.config import Config, safe_arg
-from fabricmon.hostio import HostIO
+from fabricmon.host.io import HostIO
 from fabricmon.parsers.errors import ParseError
-from fabricmon.parsers.iblinkinfo import LinkInfo, parse_iblinkinfo
-from fabricmon.sources import SourceOutput, command_error
+from fabricmon.parsers.iblinkinfo import LinkData, parse_iblinkinfo
+from fabricmon.pipeline.source import INVENTORY, Inputs, Source, SourceOutput, command_error, register, run_per_name
 
 
-class IblinkinfoSource:
-    name = "iblinkinfo"
-
-    def __init__(self, config: Config):
-        self.config = config
-        self.sc = config.sources["iblinkinfo"]
-
-    def collect(self, io: HostIO, ports: list[tuple[str, int]]) -> SourceOutput:
+@register("iblinkinfo", enabled=True, interval=60.0, timeout=10.0, command=("iblinkinfo",),
+          needs=(INVENTORY,), concurrency=4, records=LinkData)
+class IblinkinfoSource(Source):
+    def collect(self, io: HostIO, inputs: Inputs) -> SourceOutput:
         out = SourceOutput()
-        data: dict[tuple[str, int], LinkInfo] = {}
-        for dev, port in ports:
-            try:
-                argv = [*self.sc.command, "-C", safe_arg(dev), "-P", str(int(port)), "-D", "0"]
-            except ValueError as exc:
-                out.error("parse", str(exc))
-                continue
-            res = io.run(argv, self.sc.timeout)
+        ports = inputs.inventory.ib_ports()
+
+        def args(name: str) -> list[str]:
+            dev, _, port = name.rpartition(":")
+            return ["-C", dev, "-P", str(int(port)), "-D", "0"]
+        run = run_per_name(io, self, inputs, out, [f"{d}:{p}" for d, p in ports], args)
+        data = LinkData()
+        for name, res in run.results:
+            dev, _, p = name.rpartition(":")
+            port = int(p)
             err = command_error(res)
             if err:
                 out.error(*err)
@@ -34,13 +32,13 @@ class IblinkinfoSource:
             try:
                 links = parse_iblinkinfo(res.stdout)
             except ParseError as exc:
-                out.error("parse", f"{' '.join(argv)}: {exc}")
+                out.error("parse", f"{' '.join(res.argv)}: {exc}")
                 continue
             match = next((ln for ln in links if ln.port == port), None)
             if match is None:
-                out.error("parse", f"{' '.join(argv)}: no line for port {port}")
+                out.error("parse", f"{' '.join(res.argv)}: no line for port {port}")
                 continue
-            data[(dev, port)] = match
-        if data or not ports:
+            data.links[(dev, port)] = match
+        if data.links or not ports or run.tool_missing:
             out.data = data
         return out

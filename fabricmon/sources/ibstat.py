@@ -3,23 +3,17 @@ sysfs has none, as under the simulator). Partial output before an `ibpanic:` is 
 
 from __future__ import annotations
 
-from fabricmon.config import Config
-from fabricmon.hostio import HostIO
+from fabricmon.host.io import HostIO
 from fabricmon.parsers.errors import ParseError
-from fabricmon.parsers.ibstat import parse_ibstat
-from fabricmon.sources import SourceOutput, command_error
+from fabricmon.parsers.ibstat import IbstatData, parse_ibstat
+from fabricmon.pipeline.source import Inputs, Source, SourceOutput, command_error, register
 
 
-class IbstatSource:
-    name = "ibstat"
-
-    def __init__(self, config: Config):
-        self.config = config
-        self.sc = config.sources["ibstat"]
-
-    def collect(self, io: HostIO) -> SourceOutput:
+@register("ibstat", enabled=True, interval=60.0, timeout=10.0, command=("ibstat",), provides_inventory=True, records=IbstatData)
+class IbstatSource(Source):
+    def collect(self, io: HostIO, inputs: Inputs) -> SourceOutput:
         out = SourceOutput()
-        res = io.run(self.sc.command, self.sc.timeout)
+        res = io.run(self.sc.command, inputs.remaining(self.sc.timeout))
         err = command_error(res)
         if err:
             out.error(*err)
@@ -29,7 +23,7 @@ class IbstatSource:
             except ParseError as exc:
                 out.error("parse", f"{' '.join(res.argv)}: {exc}")
             else:
-                out.data = [ca for ca in parsed.cas if not self.config.device_excluded(ca.name)]
+                out.data = IbstatData([ca for ca in parsed.cas if not self.config.device_excluded(ca.name)])
                 for ca in parsed.cas:
                     want = ca.num_ports or 1
                     if len(ca.ports) < want:

@@ -9,39 +9,21 @@ that they could not look.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
-from fabricmon.config import Config
-from fabricmon.hostio import HostIO
+from fabricmon.host.io import HostIO
+from fabricmon.model.roce import roce_targets
 from fabricmon.parsers.errors import ParseError
-from fabricmon.parsers.mlnx_qos import QosConfig, is_dcb_unsupported, parse_mlnx_qos
-from fabricmon.sources import SourceOutput, command_error, run_per_name
-from fabricmon.sources.targets import RoceTarget
+from fabricmon.parsers.mlnx_qos import MlnxQosData, QosResult, is_dcb_unsupported, parse_mlnx_qos
+from fabricmon.pipeline.source import INVENTORY, Inputs, Source, SourceOutput, command_error, register, run_per_name
 
 
-@dataclass(slots=True)
-class QosResult:
-    qos: QosConfig | None          # None when the netdev has no DCB
-    dcb_supported: bool = True
-
-
-@dataclass(slots=True)
-class MlnxQosData:
-    netdevs: dict[str, QosResult] = field(default_factory=dict)
-    tool_missing: bool = False     # enabled: auto and mlnx_qos is not installed
-
-
-class MlnxQosSource:
-    name = "mlnx_qos"
-
-    def __init__(self, config: Config):
-        self.config = config
-        self.sc = config.sources["mlnx_qos"]
-
-    def collect(self, io: HostIO, targets: list[RoceTarget]) -> SourceOutput:
+@register("mlnx_qos", enabled="auto", interval=60.0, timeout=10.0, command=("mlnx_qos",), needs=(INVENTORY,),
+          concurrency=4, records=MlnxQosData)
+class MlnxQosSource(Source):
+    def collect(self, io: HostIO, inputs: Inputs) -> SourceOutput:
         out = SourceOutput()
         data = MlnxQosData()
-        run = run_per_name(io, self.sc, out, sorted({t.netdev for t in targets if t.netdev}),
+        targets = roce_targets(inputs.inventory.devices, inputs.inventory.ports)
+        run = run_per_name(io, self, inputs, out, sorted({t.netdev for t in targets if t.netdev}),
                            lambda nd: ["-i", nd])
         data.tool_missing = run.tool_missing
         for nd, res in run.results:

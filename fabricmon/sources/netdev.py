@@ -8,34 +8,17 @@ A netdev that vanished between discovery and reading (ENOENT) costs only its own
 from __future__ import annotations
 
 import errno
-from dataclasses import dataclass, field
 
-from fabricmon.config import Config
-from fabricmon.hostio import HostIO
-from fabricmon.sources import SourceOutput
-from fabricmon.sources.targets import RoceTarget
+from fabricmon.host.io import HostIO
+from fabricmon.model.roce import NetdevData, NetdevInfo, roce_targets
+from fabricmon.pipeline.source import INVENTORY, Inputs, Source, SourceOutput, register
 
 # Errors that mean "no value now" rather than "cannot read": absent file, link down, no such device.
 _QUIET = (errno.ENOENT, errno.EINVAL, errno.ENODEV, errno.EOPNOTSUPP)
 
 
-@dataclass(slots=True)
-class NetdevInfo:
-    mtu: int | None = None
-    speed_mbps: int | None = None       # None when the link is down or the driver does not say
-    operstate: str | None = None        # "up", "down", "lowerlayerdown", ...
-
-
-@dataclass(slots=True)
-class NetdevData:
-    netdevs: dict[str, NetdevInfo] = field(default_factory=dict)
-
-
-class NetdevSource:
-    name = "netdev"
-
-    def __init__(self, config: Config):
-        self.config = config
+@register("netdev", enabled=True, interval=60.0, timeout=5.0, needs=(INVENTORY,), records=NetdevData)
+class NetdevSource(Source):
 
     def _read(self, io: HostIO, rel: str, out: SourceOutput) -> str | None:
         try:
@@ -54,9 +37,10 @@ class NetdevSource:
             out.error("parse", f"/sys/{rel}: not an integer: {text[:40]!r}")
             return None
 
-    def collect(self, io: HostIO, targets: list[RoceTarget]) -> SourceOutput:
+    def collect(self, io: HostIO, inputs: Inputs) -> SourceOutput:
         out = SourceOutput()
         data = NetdevData()
+        targets = roce_targets(inputs.inventory.devices, inputs.inventory.ports)
         for nd in sorted({t.netdev for t in targets if t.netdev}):
             if "/" in nd or nd in (".", ".."):
                 out.error("parse", f"refusing netdev name {nd!r}")

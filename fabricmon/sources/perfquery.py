@@ -1,52 +1,51 @@
 """perfquery source: PortCounters (errors, 32-bit) and PortCountersExtended (`-x`, 64-bit data)
-of the node's own ports. Never resets counters (no -r/-R): that would destroy them for every
-other monitor on the fabric."""
+of the node's own InfiniBand ports, queried concurrently (bounded) under one deadline for the
+whole run. Never resets counters (no -r/-R): that would destroy them for every other monitor
+on the fabric. With `enabled: auto` only ports without sysfs counters are queried."""
 
 from __future__ import annotations
 
-from fabricmon.config import Config, safe_arg
-from fabricmon.hostio import HostIO
+from fabricmon.host.io import HostIO
 from fabricmon.parsers.errors import ParseError
-from fabricmon.parsers.perfquery import parse_perfquery
-from fabricmon.sources import SourceOutput, command_error
+from fabricmon.parsers.perfquery import PerfqueryData, PortCounterSet, parse_perfquery
+from fabricmon.pipeline.source import INVENTORY, Inputs, Source, SourceOutput, command_error, register, run_per_name
 
 
-class PerfquerySource:
-    name = "perfquery"
+def _split(key: str) -> tuple[str, int]:
+    dev, _, port = key.rpartition(":")
+    return dev, int(port)
 
-    def __init__(self, config: Config):
-        self.config = config
-        self.sc = config.sources["perfquery"]
 
-    def collect(self, io: HostIO, ports: list[tuple[str, int]]) -> SourceOutput:
-        """ports: the (device, port) pairs to query (InfiniBand ports only)."""
+@register("perfquery", enabled="auto", interval=15.0, timeout=10.0, command=("perfquery",),
+          needs=(INVENTORY,), concurrency=4, records=PerfqueryData)
+class PerfquerySource(Source):
+    def collect(self, io: HostIO, inputs: Inputs) -> SourceOutput:
         out = SourceOutput()
-        data: dict[tuple[str, int], tuple[dict[str, int], dict[str, int]]] = {}
-        for dev, port in ports:
-            try:
-                args = ["-C", safe_arg(dev), "-P", str(int(port))]
-            except ValueError as exc:
-                out.error("parse", str(exc))
+        skip_sysfs = self.sc.enabled == "auto"
+        keys = [f"{dev}:{port}" for (dev, port) in inputs.inventory.ib_ports(without_sysfs_counters=skip_sysfs)]
+        # Two queries per port (PortCounters, then -x): both in flight at once, one deadline.
+        names = [f"{k}:{x}" for k in keys for x in ("basic", "x")]
+
+        def args(name: str) -> list[str]:
+            dev, _, rest = name.partition(":")
+            port, _, kind = rest.partition(":")
+            return [*(["-x"] if kind == "x" else []), "-C", dev, "-P", str(int(port))]
+        run = run_per_name(io, self, inputs, out, names, args)
+        data = PerfqueryData()
+        for name, res in run.results:          # in name order: "basic" before "x" for each port
+            err = command_error(res)
+            if err:
+                out.error(*err)
                 continue
-            counters: dict[str, int] = {}
-            bits: dict[str, int] = {}
-            for extra in ([], ["-x"]):
-                argv = [*self.sc.command, *extra, *args]
-                res = io.run(argv, self.sc.timeout)
-                err = command_error(res)
-                if err:
-                    out.error(*err)
-                    continue
-                try:
-                    blocks = parse_perfquery(res.stdout)
-                except ParseError as exc:
-                    out.error("parse", f"{' '.join(argv)}: {exc}")
-                    continue
-                b = blocks[0]
-                counters.update(b.counters)     # -x runs second: 64-bit data counters win
-                bits.update(b.bits)
-            if counters:
-                data[(dev, port)] = (counters, bits)
-        if data or not ports:
+            try:
+                blocks = parse_perfquery(res.stdout)
+            except ParseError as exc:
+                out.error("parse", f"{' '.join(res.argv)}: {exc}")
+                continue
+            key = _split(name.rsplit(":", 1)[0])
+            cs = data.ports.setdefault(key, PortCounterSet())
+            cs.counters.update(blocks[0].counters)     # -x comes second: 64-bit data counters win
+            cs.bits.update(blocks[0].bits)
+        if data.ports or not keys or run.tool_missing:
             out.data = data
         return out

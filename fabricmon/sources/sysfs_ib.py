@@ -1,21 +1,25 @@
-"""sysfs source: /sys/class/infiniband/<dev>/{hca_type,fw_ver,...}/ports/<n>/{state,rate,counters/,hw_counters/}.
+"""sysfs source: /sys/class/infiniband/<dev>/{hca_type,fw_ver,...}/ports/<n>/{state,rate,counters/,
+counters_ext/,hw_counters/}.
 
 Reading sysfs cannot hang, but any single file may fail (EINVAL, EACCES, vanished between
-listing and reading) or read `N/A (no PMA)`: that costs only that value.
+listing and reading) or read `N/A (no PMA)`: that costs only that value. mlx4's 64-bit
+`counters_ext/` replaces a 32-bit data or packet counter of `counters/` that is saturated or
+absent.
 """
 
 from __future__ import annotations
 
 import errno
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
-from fabricmon.config import Config
-from fabricmon.hostio import HostIO
-from fabricmon.ibspec import COUNTER_BY_SYSFS
+from fabricmon.host.io import HostIO
+from fabricmon.ibspec import COUNTER_BY_NAME, COUNTER_BY_SYSFS, COUNTER_BY_SYSFS_EXT
 from fabricmon.parsers.errors import ParseError
-from fabricmon.parsers.sysfs_ib import parse_counter, parse_enum, parse_rate, port_guid_from_gid
-from fabricmon.sources import SourceOutput
+from fabricmon.parsers.sysfs_ib import (
+    SysfsData, SysfsDevice, SysfsPort, parse_counter, parse_enum, parse_rate, port_guid_from_gid,
+)
+from fabricmon.pipeline.source import Inputs, Source, SourceOutput, register
 
 BASE = "class/infiniband"
 # hw_counters entries that are settings, not counters.
@@ -26,39 +30,13 @@ STATIC_TTL = 60.0
 
 
 @dataclass(slots=True)
-class SysfsPort:
-    port: int
-    state_id: int | None = None
-    phys_state_id: int | None = None
-    rate_gbps: float | None = None
-    width: int | None = None
-    generation: str | None = None
-    link_layer: str | None = None
-    port_guid: str | None = None
-    counters: dict[str, int] = field(default_factory=dict)      # canonical -> raw
-    hw_counters: dict[str, int] = field(default_factory=dict)
-
-
-@dataclass(slots=True)
-class SysfsDevice:
-    name: str
-    hca_type: str | None = None
-    fw_ver: str | None = None
-    board_id: str | None = None
-    node_guid: str | None = None
-    netdevs: list[str] = field(default_factory=list)
-    numa_node: int | None = None
-    pci_path: str | None = None
-    ports: dict[int, SysfsPort] = field(default_factory=dict)
-
-
-@dataclass(slots=True)
 class _PortLayout:
     num: int
     base: str
     link_layer: str | None
     port_guid: str | None
     counters: list[tuple[str, str]]       # (file, canonical name)
+    counters_ext: list[tuple[str, str]]   # mlx4 counters_ext/: (file, canonical name)
     hw_counters: list[tuple[str, str]]
 
 
@@ -69,11 +47,14 @@ class _Layout:
     read_at: float
 
 
-class SysfsSource:
-    name = "sysfs"
+# 32-bit counters/ values at this value are saturated: counters_ext/ has the real one.
+_MAX32 = (1 << 32) - 1
 
-    def __init__(self, config: Config):
-        self.config = config
+
+@register("sysfs", enabled=True, interval=15.0, timeout=5.0, provides_inventory=True, records=SysfsData)
+class SysfsSource(Source):
+    def __init__(self, config, sc=None):
+        super().__init__(config, sc)
         self._layouts: dict[str, _Layout] = {}
 
     def _read(self, io: HostIO, rel: str, out: SourceOutput, optional: bool = False) -> str | None:
@@ -93,13 +74,13 @@ class SysfsSource:
                 out.error("read", f"/sys/{rel}: {exc.strerror or exc}")
             return []
 
-    def collect(self, io: HostIO) -> SourceOutput:
+    def collect(self, io: HostIO, inputs: Inputs) -> SourceOutput:
         out = SourceOutput()
         try:
             names = io.listdir("sysfs", BASE)
         except OSError as exc:
             if exc.errno == errno.ENOENT:
-                out.data = {}           # no RDMA devices (or no rdma driver loaded): not an error
+                out.data = SysfsData()  # no RDMA devices (or no rdma driver loaded): not an error
             else:
                 out.error("read", f"/sys/{BASE}: {exc.strerror or exc}")
             return out
@@ -114,10 +95,8 @@ class SysfsSource:
             devices[name] = self._device(io, layout, out)
         for gone in set(self._layouts) - set(devices):
             del self._layouts[gone]     # a removed HCA: re-read in full if it comes back
-        out.data = devices
-        sweep = getattr(io, "sweep", None)
-        if sweep is not None:
-            sweep("sysfs", BASE)     # close the cached files of devices and ports that are gone
+        out.data = SysfsData(devices)
+        io.sweep("sysfs", BASE)     # close the cached files of devices and ports that are gone
         return out
 
     def _layout(self, io: HostIO, name: str, out: SourceOutput, now: float) -> _Layout:
@@ -155,6 +134,8 @@ class SysfsSource:
                 port_guid=port_guid_from_gid(gid0) if gid0 else None,
                 counters=[(f"{pb}/counters/{f}", COUNTER_BY_SYSFS[f].name)
                           for f in self._listdir(io, f"{pb}/counters", out) if f in COUNTER_BY_SYSFS],
+                counters_ext=[(f"{pb}/counters_ext/{f}", COUNTER_BY_SYSFS_EXT[f].name)
+                              for f in self._listdir(io, f"{pb}/counters_ext", out) if f in COUNTER_BY_SYSFS_EXT],
                 hw_counters=[(f"{pb}/hw_counters/{f}", f)
                              for f in self._listdir(io, f"{pb}/hw_counters", out) if f not in HW_NOT_COUNTERS],
             ))
@@ -187,6 +168,17 @@ class SysfsSource:
                 out.error("parse", f"/sys/{base}/rate: {exc}")
         for rel, key in pl.counters:
             self._counter(io, rel, key, p.counters, out)
+        for name in p.counters:
+            spec = COUNTER_BY_NAME[name]
+            p.counter_bits[name] = 64 if spec.kind == "traffic" else spec.bits
+        for rel, key in pl.counters_ext:
+            v = p.counters.get(key)
+            if v is None or v >= _MAX32:       # absent, or its 32-bit twin saturated
+                ext: dict[str, int] = {}
+                self._counter(io, rel, key, ext, out)
+                if key in ext:
+                    p.counters[key] = ext[key]
+                    p.counter_bits[key] = 64
         for rel, key in pl.hw_counters:
             self._counter(io, rel, key, p.hw_counters, out)
         return p

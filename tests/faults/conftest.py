@@ -18,8 +18,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
 import nodetree  # noqa: E402
 
 from fabricmon.config import from_dict  # noqa: E402
-from fabricmon.daemon import Daemon  # noqa: E402
-from fabricmon.hostio import LiveIO  # noqa: E402
+from fabricmon.serve.daemon import Daemon  # noqa: E402
+from fabricmon.host import LiveIO  # noqa: E402
+from helpers import all_sources_ran  # noqa: E402
 
 SCRAPE_BUDGET = 0.25   # seconds: a scrape must answer within this, whatever a source does
 
@@ -90,7 +91,7 @@ class Harness:
         cfg = from_dict(self.config(**sources))
         self.daemon = Daemon(cfg, io or LiveIO(cfg.sysfs, cfg.procfs))
         self.daemon.start()
-        self.wait(lambda s: (val(s, "fabricmon_poll_duration_seconds_count") or 0) >= 1, 20)
+        self.wait(all_sources_ran, 20)
         return self.daemon
 
     def scrape(self) -> dict:
@@ -111,12 +112,12 @@ class Harness:
     def assert_sysfs_keeps_reporting(self) -> None:
         s = self.scrape()
         before = val(s, "fabricmon_source_duration_seconds", source="sysfs")
-        polls = val(s, "fabricmon_poll_duration_seconds_count")
-        s = self.wait(lambda s: val(s, "fabricmon_poll_duration_seconds_count") > polls, 10)
+        polls = val(s, "fabricmon_snapshot_build_duration_seconds_count")
+        s = self.wait(lambda s: val(s, "fabricmon_snapshot_build_duration_seconds_count") > polls, 10)
         assert val(s, "fabricmon_source_up", source="sysfs") == 1
         assert val(s, "fabricmon_ib_port_up", device="mlx5_0", port=1) == 1
         assert before is not None
-        assert self.daemon._thread.is_alive()
+        assert self.daemon.alive()
 
 
 @pytest.fixture

@@ -8,10 +8,10 @@ import subprocess
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from fabricmon.collector import Collector
+from fabricmon.pipeline import Pipeline
 from fabricmon.config import from_dict
 from fabricmon.exporter import render
-from fabricmon.hostio import LiveIO
+from fabricmon.host import LiveIO
 
 HOSTILE = ['ib"0', "ib 0\\x", "ib\n0", "ïb0€", "ib}0{,"]
 
@@ -28,8 +28,8 @@ def test_hostile_names_render_valid_exposition(harness, tmp_path):
     build_hostile(harness)
     raw = harness.config()
     cfg = from_dict(raw)
-    col = Collector(cfg, LiveIO(cfg.sysfs, cfg.procfs))
-    text = render(col.poll()).decode()
+    col = Pipeline(cfg, LiveIO(cfg.sysfs, cfg.procfs))
+    text = render(col.collect()).decode()
     col.close()
     fams = {f.name: f for f in text_string_to_metric_families(text)}
     devices = {s.labels["device"] for s in fams["fabricmon_ib_port_up"].samples}
@@ -51,8 +51,8 @@ def test_hostile_names_render_valid_exposition(harness, tmp_path):
 def test_cardinality_is_bounded(harness):
     raw = harness.config()
     cfg = from_dict(raw)
-    col = Collector(cfg, LiveIO(cfg.sysfs, cfg.procfs))
-    text = render(col.poll()).decode()
+    col = Pipeline(cfg, LiveIO(cfg.sysfs, cfg.procfs))
+    text = render(col.collect()).decode()
     col.close()
     samples = [s for f in text_string_to_metric_families(text) for s in f.samples]
     labels = {k for s in samples for k in s.labels}
@@ -64,6 +64,6 @@ def test_cardinality_is_bounded(harness):
 
 @pytest.mark.parametrize("bad", ["-P", "mlx5;rm -rf /", "a b", "x$(id)"])
 def test_discovered_names_are_validated_before_becoming_arguments(bad):
-    from fabricmon.config import safe_arg
+    from fabricmon.host.runner import safe_arg
     with pytest.raises(ValueError):
         safe_arg(bad)

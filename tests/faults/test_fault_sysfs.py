@@ -7,7 +7,7 @@ import os
 
 from conftest import val
 
-from fabricmon.hostio import LiveIO
+from fabricmon.host import LiveIO
 
 PORT = "class/infiniband/mlx5_0/ports/1"
 

@@ -14,8 +14,8 @@ import urllib.request
 import pytest
 
 from fabricmon.config import ConfigError, from_dict
-from fabricmon.daemon import Daemon
-from fabricmon.hostio import LiveIO
+from fabricmon.serve.daemon import Daemon
+from fabricmon.host import LiveIO
 
 
 def openssl(*args, cwd):

@@ -11,11 +11,12 @@ import pytest
 from fabricmon import ibspec
 from fabricmon.checks import CRITICAL, OK, WARNING
 from fabricmon.checks.link_errors import SATURATION_CHECK, evaluate_port, saturated
-from fabricmon.collector import Collector
-from fabricmon.config import COUNTER_CHECKS, SOURCE_DEFAULTS, from_dict
-from fabricmon.history import CounterHistory
-from fabricmon.hostio import LiveIO
-from fabricmon.model import PortView
+from fabricmon.pipeline import Pipeline
+from fabricmon.config import COUNTER_CHECKS, from_dict
+from fabricmon.pipeline.source import registry
+from fabricmon.model.history import CounterHistory
+from fabricmon.host import LiveIO
+from fabricmon.model.ports import PortView
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "sysfs" / "two_hca"
 HOUR = 3600.0
@@ -190,7 +191,7 @@ class Clock:
 
 
 def _only_sysfs() -> dict:
-    return {name: {"enabled": False} for name in SOURCE_DEFAULTS if name != "sysfs"}
+    return {name: {"enabled": False} for name in registry() if name != "sysfs"}
 
 
 @pytest.fixture
@@ -212,14 +213,14 @@ def _status(snap, check: str, dev: str = "mlx5_0", port_: int = 1) -> int:
 def test_collector_detects_a_flap_and_symbol_errors_between_polls(tree: Path) -> None:
     config = from_dict({"paths": {"sysfs": str(tree)}, "sources": _only_sysfs()})
     clock = Clock()
-    col = Collector(config, LiveIO(str(tree)), clock=clock)
+    col = Pipeline(config, LiveIO(str(tree)), clock=clock)
     try:
-        snap = col.poll()
+        snap = col.collect()
         assert _status(snap, "link_flap") == OK and _status(snap, "symbol_errors") == OK
         clock.t += 60
         _counter(tree, "mlx5_0", 1, "link_downed", 1)
         _counter(tree, "mlx5_0", 1, "symbol_error", 3 + 150)
-        snap = col.poll(["sysfs"])
+        snap = col.collect(["sysfs"])
         assert _status(snap, "link_flap") == WARNING
         assert _status(snap, "symbol_errors") == WARNING
         assert snap.status >= WARNING
@@ -232,24 +233,24 @@ def test_collector_detects_a_flap_and_symbol_errors_between_polls(tree: Path) ->
 def test_collector_never_computes_a_rate_from_a_saturated_counter(tree: Path) -> None:
     config = from_dict({"paths": {"sysfs": str(tree)}, "sources": _only_sysfs()})
     clock = Clock()
-    col = Collector(config, LiveIO(str(tree)), clock=clock)
+    col = Pipeline(config, LiveIO(str(tree)), clock=clock)
     try:
         _counter(tree, "mlx5_0", 1, "symbol_error", 65535)         # already at the 16-bit max
-        col.poll()
+        col.collect()
         clock.t += 60
-        snap = col.poll(["sysfs"])                                  # still saturated: no rate
-        assert snap.saturation[("mlx5_0", 1)]["symbol_errors"] is True
+        snap = col.collect(["sysfs"])                                  # still saturated: no rate
+        assert snap.ib.saturation[("mlx5_0", 1)]["symbol_errors"] is True
         assert _status(snap, "symbol_errors") == OK
         assert _status(snap, SATURATION_CHECK) == OK
         (sat,) = [f for f in snap.findings if f.check == SATURATION_CHECK and f.device == "mlx5_0" and f.port == 1]
         assert "symbol_errors" in sat.message
         clock.t += 60
         _counter(tree, "mlx5_0", 1, "symbol_error", 0)             # cleared in a maintenance window
-        snap = col.poll(["sysfs"])
+        snap = col.collect(["sysfs"])
         assert _status(snap, "symbol_errors") == OK                 # a reset is not an alarm
         clock.t += 60
         _counter(tree, "mlx5_0", 1, "symbol_error", 130)
-        snap = col.poll(["sysfs"])
+        snap = col.collect(["sysfs"])
         assert _status(snap, "symbol_errors") == WARNING            # rates resume from the new baseline
     finally:
         col.close()
@@ -259,12 +260,12 @@ def test_collector_sees_the_flap_that_saturates_link_downed(tree: Path) -> None:
     _counter(tree, "mlx5_0", 1, "link_downed", 254)
     config = from_dict({"paths": {"sysfs": str(tree)}, "sources": _only_sysfs()})
     clock = Clock()
-    col = Collector(config, LiveIO(str(tree)), clock=clock)
+    col = Pipeline(config, LiveIO(str(tree)), clock=clock)
     try:
-        col.poll()
+        col.collect()
         clock.t += 60
         _counter(tree, "mlx5_0", 1, "link_downed", 255)     # the 8-bit counter's last step
-        snap = col.poll(["sysfs"])
+        snap = col.collect(["sysfs"])
         assert _status(snap, "link_flap") == WARNING
     finally:
         col.close()

@@ -7,7 +7,7 @@ import pytest
 from fabricmon.checks import CRITICAL, OK, WARNING
 from fabricmon.checks.degraded_link import CHECK, REASONS, evaluate_port
 from fabricmon.config import from_dict
-from fabricmon.model import PortView
+from fabricmon.model.ports import PortView
 
 
 def cfg(expected: list | None = None, **checks):

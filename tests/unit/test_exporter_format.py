@@ -13,10 +13,11 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from fabricmon import ibspec
 from fabricmon.checks.degraded_link import REASONS
-from fabricmon.collector import Collector
-from fabricmon.config import COUNTER_CHECKS, SOURCE_DEFAULTS, from_dict
+from fabricmon.pipeline import Pipeline
+from fabricmon.config import COUNTER_CHECKS, from_dict
+from fabricmon.pipeline.source import registry
 from fabricmon.exporter import render
-from fabricmon.hostio import LiveIO
+from fabricmon.host import LiveIO
 
 REPO = Path(__file__).resolve().parents[2]
 FIXTURE = REPO / "tests" / "fixtures" / "sysfs" / "two_hca"
@@ -35,7 +36,7 @@ def fabricmon(*args: str) -> subprocess.CompletedProcess:
 def sysfs_only_config(path: Path, sysfs: Path, **extra) -> Path:
     """paths.sysfs at our tree; every command and non-sysfs source off (no host tools needed)."""
     doc = {"paths": {"sysfs": str(sysfs), "state_dir": str(path.parent / "state")},
-           "sources": {name: {"enabled": False} for name in SOURCE_DEFAULTS if name != "sysfs"},
+           "sources": {name: {"enabled": False} for name in registry() if name != "sysfs"},
            **extra}
     path.write_text(yaml.safe_dump(doc))
     return path
@@ -97,7 +98,7 @@ def test_down_port_is_present_as_down(metrics: Metrics) -> None:
     assert m.port("fabricmon_ib_port_up", "mlx5_0", "2") == 0
     assert m.port("fabricmon_ib_port_state_id", "mlx5_0", "2") == 1
     assert m.port("fabricmon_ib_port_physical_state_id", "mlx5_0", "2") == 2
-    assert m.port("fabricmon_ib_port_rate_bits_per_second", "mlx5_0", "2") == 0   # not the stale 10G
+    assert m.port("fabricmon_ib_port_rate_bytes_per_second", "mlx5_0", "2") == 0   # not the stale 10G
     assert m.port("fabricmon_ib_port_link_width_lanes", "mlx5_0", "2") == 0
     assert m.port("fabricmon_ib_port_degraded", "mlx5_0", "2", reason="down") == 1
     assert m.port("fabricmon_ib_port_degraded", "mlx5_0", "2", reason="width") == 0
@@ -110,16 +111,16 @@ def test_up_ports(metrics: Metrics) -> None:
     assert m.port("fabricmon_ib_port_up", "mlx5_0", "1") == 1
     assert m.port("fabricmon_ib_port_state_id", "mlx5_0", "1") == 4
     assert m.port("fabricmon_ib_port_physical_state_id", "mlx5_0", "1") == 5
-    assert m.port("fabricmon_ib_port_rate_bits_per_second", "mlx5_0", "1") == 400e9
+    assert m.port("fabricmon_ib_port_rate_bytes_per_second", "mlx5_0", "1") == 5e+10
     assert m.port("fabricmon_ib_port_link_width_lanes", "mlx5_0", "1") == 4
-    assert m.port("fabricmon_ib_port_expected_rate_bits_per_second", "mlx5_0", "1") == 400e9
+    assert m.port("fabricmon_ib_port_expected_rate_bytes_per_second", "mlx5_0", "1") == 5e+10
     for r in REASONS:
         assert m.port("fabricmon_ib_port_degraded", "mlx5_0", "1", reason=r) == 0
     # RoCE: judged by nobody's IB expectation, but its rate is there
     assert m.port("fabricmon_ib_port_up", "mlx5_1", "1") == 1
-    assert m.port("fabricmon_ib_port_rate_bits_per_second", "mlx5_1", "1") == 100e9
+    assert m.port("fabricmon_ib_port_rate_bytes_per_second", "mlx5_1", "1") == 1.25e+10
     assert m.port("fabricmon_ib_port_link_width_lanes", "mlx5_1", "1") == 2
-    assert m.port("fabricmon_ib_port_expected_rate_bits_per_second", "mlx5_1", "1") is None
+    assert m.port("fabricmon_ib_port_expected_rate_bytes_per_second", "mlx5_1", "1") is None
     assert m.port("fabricmon_check_status", "mlx5_1", "1", check="degraded_link") == 0
 
 
@@ -141,10 +142,13 @@ def test_counter_values_and_types(metrics: Metrics) -> None:
     assert m.port("fabricmon_ib_port_symbol_errors_total", "mlx5_0", "1") == 3
     assert m.port("fabricmon_ib_port_transmit_discards_total", "mlx5_0", "1") == 7
     assert m.port("fabricmon_ib_port_transmit_wait_total", "mlx5_0", "1") == 8675309
-    for c in ibspec.COUNTERS:
+    for c in ibspec.COUNTERS:          # mlx5_0 port 1 has every counter file sysfs offers
         fam = m.families[f"fabricmon_ib_port_{c.name}"]
         assert fam.type == "counter" and fam.documentation
-    for name in ("fabricmon_ib_port_up", "fabricmon_ib_port_rate_bits_per_second", "fabricmon_check_status"):
+    assert m.port("fabricmon_ib_port_receive_unicast_packets_total", "mlx5_0", "1") == 4242424242
+    assert m.port("fabricmon_ib_port_transmit_multicast_packets_total", "mlx5_0", "1") == 77
+    assert m.port("fabricmon_ib_port_receive_discards_total", "mlx5_0", "1") == 5
+    for name in ("fabricmon_ib_port_up", "fabricmon_ib_port_rate_bytes_per_second", "fabricmon_check_status"):
         assert m.families[name].type == "gauge"
 
 
@@ -153,7 +157,7 @@ def test_na_counter_costs_only_that_value(metrics: Metrics) -> None:
     assert m.port("fabricmon_ib_port_vl15_dropped_total", "mlx5_0", "2") is None    # N/A (no PMA)
     assert m.port("fabricmon_ib_port_vl15_dropped_total", "mlx5_0", "1") == 0
     assert m.port("fabricmon_ib_port_symbol_errors_total", "mlx5_0", "2") == 0
-    assert m.port("fabricmon_ib_port_counter_saturated", "mlx5_0", "2", counter="vl15_dropped") is None
+    assert m.port("fabricmon_ib_port_saturated", "mlx5_0", "2", counter="vl15_dropped") is None
 
 
 def test_unreadable_counter_costs_only_that_value(metrics: Metrics) -> None:
@@ -206,9 +210,9 @@ def test_device_families(metrics: Metrics) -> None:
 
 def test_self_monitoring(metrics: Metrics) -> None:
     m = metrics
-    assert m.get("fabricmon_poll_duration_seconds_count") == 1
-    assert m.get("fabricmon_poll_duration_seconds_bucket", le="+Inf") == 1
-    assert m.get("fabricmon_last_poll_timestamp_seconds") > 1.6e9
+    assert m.get("fabricmon_snapshot_build_duration_seconds_count") == 1
+    assert m.get("fabricmon_snapshot_build_duration_seconds_bucket", le="+Inf") == 1
+    assert m.get("fabricmon_snapshot_timestamp_seconds") > 1.6e9
     assert m.get("fabricmon_source_last_success_timestamp_seconds", source="sysfs") == 0  # it had an error
     assert m.families["fabricmon_build_info"].samples[0].labels["version"]
 
@@ -221,11 +225,11 @@ def test_no_remote_labels_on_counters(metrics: Metrics) -> None:
 
 def test_render_in_process_matches_the_cli(tree: Path, metrics: Metrics) -> None:
     cfg = from_dict({"paths": {"sysfs": str(tree)},
-                     "sources": {n: {"enabled": False} for n in SOURCE_DEFAULTS if n != "sysfs"},
+                     "sources": {n: {"enabled": False} for n in registry() if n != "sysfs"},
                      "expected_links": [{"device": "mlx5_*", "width": "4X", "speed": "NDR"}]})
-    col = Collector(cfg, LiveIO(str(tree)))
+    col = Pipeline(cfg, LiveIO(str(tree)))
     try:
-        m = Metrics(render(col.poll()).decode())
+        m = Metrics(render(col.collect()).decode())
     finally:
         col.close()
     volatile = ("timestamp", "duration", "poll_duration")

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from fabricmon.history import CounterHistory
+from fabricmon.model.history import CounterHistory
 
 K = ("mlx5_0", 1, "symbol_errors")
 K2 = ("mlx5_0", 1, "link_downed")

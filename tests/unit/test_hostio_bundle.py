@@ -12,8 +12,9 @@ from pathlib import Path
 import pytest
 
 from fabricmon.config import from_dict
-from fabricmon.hostio import BUNDLE_VERSION, BundleError, LiveIO, RecordingIO, ReplayIO
+from fabricmon.host import BUNDLE_VERSION, BundleError, LiveIO, RecordingIO, ReplayIO
 from fabricmon.sources.sysfs_ib import SysfsSource
+from helpers import roce_inputs, run_inputs
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "sysfs" / "two_hca"
 IB = "class/infiniband"
@@ -84,7 +85,7 @@ def test_record_then_replay_gives_identical_answers(tree: Path, tool: Path, tmp_
     bundle = tmp_path / "bundle"
     rec = RecordingIO(EinvalLiveIO(str(tree), "/proc"), bundle, meta={"hostname": "node-a"})
     cfg = _config(tree)
-    live = SysfsSource(cfg).collect(rec)
+    live = SysfsSource(cfg).collect(rec, run_inputs())
     ok = rec.run([str(tool), "-C", "mlx5_0"], 10)
     bad = rec.run([str(tool), "fail"], 10)
     missing = rec.run(["/nonexistent/perfquery", "-x"], 10)
@@ -113,7 +114,7 @@ def test_record_then_replay_gives_identical_answers(tree: Path, tool: Path, tmp_
     shutil.rmtree(tree)
     tool.unlink()
     rep = ReplayIO(bundle)
-    replayed = SysfsSource(cfg).collect(rep)
+    replayed = SysfsSource(cfg).collect(rep, run_inputs())
     assert replayed.errors == live.errors
     assert replayed.data == live.data
     r = rep.run([str(tool), "-C", "mlx5_0"], 10)

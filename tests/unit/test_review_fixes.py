@@ -5,8 +5,9 @@ from __future__ import annotations
 import pytest
 
 from fabricmon.config import ConfigError, from_dict
-from fabricmon.history import CounterHistory
+from fabricmon.model.history import CounterHistory
 from fabricmon.parsers.sysfs_ib import port_guid_from_gid
+from helpers import roce_inputs, run_inputs
 
 
 def test_warning_above_critical_is_refused():
@@ -56,9 +57,9 @@ def test_fast_writer_matches_prometheus_client(tmp_path):
     from pathlib import Path
     sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
     import nodetree
-    from fabricmon.collector import Collector
+    from fabricmon.pipeline import Pipeline
     from fabricmon.exporter import render, render_reference
-    from fabricmon.hostio import LiveIO
+    from fabricmon.host import LiveIO
     nodetree.build(tmp_path, 3)
     base = tmp_path / "class" / "infiniband"
     (base / "mlx5_0").rename(base / 'mlx5_"q\\x\nz é')
@@ -66,8 +67,8 @@ def test_fast_writer_matches_prometheus_client(tmp_path):
     cfg = from_dict({"paths": {"sysfs": str(tmp_path)}, "sources": {
         n: {"enabled": False} for n in ("ibstat", "perfquery", "iblinkinfo", "ethtool", "mlnx_qos",
                                         "gpu", "gpudirect", "netdev")}})
-    col = Collector(cfg, LiveIO(str(tmp_path)))
-    snap = col.poll()
+    col = Pipeline(cfg, LiveIO(str(tmp_path)))
+    snap = col.collect()
     col.close()
     assert render(snap) == render_reference(snap)
 
@@ -77,7 +78,7 @@ def test_static_layout_is_read_once_per_ttl_and_refreshed_after(tmp_path, monkey
     from pathlib import Path
     sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
     import nodetree
-    from fabricmon.hostio import LiveIO
+    from fabricmon.host import LiveIO
     from fabricmon.sources import sysfs_ib
 
     class CountingIO(LiveIO):
@@ -91,14 +92,14 @@ def test_static_layout_is_read_once_per_ttl_and_refreshed_after(tmp_path, monkey
     cfg = from_dict({"paths": {"sysfs": str(tmp_path)}})
     src = sysfs_ib.SysfsSource(cfg)
     io = CountingIO(str(tmp_path))
-    first = src.collect(io).data
+    first = src.collect(io, run_inputs()).data.devices
     n_first = len(io.reads)
     io.reads.clear()
     (tmp_path / "class/infiniband/mlx5_0/fw_ver").write_text("28.99.9999")
-    second = src.collect(io).data
+    second = src.collect(io, run_inputs()).data.devices
     assert len(io.reads) < n_first                      # identity files are not re-read every poll
     assert not any(r.endswith("fw_ver") for r in io.reads)
     assert second["mlx5_0"].fw_ver == first["mlx5_0"].fw_ver == "28.40.1000"
     assert second["mlx5_0"].ports[1].counters == first["mlx5_0"].ports[1].counters
     monkeypatch.setattr(sysfs_ib, "STATIC_TTL", 0.0)   # the TTL has passed: a firmware update is seen
-    assert src.collect(io).data["mlx5_0"].fw_ver == "28.99.9999"
+    assert src.collect(io, run_inputs()).data.devices["mlx5_0"].fw_ver == "28.99.9999"

@@ -11,7 +11,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from fabricmon.runner import CommandResult, run_command
+from fabricmon.host.runner import CommandResult, run_command
 
 PY = sys.executable
 

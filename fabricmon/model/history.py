@@ -52,6 +52,14 @@ class CounterHistory:
         while len(q) > 2 and q[1].t < t - self.horizon:
             q.popleft()
 
+    def record(self, key: Key, t: float, value: int, saturated: bool = False) -> bool:
+        """The one way counters enter the history, for every source alike: a saturated value
+        is "at least this"; a decrease is a reset (counted, contributes 0). Returns True on a
+        reset."""
+        reset = not saturated and self.note_reset(key, value)
+        self.add(key, t, value, saturated)
+        return reset
+
     def increase(self, key: Key, window: float, now: float) -> tuple[int, float]:
         """Sum of non-negative deltas over the trailing window, and the seconds it covers."""
         q = self._data.get(key)

@@ -10,12 +10,15 @@ Precedence, most trusted first (sources are cross-checked, never trusted alone):
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import Any
 
 from fabricmon import ibspec
-from fabricmon.parsers.ibstat import IbstatCa
-from fabricmon.parsers.iblinkinfo import LinkInfo
-from fabricmon.sources.sysfs_ib import SysfsDevice
+from fabricmon.parsers.iblinkinfo import LinkData
+from fabricmon.parsers.ibstat import IbstatData
+from fabricmon.parsers.perfquery import PerfqueryData
+from fabricmon.parsers.sysfs_ib import SysfsData
 
 
 @dataclass(slots=True)
@@ -70,9 +73,31 @@ class PortView:
         return f"{w} {self.generation or '?'}"
 
 
-def merge(sysfs: dict[str, SysfsDevice] | None, ibstat: list[IbstatCa] | None,
-          perfq: dict | None, links: dict[tuple[str, int], LinkInfo] | None
-          ) -> tuple[dict[str, DeviceView], dict[tuple[str, int], PortView]]:
+@dataclass(slots=True)
+class Inventory:
+    """The merged devices and ports: what per-port sources query and checks judge."""
+    devices: dict[str, DeviceView] = field(default_factory=dict)
+    ports: dict[tuple[str, int], PortView] = field(default_factory=dict)
+
+    def ib_ports(self, without_sysfs_counters: bool = False) -> list[tuple[str, int]]:
+        """The InfiniBand ports a per-port tool queries, sorted; optionally only those whose
+        counters sysfs does not give."""
+        return [key for key, p in sorted(self.ports.items())
+                if p.is_ib and not (without_sysfs_counters and p.counter_source == "sysfs")]
+
+
+def _pick(records: Iterable[Any], cls: type) -> Any:
+    return next((r for r in records if isinstance(r, cls)), None)
+
+
+def merge(records: Iterable[Any]) -> Inventory:
+    """Merge the latest records of every source, picked by their type (SysfsData, IbstatData,
+    PerfqueryData, LinkData); records of other types are ignored."""
+    records = list(records)
+    sysfs_data: SysfsData | None = _pick(records, SysfsData)
+    ibstat_data: IbstatData | None = _pick(records, IbstatData)
+    perfq_data: PerfqueryData | None = _pick(records, PerfqueryData)
+    link_data: LinkData | None = _pick(records, LinkData)
     devices: dict[str, DeviceView] = {}
     ports: dict[tuple[str, int], PortView] = {}
 
@@ -84,7 +109,7 @@ def merge(sysfs: dict[str, SysfsDevice] | None, ibstat: list[IbstatCa] | None,
         return ports[key]
 
     # ibstat first, so that sysfs overwrites what both know.
-    for ca in ibstat or []:
+    for ca in ibstat_data.cas if ibstat_data else []:
         d = devices.setdefault(ca.name, DeviceView(device=ca.name))
         d.hca_type = ca.ca_type or d.hca_type
         d.firmware_version = ca.firmware_version or d.firmware_version
@@ -98,7 +123,7 @@ def merge(sysfs: dict[str, SysfsDevice] | None, ibstat: list[IbstatCa] | None,
             p.lid = ip.base_lid
             if ip.rate_gbps:
                 p.rate_gbps = ip.rate_gbps
-    for name, sd in (sysfs or {}).items():
+    for name, sd in (sysfs_data.devices if sysfs_data else {}).items():
         d = devices.setdefault(name, DeviceView(device=name))
         d.hca_type = sd.hca_type or d.hca_type
         d.firmware_version = sd.fw_ver or d.firmware_version
@@ -121,16 +146,15 @@ def merge(sysfs: dict[str, SysfsDevice] | None, ibstat: list[IbstatCa] | None,
                 p.rate_gbps, p.width, p.generation = sp.rate_gbps, sp.width, sp.generation
             if sp.counters:
                 p.counters = dict(sp.counters)
-                p.counter_bits = {k: (64 if ibspec.COUNTER_BY_NAME[k].kind == "traffic"
-                                      else ibspec.COUNTER_BY_NAME[k].bits) for k in sp.counters}
+                p.counter_bits = dict(sp.counter_bits)
                 p.counter_source = "sysfs"
             p.hw_counters = dict(sp.hw_counters)
-    for (dev, num), (counters, bits) in (perfq or {}).items():
+    for (dev, num), cs in (perfq_data.ports if perfq_data else {}).items():
         p = ports.get((dev, num))
         if p is None or p.counter_source == "sysfs":
             continue
-        p.counters, p.counter_bits, p.counter_source = dict(counters), dict(bits), "perfquery"
-    for (dev, num), li in (links or {}).items():
+        p.counters, p.counter_bits, p.counter_source = dict(cs.counters), dict(cs.bits), "perfquery"
+    for (dev, num), li in (link_data.links if link_data else {}).items():
         p = ports.get((dev, num))
         if p is None:
             continue
@@ -147,4 +171,4 @@ def merge(sysfs: dict[str, SysfsDevice] | None, ibstat: list[IbstatCa] | None,
                 p.rate_gbps = p.width * g.lane_gbps
         if p.state_id is not None and not p.up:
             p.rate_gbps = 0.0   # a Down port shows a stale rate in ibstat and sysfs
-    return devices, ports
+    return Inventory(devices, ports)

@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import itertools
 import os
+import re
 import signal
 import subprocess
+import threading
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -19,6 +21,10 @@ MAX_OUTPUT = 16 * 1024 * 1024
 # re-parented away from us when their parent exited.
 RUN_MARK = "FABRICMON_RUN_ID"
 _run_ids = itertools.count(1)
+# Tools in flight: pid -> run id. kill_all() kills them when the daemon stops, so that a
+# SIGTERM never waits for a hung tool's timeout and never leaves one behind.
+_live: dict[int, str] = {}
+_live_lock = threading.Lock()
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,6 +94,8 @@ def run_command(argv: Sequence[str], timeout: float, env: Mapping[str, str] | No
     token = f"{os.getpid()}-{next(_run_ids)}-{time.time_ns()}"
     child_env = dict(env) if env is not None else dict(os.environ)
     child_env[RUN_MARK] = token
+    if timeout <= 0:
+        return CommandResult(args, None, "", "", 0.0, "timeout")
     try:
         proc = subprocess.Popen(
             args, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
@@ -97,6 +105,34 @@ def run_command(argv: Sequence[str], timeout: float, env: Mapping[str, str] | No
         return CommandResult(args, None, "", "", time.monotonic() - start, "not_found")
     except OSError as exc:
         return CommandResult(args, None, "", str(exc), time.monotonic() - start, "exec_error")
+    with _live_lock:
+        _live[proc.pid] = token
+    try:
+        return _wait(proc, args, timeout, token, start)
+    finally:
+        with _live_lock:
+            _live.pop(proc.pid, None)
+
+
+def kill_all() -> None:
+    """Kill every tool in flight (and its descendants): the daemon is stopping. Each killed
+    run returns to its caller at once."""
+    with _live_lock:
+        live = list(_live.items())
+    for pid, token in live:
+        try:
+            os.killpg(pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+        for child in _marked(token):
+            try:
+                child.kill()
+            except psutil.Error:
+                pass
+
+
+def _wait(proc: subprocess.Popen[bytes], args: tuple[str, ...], timeout: float, token: str,
+          start: float) -> CommandResult:
     try:
         out, err = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
@@ -120,3 +156,13 @@ def run_command(argv: Sequence[str], timeout: float, env: Mapping[str, str] | No
         pass
     return CommandResult(args, proc.returncode, out[:MAX_OUTPUT].decode("utf-8", "replace"),
                          err[:MAX_OUTPUT].decode("utf-8", "replace"), time.monotonic() - start)
+
+
+_SAFE_ARG = re.compile(r"^[A-Za-z0-9_.:\-]+$")
+
+
+def safe_arg(value: str) -> str:
+    """Validate a command argument built from a discovered name (device, GUID, netdev)."""
+    if not _SAFE_ARG.match(value) or value.startswith("-"):
+        raise ValueError(f"refusing unsafe command argument {value!r}")
+    return value

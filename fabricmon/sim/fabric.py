@@ -58,7 +58,7 @@ UMAD2SIM = "/usr/lib/x86_64-linux-gnu/umad2sim/libumad2sim.so"
 #: Tools a simulated fabric test needs.
 REQUIRED_TOOLS = ("ibsim", "opensm", "ibstat", "perfquery", "iblinkinfo")
 
-#: Parameters of the committed demo topology ``fabricmon/data/demo-fat-tree.net``.
+#: Parameters of the committed demo topology ``fabricmon/sim/data/demo-fat-tree.net``.
 DEMO_PARAMS: dict = {
     "spines": 2,
     "leaves": 4,

@@ -14,11 +14,11 @@ import threading
 import time
 from pathlib import Path
 
-from fabricmon import sim
+from fabricmon.sim import fabric as sim
 from fabricmon.checks import STATUS_NAMES
-from fabricmon.collector import Snapshot
+from fabricmon.model.snapshot import Snapshot
 from fabricmon.config import from_dict
-from fabricmon.hostio import LiveIO
+from fabricmon.host import LiveIO
 
 DEMO_HOST = "node01 mlx5_0"
 FAULT_SYMBOL_ERRORS = 5000
@@ -46,7 +46,7 @@ def _say(msg: str) -> None:
 
 def summarize(snap: Snapshot) -> list[str]:
     lines = []
-    for key, p in sorted(snap.ports.items()):
+    for key, p in sorted(snap.ib.ports.items()):
         rate = f"{p.rate_gbps:g} Gb/s" if p.rate_gbps is not None else "?"
         lines.append(f"{p.label()}: {'up' if p.up else 'DOWN'} at {p.link_text()} ({rate}), "
                      f"counters from {p.counter_source or '-'}")
@@ -64,7 +64,7 @@ def run_demo(port: int = 9879, duration: float = 0, fault_after: float = 20.0,
               "install them with: sudo apt-get install ibsim-utils libumad2sim0 infiniband-diags opensm\n"
               "(or run `make demo`, which does it for you)", file=sys.stderr)
         return 1
-    from fabricmon.daemon import Daemon
+    from fabricmon.serve.daemon import Daemon
 
     tmp = tempfile.TemporaryDirectory(prefix="fabricmon-demo-") if workdir is None else None
     wd = Path(workdir or tmp.name)

@@ -1,12 +1,6 @@
-"""The host boundary: every command run and every file read goes through a HostIO.
-
-- LiveIO reads the real host (paths rooted at the configured sysfs/procfs) and runs tools.
-- RecordingIO wraps LiveIO and writes everything it sees into a bundle (`fabricmon capture`).
-- ReplayIO serves a bundle back, so a support case or a real node's recording drives the very
-  same pipeline as a live host.
-
-Files are addressed as (root, relative path) with root "sysfs" or "procfs".
-"""
+"""Capture bundles: RecordingIO writes everything a HostIO answers into a bundle directory
+(`fabricmon capture`), ReplayIO serves a bundle back, so a support case or a real node's
+recording drives the very same pipeline as a live host."""
 
 from __future__ import annotations
 
@@ -15,125 +9,14 @@ import json
 import os
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Protocol
 
-from fabricmon.runner import CommandResult, run_command
+from fabricmon.host.io import HostIO
+from fabricmon.host.nvml import NvmlError, NvmlUnavailable
+from fabricmon.host.runner import CommandResult
 
 BUNDLE_VERSION = 1
-ROOTS = ("sysfs", "procfs")
-
-
-class HostIO(Protocol):
-    def run(self, argv: Sequence[str], timeout: float) -> CommandResult: ...
-    def read(self, root: str, rel: str) -> str: ...
-    def listdir(self, root: str, rel: str) -> list[str]: ...
-    def realpath(self, root: str, rel: str) -> str: ...
-    def close(self) -> None: ...
-
-
-class LiveIO:
-    """The real host. sysfs files are kept open and re-read with pread (cheap, no re-open)."""
-
-    MAX_OPEN = 512
-
-    def __init__(self, sysfs: str = "/sys", procfs: str = "/proc", env: Mapping[str, str] | None = None):
-        self.roots = {"sysfs": os.path.abspath(sysfs), "procfs": os.path.abspath(procfs)}
-        self.env = dict(env) if env is not None else None
-        self._fds: dict[str, int] = {}
-        self._used: set[str] = set()
-        self._lock = threading.Lock()
-
-    def path(self, root: str, rel: str) -> str:
-        return os.path.join(self.roots[root], rel)
-
-    def run(self, argv: Sequence[str], timeout: float) -> CommandResult:
-        return run_command(argv, timeout, self.env)
-
-    def read(self, root: str, rel: str) -> str:
-        path = self.path(root, rel)
-        if root != "sysfs":
-            with open(path, "rb") as fh:
-                return fh.read().decode("utf-8", "replace")
-        with self._lock:
-            fd = self._fds.get(path)
-            self._used.add(path)
-        if fd is not None:
-            try:
-                return os.pread(fd, 65536, 0).decode("utf-8", "replace")
-            except OSError:
-                self._forget(path)          # device gone or file replaced: reopen below
-        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
-        try:
-            data = os.pread(fd, 65536, 0)
-        except OSError:
-            os.close(fd)
-            raise
-        with self._lock:
-            if len(self._fds) < self.MAX_OPEN and path not in self._fds:
-                self._fds[path] = fd
-                fd = -1
-        if fd >= 0:
-            os.close(fd)
-        return data.decode("utf-8", "replace")
-
-    def _forget(self, path: str) -> None:
-        with self._lock:
-            fd = self._fds.pop(path, None)
-        if fd is not None:
-            try:
-                os.close(fd)
-            except OSError:
-                pass
-
-    def sweep(self, root: str, rel: str) -> None:
-        """Close cached files under root/rel not read since the last sweep (a removed HCA, a
-        vanished port). Only the source that owns that subtree calls it, from its own thread, so
-        no other thread can be reading one of these descriptors while it is closed."""
-        prefix = self.path(root, rel)
-        with self._lock:
-            stale = [p for p in self._fds if p.startswith(prefix) and p not in self._used]
-            self._used = {p for p in self._used if not p.startswith(prefix)}
-        for p in stale:
-            self._forget(p)
-
-    def listdir(self, root: str, rel: str) -> list[str]:
-        return sorted(os.listdir(self.path(root, rel)))
-
-    def realpath(self, root: str, rel: str) -> str:
-        base = self.roots[root]
-        real = os.path.realpath(self.path(root, rel))
-        if real.startswith(base + os.sep):
-            return "/" + root.replace("fs", "") + real[len(base):]   # "/sys/devices/..."
-        return real
-
-    def open_files(self) -> int:
-        return len(self._fds)
-
-    def nvml_gpus(self) -> list[dict]:
-        """GPUs seen by NVML: [{index, uuid, bus_id, driver_version}]. Raises
-        sources.nvml.NvmlUnavailable when libnvidia-ml or the driver is missing. Without the
-        nvidia kernel driver (no <sysfs>/module/nvidia) NVML cannot work, so it is not even
-        loaded (that saves importing pynvml and a failing dlopen on every poll)."""
-        from fabricmon.sources import nvml
-        if not os.path.isdir(self.path("sysfs", "module/nvidia")):
-            raise nvml.NvmlUnavailable(f"NVIDIA driver not loaded (no {self.path('sysfs', 'module/nvidia')})")
-        return nvml.query_gpus()
-
-    def read_host_file(self, path: str) -> str:
-        """A configured host file outside sysfs/procfs (e.g. gpu.nccl_env_file), by absolute path."""
-        with open(path, "rb") as fh:
-            return fh.read(1 << 20).decode("utf-8", "replace")
-
-    def close(self) -> None:
-        with self._lock:
-            fds, self._fds = list(self._fds.values()), {}
-        for fd in fds:
-            try:
-                os.close(fd)
-            except OSError:
-                pass
 
 
 def _cmd_key(argv: Sequence[str]) -> str:
@@ -202,7 +85,6 @@ class RecordingIO:
         try:
             gpus = self.inner.nvml_gpus()
         except Exception as exc:
-            from fabricmon.sources.nvml import NvmlUnavailable
             with self._lock:
                 self.nvml_error = {"unavailable": isinstance(exc, NvmlUnavailable), "message": str(exc)}
             raise
@@ -238,6 +120,9 @@ class RecordingIO:
         path = self.dir / "bundle.json"
         path.write_text(json.dumps(manifest, indent=1, sort_keys=True))
         return path
+
+    def sweep(self, root: str, rel: str) -> None:
+        self.inner.sweep(root, rel)
 
     def close(self) -> None:
         self.inner.close()
@@ -309,7 +194,6 @@ class ReplayIO:
         """The recorded NVML answer; no "nvml" key means no GPUs."""
         err = self.manifest.get("nvml_error")
         if err:
-            from fabricmon.sources.nvml import NvmlError, NvmlUnavailable
             raise (NvmlUnavailable if err.get("unavailable") else NvmlError)(err.get("message", "NVML error"))
         return [dict(g) for g in self.manifest.get("nvml", [])]
 
@@ -320,6 +204,9 @@ class ReplayIO:
             code = self._errors[key]
             raise OSError(code, os.strerror(code), path)
         return (self.dir / "files" / "host" / rel).read_text()
+
+    def sweep(self, root: str, rel: str) -> None:
+        pass
 
     def close(self) -> None:
         pass

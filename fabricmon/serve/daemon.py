@@ -1,4 +1,4 @@
-"""`fabricmon run`: the poll loop plus the HTTP endpoint, serving the last snapshot."""
+"""`fabricmon run`: the pipeline's workers plus the HTTP endpoint, serving the last snapshot."""
 
 from __future__ import annotations
 
@@ -7,11 +7,12 @@ import time
 
 import structlog
 
-from fabricmon.collector import Collector, Snapshot
 from fabricmon.config import Config
 from fabricmon.exporter import render
-from fabricmon.hostio import HostIO
-from fabricmon.server import Exposition, MetricsServer
+from fabricmon.host.io import HostIO
+from fabricmon.model.snapshot import Snapshot
+from fabricmon.pipeline import Pipeline
+from fabricmon.serve.server import Exposition, MetricsServer
 
 log = structlog.get_logger("fabricmon.daemon")
 
@@ -19,14 +20,15 @@ log = structlog.get_logger("fabricmon.daemon")
 class Daemon:
     def __init__(self, config: Config, io: HostIO, port: int | None = None, address: str | None = None):
         self.config = config
-        self.collector = Collector(config, io)
+        self.pipeline = Pipeline(config, io)
         self.expo = Exposition()
         self.server = MetricsServer(address or config.address, config.port if port is None else port,
                                     self.expo, config.tls)
         self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._loop, name="fabricmon-poll", daemon=True)
+        self._watch = threading.Thread(target=self._watchdog, name="fabricmon-health", daemon=True)
         self.snapshot: Snapshot | None = None
         self.on_snapshot = None          # optional callback(snapshot), used by the demo
+        self.pipeline.on_snapshot.append(self._publish)
 
     @property
     def port(self) -> int:
@@ -34,40 +36,39 @@ class Daemon:
 
     def start(self) -> None:
         self.server.start()
-        self._thread.start()
-        log.info("fabricmon started", address=self.config.address, port=self.port)
+        self.pipeline.start()
+        self._watch.start()
+        log.info("fabricmon started", address=self.server.address, port=self.port,
+                 sources=self.pipeline.enabled())
 
-    def poll_once(self) -> Snapshot:
-        snap = self.collector.poll()
+    def _publish(self, snap: Snapshot) -> None:
         self.snapshot = snap
         self.expo.set(render(snap), snap.time)
         self.expo.healthy = True
-        self.expo.health_detail = f"last poll {time.strftime('%H:%M:%S', time.localtime(snap.time))}"
+        self.expo.health_detail = f"last snapshot {time.strftime('%H:%M:%S', time.localtime(snap.time))}"
         if self.on_snapshot:
             self.on_snapshot(snap)
-        return snap
 
-    def _loop(self) -> None:
-        max_interval = max((s.interval for s in self.config.sources.values()), default=15.0)
-        while not self._stop.is_set():
-            try:
-                self.poll_once()
-            except Exception:      # never let a bug stop the loop; the scrape keeps serving
-                log.exception("poll failed")
+    def _watchdog(self) -> None:
+        """/healthz turns 503 when no snapshot was built for 3 of the longest intervals."""
+        max_interval = max((s.interval for s in self.config.sources.values() if s.enabled), default=15.0)
+        while not self._stop.wait(1.0):
             if self.snapshot is not None and time.time() - self.snapshot.time > 3 * max_interval:
                 self.expo.healthy = False
-            self._stop.wait(max(0.05, self.collector.next_due_in(time.monotonic())))
 
     def stop(self) -> None:
         self._stop.set()
-        if self._thread.is_alive():
-            self._thread.join(timeout=30)
+        self.pipeline.stop()
         if self.server.thread.is_alive():
             self.server.stop()
         else:
             self.server.httpd.server_close()
-        self.collector.close()
+        self.pipeline.close()
         log.info("fabricmon stopped")
+
+    def alive(self) -> bool:
+        """Every source worker and the publisher are running."""
+        return self.pipeline.alive()
 
     def wait(self) -> None:
         while not self._stop.is_set():

@@ -109,6 +109,10 @@ class MetricsServer:
     def port(self) -> int:
         return self.httpd.server_address[1]
 
+    @property
+    def address(self) -> str:
+        return str(self.httpd.server_address[0])
+
     def start(self) -> None:
         self.thread.start()
 

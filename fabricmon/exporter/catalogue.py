@@ -1,0 +1,365 @@
+"""Every metric fabricmon exports, declared as data: name, type, help, labels, and the one
+function that pairs a snapshot's values with those labels.
+
+One rule for "absent": a sample whose value is None is not emitted (a counter that could not
+be read has no sample), and a family with no sample is not emitted. Port-level state (`up`,
+`info`, `degraded`) is always present for every known port, so a port never vanishes.
+"""
+
+from __future__ import annotations
+
+import platform
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+
+from fabricmon import __version__, ibspec
+from fabricmon.checks import degraded_link
+from fabricmon.model.snapshot import BUILD_BUCKETS, Snapshot
+
+Labels = tuple[str, ...]
+Sample = tuple[Labels, "float | None"]
+
+
+@dataclass(frozen=True, slots=True)
+class Metric:
+    name: str                   # for counters, without the _total suffix the exposition adds
+    type: str                   # "gauge", "counter" or "histogram"
+    help: str
+    labels: tuple[str, ...]
+    samples: Callable[[Snapshot], Iterable[Sample]]
+    # histograms only: samples yield (suffix, labels, value) instead
+
+    @property
+    def exposed_name(self) -> str:
+        return self.name + "_total" if self.type == "counter" else self.name
+
+
+PORT = ("device", "port")
+ND = ("device", "netdev")
+
+
+def _ports(snap: Snapshot) -> Iterator[tuple[Labels, object]]:
+    for (dev, port), p in snap.ib.ports.items():
+        yield (dev, str(port)), p
+
+
+def _port_gauge(get: Callable[[object], float | None]) -> Callable[[Snapshot], Iterator[Sample]]:
+    def samples(snap: Snapshot) -> Iterator[Sample]:
+        for lv, p in _ports(snap):
+            yield lv, get(p)
+    return samples
+
+
+def _port_info(snap: Snapshot) -> Iterator[Sample]:
+    for (dev, port), p in snap.ib.ports.items():
+        d = snap.ib.devices.get(dev)
+        yield (dev, str(port), p.port_guid, p.link_layer, d.netdev if d else "", d.hca_type if d else "",
+               d.firmware_version if d else ""), 1
+
+
+def _expected_rate(snap: Snapshot) -> Iterator[Sample]:
+    for lv, p in _ports(snap):
+        v = snap.ib.verdicts.get(p.key)
+        if v is not None and v.expected_rate_gbps is not None:
+            yield lv, v.expected_rate_gbps * 1e9 / 8
+
+
+def _degraded(snap: Snapshot) -> Iterator[Sample]:
+    for lv, p in _ports(snap):
+        v = snap.ib.verdicts.get(p.key)
+        if v is not None:
+            for reason in degraded_link.REASONS:
+                yield (*lv, reason), 1 if v.degraded[reason] else 0
+
+
+def _saturated(snap: Snapshot) -> Iterator[Sample]:
+    for lv, p in _ports(snap):
+        for name, is_sat in snap.ib.saturation.get(p.key, {}).items():
+            if name in p.counters:
+                yield (*lv, name), 1 if is_sat else 0
+
+
+def _counter(spec: ibspec.CounterSpec) -> Callable[[Snapshot], Iterator[Sample]]:
+    name, scale = spec.name, spec.scale
+
+    def samples(snap: Snapshot) -> Iterator[Sample]:
+        for lv, p in _ports(snap):
+            v = p.counters.get(name)
+            if v is not None:
+                yield lv, v * scale
+    return samples
+
+
+def _hw_counters(snap: Snapshot) -> Iterator[Sample]:
+    for lv, p in _ports(snap):
+        for name, value in sorted(p.hw_counters.items()):
+            yield (*lv, name), value
+
+
+def _device_info(snap: Snapshot) -> Iterator[Sample]:
+    for name, d in sorted(snap.ib.devices.items()):
+        yield (name, d.hca_type, d.firmware_version, d.board_id, d.node_guid, d.netdev), 1
+
+
+def _device_numa(snap: Snapshot) -> Iterator[Sample]:
+    for name, d in sorted(snap.ib.devices.items()):
+        yield (name,), d.numa_node
+
+
+def _check_status(snap: Snapshot) -> Iterator[Sample]:
+    for f in snap.findings:
+        yield (f.check, f.device, "" if f.port is None else str(f.port)), f.status
+
+
+# --- RoCE -----------------------------------------------------------------------------------
+
+def _roce(fn: Callable[[Labels, object], Iterable[Sample]]) -> Callable[[Snapshot], Iterator[Sample]]:
+    def samples(snap: Snapshot) -> Iterator[Sample]:
+        for v in snap.roce.views:
+            yield from fn((v.target.device, v.target.netdev), v)
+    return samples
+
+
+def _qos(v: object) -> object:
+    return v.qos.qos if v.qos is not None else None
+
+
+def _stats(v: object) -> object:
+    return v.stats.stats if v.stats is not None else None
+
+
+def _pfc(lv: Labels, v: object) -> Iterator[Sample]:
+    q = _qos(v)
+    if q is not None:
+        for prio, on in enumerate(q.pfc_enabled):
+            yield (*lv, str(prio)), 1 if on else 0
+
+
+def _trust(lv: Labels, v: object) -> Iterator[Sample]:
+    q = _qos(v)
+    if q is not None and q.trust:
+        yield (*lv, q.trust), 1
+
+
+def _per_prio(attr: str, scale: float = 1.0) -> Callable[[Labels, object], Iterator[Sample]]:
+    def fn(lv: Labels, v: object) -> Iterator[Sample]:
+        s = _stats(v)
+        if s is not None:
+            for (prio, d), n in sorted(getattr(s, attr).items()):
+                yield (*lv, str(prio), d), n * scale
+    return fn
+
+
+def _storm(lv: Labels, v: object) -> Iterator[Sample]:
+    s = _stats(v)
+    if s is not None:
+        for level, n in sorted(s.pause_storm.items()):
+            yield (*lv, level), n
+
+
+def _netdev_errors(lv: Labels, v: object) -> Iterator[Sample]:
+    s = _stats(v)
+    if s is not None:
+        for name, n in sorted(s.errors.items()):
+            yield (*lv, name), n
+
+
+def _hw(name: str) -> Callable[[Labels, object], Iterator[Sample]]:
+    def fn(lv: Labels, v: object) -> Iterator[Sample]:
+        yield lv, v.hw.get(name)
+    return fn
+
+
+def _netdev(get: Callable[[object], float | None]) -> Callable[[Labels, object], Iterator[Sample]]:
+    def fn(lv: Labels, v: object) -> Iterator[Sample]:
+        if v.netdev is not None:
+            yield lv, get(v)
+    return fn
+
+
+def _speed(v: object) -> float | None:
+    mbps = v.netdev.speed_mbps
+    return None if mbps is None else mbps * 1e6 / 8
+
+
+# --- GPU --------------------------------------------------------------------------------------
+
+def _gdr(snap: Snapshot) -> Iterator[Sample]:
+    gd = snap.gpu.gpudirect
+    if gd is not None and gd.has_gpus:       # a node without NVIDIA GPUs exports no GPUDirect series
+        for method, ok in gd.methods.items():
+            yield (method,), 1 if ok else 0
+
+
+def _gpus(fn: Callable[[object, object], Iterable[Sample]]) -> Callable[[Snapshot], Iterator[Sample]]:
+    def samples(snap: Snapshot) -> Iterator[Sample]:
+        aff = snap.gpu.affinity
+        if aff is not None:
+            for g in aff.gpus:
+                yield from fn(aff, g)
+    return samples
+
+
+def _gpu_info(aff: object, g: object) -> Iterator[Sample]:
+    yield (str(g.index), g.uuid, g.bus_id), 1
+
+
+def _gpu_numa(aff: object, g: object) -> Iterator[Sample]:
+    yield (str(g.index),), g.numa_node
+
+
+def _gpu_paths(aff: object, g: object) -> Iterator[Sample]:
+    for (gi, dev), cls in sorted(aff.paths.items()):
+        if gi == g.index:
+            yield (str(g.index), g.bus_id, dev, cls), 1
+
+
+def _gpu_nearest(aff: object, g: object) -> Iterator[Sample]:
+    if g.index in aff.assigned:
+        dev = aff.assigned[g.index]
+        yield (str(g.index), dev, aff.paths[(g.index, dev)]), 1
+
+
+def _gpu_ok(aff: object, g: object) -> Iterator[Sample]:
+    verdict = aff.affinity_ok(g.index)
+    yield (str(g.index),), None if verdict is None else (1 if verdict else 0)
+
+
+# --- fabricmon itself -------------------------------------------------------------------------
+
+def _sources(get: Callable[[object], float | None], enabled_only: bool = True) -> Callable[[Snapshot], Iterator[Sample]]:
+    """Per-source self-metrics; those of a run (up, duration) only once the source has run."""
+    def samples(snap: Snapshot) -> Iterator[Sample]:
+        for name, s in sorted(snap.sources.items()):
+            if not enabled_only or (s.enabled and s.ran):
+                yield (name,), get(s)
+    return samples
+
+
+def _source_errors(snap: Snapshot) -> Iterator[Sample]:
+    for name, s in sorted(snap.sources.items()):
+        if s.enabled:
+            for kind, n in sorted(s.errors_total.items()):
+                yield (name, kind), n
+
+
+def _build_histogram(snap: Snapshot) -> Iterator[tuple[str, Labels, float]]:
+    b = snap.builds
+    for bound, n in zip(BUILD_BUCKETS, b.buckets):     # the counts are already cumulative
+        yield "_bucket", ("+Inf" if bound == float("inf") else repr(bound),), n
+    yield "_count", (), b.count
+    yield "_sum", (), b.total
+
+
+def _build_info(snap: Snapshot) -> Iterator[Sample]:
+    yield (__version__, platform.python_version()), 1
+
+
+G, C = "gauge", "counter"
+
+CATALOGUE: tuple[Metric, ...] = (
+    # InfiniBand ports (every RDMA port; link_layer says whether it is IB or RoCE)
+    Metric("fabricmon_ib_port_info", G, "Port identity; join on device,port with group_left.",
+           ("device", "port", "port_guid", "link_layer", "netdev", "hca_type", "firmware_version"), _port_info),
+    Metric("fabricmon_ib_port_up", G, "1 if the port is ACTIVE and LinkUp, else 0.", PORT,
+           _port_gauge(lambda p: 1 if p.up else 0)),
+    Metric("fabricmon_ib_port_state_id", G, "PortState: 1 DOWN, 2 INIT, 3 ARMED, 4 ACTIVE, 5 ACTIVE_DEFER.", PORT,
+           _port_gauge(lambda p: p.state_id)),
+    Metric("fabricmon_ib_port_physical_state_id", G,
+           "PortPhysicalState: 2 Polling, 3 Disabled, 5 LinkUp, 6 LinkErrorRecovery, 7 Phy Test.", PORT,
+           _port_gauge(lambda p: p.phys_state_id)),
+    Metric("fabricmon_ib_port_rate_bytes_per_second", G,
+           "Active data rate in bytes/s (lanes x nominal lane rate / 8; 0 when the port is down).", PORT,
+           _port_gauge(lambda p: None if p.rate_gbps is None else p.rate_gbps * 1e9 / 8)),
+    Metric("fabricmon_ib_port_link_width_lanes", G, "Active link width in lanes.", PORT,
+           _port_gauge(lambda p: None if p.width is None else (p.width if p.up else 0))),
+    Metric("fabricmon_ib_port_supported_link_width_lanes", G,
+           "Width both ends could run at, when above the active width (iblinkinfo).", PORT,
+           _port_gauge(lambda p: p.could_be_width or None)),
+    Metric("fabricmon_ib_port_expected_rate_bytes_per_second", G,
+           "Expected data rate in bytes/s from the config's expected_links.", PORT, _expected_rate),
+    Metric("fabricmon_ib_port_degraded", G, "1 while the port is degraded for this reason (down, width, speed).",
+           ("device", "port", "reason"), _degraded),
+    Metric("fabricmon_ib_port_saturated", G,
+           "1 when the error counter sits at its maximum: its rate is unknown.", ("device", "port", "counter"),
+           _saturated),
+    *(Metric(f"fabricmon_ib_port_{c.name}", C, c.help, PORT, _counter(c)) for c in ibspec.COUNTERS),
+    Metric("fabricmon_ib_port_hw_counters", C, "mlx5 hw_counters of the port, by counter name.",
+           ("device", "port", "counter"), _hw_counters),
+    Metric("fabricmon_ib_device_info", G, "HCA identity.",
+           ("device", "hca_type", "firmware_version", "board_id", "node_guid", "netdev"), _device_info),
+    Metric("fabricmon_ib_device_numa_node", G, "NUMA node of the HCA's PCI function (absent if unknown).",
+           ("device",), _device_numa),
+    # Findings
+    Metric("fabricmon_check_status", G, "Check result per port: 0 OK, 1 WARNING, 2 CRITICAL.",
+           ("check", "device", "port"), _check_status),
+    Metric("fabricmon_health_status", G, "Worst check status on this node: 0 OK, 1 WARNING, 2 CRITICAL.", (),
+           lambda snap: [((), snap.status)]),
+    # RoCE
+    Metric("fabricmon_roce_pfc_enabled", G, "1 if PFC is enabled on the priority (mlnx_qos).",
+           ("device", "netdev", "priority"), _roce(_pfc)),
+    Metric("fabricmon_roce_trust_info", G, "Priority trust state (pcp, dscp) of the netdev.",
+           ("device", "netdev", "trust"), _roce(_trust)),
+    Metric("fabricmon_roce_pause_frames", C, "PFC pause frames by priority and direction "
+           "(ethtool rx/tx_prioN_pause).", ("device", "netdev", "priority", "direction"), _roce(_per_prio("pause"))),
+    Metric("fabricmon_roce_pause_duration_seconds", C, "Time paused by priority and direction "
+           "(ethtool rx/tx_prioN_pause_duration, microseconds converted to seconds).",
+           ("device", "netdev", "priority", "direction"), _roce(_per_prio("pause_duration_us", 1e-6))),
+    Metric("fabricmon_roce_pause_transitions", C, "Transitions into the paused state "
+           "(ethtool rx/tx_prioN_pause_transition).", ("device", "netdev", "priority", "direction"),
+           _roce(_per_prio("pause_transitions"))),
+    Metric("fabricmon_roce_pause_storm_events", C, "Pause-storm guard events (ethtool "
+           "tx_pause_storm_warning/error_events).", ("device", "netdev", "level"), _roce(_storm)),
+    Metric("fabricmon_roce_mtu_bytes", G, "Active RoCE (IB) MTU derived from the netdev MTU "
+           "as the kernel does (netdev MTU - 96, rounded down to 256..4096).", ND,
+           _roce(_netdev(lambda v: v.roce_mtu))),
+    Metric("fabricmon_roce_cnp_sent", C, "CNPs sent as notification point (hw_counters np_cnp_sent).", ND,
+           _roce(_hw("np_cnp_sent"))),
+    Metric("fabricmon_roce_cnp_handled", C, "CNPs handled as reaction point (hw_counters rp_cnp_handled).", ND,
+           _roce(_hw("rp_cnp_handled"))),
+    Metric("fabricmon_roce_cnp_ignored", C, "CNPs ignored as reaction point: rising means DCQCN is off "
+           "(hw_counters rp_cnp_ignored).", ND, _roce(_hw("rp_cnp_ignored"))),
+    Metric("fabricmon_roce_ecn_marked_packets", C, "ECN-marked RoCE packets received "
+           "(hw_counters np_ecn_marked_roce_packets).", ND, _roce(_hw("np_ecn_marked_roce_packets"))),
+    Metric("fabricmon_netdev_errors", C, "Drop and PHY error counters of the RoCE netdev "
+           "(ethtool -S, curated), by ethtool counter name.", ("device", "netdev", "counter"), _roce(_netdev_errors)),
+    Metric("fabricmon_netdev_mtu_bytes", G, "MTU of the RoCE netdev.", ND, _roce(_netdev(lambda v: v.netdev.mtu))),
+    Metric("fabricmon_netdev_speed_bytes_per_second", G, "Link speed of the RoCE netdev in bytes/s "
+           "(absent while down).", ND, _roce(_netdev(_speed))),
+    Metric("fabricmon_netdev_up", G, "1 if the RoCE netdev's operstate is up.", ND,
+           _roce(_netdev(lambda v: None if v.netdev.operstate is None else (1 if v.netdev.operstate == "up" else 0)))),
+    # GPUDirect RDMA and GPU-NIC affinity
+    Metric("fabricmon_gpudirect_rdma_path_available", G,
+           "1 if this GPUDirect RDMA method is available (peermem, nv_peer_mem, dmabuf).", ("method",), _gdr),
+    Metric("fabricmon_gpu_info", G, "GPU identity from NVML; gpu is the NVML index.", ("gpu", "uuid", "gpu_bus_id"),
+           _gpus(_gpu_info)),
+    Metric("fabricmon_gpu_numa_node", G, "NUMA node of the GPU's PCI function (absent if unknown).", ("gpu",),
+           _gpus(_gpu_numa)),
+    Metric("fabricmon_gpu_nic_path_info", G, "PCI path class (PIX, PXB, PHB, NODE, SYS, UNKNOWN) of every GPU-RDMA "
+           "device pair.", ("gpu", "gpu_bus_id", "device", "path"), _gpus(_gpu_paths)),
+    Metric("fabricmon_gpu_nearest_nic_info", G, "The RDMA device the GPU is paired with (nearest, balanced across "
+           "GPUs) and its path class.", ("gpu", "device", "path"), _gpus(_gpu_nearest)),
+    Metric("fabricmon_gpu_nic_affinity_ok", G, "1 if the GPU's nearest RDMA NIC is at PXB or closer (NCCL uses "
+           "GPUDirect RDMA), 0 if not; absent when unknown.", ("gpu",), _gpus(_gpu_ok)),
+    # fabricmon itself
+    Metric("fabricmon_source_enabled", G, "1 if the source is enabled.", ("source",),
+           _sources(lambda s: 1 if s.enabled else 0, enabled_only=False)),
+    Metric("fabricmon_source_up", G, "1 if the source's last run produced data.", ("source",),
+           _sources(lambda s: 1 if s.up else 0)),
+    Metric("fabricmon_source_duration_seconds", G, "Duration of the source's last run.", ("source",),
+           _sources(lambda s: s.duration)),
+    Metric("fabricmon_source_last_success_timestamp_seconds", G, "Time of the source's last run without any error.",
+           ("source",), _sources(lambda s: s.last_success)),
+    Metric("fabricmon_source_runs", C, "Completed runs of the source.", ("source",),
+           _sources(lambda s: s.runs if s.enabled else None, enabled_only=False)),
+    Metric("fabricmon_source_errors", C, "Source errors by kind.", ("source", "kind"), _source_errors),
+    Metric("fabricmon_snapshot_build_duration_seconds", "histogram",
+           "Time to build a snapshot from the latest data of every source.", ("le",), _build_histogram),
+    Metric("fabricmon_snapshot_timestamp_seconds", G, "Time the last snapshot was built.", (),
+           lambda snap: [((), snap.time)]),
+    Metric("fabricmon_build_info", G, "fabricmon build information.", ("version", "python_version"), _build_info),
+)
+
+BY_NAME = {m.name: m for m in CATALOGUE}
+
+__all__ = ["CATALOGUE", "BY_NAME", "Metric"]

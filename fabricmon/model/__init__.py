@@ -1,0 +1,1 @@
+"""Typed records merged across sources, the counter history and the snapshot."""

@@ -1,0 +1,134 @@
+"""Which netdevs the RoCE sources look at: the netdevs (sysfs `device/net/*`) of RDMA devices
+whose ports run link_layer Ethernet. InfiniBand ports (and their IPoIB netdevs) are never
+judged by RoCE rules."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from fabricmon.model.history import CounterHistory
+from fabricmon.parsers.ethtool import NetdevStats
+from fabricmon.parsers.mlnx_qos import QosResult
+
+
+@dataclass(frozen=True, slots=True, order=True)
+class RoceTarget:
+    device: str     # RDMA device (mlx5_2)
+    port: int       # its Ethernet port; counter-history keys and findings use it
+    netdev: str     # the netdev (ens1f0np0) that ethtool/mlnx_qos/class/net are asked about
+
+    def label(self) -> str:
+        return f"{self.device} ({self.netdev or 'netdev unknown'})"
+
+
+def roce_targets(devices: Mapping[str, Any], ports: Mapping[tuple[str, int], Any]) -> list[RoceTarget]:
+    """One target per (RoCE device, netdev). With as many netdevs as Ethernet ports they pair up
+    in order; otherwise every netdev belongs to the device's first Ethernet port. A device
+    without a netdev gets one target per Ethernet port with netdev "" (hw_counters only)."""
+    eth: dict[str, list[int]] = {}
+    for (dev, num), p in ports.items():
+        if getattr(p, "link_layer", None) == "Ethernet":
+            eth.setdefault(dev, []).append(num)
+    out = []
+    for dev in sorted(eth):
+        d = devices.get(dev)
+        netdevs = sorted(n for n in (getattr(d, "netdev", "") or "").split(",") if n)
+        nums = sorted(eth[dev])
+        if not netdevs:      # no device/net: hw_counters still count; netdev tools are not asked
+            out += [RoceTarget(dev, num, "") for num in nums]
+        elif len(netdevs) == len(nums):
+            out += [RoceTarget(dev, num, nd) for num, nd in zip(nums, netdevs)]
+        else:
+            out += [RoceTarget(dev, nums[0], nd) for nd in netdevs]
+    return out
+
+
+@dataclass(slots=True)
+class NetdevInfo:
+    mtu: int | None = None
+    speed_mbps: int | None = None       # None when the link is down or the driver does not say
+    operstate: str | None = None        # "up", "down", "lowerlayerdown", ...
+
+
+@dataclass(slots=True)
+class NetdevData:
+    netdevs: dict[str, NetdevInfo] = field(default_factory=dict)
+
+
+# IB headers the kernel takes off the netdev MTU to get the RoCE MTU (iboe_get_mtu():
+# GRH 40 + UDP 8 + BTH 12 + XRC ext 4 + AtomicETH 28 + ICRC 4).
+ROCE_HEADER_BYTES = 96
+IB_MTUS = (4096, 2048, 1024, 512, 256)
+
+
+def roce_mtu(netdev_mtu: int | None) -> int | None:
+    """Active RoCE (IB) MTU the kernel derives from a netdev MTU (9000 -> 4096, 1500 -> 1024)."""
+    if netdev_mtu is None:
+        return None
+    room = netdev_mtu - ROCE_HEADER_BYTES
+    return next((m for m in IB_MTUS if room >= m), 0)
+
+
+@dataclass(slots=True)
+class RoceView:
+    """Everything known about one RoCE netdev, merged from the sources."""
+    target: RoceTarget
+    qos: QosResult | None = None
+    qos_note: str = ""                 # why qos is None: "not installed", "failed", "disabled"
+    stats: NetdevStats | None = None
+    stats_note: str = ""
+    netdev: NetdevInfo | None = None
+    hw: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def roce_mtu(self) -> int | None:
+        return roce_mtu(self.netdev.mtu if self.netdev else None)
+
+
+# hw_counters sampled into the history (rates) and exported (the congestion ones).
+HW_TRACKED = ("np_cnp_sent", "np_ecn_marked_roce_packets", "rp_cnp_handled", "rp_cnp_ignored",
+              "out_of_sequence", "packet_seq_err", "local_ack_timeout_err", "req_transport_retries_exceeded")
+HW_LOSS = ("out_of_sequence", "local_ack_timeout_err")
+
+
+
+def eth_key(t: RoceTarget, name: str) -> tuple[str, int, str]:
+    return (t.device, t.port, f"ethtool:{t.netdev}:{name}")
+
+
+def hw_key(t: RoceTarget, name: str) -> tuple[str, int, str]:
+    return (t.device, t.port, f"hw:{name}")
+
+
+def ethtool_counters(stats: NetdevStats | None) -> dict[str, int]:
+    """The curated ethtool counters under their ethtool names."""
+    if stats is None or stats.stats is None:
+        return {}
+    s = stats.stats
+    out: dict[str, int] = {}
+    for (prio, d), v in s.pause.items():
+        out[f"{d}_prio{prio}_pause"] = v
+    for (prio, d), v in s.pause_duration_us.items():
+        out[f"{d}_prio{prio}_pause_duration"] = v
+    for (prio, d), v in s.pause_transitions.items():
+        out[f"{d}_prio{prio}_pause_transition"] = v
+    for level, v in s.pause_storm.items():
+        out[f"tx_pause_storm_{level}_events"] = v
+    out.update(s.errors)
+    return out
+
+
+def record_roce_counters(views: list[RoceView], history: CounterHistory, t_ethtool: float | None,
+                         t_hw: float | None) -> None:
+    """Sample the views' ethtool and hw counters into the history (a repeated timestamp is
+    ignored by the history), by the same rules as every other counter."""
+    for v in views:
+        if t_ethtool is not None:
+            for name, value in ethtool_counters(v.stats).items():
+                history.record(eth_key(v.target, name), t_ethtool, value)
+        if t_hw is not None:
+            for name in HW_TRACKED:
+                if name in v.hw:
+                    history.record(hw_key(v.target, name), t_hw, v.hw[name])

@@ -1,0 +1,94 @@
+"""The typed snapshot the exporter renders and `check` judges: one section per domain
+(InfiniBand ports, RoCE, GPUDirect and GPU-NIC affinity; the fabric comes next), the findings,
+and every source's self-monitoring state. A snapshot is never mutated once published."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from fabricmon.checks import Finding, worst
+
+if TYPE_CHECKING:
+    from fabricmon.checks.affinity import AffinityResult
+    from fabricmon.checks.degraded_link import LinkVerdict
+    from fabricmon.checks.gpudirect import GpudirectStatus
+    from fabricmon.model.gpu import GpuData
+    from fabricmon.model.ports import DeviceView, PortView
+    from fabricmon.model.roce import RoceView
+
+# Error kinds exported in fabricmon_source_errors_total{kind}; all are pre-declared at 0.
+ERROR_KINDS = ("not_found", "timeout", "exit_code", "parse", "read")
+
+
+@dataclass(slots=True)
+class SourceState:
+    """One source's latest run, as the pipeline keeps it."""
+    name: str
+    enabled: bool
+    interval: float
+    timeout: float
+    records: type | None = None
+    up: bool = False
+    ran: bool = False
+    data: Any = None
+    data_time: float = 0.0              # wall-clock time of the data
+    duration: float = 0.0
+    last_success: float = 0.0
+    runs: int = 0
+    errors_total: dict[str, int] = field(default_factory=lambda: {k: 0 for k in ERROR_KINDS})
+    active_errors: set[str] = field(default_factory=set)
+
+    def copy(self) -> SourceState:
+        return SourceState(self.name, self.enabled, self.interval, self.timeout, self.records, self.up, self.ran,
+                           self.data, self.data_time, self.duration, self.last_success, self.runs,
+                           dict(self.errors_total), set(self.active_errors))
+
+
+@dataclass(slots=True)
+class IbSection:
+    devices: dict[str, DeviceView] = field(default_factory=dict)
+    ports: dict[tuple[str, int], PortView] = field(default_factory=dict)
+    verdicts: dict[tuple[str, int], LinkVerdict] = field(default_factory=dict)
+    saturation: dict[tuple[str, int], dict[str, bool]] = field(default_factory=dict)
+
+
+@dataclass(slots=True)
+class RoceSection:
+    views: list[RoceView] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class GpuSection:
+    gpudirect: GpudirectStatus | None = None     # None: the gpudirect source has no data
+    gpus: GpuData | None = None
+    affinity: AffinityResult | None = None
+
+
+@dataclass(slots=True)
+class BuildStats:
+    """Snapshot builds so far (fabricmon_snapshot_build_duration_seconds)."""
+    count: int = 0
+    total: float = 0.0
+    buckets: list[int] = field(default_factory=list)     # cumulative, one per BUILD_BUCKETS bound
+
+
+BUILD_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0, float("inf"))
+
+
+@dataclass(slots=True)
+class Snapshot:
+    time: float
+    ib: IbSection
+    roce: RoceSection
+    gpu: GpuSection
+    findings: list[Finding]
+    sources: dict[str, SourceState]
+    builds: BuildStats
+
+    @property
+    def status(self) -> int:
+        return worst(self.findings)
+
+
+__all__ = ["BUILD_BUCKETS", "ERROR_KINDS", "BuildStats", "GpuSection", "IbSection", "RoceSection", "Snapshot", "SourceState"]

@@ -1,0 +1,159 @@
+"""The node configuration of the pipeline: how the latest records of every node source become
+a Snapshot. Records are picked by their type, never by the name of the source that made them:
+
+1. merge the port records (sysfs, ibstat, perfquery, iblinkinfo) into an Inventory;
+2. sample every checked counter into the CounterHistory (IB and RoCE alike, one rule);
+3. run the checks (degraded_link, link_errors, roce, gpudirect, affinity) on records + deltas;
+4. return the typed Snapshot.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping
+
+import structlog
+
+from fabricmon.checks import Finding
+from fabricmon.checks import affinity as affinity_checks
+from fabricmon.checks import degraded_link, link_errors
+from fabricmon.checks import gpudirect as gpudirect_checks
+from fabricmon.checks import roce as roce_checks
+from fabricmon.config import COUNTER_CHECKS, Config
+from fabricmon.model.gpu import GpuData, GpudirectFacts
+from fabricmon.model.history import CounterHistory
+from fabricmon.model.ports import DeviceView, Inventory, PortView, merge
+from fabricmon.model.roce import NetdevData, RoceView, record_roce_counters, roce_targets
+from fabricmon.model.snapshot import GpuSection, IbSection, RoceSection, SourceState
+from fabricmon.parsers.ethtool import EthtoolData
+from fabricmon.parsers.mlnx_qos import MlnxQosData
+from fabricmon.parsers.sysfs_ib import SysfsData
+
+log = structlog.get_logger("fabricmon.pipeline")
+
+CHECKED_COUNTERS = frozenset(c for counters, *_ in COUNTER_CHECKS.values() for c in counters)
+
+
+def _state_of(states: Mapping[str, SourceState], records: type) -> SourceState | None:
+    return next((s for s in states.values() if s.records is records), None)
+
+
+def _data(states: Mapping[str, SourceState], records: type) -> object:
+    st = _state_of(states, records)
+    return st.data if st is not None and st.enabled else None
+
+
+class NodeModel:
+    """Builds node snapshots; keeps the counter history between builds."""
+
+    def __init__(self, config: Config, history: CounterHistory | None = None,
+                 clock: Callable[[], float] = time.time):
+        self.config = config
+        self.clock = clock
+        self.history = history or CounterHistory(
+            horizon=max(*(c.window for c in config.checks.counters.values()), *config.roce.windows()))
+        self._counter_times: dict[tuple[str, int], float] = {}
+
+    @staticmethod
+    def inventory(states: Mapping[str, SourceState]) -> Inventory:
+        return merge(s.data for s in states.values() if s.enabled and s.data is not None)
+
+    # --- counters -------------------------------------------------------------------
+    def _record_ib_counters(self, states: Mapping[str, SourceState], ports: dict[tuple[str, int], PortView]) -> None:
+        for key, p in ports.items():
+            if not p.counters:
+                continue
+            src = states.get(p.counter_source or "")
+            t = src.data_time if src else self.clock()
+            if self._counter_times.get(key) == t:
+                continue        # the same sample as last build: nothing new
+            self._counter_times[key] = t
+            sat = link_errors.saturated(p)
+            for name, value in p.counters.items():
+                if name not in CHECKED_COUNTERS:
+                    continue    # traffic counters feed no check: keep no history for them
+                if self.history.record((p.device, p.port, name), t, value, saturated=sat.get(name, False)):
+                    log.info("counter decreased (reset)", device=p.device, port=p.port, counter=name)
+        self.history.prune(set(ports))
+        for key in [k for k in self._counter_times if k not in ports]:
+            del self._counter_times[key]
+
+    # --- RoCE and GPU -----------------------------------------------------------------
+    @staticmethod
+    def _note(st: SourceState | None, kind: str, data: object) -> str:
+        if st is None or not st.enabled:
+            return f"sources.{st.name if st else kind} is disabled"
+        if data is not None and getattr(data, "tool_missing", False):
+            return f"{st.name} is not installed (sources.{st.name}.enabled: auto)"
+        if st.active_errors:
+            return f"{st.name} failed: {sorted(st.active_errors)[0]}"
+        return f"no {st.name} data for this netdev yet"
+
+    def roce_views(self, states: Mapping[str, SourceState], inv: Inventory) -> list[RoceView]:
+        qos_st, eth_st = _state_of(states, MlnxQosData), _state_of(states, EthtoolData)
+        qos, eth = _data(states, MlnxQosData), _data(states, EthtoolData)
+        nd = _data(states, NetdevData)
+        views = []
+        for t in roce_targets(inv.devices, inv.ports):
+            p = inv.ports.get((t.device, t.port))
+            v = RoceView(target=t, hw=dict(p.hw_counters) if p is not None else {})
+            if not t.netdev:
+                v.qos_note = v.stats_note = "the RoCE port's netdev is unknown (no device/net in sysfs)"
+                views.append(v)
+                continue
+            v.qos = qos.netdevs.get(t.netdev) if qos is not None else None
+            if v.qos is None:
+                v.qos_note = self._note(qos_st, "mlnx_qos", qos)
+            v.stats = eth.netdevs.get(t.netdev) if eth is not None else None
+            if v.stats is None:
+                v.stats_note = self._note(eth_st, "ethtool", eth)
+            v.netdev = nd.netdevs.get(t.netdev) if nd is not None else None
+            views.append(v)
+        return views
+
+    @staticmethod
+    def nics(devices: Mapping[str, DeviceView], ports: Mapping[tuple[str, int], PortView]
+             ) -> dict[str, affinity_checks.NicInfo]:
+        out = {}
+        for name, d in sorted(devices.items()):
+            mine = [p for (dev, _), p in ports.items() if dev == name]
+            known = [p for p in mine if p.state_id is not None]
+            usable = not known or any(p.up for p in known)
+            out[name] = affinity_checks.NicInfo(
+                device=name, pci_path=d.pci_path, numa_node=d.numa_node,
+                usable=usable, ports=tuple(sorted(p.port for p in mine)) or (1,))
+        return out
+
+    # --- the build ----------------------------------------------------------------------
+    def build(self, states: Mapping[str, SourceState]) -> tuple[IbSection, RoceSection, GpuSection, list[Finding]]:
+        now = self.clock()
+        inv = self.inventory(states)
+        self._record_ib_counters(states, inv.ports)
+        ib = IbSection(devices=dict(sorted(inv.devices.items())), ports=dict(sorted(inv.ports.items())))
+        findings: list[Finding] = []
+        for key, p in ib.ports.items():
+            v = degraded_link.evaluate_port(p, self.config)
+            ib.verdicts[key] = v
+            findings.append(v.finding)
+            ib.saturation[key] = link_errors.saturated(p)
+            findings.extend(link_errors.evaluate_port(p, self.history, self.config, now))
+
+        views = self.roce_views(states, inv)
+        eth_st, sys_st = _state_of(states, EthtoolData), _state_of(states, SysfsData)
+        record_roce_counters(views, self.history,
+                             eth_st.data_time if eth_st is not None and eth_st.data is not None else None,
+                             sys_st.data_time if sys_st is not None and sys_st.data is not None else None)
+        findings += roce_checks.evaluate(views, self.history, self.config, now)
+
+        facts = _data(states, GpudirectFacts)
+        gpus = _data(states, GpuData)
+        gd = gpudirect_checks.evaluate(facts, gpus, len(inv.devices))
+        if gd.finding is not None:
+            findings.append(gd.finding)
+        aff = affinity_checks.evaluate(gpus, self.nics(inv.devices, inv.ports))
+        findings += aff.findings
+        gpu = GpuSection(gpudirect=gd if facts is not None else None, gpus=gpus, affinity=aff)
+        return ib, RoceSection(views), gpu, findings
+
+
+__all__ = ["NodeModel", "CHECKED_COUNTERS"]

@@ -1,0 +1,250 @@
+"""The pipeline: registered sources, each on its own schedule in its own worker; a snapshot
+rebuilt from the latest data of every source whenever one completes.
+
+Two ways to drive it:
+- `start()`/`stop()` (the daemon): one worker thread per enabled source, plus a publisher that
+  rebuilds and publishes the snapshot when any source completes (completions within a few
+  milliseconds of each other are built once). A hung tool delays only its own source.
+- `collect()` (`once`, `check`, `capture`, tests): every named source at once under one overall
+  deadline (the largest timeout), then one snapshot. It ends by the deadline whatever hangs.
+
+A source that needs the port inventory gets the latest one, merged from whatever the
+inventory sources have produced so far; it waits (within its own deadline) only until the
+first inventory is there, never for a hung inventory source.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
+
+import structlog
+
+from fabricmon.config import Config
+from fabricmon.host import runner
+from fabricmon.host.io import HostIO
+from fabricmon.model.history import CounterHistory
+from fabricmon.model.ports import Inventory
+from fabricmon.model.snapshot import BUILD_BUCKETS, BuildStats, Snapshot, SourceState
+from fabricmon.pipeline.node import NodeModel
+from fabricmon.pipeline.source import INVENTORY, Inputs, Source, SourceOutput, SourceSpec, registry
+
+log = structlog.get_logger("fabricmon.pipeline")
+
+# Completions closer than this are folded into one snapshot build.
+PUBLISH_DEBOUNCE = 0.02
+# collect() waits this long past the deadline for sources to hand back what they have.
+DEADLINE_MARGIN = 1.0
+# Once one inventory source has listed ports, sources that need the inventory wait at most this
+# long for the others (ibstat normally answers within it); a hung one is not waited for.
+INVENTORY_GRACE = 1.0
+
+
+class Pipeline:
+    def __init__(self, config: Config, io: HostIO, history: CounterHistory | None = None,
+                 clock: Callable[[], float] = time.time, collector: str = "node"):
+        self.config = config
+        self.io = io
+        self.clock = clock
+        self.specs: dict[str, SourceSpec] = registry(collector)
+        self.sources: dict[str, Source] = {n: spec.cls(config, config.sources[n]) for n, spec in self.specs.items()}
+        self.states: dict[str, SourceState] = {
+            n: SourceState(name=n, enabled=config.sources[n].enabled is not False,
+                           interval=config.sources[n].interval, timeout=config.sources[n].timeout,
+                           records=spec.records)
+            for n, spec in self.specs.items()
+        }
+        self.model = NodeModel(config, history, clock)
+        self.snapshot: Snapshot | None = None
+        self.on_snapshot: list[Callable[[Snapshot], None]] = []
+        self._lock = threading.Lock()                    # states and the inventory
+        self._inventory_changed = threading.Condition(self._lock)
+        self._inventory = Inventory()
+        self._inventory_since: float | None = None       # when the inventory first listed ports
+        self._build_lock = threading.Lock()              # one build at a time, in order
+        self._builds = BuildStats(buckets=[0] * len(BUILD_BUCKETS))
+        self._stop = threading.Event()
+        self._dirty = threading.Event()
+        self._threads: list[threading.Thread] = []
+        self._pool: ThreadPoolExecutor | None = None
+
+    @property
+    def history(self) -> CounterHistory:
+        return self.model.history
+
+    def enabled(self) -> list[str]:
+        return [n for n, s in self.states.items() if s.enabled]
+
+    # --- the inventory ------------------------------------------------------------------
+    def _inventory_ready(self) -> bool:
+        """Every inventory source has answered once, or one has listed ports and the others
+        had INVENTORY_GRACE to follow."""
+        inv = [s for n, s in self.states.items() if s.enabled and self.specs[n].provides_inventory]
+        if all(s.ran for s in inv):
+            return True
+        return self._inventory_since is not None and time.monotonic() - self._inventory_since >= INVENTORY_GRACE
+
+    def _wait_inventory(self, deadline: float) -> Inventory:
+        with self._inventory_changed:
+            while not self._inventory_ready() and not self._stop.is_set():
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    break
+                self._inventory_changed.wait(min(left, 0.1))
+            return self._inventory
+
+    # --- one source run -----------------------------------------------------------------
+    def run_source(self, name: str, deadline: float) -> None:
+        """Run one source until its deadline and store what it produced."""
+        spec = self.specs[name]
+        t0 = time.monotonic()
+        inventory = self._wait_inventory(deadline) if INVENTORY in spec.needs else None
+        try:
+            out = self.sources[name].collect(self.io, Inputs(deadline=deadline, inventory=inventory, cancel=self._stop))
+        except Exception as exc:  # a bug in one source must not take the daemon down
+            log.exception("source crashed", source=name)
+            out = SourceOutput()
+            out.error("parse", f"{name}: internal error: {exc!r}")
+        self._finish(name, out, time.monotonic() - t0)
+
+    def _finish(self, name: str, out: SourceOutput, duration: float) -> None:
+        now = self.clock()
+        with self._lock:
+            st = self.states[name]
+            st.ran = True
+            st.runs += 1
+            st.duration = duration
+            st.up = out.up
+            if out.data is not None:
+                st.data = out.data
+                st.data_time = now
+                if not out.errors:
+                    st.last_success = now
+            elif not st.up:
+                st.data = None      # stale data must not pose as current
+            seen = set()
+            for kind, message in out.errors:
+                st.errors_total[kind] = st.errors_total.get(kind, 0) + 1
+                seen.add(message)
+                if message not in st.active_errors:
+                    log.warning("source error", source=name, kind=kind, error=message)
+            for message in st.active_errors - seen:
+                log.info("source recovered", source=name, error=message)
+            st.active_errors = seen
+            if self.specs[name].provides_inventory:
+                self._inventory = self.model.inventory(self.states)
+                if self._inventory.ports and self._inventory_since is None:
+                    self._inventory_since = time.monotonic()
+                self._inventory_changed.notify_all()
+
+    # --- snapshots ----------------------------------------------------------------------
+    def rebuild(self) -> Snapshot:
+        """Build a snapshot from the latest data of every source and publish it."""
+        with self._build_lock:
+            t0 = time.monotonic()
+            with self._lock:
+                states = {n: s.copy() for n, s in self.states.items()}
+            ib, roce, gpu, findings = self.model.build(states)
+            took = time.monotonic() - t0
+            b = self._builds
+            b.count += 1
+            b.total += took
+            for i, bound in enumerate(BUILD_BUCKETS):
+                if took <= bound:
+                    b.buckets[i] += 1
+            snap = Snapshot(time=self.clock(), ib=ib, roce=roce, gpu=gpu, findings=findings, sources=states,
+                            builds=BuildStats(b.count, b.total, list(b.buckets)))
+            self.snapshot = snap
+            for fn in self.on_snapshot:
+                try:
+                    fn(snap)
+                except Exception:   # a broken subscriber must not stop the pipeline
+                    log.exception("snapshot subscriber failed")
+            return snap
+
+    def collect(self, names: Iterable[str] | None = None, deadline: float | None = None) -> Snapshot:
+        """Run the named sources (default: every enabled one) at once under one overall deadline
+        (default: the largest of their timeouts), then build one snapshot."""
+        names = list(names) if names is not None else self.enabled()
+        if not names:
+            return self.rebuild()
+        if deadline is None:
+            deadline = time.monotonic() + max(self.states[n].timeout for n in names)
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(max_workers=len(self.states), thread_name_prefix="fabricmon-src")
+        futures = {n: self._pool.submit(self.run_source, n, min(deadline, time.monotonic() + self.states[n].timeout))
+                   for n in names}
+        for n, fut in futures.items():
+            try:
+                fut.result(timeout=max(0.0, deadline - time.monotonic()) + DEADLINE_MARGIN)
+            except FutureTimeout:
+                # A source that ignores its deadline is abandoned for this run; it is counted.
+                out = SourceOutput()
+                out.error("timeout", f"{n}: did not finish by the deadline")
+                self._finish(n, out, time.monotonic() - (deadline - self.states[n].timeout))
+        return self.rebuild()
+
+    # --- the daemon ---------------------------------------------------------------------
+    def start(self) -> None:
+        self._stop.clear()
+        for n in self.enabled():
+            t = threading.Thread(target=self._worker, args=(n,), name=f"fabricmon-{n}", daemon=True)
+            self._threads.append(t)
+        self._threads.append(threading.Thread(target=self._publisher, name="fabricmon-publish", daemon=True))
+        for t in self._threads:
+            t.start()
+
+    def _worker(self, name: str) -> None:
+        st = self.states[name]
+        next_run = time.monotonic()
+        while not self._stop.is_set():
+            wait = next_run - time.monotonic()
+            if wait > 0 and self._stop.wait(wait):
+                break
+            start = time.monotonic()
+            self.run_source(name, start + st.timeout)
+            self._dirty.set()
+            next_run = max(start + st.interval, time.monotonic() + 0.01)
+
+    def _publisher(self) -> None:
+        while not self._stop.is_set():
+            self._dirty.wait()
+            if self._stop.is_set():
+                break
+            time.sleep(PUBLISH_DEBOUNCE)
+            self._dirty.clear()
+            try:
+                self.rebuild()
+            except Exception:   # never let a bug stop publishing; the scrape keeps serving
+                log.exception("snapshot build failed")
+
+    def alive(self) -> bool:
+        return bool(self._threads) and all(t.is_alive() for t in self._threads)
+
+    def stop(self, timeout: float = 10.0) -> None:
+        """Stop every worker; tools in flight are killed at once (process groups)."""
+        self._stop.set()
+        self._dirty.set()
+        runner.kill_all()
+        with self._inventory_changed:
+            self._inventory_changed.notify_all()
+        end = time.monotonic() + timeout
+        while any(t.is_alive() for t in self._threads) and time.monotonic() < end:
+            runner.kill_all()       # again: a tool that started while we were stopping
+            for t in self._threads:
+                t.join(0.05)
+        runner.kill_all()
+        self._threads = []
+
+    def close(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=False, cancel_futures=True)
+        for src in self.sources.values():
+            src.close()
+        self.io.close()
+
+
+__all__ = ["Pipeline"]

@@ -1,0 +1,193 @@
+"""The source interface and its registry (node_exporter's `registerCollector`, in our words).
+
+A source is one module with one class: it declares its name, its defaults (enabled, interval,
+timeout, command), what it reads as input (`needs`: "inventory" for the port inventory) and
+one `collect(io, inputs)` that returns typed records in a SourceOutput. The module registers
+the class once with `@register(...)`; the pipeline knows no source by name: it walks the
+registry, runs each source on its own schedule, and gives every source the same timeout,
+error counting and self-metrics.
+
+A source never raises: problems are returned as (kind, message) errors, so one failing source
+costs only its own data.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
+
+from fabricmon.host.runner import CommandResult, safe_arg
+from fabricmon.model.snapshot import ERROR_KINDS
+
+if TYPE_CHECKING:
+    from fabricmon.config import Config, SourceConfig
+    from fabricmon.host.io import HostIO
+
+# Inputs a source may declare in `needs`.
+INVENTORY = "inventory"
+
+
+@dataclass(slots=True)
+class SourceOutput:
+    data: Any = None
+    errors: list[tuple[str, str]] = field(default_factory=list)
+
+    def error(self, kind: str, message: str) -> None:
+        self.errors.append((kind, message))
+
+    @property
+    def up(self) -> bool:
+        """The source produced usable data (partial output counts; errors are still counted)."""
+        return self.data is not None
+
+
+@dataclass(slots=True)
+class Inputs:
+    """What the pipeline hands a source: the latest port inventory it has (never waiting for a
+    hung inventory source) and the monotonic deadline of this run."""
+    deadline: float
+    inventory: Any = None       # model.ports.Inventory for sources that need it
+    cancel: threading.Event | None = None     # set when the daemon stops
+
+    def remaining(self, cap: float) -> float:
+        """Seconds left for one command, at most `cap` (the source's timeout); 0 once the
+        daemon is stopping, so no new tool starts."""
+        if self.cancel is not None and self.cancel.is_set():
+            return 0.0
+        return max(0.0, min(cap, self.deadline - time.monotonic()))
+
+
+@dataclass(frozen=True, slots=True)
+class SourceSpec:
+    name: str
+    cls: type[Source]
+    enabled: bool | str             # True, False or "auto" (a missing tool is not an error)
+    interval: float
+    timeout: float
+    command: tuple[str, ...]        # () for sources that read files only
+    needs: tuple[str, ...]
+    provides_inventory: bool        # its records list devices and ports
+    collector: str                  # "node" or "fabric": which configuration runs it
+    concurrency: int                # commands in flight at once within one run
+    records: type | None            # the record type its SourceOutput.data holds
+
+
+class Source:
+    """Base class. Subclasses implement collect(); `spec` is set by @register."""
+
+    spec: ClassVar[SourceSpec]
+
+    def __init__(self, config: Config, sc: SourceConfig | None = None):
+        self.config = config
+        self.sc = sc if sc is not None else config.sources[self.spec.name]
+        self._pool: ThreadPoolExecutor | None = None
+
+    def pool(self) -> ThreadPoolExecutor:
+        """The source's own workers for concurrent commands (spec.concurrency), kept for its
+        lifetime so that the thread count stays flat."""
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(max_workers=max(1, self.spec.concurrency),
+                                            thread_name_prefix=f"fabricmon-{self.spec.name}")
+        return self._pool
+
+    def close(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=False, cancel_futures=True)
+
+    @property
+    def name(self) -> str:
+        return self.spec.name
+
+    def collect(self, io: HostIO, inputs: Inputs) -> SourceOutput:   # pragma: no cover - abstract
+        raise NotImplementedError
+
+
+_REGISTRY: dict[str, SourceSpec] = {}
+S = TypeVar("S", bound=type[Source])
+
+
+def register(name: str, *, enabled: bool | str = True, interval: float = 15.0, timeout: float = 5.0,
+             command: tuple[str, ...] = (), needs: tuple[str, ...] = (), provides_inventory: bool = False,
+             collector: str = "node", concurrency: int = 1, records: type | None = None) -> Callable[[S], S]:
+    """Class decorator: register a source once, with its defaults."""
+    def deco(cls: S) -> S:
+        if name in _REGISTRY and _REGISTRY[name].cls is not cls:
+            raise ValueError(f"source {name!r} registered twice")
+        spec = SourceSpec(name, cls, enabled, float(interval), float(timeout), tuple(command), tuple(needs),
+                          provides_inventory, collector, concurrency, records)
+        cls.spec = spec
+        _REGISTRY[name] = spec
+        return cls
+    return deco
+
+
+def registry(collector: str = "node") -> dict[str, SourceSpec]:
+    """The registered sources of one configuration, in registration order."""
+    if collector == "node":
+        import fabricmon.sources  # noqa: F401 - importing the package registers the node sources
+    return {n: s for n, s in _REGISTRY.items() if s.collector == collector}
+
+
+def command_error(res: CommandResult) -> tuple[str, str] | None:
+    """Classify a failed command into an error kind, or None when it succeeded."""
+    if res.error in ("not_found", "not_recorded", "exec_error"):
+        return ("not_found", res.describe())
+    if res.error == "timeout":
+        return ("timeout", res.describe())
+    if res.returncode != 0:
+        return ("exit_code", res.describe())
+    return None
+
+
+@dataclass(slots=True)
+class PerNameRun:
+    results: list[tuple[str, CommandResult]] = field(default_factory=list)
+    tool_missing: bool = False     # enabled: auto and the tool is not installed
+
+
+def run_per_name(io: HostIO, source: Source, inputs: Inputs, out: SourceOutput, names: Iterable[str],
+                 args_for: Callable[[str], list[str]]) -> PerNameRun:
+    """Run `command + args_for(name)` for each discovered name (a port, a netdev), at most
+    `spec.concurrency` at once, all under the run's one deadline: a hung tool costs the run
+    its timeout once, never timeout x names.
+
+    Names are validated before they become arguments. With `enabled: auto` a missing tool is
+    `tool_missing` (not an error) and a command absent from a replayed bundle is skipped;
+    otherwise every result is returned, in name order, for the caller to classify and parse.
+    """
+    sc = source.sc
+    argvs: list[tuple[str, list[str]]] = []
+    for name in names:
+        try:
+            argvs.append((name, [*sc.command, *args_for(safe_arg(name))]))
+        except ValueError as exc:
+            out.error("parse", str(exc))
+    run = PerNameRun()
+    if not argvs:
+        return run
+
+    def one(item: tuple[str, list[str]]) -> tuple[str, CommandResult]:
+        return item[0], io.run(item[1], inputs.remaining(sc.timeout))
+
+    workers = max(1, min(source.spec.concurrency, len(argvs)))
+    if workers == 1:
+        results = [one(a) for a in argvs]
+    else:
+        results = list(source.pool().map(one, argvs))
+    auto = sc.enabled == "auto"
+    for name, res in results:
+        if auto and res.error == "not_found":
+            run.tool_missing = True
+            continue
+        if auto and res.error == "not_recorded":
+            continue
+        run.results.append((name, res))
+    return run
+
+
+__all__ = ["ERROR_KINDS", "INVENTORY", "Inputs", "PerNameRun", "Source", "SourceOutput", "SourceSpec",
+           "command_error", "register", "registry", "run_per_name"]

@@ -1,0 +1,1 @@
+"""The simulated fabric (ibsim + opensm harness) and the demo built on it."""
