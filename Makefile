@@ -6,7 +6,7 @@ VENV   ?= .venv
 APT_PACKAGES = ibsim-utils libumad2sim0 infiniband-diags opensm ethtool iproute2 openssl prometheus prometheus-alertmanager
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: demo test deps venv bench clean
+.PHONY: demo test deps venv bench golden clean
 
 demo: deps venv
 	$(VENV)/bin/fabricmon demo
@@ -28,6 +28,10 @@ $(VENV)/.installed: pyproject.toml
 	$(VENV)/bin/pip install -q --upgrade pip
 	$(VENV)/bin/pip install -q -e '.[test]'
 	touch $@
+
+# regenerate the golden expositions (tests/golden/*.prom) after an intended metric change
+golden: venv
+	FABRICMON_UPDATE_GOLDEN=1 $(VENV)/bin/python -m pytest -q -p no:cacheprovider tests/exporter/test_golden.py
 
 bench: venv
 	$(VENV)/bin/python bench/scrape_latency.py

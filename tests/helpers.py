@@ -31,3 +31,22 @@ def all_sources_ran(samples: dict) -> bool:
     enabled = {dict(lbl)["source"] for (n, lbl), v in samples.items() if n == "fabricmon_source_enabled" and v == 1}
     runs = {dict(lbl)["source"]: v for (n, lbl), v in samples.items() if n == "fabricmon_source_runs_total"}
     return bool(enabled) and all(runs.get(s, 0) >= 1 for s in enabled)
+
+
+def scrape_samples(port: int, timeout: float = 5.0) -> dict:
+    """GET /metrics on 127.0.0.1:port, parsed into {(name, sorted label items): value}."""
+    import http.client
+
+    from prometheus_client.parser import text_string_to_metric_families
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
+    try:
+        conn.request("GET", "/metrics")
+        body = conn.getresponse().read().decode()
+    finally:
+        conn.close()
+    return {(s.name, tuple(sorted(s.labels.items()))): s.value
+            for fam in text_string_to_metric_families(body) for s in fam.samples}
+
+
+def sample_value(samples: dict, name: str, **labels: object) -> float | None:
+    return samples.get((name, tuple(sorted((k, str(v)) for k, v in labels.items()))))
