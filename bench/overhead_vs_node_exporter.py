@@ -99,7 +99,7 @@ def free_port() -> int:
 
 def stop(proc: subprocess.Popen | None) -> None:
     """SIGTERM by PID, wait, SIGKILL if it lingers."""
-    if proc is None or proc.collect() is not None:
+    if proc is None or proc.poll() is not None:
         return
     proc.send_signal(signal.SIGTERM)
     try:
@@ -130,7 +130,7 @@ def poll_count(body: bytes) -> int:
 def wait_ready(proc: subprocess.Popen, port: int, what: str, log: Path, fabricmon: bool, timeout: float = 30) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        if proc.collect() is not None:
+        if proc.poll() is not None:
             raise SystemExit(f"{what} exited with status {proc.returncode}; its log {log}:\n{log.read_text()[-3000:]}")
         try:
             body = scrape(port, timeout=2)

@@ -69,7 +69,7 @@ def main() -> int:
     cfg = from_dict(config(sysfs))
 
     daemon = Daemon(cfg, LiveIO(cfg.sysfs, cfg.procfs))
-    daemon.poll_once()
+    daemon._publish(daemon.pipeline.collect())
     daemon.server.start()
     series = sum(1 for ln in render(daemon.snapshot).decode().splitlines() if ln and not ln.startswith("#"))
     scrape_latencies(daemon.port, 50)                     # warm-up

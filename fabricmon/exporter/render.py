@@ -118,7 +118,9 @@ def families(snap: Snapshot) -> Iterator:
             yield fam
 
 
-class _Collector:
+class SnapshotCollector:
+    """A prometheus_client custom collector over one snapshot (the reference rendering)."""
+
     def __init__(self, snap: Snapshot):
         self.snap = snap
 
@@ -129,8 +131,8 @@ class _Collector:
 def render_reference(snap: Snapshot) -> bytes:
     """The same exposition through prometheus_client's generate_latest (tests compare the two)."""
     registry = CollectorRegistry(auto_describe=False)
-    registry.register(_Collector(snap))
+    registry.register(SnapshotCollector(snap))
     return generate_latest(registry)
 
 
-__all__ = ["Renderer", "families", "render", "render_reference"]
+__all__ = ["Renderer", "SnapshotCollector", "families", "render", "render_reference"]

@@ -64,6 +64,7 @@ class Pipeline:
         self._inventory_changed = threading.Condition(self._lock)
         self._inventory = Inventory()
         self._inventory_since: float | None = None       # when the inventory first listed ports
+        self._inventory_stale = False                    # an inventory source completed since the merge
         self._build_lock = threading.Lock()              # one build at a time, in order
         self._builds = BuildStats(buckets=[0] * len(BUILD_BUCKETS))
         self._stop = threading.Event()
@@ -79,9 +80,20 @@ class Pipeline:
         return [n for n, s in self.states.items() if s.enabled]
 
     # --- the inventory ------------------------------------------------------------------
+    def _current_inventory(self) -> Inventory:
+        """The inventory merged from the latest data, merged only when a source needs it and
+        an inventory source has completed since (callers hold the lock)."""
+        if self._inventory_stale:
+            self._inventory = self.model.inventory(self.states)
+            self._inventory_stale = False
+            if self._inventory.ports and self._inventory_since is None:
+                self._inventory_since = time.monotonic()
+        return self._inventory
+
     def _inventory_ready(self) -> bool:
         """Every inventory source has answered once, or one has listed ports and the others
         had INVENTORY_GRACE to follow."""
+        self._current_inventory()
         inv = [s for n, s in self.states.items() if s.enabled and self.specs[n].provides_inventory]
         if all(s.ran for s in inv):
             return True
@@ -94,7 +106,7 @@ class Pipeline:
                 if left <= 0:
                     break
                 self._inventory_changed.wait(min(left, 0.1))
-            return self._inventory
+            return self._current_inventory()
 
     # --- one source run -----------------------------------------------------------------
     def run_source(self, name: str, deadline: float) -> None:
@@ -135,9 +147,7 @@ class Pipeline:
                 log.info("source recovered", source=name, error=message)
             st.active_errors = seen
             if self.specs[name].provides_inventory:
-                self._inventory = self.model.inventory(self.states)
-                if self._inventory.ports and self._inventory_since is None:
-                    self._inventory_since = time.monotonic()
+                self._inventory_stale = True
                 self._inventory_changed.notify_all()
 
     # --- snapshots ----------------------------------------------------------------------
