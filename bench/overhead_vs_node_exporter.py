@@ -13,7 +13,7 @@ as separate processes; their CPU time comes from /proc/<pid>/stat (utime + stime
 
 Each measurement window scrapes both exporters once per tick (tick = the fabricmon poll
 interval), so both see the same cadence and the same machine noise. Cycles are counted from
-fabricmon_poll_duration_seconds_count. The window is repeated and the median is printed.
+fabricmon_snapshot_build_duration_seconds_count. The window is repeated and the median is printed.
 
 A third process, fabricmon at its DEFAULT intervals (sysfs every 15 s) with every source at its
 default (--default-sources all; tools that find no hardware fail fast), runs in the background for the whole benchmark and is scraped every 15 s: its CPU % of one core is
@@ -64,7 +64,7 @@ NODE_EXPORTER = "/usr/bin/prometheus-node-exporter"
 H100_TREE = HERE.parent.parent / "shared" / "captures" / "sysfs" / "leptonai-gpud__sys-class-infiniband-h100.0"
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 DEFAULT_SYSFS_INTERVAL = 15.0
-_POLL_COUNT = re.compile(rb"^fabricmon_poll_duration_seconds_count ([0-9.e+]+)$", re.M)
+_POLL_COUNT = re.compile(rb"^fabricmon_snapshot_build_duration_seconds_count ([0-9.e+]+)$", re.M)
 
 
 # --- /proc ---------------------------------------------------------------------------------

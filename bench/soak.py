@@ -8,7 +8,7 @@ Targets:
   source at --interval: ibstat, perfquery and iblinkinfo spawn real processes every cycle.
 
 While the daemon runs, /metrics is scraped (a new connection each time) about every
---interval, which also counts the cycles (fabricmon_poll_duration_seconds_count). At the end
+--interval, which also counts the cycles (fabricmon_snapshot_build_duration_seconds_count). At the end
 of the warm-up, at a few points in between and at the end the daemon's RSS (VmRSS), open file
 descriptors (/proc/<pid>/fd), threads (/proc/<pid>/status Threads) and zombie children are
 sampled. Open fds leave out the pipes of a tool running at that instant (their inode is held
@@ -59,7 +59,7 @@ import nodetree  # noqa: E402
 from fabricmon.config import SOURCE_DEFAULTS  # noqa: E402
 from fabricmon.history import CounterHistory  # noqa: E402
 
-_POLL_COUNT = re.compile(rb"^fabricmon_poll_duration_seconds_count ([0-9.e+]+)$", re.M)
+_POLL_COUNT = re.compile(rb"^fabricmon_snapshot_build_duration_seconds_count ([0-9.e+]+)$", re.M)
 _SOURCE_UP = re.compile(rb'^fabricmon_source_up\{source="([^"]+)"\} ([0-9.e+]+)$', re.M)
 _SOURCE_ERR = re.compile(rb'^fabricmon_source_errors_total\{kind="([^"]+)",source="([^"]+)"\} ([0-9.e+]+)$'
                          rb'|^fabricmon_source_errors_total\{source="([^"]+)",kind="([^"]+)"\} ([0-9.e+]+)$', re.M)

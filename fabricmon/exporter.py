@@ -35,7 +35,7 @@ def _port_families(snap: Snapshot) -> Iterator[Metric]:
     phys = GaugeMetricFamily("fabricmon_ib_port_physical_state_id",
                              "PortPhysicalState: 2 Polling, 3 Disabled, 5 LinkUp, 6 LinkErrorRecovery, 7 Phy Test.",
                              labels=PORT_LABELS)
-    rate = GaugeMetricFamily("fabricmon_ib_port_rate_bits_per_second",
+    rate = GaugeMetricFamily("fabricmon_ib_port_rate_bytes_per_second",
                              "Active data rate (lanes x nominal lane rate; 0 when the port is down).",
                              labels=PORT_LABELS)
     width = GaugeMetricFamily("fabricmon_ib_port_link_width_lanes", "Active link width in lanes.",
@@ -43,12 +43,12 @@ def _port_families(snap: Snapshot) -> Iterator[Metric]:
     supported = GaugeMetricFamily("fabricmon_ib_port_supported_link_width_lanes",
                                   "Width both ends could run at, when above the active width (iblinkinfo).",
                                   labels=PORT_LABELS)
-    expected = GaugeMetricFamily("fabricmon_ib_port_expected_rate_bits_per_second",
+    expected = GaugeMetricFamily("fabricmon_ib_port_expected_rate_bytes_per_second",
                                  "Expected data rate from the config's expected_links.", labels=PORT_LABELS)
     degraded = GaugeMetricFamily("fabricmon_ib_port_degraded",
                                  "1 while the port is degraded for this reason (down, width, speed).",
                                  labels=["device", "port", "reason"])
-    sat = GaugeMetricFamily("fabricmon_ib_port_counter_saturated",
+    sat = GaugeMetricFamily("fabricmon_ib_port_saturated",
                             "1 when the counter sits at its maximum (rates unknown).",
                             labels=["device", "port", "counter"])
     counters = {c.name: CounterMetricFamily(f"fabricmon_ib_port_{c.name}", c.help, labels=PORT_LABELS)
@@ -67,7 +67,7 @@ def _port_families(snap: Snapshot) -> Iterator[Metric]:
         if p.phys_state_id is not None:
             phys.add_metric(lv, p.phys_state_id)
         if p.rate_gbps is not None:
-            rate.add_metric(lv, p.rate_gbps * 1e9)
+            rate.add_metric(lv, p.rate_gbps * 1e9 / 8)
         if p.width is not None:
             width.add_metric(lv, p.width if p.up else 0)
         if p.could_be_width:
@@ -75,7 +75,7 @@ def _port_families(snap: Snapshot) -> Iterator[Metric]:
         v = snap.verdicts.get(key)
         if v is not None:
             if v.expected_rate_gbps is not None:
-                expected.add_metric(lv, v.expected_rate_gbps * 1e9)
+                expected.add_metric(lv, v.expected_rate_gbps * 1e9 / 8)
             for reason in degraded_link.REASONS:
                 degraded.add_metric([*lv, reason], 1 if v.degraded[reason] else 0)
         for name, is_sat in snap.saturation.get(key, {}).items():
@@ -136,9 +136,9 @@ def _self_families(snap: Snapshot) -> Iterator[Metric]:
     # the collector's bucket counts are already cumulative (a poll counts in every bucket above it)
     buckets = [("+Inf" if bound == float("inf") else repr(bound), n)
                for bound, n in zip(POLL_BUCKETS, snap.poll_buckets)]
-    yield HistogramMetricFamily("fabricmon_poll_duration_seconds", "Duration of poll cycles.",
-                                buckets=buckets, sum_value=snap.poll_sum)
-    yield GaugeMetricFamily("fabricmon_last_poll_timestamp_seconds", "Time the last snapshot was built.",
+    yield HistogramMetricFamily("fabricmon_snapshot_build_duration_seconds",
+                                "Duration of snapshot builds (poll cycles).", buckets=buckets, sum_value=snap.poll_sum)
+    yield GaugeMetricFamily("fabricmon_snapshot_timestamp_seconds", "Time the last snapshot was built.",
                             value=snap.time)
     build = GaugeMetricFamily("fabricmon_build_info", "fabricmon build information.",
                               labels=["version", "python_version"])
@@ -184,7 +184,7 @@ def _roce_families(snap: Snapshot) -> Iterator[Metric]:
                                "(ethtool -S, curated), by ethtool counter name.",
                                labels=["device", "netdev", "counter"])
     nmtu = GaugeMetricFamily("fabricmon_netdev_mtu_bytes", "MTU of the RoCE netdev.", labels=nd_labels)
-    speed = GaugeMetricFamily("fabricmon_netdev_speed_bits_per_second", "Link speed of the RoCE netdev "
+    speed = GaugeMetricFamily("fabricmon_netdev_speed_bytes_per_second", "Link speed of the RoCE netdev "
                               "(absent while down).", labels=nd_labels)
     up = GaugeMetricFamily("fabricmon_netdev_up", "1 if the RoCE netdev's operstate is up.", labels=nd_labels)
     for v in snap.extra.get("roce") or []:
@@ -216,7 +216,7 @@ def _roce_families(snap: Snapshot) -> Iterator[Metric]:
             if v.netdev.mtu is not None:
                 nmtu.add_metric(lv, v.netdev.mtu)
             if v.netdev.speed_mbps is not None:
-                speed.add_metric(lv, v.netdev.speed_mbps * 1e6)
+                speed.add_metric(lv, v.netdev.speed_mbps * 1e6 / 8)
             if v.netdev.operstate is not None:
                 up.add_metric(lv, 1 if v.netdev.operstate == "up" else 0)
     yield from _nonempty(pfc, trust, frames, dur, trans, storm, mtu, *hw.values(), errs, nmtu, speed, up)

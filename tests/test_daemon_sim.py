@@ -70,7 +70,7 @@ def daemon_for(fabric, tmp_path):
         d = Daemon(cfg, LiveIO(cfg.sysfs, cfg.procfs, env=fabric.env(host)))
         d.start()
         daemons.append(d)
-        wait_for(d.port, lambda s: value(s, "fabricmon_poll_duration_seconds_count") is not None, 20)
+        wait_for(d.port, lambda s: value(s, "fabricmon_snapshot_build_duration_seconds_count") is not None, 20)
         return d
 
     yield start
@@ -91,8 +91,8 @@ def test_healthy_host_reports_everything(fabric, daemon_for, tmp_path):
     lv = {"device": "ibsim0", "port": "1"}
     assert value(s, "fabricmon_ib_port_up", **lv) == 1
     assert value(s, "fabricmon_ib_port_link_width_lanes", **lv) == 4
-    assert value(s, "fabricmon_ib_port_rate_bits_per_second", **lv) == 200e9
-    assert value(s, "fabricmon_ib_port_expected_rate_bits_per_second", **lv) == 200e9
+    assert value(s, "fabricmon_ib_port_rate_bytes_per_second", **lv) == 200e9 / 8
+    assert value(s, "fabricmon_ib_port_expected_rate_bytes_per_second", **lv) == 200e9 / 8
     for reason in ("down", "width", "speed"):
         assert value(s, "fabricmon_ib_port_degraded", reason=reason, **lv) == 0
     for src in ("ibstat", "perfquery", "iblinkinfo", "sysfs"):
@@ -110,7 +110,7 @@ def test_1x_link_is_degraded_and_check_exits_2(fabric, daemon_for, tmp_path):
     lv = {"device": "ibsim0", "port": "1"}
     assert value(s, "fabricmon_ib_port_link_width_lanes", **lv) == 1
     assert value(s, "fabricmon_ib_port_degraded", reason="width", **lv) == 1
-    assert value(s, "fabricmon_ib_port_rate_bits_per_second", **lv) == 50e9
+    assert value(s, "fabricmon_ib_port_rate_bytes_per_second", **lv) == 50e9 / 8
     assert value(s, "fabricmon_check_status", check="degraded_link", **lv) == 2
     res = run_check(fabric, DEGRADED, tmp_path, "--no-state")
     assert res.returncode == 2, res.stdout + res.stderr
@@ -139,7 +139,7 @@ def test_link_down_shows_and_port_does_not_vanish(fabric, daemon_for, tmp_path):
     took, s = wait_for(d.port, lambda s: value(s, "fabricmon_ib_port_up", **lv) == 0, timeout=10)
     assert took <= INTERVAL + 0.5
     assert value(s, "fabricmon_ib_port_degraded", reason="down", **lv) == 1
-    assert value(s, "fabricmon_ib_port_rate_bits_per_second", **lv) == 0
+    assert value(s, "fabricmon_ib_port_rate_bytes_per_second", **lv) == 0
     assert value(s, "fabricmon_ib_port_state_id", **lv) == 1
     res = run_check(fabric, FLAPPER, tmp_path, "--no-state")
     assert res.returncode == 2

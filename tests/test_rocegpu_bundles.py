@@ -168,7 +168,7 @@ def test_roce_healthy_metrics(capsys):
     assert dur[lab(device="mlx5_0", netdev="ens1f0np0", priority="3", direction="rx")] == pytest.approx(0.008841)
     assert samples(text, "fabricmon_roce_mtu_bytes")[lab(device="mlx5_0", netdev="ens1f0np0")] == 4096
     assert samples(text, "fabricmon_netdev_mtu_bytes")[lab(device="mlx5_0", netdev="ens1f0np0")] == 9000
-    assert samples(text, "fabricmon_netdev_speed_bits_per_second")[lab(device="mlx5_1", netdev="ens2f0np0")] == 4e11
+    assert samples(text, "fabricmon_netdev_speed_bytes_per_second")[lab(device="mlx5_1", netdev="ens2f0np0")] == 4e11 / 8
     assert samples(text, "fabricmon_roce_cnp_sent_total")[lab(device="mlx5_0", netdev="ens1f0np0")] == 345678
     assert samples(text, "fabricmon_roce_cnp_handled_total")[lab(device="mlx5_0", netdev="ens1f0np0")] == 334455
     assert samples(text, "fabricmon_roce_cnp_ignored_total")[lab(device="mlx5_0", netdev="ens1f0np0")] == 0

@@ -90,7 +90,7 @@ class Harness:
         cfg = from_dict(self.config(**sources))
         self.daemon = Daemon(cfg, io or LiveIO(cfg.sysfs, cfg.procfs))
         self.daemon.start()
-        self.wait(lambda s: (val(s, "fabricmon_poll_duration_seconds_count") or 0) >= 1, 20)
+        self.wait(lambda s: (val(s, "fabricmon_snapshot_build_duration_seconds_count") or 0) >= 1, 20)
         return self.daemon
 
     def scrape(self) -> dict:
@@ -111,8 +111,8 @@ class Harness:
     def assert_sysfs_keeps_reporting(self) -> None:
         s = self.scrape()
         before = val(s, "fabricmon_source_duration_seconds", source="sysfs")
-        polls = val(s, "fabricmon_poll_duration_seconds_count")
-        s = self.wait(lambda s: val(s, "fabricmon_poll_duration_seconds_count") > polls, 10)
+        polls = val(s, "fabricmon_snapshot_build_duration_seconds_count")
+        s = self.wait(lambda s: val(s, "fabricmon_snapshot_build_duration_seconds_count") > polls, 10)
         assert val(s, "fabricmon_source_up", source="sysfs") == 1
         assert val(s, "fabricmon_ib_port_up", device="mlx5_0", port=1) == 1
         assert before is not None

@@ -71,9 +71,9 @@ def test_saturation_metric_in_a_scrape(harness):
     write(harness, "excessive_buffer_overrun_errors", 15)
     harness.start()
     s = harness.scrape()
-    assert val(s, "fabricmon_ib_port_counter_saturated", device="mlx5_0", port=1,
+    assert val(s, "fabricmon_ib_port_saturated", device="mlx5_0", port=1,
                counter="excessive_buffer_overrun_errors") == 1
-    assert val(s, "fabricmon_ib_port_counter_saturated", device="mlx5_0", port=1, counter="symbol_errors") == 0
+    assert val(s, "fabricmon_ib_port_saturated", device="mlx5_0", port=1, counter="symbol_errors") == 0
     assert val(s, "fabricmon_check_status", check="link_integrity", device="mlx5_0", port=1) == 0
 
 

@@ -196,23 +196,23 @@ def test_h100_once(tmp_path: Path, h100: Path) -> None:
     assert res.returncode == 0, res.stderr
     s = samples(res.stdout)
     up = port_values(s, "fabricmon_ib_port_up")
-    rate = port_values(s, "fabricmon_ib_port_rate_bits_per_second")
+    rate = port_values(s, "fabricmon_ib_port_rate_bytes_per_second")
     info = {(dict(l)["device"], dict(l)["port"]): dict(l) for (n, l), _ in s.items()
             if n == "fabricmon_ib_port_info"}
     ib = {k for k, v in info.items() if v["link_layer"] == "InfiniBand"}
     assert ib == {(f"mlx5_{i}", "1") for i in (0, 1, 4, 5, 6, 7, 8, 9)}
-    assert all(up[k] == 1 and rate[k] == 400e9 for k in ib)
+    assert all(up[k] == 1 and rate[k] == 400e9 / 8 for k in ib)
     assert info[("mlx5_bond_0", "1")]["link_layer"] == "Ethernet"
-    assert up[("mlx5_bond_0", "1")] == 1 and rate[("mlx5_bond_0", "1")] == 200e9
+    assert up[("mlx5_bond_0", "1")] == 1 and rate[("mlx5_bond_0", "1")] == 200e9 / 8
     assert info[("mlx5_bond_0", "1")]["hca_type"] == "MT41692"
-    expected = port_values(s, "fabricmon_ib_port_expected_rate_bits_per_second")
-    assert expected == {k: 400e9 for k in ib}                   # the bond is not judged as IB
+    expected = port_values(s, "fabricmon_ib_port_expected_rate_bytes_per_second")
+    assert expected == {k: 400e9 / 8 for k in ib}                   # the bond is not judged as IB
     degraded = [(n, l) for (n, l), v in s.items() if n == "fabricmon_ib_port_degraded" and v != 0]
     assert degraded == []
     assert port_values(s, "fabricmon_ib_port_transmit_bytes_total")[("mlx5_0", "1")] == 230442669431839 * 4
     # excessive_buffer_overrun_errors reads 15 on this node: a saturated 4-bit counter
     sat = {(dict(l)["device"], dict(l)["counter"]) for (n, l), v in s.items()
-           if n == "fabricmon_ib_port_counter_saturated" and v == 1}
+           if n == "fabricmon_ib_port_saturated" and v == 1}
     want = set()
     for dev in H100.iterdir():
         for fname, name in (("excessive_buffer_overrun_errors", "excessive_buffer_overrun_errors"),
@@ -296,7 +296,7 @@ def test_command_sources_end_to_end(tmp_path: Path) -> None:
     assert s[("fabricmon_source_errors_total", (("kind", "exit_code"), ("source", "ibstat")))] == 1
     # mlx5_5: ibstat says 400, but PortInfo (iblinkinfo) says 1X NDR that could be 4X
     assert port_values(s, "fabricmon_ib_port_link_width_lanes")[("mlx5_5", "1")] == 1
-    assert port_values(s, "fabricmon_ib_port_rate_bits_per_second")[("mlx5_5", "1")] == 100e9
+    assert port_values(s, "fabricmon_ib_port_rate_bytes_per_second")[("mlx5_5", "1")] == 100e9 / 8
     assert port_values(s, "fabricmon_ib_port_supported_link_width_lanes")[("mlx5_5", "1")] == 4
     assert s[("fabricmon_ib_port_degraded", (("device", "mlx5_5"), ("port", "1"), ("reason", "width")))] == 1
     # counters: errors from the basic query, data from -x (64-bit), bytes = words x 4

@@ -97,7 +97,7 @@ def test_down_port_is_present_as_down(metrics: Metrics) -> None:
     assert m.port("fabricmon_ib_port_up", "mlx5_0", "2") == 0
     assert m.port("fabricmon_ib_port_state_id", "mlx5_0", "2") == 1
     assert m.port("fabricmon_ib_port_physical_state_id", "mlx5_0", "2") == 2
-    assert m.port("fabricmon_ib_port_rate_bits_per_second", "mlx5_0", "2") == 0   # not the stale 10G
+    assert m.port("fabricmon_ib_port_rate_bytes_per_second", "mlx5_0", "2") == 0   # not the stale 10G
     assert m.port("fabricmon_ib_port_link_width_lanes", "mlx5_0", "2") == 0
     assert m.port("fabricmon_ib_port_degraded", "mlx5_0", "2", reason="down") == 1
     assert m.port("fabricmon_ib_port_degraded", "mlx5_0", "2", reason="width") == 0
@@ -110,16 +110,16 @@ def test_up_ports(metrics: Metrics) -> None:
     assert m.port("fabricmon_ib_port_up", "mlx5_0", "1") == 1
     assert m.port("fabricmon_ib_port_state_id", "mlx5_0", "1") == 4
     assert m.port("fabricmon_ib_port_physical_state_id", "mlx5_0", "1") == 5
-    assert m.port("fabricmon_ib_port_rate_bits_per_second", "mlx5_0", "1") == 400e9
+    assert m.port("fabricmon_ib_port_rate_bytes_per_second", "mlx5_0", "1") == 400e9 / 8
     assert m.port("fabricmon_ib_port_link_width_lanes", "mlx5_0", "1") == 4
-    assert m.port("fabricmon_ib_port_expected_rate_bits_per_second", "mlx5_0", "1") == 400e9
+    assert m.port("fabricmon_ib_port_expected_rate_bytes_per_second", "mlx5_0", "1") == 400e9 / 8
     for r in REASONS:
         assert m.port("fabricmon_ib_port_degraded", "mlx5_0", "1", reason=r) == 0
     # RoCE: judged by nobody's IB expectation, but its rate is there
     assert m.port("fabricmon_ib_port_up", "mlx5_1", "1") == 1
-    assert m.port("fabricmon_ib_port_rate_bits_per_second", "mlx5_1", "1") == 100e9
+    assert m.port("fabricmon_ib_port_rate_bytes_per_second", "mlx5_1", "1") == 100e9 / 8
     assert m.port("fabricmon_ib_port_link_width_lanes", "mlx5_1", "1") == 2
-    assert m.port("fabricmon_ib_port_expected_rate_bits_per_second", "mlx5_1", "1") is None
+    assert m.port("fabricmon_ib_port_expected_rate_bytes_per_second", "mlx5_1", "1") is None
     assert m.port("fabricmon_check_status", "mlx5_1", "1", check="degraded_link") == 0
 
 
@@ -144,7 +144,7 @@ def test_counter_values_and_types(metrics: Metrics) -> None:
     for c in ibspec.COUNTERS:
         fam = m.families[f"fabricmon_ib_port_{c.name}"]
         assert fam.type == "counter" and fam.documentation
-    for name in ("fabricmon_ib_port_up", "fabricmon_ib_port_rate_bits_per_second", "fabricmon_check_status"):
+    for name in ("fabricmon_ib_port_up", "fabricmon_ib_port_rate_bytes_per_second", "fabricmon_check_status"):
         assert m.families[name].type == "gauge"
 
 
@@ -153,7 +153,7 @@ def test_na_counter_costs_only_that_value(metrics: Metrics) -> None:
     assert m.port("fabricmon_ib_port_vl15_dropped_total", "mlx5_0", "2") is None    # N/A (no PMA)
     assert m.port("fabricmon_ib_port_vl15_dropped_total", "mlx5_0", "1") == 0
     assert m.port("fabricmon_ib_port_symbol_errors_total", "mlx5_0", "2") == 0
-    assert m.port("fabricmon_ib_port_counter_saturated", "mlx5_0", "2", counter="vl15_dropped") is None
+    assert m.port("fabricmon_ib_port_saturated", "mlx5_0", "2", counter="vl15_dropped") is None
 
 
 def test_unreadable_counter_costs_only_that_value(metrics: Metrics) -> None:
@@ -206,9 +206,9 @@ def test_device_families(metrics: Metrics) -> None:
 
 def test_self_monitoring(metrics: Metrics) -> None:
     m = metrics
-    assert m.get("fabricmon_poll_duration_seconds_count") == 1
-    assert m.get("fabricmon_poll_duration_seconds_bucket", le="+Inf") == 1
-    assert m.get("fabricmon_last_poll_timestamp_seconds") > 1.6e9
+    assert m.get("fabricmon_snapshot_build_duration_seconds_count") == 1
+    assert m.get("fabricmon_snapshot_build_duration_seconds_bucket", le="+Inf") == 1
+    assert m.get("fabricmon_snapshot_timestamp_seconds") > 1.6e9
     assert m.get("fabricmon_source_last_success_timestamp_seconds", source="sysfs") == 0  # it had an error
     assert m.families["fabricmon_build_info"].samples[0].labels["version"]
 
