@@ -174,7 +174,7 @@ VERDICTS = [
      "RoCE congestion notifications are ignored (DCQCN off).",
      value_of(f"sum(increase({netdev_sel('fabricmon_roce_cnp_ignored_total')}[1h]))", INT)
      + " CNPs ignored in the last hour: DCQCN is off on the reaction point."),
-    ("FabricmonGpuDirectRdmaUnavailable", "gpudirect_rdma", "critical warning", "gpu",
+    ("FabricmonGpuDirectRdmaUnavailable", "gpudirect_rdma", "critical", "gpu",
      "GPUDirect RDMA is unavailable.",
      "{{ $labels.instance }}: the node has NVIDIA GPUs and RDMA NICs but no GPUDirect RDMA path"
      " (nvidia-peermem, nv_peer_mem or DMA-BUF): NCCL stages through host memory, 30-60% slower."),
