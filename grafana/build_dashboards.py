@@ -1,0 +1,325 @@
+#!/usr/bin/env python3
+"""Generate grafana/fabricmon-node.json, the Grafana dashboard of the per-node daemon.
+
+    python grafana/build_dashboards.py           # rewrite the committed JSON
+    python grafana/build_dashboards.py --check   # exit 1 if the committed JSON is stale
+
+Plain Python and json, no dependency. Rates come from the recording rules of
+prometheus/fabricmon.rules.yml (`instance_device_port:...:rate5m`), so load those rules too; the
+other panels read fabricmon's own series. Every panel's queries are evaluated against a real
+Prometheus scraping fabricmon in tests/ship/test_dashboards.py.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+OUT = HERE / "fabricmon-node.json"
+DS = {"type": "prometheus", "uid": "${datasource}"}
+
+# selectors the template variables feed
+NODE = 'job=~"$job", instance=~"$instance"'
+PORT = NODE + ', device=~"$device"'
+
+
+class Layout:
+    """Panels placed left to right, 24 columns wide, ids in order."""
+
+    def __init__(self):
+        self.panels: list[dict] = []
+        self.x = self.y = 0
+        self.row_h = 0
+
+    def row(self, title: str) -> None:
+        self._newline()
+        self.panels.append({"type": "row", "title": title, "collapsed": False, "id": len(self.panels) + 1,
+                            "gridPos": {"h": 1, "w": 24, "x": 0, "y": self.y}, "panels": []})
+        self.y += 1
+
+    def _newline(self) -> None:
+        if self.x:
+            self.y += self.row_h
+            self.x, self.row_h = 0, 0
+
+    def add(self, panel: dict, w: int, h: int) -> None:
+        if self.x + w > 24:
+            self._newline()
+        panel["id"] = len(self.panels) + 1
+        panel["gridPos"] = {"h": h, "w": w, "x": self.x, "y": self.y}
+        self.panels.append(panel)
+        self.x += w
+        self.row_h = max(self.row_h, h)
+
+
+def target(expr: str, legend: str = "", ref: str = "A", table: bool = False) -> dict:
+    t = {"datasource": DS, "expr": expr, "legendFormat": legend or "__auto", "refId": ref}
+    if table:
+        t.update({"format": "table", "instant": True, "range": False})
+    return t
+
+
+def timeseries(title: str, desc: str, targets: list[dict], unit: str = "short", stack: bool = False,
+               minimum: float | None = 0, maxi: float | None = None) -> dict:
+    defaults = {"unit": unit, "custom": {"drawStyle": "line", "lineWidth": 1, "fillOpacity": 10,
+                                         "showPoints": "never", "spanNulls": True,
+                                         "stacking": {"mode": "normal" if stack else "none"}}}
+    if minimum is not None:
+        defaults["min"] = minimum
+    if maxi is not None:
+        defaults["max"] = maxi
+    return {"type": "timeseries", "title": title, "description": desc, "datasource": DS, "targets": targets,
+            "fieldConfig": {"defaults": defaults, "overrides": []},
+            "options": {"legend": {"displayMode": "table", "placement": "bottom", "calcs": ["lastNotNull", "max"]},
+                        "tooltip": {"mode": "multi", "sort": "desc"}}}
+
+
+STATUS_MAPPING = [{"type": "value", "options": {
+    "0": {"text": "OK", "color": "green", "index": 0},
+    "1": {"text": "WARNING", "color": "orange", "index": 1},
+    "2": {"text": "CRITICAL", "color": "red", "index": 2}}}]
+UP_MAPPING = [{"type": "value", "options": {
+    "0": {"text": "DOWN", "color": "red", "index": 0},
+    "1": {"text": "UP", "color": "green", "index": 1}}}]
+
+
+def stat(title: str, desc: str, targets: list[dict], mappings=None, unit: str = "short",
+         thresholds: list[tuple[str, float | None]] | None = None) -> dict:
+    steps = [{"color": c, "value": v} for c, v in (thresholds or [("green", None)])]
+    return {"type": "stat", "title": title, "description": desc, "datasource": DS, "targets": targets,
+            "fieldConfig": {"defaults": {"unit": unit, "mappings": mappings or [],
+                                         "thresholds": {"mode": "absolute", "steps": steps},
+                                         "color": {"mode": "thresholds"}}, "overrides": []},
+            "options": {"reduceOptions": {"calcs": ["lastNotNull"], "fields": "", "values": False},
+                        "colorMode": "background", "graphMode": "none", "textMode": "auto"}}
+
+
+def table(title: str, desc: str, targets: list[dict], mappings=None, hide: tuple[str, ...] = ("Time",)) -> dict:
+    return {"type": "table", "title": title, "description": desc, "datasource": DS, "targets": targets,
+            "fieldConfig": {"defaults": {"mappings": mappings or [],
+                                         "custom": {"cellOptions": {"type": "color-background"}},
+                                         "thresholds": {"mode": "absolute", "steps": [{"color": "transparent",
+                                                                                        "value": None}]}},
+                            "overrides": []},
+            "options": {"showHeader": True, "cellHeight": "sm"},
+            "transformations": [{"id": "organize", "options": {"excludeByName": {h: True for h in hide},
+                                                                "renameByName": {"Value": "value"}}}]}
+
+
+def timeline(title: str, desc: str, targets: list[dict], mappings) -> dict:
+    return {"type": "state-timeline", "title": title, "description": desc, "datasource": DS, "targets": targets,
+            "fieldConfig": {"defaults": {"mappings": mappings, "color": {"mode": "thresholds"},
+                                         "thresholds": {"mode": "absolute", "steps": [{"color": "green",
+                                                                                        "value": None}]}},
+                            "overrides": []},
+            "options": {"showValue": "never", "mergeValues": True, "rowHeight": 0.8}}
+
+
+def node_dashboard() -> dict:
+    L = Layout()
+    rec = "instance_device_port:fabricmon_ib_port_{}:rate5m"
+
+    L.row("Overview")
+    L.add(stat("Node health", "Worst check status on the node (fabricmon_health_status).",
+               [target(f"max by (instance) (fabricmon_health_status{{{NODE}}})", "{{instance}}")],
+               STATUS_MAPPING, thresholds=[("green", None), ("orange", 1), ("red", 2)]), 6, 4)
+    L.add(stat("Ports up", "Ports ACTIVE and LinkUp, of all ports.",
+               [target(f"sum(fabricmon_ib_port_up{{{PORT}}})", "up"),
+                target(f"count(fabricmon_ib_port_up{{{PORT}}})", "ports", "B")]), 6, 4)
+    L.add(stat("Ports degraded or down", "Ports below their expected width/speed, or down.",
+               [target(f"count(max by (instance, device, port) (fabricmon_ib_port_degraded{{{PORT}}}) == 1) or vector(0)")],
+               thresholds=[("green", None), ("red", 1)]), 6, 4)
+    L.add(stat("fabricmon targets up", "Scrapes that succeed (up) of all fabricmon targets.",
+               [target(f"sum(up{{{NODE}}})", "up"), target(f"count(up{{{NODE}}})", "targets", "B")]), 6, 4)
+    L.add(table("Failing checks", "Every check that is not OK, with the daemon's status. `fabricmon check -v` "
+                "on the node prints the message and the fix.",
+                [target(f"fabricmon_check_status{{{NODE}}} > 0", table=True)], STATUS_MAPPING,
+                hide=("Time", "__name__", "job")), 24, 7)
+
+    L.row("Ports and links")
+    L.add(table("Ports", "State, active and expected rate of every port (bytes/s; x8 for bits).",
+                [target(f"fabricmon_ib_port_up{{{PORT}}}", "up", "A", table=True),
+                 target(f"fabricmon_ib_port_rate_bytes_per_second{{{PORT}}}", "rate", "B", table=True),
+                 target(f"fabricmon_ib_port_expected_rate_bytes_per_second{{{PORT}}}", "expected", "C", table=True),
+                 target(f"fabricmon_ib_port_link_width_lanes{{{PORT}}}", "lanes", "D", table=True),
+                 target(f"fabricmon_ib_port_info{{{PORT}}}", "info", "E", table=True)],
+                hide=("Time", "__name__", "job")), 24, 8)
+    L.add(timeseries("Link rate against expected", "Active data rate and the rate expected from "
+                     "expected_links; a gap is a degraded port.",
+                     [target(f"fabricmon_ib_port_rate_bytes_per_second{{{PORT}}}", "{{instance}} {{device}}/{{port}}"),
+                      target(f"fabricmon_ib_port_expected_rate_bytes_per_second{{{PORT}}}",
+                             "{{instance}} {{device}}/{{port}} expected", "B")], "Bps"), 12, 8)
+    L.add(timeline("Port up / degraded", "1 while the port is ACTIVE and LinkUp; degraded reasons below.",
+                   [target(f"fabricmon_ib_port_up{{{PORT}}}", "{{instance}} {{device}}/{{port}}")], UP_MAPPING), 12, 8)
+    L.add(timeseries("Transmit throughput", "Bytes/s sent (recording rule over 5m).",
+                     [target(f"{rec.format('transmit_bytes')}{{{PORT}}}", "{{instance}} {{device}}/{{port}}")],
+                     "Bps"), 12, 8)
+    L.add(timeseries("Receive throughput", "Bytes/s received (recording rule over 5m).",
+                     [target(f"{rec.format('receive_bytes')}{{{PORT}}}", "{{instance}} {{device}}/{{port}}")],
+                     "Bps"), 12, 8)
+    L.add(timeseries("Link utilisation", "Throughput / active link rate, per direction.",
+                     [target(f"instance_device_port:fabricmon_ib_port_transmit_utilisation:ratio_rate5m{{{PORT}}}",
+                             "{{instance}} {{device}}/{{port}} tx"),
+                      target(f"instance_device_port:fabricmon_ib_port_receive_utilisation:ratio_rate5m{{{PORT}}}",
+                             "{{instance}} {{device}}/{{port}} rx", "B")], "percentunit", maxi=1), 12, 8)
+    L.add(timeseries("Degraded reasons", "1 while the port is degraded for this reason (down, width, speed).",
+                     [target(f"fabricmon_ib_port_degraded{{{PORT}}}", "{{instance}} {{device}}/{{port}} {{reason}}")],
+                     maxi=1), 12, 8)
+
+    L.row("Link errors")
+    L.add(timeseries("Symbol errors", "Symbol errors per second; IBTA's 1e-12 BER budget is about 120/hour "
+                     "(0.033/s).", [target(f"{rec.format('symbol_errors')}{{{PORT}}}",
+                                           "{{instance}} {{device}}/{{port}}")], "short"), 8, 8)
+    L.add(timeseries("Receive errors", "PortRcvErrors and PortRcvRemotePhysicalErrors per second.",
+                     [target(f"{rec.format('receive_errors')}{{{PORT}}}", "{{instance}} {{device}}/{{port}} rcv"),
+                      target(f"{rec.format('receive_remote_physical_errors')}{{{PORT}}}",
+                             "{{instance}} {{device}}/{{port}} remote physical", "B")]), 8, 8)
+    L.add(timeseries("Link error recoveries and discards", "LinkErrorRecovery and PortXmitDiscards per second.",
+                     [target(f"{rec.format('link_error_recovery')}{{{PORT}}}",
+                             "{{instance}} {{device}}/{{port}} recovery"),
+                      target(f"{rec.format('transmit_discards')}{{{PORT}}}",
+                             "{{instance}} {{device}}/{{port}} xmit discards", "B")]), 8, 8)
+    L.add(timeseries("Link flaps (last hour)", "LinkDowned increase over the last hour: any flap is serious.",
+                     [target(f"instance_device_port:fabricmon_ib_port_link_downed:increase1h{{{PORT}}}",
+                             "{{instance}} {{device}}/{{port}}")]), 8, 8)
+    L.add(timeseries("Transmit wait", "PortXmitWait ticks per second: the port had data but no credits "
+                     "(congestion).", [target(f"{rec.format('transmit_wait')}{{{PORT}}}",
+                                              "{{instance}} {{device}}/{{port}}")]), 8, 8)
+    L.add(table("Saturated counters", "Error counters at their maximum (value 1): their rate is unknown.",
+                [target(f"sum by (instance, device, port) (fabricmon_ib_port_saturated{{{PORT}}})", table=True)],
+                hide=("Time",)), 8, 8)
+
+    L.row("RoCE lossless Ethernet")
+    L.add(table("PFC and trust", "PFC enabled per priority (1) and the trust state of each RoCE netdev.",
+                [target(f"fabricmon_roce_pfc_enabled{{{PORT}}} == 1", "pfc", "A", table=True),
+                 target(f"fabricmon_roce_trust_info{{{PORT}}}", "trust", "B", table=True)],
+                hide=("Time", "__name__", "job")), 8, 8)
+    L.add(timeseries("Pause frames", "PFC pause frames per second by priority and direction (rx: the switch "
+                     "pauses us; tx: we pause the switch).",
+                     [target(f"instance_device_netdev:fabricmon_roce_pause_frames:rate5m{{{PORT}}}",
+                             "{{instance}} {{netdev}} prio{{priority}} {{direction}}")]), 8, 8)
+    L.add(timeseries("Time paused", "Fraction of time paused by priority and direction.",
+                     [target(f"instance_device_netdev:fabricmon_roce_pause_duration:ratio_rate5m{{{PORT}}}",
+                             "{{instance}} {{netdev}} prio{{priority}} {{direction}}")], "percentunit"), 8, 8)
+    L.add(timeseries("Pause storm events (last hour)", "tx_pause_storm warning/error events: the NIC's storm "
+                     "guard fired.",
+                     [target(f"increase(fabricmon_roce_pause_storm_events_total{{{PORT}}}[1h])",
+                             "{{instance}} {{netdev}} {{level}}")]), 8, 8)
+    L.add(timeseries("Drops and PHY errors", "ethtool drop and error counters of the RoCE netdevs, per second.",
+                     [target(f"instance_device_netdev:fabricmon_netdev_errors:rate5m{{{PORT}}}",
+                             "{{instance}} {{netdev}} {{counter}}")]), 8, 8)
+    L.add(timeseries("Transport loss signals", "out_of_sequence, packet_seq_err, local_ack_timeout_err, "
+                     "implied_nak_seq_err per second (retransmissions).",
+                     [target(f"instance_device_port:fabricmon_roce_loss_signals:rate5m{{{PORT}}}",
+                             "{{instance}} {{device}}/{{port}}")]), 8, 8)
+    L.add(timeseries("Congestion notifications (DCQCN)", "CNPs sent, handled and ignored per second; ignored "
+                     "CNPs mean DCQCN is off.",
+                     [target(f"rate(fabricmon_roce_cnp_sent_total{{{PORT}}}[$__rate_interval])",
+                             "{{instance}} {{netdev}} sent"),
+                      target(f"rate(fabricmon_roce_cnp_handled_total{{{PORT}}}[$__rate_interval])",
+                             "{{instance}} {{netdev}} handled", "B"),
+                      target(f"rate(fabricmon_roce_cnp_ignored_total{{{PORT}}}[$__rate_interval])",
+                             "{{instance}} {{netdev}} ignored", "C")]), 12, 8)
+    L.add(table("MTU and speed", "Active RoCE MTU, netdev MTU, netdev speed (bytes/s) and operstate.",
+                [target(f"fabricmon_roce_mtu_bytes{{{PORT}}}", "roce mtu", "A", table=True),
+                 target(f"fabricmon_netdev_mtu_bytes{{{PORT}}}", "mtu", "B", table=True),
+                 target(f"fabricmon_netdev_speed_bytes_per_second{{{PORT}}}", "speed", "C", table=True),
+                 target(f"fabricmon_netdev_up{{{PORT}}}", "up", "D", table=True)],
+                hide=("Time", "job")), 12, 8)
+
+    L.row("GPUDirect RDMA and GPU-NIC affinity")
+    L.add(table("GPUDirect RDMA paths", "Which GPUDirect RDMA method is available (1) on each node: peermem, "
+                "nv_peer_mem, dmabuf.",
+                [target(f"fabricmon_gpudirect_rdma_path_available{{{NODE}}}", table=True)],
+                UP_MAPPING, hide=("Time", "__name__", "job")), 8, 8)
+    L.add(table("GPU to nearest NIC", "Each GPU's paired RDMA NIC and the PCI path class; NCCL uses "
+                "GPUDirect RDMA only at PIX/PXB.",
+                [target(f"fabricmon_gpu_nearest_nic_info{{{NODE}}}", table=True)],
+                hide=("Time", "__name__", "job", "Value")), 8, 8)
+    L.add(table("GPU checks", "gpudirect_rdma, gpu_nic_affinity, gpu_nic_sharing and nccl_ib_hca verdicts.",
+                [target(f'fabricmon_check_status{{{NODE}, check=~"gpudirect_rdma|gpu_nic_affinity|gpu_nic_sharing|nccl_ib_hca"}}',
+                        table=True)], STATUS_MAPPING, hide=("Time", "__name__", "job", "port")), 8, 8)
+    L.add(timeseries("GPUs with GPUDirect-capable affinity", "GPUs whose nearest NIC is at PXB or closer, of all "
+                     "GPUs with a known path.",
+                     [target(f"sum by (instance) (fabricmon_gpu_nic_affinity_ok{{{NODE}}})", "{{instance}} ok"),
+                      target(f"count by (instance) (fabricmon_gpu_nic_affinity_ok{{{NODE}}})", "{{instance}} GPUs",
+                             "B")]), 24, 6)
+
+    L.row("fabricmon")
+    L.add(timeline("Sources up", "1 when the source's last run produced data.",
+                   [target(f"fabricmon_source_up{{{NODE}}}", "{{instance}} {{source}}")], UP_MAPPING), 12, 8)
+    L.add(timeseries("Source errors", "Source errors per second by kind.",
+                     [target(f"sum by (instance, source, kind) (rate(fabricmon_source_errors_total{{{NODE}}}"
+                             "[$__rate_interval]))", "{{instance}} {{source}} {{kind}}")]), 12, 8)
+    L.add(timeseries("Snapshot age", "Seconds since the served snapshot was built; it grows without bound when "
+                     "the poll loop is stuck.",
+                     [target(f"time() - fabricmon_snapshot_timestamp_seconds{{{NODE}}}", "{{instance}}")], "s"), 8, 8)
+    L.add(timeseries("Snapshot build time", "99th percentile and mean time to build a snapshot (one poll).",
+                     [target("histogram_quantile(0.99, sum by (instance, le) (rate("
+                             f"fabricmon_snapshot_build_duration_seconds_bucket{{{NODE}}}[$__rate_interval])))",
+                             "{{instance}} p99"),
+                      target(f"fabricmon_snapshot_build_duration_seconds_sum{{{NODE}}} / "
+                             f"fabricmon_snapshot_build_duration_seconds_count{{{NODE}}}", "{{instance}} mean",
+                             "B")], "s"), 8, 8)
+    L.add(timeseries("Source run time", "Duration of each source's last run.",
+                     [target(f"fabricmon_source_duration_seconds{{{NODE}}}", "{{instance}} {{source}}")], "s"), 8, 8)
+    L.add(table("Versions", "fabricmon and Python versions per node.",
+                [target(f"fabricmon_build_info{{{NODE}}}", table=True)],
+                hide=("Time", "__name__", "Value")), 24, 5)
+
+    def var(name, label, query, **kw):
+        v = {"name": name, "label": label, "type": "query", "datasource": DS,
+             "query": {"query": query, "refId": f"{name}-var"}, "definition": query, "refresh": 2,
+             "multi": True, "includeAll": True, "allValue": ".*", "sort": 1,
+             "current": {"selected": True, "text": ["All"], "value": ["$__all"]}}
+        v.update(kw)
+        return v
+
+    return {
+        "title": "fabricmon / Node",
+        "uid": "fabricmon-node",
+        "description": "Per-node InfiniBand/RoCE fabric health from fabricmon: ports against their expected "
+                       "rate, link errors and flaps, RoCE PFC and pauses, GPUDirect RDMA and GPU-NIC affinity, "
+                       "and fabricmon's own health. Generated by grafana/build_dashboards.py.",
+        "tags": ["fabricmon", "infiniband", "roce", "gpu"],
+        "editable": True,
+        "graphTooltip": 1,
+        "time": {"from": "now-6h", "to": "now"},
+        "refresh": "1m",
+        "schemaVersion": 39,
+        "version": 1,
+        "links": [],
+        "annotations": {"list": []},
+        "templating": {"list": [
+            {"name": "datasource", "label": "Data source", "type": "datasource", "query": "prometheus",
+             "current": {}, "hide": 0, "refresh": 1, "regex": ""},
+            var("job", "Job", "label_values(fabricmon_build_info, job)"),
+            var("instance", "Instance", 'label_values(fabricmon_build_info{job=~"$job"}, instance)'),
+            var("device", "Device", 'label_values(fabricmon_ib_port_info{job=~"$job", instance=~"$instance"}, device)'),
+        ]},
+        "panels": L.panels,
+    }
+
+
+def render() -> str:
+    return json.dumps(node_dashboard(), indent=2, sort_keys=False) + "\n"
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--check", action="store_true", help="exit 1 if the committed JSON differs")
+    a = p.parse_args()
+    text = render()
+    if a.check:
+        same = OUT.read_text() == text
+        print("up to date" if same else f"{OUT} is stale: run python grafana/build_dashboards.py")
+        return 0 if same else 1
+    OUT.write_text(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

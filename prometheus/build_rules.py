@@ -1,0 +1,393 @@
+#!/usr/bin/env python3
+"""Generate prometheus/fabricmon.rules.yml, fabricmon's Prometheus alerting and recording rules
+for the per-node daemon (`fabricmon run`).
+
+    python prometheus/build_rules.py                      # rewrite the committed rules file
+    python prometheus/build_rules.py --check              # exit 1 if the committed file is stale
+    python prometheus/build_rules.py --runbook-base URL   # point runbook_url at your copy of the docs
+
+Two kinds of alert:
+- verdict alerts reuse what the daemon already judged (`fabricmon_check_status`, 0 OK, 1 WARNING,
+  2 CRITICAL): the daemon's thresholds (fabricmon.yml `checks.*`, `roce.*`) stay the only ones,
+  and an alert's severity is the daemon's status;
+- trend alerts take rate()/increase() on the raw `_total` counters over windows longer than the
+  daemon keeps, so they survive daemon restarts and see slow, sustained problems.
+
+Every Prometheus-side threshold and every `for:` is in THRESHOLDS and FOR below.
+Monitoring-mixins conventions: CamelCase names prefixed `Fabricmon`, `severity` critical (pages)
+or warning, annotations summary / description / runbook_url.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import yaml
+
+HERE = Path(__file__).resolve().parent
+OUT = HERE / "fabricmon.rules.yml"
+DEFAULT_RUNBOOK_BASE = "docs/runbooks.md"
+
+# The job name the README's scrape config uses. FabricmonDown matches any job containing
+# "fabricmon"; FabricmonAbsent needs the exact name (absent() cannot take a regex usefully).
+JOB = "fabricmon"
+
+# ---- every threshold and `for:` of the rules, in one place ------------------------------------
+THRESHOLDS = {
+    # IBTA's 1e-12 BER target is about 120 symbol errors per hour on a 4X link (GUIDE §3).
+    "symbol_errors_per_hour": 120,
+    "symbol_errors_window": "6h",             # sustained over this window (the daemon judges 1h)
+    # fraction of time a RoCE priority is paused, sustained (the daemon judges 5 min windows)
+    "pause_fraction": 0.05,
+    "pause_window": "30m",
+    # RoCE transport loss signals (hw_counters) per second on one port, sustained
+    "roce_loss_per_second": 1,
+    "roce_loss_window": "15m",
+    # fatal QP errors (req_transport_retries_exceeded): any increase within this window
+    "qp_fatal_window": "15m",
+    # a source is "erroring" when its errors rose within this window ...
+    "source_errors_window": "15m",
+    # ... and the snapshot is stale when older than this (seconds; 20x the default 15 s poll)
+    "snapshot_stale_seconds": 300,
+}
+FOR = {
+    "port_down": "1m",
+    "port_degraded": "5m",
+    "verdict": "5m",              # any other daemon verdict must hold this long
+    "gpu": "15m",                 # GPUDirect / affinity: configuration, not transient
+    "counter_saturated": "15m",
+    "symbol_error_budget": "1h",
+    "pause_sustained": "1h",
+    "roce_loss": "15m",
+    "qp_fatal": "0m",
+    "source_failing": "15m",
+    "source_errors": "30m",
+    "snapshot_stale": "5m",
+    "down": "10m",
+    "absent": "10m",
+}
+# Windows of the recording rules the dashboard reads.
+RECORD_WINDOW = "5m"
+RECORD_LONG_WINDOW = "1h"
+# -----------------------------------------------------------------------------------------------
+
+PORT = "instance, job, device, port"
+RoCE_LOSS_COUNTERS = "out_of_sequence|packet_seq_err|local_ack_timeout_err|implied_nak_seq_err"
+WHERE = "{{ $labels.instance }} {{ $labels.device }} port {{ $labels.port }}"
+
+
+def value_of(expr: str, fmt: str = "humanize") -> str:
+    """A template that runs `expr` and prints its first value, or "unknown". In `expr`, %[1]s .. %[4]s are
+    the alert's instance, job, device and port labels (port_sel and netdev_sel write them)."""
+    return ("{{ with printf \"" + expr + "\" $labels.instance $labels.job $labels.device $labels.port | query }}"
+            "{{ . | first | value | " + fmt + " }}{{ else }}unknown{{ end }}")
+
+
+def port_sel(metric: str, extra: str = "") -> str:
+    return metric + "{instance='%[1]s',job='%[2]s',device='%[3]s',port='%[4]s'" + extra + "}"
+
+
+def netdev_sel(metric: str, extra: str = "") -> str:
+    # RoCE series carry device and netdev, not port: a port-level alert matches every netdev of the device
+    return metric + "{instance='%[1]s',job='%[2]s',device='%[3]s'" + extra + "}"
+
+
+INT = 'printf "%.0f"'
+STORM_ERRORS = netdev_sel("fabricmon_roce_pause_storm_events_total", ",level='error'")
+
+
+def increase(metric: str, window: str) -> str:
+    return f"sum(increase({port_sel(metric)}[{window}]))"
+
+
+# ---- verdict alerts: one per daemon check (fabricmon_check_status{check=...}) -------------------
+# name, check, severities (the daemon statuses it pages on), FOR key, summary, description (port checks
+# get "<instance> <device> port <port>: " in front)
+VERDICTS = [
+    ("FabricmonSymbolErrors", "symbol_errors", "critical warning", "verdict",
+     "Symbol errors above the bit-error budget.",
+     "symbol errors rose by " + value_of(increase("fabricmon_ib_port_symbol_errors_total", "1h"), INT)
+     + " in the last hour (the daemon's symbol_errors check): physical-layer bit errors; clean or reseat"
+       " the connectors, or replace the cable or transceiver."),
+    ("FabricmonLinkFlapping", "link_flap", "critical warning", "verdict",
+     "InfiniBand link is flapping.",
+     "the link went down " + value_of(increase("fabricmon_ib_port_link_downed_total", "12h"), INT)
+     + " time(s) in the last 12 hours (LinkDownedCounter): cable, transceiver or switch port."),
+    ("FabricmonLinkErrorRecovery", "link_error_recovery", "critical warning", "verdict",
+     "InfiniBand link keeps retraining.",
+     value_of(increase("fabricmon_ib_port_link_error_recovery_total", "1h"), INT)
+     + " link error recoveries in the last hour: a marginal cable or transceiver, often before a flap."),
+    ("FabricmonLinkIntegrityErrors", "link_integrity", "critical warning", "verdict",
+     "Local link integrity or buffer overrun errors.",
+     "LocalLinkIntegrity + ExcessiveBufferOverrun rose by "
+     + value_of(f"sum(increase({port_sel('fabricmon_ib_port_local_link_integrity_errors_total')}[1h])) + "
+                f"sum(increase({port_sel('fabricmon_ib_port_excessive_buffer_overrun_errors_total')}[1h]))", INT)
+     + " in the last hour: a bad cable, or VL credit trouble."),
+    ("FabricmonReceiveErrors", "receive_errors", "critical warning", "verdict",
+     "InfiniBand receive errors.",
+     "PortRcvErrors + PortRcvRemotePhysicalErrors rose by "
+     + value_of(f"sum(increase({port_sel('fabricmon_ib_port_receive_errors_total')}[1h])) + "
+                f"sum(increase({port_sel('fabricmon_ib_port_receive_remote_physical_errors_total')}[1h]))", INT)
+     + " in the last hour: the cable, or the port at the other end."),
+    ("FabricmonTransmitDiscards", "transmit_discards", "critical warning", "verdict",
+     "InfiniBand transmit discards.",
+     value_of(increase("fabricmon_ib_port_transmit_discards_total", "1h"), INT)
+     + " packets discarded on transmit in the last hour: congestion or a down path."),
+    ("FabricmonRocePfcDisabled", "roce_pfc", "critical warning", "verdict",
+     "PFC is off on the RDMA priority.",
+     "PFC does not protect the RDMA priority (the daemon's roce_pfc check, status {{ $value }}):"
+     " RoCE packets are dropped instead of paused under congestion. `fabricmon check -v` prints the"
+     " mlnx_qos --pfc vector to set."),
+    ("FabricmonRocePfcOnLossyPriority", "roce_pfc_lossy", "warning", "verdict",
+     "PFC is enabled on a priority that should be lossy.",
+     "PFC is on for a priority outside roce.lossless_priorities: pauses spread congestion to other"
+     " traffic and risk PFC deadlock."),
+    ("FabricmonRoceTrustMismatch", "roce_trust", "warning", "verdict",
+     "RoCE priority trust state is wrong.",
+     "the netdev's trust state (pcp/dscp) or DSCP map does not match roce.trust: RDMA traffic misses"
+     " the lossless priority."),
+    ("FabricmonRoceMtuLow", "roce_mtu", "warning", "verdict",
+     "RoCE MTU below the expected.",
+     "the active RoCE MTU is " + value_of(netdev_sel("fabricmon_roce_mtu_bytes"), INT)
+     + " bytes, below roce.mtu: raise the netdev MTU (9000) here and on the switch port."),
+    ("FabricmonRocePauseRateHigh", "roce_pause_rate", "critical warning", "verdict",
+     "High PFC pause frame rate.",
+     "up to " + value_of(f"max(rate({netdev_sel('fabricmon_roce_pause_frames_total')}[5m]))")
+     + " pause frames/s on one priority and direction (the daemon's roce_pause_rate check)."),
+    ("FabricmonRocePausedTimeHigh", "roce_pause_duration", "critical warning", "verdict",
+     "A RoCE priority spends much of its time paused.",
+     "paused " + value_of(f"max(rate({netdev_sel('fabricmon_roce_pause_duration_seconds_total')}[5m]))",
+                          "humanizePercentage")
+     + " of the time on one priority and direction (the daemon's roce_pause_duration check)."),
+    ("FabricmonRocePauseStorm", "roce_pause_storm", "critical warning", "verdict",
+     "PFC pause storm on a RoCE NIC.",
+     "pause-storm events (the daemon's roce_pause_storm check, status {{ $value }}; error events"
+     " in the last hour: " + value_of(f"sum(increase({STORM_ERRORS}[1h]))", INT)
+     + "): the NIC's receive path is stuck and the storm guard may be dropping packets."),
+    ("FabricmonRoceLosslessDrops", "roce_lossless_drops", "critical warning", "verdict",
+     "Packet loss on a lossless RoCE priority.",
+     "drops or out-of-sequence packets where PFC should prevent loss (the daemon's roce_lossless_drops"
+     " check, status {{ $value }})."),
+    ("FabricmonRoceCnpIgnored", "roce_cnp_ignored", "warning", "verdict",
+     "RoCE congestion notifications are ignored (DCQCN off).",
+     value_of(f"sum(increase({netdev_sel('fabricmon_roce_cnp_ignored_total')}[1h]))", INT)
+     + " CNPs ignored in the last hour: DCQCN is off on the reaction point."),
+    ("FabricmonGpuDirectRdmaUnavailable", "gpudirect_rdma", "critical", "gpu",
+     "GPUDirect RDMA is unavailable.",
+     "{{ $labels.instance }}: the node has NVIDIA GPUs and RDMA NICs but no GPUDirect RDMA path"
+     " (nvidia-peermem, nv_peer_mem or DMA-BUF): NCCL stages through host memory, 30-60% slower."),
+    ("FabricmonGpuNicAffinity", "gpu_nic_affinity", "warning", "gpu",
+     "GPU's nearest RDMA NIC is too far away.",
+     "{{ $labels.instance }} {{ $labels.device }}: its nearest usable RDMA NIC is beyond a PCIe switch"
+     " (PHB, NODE or SYS), so NCCL skips GPUDirect RDMA for it (20-40% less bandwidth)."),
+    ("FabricmonGpuNicSharing", "gpu_nic_sharing", "warning", "gpu",
+     "GPUs share a NIC while a nearby NIC is idle.",
+     "{{ $labels.instance }} {{ $labels.device }} shares its RDMA NIC with another GPU while a NIC"
+     " close to it carries no GPU."),
+    ("FabricmonNcclIbHcaMisconfigured", "nccl_ib_hca", "warning", "gpu",
+     "NCCL_IB_HCA steers a GPU away from its nearest NIC.",
+     "{{ $labels.instance }} {{ $labels.device }}: NCCL_IB_HCA leaves it only distant NICs, matches no"
+     " RDMA device, or does not parse."),
+]
+STATUS = {"critical": 2, "warning": 1}
+PORT_DESC_CHECKS = {"symbol_errors", "link_flap", "link_error_recovery", "link_integrity", "receive_errors",
+                    "transmit_discards", "roce_pfc", "roce_pfc_lossy", "roce_trust", "roce_mtu",
+                    "roce_pause_rate", "roce_pause_duration", "roce_pause_storm", "roce_lossless_drops",
+                    "roce_cnp_ignored"}
+
+
+def anchor(name: str) -> str:
+    """The runbook heading is the alert name itself, so its GitHub anchor is the lower-cased name."""
+    return name.lower()
+
+
+def alert(name, expr, severity, for_, summary, description, base) -> dict:
+    rule = {"alert": name, "expr": expr}
+    if for_ != "0m":
+        rule["for"] = for_
+    rule["labels"] = {"severity": severity}
+    rule["annotations"] = {"summary": summary, "description": description,
+                           "runbook_url": f"{base}#{anchor(name)}"}
+    return rule
+
+
+def node_alerts(base: str) -> list[dict]:
+    T, out = THRESHOLDS, []
+    down = f'fabricmon_ib_port_degraded{{reason="down"}} == 1'
+    for sev, st in STATUS.items():
+        out.append(alert(
+            "FabricmonPortDown",
+            f'fabricmon_check_status{{check="degraded_link"}} == {st}\n'
+            f"  and on ({PORT}) {down}",
+            sev, FOR["port_down"], "RDMA port is down.",
+            f"{WHERE} is down: PortState "
+            + value_of(port_sel("fabricmon_ib_port_state_id"), INT)
+            + " (1 DOWN, 2 INIT, 3 ARMED), PhysState "
+            + value_of(port_sel("fabricmon_ib_port_physical_state_id"), INT)
+            + " (2 Polling, 3 Disabled).", base))
+    for sev, st in STATUS.items():
+        out.append(alert(
+            "FabricmonPortDegraded",
+            f'fabricmon_check_status{{check="degraded_link"}} == {st}\n'
+            f"  unless on ({PORT}) {down}",
+            sev, FOR["port_degraded"], "RDMA port runs below its expected width or speed.",
+            f"{WHERE} runs at "
+            + value_of("8 * " + port_sel("fabricmon_ib_port_rate_bytes_per_second") + " / 1e9",
+                       INT)
+            + " Gb/s over "
+            + value_of(port_sel("fabricmon_ib_port_link_width_lanes"), INT)
+            + " lane(s); expected "
+            + value_of("8 * " + port_sel("fabricmon_ib_port_expected_rate_bytes_per_second") + " / 1e9",
+                       INT)
+            + " Gb/s (or what both ends could do).", base))
+    for name, check, sevs, for_key, summary, desc in VERDICTS:
+        for sev in sevs.split():
+            d = f"{WHERE}: {desc}" if check in PORT_DESC_CHECKS else desc
+            out.append(alert(name, f'fabricmon_check_status{{check="{check}"}} == {STATUS[sev]}',
+                             sev, FOR[for_key], summary, d, base))
+    out.append(alert(
+        "FabricmonCounterSaturated", "fabricmon_ib_port_saturated == 1", "warning", FOR["counter_saturated"],
+        "An InfiniBand error counter is saturated.",
+        f"{WHERE}: counter {{{{ $labels.counter }}}} sits at its maximum, so its rate is unknown and"
+        " new errors are invisible; find the cause, then clear it in a maintenance window.", base))
+    # ---- trends the daemon cannot see: long windows on raw counters ----
+    sat = 'fabricmon_ib_port_saturated{counter="symbol_errors"} == 1'
+    out.append(alert(
+        "FabricmonSymbolErrorBudgetExceeded",
+        f"rate(fabricmon_ib_port_symbol_errors_total[{T['symbol_errors_window']}]) * 3600"
+        f" > {T['symbol_errors_per_hour']}\n  unless on ({PORT}) {sat}",
+        "warning", FOR["symbol_error_budget"], "Symbol error rate above the BER budget for hours.",
+        f"{WHERE}: {{{{ $value | printf \"%.0f\" }}}} symbol errors per hour averaged over"
+        f" {T['symbol_errors_window']} (budget {T['symbol_errors_per_hour']}/h, IBTA 1e-12 BER):"
+        " a cable or transceiver going bad slowly.", base))
+    out.append(alert(
+        "FabricmonRocePauseSustained",
+        f"max by (instance, job, device, netdev, priority, direction) (\n"
+        f"  rate(fabricmon_roce_pause_duration_seconds_total[{T['pause_window']}])\n) > {T['pause_fraction']}",
+        "warning", FOR["pause_sustained"], "A RoCE priority has been paused for a long time.",
+        "{{ $labels.instance }} {{ $labels.device }} ({{ $labels.netdev }}) priority {{ $labels.priority }}"
+        " {{ $labels.direction }}: paused {{ $value | humanizePercentage }} of the time over "
+        f"{T['pause_window']}, for more than {FOR['pause_sustained']}: persistent congestion"
+        " (rx) or a host that cannot drain (tx).", base))
+    out.append(alert(
+        "FabricmonRocePacketLoss",
+        f"sum by ({PORT}) (\n"
+        f"  rate(fabricmon_ib_port_hw_counters_total{{counter=~\"{RoCE_LOSS_COUNTERS}\"}}[{T['roce_loss_window']}])\n"
+        f") > {T['roce_loss_per_second']}\n"
+        f"  and on ({PORT}) fabricmon_ib_port_info{{link_layer=\"Ethernet\"}}",
+        "warning", FOR["roce_loss"], "RoCE transport sees packet loss.",
+        f"{WHERE}: {{{{ $value | humanize }}}} loss signals/s (out_of_sequence, packet_seq_err,"
+        " local_ack_timeout_err, implied_nak_seq_err) over "
+        f"{T['roce_loss_window']}: retransmissions slow every collective.", base))
+    out.append(alert(
+        "FabricmonQpTransportRetriesExceeded",
+        f"increase(fabricmon_ib_port_hw_counters_total{{counter=\"req_transport_retries_exceeded\"}}"
+        f"[{T['qp_fatal_window']}]) > 0",
+        "warning", FOR["qp_fatal"], "RDMA queue pairs failed after exhausting retries.",
+        f"{WHERE}: {{{{ $value | printf \"%.0f\" }}}} queue pair(s) hit the transport retry limit in"
+        f" {T['qp_fatal_window']}: the jobs using them got a fatal NCCL/verbs error.", base))
+    return out
+
+
+def self_alerts(base: str) -> list[dict]:
+    T = THRESHOLDS
+    return [
+        alert("FabricmonDown", f'up{{job=~".*{JOB}.*"}} == 0', "warning", FOR["down"],
+              "fabricmon cannot be scraped.",
+              "{{ $labels.instance }} (job {{ $labels.job }}) has not answered scrapes for "
+              f"{FOR['down']}: nothing on this node's fabric health is known.", base),
+        alert("FabricmonAbsent", f'absent(up{{job="{JOB}"}})', "critical", FOR["absent"],
+              "No fabricmon target is scraped at all.",
+              f'Prometheus has no target in job "{JOB}": the whole fabric is unmonitored and every'
+              " fabricmon alert is silent.", base),
+        alert("FabricmonSourceFailing",
+              "fabricmon_source_up == 0\n  and on (instance, job, source) fabricmon_source_enabled == 1",
+              "warning", FOR["source_failing"], "A fabricmon source produces no data.",
+              "{{ $labels.instance }}: source {{ $labels.source }} is enabled but its last run produced"
+              " no data: the checks that need it cannot judge.", base),
+        alert("FabricmonSourceErrors",
+              f"sum by (instance, job, source) (increase(fabricmon_source_errors_total[{T['source_errors_window']}]))"
+              " > 0\n  and on (instance, job, source) fabricmon_source_up == 1",
+              "warning", FOR["source_errors"], "A fabricmon source keeps failing.",
+              "{{ $labels.instance }}: source {{ $labels.source }} had {{ $value | printf \"%.0f\" }} errors"
+              f" in {T['source_errors_window']}, continuously for {FOR['source_errors']}"
+              " (fabricmon_source_errors_total{kind=...} says which kind).", base),
+        alert("FabricmonSnapshotStale",
+              f"time() - fabricmon_snapshot_timestamp_seconds > {T['snapshot_stale_seconds']}",
+              "warning", FOR["snapshot_stale"], "fabricmon serves an old snapshot.",
+              "{{ $labels.instance }}: the snapshot is {{ $value | humanizeDuration }} old: the poll loop is"
+              " stuck, so the values served are frozen.", base),
+    ]
+
+
+def records() -> list[dict]:
+    w, lw = RECORD_WINDOW, RECORD_LONG_WINDOW
+    r = []
+
+    def rec(name, expr):
+        r.append({"record": name, "expr": expr})
+
+    for d in ("transmit", "receive"):
+        rec(f"instance_device_port:fabricmon_ib_port_{d}_bytes:rate{w}",
+            f"rate(fabricmon_ib_port_{d}_bytes_total[{w}])")
+        rec(f"instance_device_port:fabricmon_ib_port_{d}_utilisation:ratio_rate{w}",
+            f"instance_device_port:fabricmon_ib_port_{d}_bytes:rate{w}\n"
+            f"  / on ({PORT}) (fabricmon_ib_port_rate_bytes_per_second > 0)")
+    for c in ("symbol_errors", "receive_errors", "receive_remote_physical_errors", "transmit_discards",
+              "link_error_recovery", "transmit_wait"):
+        rec(f"instance_device_port:fabricmon_ib_port_{c}:rate{w}", f"rate(fabricmon_ib_port_{c}_total[{w}])")
+    rec(f"instance_device_port:fabricmon_ib_port_link_downed:increase{lw}",
+        f"increase(fabricmon_ib_port_link_downed_total[{lw}])")
+    rec(f"instance_device_netdev:fabricmon_roce_pause_frames:rate{w}",
+        f"rate(fabricmon_roce_pause_frames_total[{w}])")
+    rec(f"instance_device_netdev:fabricmon_roce_pause_duration:ratio_rate{w}",
+        f"rate(fabricmon_roce_pause_duration_seconds_total[{w}])")
+    rec(f"instance_device_netdev:fabricmon_netdev_errors:rate{w}",
+        f"rate(fabricmon_netdev_errors_total[{w}])")
+    rec(f"instance_device_port:fabricmon_roce_loss_signals:rate{w}",
+        f"sum by ({PORT}) (rate(fabricmon_ib_port_hw_counters_total{{counter=~\"{RoCE_LOSS_COUNTERS}\"}}[{w}]))")
+    return r
+
+
+def build(base: str = DEFAULT_RUNBOOK_BASE) -> str:
+    doc = {"groups": [
+        {"name": "fabricmon.rules", "rules": records()},
+        {"name": "fabricmon.node.alerts", "rules": node_alerts(base)},
+        {"name": "fabricmon.self.alerts", "rules": self_alerts(base)},
+    ]}
+
+    class Dumper(yaml.SafeDumper):
+        pass
+
+    def text(dumper, data):
+        style = "|" if "\n" in data else None
+        return dumper.represent_scalar("tag:yaml.org,2002:str", data, style=style)
+
+    Dumper.add_representer(str, text)
+    head = ("# Generated by prometheus/build_rules.py: edit that file (its THRESHOLDS and FOR blocks), then run\n"
+            "#   python prometheus/build_rules.py\n"
+            "# Load with `rule_files: [/etc/prometheus/rules/fabricmon.rules.yml]`; scrape job name: "
+            f"{JOB}.\n")
+    return head + yaml.dump(doc, Dumper=Dumper, sort_keys=False, width=1_000_000, allow_unicode=True)
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--check", action="store_true", help="exit 1 if the committed file differs")
+    p.add_argument("--runbook-base", default=DEFAULT_RUNBOOK_BASE,
+                   help="URL of docs/runbooks.md for runbook_url (default: the repository path)")
+    p.add_argument("--output", default=str(OUT))
+    a = p.parse_args()
+    text = build(a.runbook_base)
+    if a.check:
+        same = Path(a.output).read_text() == text
+        print("up to date" if same else f"{a.output} is stale: run python prometheus/build_rules.py")
+        return 0 if same else 1
+    Path(a.output).write_text(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,167 @@
+"""Helpers for the shipped artefacts' tests (rules, dashboards, units): the real promtool, prometheus,
+alertmanager and systemd-analyze, and fabricmon daemons replaying the fixture bundles.
+(A module of its own, not conftest.py, so that `from ship_helpers import ...` never picks up another
+directory's conftest.)"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.parse
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+BUNDLES = ROOT / "tests" / "fixtures" / "bundles"
+BUNDLE_NAMES = ("dgx-h100", "dgx-h100-miswired", "roce-pfc-prio3", "roce-pfc-off-storm", "no-peermem")
+FABRICMON = [sys.executable, "-m", "fabricmon"]
+
+
+def require_tool(tool: str, package: str) -> str:
+    """The tool's path; skips when it is missing, and fails instead when $CI is set."""
+    path = shutil.which(tool)
+    if path:
+        return path
+    why = f"{tool} not found: install the Debian package {package} (make test does)"
+    if os.environ.get("CI", "").strip().lower() not in ("", "0", "false", "no"):
+        pytest.fail(f"CI is set but {why}")
+    pytest.skip(why)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def http_get(url: str, timeout: float = 5) -> bytes:
+    with urllib.request.urlopen(url, timeout=timeout) as r:
+        return r.read()
+
+
+def wait_until(pred, timeout: float, what: str, interval: float = 0.2):
+    deadline = time.monotonic() + timeout
+    last_exc = None
+    while time.monotonic() < deadline:
+        try:
+            v = pred()
+            if v:
+                return v
+        except OSError as e:          # not listening yet
+            last_exc = e
+        time.sleep(interval)
+    raise AssertionError(f"timed out after {timeout}s waiting for {what}" + (f" ({last_exc})" if last_exc else ""))
+
+
+class Processes:
+    """Processes started by a test, each stopped by its PID (SIGTERM, then SIGKILL) at teardown."""
+
+    def __init__(self, logdir: Path):
+        self.logdir = logdir
+        self.procs: list[tuple[subprocess.Popen, Path]] = []
+
+    def start(self, name: str, argv: list[str], **kw) -> subprocess.Popen:
+        log = self.logdir / f"{name}.log"
+        with open(log, "wb") as out:
+            p = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
+                                 start_new_session=True, **kw)
+        self.procs.append((p, log))
+        return p
+
+    def log(self, p: subprocess.Popen) -> str:
+        for q, log in self.procs:
+            if q is p:
+                return log.read_text(errors="replace")[-4000:]
+        return ""
+
+    def stop(self, p: subprocess.Popen) -> None:
+        if p.poll() is None:
+            os.kill(p.pid, signal.SIGTERM)
+            try:
+                p.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                os.kill(p.pid, signal.SIGKILL)
+                p.wait(timeout=10)
+
+    def stop_all(self) -> None:
+        for p, _ in reversed(self.procs):
+            self.stop(p)
+
+
+class Prometheus:
+    def __init__(self, url: str):
+        self.url = url
+
+    def api(self, path: str, **params) -> dict:
+        q = urllib.parse.urlencode(params)
+        body = json.loads(http_get(f"{self.url}/api/v1/{path}" + (f"?{q}" if q else ""), timeout=15))
+        assert body["status"] == "success", body
+        return body["data"]
+
+    def query(self, expr: str) -> list:
+        return self.api("query", query=expr)["result"]
+
+
+def start_prometheus(processes: Processes, tmp_path: Path, scrape_configs: list[dict], rule_files=(),
+                     alertmanager_port: int | None = None, interval: str = "1s") -> Prometheus:
+    """The real prometheus on a loopback port with a tmp data dir."""
+    exe = require_tool("prometheus", "prometheus")
+    cfg = {"global": {"scrape_interval": interval, "evaluation_interval": interval,
+                      "scrape_timeout": interval},
+           "rule_files": [str(f) for f in rule_files],
+           "scrape_configs": scrape_configs}
+    if alertmanager_port:
+        cfg["alerting"] = {"alertmanagers": [{"static_configs": [{"targets": [f"127.0.0.1:{alertmanager_port}"]}]}]}
+    path = tmp_path / "prometheus.yml"
+    path.write_text(json.dumps(cfg))           # JSON is YAML
+    port = free_port()
+    p = processes.start("prometheus", [exe, f"--config.file={path}", f"--storage.tsdb.path={tmp_path / 'tsdb'}",
+                                       f"--web.listen-address=127.0.0.1:{port}", "--log.level=warn"])
+    prom = Prometheus(f"http://127.0.0.1:{port}")
+
+    def ready():
+        if p.poll() is not None:
+            raise AssertionError(f"prometheus exited {p.returncode}: {processes.log(p)}")
+        return http_get(f"{prom.url}/-/ready").startswith(b"Prometheus")
+    wait_until(ready, 30, "prometheus ready")
+    return prom
+
+
+def start_replay_daemon(processes: Processes, bundle: str) -> int:
+    """`fabricmon run --replay <bundle>` on a free loopback port; returns the port once /metrics answers."""
+    port = free_port()
+    p = processes.start(f"fabricmon-{bundle}", [*FABRICMON, "run", "--replay", str(BUNDLES / bundle),
+                                                 "--listen", f"127.0.0.1:{port}", "--log-level", "warning"],
+                        cwd=ROOT)
+
+    def up():
+        if p.poll() is not None:
+            raise AssertionError(f"fabricmon exited {p.returncode}: {processes.log(p)}")
+        return b"fabricmon_snapshot_timestamp_seconds" in http_get(f"http://127.0.0.1:{port}/metrics")
+    wait_until(up, 30, f"fabricmon replaying {bundle}")
+    return port
+
+
+def bundle_expositions() -> dict[str, str]:
+    """`fabricmon once --replay` of every fixture bundle: the real exposition the rules and panels read."""
+    out = {}
+    for name in BUNDLE_NAMES:
+        res = subprocess.run([*FABRICMON, "once", "--replay", str(BUNDLES / name)], cwd=ROOT,
+                             capture_output=True, text=True, timeout=60)
+        assert res.returncode == 0, res.stderr
+        out[name] = res.stdout
+    return out
+
+
+def exported_names(text: str) -> set[str]:
+    """Every sample name in an exposition (histograms give _bucket/_sum/_count)."""
+    return set(re.findall(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)[{ ]", text, re.M))

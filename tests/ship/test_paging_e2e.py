@@ -1,0 +1,171 @@
+"""End to end paging on loopback: a simulated fabric (ibsim + opensm) with the real infiniband-diags tools,
+two `fabricmon run` daemons, the real Prometheus with the shipped rules (their `for:` shortened), the real
+Alertmanager, and a webhook receiver in the test.
+
+- node02's cable trains at 1X where 4X HDR is expected: FabricmonPortDegraded pages;
+- node01's cable is pulled (`Unlink`): FabricmonPortDown pages with the port's state in its description;
+- the cable is put back (`ReLink`): the page resolves.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import sys
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+import yaml
+
+from fabricmon.sim import fat_tree_netfile
+from ship_helpers import (FABRICMON, ROOT, free_port, http_get, require_tool, start_prometheus, wait_until)
+
+sys.path.insert(0, str(ROOT / "prometheus"))
+import build_rules  # noqa: E402
+
+pytestmark = pytest.mark.sim
+
+HEALTHY, DEGRADED = "node01 mlx5_0", "node02 mlx5_0"
+INTERVAL = 1.0
+
+
+class Webhook:
+    """Alertmanager's webhook receiver: keeps every notification."""
+
+    def __init__(self):
+        self.notifications: list[dict] = []
+        hook = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self):
+                body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+                hook.notifications.append(json.loads(body))
+                self.send_response(200)
+                self.end_headers()
+
+            def log_message(self, *a):
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.port = self.server.server_address[1]
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    def find(self, status: str, **labels) -> dict | None:
+        for n in self.notifications:
+            for a in n["alerts"]:
+                if a["status"] == status and all(a["labels"].get(k) == v for k, v in labels.items()):
+                    return a
+        return None
+
+    def close(self):
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.fixture
+def webhook():
+    w = Webhook()
+    yield w
+    w.close()
+
+
+def start_daemon(processes, fabric, host: str, tmp_path) -> int:
+    work = tmp_path / host.split()[0]
+    (work / "sys").mkdir(parents=True)
+    cfg = {
+        "paths": {"sysfs": str(work / "sys"), "state_dir": str(work / "state")},
+        "sources": {name: {"interval": INTERVAL} for name in ("sysfs", "ibstat", "perfquery", "iblinkinfo")},
+        "expected_links": [{"device": "*", "width": "4X", "speed": "HDR"}],
+    }
+    (work / "fabricmon.yml").write_text(yaml.safe_dump(cfg))
+    port = free_port()
+    p = processes.start(f"fabricmon-{host.split()[0]}",
+                        [*FABRICMON, "run", "--config", str(work / "fabricmon.yml"), "--listen", f"127.0.0.1:{port}",
+                         "--log-level", "warning"], env=fabric.env(host), cwd=ROOT)
+
+    def polled():
+        assert p.poll() is None, processes.log(p)
+        return b'fabricmon_ib_port_up{device="ibsim0",port="1"}' in http_get(f"http://127.0.0.1:{port}/metrics")
+    wait_until(polled, 30, f"fabricmon on {host}")
+    return port
+
+
+def start_alertmanager(processes, tmp_path, webhook_port: int) -> int:
+    exe = require_tool("prometheus-alertmanager", "prometheus-alertmanager")
+    cfg = {
+        "route": {"receiver": "test", "group_by": ["alertname", "instance", "device", "port"],
+                  "group_wait": "1s", "group_interval": "1s", "repeat_interval": "1h"},
+        "receivers": [{"name": "test", "webhook_configs": [
+            {"url": f"http://127.0.0.1:{webhook_port}/", "send_resolved": True}]}],
+    }
+    path = tmp_path / "alertmanager.yml"
+    path.write_text(yaml.safe_dump(cfg))
+    port = free_port()
+    p = processes.start("alertmanager", [exe, f"--config.file={path}", f"--storage.path={tmp_path / 'am'}",
+                                         f"--web.listen-address=127.0.0.1:{port}", "--cluster.listen-address=",
+                                         "--log.level=warn"])
+
+    def ready():
+        assert p.poll() is None, processes.log(p)
+        return http_get(f"http://127.0.0.1:{port}/-/ready") is not None
+    wait_until(ready, 30, "alertmanager ready")
+    return port
+
+
+def test_port_down_pages_and_resolves(sim_fabric, processes, webhook, tmp_path):
+    for tool in ("prometheus", "prometheus-alertmanager"):
+        require_tool(tool, tool)
+    fabric = sim_fabric(fat_tree_netfile(spines=1, leaves=1, hosts_per_leaf=2, degraded={f"{DEGRADED}[1]": "1x"}))
+    healthy = start_daemon(processes, fabric, HEALTHY, tmp_path)
+    degraded = start_daemon(processes, fabric, DEGRADED, tmp_path)
+    am = start_alertmanager(processes, tmp_path, webhook.port)
+
+    # the shipped rules with every `for:` shortened to 2s
+    rules = tmp_path / "fabricmon.rules.yml"
+    rules.write_text(re.sub(r"^(\s+for:) \S+$", r"\1 2s", build_rules.build(), flags=re.M))
+    start_prometheus(processes, tmp_path, [{"job_name": "fabricmon", "static_configs": [
+        {"targets": [f"127.0.0.1:{healthy}", f"127.0.0.1:{degraded}"]}]}],
+        rule_files=[rules], alertmanager_port=am)
+
+    # 1. the 1X link pages, named by instance, device and port, with the rates in the description
+    page = wait_until(lambda: webhook.find("firing", alertname="FabricmonPortDegraded"), 45,
+                      "FabricmonPortDegraded at the webhook")
+    assert page["labels"] == {"alertname": "FabricmonPortDegraded", "severity": "critical", "check": "degraded_link",
+                              "instance": f"127.0.0.1:{degraded}", "job": "fabricmon", "device": "ibsim0",
+                              "port": "1"}
+    assert page["annotations"]["description"] == (
+        f"127.0.0.1:{degraded} ibsim0 port 1 runs at 50 Gb/s over 1 lane(s); expected 200 Gb/s "
+        "(or what both ends could do).")
+    assert page["annotations"]["runbook_url"] == "docs/runbooks.md#fabricmonportdegraded"
+    assert webhook.find("firing", alertname="FabricmonPortDown") is None
+
+    # 2. pull node01's cable: FabricmonPortDown pages
+    fabric.unlink(HEALTHY, 1)
+    down = wait_until(lambda: webhook.find("firing", alertname="FabricmonPortDown"), 45,
+                      "FabricmonPortDown at the webhook")
+    assert down["labels"] == {"alertname": "FabricmonPortDown", "severity": "critical", "check": "degraded_link",
+                              "instance": f"127.0.0.1:{healthy}", "job": "fabricmon", "device": "ibsim0", "port": "1"}
+    assert down["annotations"]["summary"] == "RDMA port is down."
+    assert re.fullmatch(rf"127\.0\.0\.1:{healthy} ibsim0 port 1 is down: PortState 1 \(1 DOWN, 2 INIT, 3 ARMED\), "
+                        r"PhysState \d \(2 Polling, 3 Disabled\)\.", down["annotations"]["description"]), down
+    assert down["annotations"]["runbook_url"] == "docs/runbooks.md#fabricmonportdown"
+
+    # 3. put it back: the page resolves
+    fabric.relink(HEALTHY, 1)
+    resolved = wait_until(lambda: webhook.find("resolved", alertname="FabricmonPortDown"), 45,
+                          "FabricmonPortDown resolved at the webhook")
+    assert resolved["labels"]["instance"] == f"127.0.0.1:{healthy}"
+
+
+def test_tools_for_paging_are_packaged():
+    """The paging test needs these binaries; CI installs them (.ci/run), so this must not skip there."""
+    for tool, pkg in (("prometheus", "prometheus"), ("prometheus-alertmanager", "prometheus-alertmanager"),
+                      ("promtool", "prometheus"), ("systemd-analyze", "systemd")):
+        assert shutil.which(tool) or require_tool(tool, pkg)
+    run = (ROOT / ".ci" / "run").read_text()
+    for pkg in ("prometheus", "prometheus-alertmanager", "systemd"):
+        assert re.search(rf"\b{pkg}\b", run), pkg

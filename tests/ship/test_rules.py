@@ -1,0 +1,130 @@
+"""The Prometheus rules: generated file up to date, `promtool check rules` and `promtool test rules` pass,
+every alert follows the mixin conventions, has a runbook and a unit test that fires it and one that must
+not, and every metric the rules read is one fabricmon exports."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+
+import pytest
+import yaml
+
+from ship_helpers import ROOT, exported_names, require_tool
+
+RULES = ROOT / "prometheus" / "fabricmon.rules.yml"
+RULE_TESTS = ROOT / "prometheus" / "fabricmon.rules.test.yml"
+RUNBOOKS = ROOT / "docs" / "runbooks.md"
+
+sys.path.insert(0, str(ROOT / "prometheus"))
+import build_rules  # noqa: E402
+
+
+def rules() -> list[dict]:
+    return [r for g in yaml.safe_load(RULES.read_text())["groups"] for r in g["rules"]]
+
+
+def alerts() -> list[dict]:
+    return [r for r in rules() if "alert" in r]
+
+
+def runbook_anchors() -> set[str]:
+    """GitHub's heading anchors: lower case, punctuation dropped, spaces to dashes."""
+    out = set()
+    for m in re.finditer(r"^#+ (.+)$", RUNBOOKS.read_text(), re.M):
+        out.add(re.sub(r"[^a-z0-9 _-]", "", m.group(1).strip().lower()).replace(" ", "-"))
+    return out
+
+
+def test_committed_rules_are_generated():
+    assert RULES.read_text() == build_rules.build(), "run: python prometheus/build_rules.py"
+
+
+def test_promtool_check_rules():
+    promtool = require_tool("promtool", "prometheus")
+    res = subprocess.run([promtool, "check", "rules", str(RULES)], capture_output=True, text=True, timeout=60)
+    assert res.returncode == 0, res.stdout + res.stderr
+
+
+def test_promtool_unit_tests():
+    promtool = require_tool("promtool", "prometheus")
+    res = subprocess.run([promtool, "test", "rules", str(RULE_TESTS)], capture_output=True, text=True,
+                         timeout=120, cwd=RULE_TESTS.parent)
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert "SUCCESS" in res.stdout
+
+
+def test_every_alert_follows_the_conventions():
+    anchors = runbook_anchors()
+    seen = alerts()
+    assert len(seen) >= 20
+    for a in seen:
+        name = a["alert"]
+        assert re.fullmatch(r"Fabricmon(?:[A-Z][a-z0-9]*)+", name), name
+        assert a["labels"]["severity"] in ("critical", "warning"), name
+        ann = a["annotations"]
+        assert set(ann) >= {"summary", "description", "runbook_url"}, name
+        assert ann["summary"].strip() and ann["description"].strip(), name
+        url = ann["runbook_url"]
+        assert url.startswith("docs/runbooks.md#"), url
+        assert url.split("#", 1)[1] in anchors, f"{name}: no heading for {url} in docs/runbooks.md"
+        if name != "FabricmonAbsent":       # absent() has no instance to name
+            assert "{{ $labels.instance }}" in ann["description"], name
+        # port-level alerts name the device and the port
+        if re.search(r"\bport\b", a["expr"]) and "by (instance, job, device, netdev" not in a["expr"]:
+            assert "{{ $labels.device }}" in ann["description"] and "{{ $labels.port }}" in ann["description"], name
+
+
+def test_runbook_links_resolve():
+    anchors = runbook_anchors()
+    for link in re.findall(r"\]\(#([^)]+)\)", RUNBOOKS.read_text()):
+        assert link in anchors, f"docs/runbooks.md links to a missing heading #{link}"
+
+
+def test_every_alert_fires_and_stays_silent_in_a_unit_test():
+    """For every (alert, severity) a promtool case expects it firing, and for every alert a case expects
+    it silent (an empty exp_alerts)."""
+    doc = yaml.safe_load(RULE_TESTS.read_text())
+    fired, silent = set(), set()
+    for t in doc["tests"]:
+        for case in t.get("alert_rule_test", []):
+            exp = case.get("exp_alerts") or []
+            if not exp:
+                silent.add(case["alertname"])
+            for e in exp:
+                fired.add((case["alertname"], e["exp_labels"]["severity"]))
+    want = {(a["alert"], a["labels"]["severity"]) for a in alerts()}
+    assert want - fired == set(), f"alerts never fired in a unit test: {sorted(want - fired)}"
+    assert {n for n, _ in want} - silent == set(), "alerts without a must-not-fire case"
+
+
+def test_every_daemon_check_has_an_alert(bundle_expositions):
+    """A new daemon check without an alert fails here (checks seen in every fixture bundle's exposition)."""
+    checks = set()
+    for text in bundle_expositions.values():
+        checks |= set(re.findall(r'^fabricmon_check_status\{check="([a-z_]+)"', text, re.M))
+    assert len(checks) >= 21
+    exprs = "\n".join(a["expr"] for a in alerts())
+    covered = set(re.findall(r'check="([a-z_]+)"', exprs))
+    # counter_saturation's default status is ok: its alert reads fabricmon_ib_port_saturated directly
+    covered |= {"counter_saturation"} if "fabricmon_ib_port_saturated == 1" in exprs else set()
+    assert checks - covered == set(), f"daemon checks without an alert: {sorted(checks - covered)}"
+
+
+def test_rules_read_only_exported_metrics(bundle_expositions):
+    """A renamed metric breaks the build: every fabricmon_* name in an expression or a template is exported."""
+    exported = set()
+    for text in bundle_expositions.values():
+        exported |= exported_names(text)
+    text = RULES.read_text()
+    used = set(re.findall(r"(?<![:\w])(fabricmon_[a-z0-9_]+)(?![:\w])", text))   # not recorded names
+    used = {u for u in used if not u.endswith(".yml")}
+    missing = sorted(used - exported)
+    assert not missing, f"rules read metrics fabricmon does not export: {missing}"
+
+
+@pytest.mark.parametrize("base", ["https://git.example.org/hpc/fabricmon/-/blob/main/docs/runbooks.md"])
+def test_runbook_base_is_configurable(base):
+    text = build_rules.build(base)
+    assert f"runbook_url: {base}#fabricmonportdown" in text

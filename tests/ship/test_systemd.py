@@ -1,0 +1,80 @@
+"""systemd/fabricmon.service: `systemd-analyze verify` without a single warning, a low exposure score from
+`systemd-analyze security --offline`, and the least-privilege settings the README promises."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+from ship_helpers import ROOT, require_tool
+
+UNIT = ROOT / "systemd" / "fabricmon.service"
+DEFAULTS = ROOT / "systemd" / "fabricmon.default"
+INSTALLED = "/opt/fabricmon/bin/fabricmon"
+
+
+def directives(text: str) -> list[tuple[str, str]]:
+    return [tuple(line.split("=", 1)) for line in text.splitlines() if re.match(r"^[A-Za-z_]+=", line)]
+
+
+def local_unit(tmp_path: Path) -> Path:
+    """The unit with ExecStart pointing at this checkout's fabricmon (verify needs an executable there)."""
+    exe = Path(sys.executable).parent / "fabricmon"
+    assert exe.is_file(), f"{exe} missing: run the tests from the venv (make venv)"
+    text = UNIT.read_text()
+    assert INSTALLED in text
+    out = tmp_path / "fabricmon.service"
+    out.write_text(text.replace(INSTALLED, str(exe)))
+    return out
+
+
+def test_systemd_analyze_verify_is_clean(tmp_path):
+    tool = require_tool("systemd-analyze", "systemd")
+    unit = local_unit(tmp_path)
+    res = subprocess.run([tool, "verify", "--man=no", str(unit)], capture_output=True, text=True, timeout=60)
+    # verify exits 0 on an unknown key or a bad value ("..., ignoring"): any line about our unit is a failure
+    ours = [l for l in (res.stdout + res.stderr).splitlines() if "fabricmon" in l]
+    assert res.returncode == 0 and not ours, res.stdout + res.stderr
+
+
+def test_verify_catches_a_broken_unit(tmp_path):
+    """The check above has teeth: a typo in a hardening key is reported."""
+    tool = require_tool("systemd-analyze", "systemd")
+    unit = local_unit(tmp_path)
+    unit.write_text(unit.read_text().replace("ProtectSystem=strict", "ProtectSytem=strict"))
+    res = subprocess.run([tool, "verify", "--man=no", str(unit)], capture_output=True, text=True, timeout=60)
+    assert "Unknown key 'ProtectSytem'" in res.stdout + res.stderr
+
+
+def test_security_exposure_is_low(tmp_path):
+    tool = require_tool("systemd-analyze", "systemd")
+    unit = local_unit(tmp_path)
+    # --threshold is the exposure x 10: fail above 2.0 ("OK"; 10.0 is "UNSAFE")
+    res = subprocess.run([tool, "security", "--offline=true", "--threshold=20", "--no-pager", str(unit)],
+                         capture_output=True, text=True, timeout=60)
+    assert res.returncode == 0, res.stdout[-3000:] + res.stderr
+    assert re.search(r"Overall exposure level for fabricmon.service: [0-1]\.\d OK", res.stdout), res.stdout[-500:]
+
+
+def test_least_privilege_settings():
+    d = directives(UNIT.read_text())
+    kv = {}
+    for k, v in d:
+        kv.setdefault(k, []).append(v)
+    want = {"Restart": "on-failure", "User": "fabricmon", "SupplementaryGroups": "rdma", "ProtectSystem": "strict",
+            "ProtectHome": "yes", "NoNewPrivileges": "yes", "PrivateTmp": "yes", "StateDirectory": "fabricmon",
+            "DevicePolicy": "closed", "CapabilityBoundingSet": "", "AmbientCapabilities": "",
+            "EnvironmentFile": "-/etc/default/fabricmon", "RestartPreventExitStatus": "2"}
+    for k, v in want.items():
+        assert kv.get(k) == [v], (k, kv.get(k))
+    assert "char-infiniband_mad rw" in kv["DeviceAllow"]
+    # PrivateDevices= would hide /dev/infiniband; PrivateUsers= would drop the rdma group
+    assert "PrivateDevices" not in kv and "PrivateUsers" not in kv
+    assert kv["ExecStart"] == [f"{INSTALLED} run $FABRICMON_ARGS"]
+
+
+def test_environment_file_sets_the_arguments():
+    d = dict(directives(DEFAULTS.read_text()))
+    assert d == {"FABRICMON_ARGS": '""'}
