@@ -20,7 +20,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 import yaml
 
-from fabricmon.sim import fat_tree_netfile
+from fabricmon.sim.fabric import fat_tree_netfile
 from ship_helpers import (FABRICMON, ROOT, free_port, http_get, require_tool, start_prometheus, wait_until)
 
 sys.path.insert(0, str(ROOT / "prometheus"))
