@@ -1,6 +1,6 @@
 """Overhead of fabricmon against Prometheus node_exporter's infiniband collector, in one run.
 
-Both exporters read the same sysfs tree (a synthetic 10-HCA NDR node from bench/nodetree.py,
+Both exporters read the same sysfs tree (a synthetic 10-HCA NDR node from fabricmon/sim/sysfs_tree.py,
 or with --tree h100 the real recorded H100 tree when ../shared/captures is present). Both run
 as separate processes; their CPU time comes from /proc/<pid>/stat (utime + stime).
 
@@ -54,9 +54,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
 
-import nodetree  # noqa: E402
+from fabricmon.sim import sysfs_tree as nodetree  # noqa: E402
 import yaml  # noqa: E402
 from fabricmon.pipeline.source import registry  # noqa: E402
 
@@ -250,7 +249,7 @@ def build_tree(root: Path, tree: str, hcas: int) -> tuple[str, str]:
         n = len([d for d in H100_TREE.iterdir() if d.is_dir()])
         return str(root), f"real recorded H100 tree ({n} HCAs: 8 NDR IB ports + a RoCE bond)"
     nodetree.build(root, hcas)
-    return str(root), f"synthetic {hcas}-HCA NDR node (bench/nodetree.py)"
+    return str(root), f"synthetic {hcas}-HCA NDR node (fabricmon/sim/sysfs_tree.py)"
 
 
 def main() -> int:

@@ -17,12 +17,11 @@ import sys
 import tempfile
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from prometheus_client import start_http_server  # noqa: E402
 from prometheus_client.registry import CollectorRegistry  # noqa: E402
 
-import nodetree  # noqa: E402
+from fabricmon.sim import sysfs_tree as nodetree  # noqa: E402
 from fabricmon.pipeline import Pipeline  # noqa: E402
 from fabricmon.config import from_dict  # noqa: E402
 from fabricmon.serve.daemon import Daemon  # noqa: E402

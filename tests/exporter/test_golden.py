@@ -15,9 +15,9 @@ import sys
 from pathlib import Path
 
 import pytest
+from helpers import FIXTURES, REPO
 
-REPO = Path(__file__).resolve().parents[2]
-BUNDLES = sorted(p for p in (REPO / "tests" / "fixtures" / "bundles").iterdir() if (p / "bundle.json").is_file())
+BUNDLES = sorted(p for p in (FIXTURES / "bundles").iterdir() if (p / "bundle.json").is_file())
 GOLDEN = REPO / "tests" / "golden"
 UPDATE = os.environ.get("FABRICMON_UPDATE_GOLDEN") == "1"
 

@@ -13,9 +13,7 @@ from pathlib import Path
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
-import nodetree  # noqa: E402
+from fabricmon.sim import sysfs_tree as nodetree  # noqa: E402
 
 from fabricmon.config import from_dict  # noqa: E402
 from fabricmon.serve.daemon import Daemon  # noqa: E402

@@ -13,13 +13,14 @@ from fabricmon.parsers.ethtool import (
     curate_roce_stats,
     parse_ethtool_stats,
 )
+from helpers import CAPTURES, FIXTURES
 
-FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "ethtool"
-CAPTURES = Path(__file__).resolve().parents[3] / "shared" / "captures" / "ethtool"
+HERE = FIXTURES / "ethtool"
+CAPTURED = CAPTURES / "ethtool"
 
 
 def fixture(name: str) -> str:
-    return (FIXTURES / name).read_text()
+    return (HERE / name).read_text()
 
 
 # --- parse_ethtool_stats ------------------------------------------------------
@@ -174,9 +175,9 @@ def test_curated_error_counters_constant() -> None:
 
 
 def test_real_e1000e_capture_parses_with_no_roce_data() -> None:
-    path = CAPTURES / "prometheus-node_exporter__eth0_statistics"
+    path = CAPTURED / "prometheus-node_exporter__eth0_statistics"
     if not path.is_file():
-        pytest.skip(f"real captures not present ({CAPTURES}): ../shared/captures is public test data kept beside the repository, not shipped with fabricmon; CI has it")
+        pytest.skip(f"real captures not present ({CAPTURED}): ../shared/captures is public test data kept beside the repository, not shipped with fabricmon; CI has it")
     stats = parse_ethtool_stats(path.read_text())
     assert stats["rx_packets"] == 1260062
     assert stats["port.rx_dropped"] == 12028

@@ -13,13 +13,14 @@ from fabricmon.parsers.mlnx_qos import (
     is_dcb_unsupported,
     parse_mlnx_qos,
 )
+from helpers import CAPTURES, FIXTURES
 
-FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "mlnx_qos"
-CAPTURES = Path(__file__).resolve().parents[3] / "shared" / "captures" / "mlnx_qos"
+HERE = FIXTURES / "mlnx_qos"
+CAPTURED = CAPTURES / "mlnx_qos"
 
 
 def fixture(name: str) -> str:
-    return (FIXTURES / name).read_text()
+    return (HERE / name).read_text()
 
 
 # --- our own fixtures -------------------------------------------------------
@@ -186,14 +187,14 @@ def test_records_are_frozen() -> None:
 
 
 def _captures() -> list[Path]:
-    return sorted(p for p in CAPTURES.glob("*") if p.is_file()) if CAPTURES.is_dir() else []
+    return sorted(p for p in CAPTURED.glob("*") if p.is_file()) if CAPTURED.is_dir() else []
 
 
 # One placeholder case when the folder is absent, so the skip carries a clear reason.
 @pytest.mark.parametrize("path", _captures() or [None], ids=lambda p: p.name if p else "absent")
 def test_real_capture_parses(path: Path | None) -> None:
     if path is None:
-        pytest.skip(f"real captures not present ({CAPTURES}): ../shared/captures is public test data kept beside the repository, not shipped with fabricmon; CI has it")
+        pytest.skip(f"real captures not present ({CAPTURED}): ../shared/captures is public test data kept beside the repository, not shipped with fabricmon; CI has it")
     cfg = parse_mlnx_qos(path.read_text())
     assert cfg.dcbx_mode in ("os", "firmware")
     assert cfg.trust in ("pcp", "dscp", "none")
@@ -213,13 +214,13 @@ def test_real_capture_parses(path: Path | None) -> None:
 
 def test_real_capture_details() -> None:
     """Spot-check values of the known captures when the folder is present."""
-    if not CAPTURES.is_dir():
-        pytest.skip(f"real captures not present ({CAPTURES}): ../shared/captures is public test data kept beside the repository, not shipped with fabricmon; CI has it")
+    if not CAPTURED.is_dir():
+        pytest.skip(f"real captures not present ({CAPTURED}): ../shared/captures is public test data kept beside the repository, not shipped with fabricmon; CI has it")
     by_name = {p.name: p for p in _captures()}
     pcp = by_name.get("Mellanox-mlnx-tools__commit-b8c08c5_pcp_max_buffer_size.txt")
     dscp = by_name.get("Mellanox-mlnx-tools__commit-d477a17_dscp_trust_unsorted_tcs.txt")
     if pcp is None or dscp is None:
-        pytest.skip(f"the two mlnx-tools captures this test spot-checks are not in {CAPTURES} (renamed or removed upstream of this checkout)")
+        pytest.skip(f"the two mlnx-tools captures this test spot-checks are not in {CAPTURED} (renamed or removed upstream of this checkout)")
     a = parse_mlnx_qos(pcp.read_text())
     assert a.trust == "pcp" and a.buffer_total_size == 2044224
     assert a.pfc_priorities() == () and a.pfc_buffer == (1,) * 8

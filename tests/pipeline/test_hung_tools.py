@@ -19,10 +19,9 @@ import psutil
 import pytest
 import yaml
 
-from helpers import scrape_samples, sample_value
+from helpers import FIXTURES, REPO, sample_value, scrape_samples
 
-REPO = Path(__file__).resolve().parents[2]
-TREE = REPO / "tests" / "fixtures" / "sysfs" / "two_hca"
+TREE = FIXTURES / "sysfs" / "two_hca"
 TOOLS = ("ibstat", "perfquery", "iblinkinfo")
 
 HANG = """#!{python}

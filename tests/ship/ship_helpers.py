@@ -165,3 +165,19 @@ def bundle_expositions() -> dict[str, str]:
 def exported_names(text: str) -> set[str]:
     """Every sample name in an exposition (histograms give _bucket/_sum/_count)."""
     return set(re.findall(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)[{ ]", text, re.M))
+
+
+def load_generator(relpath: str):
+    """Import one of the committed generator scripts (prometheus/build_rules.py,
+    grafana/build_dashboards.py) by its path, without touching sys.path."""
+    import importlib.util
+    import sys
+    path = ROOT / relpath
+    name = f"fabricmon_{path.stem}"
+    if name in sys.modules:
+        return sys.modules[name]
+    spec = importlib.util.spec_from_file_location(name, path)
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[name] = mod
+    spec.loader.exec_module(mod)
+    return mod

@@ -7,12 +7,11 @@ from __future__ import annotations
 import json
 import math
 import re
-import sys
 import time
 
 import pytest
 
-from ship_helpers import ROOT, start_prometheus, start_replay_daemon
+from ship_helpers import ROOT, start_prometheus, start_replay_daemon, load_generator
 
 DASHBOARD = ROOT / "grafana" / "fabricmon-node.json"
 RULES = ROOT / "prometheus" / "fabricmon.rules.yml"
@@ -24,8 +23,7 @@ BUNDLES = ("dgx-h100-miswired", "roce-pfc-off-storm")
 VARS = {"job": ".*", "instance": ".*", "device": ".*"}
 RATE_INTERVAL = "30s"
 
-sys.path.insert(0, str(ROOT / "grafana"))
-import build_dashboards  # noqa: E402
+build_dashboards = load_generator("grafana/build_dashboards.py")
 
 
 def dashboard() -> dict:

@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import re
 import shutil
-import sys
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -21,10 +20,9 @@ import pytest
 import yaml
 
 from fabricmon.sim.fabric import fat_tree_netfile
-from ship_helpers import (FABRICMON, ROOT, free_port, http_get, require_tool, start_prometheus, wait_until)
+from ship_helpers import (FABRICMON, ROOT, free_port, http_get, require_tool, start_prometheus, wait_until, load_generator)
 
-sys.path.insert(0, str(ROOT / "prometheus"))
-import build_rules  # noqa: E402
+build_rules = load_generator("prometheus/build_rules.py")
 
 pytestmark = pytest.mark.sim
 

@@ -3,13 +3,11 @@
 from __future__ import annotations
 
 import re
-import sys
 
-from ship_helpers import ROOT
+from ship_helpers import ROOT, load_generator
 
 README = (ROOT / "README.md").read_text()
-sys.path.insert(0, str(ROOT / "prometheus"))
-import build_rules  # noqa: E402
+build_rules = load_generator("prometheus/build_rules.py")
 
 
 def test_linked_files_exist():

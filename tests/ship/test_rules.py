@@ -6,19 +6,17 @@ from __future__ import annotations
 
 import re
 import subprocess
-import sys
 
 import pytest
 import yaml
 
-from ship_helpers import ROOT, exported_names, require_tool
+from ship_helpers import ROOT, exported_names, require_tool, load_generator
 
 RULES = ROOT / "prometheus" / "fabricmon.rules.yml"
 RULE_TESTS = ROOT / "prometheus" / "fabricmon.rules.test.yml"
 RUNBOOKS = ROOT / "docs" / "runbooks.md"
 
-sys.path.insert(0, str(ROOT / "prometheus"))
-import build_rules  # noqa: E402
+build_rules = load_generator("prometheus/build_rules.py")
 
 
 def rules() -> list[dict]:

@@ -12,9 +12,7 @@ from fabricmon.pipeline import Pipeline
 from fabricmon.config import from_dict
 from fabricmon.exporter import render
 from fabricmon.host import LiveIO
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
-import nodetree  # noqa: E402
+from fabricmon.sim import sysfs_tree as nodetree  # noqa: E402
 
 
 def devices_up(text: str) -> list[str]:

@@ -55,8 +55,7 @@ def test_fast_writer_matches_prometheus_client(tmp_path):
     """Our exposition writer produces exactly prometheus_client's text, hostile names included."""
     import sys
     from pathlib import Path
-    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
-    import nodetree
+    from fabricmon.sim import sysfs_tree as nodetree
     from fabricmon.pipeline import Pipeline
     from fabricmon.exporter import render, render_reference
     from fabricmon.host import LiveIO
@@ -76,8 +75,7 @@ def test_fast_writer_matches_prometheus_client(tmp_path):
 def test_static_layout_is_read_once_per_ttl_and_refreshed_after(tmp_path, monkeypatch):
     import sys
     from pathlib import Path
-    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
-    import nodetree
+    from fabricmon.sim import sysfs_tree as nodetree
     from fabricmon.host import LiveIO
     from fabricmon.sources import sysfs_ib
 

@@ -6,8 +6,8 @@ import re
 from pathlib import Path
 
 from fabricmon.config import COUNTER_CHECKS, load
+from helpers import ROOT
 
-ROOT = Path(__file__).resolve().parents[1]
 
 
 def test_example_config_is_valid():
@@ -18,8 +18,7 @@ def test_example_config_is_valid():
 
 def test_every_exported_metric_is_documented(tmp_path):
     import sys
-    sys.path.insert(0, str(ROOT / "bench"))
-    import nodetree
+    from fabricmon.sim import sysfs_tree as nodetree
     from fabricmon.pipeline import Pipeline
     from fabricmon.config import from_dict
     from fabricmon.exporter import render

@@ -15,10 +15,9 @@ import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
 from fabricmon.pipeline.source import registry
+from helpers import CAPTURES, FIXTURES, REPO
 
-REPO = Path(__file__).resolve().parents[2]
-FIXTURE = REPO / "tests" / "fixtures" / "sysfs" / "two_hca"
-CAPTURES = Path(__file__).resolve().parents[3] / "shared" / "captures"
+FIXTURE = FIXTURES / "sysfs" / "two_hca"
 H100 = CAPTURES / "sysfs" / "leptonai-gpud__sys-class-infiniband-h100.0"
 IB = "class/infiniband"
 NDR4 = [{"device": "mlx5_*", "width": "4X", "speed": "NDR"}]
@@ -278,7 +277,7 @@ def test_command_sources_end_to_end(tmp_path: Path) -> None:
     after an ibpanic, perfquery the counters (64-bit data from -x), iblinkinfo the width."""
     fake = tmp_path / "fake_tool.py"
     fake.write_text(FAKE_TOOL)
-    fx = REPO / "tests" / "fixtures"
+    fx = FIXTURES
     empty = tmp_path / "sys"
     empty.mkdir()
 

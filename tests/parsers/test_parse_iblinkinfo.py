@@ -10,16 +10,16 @@ import pytest
 from fabricmon import ibspec
 from fabricmon.parsers.errors import ParseError
 from fabricmon.parsers.iblinkinfo import parse_iblinkinfo
+from helpers import CAPTURES, FIXTURES
 
-FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "iblinkinfo"
-CAPTURES = Path(__file__).resolve().parents[3] / "shared" / "captures"
+HERE = FIXTURES / "iblinkinfo"
 LEAF = "MF0;ib-leaf-03:MQM9700/U1"
 ACTIVE, DOWN, INIT = ibspec.STATE_ACTIVE, 1, 2
 LINKUP, POLLING, DISABLED = ibspec.PHYS_LINKUP, 2, 3
 
 
 def fixture(name: str) -> list:
-    return parse_iblinkinfo((FIXTURES / name).read_text())
+    return parse_iblinkinfo((HERE / name).read_text())
 
 
 def by_port(links: list) -> dict:
@@ -130,7 +130,7 @@ def test_port_not_available() -> None:
 
 def test_error_output_raises() -> None:
     with pytest.raises(ParseError, match="iberror|UMAD"):
-        parse_iblinkinfo((FIXTURES / "error_no_sm.txt").read_text())
+        parse_iblinkinfo((HERE / "error_no_sm.txt").read_text())
 
 
 @pytest.mark.parametrize("text", ["", "CA: lonely mlx5_0:\n", "Switch: 0x0 leaf:\n"])

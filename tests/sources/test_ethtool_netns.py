@@ -21,7 +21,7 @@ from fabricmon.sources.ethtool import EthtoolSource
 from fabricmon.model.roce import RoceTarget
 from helpers import roce_inputs, run_inputs
 
-from rocegpu_helpers import by_check
+from helpers import by_check
 
 
 def _unavailable(why: str) -> None:

@@ -21,11 +21,10 @@ from fabricmon.sources.mlnx_qos import MlnxQosSource
 from fabricmon.sources.netdev import NetdevSource
 from fabricmon.host.nvml import NvmlError, NvmlUnavailable
 from fabricmon.model.roce import RoceTarget
-from helpers import roce_inputs, run_inputs
+from helpers import FIXTURES, roce_inputs, run_inputs
 
-from rocegpu_helpers import BUNDLES, fake_nvml
+from helpers import BUNDLES, fake_nvml
 
-FIXTURES = Path(__file__).resolve().parent / "fixtures"
 T = [RoceTarget("mlx5_0", 1, "eth2")]
 
 

@@ -14,9 +14,9 @@ import pytest
 from fabricmon.config import from_dict
 from fabricmon.host import BUNDLE_VERSION, BundleError, LiveIO, RecordingIO, ReplayIO
 from fabricmon.sources.sysfs_ib import SysfsSource
-from helpers import roce_inputs, run_inputs
+from helpers import FIXTURES, roce_inputs, run_inputs
 
-FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "sysfs" / "two_hca"
+FIXTURE = FIXTURES / "sysfs" / "two_hca"
 IB = "class/infiniband"
 EINVAL_FILE = f"{IB}/mlx5_0/ports/1/counters/port_rcv_switch_relay_errors"
 EISDIR_FILE = f"{IB}/mlx5_0/ports/1/counters/port_rcv_errors"

@@ -8,13 +8,13 @@ import pytest
 
 from fabricmon.parsers.errors import ParseError
 from fabricmon.parsers.ibstat import parse_ibstat
+from helpers import CAPTURES, FIXTURES
 
-FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "ibstat"
-CAPTURES = Path(__file__).resolve().parents[3] / "shared" / "captures"
+HERE = FIXTURES / "ibstat"
 
 
 def fixture(name: str) -> str:
-    return (FIXTURES / name).read_text()
+    return (HERE / name).read_text()
 
 
 def test_adapters_ports_and_identity() -> None:

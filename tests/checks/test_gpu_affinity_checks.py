@@ -8,7 +8,7 @@ from fabricmon.parsers.proc_modules import parse_proc_modules
 from fabricmon.sources.gpu import GpuData, GpuInfo
 from fabricmon.sources.gpudirect import GpudirectFacts
 
-from rocegpu_helpers import by_check
+from helpers import by_check
 
 
 def sw(hb: str, dsp: int, ep: str) -> str:

@@ -9,9 +9,9 @@ import pytest
 from fabricmon import ibspec
 from fabricmon.parsers.errors import ParseError
 from fabricmon.parsers.sysfs_ib import parse_counter, parse_enum, parse_rate
+from helpers import CAPTURES, FIXTURES
 
-FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "sysfs"
-CAPTURES = Path(__file__).resolve().parents[3] / "shared" / "captures"
+HERE = FIXTURES / "sysfs"
 
 
 @pytest.mark.parametrize("text,expected", [
@@ -101,7 +101,7 @@ def test_parse_counter_rejects_garbage(text: str) -> None:
 
 
 def test_our_fixture_tree_values_all_parse() -> None:
-    root = FIXTURES / "two_hca" / "class" / "infiniband"
+    root = HERE / "two_hca" / "class" / "infiniband"
     for port in root.glob("*/ports/*"):
         assert parse_enum((port / "state").read_text())[0] in ibspec.PORT_STATES
         assert parse_enum((port / "phys_state").read_text())[0] in ibspec.PHYS_STATES

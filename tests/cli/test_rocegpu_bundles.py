@@ -17,7 +17,7 @@ from fabricmon.pipeline import Pipeline
 from fabricmon.config import load
 from fabricmon.host import ReplayIO
 
-from rocegpu_helpers import BUNDLES, ROOT, by_check, fake_nvml, make_bundles, materialize, bundle_nvml, two_samples
+from helpers import BUNDLES, ROOT, by_check, fake_nvml, make_bundles, materialize, bundle_nvml, two_samples
 
 
 @pytest.fixture(autouse=True)

@@ -1,24 +1,15 @@
 """Short soak in CI: `fabricmon run` (a subprocess) at a 0.1 s poll interval, against the
 recorded-format 10-HCA sysfs tree (200 cycles) and against the simulated fabric with the real
 tools (120 cycles); about 45 s in all. After the warm-up, open fds and threads must not grow at
-all, no tool may be left a zombie, and RSS stays within bench/soak.py's tolerance. The long form is
+all, no tool may be left a zombie, and RSS stays within fabricmon.sim.soak's tolerance. The long form is
 `python bench/soak.py` (thousands of cycles, see its docstring)."""
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
-
 import pytest
 
+from fabricmon.sim import soak
 from fabricmon.sim.fabric import fat_tree_netfile
-
-_SOAK = Path(__file__).resolve().parents[1] / "bench" / "soak.py"
-_spec = importlib.util.spec_from_file_location("fabricmon_bench_soak", _SOAK)
-soak = importlib.util.module_from_spec(_spec)
-sys.modules[_spec.name] = soak          # dataclasses look their module up by name
-_spec.loader.exec_module(soak)
 
 INTERVAL = 0.1
 

@@ -17,8 +17,9 @@ from fabricmon.pipeline.source import registry
 from fabricmon.model.history import CounterHistory
 from fabricmon.host import LiveIO
 from fabricmon.model.ports import PortView
+from helpers import FIXTURES
 
-FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "sysfs" / "two_hca"
+FIXTURE = FIXTURES / "sysfs" / "two_hca"
 HOUR = 3600.0
 
 

@@ -15,9 +15,8 @@ from fabricmon.host.runner import CommandResult
 from fabricmon.sources.ethtool import EthtoolSource
 from fabricmon.sources.mlnx_qos import MlnxQosSource
 from fabricmon.model.roce import RoceTarget
-from helpers import roce_inputs, run_inputs
+from helpers import CAPTURES, roce_inputs, run_inputs
 
-CAPTURES = Path(__file__).resolve().parents[2] / "shared" / "captures"
 pytestmark = pytest.mark.skipif(not CAPTURES.is_dir(),
                                 reason=f"real captures not present ({CAPTURES}): ../shared/captures is public test data kept beside the repository, not shipped with fabricmon; CI has it")
 

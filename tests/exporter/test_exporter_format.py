@@ -18,9 +18,9 @@ from fabricmon.config import COUNTER_CHECKS, from_dict
 from fabricmon.pipeline.source import registry
 from fabricmon.exporter import render
 from fabricmon.host import LiveIO
+from helpers import FIXTURES, REPO
 
-REPO = Path(__file__).resolve().parents[2]
-FIXTURE = REPO / "tests" / "fixtures" / "sysfs" / "two_hca"
+FIXTURE = FIXTURES / "sysfs" / "two_hca"
 IB = "class/infiniband"
 PORTS = {("mlx5_0", "1"), ("mlx5_0", "2"), ("mlx5_1", "1")}
 ALL_CHECKS = {*COUNTER_CHECKS, "degraded_link", "counter_saturation"}

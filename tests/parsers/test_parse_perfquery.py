@@ -16,14 +16,14 @@ EXT_ONLY = {"transmit_unicast_packets", "receive_unicast_packets", "transmit_mul
 BASIC = {c.name for c in ibspec.COUNTERS if c.perfquery and c.name not in EXT_ONLY}
 from fabricmon.parsers.errors import ParseError
 from fabricmon.parsers.perfquery import parse_perfquery
+from helpers import CAPTURES, FIXTURES
 
-FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "perfquery"
-CAPTURES = Path(__file__).resolve().parents[3] / "shared" / "captures"
+HERE = FIXTURES / "perfquery"
 HEADER = re.compile(r"^# Port (extended )?counters:", re.M)
 
 
 def fixture(name: str) -> str:
-    return (FIXTURES / name).read_text()
+    return (HERE / name).read_text()
 
 
 def test_basic_port_counters() -> None:

@@ -10,8 +10,8 @@ import pytest
 import yaml
 
 from fabricmon.config import ConfigError, from_dict, load
+from helpers import REPO
 
-REPO = Path(__file__).resolve().parents[2]
 FABRICMON = REPO / ".venv" / "bin" / "fabricmon"
 
 
