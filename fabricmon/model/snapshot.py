@@ -78,13 +78,16 @@ BUILD_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0, float(
 
 @dataclass(slots=True)
 class Snapshot:
+    """What one configuration of the pipeline built. The node daemon fills ib, roce and gpu;
+    the fabric collector fills fabric. A section it does not build stays empty."""
     time: float
-    ib: IbSection
-    roce: RoceSection
-    gpu: GpuSection
     findings: list[Finding]
     sources: dict[str, SourceState]
     builds: BuildStats
+    ib: IbSection = field(default_factory=IbSection)
+    roce: RoceSection = field(default_factory=RoceSection)
+    gpu: GpuSection = field(default_factory=GpuSection)
+    fabric: Any = None          # the fabric collector's section (None on a node)
 
     @property
     def status(self) -> int:

@@ -125,7 +125,8 @@ class NodeModel:
         return out
 
     # --- the build ----------------------------------------------------------------------
-    def build(self, states: Mapping[str, SourceState]) -> tuple[IbSection, RoceSection, GpuSection, list[Finding]]:
+    def build(self, states: Mapping[str, SourceState]) -> tuple[dict[str, object], list[Finding]]:
+        """The snapshot sections (keyword arguments of Snapshot) and the findings."""
         now = self.clock()
         inv = self.inventory(states)
         self._record_ib_counters(states, inv.ports)
@@ -153,7 +154,7 @@ class NodeModel:
         aff = affinity_checks.evaluate(gpus, self.nics(inv.devices, inv.ports))
         findings += aff.findings
         gpu = GpuSection(gpudirect=gd if facts is not None else None, gpus=gpus, affinity=aff)
-        return ib, RoceSection(views), gpu, findings
+        return {"ib": ib, "roce": RoceSection(views), "gpu": gpu}, findings
 
 
 __all__ = ["NodeModel", "CHECKED_COUNTERS"]

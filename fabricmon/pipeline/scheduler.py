@@ -17,13 +17,13 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
 
 import structlog
 
-from fabricmon.config import Config
+from fabricmon.config import Config, SourceConfig
 from fabricmon.host import runner
 from fabricmon.host.io import HostIO
 from fabricmon.model.history import CounterHistory
@@ -43,21 +43,35 @@ DEADLINE_MARGIN = 1.0
 INVENTORY_GRACE = 1.0
 
 
+class Model:
+    """What a configuration of the pipeline supplies: how the latest records become an
+    inventory (for sources that need one) and a snapshot's sections and findings."""
+
+    def inventory(self, states: Mapping[str, SourceState]) -> Inventory: ...
+
+    def build(self, states: Mapping[str, SourceState]) -> tuple[dict[str, object], list]: ...
+
+
 class Pipeline:
+    """collector: which registered sources run ("node" or "fabric"); source_configs: their
+    validated configs (default config.sources); model: how their records become a snapshot
+    (default the node's)."""
+
     def __init__(self, config: Config, io: HostIO, history: CounterHistory | None = None,
-                 clock: Callable[[], float] = time.time, collector: str = "node"):
+                 clock: Callable[[], float] = time.time, collector: str = "node",
+                 model: Model | None = None, source_configs: Mapping[str, SourceConfig] | None = None):
         self.config = config
         self.io = io
         self.clock = clock
+        confs = source_configs if source_configs is not None else config.sources
         self.specs: dict[str, SourceSpec] = registry(collector)
-        self.sources: dict[str, Source] = {n: spec.cls(config, config.sources[n]) for n, spec in self.specs.items()}
+        self.sources: dict[str, Source] = {n: spec.cls(config, confs[n]) for n, spec in self.specs.items()}
         self.states: dict[str, SourceState] = {
-            n: SourceState(name=n, enabled=config.sources[n].enabled is not False,
-                           interval=config.sources[n].interval, timeout=config.sources[n].timeout,
-                           records=spec.records)
+            n: SourceState(name=n, enabled=confs[n].enabled is not False, interval=confs[n].interval,
+                           timeout=confs[n].timeout, records=spec.records)
             for n, spec in self.specs.items()
         }
-        self.model = NodeModel(config, history, clock)
+        self.model = model if model is not None else NodeModel(config, history, clock)
         self.snapshot: Snapshot | None = None
         self.on_snapshot: list[Callable[[Snapshot], None]] = []
         self._lock = threading.Lock()                    # states and the inventory
@@ -74,7 +88,7 @@ class Pipeline:
 
     @property
     def history(self) -> CounterHistory:
-        return self.model.history
+        return self.model.history       # the node model's; a fabric model keeps its own
 
     def enabled(self) -> list[str]:
         return [n for n, s in self.states.items() if s.enabled]
@@ -157,7 +171,7 @@ class Pipeline:
             t0 = time.monotonic()
             with self._lock:
                 states = {n: s.copy() for n, s in self.states.items()}
-            ib, roce, gpu, findings = self.model.build(states)
+            sections, findings = self.model.build(states)
             took = time.monotonic() - t0
             b = self._builds
             b.count += 1
@@ -165,8 +179,8 @@ class Pipeline:
             for i, bound in enumerate(BUILD_BUCKETS):
                 if took <= bound:
                     b.buckets[i] += 1
-            snap = Snapshot(time=self.clock(), ib=ib, roce=roce, gpu=gpu, findings=findings, sources=states,
-                            builds=BuildStats(b.count, b.total, list(b.buckets)))
+            snap = Snapshot(time=self.clock(), findings=findings, sources=states,
+                            builds=BuildStats(b.count, b.total, list(b.buckets)), **sections)
             self.snapshot = snap
             for fn in self.on_snapshot:
                 try:

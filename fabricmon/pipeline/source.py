@@ -125,10 +125,14 @@ def register(name: str, *, enabled: bool | str = True, interval: float = 15.0, t
     return deco
 
 
+# The package whose import registers each configuration's sources.
+SOURCE_PACKAGES = {"node": "fabricmon.sources", "fabric": "fabricmon.sources.fabric"}
+
+
 def registry(collector: str = "node") -> dict[str, SourceSpec]:
     """The registered sources of one configuration, in registration order."""
-    if collector == "node":
-        import fabricmon.sources  # noqa: F401 - importing the package registers the node sources
+    import importlib
+    importlib.import_module(SOURCE_PACKAGES[collector])      # importing registers them
     return {n: s for n, s in _REGISTRY.items() if s.collector == collector}
 
 
