@@ -43,7 +43,9 @@ def saturated(p: PortView) -> dict[str, bool]:
     return out
 
 
-def evaluate_port(p: PortView, history: CounterHistory, config: Config, now: float) -> list[Finding]:
+def evaluate_port(p: PortView, history: CounterHistory, config: Config, now: float,
+                  sat: dict[str, bool] | None = None) -> list[Finding]:
+    """sat: the port's saturated() result when the caller has it already."""
     findings = []
     for check, (counters, _w, _warn, _crit) in COUNTER_CHECKS.items():
         cc = config.checks.counters[check]
@@ -68,7 +70,7 @@ def evaluate_port(p: PortView, history: CounterHistory, config: Config, now: flo
             msg = (f"{p.label()}: {names} rose by {total} in the last {_fmt_window(covered)} "
                    f"(threshold {limit:g} per {_fmt_window(cc.window)}): {ACTIONS[check]}")
         findings.append(Finding(check, p.device, p.port, status, msg))
-    sat = [n for n, s in saturated(p).items() if s]
+    sat = [n for n, s in (saturated(p) if sat is None else sat).items() if s]
     if sat:
         msg = (f"{p.label()}: counter(s) {', '.join(sat)} saturated at their maximum; their rates are "
                f"unknown: clear them in a maintenance window (perfquery -R) if your fabric policy allows")

@@ -50,6 +50,7 @@ class Renderer:
 
     def __init__(self) -> None:
         self._prefix: dict[tuple, str] = {}
+        self._lines: dict[tuple, tuple[float, str]] = {}     # series -> (value, its line)
         self._headers = {m.name: _header(m) for m in CATALOGUE}
         self._lock = threading.Lock()
 
@@ -62,6 +63,8 @@ class Renderer:
         with self._lock:
             if len(self._prefix) > self.MAX_PREFIXES:
                 self._prefix.clear()      # label churn (hot-plugged devices): start over
+                self._lines.clear()
+            cached = self._lines
             out: list[str] = []
             append = out.append
             prefix = self._prefix
@@ -82,10 +85,16 @@ class Renderer:
                         if value is None:
                             continue        # absent: no sample
                         key = (name, lv)
+                        hit = cached.get(key)
+                        if hit is not None and hit[0] == value:
+                            lines.append(hit[1])        # unchanged since the last render
+                            continue
                         p = prefix.get(key)
                         if p is None:
                             p = prefix[key] = self._series(name, labels, lv) if labels else name + " "
-                        lines.append(p + _value(value) + "\n")
+                        line = p + _value(value) + "\n"
+                        cached[key] = (value, line)
+                        lines.append(line)
                 if lines:
                     append(self._headers[m.name])
                     out.extend(lines)

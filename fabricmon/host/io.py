@@ -39,7 +39,8 @@ class LiveIO:
     def __init__(self, sysfs: str = "/sys", procfs: str = "/proc", env: Mapping[str, str] | None = None):
         self.roots = {"sysfs": os.path.abspath(sysfs), "procfs": os.path.abspath(procfs)}
         self.env = dict(env) if env is not None else None
-        self._fds: dict[str, int] = {}
+        self._sysfs = self.roots["sysfs"]
+        self._fds: dict[str, int] = {}        # sysfs files kept open, by path relative to the sysfs root
         self._used: set[str] = set()
         self._lock = threading.Lock()
 
@@ -50,35 +51,35 @@ class LiveIO:
         return run_command(argv, timeout, self.env)
 
     def read(self, root: str, rel: str) -> str:
-        path = self.path(root, rel)
         if root != "sysfs":
-            with open(path, "rb") as fh:
+            with open(self.path(root, rel), "rb") as fh:
                 return fh.read().decode("utf-8", "replace")
-        with self._lock:
-            fd = self._fds.get(path)
-            self._used.add(path)
+        # The hot path (every counter, every poll): a dict lookup and a pread. dict.get and
+        # set.add are atomic; inserting and closing take the lock.
+        fd = self._fds.get(rel)
+        self._used.add(rel)
         if fd is not None:
             try:
                 return os.pread(fd, 65536, 0).decode("utf-8", "replace")
             except OSError:
-                self._forget(path)          # device gone or file replaced: reopen below
-        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+                self._forget(rel)           # device gone or file replaced: reopen below
+        fd = os.open(self._sysfs + "/" + rel, os.O_RDONLY | os.O_CLOEXEC)
         try:
             data = os.pread(fd, 65536, 0)
         except OSError:
             os.close(fd)
             raise
         with self._lock:
-            if len(self._fds) < self.MAX_OPEN and path not in self._fds:
-                self._fds[path] = fd
+            if len(self._fds) < self.MAX_OPEN and rel not in self._fds:
+                self._fds[rel] = fd
                 fd = -1
         if fd >= 0:
             os.close(fd)
         return data.decode("utf-8", "replace")
 
-    def _forget(self, path: str) -> None:
+    def _forget(self, rel: str) -> None:
         with self._lock:
-            fd = self._fds.pop(path, None)
+            fd = self._fds.pop(rel, None)
         if fd is not None:
             try:
                 os.close(fd)
@@ -89,7 +90,9 @@ class LiveIO:
         """Close cached files under root/rel not read since the last sweep (a removed HCA, a
         vanished port). Only the source that owns that subtree calls it, from its own thread, so
         no other thread can be reading one of these descriptors while it is closed."""
-        prefix = self.path(root, rel)
+        if root != "sysfs":
+            return                  # only sysfs files are kept open
+        prefix = rel.rstrip("/") + "/"
         with self._lock:
             stale = [p for p in self._fds if p.startswith(prefix) and p not in self._used]
             self._used = {p for p in self._used if not p.startswith(prefix)}

@@ -59,7 +59,8 @@ class NodeModel:
         return merge(s.data for s in states.values() if s.enabled and s.data is not None)
 
     # --- counters -------------------------------------------------------------------
-    def _record_ib_counters(self, states: Mapping[str, SourceState], ports: dict[tuple[str, int], PortView]) -> None:
+    def _record_ib_counters(self, states: Mapping[str, SourceState], ports: dict[tuple[str, int], PortView],
+                            saturation: Mapping[tuple[str, int], dict[str, bool]]) -> None:
         for key, p in ports.items():
             if not p.counters:
                 continue
@@ -68,7 +69,7 @@ class NodeModel:
             if self._counter_times.get(key) == t:
                 continue        # the same sample as last build: nothing new
             self._counter_times[key] = t
-            sat = link_errors.saturated(p)
+            sat = saturation[key]
             for name, value in p.counters.items():
                 if name not in CHECKED_COUNTERS:
                     continue    # traffic counters feed no check: keep no history for them
@@ -129,15 +130,15 @@ class NodeModel:
         """The snapshot sections (keyword arguments of Snapshot) and the findings."""
         now = self.clock()
         inv = self.inventory(states)
-        self._record_ib_counters(states, inv.ports)
         ib = IbSection(devices=dict(sorted(inv.devices.items())), ports=dict(sorted(inv.ports.items())))
+        ib.saturation = {key: link_errors.saturated(p) for key, p in ib.ports.items()}
+        self._record_ib_counters(states, ib.ports, ib.saturation)
         findings: list[Finding] = []
         for key, p in ib.ports.items():
             v = degraded_link.evaluate_port(p, self.config)
             ib.verdicts[key] = v
             findings.append(v.finding)
-            ib.saturation[key] = link_errors.saturated(p)
-            findings.extend(link_errors.evaluate_port(p, self.history, self.config, now))
+            findings.extend(link_errors.evaluate_port(p, self.history, self.config, now, ib.saturation[key]))
 
         views = self.roce_views(states, inv)
         eth_st, sys_st = _state_of(states, EthtoolData), _state_of(states, SysfsData)
