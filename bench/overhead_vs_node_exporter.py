@@ -11,6 +11,9 @@ as separate processes; their CPU time comes from /proc/<pid>/stat (utime + stime
   perfquery, iblinkinfo and the RoCE/GPU sources: enabled false) and a fast sysfs interval; it reads sysfs on every poll and serves
   scrapes from the cached exposition, so its cost is CPU seconds per poll cycle plus one scrape.
 
+Every tick the benchmark also advances each port's data and packet counters in the tree (as
+traffic does; --no-traffic leaves them still), so neither exporter reads a tree that never changes.
+
 Each measurement window scrapes both exporters once per tick (tick = the fabricmon poll
 interval), so both see the same cadence and the same machine noise. Cycles are counted from
 fabricmon_snapshot_build_duration_seconds_count. The window is repeated and the median is printed.
@@ -245,17 +248,48 @@ def build_tree(root: Path, tree: str, hcas: int) -> tuple[str, str]:
             raise SystemExit(f"--tree h100: {H100_TREE} is absent (it ships with ../shared/captures, not with fabricmon)")
         base = root / "class"
         base.mkdir(parents=True)
-        (base / "infiniband").symlink_to(H100_TREE)
+        shutil.copytree(H100_TREE, base / "infiniband", symlinks=True)   # a copy: --traffic writes to it
         n = len([d for d in H100_TREE.iterdir() if d.is_dir()])
         return str(root), f"real recorded H100 tree ({n} HCAs: 8 NDR IB ports + a RoCE bond)"
     nodetree.build(root, hcas)
     return str(root), f"synthetic {hcas}-HCA NDR node (fabricmon/sim/sysfs_tree.py)"
 
 
+# Counters that move on every poll of a busy port: data and packets, both directions.
+TRAFFIC_FILES = ("port_xmit_data", "port_rcv_data", "port_xmit_packets", "port_rcv_packets",
+                 "unicast_xmit_packets", "unicast_rcv_packets")
+
+
+class Traffic:
+    """Advances every port's data and packet counters in the tree once per tick, as traffic
+    does on a busy node, so that neither exporter reads a tree that never changes."""
+
+    def __init__(self, sysfs: str):
+        self.files = [p for p in Path(sysfs, "class", "infiniband").glob("*/ports/*/counters/*")
+                      if p.name in TRAFFIC_FILES and not p.is_symlink()]
+        self.values = {}
+        for p in self.files:
+            try:
+                self.values[p] = int(p.read_text().split()[0])
+            except (OSError, ValueError, IndexError):
+                pass
+        self.step = 0
+
+    def tick(self) -> None:
+        self.step += 1
+        for p, v in self.values.items():
+            try:
+                p.write_text(f"{v + 1_000_003 * self.step}\n")
+            except OSError:
+                pass
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--hcas", type=int, default=10, help="HCAs in the synthetic tree (default 10)")
     ap.add_argument("--tree", choices=("synthetic", "h100"), default="synthetic")
+    ap.add_argument("--no-traffic", action="store_true",
+                    help="leave the tree's counters still (default: data and packet counters move every tick)")
     ap.add_argument("--interval", type=float, default=0.5,
                     help="fabricmon's sysfs poll interval and the scrape tick, seconds (default 0.5)")
     ap.add_argument("--cycles", type=int, default=60, help="fabricmon poll cycles per window (default 60)")
@@ -300,8 +334,12 @@ def main() -> int:
             fd_c0, fd_t0, fd_count0 = cpu_seconds(fd.pid), time.monotonic(), poll_count(scrape(fd_port))
             fd_next_scrape = time.monotonic() + DEFAULT_SYSFS_INTERVAL
 
+        traffic = None if args.no_traffic else Traffic(sysfs)
+
         def tick_default() -> None:
             nonlocal fd_next_scrape
+            if traffic is not None:
+                traffic.tick()
             if fd is not None and time.monotonic() >= fd_next_scrape:
                 scrape(fd_port)
                 fd_next_scrape += DEFAULT_SYSFS_INTERVAL
@@ -353,7 +391,9 @@ def main() -> int:
     ne_cpu = med(w.ne_cpu_per_scrape for w in windows)
     fm_cpu = med(w.fm_cpu_per_cycle for w in windows)
     ratio = med(w.ratio for w in windows)
-    print(f"\nfabricmon vs {version}: {tree_desc}; fabricmon with its sysfs source only; tick {args.interval} s; "
+    print(f"\nfabricmon vs {version}: {tree_desc}; "
+          f"{'counters still' if args.no_traffic else f'{len(traffic.values)} data/packet counters moving every tick'}; "
+          f"fabricmon with its sysfs source only; tick {args.interval} s; "
           f"{args.repeats} windows x {args.cycles} cycles (median); fabricmon had polled "
           f"{fm_cycles_total} times by the end; {os.cpu_count()} CPUs\n")
     print(f"| {'what':62} | {'node_exporter':>14} | {'fabricmon':>14} |")

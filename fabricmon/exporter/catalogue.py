@@ -38,9 +38,22 @@ PORT = ("device", "port")
 ND = ("device", "netdev")
 
 
+_PORT_LABELS: dict[tuple[str, int], Labels] = {}
+
+
+def _port_labels(key: tuple[str, int]) -> Labels:
+    """(device, "port") for a port key, built once per port (bounded by the ports ever seen)."""
+    lv = _PORT_LABELS.get(key)
+    if lv is None:
+        if len(_PORT_LABELS) > 100_000:
+            _PORT_LABELS.clear()
+        lv = _PORT_LABELS[key] = (key[0], str(key[1]))
+    return lv
+
+
 def _ports(snap: Snapshot) -> Iterator[tuple[Labels, object]]:
-    for (dev, port), p in snap.ib.ports.items():
-        yield (dev, str(port)), p
+    for key, p in snap.ib.ports.items():
+        yield _port_labels(key), p
 
 
 def _port_gauge(get: Callable[[object], float | None]) -> Callable[[Snapshot], Iterator[Sample]]:

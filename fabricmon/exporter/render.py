@@ -44,59 +44,61 @@ def _header(m: Metric) -> str:
 
 
 class Renderer:
-    """Renders snapshots; keeps the series prefixes of earlier renders (bounded)."""
+    """Renders snapshots. Per metric it keeps each series' line from the last render and its
+    value: a series whose value is unchanged costs one lookup (bounded; label churn resets it)."""
 
-    MAX_PREFIXES = 200_000
+    MAX_SERIES = 200_000
 
     def __init__(self) -> None:
-        self._prefix: dict[tuple, str] = {}
-        self._lines: dict[tuple, tuple[float, str]] = {}     # series -> (value, its line)
+        # metric name -> label values -> (value, the whole exposition line)
+        self._lines: dict[str, dict[tuple[str, ...], tuple[float, str]]] = {m.name: {} for m in CATALOGUE}
         self._headers = {m.name: _header(m) for m in CATALOGUE}
+        self._series_count = 0
         self._lock = threading.Lock()
 
-    def _series(self, name: str, keys: tuple[str, ...], values: tuple[str, ...]) -> str:
+    @staticmethod
+    def _prefix(name: str, keys: tuple[str, ...], values: tuple[str, ...]) -> str:
         """`name{k="v",...} ` with the labels sorted by name, as prometheus_client writes them."""
+        if not keys:
+            return name + " "
         pairs = sorted(zip(keys, values))
         return name + "{" + ",".join(f'{k}="{_label_value(v)}"' for k, v in pairs) + "} "
 
     def render(self, snap: Snapshot) -> bytes:
         with self._lock:
-            if len(self._prefix) > self.MAX_PREFIXES:
-                self._prefix.clear()      # label churn (hot-plugged devices): start over
-                self._lines.clear()
-            cached = self._lines
+            if self._series_count > self.MAX_SERIES:
+                for cache in self._lines.values():
+                    cache.clear()
+                self._series_count = 0
             out: list[str] = []
-            append = out.append
-            prefix = self._prefix
             for m in CATALOGUE:
+                cache = self._lines[m.name]
                 lines: list[str] = []
+                append = lines.append
                 if m.type == "histogram":
                     for suffix, lv, value in m.samples(snap):
-                        name = m.name + suffix
-                        key = (name, lv)
-                        p = prefix.get(key)
-                        if p is None:
-                            p = prefix[key] = self._series(name, m.labels, lv) if lv else name + " "
-                        lines.append(p + _value(value) + "\n")
+                        keys = ("le",) if lv else ()
+                        append(self._prefix(m.name + suffix, keys, lv) + _value(value) + "\n")
                 else:
-                    name = m.exposed_name
-                    labels = m.labels
+                    name, labels = m.exposed_name, m.labels
+                    get = cache.get
                     for lv, value in m.samples(snap):
                         if value is None:
                             continue        # absent: no sample
-                        key = (name, lv)
-                        hit = cached.get(key)
+                        hit = get(lv)
                         if hit is not None and hit[0] == value:
-                            lines.append(hit[1])        # unchanged since the last render
+                            append(hit[1])  # unchanged since the last render
                             continue
-                        p = prefix.get(key)
-                        if p is None:
-                            p = prefix[key] = self._series(name, labels, lv) if labels else name + " "
-                        line = p + _value(value) + "\n"
-                        cached[key] = (value, line)
-                        lines.append(line)
+                        if hit is None:
+                            self._series_count += 1
+                            head = self._prefix(name, labels, lv)
+                        else:
+                            head = hit[1][:hit[1].rindex(" ") + 1]
+                        line = head + _value(value) + "\n"
+                        cache[lv] = (value, line)
+                        append(line)
                 if lines:
-                    append(self._headers[m.name])
+                    out.append(self._headers[m.name])
                     out.extend(lines)
             return "".join(out).encode()
 

@@ -38,6 +38,15 @@ class _PortLayout:
     counters: list[tuple[str, str]]       # (file, canonical name)
     counters_ext: list[tuple[str, str]]   # mlx4 counters_ext/: (file, canonical name)
     hw_counters: list[tuple[str, str]]
+    state: str = ""                       # paths of the files read every poll
+    phys_state: str = ""
+    rate: str = ""
+    counter_bits: dict[str, int] | None = None   # width of each counters/ file's counter
+
+    def __post_init__(self) -> None:
+        self.state, self.phys_state, self.rate = f"{self.base}/state", f"{self.base}/phys_state", f"{self.base}/rate"
+        self.counter_bits = {name: (64 if COUNTER_BY_NAME[name].kind == "traffic" else COUNTER_BY_NAME[name].bits)
+                             for _, name in self.counters}
 
 
 @dataclass(slots=True)
@@ -56,6 +65,7 @@ class SysfsSource(Source):
     def __init__(self, config, sc=None):
         super().__init__(config, sc)
         self._layouts: dict[str, _Layout] = {}
+        self._parsed: dict[tuple[str, str], object] = {}    # (file, text) -> parsed: states and rates repeat
 
     def _read(self, io: HostIO, rel: str, out: SourceOutput, optional: bool = False) -> str | None:
         try:
@@ -150,27 +160,42 @@ class SysfsSource(Source):
             dev.ports[pl.num] = self._port(io, pl, out)
         return dev
 
+    def _parse(self, fname: str, text: str, parse, base: str, out: SourceOutput) -> object:
+        """parse(text), remembered per distinct text (a port's state and rate rarely change)."""
+        key = (fname, text)
+        hit = self._parsed.get(key)
+        if hit is None:
+            try:
+                hit = parse(text)
+            except ParseError as exc:
+                out.error("parse", f"/sys/{base}/{fname}: {exc}")
+                return None
+            if len(self._parsed) > 1024:
+                self._parsed.clear()
+            self._parsed[key] = hit
+        return hit
+
     def _port(self, io: HostIO, pl: _PortLayout, out: SourceOutput) -> SysfsPort:
         base = pl.base
         p = SysfsPort(port=pl.num, link_layer=pl.link_layer, port_guid=pl.port_guid)
-        for fname, setter in (("state", "state_id"), ("phys_state", "phys_state_id")):
-            text = self._read(io, f"{base}/{fname}", out)
+        for fname, rel in (("state", pl.state), ("phys_state", pl.phys_state)):
+            text = self._read(io, rel, out)
             if text is not None:
-                try:
-                    setattr(p, setter, parse_enum(text)[0])
-                except ParseError as exc:
-                    out.error("parse", f"/sys/{base}/{fname}: {exc}")
-        text = self._read(io, f"{base}/rate", out)
+                parsed = self._parse(fname, text, parse_enum, base, out)
+                if parsed is not None:
+                    if fname == "state":
+                        p.state_id = parsed[0]
+                    else:
+                        p.phys_state_id = parsed[0]
+        text = self._read(io, pl.rate, out)
         if text is not None:
-            try:
-                p.rate_gbps, p.width, p.generation = parse_rate(text)
-            except ParseError as exc:
-                out.error("parse", f"/sys/{base}/rate: {exc}")
+            parsed = self._parse("rate", text, parse_rate, base, out)
+            if parsed is not None:
+                p.rate_gbps, p.width, p.generation = parsed
         for rel, key in pl.counters:
             self._counter(io, rel, key, p.counters, out)
-        for name in p.counters:
-            spec = COUNTER_BY_NAME[name]
-            p.counter_bits[name] = 64 if spec.kind == "traffic" else spec.bits
+        bits = pl.counter_bits
+        p.counter_bits = {name: bits[name] for name in p.counters}
         for rel, key in pl.counters_ext:
             v = p.counters.get(key)
             if v is None or v >= _MAX32:       # absent, or its 32-bit twin saturated
@@ -184,9 +209,16 @@ class SysfsSource(Source):
         return p
 
     def _counter(self, io: HostIO, rel: str, key: str, into: dict[str, int], out: SourceOutput) -> None:
-        text = self._read(io, rel, out)
-        if text is None:
+        try:
+            text = io.read("sysfs", rel)
+        except OSError as exc:
+            out.error("read", f"/sys/{rel}: {exc.strerror or exc}")
             return
+        try:
+            into[key] = int(text)        # the common case: a decimal integer and a newline
+            return
+        except ValueError:
+            pass
         try:
             value = parse_counter(text)
         except ParseError as exc:
