@@ -12,7 +12,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from fabricmon.host.io import HostIO
+from fabricmon.host.io import HostIO, read_answer
 from fabricmon.host.nvml import NvmlError, NvmlUnavailable
 from fabricmon.host.runner import CommandResult
 
@@ -62,6 +62,9 @@ class RecordingIO:
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_text(data)
         return data
+
+    def read_many(self, root: str, rels: Sequence[str]) -> list[str | OSError]:
+        return [read_answer(self.read, root, rel) for rel in rels]
 
     def listdir(self, root: str, rel: str) -> list[str]:
         key = f"{root}/{rel}"
@@ -174,6 +177,9 @@ class ReplayIO:
             code = self._errors[key]
             raise OSError(code, os.strerror(code), key)
         return (self.dir / "files" / root / rel).read_text()
+
+    def read_many(self, root: str, rels: Sequence[str]) -> list[str | OSError]:
+        return [read_answer(self.read, root, rel) for rel in rels]
 
     def listdir(self, root: str, rel: str) -> list[str]:
         key = f"{root}/{rel}"

@@ -23,6 +23,7 @@ ROOTS = ("sysfs", "procfs")
 class HostIO(Protocol):
     def run(self, argv: Sequence[str], timeout: float) -> CommandResult: ...
     def read(self, root: str, rel: str) -> str: ...
+    def read_many(self, root: str, rels: Sequence[str]) -> list[str | OSError]: ...
     def listdir(self, root: str, rel: str) -> list[str]: ...
     def realpath(self, root: str, rel: str) -> str: ...
     def nvml_gpus(self) -> list[dict[str, Any]]: ...
@@ -76,6 +77,25 @@ class LiveIO:
         if fd >= 0:
             os.close(fd)
         return data.decode("utf-8", "replace")
+
+    def read_many(self, root: str, rels: Sequence[str]) -> list[str | OSError]:
+        """Read several files; each answer is its text or the OSError reading it raised. One
+        call per port: the per-file cost is a dict lookup and a pread."""
+        if root != "sysfs":
+            return [read_answer(self.read, root, rel) for rel in rels]
+        fds, pread, out = self._fds, os.pread, []
+        append = out.append
+        for rel in rels:
+            fd = fds.get(rel)
+            if fd is not None:
+                try:
+                    append(pread(fd, 65536, 0).decode("utf-8", "replace"))
+                    continue
+                except OSError:
+                    pass
+            append(read_answer(self.read, root, rel))     # first read, or reopen: the slow path
+        self._used.update(rels)
+        return out
 
     def _forget(self, rel: str) -> None:
         with self._lock:
@@ -134,3 +154,11 @@ class LiveIO:
                 os.close(fd)
             except OSError:
                 pass
+
+
+def read_answer(read, root: str, rel: str) -> str | OSError:
+    """read(root, rel), or the OSError it raised (for read_many)."""
+    try:
+        return read(root, rel)
+    except OSError as exc:
+        return exc

@@ -13,7 +13,7 @@ import errno
 import time
 from dataclasses import dataclass
 
-from fabricmon.host.io import HostIO
+from fabricmon.host.io import HostIO, read_answer
 from fabricmon.ibspec import COUNTER_BY_NAME, COUNTER_BY_SYSFS, COUNTER_BY_SYSFS_EXT
 from fabricmon.parsers.errors import ParseError
 from fabricmon.parsers.sysfs_ib import (
@@ -43,10 +43,14 @@ class _PortLayout:
     rate: str = ""
     counter_bits: dict[str, int] | None = None   # width of each counters/ file's counter
 
+    rels: tuple[str, ...] = ()                 # every file read each poll, in one read_many
+
     def __post_init__(self) -> None:
         self.state, self.phys_state, self.rate = f"{self.base}/state", f"{self.base}/phys_state", f"{self.base}/rate"
         self.counter_bits = {name: (64 if COUNTER_BY_NAME[name].kind == "traffic" else COUNTER_BY_NAME[name].bits)
                              for _, name in self.counters}
+        self.rels = (self.state, self.phys_state, self.rate, *(r for r, _ in self.counters),
+                     *(r for r, _ in self.hw_counters))
 
 
 @dataclass(slots=True)
@@ -175,11 +179,18 @@ class SysfsSource(Source):
             self._parsed[key] = hit
         return hit
 
+    def _text(self, rel: str, answer: str | OSError, out: SourceOutput) -> str | None:
+        if isinstance(answer, OSError):
+            out.error("read", f"/sys/{rel}: {answer.strerror or answer}")
+            return None
+        return answer.strip()
+
     def _port(self, io: HostIO, pl: _PortLayout, out: SourceOutput) -> SysfsPort:
         base = pl.base
         p = SysfsPort(port=pl.num, link_layer=pl.link_layer, port_guid=pl.port_guid)
-        for fname, rel in (("state", pl.state), ("phys_state", pl.phys_state)):
-            text = self._read(io, rel, out)
+        answers = io.read_many("sysfs", pl.rels)      # state, phys_state, rate, counters, hw_counters
+        for i, (fname, rel) in enumerate((("state", pl.state), ("phys_state", pl.phys_state))):
+            text = self._text(rel, answers[i], out)
             if text is not None:
                 parsed = self._parse(fname, text, parse_enum, base, out)
                 if parsed is not None:
@@ -187,32 +198,32 @@ class SysfsSource(Source):
                         p.state_id = parsed[0]
                     else:
                         p.phys_state_id = parsed[0]
-        text = self._read(io, pl.rate, out)
+        text = self._text(pl.rate, answers[2], out)
         if text is not None:
             parsed = self._parse("rate", text, parse_rate, base, out)
             if parsed is not None:
                 p.rate_gbps, p.width, p.generation = parsed
-        for rel, key in pl.counters:
-            self._counter(io, rel, key, p.counters, out)
+        n = len(pl.counters)
+        for (rel, key), answer in zip(pl.counters, answers[3:3 + n]):
+            self._counter(rel, key, answer, p.counters, out)
         bits = pl.counter_bits
         p.counter_bits = {name: bits[name] for name in p.counters}
         for rel, key in pl.counters_ext:
             v = p.counters.get(key)
             if v is None or v >= _MAX32:       # absent, or its 32-bit twin saturated
                 ext: dict[str, int] = {}
-                self._counter(io, rel, key, ext, out)
+                self._counter(rel, key, read_answer(io.read, "sysfs", rel), ext, out)
                 if key in ext:
                     p.counters[key] = ext[key]
                     p.counter_bits[key] = 64
-        for rel, key in pl.hw_counters:
-            self._counter(io, rel, key, p.hw_counters, out)
+        for (rel, key), answer in zip(pl.hw_counters, answers[3 + n:]):
+            self._counter(rel, key, answer, p.hw_counters, out)
         return p
 
-    def _counter(self, io: HostIO, rel: str, key: str, into: dict[str, int], out: SourceOutput) -> None:
-        try:
-            text = io.read("sysfs", rel)
-        except OSError as exc:
-            out.error("read", f"/sys/{rel}: {exc.strerror or exc}")
+    @staticmethod
+    def _counter(rel: str, key: str, text: str | OSError, into: dict[str, int], out: SourceOutput) -> None:
+        if isinstance(text, OSError):
+            out.error("read", f"/sys/{rel}: {text.strerror or text}")
             return
         try:
             into[key] = int(text)        # the common case: a decimal integer and a newline

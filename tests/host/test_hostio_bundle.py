@@ -211,3 +211,24 @@ def test_bad_bundles_are_a_clear_error(tmp_path: Path, content: str | None, matc
         (tmp_path / "bundle.json").write_text(content)
     with pytest.raises(BundleError, match=match):
         ReplayIO(tmp_path)
+
+
+def test_read_many_answers_each_file_or_its_error_alike_live_recorded_and_replayed(tree: Path, tmp_path: Path) -> None:
+    rels = [f"{IB}/mlx5_0/ports/1/state", EISDIR_FILE, f"{IB}/mlx5_0/ports/1/counters/symbol_error",
+            f"{IB}/mlx5_0/ports/1/counters/nope"]
+    live = LiveIO(str(tree), "/proc")
+    for _ in range(2):                                    # first read opens, the second preads the cached fd
+        got = live.read_many("sysfs", rels)
+        assert got[0] == (tree / rels[0]).read_text() and got[2] == (tree / rels[2]).read_text()
+        assert isinstance(got[1], OSError) and got[1].errno == errno.EISDIR
+        assert isinstance(got[3], OSError) and got[3].errno == errno.ENOENT
+    bundle = tmp_path / "b"
+    rec = RecordingIO(LiveIO(str(tree), "/proc"), bundle)
+    recorded = rec.read_many("sysfs", rels)
+    rec.save()
+    replayed = ReplayIO(bundle).read_many("sysfs", rels)
+    for a, b in zip(recorded, replayed):
+        if isinstance(a, OSError):
+            assert isinstance(b, OSError) and b.errno == a.errno
+        else:
+            assert b == a
