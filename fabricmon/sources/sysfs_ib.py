@@ -100,17 +100,22 @@ class SysfsSource(Source):
             return out
         now = time.monotonic()
         devices: dict[str, SysfsDevice] = {}
+        relaid = False
         for name in names:
             if self.config.device_excluded(name):
                 continue
             layout = self._layouts.get(name)
             if layout is None or now - layout.read_at >= STATIC_TTL:
                 layout = self._layouts[name] = self._layout(io, name, out, now)
+                relaid = True
             devices[name] = self._device(io, layout, out)
-        for gone in set(self._layouts) - set(devices):
-            del self._layouts[gone]     # a removed HCA: re-read in full if it comes back
+        gone = set(self._layouts) - set(devices)
+        for name in gone:
+            del self._layouts[name]     # a removed HCA: re-read in full if it comes back
         out.data = SysfsData(devices)
-        io.sweep("sysfs", BASE)     # close the cached files of devices and ports that are gone
+        if relaid or gone or out.errors:
+            # the files of devices and ports that are gone are closed when the layout changes
+            io.sweep("sysfs", BASE)
         return out
 
     def _layout(self, io: HostIO, name: str, out: SourceOutput, now: float) -> _Layout:
