@@ -21,10 +21,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from fabricmon.checks import OK, WARNING, Finding
-from fabricmon.parsers.errors import ParseError
-from fabricmon.parsers.nccl_env import NcclHcaSpec, parse_nccl_ib_hca
-from fabricmon.parsers.pci_topology import PATH_CLASSES, classify_path, gpudirect_capable, pci_chain, rank
 from fabricmon.model.gpu import GpuData, GpuInfo
+from fabricmon.model.pci import PATH_CLASSES, classify_path, gpudirect_capable, rank
 
 AFFINITY = "gpu_nic_affinity"
 SHARING = "gpu_nic_sharing"
@@ -38,6 +36,7 @@ class NicInfo:
     pci_path: str | None
     numa_node: int | None
     usable: bool = True                 # at least one port up (or state unknown)
+    pci_chain: tuple[str, ...] | None = None    # pci_path parsed (None: unknown)
     ports: tuple[int, ...] = (1,)
 
 
@@ -57,15 +56,6 @@ class AffinityResult:
 
 def gpu_name(g: GpuInfo) -> str:
     return f"GPU{g.index}"
-
-
-def _chain(path: str | None) -> tuple[str, ...] | None:
-    if not path:
-        return None
-    try:
-        return pci_chain(path)
-    except ParseError:
-        return None
 
 
 def _numa(n: int | None) -> str:
@@ -94,8 +84,8 @@ def evaluate(gpu_data: GpuData | None, nics: dict[str, NicInfo]) -> AffinityResu
     if gpu_data is None or not gpu_data.gpus:
         return res
     res.gpus = list(gpu_data.gpus)
-    gchains = {g.index: _chain(g.pci_path) for g in res.gpus}
-    nchains = {n: _chain(nic.pci_path) for n, nic in nics.items()}
+    gchains = {g.index: g.pci_chain for g in res.gpus}
+    nchains = {n: nic.pci_chain for n, nic in nics.items()}
     for g in res.gpus:
         for n, nic in nics.items():
             gc, nc = gchains[g.index], nchains[n]
@@ -177,11 +167,11 @@ def _nccl(gpu_data: GpuData, res: AffinityResult, nics: dict[str, NicInfo], cand
         return [Finding(NCCL_HCA, gpu_name(g), None, OK,
                         f"{gpu_name(g)}: NCCL_IB_HCA not set in {path}: NCCL picks the nearest NIC itself")
                 for g in res.gpus]
-    try:
-        spec: NcclHcaSpec = parse_nccl_ib_hca(value)
-    except ParseError as exc:
+    spec = gpu_data.nccl_ib_hca
+    if spec is None:
         return [Finding(NCCL_HCA, gpu_name(g), None, WARNING,
-                        f"{gpu_name(g)}: NCCL_IB_HCA={value!r} in {path} is invalid ({exc}): fix it")
+                        f"{gpu_name(g)}: NCCL_IB_HCA={value!r} in {path} is invalid "
+                        f"({gpu_data.nccl_ib_hca_error or 'does not parse'}): fix it")
                 for g in res.gpus]
     allowed = [n for n in cands if any(spec.matches(n, p) for p in nics[n].ports)]
     if not allowed:

@@ -12,8 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from fabricmon.checks import CRITICAL, OK, Finding
-from fabricmon.parsers.proc_modules import dmabuf_supported
-from fabricmon.model.gpu import GpuData, GpudirectFacts
+from fabricmon.model.gpu import GpuData, GpudirectFacts, dmabuf_supported
 
 CHECK = "gpudirect_rdma"
 METHODS = ("peermem", "nv_peer_mem", "dmabuf")

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
+from fabricmon.parsers.nccl_env import NcclHcaSpec
 from fabricmon.parsers.proc_modules import ModuleInfo
 
 
@@ -42,6 +44,7 @@ class GpuInfo:
     bus_id: str                  # sysfs form, 0000:19:00.0
     pci_path: str | None         # /sys/devices/pci0000:18/.../0000:1b:00.0
     numa_node: int | None        # None: unknown (sysfs -1)
+    pci_chain: tuple[str, ...] | None = None   # parsed from pci_path (None: unknown)
 
 
 @dataclass(slots=True)
@@ -51,3 +54,46 @@ class GpuData:
     driver_version: str | None = None
     nccl_env_file: str | None = None
     nccl_env: dict[str, str] | None = None       # None: not configured or not readable
+    nccl_ib_hca: NcclHcaSpec | None = None       # NCCL_IB_HCA parsed, when set and valid
+    nccl_ib_hca_error: str | None = None         # why NCCL_IB_HCA does not parse
+
+
+# DMA-BUF GPUDirect RDMA needs kernel 5.12+, the open NVIDIA kernel module and driver 515+ (CUDA 11.7).
+DMABUF_MIN_KERNEL = (5, 12)
+DMABUF_MIN_DRIVER_MAJOR = 515
+
+
+def dmabuf_supported(
+    kernel: tuple[int, int] | None,
+    open_module: bool | None,
+    driver_version: str | None,
+) -> tuple[bool, str]:
+    """Whether DMA-BUF GPUDirect RDMA is possible, with a reason naming what is missing."""
+    missing: list[str] = []
+    if kernel is None:
+        missing.append("kernel version unknown")
+    elif kernel < DMABUF_MIN_KERNEL:
+        missing.append(f"kernel {kernel[0]}.{kernel[1]} < 5.12")
+    if open_module is None:
+        missing.append("NVIDIA kernel module flavour unknown")
+    elif not open_module:
+        missing.append("proprietary NVIDIA kernel module (open module required)")
+    major = _driver_major(driver_version)
+    if major is None:
+        missing.append("NVIDIA driver version unknown")
+    elif major < DMABUF_MIN_DRIVER_MAJOR:
+        missing.append(f"NVIDIA driver {driver_version} < 515 (CUDA 11.7)")
+    if missing:
+        return False, "DMA-BUF unavailable: " + "; ".join(missing)
+    assert kernel is not None
+    return True, (
+        f"DMA-BUF available: kernel {kernel[0]}.{kernel[1]}, open kernel module, "
+        f"driver {driver_version}"
+    )
+
+
+def _driver_major(version: str | None) -> int | None:
+    if not version:
+        return None
+    m = re.match(r"\s*(\d+)", version)
+    return int(m[1]) if m else None

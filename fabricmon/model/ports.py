@@ -31,6 +31,7 @@ class DeviceView:
     netdev: str = ""
     numa_node: int | None = None
     pci_path: str | None = None
+    pci_chain: tuple[str, ...] | None = None
 
 
 @dataclass(slots=True)
@@ -132,6 +133,7 @@ def merge(records: Iterable[Any]) -> Inventory:
         d.netdev = ",".join(sd.netdevs)
         d.numa_node = sd.numa_node
         d.pci_path = sd.pci_path
+        d.pci_chain = sd.pci_chain
         for num, sp in sd.ports.items():
             p = port(name, num)
             if sp.link_layer:

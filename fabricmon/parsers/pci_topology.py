@@ -42,7 +42,6 @@ import re
 
 from fabricmon.parsers.errors import ParseError
 
-PATH_CLASSES: tuple[str, ...] = ("PIX", "PXB", "PHB", "NODE", "SYS", "UNKNOWN")
 
 _HOST_BRIDGE = re.compile(r"^pci[0-9a-f]{4,8}:[0-9a-f]{2}$")
 _BDF = re.compile(r"^[0-9a-f]{4,8}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]$")
@@ -72,6 +71,17 @@ def pci_chain(realpath: str) -> tuple[str, ...]:
     return tuple(chain)
 
 
+def pci_chain_or_none(realpath: str | None) -> tuple[str, ...] | None:
+    """pci_chain, or None when there is no path or it is not a PCI device's (a virtual device):
+    the path class is then unknown, which is not an error."""
+    if not realpath:
+        return None
+    try:
+        return pci_chain(realpath)
+    except ParseError:
+        return None
+
+
 def normalize_bus_id(bus_id: str) -> str:
     """NVML ``00000000:1B:00.0`` (or lspci ``1b:00.0``) -> sysfs ``0000:1b:00.0``."""
     m = _BUS_ID.match(bus_id.strip().lower())
@@ -79,51 +89,6 @@ def normalize_bus_id(bus_id: str) -> str:
         raise ParseError(f"not a PCI bus id: {bus_id!r}")
     dom = int(m["dom"] or "0", 16)
     return f"{dom:04x}:{int(m['bus'], 16):02x}:{int(m['dev'], 16):02x}.{m['fn']}"
-
-
-def _switches(chain: tuple[str, ...]) -> tuple[str, ...]:
-    """Switch upstream ports above the endpoint, top-down (NCCL's two-level walk)."""
-    return tuple(reversed([chain[i] for i in range(len(chain) - 3, 0, -2)]))
-
-
-def _known(numa: int | None) -> bool:
-    return numa is not None and numa >= 0
-
-
-def classify_path(
-    gpu_chain: tuple[str, ...],
-    nic_chain: tuple[str, ...],
-    gpu_numa: int | None,
-    nic_numa: int | None,
-) -> str:
-    """Path class PIX/PXB/PHB/NODE/SYS, or UNKNOWN (see the module docstring)."""
-    if len(gpu_chain) < 2 or len(nic_chain) < 2:
-        raise ValueError("a chain needs a host bridge and at least one function")
-    if gpu_chain[0] != nic_chain[0]:
-        if not (_known(gpu_numa) and _known(nic_numa)):
-            return "UNKNOWN"
-        return "NODE" if gpu_numa == nic_numa else "SYS"
-    gsw, nsw = _switches(gpu_chain), _switches(nic_chain)
-    common = 0
-    while common < min(len(gsw), len(nsw)) and gsw[common] == nsw[common]:
-        common += 1
-    if common == 0:
-        return "PHB"
-    crossed = 1 + (len(gsw) - common) + (len(nsw) - common)
-    return "PIX" if crossed == 1 else "PXB"
-
-
-def rank(path: str) -> int:
-    """0 for PIX (best) ... 4 for SYS; UNKNOWN ranks last (5)."""
-    try:
-        return PATH_CLASSES.index(path)
-    except ValueError:
-        raise ValueError(f"unknown path class {path!r}") from None
-
-
-def gpudirect_capable(path: str) -> bool:
-    """True when NCCL would use GPUDirect RDMA by default (PXB or closer)."""
-    return rank(path) <= rank("PXB")
 
 
 def parse_numa_node(text: str) -> int | None:

@@ -12,8 +12,6 @@ from dataclasses import dataclass
 
 from fabricmon.parsers.errors import ParseError
 
-DMABUF_MIN_KERNEL = (5, 12)
-DMABUF_MIN_DRIVER_MAJOR = 515
 
 _STATES = frozenset({"Live", "Loading", "Unloading"})
 _VERSION = re.compile(r"(?<![\w.])(\d+\.\d+(?:\.\d+)?)(?![\w.])")
@@ -87,39 +85,3 @@ def parse_nvidia_driver_version(text: str) -> str | None:
 def is_open_kernel_module(text: str) -> bool:
     """True when /proc/driver/nvidia/version names the open GPU kernel module."""
     return "Open Kernel Module" in text
-
-
-def dmabuf_supported(
-    kernel: tuple[int, int] | None,
-    open_module: bool | None,
-    driver_version: str | None,
-) -> tuple[bool, str]:
-    """Whether DMA-BUF GPUDirect RDMA is possible, with a reason naming what is missing."""
-    missing: list[str] = []
-    if kernel is None:
-        missing.append("kernel version unknown")
-    elif kernel < DMABUF_MIN_KERNEL:
-        missing.append(f"kernel {kernel[0]}.{kernel[1]} < 5.12")
-    if open_module is None:
-        missing.append("NVIDIA kernel module flavour unknown")
-    elif not open_module:
-        missing.append("proprietary NVIDIA kernel module (open module required)")
-    major = _driver_major(driver_version)
-    if major is None:
-        missing.append("NVIDIA driver version unknown")
-    elif major < DMABUF_MIN_DRIVER_MAJOR:
-        missing.append(f"NVIDIA driver {driver_version} < 515 (CUDA 11.7)")
-    if missing:
-        return False, "DMA-BUF unavailable: " + "; ".join(missing)
-    assert kernel is not None
-    return True, (
-        f"DMA-BUF available: kernel {kernel[0]}.{kernel[1]}, open kernel module, "
-        f"driver {driver_version}"
-    )
-
-
-def _driver_major(version: str | None) -> int | None:
-    if not version:
-        return None
-    m = re.match(r"\s*(\d+)", version)
-    return int(m[1]) if m else None

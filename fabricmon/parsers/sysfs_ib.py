@@ -39,6 +39,7 @@ class SysfsDevice:
     netdevs: list[str] = field(default_factory=list)   # device/net/*
     numa_node: int | None = None           # device/numa_node (None for -1)
     pci_path: str | None = None            # realpath of device
+    pci_chain: tuple[str, ...] | None = None   # pci_path as a PCI chain (None: not a PCI device)
     ports: dict[int, SysfsPort] = field(default_factory=dict)
 
 

@@ -121,7 +121,7 @@ class NodeModel:
             known = [p for p in mine if p.state_id is not None]
             usable = not known or any(p.up for p in known)
             out[name] = affinity_checks.NicInfo(
-                device=name, pci_path=d.pci_path, numa_node=d.numa_node,
+                device=name, pci_path=d.pci_path, pci_chain=d.pci_chain, numa_node=d.numa_node,
                 usable=usable, ports=tuple(sorted(p.port for p in mine)) or (1,))
         return out
 

@@ -18,8 +18,8 @@ from fabricmon.host.io import HostIO
 from fabricmon.host.nvml import NvmlUnavailable
 from fabricmon.model.gpu import GpuData, GpuInfo
 from fabricmon.parsers.errors import ParseError
-from fabricmon.parsers.nccl_env import parse_env_file
-from fabricmon.parsers.pci_topology import normalize_bus_id, parse_numa_node
+from fabricmon.parsers.nccl_env import parse_env_file, parse_nccl_ib_hca
+from fabricmon.parsers.pci_topology import normalize_bus_id, parse_numa_node, pci_chain_or_none
 from fabricmon.pipeline.source import Inputs, Source, SourceOutput, register
 
 
@@ -86,6 +86,7 @@ class GpuSource(Source):
             info.pci_path = io.realpath("sysfs", rel)
         except OSError as exc:
             out.error("read", f"/sys/{rel}: {exc.strerror or exc}")
+        info.pci_chain = pci_chain_or_none(info.pci_path)
         try:
             info.numa_node = parse_numa_node(io.read("sysfs", f"{rel}/numa_node"))
         except OSError as exc:
@@ -102,5 +103,11 @@ class GpuSource(Source):
         data.nccl_env_file = path
         try:
             data.nccl_env = parse_env_file(io.read_host_file(path))
+            value = data.nccl_env.get("NCCL_IB_HCA")
+            if value is not None:
+                try:
+                    data.nccl_ib_hca = parse_nccl_ib_hca(value)
+                except ParseError as exc:
+                    data.nccl_ib_hca_error = str(exc)
         except OSError as exc:
             out.error("read", f"gpu.nccl_env_file {path}: {exc.strerror or exc}")

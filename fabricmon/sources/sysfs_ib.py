@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from fabricmon.host.io import HostIO, read_answer
 from fabricmon.ibspec import COUNTER_BY_NAME, COUNTER_BY_SYSFS, COUNTER_BY_SYSFS_EXT
 from fabricmon.parsers.errors import ParseError
+from fabricmon.parsers.pci_topology import pci_chain_or_none
 from fabricmon.parsers.sysfs_ib import (
     SysfsData, SysfsDevice, SysfsPort, parse_counter, parse_enum, parse_rate, port_guid_from_gid,
 )
@@ -141,6 +142,7 @@ class SysfsSource(Source):
             dev.pci_path = io.realpath("sysfs", f"{base}/device")
         except OSError:
             dev.pci_path = None
+        dev.pci_chain = pci_chain_or_none(dev.pci_path)
         ports = []
         for pname in self._listdir(io, f"{base}/ports", out, optional=False):
             if not pname.isdigit():
@@ -164,7 +166,7 @@ class SysfsSource(Source):
         s = layout.static
         dev = SysfsDevice(name=s.name, hca_type=s.hca_type, fw_ver=s.fw_ver, board_id=s.board_id,
                           node_guid=s.node_guid, netdevs=list(s.netdevs), numa_node=s.numa_node,
-                          pci_path=s.pci_path)
+                          pci_path=s.pci_path, pci_chain=s.pci_chain)
         for pl in layout.ports:
             dev.ports[pl.num] = self._port(io, pl, out)
         return dev

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 from fabricmon.checks import CRITICAL, OK, WARNING
 from fabricmon.checks import affinity, gpudirect
+from fabricmon.model.gpu import GpuData, GpudirectFacts, GpuInfo
+from fabricmon.parsers.errors import ParseError
+from fabricmon.parsers.nccl_env import parse_nccl_ib_hca
+from fabricmon.parsers.pci_topology import pci_chain_or_none
 from fabricmon.parsers.proc_modules import parse_proc_modules
-from fabricmon.sources.gpu import GpuData, GpuInfo
-from fabricmon.sources.gpudirect import GpudirectFacts
 
 from helpers import by_check
 
@@ -16,16 +18,24 @@ def sw(hb: str, dsp: int, ep: str) -> str:
     return f"/sys/devices/pci0000:{hb}/0000:{hb}:01.0/0000:a0:00.0/0000:a1:{dsp:02x}.0/{ep}"
 
 
-def gpu(i: int, path: str, numa: int | None) -> GpuInfo:
-    return GpuInfo(i, f"GPU-{i}", path.rsplit("/", 1)[1], path, numa)
+def gpu(i: int, path: str | None, numa: int | None) -> GpuInfo:
+    """A GPU as the gpu source records it (the PCI chain parsed from its path)."""
+    return GpuInfo(i, f"GPU-{i}", path.rsplit("/", 1)[1] if path else "", path, numa, pci_chain_or_none(path))
 
 
 def nic(name: str, path: str, numa: int | None, usable: bool = True) -> affinity.NicInfo:
-    return affinity.NicInfo(name, path, numa, usable)
+    return affinity.NicInfo(name, path, numa, usable, pci_chain_or_none(path))
 
 
 def data(*gpus: GpuInfo, env=None, env_file=None) -> GpuData:
-    return GpuData(gpus=list(gpus), nvml_available=True, nccl_env_file=env_file, nccl_env=env)
+    """GpuData as the gpu source records it (NCCL_IB_HCA parsed when set)."""
+    d = GpuData(gpus=list(gpus), nvml_available=True, nccl_env_file=env_file, nccl_env=env)
+    if env and "NCCL_IB_HCA" in env:
+        try:
+            d.nccl_ib_hca = parse_nccl_ib_hca(env["NCCL_IB_HCA"])
+        except ParseError as exc:
+            d.nccl_ib_hca_error = str(exc)
+    return d
 
 
 def test_pix_pair_is_ok():

@@ -11,9 +11,9 @@ from fabricmon.config import from_dict
 from fabricmon.model.history import CounterHistory
 from fabricmon.parsers.ethtool import curate_roce_stats
 from fabricmon.parsers.mlnx_qos import QosConfig
-from fabricmon.sources.ethtool import NetdevStats
-from fabricmon.sources.mlnx_qos import QosResult
-from fabricmon.sources.netdev import NetdevInfo
+from fabricmon.parsers.ethtool import NetdevStats
+from fabricmon.parsers.mlnx_qos import QosResult
+from fabricmon.model.roce import NetdevInfo
 from fabricmon.model.roce import RoceTarget, roce_targets
 
 T = RoceTarget("mlx5_2", 1, "eth2")

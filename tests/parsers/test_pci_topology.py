@@ -2,15 +2,8 @@
 import pytest
 
 from fabricmon.parsers.errors import ParseError
-from fabricmon.parsers.pci_topology import (
-    PATH_CLASSES,
-    classify_path,
-    gpudirect_capable,
-    normalize_bus_id,
-    parse_numa_node,
-    pci_chain,
-    rank,
-)
+from fabricmon.model.pci import PATH_CLASSES, classify_path, gpudirect_capable, rank
+from fabricmon.parsers.pci_topology import normalize_bus_id, parse_numa_node, pci_chain
 
 # Socket 0, host bridge pci0000:15: root port 15:01.0 -> switch (up 16:00.0,
 # downstreams 17:00.0..17:03.0). GPU under 17:01.0, NIC under 17:02.0.

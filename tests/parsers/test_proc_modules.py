@@ -3,10 +3,10 @@ import dataclasses
 
 import pytest
 
+from fabricmon.model.gpu import dmabuf_supported
 from fabricmon.parsers.errors import ParseError
 from fabricmon.parsers.proc_modules import (
     ModuleInfo,
-    dmabuf_supported,
     is_open_kernel_module,
     parse_kernel_release,
     parse_nvidia_driver_version,
