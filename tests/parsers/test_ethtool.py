@@ -161,19 +161,6 @@ def test_absent_keys_stay_absent() -> None:
     assert curate_roce_stats({}).is_empty()
 
 
-def test_curated_error_counters_constant() -> None:
-    assert CURATED_ERROR_COUNTERS == (
-        "rx_discards_phy",
-        "rx_out_of_buffer",
-        "rx_crc_errors_phy",
-        "rx_symbol_err_phy",
-        "link_down_events_phy",
-    )
-
-
-# --- real capture (compatibility; not shipped with the project) -------------
-
-
 def test_real_e1000e_capture_parses_with_no_roce_data() -> None:
     path = CAPTURED / "prometheus-node_exporter__eth0_statistics"
     if not path.is_file():
