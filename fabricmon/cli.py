@@ -45,7 +45,7 @@ def _load(args: argparse.Namespace) -> Config:
 def _io(args: argparse.Namespace, cfg: Config) -> HostIO:
     if getattr(args, "replay", None):
         return ReplayIO(args.replay)
-    return LiveIO(cfg.sysfs, cfg.procfs)
+    return LiveIO(cfg.sysfs, cfg.procfs, tool_dirs=cfg.tool_dirs)
 
 
 def source_findings(snap: Snapshot) -> list[Finding]:
@@ -143,7 +143,7 @@ def cmd_capture(args: argparse.Namespace) -> int:
         print(f"fabricmon: {out} exists and is not empty", file=sys.stderr)
         return 1
     out.mkdir(parents=True, exist_ok=True)
-    rec = RecordingIO(LiveIO(cfg.sysfs, cfg.procfs), out, meta={
+    rec = RecordingIO(LiveIO(cfg.sysfs, cfg.procfs, tool_dirs=cfg.tool_dirs), out, meta={
         "hostname": socket.gethostname(), "fabricmon_version": __version__, "argv": sys.argv,
     })
     pipe = Pipeline(cfg, rec)

@@ -16,6 +16,7 @@ from typing import Any
 import yaml
 
 from fabricmon import ibspec
+from fabricmon.host.runner import DEFAULT_TOOL_DIRS
 
 DEFAULT_PORT = 9879
 DEFAULT_CONFIG_PATH = "/etc/fabricmon/fabricmon.yml"
@@ -128,6 +129,7 @@ class Config:
     raw: dict[str, Any] = field(default_factory=dict, compare=False)
     roce: RoceConfig = field(default_factory=RoceConfig)
     gpu: GpuConfig = field(default_factory=GpuConfig)
+    tool_dirs: tuple[str, ...] = DEFAULT_TOOL_DIRS    # looked in for tools after PATH
 
     def device_excluded(self, device: str) -> bool:
         return any(fnmatch.fnmatchcase(device, pat) for pat in self.exclude_devices)
@@ -371,6 +373,15 @@ def _gpu(raw: Any) -> GpuConfig:
     return GpuConfig(nccl_env_file=env)
 
 
+def _tool_dirs(value: Any) -> tuple[str, ...]:
+    if not isinstance(value, list):
+        raise ConfigError("paths.tool_dirs", f"expected a list of absolute directories, got {value!r}")
+    for i, d in enumerate(value):
+        if not isinstance(d, str) or not os.path.isabs(d):
+            raise ConfigError(f"paths.tool_dirs[{i}]", f"expected an absolute directory, got {d!r}")
+    return tuple(value)
+
+
 def from_dict(raw: Any, path: str | None = None, check_paths: bool = True) -> Config:
     """Validate a parsed YAML document. Raises ConfigError naming the bad key."""
     top = _mapping(raw, "", _TOP_KEYS)
@@ -388,7 +399,7 @@ def from_dict(raw: Any, path: str | None = None, check_paths: bool = True) -> Co
         v = getattr(tls, k)
         if v and check_paths and not Path(v).is_file():
             raise ConfigError(f"server.tls.{k}", f"{v} is not a readable file")
-    paths = _mapping(top.get("paths"), "paths", ("sysfs", "procfs", "state_dir"))
+    paths = _mapping(top.get("paths"), "paths", ("sysfs", "procfs", "state_dir", "tool_dirs"))
     excl = top.get("exclude_devices") or []
     if not isinstance(excl, list):
         raise ConfigError("exclude_devices", f"expected a list of globs, got {excl!r}")
@@ -416,6 +427,7 @@ def from_dict(raw: Any, path: str | None = None, check_paths: bool = True) -> Co
         raw=top,
         roce=_roce(top.get("roce")),
         gpu=_gpu(top.get("gpu")),
+        tool_dirs=_tool_dirs(paths.get("tool_dirs", list(DEFAULT_TOOL_DIRS))),
     )
 
 

@@ -83,7 +83,7 @@ class NodeModel:
     def _note(st: SourceState | None, kind: str, data: object) -> str:
         if st is None or not st.enabled:
             return f"sources.{st.name if st else kind} is disabled"
-        if data is not None and getattr(data, "tool_missing", False):
+        if not st.active or (data is not None and getattr(data, "tool_missing", False)):
             return f"{st.name} is not installed (sources.{st.name}.enabled: auto)"
         if st.active_errors:
             return f"{st.name} failed: {sorted(st.active_errors)[0]}"

@@ -57,6 +57,8 @@ class Pipeline:
                            records=spec.records)
             for n, spec in self.specs.items()
         }
+        for n, st in self.states.items():
+            st.active, st.program = self._resolve(n)
         self.model = NodeModel(config, history, clock)
         self.snapshot: Snapshot | None = None
         self.on_snapshot: list[Callable[[Snapshot], None]] = []
@@ -79,6 +81,21 @@ class Pipeline:
     def enabled(self) -> list[str]:
         return [n for n, s in self.states.items() if s.enabled]
 
+    def active(self) -> list[str]:
+        """Enabled sources in use (an `auto` tool that is not installed is off)."""
+        return [n for n, s in self.states.items() if s.enabled and s.active]
+
+    def _resolve(self, name: str) -> tuple[bool, str | None]:
+        """(active, program file): a source that runs no program is active when enabled; a
+        tool source when its program is found (PATH, then paths.tool_dirs)."""
+        sc = self.config.sources[name]
+        if sc.enabled is False:
+            return False, None
+        if not sc.command:
+            return True, None
+        path = self.io.which(sc.command[0])
+        return path is not None, path
+
     # --- the inventory ------------------------------------------------------------------
     def _current_inventory(self) -> Inventory:
         """The inventory merged from the latest data, merged only when a source needs it and
@@ -94,7 +111,7 @@ class Pipeline:
         """Every inventory source has answered once, or one has listed ports and the others
         had INVENTORY_GRACE to follow."""
         self._current_inventory()
-        inv = [s for n, s in self.states.items() if s.enabled and self.specs[n].provides_inventory]
+        inv = [s for n, s in self.states.items() if s.enabled and s.active and self.specs[n].provides_inventory]
         if all(s.ran for s in inv):
             return True
         return self._inventory_since is not None and time.monotonic() - self._inventory_since >= INVENTORY_GRACE
@@ -113,6 +130,21 @@ class Pipeline:
         """Run one source until its deadline and store what it produced."""
         spec = self.specs[name]
         t0 = time.monotonic()
+        if self.config.sources[name].command:
+            active, program = self._resolve(name)
+            with self._lock:
+                st = self.states[name]
+                if (active, program) != (st.active, st.program):
+                    log.info("source program found" if active else "source program missing", source=name,
+                             program=program or self.config.sources[name].command[0],
+                             enabled=self.config.sources[name].enabled)
+                    st.active, st.program = active, program
+                    if not active and self.config.sources[name].enabled == "auto":
+                        st.data, st.up, st.ran = None, False, False    # gone: its old data must not linger
+                        self._inventory_stale = self._inventory_stale or spec.provides_inventory
+                    self._inventory_changed.notify_all()
+            if not active and self.config.sources[name].enabled == "auto":
+                return          # not installed: quietly off (no run, no error)
         inventory = self._wait_inventory(deadline) if INVENTORY in spec.needs else None
         try:
             out = self.sources[name].collect(self.io, Inputs(deadline=deadline, inventory=inventory, cancel=self._stop))
