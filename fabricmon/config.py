@@ -48,6 +48,12 @@ class ExpectedLink:
     speed: str | None
     rate_gbps: float | None
     link_layer: str          # "InfiniBand" (default), "Ethernet" or "any"
+    count: int | None = None  # how many ports must match (expected_inventory); None: at least one
+
+    @property
+    def sets_rate(self) -> bool:
+        """The entry says what its ports should train at (not only how many there are)."""
+        return self.width is not None or self.speed is not None or self.rate_gbps is not None
 
     def matches(self, device: str, port: int, link_layer: str | None) -> bool:
         if not fnmatch.fnmatchcase(device, self.device):
@@ -78,7 +84,8 @@ class ChecksConfig:
 
 @dataclass(frozen=True, slots=True)
 class RoceConfig:
-    """RoCE lossless expectations (see docs/roce-gpu.md)."""
+    """RoCE lossless expectations (README: "RoCE lossless health, GPUDirect RDMA readiness and GPU-NIC
+    affinity")."""
     priority: int = 3                              # the priority that carries RDMA traffic
     lossless_priorities: tuple[int, ...] = (3,)    # PFC must be on exactly for these
     trust: str | None = "dscp"                     # expected trust state; None: not checked
@@ -251,7 +258,7 @@ def _expected(raw: Any) -> tuple[ExpectedLink, ...]:
     out = []
     for i, item in enumerate(raw):
         key = f"expected_links[{i}]"
-        e = _mapping(item, key, ("device", "port", "width", "speed", "rate_gbps", "link_layer"))
+        e = _mapping(item, key, ("device", "port", "width", "speed", "rate_gbps", "link_layer", "count"))
         if "device" not in e:
             raise ConfigError(f"{key}.device", "required (a glob on the HCA name, e.g. 'mlx5_*')")
         width = None
@@ -266,8 +273,11 @@ def _expected(raw: Any) -> tuple[ExpectedLink, ...]:
                 raise ConfigError(f"{key}.speed", f"unknown speed {e['speed']!r} (one of {names})")
             speed = ibspec.generation(str(e["speed"])).name
         rate = _number(e["rate_gbps"], f"{key}.rate_gbps", 0.1) if "rate_gbps" in e else None
-        if width is None and speed is None and rate is None:
-            raise ConfigError(key, "needs at least one of width, speed or rate_gbps")
+        count = e.get("count")
+        if count is not None and (isinstance(count, bool) or not isinstance(count, int) or count < 1):
+            raise ConfigError(f"{key}.count", f"expected a number of ports >= 1, got {count!r}")
+        if width is None and speed is None and rate is None and count is None:
+            raise ConfigError(key, "needs at least one of width, speed, rate_gbps or count")
         layer = e.get("link_layer", "InfiniBand")
         layers = {"infiniband": "InfiniBand", "ethernet": "Ethernet", "any": "any"}
         if not isinstance(layer, str) or layer.lower() not in layers:
@@ -275,7 +285,7 @@ def _expected(raw: Any) -> tuple[ExpectedLink, ...]:
         out.append(ExpectedLink(
             device=_glob(e["device"], f"{key}.device"),
             port=_glob(e.get("port", "*"), f"{key}.port"),
-            width=width, speed=speed, rate_gbps=rate, link_layer=layers[layer.lower()],
+            width=width, speed=speed, rate_gbps=rate, link_layer=layers[layer.lower()], count=count,
         ))
     return tuple(out)
 

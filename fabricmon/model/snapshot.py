@@ -89,6 +89,9 @@ class Snapshot:
     findings: list[Finding]
     sources: dict[str, SourceState]
     builds: BuildStats
+    # False until the port inventory is known (the inventory sources have answered): a daemon's
+    # first snapshots may be built before sysfs/ibstat ran, and must not call the node empty.
+    inventory_known: bool = True
 
     @property
     def status(self) -> int:

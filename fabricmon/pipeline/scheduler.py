@@ -189,7 +189,9 @@ class Pipeline:
             t0 = time.monotonic()
             with self._lock:
                 states = {n: s.copy() for n, s in self.states.items()}
-            ib, roce, gpu, findings = self.model.build(states)
+            inv = [s for n, s in states.items() if s.enabled and s.active and self.specs[n].provides_inventory]
+            ib, roce, gpu, findings, known = self.model.build(
+                states, (all(s.ran for s in inv), any(s.ran for s in inv)))
             took = time.monotonic() - t0
             b = self._builds
             b.count += 1
@@ -198,7 +200,7 @@ class Pipeline:
                 if took <= bound:
                     b.buckets[i] += 1
             snap = Snapshot(time=self.clock(), ib=ib, roce=roce, gpu=gpu, findings=findings, sources=states,
-                            builds=BuildStats(b.count, b.total, list(b.buckets)))
+                            builds=BuildStats(b.count, b.total, list(b.buckets)), inventory_known=known)
             self.snapshot = snap
             for fn in self.on_snapshot:
                 try:
