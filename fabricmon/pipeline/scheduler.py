@@ -15,6 +15,7 @@ first inventory is there, never for a hung inventory source.
 
 from __future__ import annotations
 
+import re
 import threading
 import time
 from collections.abc import Callable, Iterable
@@ -34,6 +35,7 @@ from fabricmon.pipeline.source import INVENTORY, Inputs, Source, SourceOutput, S
 
 log = structlog.get_logger("fabricmon.pipeline")
 
+_NUMBER = re.compile(r"\d+(?:\.\d+)?")
 # Completions closer than this are folded into one snapshot build.
 PUBLISH_DEBOUNCE = 0.02
 # collect() waits this long past the deadline for sources to hand back what they have.
@@ -41,6 +43,12 @@ DEADLINE_MARGIN = 1.0
 # Once one inventory source has listed ports, sources that need the inventory wait at most this
 # long for the others (ibstat normally answers within it); a hung one is not waited for.
 INVENTORY_GRACE = 1.0
+
+
+def _error_key(message: str) -> str:
+    """An error's identity for logging: numbers (durations, counts) masked, so that a tool
+    timing out after 10.0 s, then 10.1 s, is one error that started once."""
+    return _NUMBER.sub("#", message)
 
 
 class Pipeline:
@@ -170,13 +178,21 @@ class Pipeline:
             elif not st.up:
                 st.data = None      # stale data must not pose as current
             seen = set()
+            before = {_error_key(m) for m in st.active_errors}
+            logged = set()
             for kind, message in out.errors:
                 st.errors_total[kind] = st.errors_total.get(kind, 0) + 1
                 seen.add(message)
-                if message not in st.active_errors:
+                key = _error_key(message)
+                if key not in before and key not in logged:
+                    logged.add(key)
                     log.warning("source error", source=name, kind=kind, error=message)
-            for message in st.active_errors - seen:
-                log.info("source recovered", source=name, error=message)
+            now = {_error_key(m) for m in seen}
+            for message in sorted(st.active_errors):
+                key = _error_key(message)
+                if key not in now and key not in logged:
+                    logged.add(key)
+                    log.info("source recovered", source=name, error=message)
             st.active_errors = seen
             if self.specs[name].provides_inventory:
                 self._inventory_stale = True

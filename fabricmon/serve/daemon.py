@@ -20,7 +20,8 @@ log = structlog.get_logger("fabricmon.daemon")
 
 
 class Daemon:
-    def __init__(self, config: Config, io: HostIO, port: int | None = None, address: str | None = None):
+    def __init__(self, config: Config, io: HostIO, port: int | None = None, address: str | None = None,
+                 journal: bool = True):
         self.config = config
         self.pipeline = Pipeline(config, io)
         self.expo = Exposition()
@@ -31,8 +32,9 @@ class Daemon:
         self.snapshot: Snapshot | None = None
         self.on_snapshot = None          # optional callback(snapshot), used by the demo
         self.pipeline.on_snapshot.append(self._publish)
-        self.journal = Journal(log)
-        self.pipeline.on_snapshot.append(self.journal)
+        self.journal = Journal(log) if journal else None      # the demo prints its own lines
+        if self.journal is not None:
+            self.pipeline.on_snapshot.append(self.journal)
 
     @property
     def port(self) -> int:
