@@ -348,3 +348,28 @@ def test_the_journal_logs_the_inventory_and_each_finding_appearing_and_clearing_
     assert [(ln["device"], ln["port"]) for ln in lines if ln["event"] == "port vanished"] == [("mlx5_1", 1)]
     inv = [ln for ln in lines if ln["event"] == "finding" and ln["check"] == "expected_inventory"]
     assert len(inv) == 1 and "missing (seen earlier): mlx5_1 port 1" in inv[0]["message"]
+
+
+def test_the_state_file_keeps_counters_and_the_ports_seen_and_reads_version_1(tmp_path: Path) -> None:
+    from fabricmon.config import from_dict
+    from fabricmon.host import LiveIO
+    from fabricmon.model.history import CounterHistory
+    from fabricmon.pipeline import Pipeline
+    sysfs = sysfs_tree.build(tmp_path / "sys", 1)
+    cfg = from_dict({"paths": {"sysfs": str(sysfs), "tool_dirs": []}})
+    pipe = Pipeline(cfg, LiveIO(cfg.sysfs, cfg.procfs, tool_dirs=[]))
+    try:
+        pipe.collect()
+    finally:
+        pipe.close()
+    path = str(tmp_path / "state.json")
+    healthcheck.write_state(path, pipe)
+    doc = json.loads(Path(path).read_text())
+    assert doc["version"] == 2 and list(doc["ports_seen"]) == ["mlx5_0|1"]
+    assert stat.S_IMODE(os.stat(path).st_mode) == 0o600
+    history, seen = healthcheck.read_state(path, 3600)
+    assert list(seen) == [("mlx5_0", 1)] and history.to_dict() == pipe.history.to_dict()
+    old = tmp_path / "v1.json"                        # what earlier versions wrote: the bare history
+    old.write_text(pipe.history.to_json())
+    history, seen = healthcheck.read_state(str(old), 3600)
+    assert seen == {} and history.to_dict() == CounterHistory.from_json(pipe.history.to_json()).to_dict()
