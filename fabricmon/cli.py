@@ -10,8 +10,6 @@ import socket
 import sys
 from pathlib import Path
 
-import structlog
-
 from fabricmon import __version__
 from fabricmon import healthcheck
 from fabricmon import log as logsetup
