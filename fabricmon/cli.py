@@ -8,23 +8,22 @@ import shutil
 import signal
 import socket
 import sys
-import time
 from pathlib import Path
 
-import structlog
-
 from fabricmon import __version__
+from fabricmon import healthcheck
 from fabricmon import log as logsetup
-from fabricmon.checks import OK, STATUS_NAMES, WARNING, Finding
 from fabricmon.config import DEFAULT_CONFIG_PATH, Config, ConfigError, load
 from fabricmon.exporter import render
 from fabricmon.fsutil import write_atomic
-from fabricmon.model.history import CounterHistory
-from fabricmon.model.snapshot import Snapshot
 from fabricmon.pipeline import Pipeline
 from fabricmon.host import BundleError, HostIO, LiveIO, RecordingIO, ReplayIO
 
 EXIT_CONFIG = 2
+
+
+class UsageError(ValueError):
+    """A bad command-line value: one line on stderr, exit 2 (3 for `check`)."""
 
 
 def _config_path(args: argparse.Namespace) -> str | None:
@@ -45,29 +44,32 @@ def _load(args: argparse.Namespace) -> Config:
 def _io(args: argparse.Namespace, cfg: Config) -> HostIO:
     if getattr(args, "replay", None):
         return ReplayIO(args.replay)
-    return LiveIO(cfg.sysfs, cfg.procfs)
+    return LiveIO(cfg.sysfs, cfg.procfs, tool_dirs=cfg.tool_dirs)
 
 
-def source_findings(snap: Snapshot) -> list[Finding]:
-    """A failing enabled source is a WARNING in `check`: silence must never read as healthy."""
-    out = []
-    for name, s in sorted(snap.sources.items()):
-        if s.enabled and s.ran and s.active_errors:
-            first = sorted(s.active_errors)[0]
-            more = f" (+{len(s.active_errors) - 1} more)" if len(s.active_errors) > 1 else ""
-            out.append(Finding("source", name, None, WARNING,
-                               f"source {name}: {first}{more}: fix it or disable sources.{name}"))
-    return out
+def parse_listen(value: str) -> tuple[str | None, int]:
+    """`ADDR:PORT`, `[V6ADDR]:PORT` or `:PORT` (the configured address) -> (address or None, port)."""
+    host, sep, p = value.rpartition(":")
+    if not sep or not p.isdigit() or not 0 <= int(p) <= 65535:
+        raise UsageError(f"bad --listen {value!r}: expected ADDR:PORT with a port 0-65535 "
+                         "(e.g. 127.0.0.1:9879, [::1]:9879 or :9879)")
+    if host.startswith("[") != host.endswith("]") or (":" in host and not host.startswith("[")):
+        raise UsageError(f"bad --listen {value!r}: write an IPv6 address in brackets, e.g. [::1]:9879")
+    return host.strip("[]") or None, int(p)
 
 
 def cmd_run(args: argparse.Namespace) -> int:
     from fabricmon.serve.daemon import Daemon
+    address, port = parse_listen(args.listen) if args.listen else (None, None)
     cfg = _load(args)
-    address, port = None, None
-    if args.listen:
-        host, _, p = args.listen.rpartition(":")
-        address, port = host.strip("[]") or None, int(p)
-    daemon = Daemon(cfg, _io(args, cfg), port=port, address=address)
+    io = _io(args, cfg)
+    try:
+        daemon = Daemon(cfg, io, port=port, address=address)
+    except OSError as exc:      # cannot bind (in use, no such address, bad name) or load the TLS files
+        io.close()
+        where = f"{address or cfg.address}:{cfg.port if port is None else port}"
+        print(f"fabricmon: cannot listen on {where}: {exc.strerror or exc}", file=sys.stderr)
+        return EXIT_CONFIG
 
     def _stop(signum: int, frame: object) -> None:
         daemon._stop.set()
@@ -79,7 +81,17 @@ def cmd_run(args: argparse.Namespace) -> int:
     return 0
 
 
+def _check_output(path: str) -> None:
+    d = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(d):
+        raise UsageError(f"bad --output {path!r}: directory {d} does not exist")
+    if os.path.isdir(path):
+        raise UsageError(f"bad --output {path!r}: it is a directory")
+
+
 def cmd_once(args: argparse.Namespace) -> int:
+    if args.output:
+        _check_output(args.output)
     cfg = _load(args)
     pipe = Pipeline(cfg, _io(args, cfg))
     try:
@@ -87,53 +99,34 @@ def cmd_once(args: argparse.Namespace) -> int:
     finally:
         pipe.close()
     if args.output:
-        write_atomic(args.output, body)
+        try:
+            write_atomic(args.output, body, make_dirs=False)
+        except OSError as exc:
+            print(f"fabricmon: cannot write {args.output}: {exc.strerror or exc}", file=sys.stderr)
+            return 1
     else:
         sys.stdout.write(body.decode())
     return 0
 
 
 def cmd_check(args: argparse.Namespace) -> int:
+    """Exit 0 OK, 1 WARNING, 2 CRITICAL, 3 UNKNOWN (main() turns errors into UNKNOWN)."""
+    note = ""
+    if args.daemon:
+        if args.replay:
+            raise UsageError("--daemon and --replay exclude each other")
+        try:
+            doc = healthcheck.fetch_verdict(args.daemon, args.daemon_timeout)
+        except healthcheck.DaemonUnavailable as exc:
+            note = f"the daemon at {args.daemon} did not answer: {exc}; polled locally"
+        else:
+            print("\n".join(healthcheck.check_lines(doc, args.verbose, healthcheck.daemon_note(args.daemon, doc))))
+            return healthcheck.status_of(doc)
     cfg = _load(args)
-    log = structlog.get_logger("fabricmon.check")
     state_path = None if args.no_state or args.replay else (args.state or os.path.join(cfg.state_dir, "check-state.json"))
-    history = None
-    if state_path and os.path.exists(state_path):
-        try:
-            history = CounterHistory.from_json(Path(state_path).read_text(),
-                                               max(c.window for c in cfg.checks.counters.values()))
-        except (OSError, ValueError, KeyError) as exc:
-            log.warning("ignoring unreadable check state", path=state_path, error=str(exc))
-    pipe = Pipeline(cfg, _io(args, cfg), history=history)
-    try:
-        # Every source at once under one deadline (the largest timeout): a hung tool costs
-        # its own data and a WARNING line, never an unbounded check.
-        snap = pipe.collect()
-        if args.sample_window:
-            time.sleep(args.sample_window)
-            snap = pipe.collect()
-    finally:
-        pipe.close()
-    if state_path:
-        try:
-            pipe.history.save(state_path)
-        except OSError as exc:
-            log.warning("cannot save check state; rate checks need --sample-window", path=state_path,
-                        error=exc.strerror or str(exc))
-    findings = snap.findings + source_findings(snap)
-    status = max((f.status for f in findings), default=OK)
-    bad = [f for f in findings if f.status != OK]
-    nports = len(snap.ib.ports)
-    counts = {n: sum(1 for f in bad if f.status == s) for s, n in ((2, "critical"), (1, "warning"))}
-    print(f"FABRICMON {STATUS_NAMES[status]} - {counts['critical']} critical, {counts['warning']} warning "
-          f"on {nports} port(s)")
-    for f in sorted(bad, key=lambda f: (-f.status, f.device, f.port or 0, f.check)):
-        print(f.line())
-    if args.verbose:
-        for f in findings:
-            if f.status == OK:
-                print(f.line())
-    return status
+    doc = healthcheck.local_verdict(cfg, _io(args, cfg), state_path, args.sample_window)
+    print("\n".join(healthcheck.check_lines(doc, args.verbose, note)))
+    return healthcheck.status_of(doc)
 
 
 def cmd_capture(args: argparse.Namespace) -> int:
@@ -143,7 +136,7 @@ def cmd_capture(args: argparse.Namespace) -> int:
         print(f"fabricmon: {out} exists and is not empty", file=sys.stderr)
         return 1
     out.mkdir(parents=True, exist_ok=True)
-    rec = RecordingIO(LiveIO(cfg.sysfs, cfg.procfs), out, meta={
+    rec = RecordingIO(LiveIO(cfg.sysfs, cfg.procfs, tool_dirs=cfg.tool_dirs), out, meta={
         "hostname": socket.gethostname(), "fabricmon_version": __version__, "argv": sys.argv,
     })
     pipe = Pipeline(cfg, rec)
@@ -190,8 +183,12 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--output", "-o", metavar="FILE", help="write atomically (node_exporter textfile collector)")
     sp.set_defaults(func=cmd_once)
 
-    sp = sub.add_parser("check", help="one poll; one line per finding; exit 0 OK, 1 WARNING, 2 CRITICAL")
+    sp = sub.add_parser("check", help="one poll; one line per finding; exit 0 OK, 1 WARNING, 2 CRITICAL, 3 UNKNOWN")
     common(sp)
+    sp.add_argument("--daemon", metavar="URL", help="ask the running daemon (e.g. http://127.0.0.1:9879); "
+                    "poll locally when it does not answer")
+    sp.add_argument("--daemon-timeout", type=float, metavar="SECONDS", default=healthcheck.DEFAULT_DAEMON_TIMEOUT,
+                    help=f"how long to wait for the daemon (default {healthcheck.DEFAULT_DAEMON_TIMEOUT:g})")
     sp.add_argument("--state", metavar="FILE", help="counter history between runs (default <state_dir>/check-state.json)")
     sp.add_argument("--no-state", action="store_true", help="do not read or write the state file")
     sp.add_argument("--sample-window", type=float, metavar="SECONDS", default=0.0,
@@ -214,14 +211,24 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+def _is_check(argv: list[str]) -> bool:
+    return next((a for a in argv if not a.startswith("-")), None) == "check"
+
+
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    argv = list(sys.argv[1:] if argv is None else argv)
+    try:
+        args = build_parser().parse_args(argv)
+    except SystemExit as exc:
+        if exc.code not in (0, None) and _is_check(argv):
+            print(healthcheck.unknown_line("bad command line (see stderr)"))
+            return healthcheck.UNKNOWN          # could not check: never read as CRITICAL
+        raise
+    if args.command == "check":
+        return _main_check(args)
     try:
         return args.func(args)
-    except ConfigError as exc:
-        print(f"fabricmon: {exc}", file=sys.stderr)
-        return EXIT_CONFIG
-    except BundleError as exc:
+    except (ConfigError, BundleError, UsageError) as exc:
         print(f"fabricmon: {exc}", file=sys.stderr)
         return EXIT_CONFIG
     except OSError as exc:
@@ -229,6 +236,22 @@ def main(argv: list[str] | None = None) -> int:
             print(f"fabricmon: cannot listen: {exc}", file=sys.stderr)
             return EXIT_CONFIG
         raise
+
+
+def _main_check(args: argparse.Namespace) -> int:
+    """`check` never crashes and never answers CRITICAL for its own failures: Nagios/NHC read 3
+    (UNKNOWN) as "could not check"."""
+    try:
+        return args.func(args)
+    except (ConfigError, BundleError, UsageError) as exc:
+        reason = str(exc)
+    except Exception as exc:        # an internal error: the traceback goes to stderr
+        import traceback
+        traceback.print_exc()
+        reason = f"internal error: {exc!r}"
+    print(healthcheck.unknown_line(reason))
+    print(f"fabricmon: {reason}", file=sys.stderr)
+    return healthcheck.UNKNOWN
 
 
 if __name__ == "__main__":

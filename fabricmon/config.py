@@ -16,6 +16,7 @@ from typing import Any
 import yaml
 
 from fabricmon import ibspec
+from fabricmon.host.runner import DEFAULT_TOOL_DIRS
 
 DEFAULT_PORT = 9879
 DEFAULT_CONFIG_PATH = "/etc/fabricmon/fabricmon.yml"
@@ -47,6 +48,12 @@ class ExpectedLink:
     speed: str | None
     rate_gbps: float | None
     link_layer: str          # "InfiniBand" (default), "Ethernet" or "any"
+    count: int | None = None  # how many ports must match (expected_inventory); None: at least one
+
+    @property
+    def sets_rate(self) -> bool:
+        """The entry says what its ports should train at (not only how many there are)."""
+        return self.width is not None or self.speed is not None or self.rate_gbps is not None
 
     def matches(self, device: str, port: int, link_layer: str | None) -> bool:
         if not fnmatch.fnmatchcase(device, self.device):
@@ -77,7 +84,8 @@ class ChecksConfig:
 
 @dataclass(frozen=True, slots=True)
 class RoceConfig:
-    """RoCE lossless expectations (see docs/roce-gpu.md)."""
+    """RoCE lossless expectations (README: "RoCE lossless health, GPUDirect RDMA readiness and GPU-NIC
+    affinity")."""
     priority: int = 3                              # the priority that carries RDMA traffic
     lossless_priorities: tuple[int, ...] = (3,)    # PFC must be on exactly for these
     trust: str | None = "dscp"                     # expected trust state; None: not checked
@@ -128,6 +136,7 @@ class Config:
     raw: dict[str, Any] = field(default_factory=dict, compare=False)
     roce: RoceConfig = field(default_factory=RoceConfig)
     gpu: GpuConfig = field(default_factory=GpuConfig)
+    tool_dirs: tuple[str, ...] = DEFAULT_TOOL_DIRS    # looked in for tools after PATH
 
     def device_excluded(self, device: str) -> bool:
         return any(fnmatch.fnmatchcase(device, pat) for pat in self.exclude_devices)
@@ -249,7 +258,7 @@ def _expected(raw: Any) -> tuple[ExpectedLink, ...]:
     out = []
     for i, item in enumerate(raw):
         key = f"expected_links[{i}]"
-        e = _mapping(item, key, ("device", "port", "width", "speed", "rate_gbps", "link_layer"))
+        e = _mapping(item, key, ("device", "port", "width", "speed", "rate_gbps", "link_layer", "count"))
         if "device" not in e:
             raise ConfigError(f"{key}.device", "required (a glob on the HCA name, e.g. 'mlx5_*')")
         width = None
@@ -264,8 +273,11 @@ def _expected(raw: Any) -> tuple[ExpectedLink, ...]:
                 raise ConfigError(f"{key}.speed", f"unknown speed {e['speed']!r} (one of {names})")
             speed = ibspec.generation(str(e["speed"])).name
         rate = _number(e["rate_gbps"], f"{key}.rate_gbps", 0.1) if "rate_gbps" in e else None
-        if width is None and speed is None and rate is None:
-            raise ConfigError(key, "needs at least one of width, speed or rate_gbps")
+        count = e.get("count")
+        if count is not None and (isinstance(count, bool) or not isinstance(count, int) or count < 1):
+            raise ConfigError(f"{key}.count", f"expected a number of ports >= 1, got {count!r}")
+        if width is None and speed is None and rate is None and count is None:
+            raise ConfigError(key, "needs at least one of width, speed, rate_gbps or count")
         layer = e.get("link_layer", "InfiniBand")
         layers = {"infiniband": "InfiniBand", "ethernet": "Ethernet", "any": "any"}
         if not isinstance(layer, str) or layer.lower() not in layers:
@@ -273,7 +285,7 @@ def _expected(raw: Any) -> tuple[ExpectedLink, ...]:
         out.append(ExpectedLink(
             device=_glob(e["device"], f"{key}.device"),
             port=_glob(e.get("port", "*"), f"{key}.port"),
-            width=width, speed=speed, rate_gbps=rate, link_layer=layers[layer.lower()],
+            width=width, speed=speed, rate_gbps=rate, link_layer=layers[layer.lower()], count=count,
         ))
     return tuple(out)
 
@@ -371,6 +383,15 @@ def _gpu(raw: Any) -> GpuConfig:
     return GpuConfig(nccl_env_file=env)
 
 
+def _tool_dirs(value: Any) -> tuple[str, ...]:
+    if not isinstance(value, list):
+        raise ConfigError("paths.tool_dirs", f"expected a list of absolute directories, got {value!r}")
+    for i, d in enumerate(value):
+        if not isinstance(d, str) or not os.path.isabs(d):
+            raise ConfigError(f"paths.tool_dirs[{i}]", f"expected an absolute directory, got {d!r}")
+    return tuple(value)
+
+
 def from_dict(raw: Any, path: str | None = None, check_paths: bool = True) -> Config:
     """Validate a parsed YAML document. Raises ConfigError naming the bad key."""
     top = _mapping(raw, "", _TOP_KEYS)
@@ -388,7 +409,7 @@ def from_dict(raw: Any, path: str | None = None, check_paths: bool = True) -> Co
         v = getattr(tls, k)
         if v and check_paths and not Path(v).is_file():
             raise ConfigError(f"server.tls.{k}", f"{v} is not a readable file")
-    paths = _mapping(top.get("paths"), "paths", ("sysfs", "procfs", "state_dir"))
+    paths = _mapping(top.get("paths"), "paths", ("sysfs", "procfs", "state_dir", "tool_dirs"))
     excl = top.get("exclude_devices") or []
     if not isinstance(excl, list):
         raise ConfigError("exclude_devices", f"expected a list of globs, got {excl!r}")
@@ -416,6 +437,7 @@ def from_dict(raw: Any, path: str | None = None, check_paths: bool = True) -> Co
         raw=top,
         roce=_roce(top.get("roce")),
         gpu=_gpu(top.get("gpu")),
+        tool_dirs=_tool_dirs(paths.get("tool_dirs", list(DEFAULT_TOOL_DIRS))),
     )
 
 

@@ -6,11 +6,13 @@ import os
 import tempfile
 
 
-def write_atomic(path: str, data: bytes, mode: int = 0o644) -> None:
+def write_atomic(path: str, data: bytes, mode: int = 0o644, make_dirs: bool = True) -> None:
     """Write a file so that readers see the old or the new content, never a partial one
-    (a temp file in the same directory, then rename)."""
+    (a temp file in the same directory, then rename). With make_dirs=False a missing directory
+    is an error (FileNotFoundError), never silently created."""
     d = os.path.dirname(os.path.abspath(path))
-    os.makedirs(d, exist_ok=True)
+    if make_dirs:
+        os.makedirs(d, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=d, prefix=".fabricmon-")
     try:
         with os.fdopen(fd, "wb") as fh:

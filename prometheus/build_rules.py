@@ -54,6 +54,7 @@ THRESHOLDS = {
 }
 FOR = {
     "port_down": "1m",
+    "inventory": "5m",            # fewer ports than fabricmon.yml's expected_links say
     "port_degraded": "5m",
     "verdict": "5m",              # any other daemon verdict must hold this long
     "gpu": "15m",                 # GPUDirect / affinity: configuration, not transient
@@ -106,6 +107,11 @@ def increase(metric: str, window: str) -> str:
 # name, check, severities (the daemon statuses it pages on), FOR key, summary, description (port checks
 # get "<instance> <device> port <port>: " in front)
 VERDICTS = [
+    ("FabricmonExpectedPortsMissing", "expected_inventory", "critical", "inventory",
+     "Fewer RDMA ports than expected.",
+     "{{ $labels.instance }}: {{ $labels.device }} of fabricmon.yml matches fewer ports than it expects (the"
+     " daemon's expected_inventory check): an adapter died, its driver did not load, or it was removed."
+     " `fabricmon check` on the node names what is missing and what was seen."),
     ("FabricmonSymbolErrors", "symbol_errors", "critical warning", "verdict",
      "Symbol errors above the bit-error budget.",
      "symbol errors rose by " + value_of(increase("fabricmon_ib_port_symbol_errors_total", "1h"), INT)

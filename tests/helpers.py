@@ -43,9 +43,9 @@ def roce_inputs(targets: list[RoceTarget]) -> Inputs:
 
 
 def all_sources_ran(samples: dict) -> bool:
-    """Every enabled source has completed a run, in scraped samples keyed by
-    (name, tuple(sorted(labels.items())))."""
-    enabled = {dict(lbl)["source"] for (n, lbl), v in samples.items() if n == "fabricmon_source_enabled" and v == 1}
+    """Every active source (enabled, and its tool installed) has completed a run, in scraped
+    samples keyed by (name, tuple(sorted(labels.items())))."""
+    enabled = {dict(lbl)["source"] for (n, lbl), v in samples.items() if n == "fabricmon_source_active" and v == 1}
     runs = {dict(lbl)["source"]: v for (n, lbl), v in samples.items() if n == "fabricmon_source_runs_total"}
     return bool(enabled) and all(runs.get(s, 0) >= 1 for s in enabled)
 

@@ -26,7 +26,9 @@ class LinkVerdict:
 
 
 def _expected_for(p: PortView, config: Config) -> ExpectedLink | None:
-    return next((e for e in config.expected_links if e.matches(p.device, p.port, p.link_layer)), None)
+    # The first matching entry that says a rate applies; an entry with only `count` sets none.
+    return next((e for e in config.expected_links
+                 if e.sets_rate and e.matches(p.device, p.port, p.link_layer)), None)
 
 
 def _expected_rate(e: ExpectedLink, p: PortView) -> float | None:

@@ -357,6 +357,9 @@ CATALOGUE: tuple[Metric, ...] = (
     # fabricmon itself
     Metric("fabricmon_source_enabled", G, "1 if the source is enabled.", ("source",),
            _sources(lambda s: 1 if s.enabled else 0, enabled_only=False)),
+    Metric("fabricmon_source_active", G, "1 if the source is in use: enabled, and its program (if any) is "
+           "installed; an enabled: auto tool that is not installed is 0.", ("source",),
+           _sources(lambda s: 1 if s.enabled and s.active else 0, enabled_only=False)),
     Metric("fabricmon_source_up", G, "1 if the source's last run produced data.", ("source",),
            _sources(lambda s: 1 if s.up else 0)),
     Metric("fabricmon_source_duration_seconds", G, "Duration of the source's last run.", ("source",),

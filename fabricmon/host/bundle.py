@@ -37,7 +37,14 @@ class RecordingIO:
         self.meta = meta or {}
         self.nvml: list[dict] | None = None
         self.nvml_error: dict | None = None
+        self.programs: dict[str, str | None] = {}
         self._lock = threading.Lock()
+
+    def which(self, program: str) -> str | None:
+        path = self.inner.which(program)
+        with self._lock:
+            self.programs[program] = path
+        return path
 
     def run(self, argv: Sequence[str], timeout: float) -> CommandResult:
         res = self.inner.run(argv, timeout)
@@ -114,7 +121,7 @@ class RecordingIO:
         manifest = {
             "bundle_version": BUNDLE_VERSION, "created": time.time(), **self.meta,
             "commands": self.commands, "read_errors": self.errors,
-            "listings": self.listings, "realpaths": self.realpaths,
+            "listings": self.listings, "realpaths": self.realpaths, "programs": self.programs,
         }
         if self.nvml is not None:
             manifest["nvml"] = self.nvml
@@ -163,6 +170,17 @@ class ReplayIO:
         self._errors = manifest.get("read_errors", {})
         self._listings = manifest.get("listings", {})
         self._realpaths = manifest.get("realpaths", {})
+        self._programs: dict[str, str | None] = manifest.get("programs", {})
+
+    def which(self, program: str) -> str | None:
+        """Whether the recorded host had the program: as recorded; in a bundle without that
+        record, missing only when every recorded run of it was "command not found"."""
+        if program in self._programs:
+            return self._programs[program]
+        runs = [c for c in self._commands.values() if c["argv"][:1] == [program]]
+        if runs and all(c.get("error") == "not_found" for c in runs):
+            return None
+        return program
 
     def run(self, argv: Sequence[str], timeout: float) -> CommandResult:
         c = self._commands.get(_cmd_key(argv))

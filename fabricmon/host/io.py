@@ -11,17 +11,19 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
 from fabricmon.host import nvml
-from fabricmon.host.runner import CommandResult, run_command
+from fabricmon.host.runner import DEFAULT_TOOL_DIRS, CommandResult, resolve_program, run_command
 
 ROOTS = ("sysfs", "procfs")
 
 
 class HostIO(Protocol):
     def run(self, argv: Sequence[str], timeout: float) -> CommandResult: ...
+    def which(self, program: str) -> str | None: ...
     def read(self, root: str, rel: str) -> str: ...
     def read_many(self, root: str, rels: Sequence[str]) -> list[str | OSError]: ...
     def listdir(self, root: str, rel: str) -> list[str]: ...
@@ -36,11 +38,16 @@ class LiveIO:
     """The real host. sysfs files are kept open and re-read with pread (cheap, no re-open)."""
 
     MAX_OPEN = 512
+    # A program that was not found is looked for again after this many seconds (installed later).
+    MISSING_RECHECK = 60.0
 
-    def __init__(self, sysfs: str = "/sys", procfs: str = "/proc", env: Mapping[str, str] | None = None):
+    def __init__(self, sysfs: str = "/sys", procfs: str = "/proc", env: Mapping[str, str] | None = None,
+                 tool_dirs: Sequence[str] = DEFAULT_TOOL_DIRS):
         self.roots = {"sysfs": os.path.abspath(sysfs), "procfs": os.path.abspath(procfs)}
         self.env = dict(env) if env is not None else None
         self._sysfs = self.roots["sysfs"]
+        self.tool_dirs = tuple(tool_dirs)
+        self._programs: dict[str, tuple[str | None, float]] = {}    # name -> (path or None, when looked up)
         self._fds: dict[str, int] = {}        # sysfs files kept open, by path relative to the sysfs root
         self._used: set[str] = set()
         self._lock = threading.Lock()
@@ -48,8 +55,30 @@ class LiveIO:
     def path(self, root: str, rel: str) -> str:
         return os.path.join(self.roots[root], rel)
 
+    def which(self, program: str) -> str | None:
+        """The program's file: PATH (of the tools' environment), then the tool dirs (/usr/sbin,
+        /sbin). A found program is resolved once; a missing one is looked for again after
+        MISSING_RECHECK seconds, so a tool installed later is picked up."""
+        now = time.monotonic()
+        with self._lock:
+            hit = self._programs.get(program)
+        if hit is not None and (hit[0] is not None or now - hit[1] < self.MISSING_RECHECK):
+            return hit[0]
+        env = self.env if self.env is not None else os.environ
+        path = resolve_program(program, env.get("PATH", os.defpath), self.tool_dirs)
+        with self._lock:
+            self._programs[program] = (path, now)
+        return path
+
     def run(self, argv: Sequence[str], timeout: float) -> CommandResult:
-        return run_command(argv, timeout, self.env)
+        exe = self.which(argv[0]) if argv else None
+        if exe is None:
+            return CommandResult(tuple(argv), None, "", "", 0.0, "not_found")
+        res = run_command(argv, timeout, self.env, executable=exe)
+        if res.error == "not_found":        # removed since it was resolved: look for it again
+            with self._lock:
+                self._programs.pop(argv[0], None)
+        return res
 
     def read(self, root: str, rel: str) -> str:
         if root != "sysfs":

@@ -6,6 +6,7 @@ from __future__ import annotations
 import itertools
 import os
 import re
+import shutil
 import signal
 import subprocess
 import threading
@@ -16,6 +17,9 @@ from dataclasses import dataclass
 import psutil
 
 MAX_OUTPUT = 16 * 1024 * 1024
+# Where tools are looked for after PATH: infiniband-diags installs into /usr/sbin, which is not on
+# an ordinary user's PATH on Debian.
+DEFAULT_TOOL_DIRS = ("/usr/local/sbin", "/usr/sbin", "/sbin")
 # Every process we start carries this variable (inherited by its whole tree), so that on a
 # timeout we can find descendants that both left our process group (setsid) and were
 # re-parented away from us when their parent exited.
@@ -87,8 +91,26 @@ def _marked(token: str) -> list[psutil.Process]:
     return found
 
 
-def run_command(argv: Sequence[str], timeout: float, env: Mapping[str, str] | None = None) -> CommandResult:
-    """Run argv with a timeout. Never raises for tool failures; see CommandResult.error."""
+def resolve_program(program: str, path: str | None = None,
+                    extra_dirs: Sequence[str] = DEFAULT_TOOL_DIRS) -> str | None:
+    """The executable a program name stands for: a name with a slash as it is (if executable),
+    otherwise the first match on `path` (a PATH string; os.defpath when None), then in
+    `extra_dirs`. None when not found. No shell is involved."""
+    if not program:
+        return None
+    if os.sep in program:
+        return program if os.path.isfile(program) and os.access(program, os.X_OK) else None
+    found = shutil.which(program, path=path if path is not None else os.defpath)
+    if found is None and extra_dirs:
+        found = shutil.which(program, path=os.pathsep.join(extra_dirs))
+    return os.path.abspath(found) if found else None
+
+
+def run_command(argv: Sequence[str], timeout: float, env: Mapping[str, str] | None = None,
+                executable: str | None = None) -> CommandResult:
+    """Run argv with a timeout. Never raises for tool failures; see CommandResult.error.
+    `executable`, when given, is the resolved program file; argv (argv[0] included) is passed
+    and reported unchanged."""
     args = tuple(argv)
     start = time.monotonic()
     token = f"{os.getpid()}-{next(_run_ids)}-{time.time_ns()}"
@@ -98,7 +120,7 @@ def run_command(argv: Sequence[str], timeout: float, env: Mapping[str, str] | No
         return CommandResult(args, None, "", "", 0.0, "timeout")
     try:
         proc = subprocess.Popen(
-            args, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            args, executable=executable, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
             start_new_session=True, env=child_env, close_fds=True,
         )
     except FileNotFoundError:

@@ -104,14 +104,21 @@ class CounterHistory:
         for key in [k for k in self.resets if (k[0], k[1]) not in keep]:
             del self.resets[key]
 
+    def to_dict(self) -> dict[str, list[list[float | int | None]]]:
+        return {"|".join([k[0], str(k[1]), k[2]]): [[s.t, s.value, 1] if s.saturated else [s.t, s.value] for s in q]
+                for k, q in self._data.items()}
+
     def to_json(self) -> str:
-        return json.dumps({"|".join([k[0], str(k[1]), k[2]]): [[s.t, s.value, 1] if s.saturated else [s.t, s.value] for s in q]
-                           for k, q in self._data.items()})
+        return json.dumps(self.to_dict())
 
     @classmethod
     def from_json(cls, text: str, horizon: float = 43200.0) -> CounterHistory:
+        return cls.from_dict(json.loads(text), horizon)
+
+    @classmethod
+    def from_dict(cls, doc: dict[str, list[list[float | int | None]]], horizon: float = 43200.0) -> CounterHistory:
         h = cls(horizon)
-        for k, samples in json.loads(text).items():
+        for k, samples in doc.items():
             dev, port, counter = k.rsplit("|", 2)
             for t, v, *sat in samples:
                 h.add((dev, int(port), counter), float(t), None if v is None else int(v), bool(sat and sat[0]))

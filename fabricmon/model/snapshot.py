@@ -38,11 +38,15 @@ class SourceState:
     runs: int = 0
     errors_total: dict[str, int] = field(default_factory=lambda: {k: 0 for k in ERROR_KINDS})
     active_errors: set[str] = field(default_factory=set)
+    # In use: enabled, and the program it runs (if any) is installed. An `enabled: auto` source
+    # whose program is missing is off: it does not run and reports no error.
+    active: bool = True
+    program: str | None = None          # the resolved program file, for tool sources
 
     def copy(self) -> SourceState:
         return SourceState(self.name, self.enabled, self.interval, self.timeout, self.records, self.up, self.ran,
                            self.data, self.data_time, self.duration, self.last_success, self.runs,
-                           dict(self.errors_total), set(self.active_errors))
+                           dict(self.errors_total), set(self.active_errors), self.active, self.program)
 
 
 @dataclass(slots=True)
@@ -88,6 +92,9 @@ class Snapshot:
     roce: RoceSection = field(default_factory=RoceSection)
     gpu: GpuSection = field(default_factory=GpuSection)
     fabric: Any = None          # the fabric collector's section (None on a node)
+    # False until the port inventory is known (the inventory sources have answered): a daemon's
+    # first snapshots may be built before sysfs/ibstat ran, and must not call the node empty.
+    inventory_known: bool = True
 
     @property
     def status(self) -> int:

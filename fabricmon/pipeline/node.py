@@ -16,7 +16,7 @@ import structlog
 
 from fabricmon.checks import Finding
 from fabricmon.checks import affinity as affinity_checks
-from fabricmon.checks import degraded_link, link_errors
+from fabricmon.checks import degraded_link, inventory as inventory_checks, link_errors
 from fabricmon.checks import gpudirect as gpudirect_checks
 from fabricmon.checks import roce as roce_checks
 from fabricmon.config import COUNTER_CHECKS, Config
@@ -31,6 +31,7 @@ from fabricmon.parsers.sysfs_ib import SysfsData
 
 log = structlog.get_logger("fabricmon.pipeline")
 
+MAX_SEEN_PORTS = 1024
 CHECKED_COUNTERS = frozenset(c for counters, *_ in COUNTER_CHECKS.values() for c in counters)
 
 
@@ -53,6 +54,9 @@ class NodeModel:
         self.history = history or CounterHistory(
             horizon=max(*(c.window for c in config.checks.counters.values()), *config.roce.windows()))
         self._counter_times: dict[tuple[str, int], float] = {}
+        # Every port seen by a snapshot so far: key -> (link layer, wall-clock time last seen), so
+        # that expected_inventory can name an adapter that vanished. `check` keeps it in its state.
+        self.seen_ports: dict[tuple[str, int], tuple[str, float]] = {}
 
     @staticmethod
     def inventory(states: Mapping[str, SourceState]) -> Inventory:
@@ -84,7 +88,7 @@ class NodeModel:
     def _note(st: SourceState | None, kind: str, data: object) -> str:
         if st is None or not st.enabled:
             return f"sources.{st.name if st else kind} is disabled"
-        if data is not None and getattr(data, "tool_missing", False):
+        if not st.active or (data is not None and getattr(data, "tool_missing", False)):
             return f"{st.name} is not installed (sources.{st.name}.enabled: auto)"
         if st.active_errors:
             return f"{st.name} failed: {sorted(st.active_errors)[0]}"
@@ -126,14 +130,30 @@ class NodeModel:
         return out
 
     # --- the build ----------------------------------------------------------------------
-    def build(self, states: Mapping[str, SourceState]) -> tuple[dict[str, object], list[Finding]]:
-        """The snapshot sections (keyword arguments of Snapshot) and the findings."""
+    def build(self, states: Mapping[str, SourceState], inventory_ran: tuple[bool, bool] = (True, True)
+              ) -> tuple[dict[str, object], list[Finding]]:
+        """The snapshot sections (keyword arguments of Snapshot) and the findings.
+
+        `inventory_ran`: (every, any) active inventory source has answered. The inventory is
+        known when all have, or when one has and ports were found; until then a port is not
+        called missing (expected_inventory says it is waiting)."""
         now = self.clock()
         inv = self.inventory(states)
         ib = IbSection(devices=dict(sorted(inv.devices.items())), ports=dict(sorted(inv.ports.items())))
         ib.saturation = {key: link_errors.saturated(p) for key, p in ib.ports.items()}
         self._record_ib_counters(states, ib.ports, ib.saturation)
         findings: list[Finding] = []
+        inventory_known = inventory_ran[0] or (inventory_ran[1] and bool(ib.ports))
+        if inventory_known:
+            gone = {k: layer for k, (layer, _) in self.seen_ports.items() if k not in ib.ports}
+            findings += inventory_checks.evaluate(ib.ports, self.config, gone)
+        else:
+            findings += inventory_checks.waiting(self.config)
+        for k, p in ib.ports.items():
+            self.seen_ports[k] = (p.link_layer, now)
+        if len(self.seen_ports) > MAX_SEEN_PORTS:        # bounded: forget the longest gone
+            for k, _ in sorted(self.seen_ports.items(), key=lambda kv: kv[1][1])[:len(self.seen_ports) - MAX_SEEN_PORTS]:
+                del self.seen_ports[k]
         for key, p in ib.ports.items():
             v = degraded_link.evaluate_port(p, self.config)
             ib.verdicts[key] = v
@@ -155,7 +175,7 @@ class NodeModel:
         aff = affinity_checks.evaluate(gpus, self.nics(inv.devices, inv.ports))
         findings += aff.findings
         gpu = GpuSection(gpudirect=gd if facts is not None else None, gpus=gpus, affinity=aff)
-        return {"ib": ib, "roce": RoceSection(views), "gpu": gpu}, findings
+        return {"ib": ib, "roce": RoceSection(views), "gpu": gpu, "inventory_known": inventory_known}, findings
 
 
 __all__ = ["NodeModel", "CHECKED_COUNTERS"]

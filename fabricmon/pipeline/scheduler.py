@@ -15,6 +15,7 @@ first inventory is there, never for a hung inventory source.
 
 from __future__ import annotations
 
+import re
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
@@ -34,6 +35,7 @@ from fabricmon.pipeline.source import INVENTORY, Inputs, Source, SourceOutput, S
 
 log = structlog.get_logger("fabricmon.pipeline")
 
+_NUMBER = re.compile(r"\d+(?:\.\d+)?")
 # Completions closer than this are folded into one snapshot build.
 PUBLISH_DEBOUNCE = 0.02
 # collect() waits this long past the deadline for sources to hand back what they have.
@@ -43,13 +45,21 @@ DEADLINE_MARGIN = 1.0
 INVENTORY_GRACE = 1.0
 
 
+def _error_key(message: str) -> str:
+    """An error's identity for logging: numbers (durations, counts) masked, so that a tool
+    timing out after 10.0 s, then 10.1 s, is one error that started once."""
+    return _NUMBER.sub("#", message)
+
+
 class Model:
     """What a configuration of the pipeline supplies: how the latest records become an
-    inventory (for sources that need one) and a snapshot's sections and findings."""
+    inventory (for sources that need one) and a snapshot's sections and findings.
+    `inventory_ran` is (every, any) active inventory source has answered."""
 
     def inventory(self, states: Mapping[str, SourceState]) -> Inventory: ...
 
-    def build(self, states: Mapping[str, SourceState]) -> tuple[dict[str, object], list]: ...
+    def build(self, states: Mapping[str, SourceState], inventory_ran: tuple[bool, bool]
+              ) -> tuple[dict[str, object], list]: ...
 
 
 class Pipeline:
@@ -71,6 +81,8 @@ class Pipeline:
                            timeout=confs[n].timeout, records=spec.records)
             for n, spec in self.specs.items()
         }
+        for n, st in self.states.items():
+            st.active, st.program = self._resolve(n)
         self.model = model if model is not None else NodeModel(config, history, clock)
         self.snapshot: Snapshot | None = None
         self.on_snapshot: list[Callable[[Snapshot], None]] = []
@@ -93,6 +105,21 @@ class Pipeline:
     def enabled(self) -> list[str]:
         return [n for n, s in self.states.items() if s.enabled]
 
+    def active(self) -> list[str]:
+        """Enabled sources in use (an `auto` tool that is not installed is off)."""
+        return [n for n, s in self.states.items() if s.enabled and s.active]
+
+    def _resolve(self, name: str) -> tuple[bool, str | None]:
+        """(active, program file): a source that runs no program is active when enabled; a
+        tool source when its program is found (PATH, then paths.tool_dirs)."""
+        sc = self.config.sources[name]
+        if sc.enabled is False:
+            return False, None
+        if not sc.command:
+            return True, None
+        path = self.io.which(sc.command[0])
+        return path is not None, path
+
     # --- the inventory ------------------------------------------------------------------
     def _current_inventory(self) -> Inventory:
         """The inventory merged from the latest data, merged only when a source needs it and
@@ -108,7 +135,7 @@ class Pipeline:
         """Every inventory source has answered once, or one has listed ports and the others
         had INVENTORY_GRACE to follow."""
         self._current_inventory()
-        inv = [s for n, s in self.states.items() if s.enabled and self.specs[n].provides_inventory]
+        inv = [s for n, s in self.states.items() if s.enabled and s.active and self.specs[n].provides_inventory]
         if all(s.ran for s in inv):
             return True
         return self._inventory_since is not None and time.monotonic() - self._inventory_since >= INVENTORY_GRACE
@@ -127,6 +154,21 @@ class Pipeline:
         """Run one source until its deadline and store what it produced."""
         spec = self.specs[name]
         t0 = time.monotonic()
+        if self.config.sources[name].command:
+            active, program = self._resolve(name)
+            with self._lock:
+                st = self.states[name]
+                if (active, program) != (st.active, st.program):
+                    log.info("source program found" if active else "source program missing", source=name,
+                             program=program or self.config.sources[name].command[0],
+                             enabled=self.config.sources[name].enabled)
+                    st.active, st.program = active, program
+                    if not active and self.config.sources[name].enabled == "auto":
+                        st.data, st.up, st.ran = None, False, False    # gone: its old data must not linger
+                        self._inventory_stale = self._inventory_stale or spec.provides_inventory
+                    self._inventory_changed.notify_all()
+            if not active and self.config.sources[name].enabled == "auto":
+                return          # not installed: quietly off (no run, no error)
         inventory = self._wait_inventory(deadline) if INVENTORY in spec.needs else None
         try:
             out = self.sources[name].collect(self.io, Inputs(deadline=deadline, inventory=inventory, cancel=self._stop))
@@ -152,13 +194,21 @@ class Pipeline:
             elif not st.up:
                 st.data = None      # stale data must not pose as current
             seen = set()
+            before = {_error_key(m) for m in st.active_errors}
+            logged = set()
             for kind, message in out.errors:
                 st.errors_total[kind] = st.errors_total.get(kind, 0) + 1
                 seen.add(message)
-                if message not in st.active_errors:
+                key = _error_key(message)
+                if key not in before and key not in logged:
+                    logged.add(key)
                     log.warning("source error", source=name, kind=kind, error=message)
-            for message in st.active_errors - seen:
-                log.info("source recovered", source=name, error=message)
+            now = {_error_key(m) for m in seen}
+            for message in sorted(st.active_errors):
+                key = _error_key(message)
+                if key not in now and key not in logged:
+                    logged.add(key)
+                    log.info("source recovered", source=name, error=message)
             st.active_errors = seen
             if self.specs[name].provides_inventory:
                 self._inventory_stale = True
@@ -171,7 +221,8 @@ class Pipeline:
             t0 = time.monotonic()
             with self._lock:
                 states = {n: s.copy() for n, s in self.states.items()}
-            sections, findings = self.model.build(states)
+            inv = [s for n, s in states.items() if s.enabled and s.active and self.specs[n].provides_inventory]
+            sections, findings = self.model.build(states, (all(s.ran for s in inv), any(s.ran for s in inv)))
             took = time.monotonic() - t0
             b = self._builds
             b.count += 1

@@ -12,13 +12,16 @@ from fabricmon.exporter import render
 from fabricmon.host.io import HostIO
 from fabricmon.model.snapshot import Snapshot
 from fabricmon.pipeline import Pipeline
+from fabricmon.report import verdict
+from fabricmon.serve.journal import Journal
 from fabricmon.serve.server import Exposition, MetricsServer
 
 log = structlog.get_logger("fabricmon.daemon")
 
 
 class Daemon:
-    def __init__(self, config: Config, io: HostIO, port: int | None = None, address: str | None = None):
+    def __init__(self, config: Config, io: HostIO, port: int | None = None, address: str | None = None,
+                 journal: bool = True):
         self.config = config
         self.pipeline = Pipeline(config, io)
         self.expo = Exposition()
@@ -29,6 +32,9 @@ class Daemon:
         self.snapshot: Snapshot | None = None
         self.on_snapshot = None          # optional callback(snapshot), used by the demo
         self.pipeline.on_snapshot.append(self._publish)
+        self.journal = Journal(log) if journal else None      # the demo prints its own lines
+        if self.journal is not None:
+            self.pipeline.on_snapshot.append(self.journal)
 
     @property
     def port(self) -> int:
@@ -38,12 +44,16 @@ class Daemon:
         self.server.start()
         self.pipeline.start()
         self._watch.start()
-        log.info("fabricmon started", address=self.server.address, port=self.port,
-                 sources=self.pipeline.enabled())
+        scheme = "https" if self.config.tls.cert_file else "http"
+        host = self.server.address
+        log.info("fabricmon started", listen=f"{'[' + host + ']' if ':' in host else host}:{self.port}",
+                 metrics=f"{scheme}://{'[' + host + ']' if ':' in host else host}:{self.port}/metrics",
+                 sources=self.pipeline.active())
 
     def _publish(self, snap: Snapshot) -> None:
         self.snapshot = snap
         self.expo.set(render(snap), snap.time)
+        self.expo.verdict = verdict(snap)
         self.expo.healthy = True
         self.expo.health_detail = f"last snapshot {time.strftime('%H:%M:%S', time.localtime(snap.time))}"
         if self.on_snapshot:

@@ -4,13 +4,16 @@ says whether polling is alive. Nothing here ever waits for a command."""
 from __future__ import annotations
 
 import gzip
+import json
 import ssl
 import threading
+from typing import Any
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
 from fabricmon.config import TLSConfig
+from fabricmon.report import FINDINGS_PATH
 
 
 class Exposition:
@@ -23,6 +26,13 @@ class Exposition:
         self.updated = 0.0
         self.healthy = False
         self.health_detail = "no poll completed yet"
+        self.verdict: dict[str, Any] | None = None     # report.verdict() of the last snapshot
+
+    def verdict_json(self) -> bytes | None:
+        doc = self.verdict
+        if doc is None:
+            return None
+        return json.dumps({**doc, "healthy": self.healthy}).encode()
 
     def set(self, body: bytes, updated: float) -> None:
         with self._lock:
@@ -69,9 +79,15 @@ def make_handler(expo: Exposition) -> type[BaseHTTPRequestHandler]:
                 code = 200 if expo.healthy else 503
                 self._send(code, (("ok: " if expo.healthy else "unhealthy: ") + expo.health_detail + "\n").encode(),
                            "text/plain; charset=utf-8")
+            elif path == FINDINGS_PATH:
+                body = expo.verdict_json()
+                if body is None:
+                    self._send(503, b'{"error": "no poll completed yet"}\n', "application/json")
+                else:
+                    self._send(200, body, "application/json")
             elif path == "/":
                 self._send(200, b"<html><body><h1>fabricmon</h1><p><a href='/metrics'>/metrics</a> "
-                                b"<a href='/healthz'>/healthz</a></p></body></html>", "text/html")
+                                b"<a href='/healthz'>/healthz</a> <a href='/api/v1/findings'>/api/v1/findings</a></p></body></html>", "text/html")
             else:
                 self._send(404, b"not found\n", "text/plain")
 

@@ -77,7 +77,7 @@ def run_demo(port: int = 9879, duration: float = 0, fault_after: float = 20.0,
     try:
         fabric.start()
         cfg = from_dict(demo_config(str(wd / "sys"), port))
-        daemon = Daemon(cfg, LiveIO(cfg.sysfs, cfg.procfs, env=fabric.env(DEMO_HOST)))
+        daemon = Daemon(cfg, LiveIO(cfg.sysfs, cfg.procfs, env=fabric.env(DEMO_HOST)), journal=False)
         seen: dict[tuple[str, str, int | None], int] = {}
         first = threading.Event()
 

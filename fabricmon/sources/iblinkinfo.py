@@ -1,6 +1,7 @@
 """iblinkinfo source, restricted to the node's own links (`-D 0`: the local CA only; a
 fabric-wide sweep from every node would be O(N^2) MADs and belongs to the fabric collector).
-Ports are queried concurrently (bounded) under one deadline for the whole run."""
+Ports are queried concurrently (bounded) under one deadline for the whole run. With `enabled:
+auto` (the default) a missing iblinkinfo is not an error: the source is simply off."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from fabricmon.parsers.iblinkinfo import LinkData, parse_iblinkinfo
 from fabricmon.pipeline.source import INVENTORY, Inputs, Source, SourceOutput, command_error, register, run_per_name
 
 
-@register("iblinkinfo", enabled=True, interval=60.0, timeout=10.0, command=("iblinkinfo",),
+@register("iblinkinfo", enabled="auto", interval=60.0, timeout=10.0, command=("iblinkinfo",),
           needs=(INVENTORY,), concurrency=4, records=LinkData)
 class IblinkinfoSource(Source):
     def collect(self, io: HostIO, inputs: Inputs) -> SourceOutput:

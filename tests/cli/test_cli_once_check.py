@@ -113,13 +113,19 @@ def test_a_failing_enabled_source_is_a_warning(tmp_path: Path, tree: Path) -> No
     assert "command not found" in res.stdout
 
 
-def test_check_with_a_bad_config_exits_2_naming_the_key(tmp_path: Path) -> None:
+def test_check_with_a_bad_config_exits_3_unknown_naming_the_key(tmp_path: Path) -> None:
     f = tmp_path / "bad.yml"
     f.write_text("checks:\n  down_severty: warning\n")
     res = fabricmon("check", "--no-state", "--config", str(f))
-    assert res.returncode in (2, 3)          # 2 today; 3 (UNKNOWN) would be clearer for monitoring
-    assert res.stdout == ""
+    assert res.returncode == 3, res.stdout + res.stderr       # UNKNOWN: could not check, never CRITICAL
+    assert res.stdout.splitlines() == ["FABRICMON UNKNOWN - config error at checks.down_severty: unknown key "
+                                       "(did you mean 'down_severity'?)"]
     assert "checks.down_severty" in res.stderr and "did you mean 'down_severity'" in res.stderr
+    assert "Traceback" not in res.stderr
+    # run and once keep exit 2 for a config error
+    for cmd in ("once", "run"):
+        other = fabricmon(cmd, "--config", str(f))
+        assert other.returncode == 2 and "checks.down_severty" in other.stderr, cmd
 
 
 def test_check_state_file_carries_rates_between_runs(tmp_path: Path, tree: Path) -> None:

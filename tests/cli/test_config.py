@@ -133,7 +133,7 @@ def test_bad_glob_is_refused(raw: dict, key: str) -> None:
     ({"expected_links": [{"device": "mlx5_*", "speed": "HDRX"}]}, "expected_links[0].speed", "NDR"),
     ({"expected_links": [{"device": "mlx5_*", "speed": 400}]}, "expected_links[0].speed", "unknown speed"),
     ({"expected_links": [{"device": "mlx5_*", "width": "5Y"}]}, "expected_links[0].width", "4X"),
-    ({"expected_links": [{"device": "mlx5_*"}]}, "expected_links[0]", "width, speed or rate_gbps"),
+    ({"expected_links": [{"device": "mlx5_*"}]}, "expected_links[0]", "width, speed, rate_gbps or count"),
     ({"expected_links": [{"width": "4X"}]}, "expected_links[0].device", "required"),
     ({"expected_links": [{"device": "mlx5_*", "width": "4X", "link_layer": "roce"}]},
      "expected_links[0].link_layer", "Ethernet"),

@@ -1,4 +1,4 @@
-"""Bad configs: a clear error naming the key, and exit 2."""
+"""Bad configs: a clear error naming the key, and exit 2 (3, UNKNOWN, for `check`)."""
 
 from __future__ import annotations
 
@@ -27,7 +27,11 @@ def test_bad_config_exits_2_naming_the_key(tmp_path, text, key, reason, command)
     cfg.write_text(text)
     res = subprocess.run([sys.executable, "-m", "fabricmon", command, "--config", str(cfg)],
                          capture_output=True, text=True, timeout=30)
-    assert res.returncode == 2
+    if command == "check":      # Nagios/NHC: "could not check" is UNKNOWN, never CRITICAL
+        assert res.returncode == 3
+        assert res.stdout.startswith(f"FABRICMON UNKNOWN - config error at {key or '<top>'}:")
+    else:
+        assert res.returncode == 2
     assert f"config error at {key or '<top>'}:" in res.stderr
     assert reason in res.stderr
     assert "Traceback" not in res.stderr

@@ -50,10 +50,22 @@ def test_hung_tools_are_killed_without_orphans(harness, body):
 
 
 def test_missing_tool(harness):
-    harness.start(ibstat={"command": ["fabricmon-no-such-tool"], "interval": 0.2})
+    """Explicitly enabled: a missing tool is an error (and a WARNING in check)."""
+    harness.start(ibstat={"enabled": True, "command": ["fabricmon-no-such-tool"], "interval": 0.2})
     s = harness.wait(lambda s: (val(s, "fabricmon_source_errors_total", source="ibstat", kind="not_found") or 0) >= 1, 10)
     assert val(s, "fabricmon_source_up", source="ibstat") == 0
+    assert val(s, "fabricmon_source_active", source="ibstat") == 0
     harness.assert_sysfs_keeps_reporting()
+
+
+def test_missing_tool_with_auto_is_quietly_off(harness):
+    harness.start(ibstat={"enabled": "auto", "command": ["fabricmon-no-such-tool"], "interval": 0.2})
+    harness.assert_sysfs_keeps_reporting()
+    s = harness.scrape()
+    assert val(s, "fabricmon_source_active", source="ibstat") == 0
+    assert val(s, "fabricmon_source_enabled", source="ibstat") == 1
+    assert val(s, "fabricmon_source_up", source="ibstat") is None
+    assert val(s, "fabricmon_source_errors_total", source="ibstat", kind="not_found") == 0
 
 
 def test_partial_output_then_ibpanic_keeps_the_adapters(harness):

@@ -11,7 +11,7 @@ build_rules = load_generator("prometheus/build_rules.py")
 
 
 def test_linked_files_exist():
-    for path in re.findall(r"\]\(((?:systemd|prometheus|grafana|docs)/[^)#]+)\)", README):
+    for path in re.findall(r"\]\(((?:systemd|prometheus|grafana|docs|contrib|examples)/[^)#]+)\)", README):
         assert (ROOT / path).is_file(), path
 
 

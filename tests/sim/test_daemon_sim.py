@@ -177,3 +177,26 @@ def test_healthz_and_scrape_not_blocked_by_hung_tool(fabric, tmp_path):
         assert urllib.request.urlopen(f"http://127.0.0.1:{d.port}/healthz", timeout=5).status == 200
     finally:
         d.stop()
+
+
+def test_the_demo_configuration_passes_promtool_check_metrics(fabric, tmp_path):
+    """The demo's config (fabricmon.sim.demo) on a simulated host, every real tool: its exposition
+    passes `promtool check metrics`, the ecosystem's own lint."""
+    import shutil
+
+    from fabricmon.exporter import render
+    from fabricmon.pipeline import Pipeline
+    from fabricmon.sim.demo import demo_config
+    promtool = shutil.which("promtool")
+    assert promtool, "promtool (Debian package prometheus) is needed: make deps installs it"
+    (tmp_path / "sys").mkdir()
+    cfg = from_dict(demo_config(str(tmp_path / "sys"), 0))
+    pipe = Pipeline(cfg, LiveIO(cfg.sysfs, cfg.procfs, env=fabric.env(HEALTHY)))
+    try:
+        snap = pipe.collect()
+    finally:
+        pipe.close()
+    assert len(snap.ib.ports) == 1 and all(snap.sources[n].up for n in ("ibstat", "perfquery", "iblinkinfo"))
+    text = render(snap).decode()
+    lint = subprocess.run([promtool, "check", "metrics"], input=text, capture_output=True, text=True, timeout=60)
+    assert lint.returncode == 0, lint.stdout + lint.stderr

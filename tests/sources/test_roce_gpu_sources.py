@@ -342,9 +342,11 @@ def test_new_sources_are_quiet_on_a_plain_ib_node(tmp_path, monkeypatch):
     col.close()
     for name in ("mlnx_qos", "ethtool", "netdev", "gpudirect", "gpu"):
         s = snap.sources[name]
-        assert s.up and not s.active_errors and sum(s.errors_total.values()) == 0, name
-    assert [f.check for f in snap.findings] == ["gpudirect_rdma"]
-    assert snap.findings[0].status == 0 and "not applicable" in snap.findings[0].message
+        # up, or (a tool that is not installed, enabled: auto) quietly off
+        assert (s.up or not s.active) and not s.active_errors and sum(s.errors_total.values()) == 0, name
+    assert [f.check for f in snap.findings] == ["expected_inventory", "gpudirect_rdma"]
+    assert snap.findings[0].status == 0 and "no InfiniBand or RoCE port found" in snap.findings[0].message
+    assert snap.findings[1].status == 0 and "not applicable" in snap.findings[1].message
 
 
 def test_disabled_sources_do_not_run():

@@ -1,0 +1,138 @@
+"""Expected inventory: the ports the config says this node must have are there.
+
+Each `expected_links` entry is judged once, as a whole (device label `expected_links[<i>]`):
+- it matches no port at all: CRITICAL (an adapter that died, a driver that did not load), with or
+  without `count`;
+- with `count: N`, fewer than N matching ports: CRITICAL, naming what is missing (ports seen
+  earlier that are gone, or the names a finite glob allows that were not seen) and what was seen;
+- otherwise OK.
+Without any expectation, one node-wide OK finding says how many InfiniBand/RoCE ports there are
+(and that there are none, when so), so a node without adapters never reads as silently healthy.
+
+Pure: it takes the merged ports and the ports seen before, never reads or fetches anything.
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+from collections.abc import Mapping
+
+from fabricmon.checks import CRITICAL, OK, Finding
+from fabricmon.config import Config, ExpectedLink
+from fabricmon.model.ports import PortView
+
+CHECK = "expected_inventory"
+MAX_EXPANSION = 256       # a finite glob expanding to more names than this is not listed
+
+
+def expand_glob(pattern: str) -> list[str] | None:
+    """Every name a glob made of literals and `[...]` classes matches (`mlx5_[0-7]` -> mlx5_0 ..
+    mlx5_7), or None when it is open-ended (`*`, `?`, a negated class) or too large."""
+    parts: list[list[str]] = []
+    for m in re.finditer(r"\[([^\]]+)\]|([^\[\]*?]+)|(.)", pattern):
+        cls, lit, other = m.groups()
+        if lit is not None:
+            parts.append([lit])
+        elif cls is not None and not cls.startswith(("!", "^")):
+            chars: list[str] = []
+            i = 0
+            while i < len(cls):
+                if i + 2 < len(cls) and cls[i + 1] == "-":
+                    lo, hi = ord(cls[i]), ord(cls[i + 2])
+                    if hi < lo or hi - lo > MAX_EXPANSION:
+                        return None
+                    chars.extend(chr(c) for c in range(lo, hi + 1))
+                    i += 3
+                else:
+                    chars.append(cls[i])
+                    i += 1
+            parts.append(sorted(set(chars)))
+        else:
+            return None
+        total = 1
+        for p in parts:
+            total *= len(p)
+        if total > MAX_EXPANSION:
+            return None
+    return ["".join(t) for t in itertools.product(*parts)]
+
+
+def _name(key: tuple[str, int]) -> str:
+    return f"{key[0]} port {key[1]}"
+
+
+def _names(keys: list[tuple[str, int]], limit: int = 12) -> str:
+    shown = ", ".join(_name(k) for k in keys[:limit])
+    return shown + (f" (+{len(keys) - limit} more)" if len(keys) > limit else "")
+
+
+def describe(e: ExpectedLink, i: int) -> str:
+    layer = "any link layer" if e.link_layer == "any" else e.link_layer
+    port = "" if e.port == "*" else f" port {e.port}"
+    count = f", count {e.count}" if e.count else ""
+    return f"expected_links[{i}] ({e.device}{port}, {layer}{count})"
+
+
+def _missing(e: ExpectedLink, present: Mapping[tuple[str, int], PortView],
+             seen_before: Mapping[tuple[str, int], str]) -> str:
+    """What is missing, as precisely as known: ports seen earlier that are gone, else the device
+    names a finite glob allows that have no matching port."""
+    gone = sorted(k for k, layer in seen_before.items()
+                  if k not in present and e.matches(k[0], k[1], layer))
+    if gone:
+        return f"; missing (seen earlier): {_names(gone)}"
+    names = expand_glob(e.device)
+    if names is not None:
+        have = {k[0] for k, p in present.items() if e.matches(p.device, p.port, p.link_layer)}
+        absent = [n for n in names if n not in have]
+        if absent:
+            return f"; not seen: {', '.join(absent[:12])}" + (f" (+{len(absent) - 12} more)" if len(absent) > 12 else "")
+    return ""
+
+
+def waiting(config: Config) -> list[Finding]:
+    """Before the inventory sources have answered: OK, not judged yet."""
+    if not config.expected_links:
+        return [Finding(CHECK, "", None, OK, "waiting for the first port inventory")]
+    return [Finding(CHECK, f"expected_links[{i}]", None, OK, f"{describe(e, i)}: waiting for the first port inventory")
+            for i, e in enumerate(config.expected_links)]
+
+
+def evaluate(ports: Mapping[tuple[str, int], PortView], config: Config,
+             seen_before: Mapping[tuple[str, int], str] | None = None) -> list[Finding]:
+    """`ports`: the merged ports of this snapshot; `seen_before`: ports seen by earlier snapshots
+    (or earlier `check` runs) with their link layer, so a vanished adapter can be named."""
+    seen_before = seen_before or {}
+    if not config.expected_links:
+        n = len(ports)
+        msg = ("no InfiniBand or RoCE port found (no expected_links configured)" if n == 0 else
+               f"{n} InfiniBand/RoCE port(s) found (no expected_links configured)")
+        return [Finding(CHECK, "", None, OK, msg)]
+    out = []
+    for i, e in enumerate(config.expected_links):
+        what = describe(e, i)
+        matched = sorted(k for k, p in ports.items() if e.matches(p.device, p.port, p.link_layer))
+        dev = f"expected_links[{i}]"
+        if not matched:
+            if ports:
+                others = sorted(ports)
+                seen = f"; seen only: {', '.join(f'{_name(k)} ({ports[k].link_layer})' for k in others[:12])}"
+            else:
+                seen = "; no InfiniBand or RoCE port at all"
+            out.append(Finding(CHECK, dev, None, CRITICAL,
+                               f"{what}: no matching port found{_missing(e, ports, seen_before)}{seen}: "
+                               "check that the adapters are seated and powered, that the driver loaded "
+                               "(dmesg, lspci -d 15b3:) and the firmware"))
+        elif e.count and len(matched) < e.count:
+            out.append(Finding(CHECK, dev, None, CRITICAL,
+                               f"{what}: {len(matched)} of {e.count} port(s) found, {e.count - len(matched)} "
+                               f"missing{_missing(e, ports, seen_before)}; seen: {_names(matched)}: "
+                               "an adapter died or its driver did not load (dmesg, lspci -d 15b3:)"))
+        else:
+            extra = f" (more than the {e.count} expected)" if e.count and len(matched) > e.count else ""
+            out.append(Finding(CHECK, dev, None, OK, f"{what}: {len(matched)} port(s) found{extra}"))
+    return out
+
+
+__all__ = ["CHECK", "describe", "evaluate", "expand_glob", "waiting"]

@@ -1,0 +1,60 @@
+"""The README's install steps work as written: a fresh venv under (a stand-in for) /opt/fabricmon,
+pip install of a checkout, then `fabricmon check` from it. Debian 12's and Ubuntu's system Python
+refuse a system-wide `pip install`, which is why the README uses a venv."""
+
+from __future__ import annotations
+
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+from ship_helpers import ROOT
+
+MARK = "<!-- install: tested by tests/ship/test_install.py -->"
+
+
+def install_steps() -> list[str]:
+    readme = (ROOT / "README.md").read_text()
+    assert MARK in readme, "the README's install block lost its marker"
+    block = re.search(re.escape(MARK) + r"\n```sh\n(.*?)```", readme, re.S).group(1)
+    return [ln.split("  #")[0].strip() for ln in block.splitlines() if ln.strip() and not ln.startswith("#")]
+
+
+def test_the_readme_install_steps_work(tmp_path: Path) -> None:
+    steps = install_steps()
+    assert steps[0].startswith("apt-get install python3-venv")
+    assert any(s.startswith("python3 -m venv /opt/fabricmon") for s in steps)
+    # a checkout, without this one's venv and build leftovers
+    src = tmp_path / "fabricmon-src"
+    src.mkdir()
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy(ROOT / name, src / name)
+    shutil.copytree(ROOT / "fabricmon", src / "fabricmon", ignore=shutil.ignore_patterns("__pycache__"))
+    opt = tmp_path / "opt-fabricmon"
+    python = shutil.which("python3") or sys.executable
+    for step in steps:
+        if step.startswith("apt-get "):
+            pkgs = [w for w in shlex.split(step)[2:] if not w.startswith("-")]
+            apt = shutil.which("apt-cache")
+            if apt:
+                for pkg in pkgs:
+                    assert subprocess.run([apt, "show", pkg], capture_output=True).returncode == 0, pkg
+            continue
+        argv = [w.replace("/opt/fabricmon", str(opt)).replace("/path/to/fabricmon", str(src))
+                for w in shlex.split(step)]
+        if argv[0] == "python3":
+            argv[0] = python
+        if argv[-1] == "check":
+            argv.append("--no-state")             # a test must not write /var/lib/fabricmon
+        res = subprocess.run(argv, capture_output=True, text=True, timeout=300)
+        if argv[-2:] == ["check", "--no-state"]:
+            assert res.returncode in (0, 1, 2), res.stdout + res.stderr
+            assert res.stdout.startswith("FABRICMON "), res.stdout + res.stderr
+        else:
+            assert res.returncode == 0, f"{step}:\n{res.stdout}\n{res.stderr}"
+    assert (opt / "bin" / "fabricmon").exists()
+    version = subprocess.run([str(opt / "bin" / "fabricmon"), "--version"], capture_output=True, text=True)
+    assert version.stdout.startswith("fabricmon ")
