@@ -88,20 +88,21 @@ def judge(gs: list[EcmpGroup], previous: Mapping[tuple[str, str], int], th: Fabr
             continue
         mean = sum(g.rates.values()) / len(g.rates)
         hot = max(g.rates, key=lambda p: g.rates[p])
-        cold_cut = mean * 0.5
-        cold = [p for p, r in g.rates.items() if r <= cold_cut] or [min(g.rates, key=lambda p: g.rates[p])]
+        low = min(g.rates.values())
+        cold = sorted(p for p, r in g.rates.items() if r <= low * 1.1 + mean * 0.01 and p != hot)
         hp = ports[(g.guid, hot)]
         remote = f'"{hp.link.remote_name}"[{hp.link.remote_port}]' if hp.link else "?"
         cold_txt = "; ".join(
-            f'port {c} to "{ports[(g.guid, c)].link.remote_name}" at {_gbps(g.rates[c])}' for c in sorted(cold)[:4])
-        idle = f"ports {_ranges(cold)} {'idle' if all(g.rates[c] <= mean * 0.05 for c in cold) else 'cold'}"
+            f'port {c} to "{ports[(g.guid, c)].link.remote_name}" at {_gbps(g.rates[c])}' for c in cold[:4])
+        word = "idle" if low <= mean * 0.05 else "coldest"
+        idle = f"{word}: port{'s' if len(cold) > 1 else ''} {_ranges(cold)} ({cold_txt})"
         excl = f"; left out (down/degraded): ports {_ranges(g.excluded)}" if g.excluded else ""
         what = "uplinks" if g.direction == "up" else "downlinks"
         findings.append(Finding(
             CHECK, g.guid, hot, WARNING,
             f"{g.switch} {what}: port {hot} to {remote} carries {g.rates[hot] / mean:.1f}x the mean "
             f"({_gbps(g.rates[hot])}, mean {_gbps(mean)}, max/mean {g.ratio:.2f}, CV {g.cv:.2f}, "
-            f"{n} sweeps); {idle} ({cold_txt}){excl}: check ECMP hashing / adaptive routing on {g.switch}"))
+            f"{n} sweeps); {idle}{excl}: check ECMP hashing / adaptive routing on {g.switch}"))
     return [f for f in findings if f.status != OK], counts
 
 
