@@ -87,3 +87,15 @@ def test_fabric_config_defaults_and_overrides() -> None:
     assert f.sources["sweep"].interval == 5 and f.sources["sweep"].timeout == 9
     assert f.sources["discovery"].interval == 60 and f.sources["discovery"].timeout == 20
     assert f.shard == (1, 4) and f.cache_dir == "/srv/fm/fabric"
+
+
+def test_every_fabric_metric_is_documented() -> None:
+    import re
+
+    from helpers import ROOT
+    r = fabric("once", "--replay", str(BUNDLE))
+    readme = (ROOT / "README.md").read_text()
+    names = set(re.findall(r"^# TYPE (\S+) ", r.stdout, re.M))
+    missing = [n for n in names if f"`{n}" not in readme
+               and "`_" + n.removeprefix("fabricmon_fabric_port_") + "`" not in readme]
+    assert names and not missing, f"metrics missing from README: {missing}"
