@@ -127,7 +127,7 @@ class FabricConfig:
     port: int = DEFAULT_FABRIC_PORT
     sweep_interval: float = 15.0
     discovery_interval: float = 300.0
-    concurrency: int = 2                 # ibqueryerrors passes in flight at once (at most 8: ibsim's limit is 10)
+    concurrency: int = 2                 # ibqueryerrors passes in flight at once (1 or 2)
     shard: tuple[int, int] = (0, 1)      # (index, count): sweep the switches whose GUID hash % count == index
     cache_dir: str = "/var/lib/fabricmon/fabric"
     mad_timeout_ms: int = 200            # ibqueryerrors -t: one switch that does not answer costs this per MAD
@@ -291,9 +291,9 @@ def _fabric(raw: Any, state_dir: str) -> FabricConfig:
     disc = _number(m.get("discovery_interval", d.discovery_interval), "fabric.discovery_interval", 0.1)
     timeouts = _mapping(m.get("timeouts"), "fabric.timeouts", ("sweep", "discovery"))
     conc = m.get("concurrency", d.concurrency)
-    if isinstance(conc, bool) or not isinstance(conc, int) or not 1 <= conc <= 8:
-        raise ConfigError("fabric.concurrency", f"expected an integer 1-8 (ibsim and small SMs serve "
-                                                f"about 10 clients), got {conc!r}")
+    if isinstance(conc, bool) or not isinstance(conc, int) or not 1 <= conc <= 2:
+        raise ConfigError("fabric.concurrency", f"expected 1 (the two sweep passes one after the other) or 2 "
+                                                f"(in parallel), got {conc!r}")
     mad = m.get("mad_timeout_ms", d.mad_timeout_ms)
     if isinstance(mad, bool) or not isinstance(mad, int) or not 10 <= mad <= 60000:
         raise ConfigError("fabric.mad_timeout_ms", f"expected milliseconds 10-60000, got {mad!r}")

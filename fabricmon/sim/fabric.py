@@ -827,7 +827,7 @@ class SimFabric:
                     if time.monotonic() > deadline:
                         want = f"{expect!r}" if expect is not None else "its prompt"
                         raise TimeoutError(f"ibsim: no {want} within {timeout}s after {cmd!r}; output since: {text[-2000:]!r}")
-                    time.sleep(0.01)
+                    time.sleep(0.002)     # answers come within a few ms; traffic drivers set many counters
 
     def _checked(self, cmd: str, timeout: float) -> str:
         out = self.console(cmd, timeout=timeout)
