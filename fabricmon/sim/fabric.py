@@ -47,6 +47,7 @@ __all__ = [
     "DEMO_PARAMS",
     "SimCommandError",
     "SimFabric",
+    "TrafficDriver",
     "demo_netfile_path",
     "director_netfile",
     "fat_tree_netfile",
@@ -900,3 +901,40 @@ class SimFabric:
             if self._atexit:
                 atexit.unregister(self.stop)
                 self._atexit = False
+
+
+#: Data rate of a 4X HDR link in bytes/s.
+HDR_4X_BYTES = 25e9
+
+
+class TrafficDriver(threading.Thread):
+    """Simulated traffic for the fabric collector: keeps ``PortXmitData`` (4-octet words) of
+    each driven switch port at ``base + share x link x elapsed``, so that every sweep reads a
+    steady transmit rate. ``plan`` maps a node to ``{port: share of link rate}``; assign a
+    new dict to :attr:`plan` to change the traffic (a counter never goes backwards)."""
+
+    def __init__(self, fab: SimFabric, plan: dict[str, dict[int, float]], link_bytes: float = HDR_4X_BYTES):
+        super().__init__(daemon=True, name="fabricmon-sim-traffic")
+        self.fab, self.plan, self.link = fab, plan, link_bytes
+        self.stopping = threading.Event()
+        self._words: dict[tuple[str, int], float] = {}
+        self._last = time.monotonic()
+
+    def run(self) -> None:
+        while not self.stopping.is_set():
+            now = time.monotonic()
+            dt, self._last = now - self._last, now
+            for node, ports in list(self.plan.items()):
+                for port, share in ports.items():
+                    w = self._words.get((node, port), 1_000_000.0) + share * self.link * dt / 4
+                    self._words[(node, port)] = w
+                    try:
+                        self.fab.set_counter(node, port, "PortCountersExtended.PortXmitData", int(w))
+                    except (RuntimeError, TimeoutError):
+                        if self.stopping.is_set() or not self.fab.running:
+                            return
+            self.stopping.wait(0.005)
+
+    def stop(self) -> None:
+        self.stopping.set()
+        self.join(5)

@@ -3,13 +3,12 @@
 
 Traffic comes from the ibsim console: a driver thread keeps setting
 `PortCountersExtended.PortXmitData` of the leaf uplinks to base + rate x elapsed, so every
-sweep reads a steady transmit rate per port. One fabric carries every case at once:
+sweep reads a steady transmit rate per port (fabricmon.sim.fabric.TrafficDriver). One fabric carries every case at once:
 leaf01 balanced uplinks, leaf02 one hot uplink, leaf03 polarised onto spine01, leaf04 balanced
 with a 1X uplink (degraded, left out of its group), the spines idle (never flagged)."""
 
 from __future__ import annotations
 
-import threading
 import time
 
 import pytest
@@ -18,7 +17,7 @@ from fabricmon.config import from_dict
 from fabricmon.host import LiveIO
 from fabricmon.pipeline.fabric import fabric_pipeline
 from fabricmon.serve.daemon import Daemon
-from fabricmon.sim.fabric import director_netfile, fat_tree_netfile
+from fabricmon.sim.fabric import TrafficDriver, director_netfile, fat_tree_netfile
 from helpers import sample_value, scrape_samples
 
 HDR4X = 25e9              # bytes/s of a 4X HDR link
@@ -46,26 +45,6 @@ def netfile() -> str:
     return text
 
 
-class Traffic(threading.Thread):
-    """Keeps PortXmitData (4-octet words) of each driven port at base + share x 4X HDR x elapsed."""
-
-    def __init__(self, fab, plan: dict[str, dict[int, float]]):
-        super().__init__(daemon=True)
-        self.fab, self.plan = fab, plan
-        self.stop_ev = threading.Event()
-        self.t0 = time.monotonic()
-        self.base = 1_000_000
-
-    def run(self) -> None:
-        while not self.stop_ev.is_set():
-            dt = time.monotonic() - self.t0
-            for node, ports in self.plan.items():
-                for port, share in ports.items():
-                    words = self.base + int(share * HDR4X * dt / 4)
-                    self.fab.set_counter(node, port, "PortCountersExtended.PortXmitData", words)
-            time.sleep(0.005)
-
-
 def wait_for(port: int, pred, timeout: float) -> dict:
     end = time.monotonic() + timeout
     while True:
@@ -86,7 +65,7 @@ def test_ecmp_imbalance_degraded_and_down_links_over_http(sim_fabric, tmp_path) 
                    "thresholds": {"consecutive_sweeps": 3}},
     })
     (tmp_path / "state" / "fabric").mkdir(parents=True)
-    traffic = Traffic(fab, TRAFFIC)
+    traffic = TrafficDriver(fab, TRAFFIC)
     traffic.start()
     io = LiveIO(cfg.sysfs, cfg.procfs, env=fab.env(fab.hosts[0]))
     d = Daemon(cfg, io, port=0, pipeline=fabric_pipeline(cfg, io))
@@ -134,9 +113,8 @@ def test_ecmp_imbalance_degraded_and_down_links_over_http(sim_fabric, tmp_path) 
         assert any(f.check == "fabric_link" and f.device == leaf01 and f.port == 6 and f.status == 2
                    for f in d.snapshot.findings)
     finally:
-        traffic.stop_ev.set()
+        traffic.stop()
         d.stop()
-        traffic.join(5)
 
 
 def test_levels_on_a_director_core(sim_fabric, tmp_path) -> None:
@@ -158,3 +136,18 @@ def test_levels_on_a_director_core(sim_fabric, tmp_path) -> None:
     # the director's spine cards are the top level: their groups are their down ports
     assert {gr.switch: gr.direction for gr in snap.fabric.groups}["core/S01"] == "down"
     assert all(p.counters for p in snap.fabric.ports.values())      # every port swept, in one sweep
+
+
+def test_demo_shows_an_imbalanced_leaf_appearing(tmp_path) -> None:
+    import subprocess
+    import sys
+
+    from conftest import require_sim_tools
+    require_sim_tools()
+    r = subprocess.run([sys.executable, "-m", "fabricmon", "demo", "--port", "0", "--duration", "14",
+                        "--fault-after", "4", "--workdir", str(tmp_path)], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert "the fabric collector sweeps every switch port" in r.stdout
+    line = next(ln for ln in r.stdout.splitlines() if "ecmp_imbalance: " in ln)
+    assert 'leaf02 uplinks: port' in line and "idle: ports 11-12" in line
+    assert not any("ecmp_imbalance: leaf0" in ln and "leaf02" not in ln for ln in r.stdout.splitlines())

@@ -52,6 +52,8 @@ class SweepSource(Source):
             results = list(self.pool().map(lambda a: io.run(a, inputs.remaining(self.sc.timeout)), passes))
         else:
             results = [io.run(a, inputs.remaining(self.sc.timeout)) for a in passes]
+        if inputs.cancel is not None and inputs.cancel.is_set():
+            return out          # stopping: the passes were killed on purpose, nothing to count
         mine = {g for g in topo.switches if in_shard(g, *fc.shard)}
         data = SweepData(bits={c.name: 64 if c.kind == "traffic" else c.bits for c in ibspec.COUNTERS})
         reports = []
