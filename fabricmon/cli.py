@@ -155,6 +155,98 @@ def cmd_capture(args: argparse.Namespace) -> int:
     return 0
 
 
+# --- the fabric collector (`fabricmon fabric run|once|capture`) ------------------------------
+
+def _fabric_config(args: argparse.Namespace) -> Config:
+    """The config with --shard applied; for a live run the topology cache dir exists."""
+    from dataclasses import replace
+
+    from fabricmon.config import parse_shard
+    cfg = _load(args)
+    if getattr(args, "shard", None):
+        cfg = replace(cfg, fabric=replace(cfg.fabric, shard=parse_shard(args.shard, "--shard")))
+    if not getattr(args, "replay", None):
+        try:
+            os.makedirs(cfg.fabric.cache_dir, exist_ok=True)
+        except OSError as exc:
+            raise ConfigError("fabric.cache_dir", f"cannot create {cfg.fabric.cache_dir}: {exc.strerror or exc}") from exc
+    return cfg
+
+
+def _fabric_sweeps(pipe: Pipeline, sweeps: int, interval: float) -> Snapshot:
+    """Discovery and a first sweep under one deadline, then the further sweeps `interval` apart."""
+    snap = pipe.collect()
+    for _ in range(max(1, sweeps) - 1):
+        time.sleep(interval)
+        snap = pipe.collect(["sweep"])
+    return snap
+
+
+def cmd_fabric_run(args: argparse.Namespace) -> int:
+    from fabricmon.pipeline.fabric import fabric_pipeline
+    from fabricmon.serve.daemon import Daemon
+    cfg = _fabric_config(args)
+    address, port = None, cfg.fabric.port
+    if args.listen:
+        host, _, p = args.listen.rpartition(":")
+        address, port = host.strip("[]") or None, int(p)
+    io = _io(args, cfg)
+    daemon = Daemon(cfg, io, port=port, address=address, pipeline=fabric_pipeline(cfg, io))
+
+    def _stop(signum: int, frame: object) -> None:
+        daemon._stop.set()
+    signal.signal(signal.SIGTERM, _stop)
+    signal.signal(signal.SIGINT, _stop)
+    daemon.start()
+    daemon.wait()
+    daemon.stop()
+    return 0
+
+
+def cmd_fabric_once(args: argparse.Namespace) -> int:
+    from fabricmon.pipeline.fabric import fabric_pipeline
+    cfg = _fabric_config(args)
+    pipe = fabric_pipeline(cfg, _io(args, cfg))
+    try:
+        snap = _fabric_sweeps(pipe, args.sweeps, args.interval)
+    finally:
+        pipe.close()
+    body = render(snap)
+    if args.output:
+        write_atomic(args.output, body)
+    else:
+        sys.stdout.write(body.decode())
+    for f in sorted(snap.findings, key=lambda f: -f.status):
+        print(f.line(), file=sys.stderr)
+    return 0
+
+
+def cmd_fabric_capture(args: argparse.Namespace) -> int:
+    from fabricmon.pipeline.fabric import fabric_pipeline
+    cfg = _fabric_config(args)
+    out = Path(args.dir)
+    if out.exists() and any(out.iterdir()):
+        print(f"fabricmon: {out} exists and is not empty", file=sys.stderr)
+        return 1
+    out.mkdir(parents=True, exist_ok=True)
+    rec = RecordingIO(LiveIO(cfg.sysfs, cfg.procfs), out, meta={
+        "hostname": socket.gethostname(), "fabricmon_version": __version__, "argv": sys.argv,
+    })
+    pipe = fabric_pipeline(cfg, rec)
+    try:
+        snap = pipe.collect()
+    finally:
+        pipe.close()
+    if cfg.path:
+        shutil.copy(cfg.path, out / "config.yml")
+    else:
+        (out / "config.yml").write_text("# built-in defaults were used\n{}\n")
+    rec.save()
+    (out / "metrics.prom").write_bytes(render(snap))
+    print(f"captured {len(rec.commands)} command(s) into {out}; replay with: fabricmon fabric once --replay {out}")
+    return 0
+
+
 def cmd_demo(args: argparse.Namespace) -> int:
     from fabricmon.sim.demo import run_demo
     logsetup.setup(args.log_level or "warning", "console")
@@ -200,6 +292,32 @@ def build_parser() -> argparse.ArgumentParser:
     common(sp, replay=False)
     sp.add_argument("dir")
     sp.set_defaults(func=cmd_capture)
+
+    fp = sub.add_parser("fabric", help="the fabric collector: discover the topology, sweep every switch port")
+    fsub = fp.add_subparsers(dest="fabric_command", required=True)
+
+    def fabric_common(sp: argparse.ArgumentParser, replay: bool = True) -> None:
+        common(sp, replay)
+        sp.add_argument("--shard", metavar="I/N", help="sweep only the switches whose GUID hash %% N == I "
+                                                       "(overrides fabric.shard)")
+
+    sp = fsub.add_parser("run", help="the collector daemon: sweep on a schedule, serve /metrics and /healthz")
+    fabric_common(sp)
+    sp.add_argument("--listen", metavar="ADDR:PORT", help="override server.address and fabric.port "
+                                                         "(default 0.0.0.0:9881)")
+    sp.set_defaults(func=cmd_fabric_run)
+
+    sp = fsub.add_parser("once", help="N sweeps, then the exposition of the last one on stdout (findings on stderr)")
+    fabric_common(sp)
+    sp.add_argument("--sweeps", type=int, default=1, help="sweeps to run (rates and imbalance need 2 or more)")
+    sp.add_argument("--interval", type=float, default=1.0, help="seconds between sweeps")
+    sp.add_argument("--output", "-o", metavar="FILE", help="write atomically instead of stdout")
+    sp.set_defaults(func=cmd_fabric_once)
+
+    sp = fsub.add_parser("capture", help="record one discovery and sweep into a bundle directory")
+    fabric_common(sp, replay=False)
+    sp.add_argument("dir")
+    sp.set_defaults(func=cmd_fabric_capture)
 
     sp = sub.add_parser("demo", help="run the daemon on a built-in simulated fat-tree fabric")
     sp.add_argument("--port", type=int, default=9879)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import difflib
 import fnmatch
 import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -19,6 +20,7 @@ from fabricmon import ibspec
 from fabricmon.host.runner import DEFAULT_TOOL_DIRS
 
 DEFAULT_PORT = 9879
+DEFAULT_FABRIC_PORT = 9881      # the fabric collector (9880 is fluentd's in_http default)
 DEFAULT_CONFIG_PATH = "/etc/fabricmon/fabricmon.yml"
 
 
@@ -119,6 +121,29 @@ class TLSConfig:
 
 
 @dataclass(frozen=True, slots=True)
+class FabricThresholds:
+    """ECMP imbalance judgement (GUIDE.md section 3: defaults, not standards)."""
+    ecmp_ratio: float = 1.2              # max/mean transmit rate of a group
+    ecmp_cv: float | None = None         # coefficient of variation; None: not used to flag
+    consecutive_sweeps: int = 3          # over the threshold this many sweeps in a row
+    utilisation_floor: float = 0.3       # judge a group only while its mean is above this share of link rate
+
+
+@dataclass(frozen=True, slots=True)
+class FabricConfig:
+    """The fabric collector (`fabricmon fabric`)."""
+    port: int = DEFAULT_FABRIC_PORT
+    sweep_interval: float = 15.0
+    discovery_interval: float = 300.0
+    concurrency: int = 2                 # ibqueryerrors passes in flight at once (1 or 2)
+    shard: tuple[int, int] = (0, 1)      # (index, count): sweep the switches whose GUID hash % count == index
+    cache_dir: str = "/var/lib/fabricmon/fabric"
+    mad_timeout_ms: int = 200            # ibqueryerrors -t: one switch that does not answer costs this per MAD
+    thresholds: FabricThresholds = field(default_factory=FabricThresholds)
+    sources: dict[str, SourceConfig] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
 class Config:
     address: str
     port: int
@@ -137,6 +162,7 @@ class Config:
     roce: RoceConfig = field(default_factory=RoceConfig)
     gpu: GpuConfig = field(default_factory=GpuConfig)
     tool_dirs: tuple[str, ...] = DEFAULT_TOOL_DIRS    # looked in for tools after PATH
+    fabric: FabricConfig = field(default_factory=FabricConfig)
 
     def device_excluded(self, device: str) -> bool:
         return any(fnmatch.fnmatchcase(device, pat) for pat in self.exclude_devices)
@@ -156,7 +182,7 @@ COUNTER_CHECKS: dict[str, tuple[tuple[str, ...], float, float | None, float | No
 SEVERITIES = {"ok": 0, "warning": 1, "critical": 2}
 
 _TOP_KEYS = ("server", "paths", "sources", "exclude_devices", "expected_links", "checks", "logging",
-             "roce", "gpu")
+             "roce", "gpu", "fabric")
 
 
 def _suggest(key: str, allowed: tuple[str, ...] | list[str]) -> str:
@@ -223,18 +249,22 @@ def _dir(value: Any, key: str, must_exist: bool) -> str:
     return path
 
 
-def _sources(raw: Any) -> dict[str, SourceConfig]:
-    """Validate `sources.<name>` against the registered sources and their defaults."""
+def _sources(raw: Any, collector: str = "node", prefix: str = "sources",
+             defaults: dict[str, dict[str, Any]] | None = None) -> dict[str, SourceConfig]:
+    """Validate `<prefix>.<name>` against the sources registered for `collector` and their
+    defaults (`defaults` overrides a registered default, e.g. fabric.sweep_interval)."""
     from fabricmon.pipeline.source import registry
-    specs = registry("node")
-    m = _mapping(raw, "sources", tuple(specs))
+    specs = registry(collector)
+    m = _mapping(raw, prefix, tuple(specs))
     out = {}
     for name, spec in specs.items():
-        key = f"sources.{name}"
+        key = f"{prefix}.{name}"
+        dflt = {"enabled": spec.enabled, "interval": spec.interval, "timeout": spec.timeout,
+                "command": list(spec.command), **(defaults or {}).get(name, {})}
         takes_command = bool(spec.command)
         allowed = ("enabled", "interval", "timeout", "command") if takes_command else ("enabled", "interval", "timeout")
         s = _mapping(m.get(name), key, allowed)
-        cmd = s.get("command", list(spec.command))
+        cmd = s.get("command", dflt["command"])
         if takes_command:
             if isinstance(cmd, str):
                 cmd = [cmd]
@@ -242,12 +272,66 @@ def _sources(raw: Any) -> dict[str, SourceConfig]:
                 raise ConfigError(f"{key}.command", f"expected a program name or an argv list, got {cmd!r}")
         out[name] = SourceConfig(
             name=name,
-            enabled=_bool_or_auto(s.get("enabled", spec.enabled), f"{key}.enabled"),
-            interval=_number(s.get("interval", spec.interval), f"{key}.interval", 0.1),
-            timeout=_number(s.get("timeout", spec.timeout), f"{key}.timeout", 0.1),
+            enabled=_bool_or_auto(s.get("enabled", dflt["enabled"]), f"{key}.enabled"),
+            interval=_number(s.get("interval", dflt["interval"]), f"{key}.interval", 0.1),
+            timeout=_number(s.get("timeout", dflt["timeout"]), f"{key}.timeout", 0.1),
             command=tuple(cmd) if takes_command else (),
         )
     return out
+
+
+def parse_shard(value: Any, key: str) -> tuple[int, int]:
+    """`i/n` (0 <= i < n): this collector sweeps the switches whose GUID hash % n == i."""
+    text = str(value).strip() if isinstance(value, (str, int)) and not isinstance(value, bool) else ""
+    m = re.fullmatch(r"(\d+)\s*/\s*(\d+)", text)
+    if not m or int(m.group(2)) < 1 or int(m.group(1)) >= int(m.group(2)):
+        raise ConfigError(key, f"expected 'i/n' with 0 <= i < n (e.g. '0/4'), got {value!r}")
+    return int(m.group(1)), int(m.group(2))
+
+
+def _fabric(raw: Any, state_dir: str) -> FabricConfig:
+    d = FabricConfig()
+    m = _mapping(raw, "fabric", ("port", "sweep_interval", "discovery_interval", "timeouts", "concurrency",
+                                 "shard", "cache_dir", "mad_timeout_ms", "thresholds", "sources"))
+    port = m.get("port", d.port)
+    if isinstance(port, bool) or not isinstance(port, int) or not 0 <= port <= 65535:
+        raise ConfigError("fabric.port", f"expected a TCP port number 0-65535, got {port!r}")
+    sweep = _number(m.get("sweep_interval", d.sweep_interval), "fabric.sweep_interval", 0.1)
+    disc = _number(m.get("discovery_interval", d.discovery_interval), "fabric.discovery_interval", 0.1)
+    timeouts = _mapping(m.get("timeouts"), "fabric.timeouts", ("sweep", "discovery"))
+    conc = m.get("concurrency", d.concurrency)
+    if isinstance(conc, bool) or not isinstance(conc, int) or not 1 <= conc <= 2:
+        raise ConfigError("fabric.concurrency", f"expected 1 (the two sweep passes one after the other) or 2 "
+                                                f"(in parallel), got {conc!r}")
+    mad = m.get("mad_timeout_ms", d.mad_timeout_ms)
+    if isinstance(mad, bool) or not isinstance(mad, int) or not 10 <= mad <= 60000:
+        raise ConfigError("fabric.mad_timeout_ms", f"expected milliseconds 10-60000, got {mad!r}")
+    th = _mapping(m.get("thresholds"), "fabric.thresholds",
+                  ("ecmp_ratio", "ecmp_cv", "consecutive_sweeps", "utilisation_floor"))
+    dt = FabricThresholds()
+    n = th.get("consecutive_sweeps", dt.consecutive_sweeps)
+    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+        raise ConfigError("fabric.thresholds.consecutive_sweeps", f"expected an integer >= 1, got {n!r}")
+    floor = _number(th.get("utilisation_floor", dt.utilisation_floor), "fabric.thresholds.utilisation_floor", 0)
+    if floor > 1:
+        raise ConfigError("fabric.thresholds.utilisation_floor", f"a share of link rate must be <= 1, got {floor!r}")
+    thresholds = FabricThresholds(
+        ecmp_ratio=_number(th.get("ecmp_ratio", dt.ecmp_ratio), "fabric.thresholds.ecmp_ratio", 1.0),
+        ecmp_cv=_number(th.get("ecmp_cv", dt.ecmp_cv), "fabric.thresholds.ecmp_cv", 0, allow_none=True),
+        consecutive_sweeps=n, utilisation_floor=floor)
+    defaults = {
+        "sweep": {"interval": sweep, **({"timeout": _number(timeouts["sweep"], "fabric.timeouts.sweep", 0.1)}
+                                        if "sweep" in timeouts else {})},
+        "discovery": {"interval": disc, **({"timeout": _number(timeouts["discovery"], "fabric.timeouts.discovery", 0.1)}
+                                           if "discovery" in timeouts else {})},
+    }
+    return FabricConfig(
+        port=port, sweep_interval=sweep, discovery_interval=disc, concurrency=conc,
+        shard=parse_shard(m["shard"], "fabric.shard") if "shard" in m else d.shard,
+        cache_dir=_string(m.get("cache_dir", f"{state_dir.rstrip('/')}/fabric"), "fabric.cache_dir"),
+        mad_timeout_ms=mad, thresholds=thresholds,
+        sources=_sources(m.get("sources"), "fabric", "fabric.sources", defaults),
+    )
 
 
 def _expected(raw: Any) -> tuple[ExpectedLink, ...]:
@@ -420,13 +504,14 @@ def from_dict(raw: Any, path: str | None = None, check_paths: bool = True) -> Co
     fmt = logging_.get("format", "auto")
     if fmt not in ("auto", "json", "console"):
         raise ConfigError("logging.format", f"expected auto, json or console, got {fmt!r}")
+    state_dir = _string(paths.get("state_dir", "/var/lib/fabricmon"), "paths.state_dir")
     return Config(
         address=_string(server.get("address", "0.0.0.0"), "server.address"),
         port=port,
         tls=tls,
         sysfs=_dir(paths.get("sysfs", "/sys"), "paths.sysfs", check_paths),
         procfs=_dir(paths.get("procfs", "/proc"), "paths.procfs", check_paths),
-        state_dir=_string(paths.get("state_dir", "/var/lib/fabricmon"), "paths.state_dir"),
+        state_dir=state_dir,
         sources=_sources(top.get("sources")),
         exclude_devices=tuple(_glob(p, f"exclude_devices[{i}]") for i, p in enumerate(excl)),
         expected_links=_expected(top.get("expected_links")),
@@ -438,6 +523,7 @@ def from_dict(raw: Any, path: str | None = None, check_paths: bool = True) -> Co
         roce=_roce(top.get("roce")),
         gpu=_gpu(top.get("gpu")),
         tool_dirs=_tool_dirs(paths.get("tool_dirs", list(DEFAULT_TOOL_DIRS))),
+        fabric=_fabric(top.get("fabric"), state_dir),
     )
 
 

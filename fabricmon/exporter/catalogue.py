@@ -238,6 +238,69 @@ def _gpu_ok(aff: object, g: object) -> Iterator[Sample]:
     yield (str(g.index),), None if verdict is None else (1 if verdict else 0)
 
 
+# --- the fabric collector (snap.fabric is None on a node: no samples there) -------------------
+
+SW_PORT = ("switch_guid", "port")
+
+
+def _fabric(fn: Callable[[object], Iterable[Sample]]) -> Callable[[Snapshot], Iterator[Sample]]:
+    def samples(snap: Snapshot) -> Iterator[Sample]:
+        if snap.fabric is not None:
+            yield from fn(snap.fabric)
+    return samples
+
+
+def _fab_ports(get: Callable[[object], float | None]) -> Callable[[Snapshot], Iterator[Sample]]:
+    def fn(fab: object) -> Iterator[Sample]:
+        for (guid, port), p in fab.ports.items():
+            yield (guid, str(port)), get(p)
+    return _fabric(fn)
+
+
+def _fab_switch_info(fab: object) -> Iterator[Sample]:
+    for guid, sw in fab.switches.items():
+        yield (guid, sw.name, str(fab.levels.get(guid, 0))), 1
+
+
+def _fab_link_info(fab: object) -> Iterator[Sample]:
+    for (guid, port), p in fab.ports.items():
+        lk = p.link
+        if lk is None:
+            yield (guid, str(port), p.role, "", "", ""), 1
+        else:
+            yield (guid, str(port), p.role, lk.remote_guid, str(lk.remote_port), lk.remote_name), 1
+
+
+def _fab_degraded(fab: object) -> Iterator[Sample]:
+    for (guid, port), p in fab.ports.items():
+        if p.link is not None:
+            for reason in ("down", "width", "speed"):
+                yield (guid, str(port), reason), 1 if p.degraded.get(reason) else 0
+
+
+def _fab_counter(spec: ibspec.CounterSpec) -> Callable[[Snapshot], Iterator[Sample]]:
+    name, scale = spec.name, spec.scale
+
+    def fn(fab: object) -> Iterator[Sample]:
+        for (guid, port), p in fab.ports.items():
+            v = p.counters.get(name)
+            if v is not None:
+                yield (guid, str(port)), v * scale
+    return _fabric(fn)
+
+
+def _fab_groups(get: Callable[[object], float | None]) -> Callable[[Snapshot], Iterator[Sample]]:
+    def fn(fab: object) -> Iterator[Sample]:
+        for g in fab.groups:
+            yield (g.guid, g.switch, g.direction), get(g)
+    return _fabric(fn)
+
+
+def _fab_sweep_errors(fab: object) -> Iterator[Sample]:
+    for kind, n in sorted(fab.sweep_errors.items()):
+        yield (kind,), n
+
+
 # --- fabricmon itself -------------------------------------------------------------------------
 
 def _sources(get: Callable[[object], float | None], enabled_only: bool = True) -> Callable[[Snapshot], Iterator[Sample]]:
@@ -354,6 +417,50 @@ CATALOGUE: tuple[Metric, ...] = (
            "GPUs) and its path class.", ("gpu", "device", "path"), _gpus(_gpu_nearest)),
     Metric("fabricmon_gpu_nic_affinity_ok", G, "1 if the GPU's nearest RDMA NIC is at PXB or closer (NCCL uses "
            "GPUDirect RDMA), 0 if not; absent when unknown.", ("gpu",), _gpus(_gpu_ok)),
+    # The fabric collector (`fabricmon fabric`)
+    Metric("fabricmon_fabric_switch_info", G, "Switch identity; switch is the node description, level 1 has CAs "
+           "attached and each further level is one hop farther.", ("switch_guid", "switch", "level"),
+           _fabric(_fab_switch_info)),
+    Metric("fabricmon_fabric_link_info", G, "Switch port role (host, up, down, unconnected) and its remote end; "
+           "join on switch_guid,port with group_left.",
+           ("switch_guid", "port", "role", "remote_guid", "remote_port", "remote_name"), _fabric(_fab_link_info)),
+    Metric("fabricmon_fabric_port_up", G, "1 if the switch port's link is up (at the last discovery), else 0.",
+           SW_PORT, _fab_ports(lambda p: 1 if p.up else 0)),
+    Metric("fabricmon_fabric_port_rate_bytes_per_second", G,
+           "Link data rate in bytes/s (lanes x nominal lane rate / 8; 0 while down; absent when unconnected).",
+           SW_PORT, _fab_ports(lambda p: p.rate_bps)),
+    Metric("fabricmon_fabric_port_degraded", G, "1 while the cabled switch port is degraded for this reason "
+           "(down; width or speed below the norm of its link class).", ("switch_guid", "port", "reason"),
+           _fabric(_fab_degraded)),
+    Metric("fabricmon_fabric_port_transmit_rate_bytes_per_second", G,
+           "Transmit rate over the last two sweeps (PortXmitData deltas).", SW_PORT,
+           _fab_ports(lambda p: p.tx_rate)),
+    Metric("fabricmon_fabric_port_receive_rate_bytes_per_second", G,
+           "Receive rate over the last two sweeps (PortRcvData deltas).", SW_PORT, _fab_ports(lambda p: p.rx_rate)),
+    *(Metric(f"fabricmon_fabric_port_{c.name}", C, c.help, SW_PORT, _fab_counter(c))
+      for c in ibspec.COUNTERS if c.perfquery),
+    Metric("fabricmon_ecmp_imbalance_ratio", G, "max/mean transmit rate of the switch's ECMP group (up ports; "
+           "down ports on the top level), down and degraded links left out.", ("switch_guid", "switch", "direction"),
+           _fab_groups(lambda g: g.ratio)),
+    Metric("fabricmon_ecmp_imbalance_cv", G, "Coefficient of variation of the group's transmit rates.",
+           ("switch_guid", "switch", "direction"), _fab_groups(lambda g: g.cv)),
+    Metric("fabricmon_ecmp_utilisation_ratio", G, "Mean transmit rate of the group as a share of its link rate.",
+           ("switch_guid", "switch", "direction"), _fab_groups(lambda g: g.utilisation)),
+    Metric("fabricmon_ecmp_imbalanced", G, "1 when the group is over the imbalance threshold for the configured "
+           "consecutive sweeps while above the utilisation floor.", ("switch_guid", "switch", "direction"),
+           _fab_groups(lambda g: 1 if g.imbalanced else 0)),
+    Metric("fabricmon_fabric_sweep_duration_seconds", G, "Duration of the last counter sweep.", (),
+           _fabric(lambda fab: [((), fab.sweep_duration)])),
+    Metric("fabricmon_fabric_sweep_errors", C, "Sweep errors by kind (a switch that returned no counters in a "
+           "sweep counts once as read).", ("kind",), _fabric(_fab_sweep_errors)),
+    Metric("fabricmon_fabric_switches", G, "Switches this collector (shard) sweeps.", (),
+           _fabric(lambda fab: [((), len(fab.switches))])),
+    Metric("fabricmon_fabric_ports", G, "Switch ports this collector (shard) sweeps.", (),
+           _fabric(lambda fab: [((), len(fab.ports))])),
+    Metric("fabricmon_fabric_shard_info", G, "This collector's shard: switches whose GUID hash % shards == shard.",
+           ("shard", "shards"), _fabric(lambda fab: [((str(fab.shard[0]), str(fab.shard[1])), 1)])),
+    Metric("fabricmon_fabric_topology_changes", C, "Links or nodes that appeared or vanished between discoveries.",
+           (), _fabric(lambda fab: [((), fab.topology_changes)])),
     # fabricmon itself
     Metric("fabricmon_source_enabled", G, "1 if the source is enabled.", ("source",),
            _sources(lambda s: 1 if s.enabled else 0, enabled_only=False)),

@@ -134,6 +134,9 @@ class RecordingIO:
     def sweep(self, root: str, rel: str) -> None:
         self.inner.sweep(root, rel)
 
+    def commit_file(self, tmp: str, final: str) -> None:
+        self.inner.commit_file(tmp, final)
+
     def close(self) -> None:
         self.inner.close()
 
@@ -231,6 +234,9 @@ class ReplayIO:
 
     def sweep(self, root: str, rel: str) -> None:
         pass
+
+    def commit_file(self, tmp: str, final: str) -> None:
+        pass            # a replayed tool wrote nothing
 
     def close(self) -> None:
         pass

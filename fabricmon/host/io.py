@@ -31,6 +31,7 @@ class HostIO(Protocol):
     def nvml_gpus(self) -> list[dict[str, Any]]: ...
     def read_host_file(self, path: str) -> str: ...
     def sweep(self, root: str, rel: str) -> None: ...
+    def commit_file(self, tmp: str, final: str) -> None: ...
     def close(self) -> None: ...
 
 
@@ -157,6 +158,11 @@ class LiveIO:
         if real.startswith(base + os.sep):
             return "/" + root.replace("fs", "") + real[len(base):]   # "/sys/devices/..."
         return real
+
+    def commit_file(self, tmp: str, final: str) -> None:
+        """Atomically move a file a tool wrote (e.g. ibnetdiscover's cache) into place, so
+        that a reader never sees it half written."""
+        os.replace(tmp, final)
 
     def open_files(self) -> int:
         return len(self._fds)

@@ -90,6 +90,17 @@ class CounterHistory:
             return None
         return max(0, q[-1].value - q[-2].value)
 
+    def last_step(self, key: Key) -> tuple[int, float] | None:
+        """(increase, seconds) between the last two samples, for a rate; None when unknown (one
+        sample, or a step from a saturated or unknown value). A reset contributes 0."""
+        q = self._data.get(key)
+        if not q or len(q) < 2 or q[-1].value is None or q[-2].value is None or q[-2].saturated:
+            return None
+        return max(0, q[-1].value - q[-2].value), q[-1].t - q[-2].t
+
+    def has(self, key: Key) -> bool:
+        return key in self._data
+
     def note_reset(self, key: Key, value: int) -> bool:
         q = self._data.get(key)
         if q and q[-1].value is not None and value < q[-1].value:

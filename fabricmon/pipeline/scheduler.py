@@ -74,6 +74,7 @@ class Pipeline:
         self.io = io
         self.clock = clock
         confs = source_configs if source_configs is not None else config.sources
+        self.source_configs = confs
         self.specs: dict[str, SourceSpec] = registry(collector)
         self.sources: dict[str, Source] = {n: spec.cls(config, confs[n]) for n, spec in self.specs.items()}
         self.states: dict[str, SourceState] = {
@@ -112,7 +113,7 @@ class Pipeline:
     def _resolve(self, name: str) -> tuple[bool, str | None]:
         """(active, program file): a source that runs no program is active when enabled; a
         tool source when its program is found (PATH, then paths.tool_dirs)."""
-        sc = self.config.sources[name]
+        sc = self.source_configs[name]
         if sc.enabled is False:
             return False, None
         if not sc.command:
@@ -154,20 +155,20 @@ class Pipeline:
         """Run one source until its deadline and store what it produced."""
         spec = self.specs[name]
         t0 = time.monotonic()
-        if self.config.sources[name].command:
+        if self.source_configs[name].command:
             active, program = self._resolve(name)
             with self._lock:
                 st = self.states[name]
                 if (active, program) != (st.active, st.program):
                     log.info("source program found" if active else "source program missing", source=name,
-                             program=program or self.config.sources[name].command[0],
-                             enabled=self.config.sources[name].enabled)
+                             program=program or self.source_configs[name].command[0],
+                             enabled=self.source_configs[name].enabled)
                     st.active, st.program = active, program
-                    if not active and self.config.sources[name].enabled == "auto":
+                    if not active and self.source_configs[name].enabled == "auto":
                         st.data, st.up, st.ran = None, False, False    # gone: its old data must not linger
                         self._inventory_stale = self._inventory_stale or spec.provides_inventory
                     self._inventory_changed.notify_all()
-            if not active and self.config.sources[name].enabled == "auto":
+            if not active and self.source_configs[name].enabled == "auto":
                 return          # not installed: quietly off (no run, no error)
         inventory = self._wait_inventory(deadline) if INVENTORY in spec.needs else None
         try:

@@ -20,10 +20,13 @@ log = structlog.get_logger("fabricmon.daemon")
 
 
 class Daemon:
+    """Serves one pipeline: the node daemon's by default, or any other configuration of it
+    (the fabric collector passes its own Pipeline)."""
+
     def __init__(self, config: Config, io: HostIO, port: int | None = None, address: str | None = None,
-                 journal: bool = True):
+                 journal: bool = True, pipeline: Pipeline | None = None):
         self.config = config
-        self.pipeline = Pipeline(config, io)
+        self.pipeline = pipeline if pipeline is not None else Pipeline(config, io)
         self.expo = Exposition()
         self.server = MetricsServer(address or config.address, config.port if port is None else port,
                                     self.expo, config.tls)
@@ -61,7 +64,7 @@ class Daemon:
 
     def _watchdog(self) -> None:
         """/healthz turns 503 when no snapshot was built for 3 of the longest intervals."""
-        max_interval = max((s.interval for s in self.config.sources.values() if s.enabled), default=15.0)
+        max_interval = max((s.interval for s in self.pipeline.states.values() if s.enabled), default=15.0)
         while not self._stop.wait(1.0):
             if self.snapshot is not None and time.time() - self.snapshot.time > 3 * max_interval:
                 self.expo.healthy = False

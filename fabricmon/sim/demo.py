@@ -2,8 +2,10 @@
 
 Starts ibsim with the bundled topology (2 spines, 4 leaves, 32 hosts, HDR), runs opensm once,
 then runs the real daemon as host `node01` (the real infiniband-diags tools, under the
-umad2sim preload). After a short while it injects a burst of symbol errors on that host's
-port, so a finding appears, and prints findings as they change. Ctrl-C stops everything.
+umad2sim preload), plus the fabric collector (`fabricmon fabric run`) on port+2 with simulated
+traffic on every leaf's uplinks. After a short while it injects a burst of symbol errors on that
+host's port and polarises leaf02's traffic onto spine01, so findings appear (an imbalanced leaf
+after 3 sweeps), and prints findings as they change. Ctrl-C stops everything.
 """
 
 from __future__ import annotations
@@ -40,6 +42,11 @@ def demo_config(sysfs: str, port: int) -> dict:
     }
 
 
+# leaf uplinks in the demo topology: ports 9, 10 to spine01 and 11, 12 to spine02
+BALANCED = {f"leaf0{i}": {9: 0.5, 10: 0.5, 11: 0.5, 12: 0.5} for i in range(1, 5)}
+POLARISED_LEAF = "leaf02"
+
+
 def _say(msg: str) -> None:
     print(f"[{time.strftime('%H:%M:%S')}] {msg}", flush=True)
 
@@ -73,7 +80,7 @@ def run_demo(port: int = 9879, duration: float = 0, fault_after: float = 20.0,
     netfile = sim.demo_netfile_path().read_text()
     fabric = sim.SimFabric(netfile, wd / "fabric")
     _say(f"starting the simulated fabric ({len(fabric.hosts)} hosts, 2 spines, 4 leaves, HDR) ...")
-    daemon = None
+    daemon = collector = traffic = None
     try:
         fabric.start()
         cfg = from_dict(demo_config(str(wd / "sys"), port))
@@ -87,7 +94,7 @@ def run_demo(port: int = 9879, duration: float = 0, fault_after: float = 20.0,
                 for line in summarize(snap):
                     _say(line)
             for f in snap.findings:
-                key = (f.check, f.device, f.port)
+                key = (f.check, f.device, None if f.check == "ecmp_imbalance" else f.port)
                 if seen.get(key, 0) != f.status:
                     if f.status or key in seen:
                         _say(f"{STATUS_NAMES[f.status]:8} {f.check}: {f.message}")
@@ -97,6 +104,19 @@ def run_demo(port: int = 9879, duration: float = 0, fault_after: float = 20.0,
         daemon.start()
         _say(f"fabricmon runs as host {DEMO_HOST!r}: metrics at http://127.0.0.1:{daemon.port}/metrics "
              f"(health: /healthz). Ctrl-C stops.")
+        from fabricmon.pipeline.fabric import fabric_pipeline
+        fcfg = from_dict({**demo_config(str(wd / "sys"), port),
+                          "fabric": {"port": port + 2 if port else 0, "sweep_interval": 2, "discovery_interval": 60,
+                                     "cache_dir": str(wd / "fabric-cache")}})
+        (wd / "fabric-cache").mkdir(exist_ok=True)
+        traffic = sim.TrafficDriver(fabric, dict(BALANCED))
+        traffic.start()
+        fio = LiveIO(fcfg.sysfs, fcfg.procfs, env=fabric.env(DEMO_HOST))
+        collector = Daemon(fcfg, fio, port=fcfg.fabric.port, pipeline=fabric_pipeline(fcfg, fio))
+        collector.on_snapshot = on_snapshot
+        collector.start()
+        _say(f"the fabric collector sweeps every switch port: http://127.0.0.1:{collector.port}/metrics "
+             f"(fabricmon_ecmp_imbalance_ratio, fabricmon_fabric_port_*)")
         start = time.monotonic()
         injected = False
         while duration <= 0 or time.monotonic() - start < duration:
@@ -104,12 +124,19 @@ def run_demo(port: int = 9879, duration: float = 0, fault_after: float = 20.0,
                 fabric.set_counter(DEMO_HOST, 1, "PortCounters.SymbolErrorCounter", FAULT_SYMBOL_ERRORS)
                 _say(f"injected a fault: {FAULT_SYMBOL_ERRORS} symbol errors on {DEMO_HOST} port 1 "
                      "(watch fabricmon_ib_port_symbol_errors_total and fabricmon_check_status)")
+                traffic.plan = {**BALANCED, POLARISED_LEAF: {9: 0.8, 10: 0.8, 11: 0.0, 12: 0.0}}
+                _say(f"polarised {POLARISED_LEAF}'s uplink traffic onto spine01 (watch fabricmon_ecmp_imbalanced; "
+                     "flagged after 3 sweeps)")
                 injected = True
             time.sleep(0.2)
     except KeyboardInterrupt:
         print()
         _say("stopping")
     finally:
+        if traffic is not None:
+            traffic.stop()
+        if collector is not None:
+            collector.stop()
         if daemon is not None:
             daemon.stop()
         fabric.stop()

@@ -47,7 +47,9 @@ __all__ = [
     "DEMO_PARAMS",
     "SimCommandError",
     "SimFabric",
+    "TrafficDriver",
     "demo_netfile_path",
+    "director_netfile",
     "fat_tree_netfile",
     "tools_available",
 ]
@@ -255,6 +257,56 @@ def fat_tree_netfile(
     return "\n".join(out)
 
 
+def director_netfile(leaves: int = 4, hosts_per_leaf: int = 2, lines: int = 4, spines: int = 2,
+                     uplinks_per_leaf: int = 2, speed: str = "HDR") -> str:
+    """A 3-level fabric with a director-like core: leaf switches carrying hosts, and one
+    director chassis whose internal line switches (``core/L01``..) face the leaves and whose
+    internal spine switches (``core/S01``..) connect every line switch. Levels must come out
+    1 (leaves), 2 (line switches) and 3 (spine switches), from the graph alone.
+
+    Leaf ``l`` has hosts on ports 1..hosts_per_leaf, then ``uplinks_per_leaf`` cables to line
+    switches ``(l * uplinks_per_leaf + u) % lines``. Every line switch has one cable to each
+    spine switch after its leaf-facing ports.
+    """
+    speed = speed.upper()
+    if speed not in SPEEDS:
+        raise ValueError(f"speed {speed!r}: expected one of {SPEEDS}")
+    kind = _link_kind("4x", speed)
+    leaf = [f"leaf{i + 1:02d}" for i in range(leaves)]
+    line = [f"core/L{i + 1:02d}" for i in range(lines)]
+    spine = [f"core/S{i + 1:02d}" for i in range(spines)]
+    host = [f"host{i + 1:02d} mlx5_0" for i in range(leaves * hosts_per_leaf)]
+    links: dict[str, dict[int, tuple[str, int]]] = {n: {} for n in leaf + line + spine + host}
+
+    def cable(a: str, ap: int, b: str, bp: int) -> None:
+        links[a][ap] = (b, bp)
+        links[b][bp] = (a, ap)
+
+    line_next = {n: 1 for n in line}
+    for li, lf in enumerate(leaf):
+        for h in range(hosts_per_leaf):
+            cable(lf, h + 1, host[li * hosts_per_leaf + h], 1)
+        for u in range(uplinks_per_leaf):
+            ln = line[(li * uplinks_per_leaf + u) % lines]
+            cable(lf, hosts_per_leaf + u + 1, ln, line_next[ln])
+            line_next[ln] += 1
+    for i, ln in enumerate(line):
+        for j, sp in enumerate(spine):
+            cable(ln, line_next[ln] + j, sp, i + 1)
+    out = ["# fabricmon simulated 3-level fabric with a director-like core (ibsim topology)", ""]
+    for n in leaf + line + spine:
+        out.append(f'Switch\t{_switch_ports(max(links[n], default=1))} "{n}"')
+        for p, (r, rp) in sorted(links[n].items()):
+            out.append(f'[{p}]\t"{r}"[{rp}]\t# "{r}" lid 0 {kind}')
+        out.append("")
+    for n in host:
+        out.append(f'Hca\t1 "{n}"')
+        r, rp = links[n][1]
+        out.append(f'[1]\t"{r}"[{rp}]\t# "{r}" lid 0 {kind}')
+        out.append("")
+    return "\n".join(out)
+
+
 def demo_netfile_path() -> Path:
     """Path of the committed demo topology (``fat_tree_netfile(**DEMO_PARAMS)``)."""
     return Path(__file__).resolve().parent / "data" / "demo-fat-tree.net"
@@ -446,6 +498,7 @@ class SimFabric:
 
         self._proc: subprocess.Popen | None = None
         self._sm_proc: subprocess.Popen | None = None
+        self._master_sm: subprocess.Popen | None = None     # a running opensm (start_sm)
         self._fifo_fd: int | None = None
         self._lock = threading.RLock()
         self._atexit = False
@@ -559,7 +612,7 @@ class SimFabric:
                 env["IBSIM_SOCKNAME"] = self.sockname
                 with open(self.log, "wb") as logf:
                     self._proc = subprocess.Popen(
-                        [_which("ibsim") or "ibsim", "-s", str(self.netfile)],
+                        [_which("ibsim") or "ibsim", *self._size_args(), "-s", str(self.netfile)],
                         stdin=rfd,
                         stdout=logf,
                         stderr=subprocess.STDOUT,
@@ -582,6 +635,21 @@ class SimFabric:
                 self.stop()
                 raise
         return self
+
+    def _size_args(self) -> list[str]:
+        """``-S/-N/-P`` when the topology exceeds ibsim's defaults (256 switches, 2048 nodes,
+        ports), e.g. the 400-switch director capture."""
+        switches = sum(1 for t, _ in self.nodes.values() if t == "Switch")
+        nodes = len(self.nodes)
+        ports = sum(n + 1 for _, n in self.nodes.values())
+        args: list[str] = []
+        if switches > 200:
+            args += ["-S", str(switches + 64)]
+        if nodes > 1500:
+            args += ["-N", str(nodes + 256)]
+        if ports > 8000:
+            args += ["-P", str(ports + 1024)]
+        return args
 
     def _wait_ready(self, deadline: float) -> None:
         # ibsim prints "Network simulator ready." *before* it binds its sockets
@@ -655,6 +723,56 @@ class SimFabric:
                     f"{self.osm_out} ends with:\n{_tail(self.osm_out)}\n{self.log} ends with:\n{_tail(self.log)}"
                 )
 
+    def start_sm(self, timeout: float = 60) -> None:
+        """Keep an ``opensm`` running (a master SM answering SA queries, which
+        ``ibqueryerrors`` without ``--skip-sl`` and ``sminfo`` need); stopped by PID
+        in :meth:`stop_sm` or :meth:`stop`. Waits until ``sminfo`` sees a master SM.
+
+        Raises:
+            RuntimeError: opensm exited or reported no SUBNET UP within ``timeout``.
+        """
+        with self._lock:
+            if not self.running:
+                raise RuntimeError(f"ibsim is not running; {self.log} ends with:\n{_tail(self.log)}")
+            if self._master_sm is not None and self._master_sm.poll() is None:
+                return
+            self.osm_cache.mkdir(parents=True, exist_ok=True)
+            env = dict(os.environ)
+            env.update(IBSIM_SOCKNAME=self.sockname, LD_PRELOAD=UMAD2SIM, PATH=_tool_path(env.get("PATH", "")))
+            env.pop("SIM_HOST", None)
+            if self.sm_host:
+                env["SIM_HOST"] = self.sm_host
+            env["OSM_CACHE_DIR"] = str(self.osm_cache)
+            with open(self.osm_out, "ab") as out:
+                self._master_sm = subprocess.Popen(
+                    [_which("opensm") or "opensm", "-f", str(self.osm_log)],
+                    stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, cwd=self.workdir,
+                    env=env, start_new_session=True, preexec_fn=_pdeathsig_fn(),
+                )
+            deadline = time.monotonic() + timeout
+            # opensm buffers its log while it runs: ask the SM itself (sminfo) instead.
+            sminfo_env = dict(env, SIM_HOST=self.sm_host or "")
+            while True:
+                try:
+                    r = subprocess.run([_which("sminfo") or "sminfo"], env=sminfo_env, capture_output=True,
+                                       text=True, timeout=10, start_new_session=True)
+                    if r.returncode == 0 and "SMINFO_MASTER" in r.stdout:
+                        break
+                except subprocess.TimeoutExpired:
+                    pass
+                if self._master_sm.poll() is not None or time.monotonic() > deadline:
+                    _stop_process(self._master_sm)
+                    self._master_sm = None
+                    raise RuntimeError(f"opensm did not bring the subnet up; {self.osm_out} ends with:\n"
+                                       f"{_tail(self.osm_out)}")
+                time.sleep(0.05)
+
+    def stop_sm(self) -> None:
+        """Stop the opensm started by :meth:`start_sm` (by PID)."""
+        with self._lock:
+            _stop_process(self._master_sm)
+            self._master_sm = None
+
     def _count_subnet_up(self) -> int:
         try:
             return self.osm_log.read_text(errors="replace").count("SUBNET UP")
@@ -710,7 +828,7 @@ class SimFabric:
                     if time.monotonic() > deadline:
                         want = f"{expect!r}" if expect is not None else "its prompt"
                         raise TimeoutError(f"ibsim: no {want} within {timeout}s after {cmd!r}; output since: {text[-2000:]!r}")
-                    time.sleep(0.01)
+                    time.sleep(0.002)     # answers come within a few ms; traffic drivers set many counters
 
     def _checked(self, cmd: str, timeout: float) -> str:
         out = self.console(cmd, timeout=timeout)
@@ -770,6 +888,8 @@ class SimFabric:
         with self._lock:
             _stop_process(self._sm_proc)
             self._sm_proc = None
+            _stop_process(self._master_sm)
+            self._master_sm = None
             _stop_process(self._proc)
             # Close the FIFO only once ibsim is gone: at EOF it would spin.
             self._close_fifo()
@@ -781,3 +901,40 @@ class SimFabric:
             if self._atexit:
                 atexit.unregister(self.stop)
                 self._atexit = False
+
+
+#: Data rate of a 4X HDR link in bytes/s.
+HDR_4X_BYTES = 25e9
+
+
+class TrafficDriver(threading.Thread):
+    """Simulated traffic for the fabric collector: keeps ``PortXmitData`` (4-octet words) of
+    each driven switch port at ``base + share x link x elapsed``, so that every sweep reads a
+    steady transmit rate. ``plan`` maps a node to ``{port: share of link rate}``; assign a
+    new dict to :attr:`plan` to change the traffic (a counter never goes backwards)."""
+
+    def __init__(self, fab: SimFabric, plan: dict[str, dict[int, float]], link_bytes: float = HDR_4X_BYTES):
+        super().__init__(daemon=True, name="fabricmon-sim-traffic")
+        self.fab, self.plan, self.link = fab, plan, link_bytes
+        self.stopping = threading.Event()
+        self._words: dict[tuple[str, int], float] = {}
+        self._last = time.monotonic()
+
+    def run(self) -> None:
+        while not self.stopping.is_set():
+            now = time.monotonic()
+            dt, self._last = now - self._last, now
+            for node, ports in list(self.plan.items()):
+                for port, share in ports.items():
+                    w = self._words.get((node, port), 1_000_000.0) + share * self.link * dt / 4
+                    self._words[(node, port)] = w
+                    try:
+                        self.fab.set_counter(node, port, "PortCountersExtended.PortXmitData", int(w))
+                    except (RuntimeError, TimeoutError):
+                        if self.stopping.is_set() or not self.fab.running:
+                            return
+            self.stopping.wait(0.005)
+
+    def stop(self) -> None:
+        self.stopping.set()
+        self.join(5)

@@ -12,8 +12,9 @@ PKG = REPO / "fabricmon"
 
 # layer folder -> modules it must never import
 FORBIDDEN = {
-    "parsers": ("fabricmon.sources", "fabricmon.checks", "fabricmon.model", "fabricmon.pipeline",
-                "fabricmon.exporter", "fabricmon.host", "fabricmon.config"),
+    # parsers return records that live with them or in the model (record types only)
+    "parsers": ("fabricmon.sources", "fabricmon.checks", "fabricmon.model.snapshot", "fabricmon.model.history",
+                "fabricmon.pipeline", "fabricmon.exporter", "fabricmon.host", "fabricmon.config"),
     "checks": ("fabricmon.sources", "fabricmon.parsers", "fabricmon.host", "fabricmon.pipeline",
                "fabricmon.exporter"),
     "sources": ("fabricmon.checks", "fabricmon.exporter", "fabricmon.pipeline.scheduler",

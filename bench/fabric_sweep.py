@@ -1,0 +1,110 @@
+"""The fabric collector's sweep against one `ibqueryerrors --data` pass, in the same run, on
+simulated fabrics of growing size (ibsim, the real infiniband-diags tools, a running opensm so
+that ibqueryerrors without --skip-sl has its SA).
+
+For each fabric: start it, run discovery once (cached, timed apart: it does not count against
+every sweep), then alternate full sweeps (`Pipeline.collect(["sweep"])`: both ibqueryerrors
+passes, parsing, counter history, checks and the snapshot) with `ibqueryerrors --data` passes,
+and print the medians, their ratio, the rendered exposition size and the collector's RSS.
+Each size runs in its own process, so RSS is that size's alone.
+
+    python bench/fabric_sweep.py [--repeat 5] [--sizes small,medium,director]
+
+`director` is the real 400-switch HDR fabric with a director core (16,568 switch ports) from
+../shared/captures; without the captures a generated 300-switch fat tree stands in.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from fabricmon.config import from_dict
+from fabricmon.exporter import render
+from fabricmon.host import LiveIO
+from fabricmon.pipeline.fabric import fabric_pipeline
+from fabricmon.sim.fabric import SimFabric, fat_tree_netfile
+
+CAPTURE = Path(__file__).resolve().parents[1].parent / "shared" / "captures" / "ibnetdiscover" / "director-hdr-400sw.ibsim.net"
+
+
+def netfile(size: str) -> tuple[str, str]:
+    if size == "small":
+        return "fat tree 8 spines x 16 leaves", fat_tree_netfile(spines=8, leaves=16, hosts_per_leaf=8)
+    if size == "medium":
+        return "fat tree 32 spines x 64 leaves", fat_tree_netfile(spines=32, leaves=64, hosts_per_leaf=16)
+    if size == "director" and CAPTURE.exists():
+        return "real director HDR fabric (capture)", CAPTURE.read_text()
+    return "fat tree 100 spines x 200 leaves", fat_tree_netfile(spines=100, leaves=200, hosts_per_leaf=8)
+
+
+def one(size: str, repeat: int) -> dict:
+    label, text = netfile(size)
+    with tempfile.TemporaryDirectory() as tmp, SimFabric(text, Path(tmp) / "sim") as fab:
+        fab.start_sm(timeout=300)
+        host = fab.sm_host
+        cfg = from_dict({"paths": {"state_dir": tmp}, "fabric": {"cache_dir": tmp},
+                         "logging": {"level": "error"}})
+        pipe = fabric_pipeline(cfg, LiveIO(env=fab.env(host)))
+        t = time.monotonic()
+        pipe.collect(["discovery"])
+        discovery = time.monotonic() - t
+        sweeps, passes = [], []
+        snap = None
+        for _ in range(repeat):
+            t = time.monotonic()
+            snap = pipe.collect(["sweep"])
+            sweeps.append(time.monotonic() - t)
+            t = time.monotonic()
+            r = fab.run_tool(host, "ibqueryerrors", "--data", timeout=300)
+            passes.append(time.monotonic() - t)
+            if "Query SA failed" in r.stderr + r.stdout or "Summary" not in r.stdout:
+                raise RuntimeError(f"ibqueryerrors --data failed: {r.stderr[-300:]}")
+        body = render(snap)
+        pipe.close()
+        sw = snap.sources["sweep"]
+        assert sw.up and not sw.active_errors, sw.active_errors
+        return {
+            "fabric": label, "switches": len(snap.fabric.switches), "ports": len(snap.fabric.ports),
+            "discovery_s": discovery, "sweep_s": statistics.median(sweeps), "data_pass_s": statistics.median(passes),
+            "series": body.count(b"\n") - body.count(b"\n#"), "exposition_mib": len(body) / 2**20,
+            "rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+        }
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--repeat", type=int, default=5)
+    ap.add_argument("--sizes", default="small,medium,director")
+    ap.add_argument("--one", help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.one:
+        print(json.dumps(one(args.one, args.repeat)))
+        return 0
+    rows = []
+    for size in args.sizes.split(","):
+        r = subprocess.run([sys.executable, __file__, "--one", size, "--repeat", str(args.repeat)],
+                           capture_output=True, text=True, timeout=1800)
+        if r.returncode != 0:
+            print(r.stderr[-2000:], file=sys.stderr)
+            return 1
+        rows.append(json.loads(r.stdout.strip().splitlines()[-1]))
+    print(f"| fabric | switches | switch ports | discovery s (cached) | sweep s (median of {args.repeat}) "
+          f"| `ibqueryerrors --data` s | ratio | series | exposition MiB | collector RSS MiB |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    for x in rows:
+        print(f"| {x['fabric']} | {x['switches']} | {x['ports']} | {x['discovery_s']:.2f} | {x['sweep_s']:.2f} | "
+              f"{x['data_pass_s']:.2f} | {x['sweep_s'] / x['data_pass_s']:.2f} | {x['series']} | "
+              f"{x['exposition_mib']:.1f} | {x['rss_mib']:.0f} |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,109 @@
+"""ECMP imbalance: for every switch, the transmit rates of its `up` ports (for the top level,
+its `down` ports towards the level below) are one group. The imbalance is max/mean, with the
+coefficient of variation beside it. A group is flagged when max/mean exceeds the threshold
+(and, if set, the CV its own) for N consecutive sweeps, and only while the group's mean
+utilisation is above a floor of link rate, so an idle fabric never pages. Down and degraded
+links are left out of the group (and reported by fabric_link).
+
+Records in (FabricPort rates, levels), groups and findings out; nothing here parses or fetches."""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Mapping
+
+from fabricmon.checks import OK, WARNING, Finding
+from fabricmon.config import FabricThresholds
+from fabricmon.model.fabric import EcmpGroup, FabricPort, SwitchNode
+
+CHECK = "ecmp_imbalance"
+
+
+def _gbps(bps: float) -> str:
+    return f"{bps * 8 / 1e9:.1f} Gb/s"
+
+
+def _ranges(ports: list[int]) -> str:
+    out: list[str] = []
+    for p in sorted(ports):
+        if out and out[-1][1] == p - 1:
+            out[-1] = (out[-1][0], p)
+        else:
+            out.append((p, p))
+    return ", ".join(f"{a}" if a == b else f"{a}-{b}" for a, b in out)
+
+
+def groups(ports: Mapping[tuple[str, int], FabricPort], switches: Mapping[str, SwitchNode],
+           levels: Mapping[str, int]) -> list[EcmpGroup]:
+    """The groups of every switch in `switches` (rates filled, judgement not yet)."""
+    top = max(levels.values(), default=0)
+    by_switch: dict[str, list[FabricPort]] = {}
+    for (guid, _), p in ports.items():
+        if guid in switches:
+            by_switch.setdefault(guid, []).append(p)
+    out = []
+    for guid in sorted(by_switch):
+        direction = "down" if levels.get(guid, 0) == top and top > 1 else "up"
+        members = [p for p in by_switch[guid] if p.role == direction and p.link is not None]
+        if len(members) < 2:
+            continue
+        ok = [p for p in members if p.up and not any(p.degraded.values())]
+        g = EcmpGroup(guid=guid, switch=switches[guid].name, direction=direction,
+                      ports=sorted(p.port for p in ok),
+                      excluded=sorted(p.port for p in members if p not in ok))
+        rates = {p.port: p.tx_rate for p in ok}
+        if len(ok) >= 2 and all(r is not None for r in rates.values()):
+            g.rates = rates
+            mean = statistics.fmean(rates.values())
+            link = statistics.fmean(p.rate_bps or 0.0 for p in ok)
+            g.utilisation = mean / link if link else None
+            if mean > 0:
+                g.ratio = max(rates.values()) / mean
+                g.cv = statistics.pstdev(rates.values()) / mean
+            else:
+                g.ratio, g.cv = 1.0, 0.0
+        out.append(g)
+    return out
+
+
+def judge(gs: list[EcmpGroup], previous: Mapping[tuple[str, str], int], th: FabricThresholds,
+          new_sweep: bool, ports: Mapping[tuple[str, int], FabricPort]) -> tuple[list[Finding], dict[tuple[str, str], int]]:
+    """Counts consecutive sweeps over the threshold (only a new sweep advances the count) and
+    flags groups; returns the findings (non-OK only) and the new counts."""
+    counts: dict[tuple[str, str], int] = {}
+    findings = []
+    for g in gs:
+        key = (g.guid, g.direction)
+        over = (g.ratio is not None and g.utilisation is not None and g.utilisation >= th.utilisation_floor
+                and (g.ratio > th.ecmp_ratio or (th.ecmp_cv is not None and (g.cv or 0) > th.ecmp_cv)))
+        n = previous.get(key, 0)
+        if new_sweep:
+            n = n + 1 if over else 0
+        elif not over:
+            n = 0
+        counts[key] = n
+        g.over = n
+        g.imbalanced = over and n >= th.consecutive_sweeps
+        if not g.imbalanced:
+            continue
+        mean = sum(g.rates.values()) / len(g.rates)
+        hot = max(g.rates, key=lambda p: g.rates[p])
+        low = min(g.rates.values())
+        cold = sorted(p for p, r in g.rates.items() if r <= low * 1.1 + mean * 0.01 and p != hot)
+        hp = ports[(g.guid, hot)]
+        remote = f'"{hp.link.remote_name}"[{hp.link.remote_port}]' if hp.link else "?"
+        cold_txt = "; ".join(
+            f'port {c} to "{ports[(g.guid, c)].link.remote_name}" at {_gbps(g.rates[c])}' for c in cold[:4])
+        word = "idle" if low <= mean * 0.05 else "coldest"
+        idle = f"{word}: port{'s' if len(cold) > 1 else ''} {_ranges(cold)} ({cold_txt})"
+        excl = f"; left out (down/degraded): ports {_ranges(g.excluded)}" if g.excluded else ""
+        what = "uplinks" if g.direction == "up" else "downlinks"
+        findings.append(Finding(
+            CHECK, g.guid, hot, WARNING,
+            f"{g.switch} {what}: port {hot} to {remote} carries {g.rates[hot] / mean:.1f}x the mean "
+            f"({_gbps(g.rates[hot])}, mean {_gbps(mean)}, max/mean {g.ratio:.2f}, CV {g.cv:.2f}, "
+            f"{n} sweeps); {idle}{excl}: check ECMP hashing / adaptive routing on {g.switch}"))
+    return [f for f in findings if f.status != OK], counts
+
+
+__all__ = ["CHECK", "groups", "judge"]

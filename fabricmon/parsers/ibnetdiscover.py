@@ -1,0 +1,77 @@
+"""Parse `ibnetdiscover` output into switches, CAs and links (model.fabric.DiscoveryData).
+
+Node headers: `Switch  41 "S-0c42a10300a9b026"  # "desc" enhanced port 0 lid 3894 lmc 0` and
+`Ca 1 "H-..."  # "desc"`. Switch port lines: `[19]  "S-<guid>"[20]  # "remote desc" lid 175 4xHDR`
+(a CA remote carries its port GUID in parentheses: `"H-<guid>"[1](<portguid>)`). Ports that are
+not cabled are not listed. Lines we do not recognise are skipped, never fatal.
+"""
+
+from __future__ import annotations
+
+import re
+
+from fabricmon import ibspec
+from fabricmon.model.fabric import DiscoveryData, Link, SwitchNode
+from fabricmon.parsers.errors import ParseError
+
+_NODE = re.compile(r'^(?P<type>Switch|Ca|Hca|Rt)\s+(?P<nports>\d+)\s+"(?P<kind>[SHR])-(?P<guid>[0-9A-Fa-f]+)"'
+                   r'\s*(?:#\s*"(?P<desc>.*?)"(?P<rest>.*))?$')
+_LINK = re.compile(r'^\[(?P<port>\d+)\](?:\[ext \d+\])?(?:\([0-9A-Fa-f]+\))?\s+'
+                   r'"(?P<kind>[SHR])-(?P<guid>[0-9A-Fa-f]+)"\[(?P<rport>\d+)\](?:\[ext \d+\])?(?:\([0-9A-Fa-f]+\))?'
+                   r'\s*(?:#\s*(?P<comment>.*))?$')
+_COMMENT = re.compile(r'^"(?P<desc>.*)"\s+lid\s+\d+\s+(?P<width>\d+)x(?P<speed>[A-Za-z0-9]+)\s*$')
+_LID = re.compile(r'\blid\s+(\d+)')
+
+
+def guid_hex(text: str) -> str:
+    """A GUID as 16 lower-case hex digits without 0x (`0x200003`, `0000000000200003`)."""
+    return f"{int(text, 16):016x}"
+
+
+def parse_ibnetdiscover(text: str) -> DiscoveryData:
+    """Raises ParseError when the output holds no node at all."""
+    data = DiscoveryData()
+    cur: SwitchNode | None = None
+    nodes = 0
+    for raw in text.splitlines():
+        line = raw.strip()
+        if not line or line.startswith("#"):
+            continue
+        m = _NODE.match(line)
+        if m:
+            nodes += 1
+            guid = guid_hex(m["guid"])
+            desc = m["desc"] if m["desc"] is not None else ""
+            if m["type"] == "Switch":
+                lid = _LID.search(m["rest"] or "")
+                cur = SwitchNode(guid=guid, name=desc, nports=int(m["nports"]),
+                                 lid=int(lid.group(1)) if lid else None)
+                data.switches[guid] = cur
+            else:
+                data.cas[guid] = desc
+                cur = None
+            continue
+        if cur is None or not line.startswith("["):
+            continue
+        m = _LINK.match(line)
+        if not m:
+            continue
+        width = speed = None
+        desc = ""
+        c = _COMMENT.match(m["comment"] or "")
+        if c:
+            desc = c["desc"]
+            width = int(c["width"])
+            g = ibspec.generation(c["speed"])
+            speed = g.name if g else c["speed"].upper()
+        port = int(m["port"])
+        cur.links[port] = Link(port=port, remote_guid=guid_hex(m["guid"]), remote_port=int(m["rport"]),
+                               remote_type="Switch" if m["kind"] == "S" else "Ca", remote_name=desc,
+                               width=width, speed=speed)
+    if nodes == 0:
+        first = next((ln for ln in text.splitlines() if ln.strip()), "empty output")
+        raise ParseError(f"no ibnetdiscover node found ({first.strip()[:160]})")
+    return data
+
+
+__all__ = ["guid_hex", "parse_ibnetdiscover"]

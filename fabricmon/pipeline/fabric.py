@@ -1,0 +1,196 @@
+"""The fabric configuration of the pipeline: how the latest discovery and sweep become a
+Snapshot's fabric section. Records are picked by type (DiscoveryData, SweepData), never by
+source name:
+
+1. the topology: levels and roles from the latest discovery, rebuilt only when a new one
+   arrived; links that appear or vanish between discoveries are logged and counted, and a
+   port that was cabled and is no longer stays known (reported down, never dropped);
+2. every counter of a new sweep enters a CounterHistory through record() (saturation and reset
+   rules), keyed (switch_guid, port, counter); transmit/receive rates from the last step;
+3. the checks: fabric_links (down, width, speed), link_errors (the node daemon's thresholds),
+   fabric_ecmp (imbalance over consecutive sweeps);
+4. this collector's shard only: a switch belongs to exactly one shard (GUID hash).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping
+
+import structlog
+
+from fabricmon import ibspec
+from fabricmon.checks import OK, Finding
+from fabricmon.checks import fabric_ecmp, fabric_links, link_errors
+from fabricmon.config import Config
+from fabricmon.model.fabric import (
+    DiscoveryData, FabricPort, FabricSection, PortInfo, SweepData, Topology, build_topology, in_shard,
+)
+from fabricmon.model.history import CounterHistory
+from fabricmon.model.ports import PortView
+from fabricmon.model.snapshot import SourceState
+from fabricmon.pipeline.node import CHECKED_COUNTERS
+
+log = structlog.get_logger("fabricmon.fabric")
+
+RATE_COUNTERS = ("transmit_bytes", "receive_bytes")
+MAX_CHANGE_LINES = 20       # topology changes logged one by one per discovery, then summarised
+
+
+def _state_of(states: Mapping[str, SourceState], records: type) -> SourceState | None:
+    return next((s for s in states.values() if s.records is records and s.enabled), None)
+
+
+class FabricModel:
+    """Builds fabric snapshots; keeps the topology, the remembered links and the counter
+    histories between builds."""
+
+    def __init__(self, config: Config, clock: Callable[[], float] = time.time, shard: tuple[int, int] | None = None):
+        self.config = config
+        self.clock = clock
+        self.shard = shard or config.fabric.shard
+        # Error counters: the node daemon's windows. A counter enters it once it is non-zero
+        # (preceded by a 0 at the previous sweep), so a healthy fabric keeps no history at all.
+        self.history = CounterHistory(horizon=max(c.window for c in config.checks.counters.values()))
+        self.rates = CounterHistory(horizon=3600.0, max_samples=2)
+        self._topo: Topology | None = None
+        self._topo_time: float | None = None
+        self._remembered: dict[tuple[str, int], PortInfo] = {}   # ports cabled at some discovery
+        self.topology_changes = 0
+        self._sweep_time: float | None = None
+        self._prev_sweep_time: float | None = None
+        self._ecmp_counts: dict[tuple[str, str], int] = {}
+
+    # --- topology -----------------------------------------------------------------------
+    def inventory(self, states: Mapping[str, SourceState]) -> Topology:
+        """The latest topology (empty before the first discovery): the sweep's input."""
+        st = _state_of(states, DiscoveryData)
+        if st is None or st.data is None:
+            return self._topo if self._topo is not None else Topology()
+        if self._topo_time == st.data_time and self._topo is not None:
+            return self._topo
+        topo = build_topology(st.data, st.data_time)
+        if self._topo is not None:
+            self._log_changes(self._topo, topo)
+        for key, p in topo.ports.items():
+            if p.link is not None:
+                self._remembered[key] = p
+        self._topo, self._topo_time = topo, st.data_time
+        return topo
+
+    def _log_changes(self, old: Topology, new: Topology) -> None:
+        def links(t: Topology) -> set[tuple]:
+            return {(g, p, lk.remote_guid, lk.remote_port, lk.width, lk.speed)
+                    for g, sw in t.switches.items() for p, lk in sw.links.items()}
+        changes: list[str] = []
+        for g in sorted(set(old.switches) - set(new.switches)):
+            changes.append(f"switch {old.switches[g].name or g} (0x{g}) vanished")
+        for g in sorted(set(new.switches) - set(old.switches)):
+            changes.append(f"switch {new.switches[g].name or g} (0x{g}) appeared")
+        for g in sorted(set(old.cas) - set(new.cas)):
+            changes.append(f"CA {old.cas[g]} (0x{g}) vanished")
+        for g in sorted(set(new.cas) - set(old.cas)):
+            changes.append(f"CA {new.cas[g]} (0x{g}) appeared")
+        before, after = links(old), links(new)
+        for what, group, t in (("vanished", before - after, old), ("appeared", after - before, new)):
+            for g, p, rg, rp, w, s in sorted(group):
+                if g in old.switches and g in new.switches:
+                    name = t.switches[g].name or g
+                    changes.append(f"link {name} port {p} -> 0x{rg}[{rp}] {w}x{s} {what}")
+        self.topology_changes += len(changes)
+        for c in changes[:MAX_CHANGE_LINES]:
+            log.warning("topology change", change=c)
+        if len(changes) > MAX_CHANGE_LINES:
+            log.warning("topology changes", more=len(changes) - MAX_CHANGE_LINES)
+
+    # --- counters -----------------------------------------------------------------------
+    def _record(self, sweep: SweepData, t: float, keep: set[tuple[str, int]]) -> None:
+        prev = self._sweep_time
+        for key, vals in sweep.ports.items():
+            if key not in keep:
+                continue
+            guid, port = key
+            for name, value in vals.items():
+                bits = sweep.bits.get(name)
+                spec = ibspec.COUNTER_BY_NAME.get(name)
+                sat = spec is not None and name in ibspec.SATURABLE and value >= ibspec.counter_max(spec, bits)
+                if name in RATE_COUNTERS:
+                    self.rates.record((guid, port, name), t, value, saturated=False)
+                elif name in CHECKED_COUNTERS:
+                    hkey = (guid, port, name)
+                    if not self.history.has(hkey):
+                        if value == 0 and not sat:
+                            continue            # quiet: no history needed (increase is 0 either way)
+                        if prev is not None:
+                            self.history.add(hkey, prev, 0)     # it was 0 at the previous sweep
+                    if self.history.record(hkey, t, value, saturated=sat):
+                        log.info("counter decreased (reset)", switch_guid=guid, port=port, counter=name)
+        self.history.prune(keep)
+        self.rates.prune(keep)
+
+    # --- the build ----------------------------------------------------------------------
+    def build(self, states: Mapping[str, SourceState], inventory_ran: tuple[bool, bool] = (True, True)
+              ) -> tuple[dict[str, object], list[Finding]]:
+        now = self.clock()
+        topo = self.inventory(states)
+        sec = FabricSection(shard=self.shard, topology_changes=self.topology_changes)
+        sweep_st = _state_of(states, SweepData)
+        if sweep_st is not None:
+            sec.sweep_errors = dict(sweep_st.errors_total)
+            sec.sweep_duration = sweep_st.duration if sweep_st.ran else None
+        if not topo.switches:
+            return {"fabric": sec}, []
+        sec.switches = {g: sw for g, sw in sorted(topo.switches.items()) if in_shard(g, *self.shard)}
+        sec.levels = {g: topo.levels.get(g, 0) for g in sec.switches}
+        for g, sw in sec.switches.items():
+            for port in range(1, sw.nports + 1):
+                info = topo.ports.get((g, port))
+                if info is None or info.link is None:
+                    old = self._remembered.get((g, port))
+                    if old is not None:         # cabled before, not now: down, never dropped
+                        sec.ports[(g, port)] = FabricPort(g, port, old.role, old.link, up=False)
+                        continue
+                    sec.ports[(g, port)] = FabricPort(g, port, "unconnected", None, up=False)
+                else:
+                    sec.ports[(g, port)] = FabricPort(g, port, info.role, info.link, up=True)
+
+        sweep: SweepData | None = sweep_st.data if sweep_st is not None else None
+        new_sweep = sweep is not None and sweep_st.data_time != self._sweep_time
+        if new_sweep:
+            self._record(sweep, sweep_st.data_time, set(sec.ports))
+            self._prev_sweep_time, self._sweep_time = self._sweep_time, sweep_st.data_time
+        findings: list[Finding] = []
+        if sweep is not None:
+            for key, vals in sweep.ports.items():
+                p = sec.ports.get(key)
+                if p is None:
+                    continue
+                p.counters = vals
+                for name, attr in (("transmit_bytes", "tx_rate"), ("receive_bytes", "rx_rate")):
+                    step = self.rates.last_step((key[0], key[1], name))
+                    if step is not None and step[1] > 0:
+                        setattr(p, attr, step[0] * ibspec.COUNTER_BY_NAME[name].scale / step[1])
+        findings += fabric_links.evaluate(sec.ports, sec.switches, sec.levels, self.config)
+        for key, p in sec.ports.items():
+            if p.counters and any(self.history.has((key[0], key[1], c)) for c in CHECKED_COUNTERS):
+                pv = PortView(device=key[0], port=key[1], counters=p.counters, counter_bits=dict(sweep.bits))
+                name = sec.switches[key[0]].name
+                for f in link_errors.evaluate_port(pv, self.history, self.config, now):
+                    if f.status != OK:
+                        findings.append(Finding(f.check, f.device, f.port, f.status,
+                                                f.message.replace(pv.label(), f"{name} (0x{key[0]}) port {key[1]}", 1)))
+        sec.groups = fabric_ecmp.groups(sec.ports, sec.switches, topo.levels)
+        ecmp_findings, self._ecmp_counts = fabric_ecmp.judge(sec.groups, self._ecmp_counts,
+                                                            self.config.fabric.thresholds, new_sweep, sec.ports)
+        findings += ecmp_findings
+        return {"fabric": sec}, findings
+
+
+def fabric_pipeline(config: Config, io: object, clock: Callable[[], float] = time.time) -> object:
+    """The fabric collector: the one Pipeline, with the fabric sources and this model."""
+    from fabricmon.pipeline.scheduler import Pipeline
+    return Pipeline(config, io, clock=clock, collector="fabric", model=FabricModel(config, clock),
+                    source_configs=config.fabric.sources)
+
+
+__all__ = ["FabricModel", "fabric_pipeline"]

@@ -1,0 +1,49 @@
+"""discovery: `ibnetdiscover --cache` builds the topology (switches, CAs, links with width and
+speed, node descriptions) and writes the cache the sweep loads. The cache is written beside its
+final name and moved into place atomically, so a sweep never loads a half-written file."""
+
+from __future__ import annotations
+
+import os
+
+from fabricmon.host.io import HostIO
+from fabricmon.model.fabric import DiscoveryData
+from fabricmon.parsers.errors import ParseError
+from fabricmon.parsers.ibnetdiscover import parse_ibnetdiscover
+from fabricmon.pipeline.source import Inputs, Source, SourceOutput, command_error, register
+
+CACHE_NAME = "topology.cache"
+
+
+def cache_path(cache_dir: str) -> str:
+    return os.path.join(cache_dir, CACHE_NAME)
+
+
+@register("discovery", enabled=True, interval=300.0, timeout=60.0, command=("ibnetdiscover",),
+          provides_inventory=True, collector="fabric", records=DiscoveryData)
+class DiscoverySource(Source):
+    def collect(self, io: HostIO, inputs: Inputs) -> SourceOutput:
+        out = SourceOutput()
+        final = cache_path(self.config.fabric.cache_dir)
+        tmp = final + ".new"
+        res = io.run([*self.sc.command, "--cache", tmp], inputs.remaining(self.sc.timeout))
+        if inputs.cancel is not None and inputs.cancel.is_set():
+            return out          # stopping: killed on purpose, nothing to count
+        err = command_error(res)
+        if err:
+            out.error(*err)
+            if not res.stdout.strip():
+                return out
+        try:
+            data = parse_ibnetdiscover(res.stdout)
+        except ParseError as exc:
+            out.error("parse", f"{' '.join(res.argv)}: {exc}")
+            return out
+        if err is None:
+            try:
+                io.commit_file(tmp, final)
+                data.cache_file = final
+            except OSError as exc:
+                out.error("read", f"cannot move {tmp} into place: {exc.strerror or exc}")
+        out.data = data
+        return out
