@@ -521,8 +521,11 @@ CATALOGUE: tuple[Metric, ...] = (
     Metric("fabricmon_fabric_sm_info", G, "1 per subnet manager seen (the master, and every other port that "
            "claims to be an SM): GUID, LID, priority and state.", ("guid", "lid", "priority", "state"),
            _fabric(_fab_sm_info)),
-    Metric("fabricmon_fabric_sm_activity_count", G, "The master SM's activity count (SMInfo ActCount): it must "
-           "keep moving while the SM is alive.", (), _fabric(lambda fab: [((), fab.sm_activity)])),
+    # Issue 10 named it fabricmon_fabric_sm_activity_count; promtool's lint rejects `_count` on anything but a
+    # histogram or summary, and ActCount only grows while an SM lives: a counter (a failover reads as a reset).
+    Metric("fabricmon_fabric_sm_activity", C, "The master SM's activity count (SMInfo ActCount): it keeps "
+           "moving while the SM is alive (changes() == 0 over minutes: a hung SM).", (),
+           _fabric(lambda fab: [((), fab.sm_activity)])),
     # fabricmon itself
     Metric("fabricmon_source_enabled", G, "1 if the source is enabled.", ("source",),
            _sources(lambda s: 1 if s.enabled else 0, enabled_only=False)),
