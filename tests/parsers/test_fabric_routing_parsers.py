@@ -1,4 +1,4 @@
-"""sminfo, saquery -s and ibroute/dump_fts parsers on outputs of the real tools recorded against
+"""sminfo, saquery -s and dump_fts/ibroute parsers on outputs of the real tools recorded against
 ibsim (tests/fixtures/fabric/make_tool_outputs.py regenerates them), and on odd input."""
 
 from __future__ import annotations
