@@ -10,6 +10,10 @@ Each size runs in its own process, so RSS is that size's alone.
 
     python bench/fabric_sweep.py [--repeat 5] [--sizes small,medium,director]
 
+Also timed per fabric: one read of every switch's forwarding table as the `routing` source does
+it (one `dump_fts -n` run, parsing and the route balance of every switch), against the
+alternative it was chosen over: `ibroute -n <lid>` per switch, 4 at a time.
+
 `director` is the real 400-switch HDR fabric with a director core (16,568 switch ports) from
 ../shared/captures; without the captures a generated 300-switch fat tree stands in.
 """
@@ -24,6 +28,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from fabricmon.config import from_dict
@@ -67,6 +72,20 @@ def one(size: str, repeat: int) -> dict:
             passes.append(time.monotonic() - t)
             if "Query SA failed" in r.stderr + r.stdout or "Summary" not in r.stdout:
                 raise RuntimeError(f"ibqueryerrors --data failed: {r.stderr[-300:]}")
+        lft, dump = [], []
+        for _ in range(repeat):
+            t = time.monotonic()
+            snap = pipe.collect(["routing"])
+            lft.append(time.monotonic() - t)
+            t = time.monotonic()
+            with ThreadPoolExecutor(4) as ex:
+                rs = list(ex.map(lambda lid: fab.run_tool(host, "ibroute", "-n", str(lid), timeout=300),
+                                 [sw.lid for sw in snap.fabric.switches.values() if sw.lid]))
+            dump.append(time.monotonic() - t)
+            if any(r.returncode != 0 for r in rs):
+                raise RuntimeError("ibroute failed")
+        assert snap.sources["routing"].up and not snap.sources["routing"].active_errors, snap.sources["routing"].active_errors
+        assert snap.fabric.routes, "no route balance computed"
         body = render(snap)
         pipe.close()
         sw = snap.sources["sweep"]
@@ -74,6 +93,7 @@ def one(size: str, repeat: int) -> dict:
         return {
             "fabric": label, "switches": len(snap.fabric.switches), "ports": len(snap.fabric.ports),
             "discovery_s": discovery, "sweep_s": statistics.median(sweeps), "data_pass_s": statistics.median(passes),
+            "lft_s": statistics.median(lft), "ibroute_s": statistics.median(dump), "balanced": len(snap.fabric.routes),
             "series": body.count(b"\n") - body.count(b"\n#"), "exposition_mib": len(body) / 2**20,
             "rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
         }
@@ -103,6 +123,12 @@ def main() -> int:
         print(f"| {x['fabric']} | {x['switches']} | {x['ports']} | {x['discovery_s']:.2f} | {x['sweep_s']:.2f} | "
               f"{x['data_pass_s']:.2f} | {x['sweep_s'] / x['data_pass_s']:.2f} | {x['series']} | "
               f"{x['exposition_mib']:.1f} | {x['rss_mib']:.0f} |")
+    print()
+    print(f"| fabric | switches | LFT read s (`routing`: one dump_fts -n, parse, balance; median of {args.repeat}) "
+          f"| `ibroute -n` per switch x4 s | switches with a route balance |")
+    print("|---|---|---|---|---|")
+    for x in rows:
+        print(f"| {x['fabric']} | {x['switches']} | {x['lft_s']:.2f} | {x['ibroute_s']:.2f} | {x['balanced']} |")
     return 0
 
 

@@ -138,8 +138,13 @@ class FabricConfig:
     concurrency: int = 2                 # ibqueryerrors passes in flight at once (1 or 2)
     shard: tuple[int, int] = (0, 1)      # (index, count): sweep the switches whose GUID hash % count == index
     cache_dir: str = "/var/lib/fabricmon/fabric"
-    mad_timeout_ms: int = 200            # ibqueryerrors -t: one switch that does not answer costs this per MAD
+    mad_timeout_ms: int = 200            # ibqueryerrors/ibroute/sminfo -t: one switch that does not answer costs this per MAD
     thresholds: FabricThresholds = field(default_factory=FabricThresholds)
+    routing_interval: float = 300.0      # seconds between forwarding-table reads (routes change on SM sweeps)
+    sm_interval: float = 30.0            # seconds between subnet manager polls
+    routing_imbalance_threshold: float = 1.5     # route imbalance (max/mean over active uplinks) above which a switch is flagged
+    sm_stalled_polls: int = 2            # polls in a row with the master's activity count unchanged: a hung SM
+    down_port_max_age: float | None = 604800.0   # seconds a cabled port that went down stays reported; None: until restart
     sources: dict[str, SourceConfig] = field(default_factory=dict)
 
 
@@ -292,13 +297,24 @@ def parse_shard(value: Any, key: str) -> tuple[int, int]:
 def _fabric(raw: Any, state_dir: str) -> FabricConfig:
     d = FabricConfig()
     m = _mapping(raw, "fabric", ("port", "sweep_interval", "discovery_interval", "timeouts", "concurrency",
-                                 "shard", "cache_dir", "mad_timeout_ms", "thresholds", "sources"))
+                                 "shard", "cache_dir", "mad_timeout_ms", "thresholds", "sources",
+                                 "routing_interval", "sm_interval", "routing_imbalance_threshold",
+                                 "sm_stalled_polls", "down_port_max_age"))
     port = m.get("port", d.port)
     if isinstance(port, bool) or not isinstance(port, int) or not 0 <= port <= 65535:
         raise ConfigError("fabric.port", f"expected a TCP port number 0-65535, got {port!r}")
     sweep = _number(m.get("sweep_interval", d.sweep_interval), "fabric.sweep_interval", 0.1)
     disc = _number(m.get("discovery_interval", d.discovery_interval), "fabric.discovery_interval", 0.1)
-    timeouts = _mapping(m.get("timeouts"), "fabric.timeouts", ("sweep", "discovery"))
+    routing = _number(m.get("routing_interval", d.routing_interval), "fabric.routing_interval", 0.1)
+    sm = _number(m.get("sm_interval", d.sm_interval), "fabric.sm_interval", 0.1)
+    imb = _number(m.get("routing_imbalance_threshold", d.routing_imbalance_threshold),
+                  "fabric.routing_imbalance_threshold", 1.0)
+    stalled = m.get("sm_stalled_polls", d.sm_stalled_polls)
+    if isinstance(stalled, bool) or not isinstance(stalled, int) or stalled < 1:
+        raise ConfigError("fabric.sm_stalled_polls", f"expected an integer >= 1, got {stalled!r}")
+    max_age = _number(m.get("down_port_max_age", d.down_port_max_age), "fabric.down_port_max_age", 1,
+                      allow_none=True)
+    timeouts = _mapping(m.get("timeouts"), "fabric.timeouts", ("sweep", "discovery", "routing", "sm"))
     conc = m.get("concurrency", d.concurrency)
     if isinstance(conc, bool) or not isinstance(conc, int) or not 1 <= conc <= 2:
         raise ConfigError("fabric.concurrency", f"expected 1 (the two sweep passes one after the other) or 2 "
@@ -324,12 +340,17 @@ def _fabric(raw: Any, state_dir: str) -> FabricConfig:
                                         if "sweep" in timeouts else {})},
         "discovery": {"interval": disc, **({"timeout": _number(timeouts["discovery"], "fabric.timeouts.discovery", 0.1)}
                                            if "discovery" in timeouts else {})},
+        "routing": {"interval": routing, **({"timeout": _number(timeouts["routing"], "fabric.timeouts.routing", 0.1)}
+                                            if "routing" in timeouts else {})},
+        "sm": {"interval": sm, **({"timeout": _number(timeouts["sm"], "fabric.timeouts.sm", 0.1)}
+                                  if "sm" in timeouts else {})},
     }
     return FabricConfig(
         port=port, sweep_interval=sweep, discovery_interval=disc, concurrency=conc,
         shard=parse_shard(m["shard"], "fabric.shard") if "shard" in m else d.shard,
         cache_dir=_string(m.get("cache_dir", f"{state_dir.rstrip('/')}/fabric"), "fabric.cache_dir"),
-        mad_timeout_ms=mad, thresholds=thresholds,
+        mad_timeout_ms=mad, thresholds=thresholds, routing_interval=routing, sm_interval=sm,
+        routing_imbalance_threshold=imb, sm_stalled_polls=stalled, down_port_max_age=max_age,
         sources=_sources(m.get("sources"), "fabric", "fabric.sources", defaults),
     )
 

@@ -301,6 +301,45 @@ def _fab_sweep_errors(fab: object) -> Iterator[Sample]:
         yield (kind,), n
 
 
+def _fab_routes(fab: object) -> Iterator[Sample]:
+    for guid, rb in fab.routes.items():
+        for port, n in sorted(rb.routes.items()):
+            yield (guid, str(port)), n
+
+
+def _fab_per_switch(get: Callable[[object, str], float | None]) -> Callable[[Snapshot], Iterator[Sample]]:
+    def fn(fab: object) -> Iterator[Sample]:
+        for guid, sw in fab.switches.items():
+            yield (guid, sw.name), get(fab, guid)
+    return _fabric(fn)
+
+
+def _fab_route(get: Callable[[object], float | None]) -> Callable[[object, str], float | None]:
+    def fn(fab: object, guid: str) -> float | None:
+        rb = fab.routes.get(guid)
+        return None if rb is None else get(rb)
+    return fn
+
+
+def _fab_check_status(fab: object) -> Iterator[Sample]:
+    for (check, guid), status in sorted(fab.check_status.items()):
+        sw = fab.switches.get(guid)
+        yield (check, guid, sw.name if sw is not None else ""), status
+
+
+def _fab_sm_info(fab: object) -> Iterator[Sample]:
+    seen = set()
+    for sm in fab.sms or ():
+        if sm.guid not in seen:
+            seen.add(sm.guid)
+            yield (sm.guid, str(sm.lid), str(sm.priority), sm.state), 1
+
+
+def _fab_sm_master(fab: object) -> Iterator[Sample]:
+    if fab.sms is not None:
+        yield (), 1 if any(sm.state == "MASTER" for sm in fab.sms) else 0
+
+
 # --- fabricmon itself -------------------------------------------------------------------------
 
 def _sources(get: Callable[[object], float | None], enabled_only: bool = True) -> Callable[[Snapshot], Iterator[Sample]]:
@@ -461,6 +500,32 @@ CATALOGUE: tuple[Metric, ...] = (
            ("shard", "shards"), _fabric(lambda fab: [((str(fab.shard[0]), str(fab.shard[1])), 1)])),
     Metric("fabricmon_fabric_topology_changes", C, "Links or nodes that appeared or vanished between discoveries.",
            (), _fabric(lambda fab: [((), fab.topology_changes)])),
+    Metric("fabricmon_fabric_route_imbalance_ratio", G, "max/mean of the remote destinations (CA LIDs not below the "
+           "switch) its forwarding table routes through each active uplink.", ("switch_guid", "switch"),
+           _fab_per_switch(_fab_route(lambda rb: rb.ratio))),
+    Metric("fabricmon_fabric_routing_imbalanced", G, "1 when the switch's route imbalance is above "
+           "fabric.routing_imbalance_threshold.", ("switch_guid", "switch"),
+           _fab_per_switch(_fab_route(lambda rb: 1 if rb.imbalanced else 0))),
+    Metric("fabricmon_fabric_port_routes", G, "Remote destinations (CA LIDs) the switch's forwarding table routes "
+           "through this active uplink.", SW_PORT, _fabric(_fab_routes)),
+    Metric("fabricmon_fabric_switch_uplinks", G, "Active uplinks (up ports) of the switch at the last discovery.",
+           ("switch_guid", "switch"), _fab_per_switch(lambda fab, g: fab.uplinks.get(g, (None, None))[0])),
+    Metric("fabricmon_fabric_switch_uplinks_expected", G, "The most common active-uplink count among the switches "
+           "of its level.", ("switch_guid", "switch"),
+           _fab_per_switch(lambda fab, g: fab.uplinks.get(g, (None, None))[1])),
+    Metric("fabricmon_fabric_check_status", G, "Fabric check result per switch (0 OK, 1 WARNING, 2 CRITICAL), OK "
+           "included; check is ecmp, routing, uplinks, degraded_link, link_errors, or sm (fabric-wide: "
+           "switch_guid and switch empty).", ("check", "switch_guid", "switch"), _fabric(_fab_check_status)),
+    Metric("fabricmon_fabric_sm_master_present", G, "1 if a subnet manager answers as master (sminfo), else 0.",
+           (), _fabric(_fab_sm_master)),
+    Metric("fabricmon_fabric_sm_info", G, "1 per subnet manager seen (the master, and every other port that "
+           "claims to be an SM): GUID, LID, priority and state.", ("guid", "lid", "priority", "state"),
+           _fabric(_fab_sm_info)),
+    # Issue 10 named it fabricmon_fabric_sm_activity_count; promtool's lint rejects `_count` on anything but a
+    # histogram or summary, and ActCount only grows while an SM lives: a counter (a failover reads as a reset).
+    Metric("fabricmon_fabric_sm_activity", C, "The master SM's activity count (SMInfo ActCount): it keeps "
+           "moving while the SM is alive (changes() == 0 over minutes: a hung SM).", (),
+           _fabric(lambda fab: [((), fab.sm_activity)])),
     # fabricmon itself
     Metric("fabricmon_source_enabled", G, "1 if the source is enabled.", ("source",),
            _sources(lambda s: 1 if s.enabled else 0, enabled_only=False)),

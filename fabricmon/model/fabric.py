@@ -26,6 +26,7 @@ class Link:
     remote_name: str                 # the remote node description
     width: int | None                # lanes (4 for 4xHDR)
     speed: str | None                # generation name (HDR)
+    remote_lid: int | None = None    # the remote port's LID (a CA port's own LID; a switch's port-0 LID)
 
 
 @dataclass(slots=True)
@@ -121,6 +122,50 @@ class SweepData:
     duration: float = 0.0
 
 
+# --- forwarding tables and the subnet manager ---------------------------------------------
+
+NO_ROUTE = 255                       # an LFT entry with no valid out port
+
+
+@dataclass(slots=True)
+class LftData:
+    """Every switch's unicast linear forwarding table (parsers.dump_fts): per switch GUID, a
+    bytes object indexed by destination LID holding the out port (NO_ROUTE where none)."""
+    tables: dict[str, bytes] = field(default_factory=dict)
+    duration: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class SmInfo:
+    """One subnet manager as `sminfo` reports it."""
+    lid: int
+    guid: str                        # 16 hex digits, no 0x
+    activity_count: int
+    priority: int
+    state: str                       # NOTACTIVE, DISCOVERING, STANDBY, MASTER
+
+
+@dataclass(slots=True)
+class SmData:
+    """The subnet managers of one sm run: the one the local port knows as master (sminfo) and
+    every other port that claims to be an SM (saquery -s, then sminfo <lid>). Empty when no
+    SM answered (`answered` False)."""
+    sms: list[SmInfo] = field(default_factory=list)
+    answered: bool = False
+
+
+@dataclass(slots=True)
+class RouteBalance:
+    """How one switch's forwarding table spreads the remote CA LIDs over its active uplinks."""
+    guid: str
+    switch: str
+    remote: int                      # remote destinations (CA LIDs not below the switch)
+    routes: dict[int, int] = field(default_factory=dict)     # active up port -> destinations routed through it
+    other: int = 0                   # remote destinations routed elsewhere (down, host, no route)
+    ratio: float | None = None       # max/mean over the active uplinks
+    imbalanced: bool = False
+
+
 # --- the section ----------------------------------------------------------------------------
 
 @dataclass(slots=True)
@@ -163,10 +208,16 @@ class FabricSection:
     sweep_errors: dict[str, int] = field(default_factory=dict)
     topology_changes: int = 0
     shard: tuple[int, int] = (0, 1)
+    routes: dict[str, RouteBalance] = field(default_factory=dict)   # switch guid -> its route balance
+    uplinks: dict[str, tuple[int, int | None]] = field(default_factory=dict)   # guid -> (active, expected)
+    sms: list[SmInfo] | None = None  # None before the sm source ran (or with it disabled)
+    sm_activity: int | None = None   # the master's activity count
+    check_status: dict[tuple[str, str], int] = field(default_factory=dict)     # (check, switch guid or "") -> status
 
 
-__all__ = ["ROLES", "DiscoveryData", "EcmpGroup", "FabricPort", "FabricSection", "Link", "PortInfo",
-           "SwitchNode", "SweepData", "Topology", "build_topology", "port_role", "switch_levels"]
+__all__ = ["NO_ROUTE", "ROLES", "DiscoveryData", "EcmpGroup", "FabricPort", "FabricSection", "LftData", "Link",
+           "PortInfo", "RouteBalance", "SmData", "SmInfo", "SwitchNode", "SweepData", "Topology", "build_topology",
+           "port_role", "switch_levels"]
 
 
 def shard_hash(guid: str) -> int:

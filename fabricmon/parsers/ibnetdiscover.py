@@ -19,7 +19,7 @@ _NODE = re.compile(r'^(?P<type>Switch|Ca|Hca|Rt)\s+(?P<nports>\d+)\s+"(?P<kind>[
 _LINK = re.compile(r'^\[(?P<port>\d+)\](?:\[ext \d+\])?(?:\([0-9A-Fa-f]+\))?\s+'
                    r'"(?P<kind>[SHR])-(?P<guid>[0-9A-Fa-f]+)"\[(?P<rport>\d+)\](?:\[ext \d+\])?(?:\([0-9A-Fa-f]+\))?'
                    r'\s*(?:#\s*(?P<comment>.*))?$')
-_COMMENT = re.compile(r'^"(?P<desc>.*)"\s+lid\s+\d+\s+(?P<width>\d+)x(?P<speed>[A-Za-z0-9]+)\s*$')
+_COMMENT = re.compile(r'^"(?P<desc>.*)"\s+lid\s+(?P<lid>\d+)\s+(?P<width>\d+)x(?P<speed>[A-Za-z0-9]+)\s*$')
 _LID = re.compile(r'\blid\s+(\d+)')
 
 
@@ -56,18 +56,19 @@ def parse_ibnetdiscover(text: str) -> DiscoveryData:
         m = _LINK.match(line)
         if not m:
             continue
-        width = speed = None
+        width = speed = rlid = None
         desc = ""
         c = _COMMENT.match(m["comment"] or "")
         if c:
             desc = c["desc"]
+            rlid = int(c["lid"]) or None
             width = int(c["width"])
             g = ibspec.generation(c["speed"])
             speed = g.name if g else c["speed"].upper()
         port = int(m["port"])
         cur.links[port] = Link(port=port, remote_guid=guid_hex(m["guid"]), remote_port=int(m["rport"]),
                                remote_type="Switch" if m["kind"] == "S" else "Ca", remote_name=desc,
-                               width=width, speed=speed)
+                               width=width, speed=speed, remote_lid=rlid)
     if nodes == 0:
         first = next((ln for ln in text.splitlines() if ln.strip()), "empty output")
         raise ParseError(f"no ibnetdiscover node found ({first.strip()[:160]})")

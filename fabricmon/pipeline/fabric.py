@@ -8,8 +8,11 @@ source name:
 2. every counter of a new sweep enters a CounterHistory through record() (saturation and reset
    rules), keyed (switch_guid, port, counter); transmit/receive rates from the last step;
 3. the checks: fabric_links (down, width, speed), link_errors (the node daemon's thresholds),
-   fabric_ecmp (imbalance over consecutive sweeps);
-4. this collector's shard only: a switch belongs to exactly one shard (GUID hash).
+   fabric_ecmp (imbalance over consecutive sweeps), fabric_symmetry (active uplinks against
+   the level's norm), fabric_routing (route balance of the latest forwarding tables, LftData)
+   and fabric_sm (the subnet manager, SmData; its activity count followed between polls);
+4. every check's status per switch (fabricmon_fabric_check_status, OK included);
+5. this collector's shard only: a switch belongs to exactly one shard (GUID hash).
 """
 
 from __future__ import annotations
@@ -21,10 +24,11 @@ import structlog
 
 from fabricmon import ibspec
 from fabricmon.checks import OK, Finding
-from fabricmon.checks import fabric_ecmp, fabric_links, link_errors
+from fabricmon.checks import fabric_ecmp, fabric_links, fabric_routing, fabric_sm, fabric_symmetry, link_errors
 from fabricmon.config import Config
 from fabricmon.model.fabric import (
-    DiscoveryData, FabricPort, FabricSection, PortInfo, SweepData, Topology, build_topology, in_shard,
+    DiscoveryData, FabricPort, FabricSection, LftData, PortInfo, SmData, SweepData, Topology, build_topology,
+    in_shard,
 )
 from fabricmon.model.history import CounterHistory
 from fabricmon.model.ports import PortView
@@ -35,6 +39,10 @@ log = structlog.get_logger("fabricmon.fabric")
 
 RATE_COUNTERS = ("transmit_bytes", "receive_bytes")
 MAX_CHANGE_LINES = 20       # topology changes logged one by one per discovery, then summarised
+# fabricmon_fabric_check_status{check}: a finding's check -> the name alerts select
+CHECK_NAMES = {fabric_links.CHECK: "degraded_link", fabric_ecmp.CHECK: "ecmp", fabric_routing.CHECK: "routing",
+               fabric_symmetry.CHECK: "uplinks", fabric_sm.CHECK: "sm"}
+SWITCH_CHECKS = ("degraded_link", "link_errors", "ecmp", "uplinks")     # + "routing" once tables were read
 
 
 def _state_of(states: Mapping[str, SourceState], records: type) -> SourceState | None:
@@ -56,6 +64,10 @@ class FabricModel:
         self._topo: Topology | None = None
         self._topo_time: float | None = None
         self._remembered: dict[tuple[str, int], PortInfo] = {}   # ports cabled at some discovery
+        self._seen: dict[tuple[str, int], float] = {}            # ... and the data time it was last seen cabled
+        self._sm_time: float | None = None
+        self._sm_last: tuple[str, int] | None = None            # (master guid, activity count) at the last poll
+        self._sm_stalled = 0
         self.topology_changes = 0
         self._sweep_time: float | None = None
         self._prev_sweep_time: float | None = None
@@ -75,12 +87,19 @@ class FabricModel:
         for key, p in topo.ports.items():
             if p.link is not None:
                 self._remembered[key] = p
+                self._seen[key] = st.data_time
+        max_age = self.config.fabric.down_port_max_age
+        if max_age is not None:         # a port down for longer than the age limit is forgotten
+            for key in [k for k, t in self._seen.items() if st.data_time - t > max_age]:
+                del self._seen[key]
+                self._remembered.pop(key, None)
+                log.info("down port forgotten (fabric.down_port_max_age)", switch_guid=key[0], port=key[1])
         self._topo, self._topo_time = topo, st.data_time
         return topo
 
     def _log_changes(self, old: Topology, new: Topology) -> None:
         def links(t: Topology) -> set[tuple]:
-            return {(g, p, lk.remote_guid, lk.remote_port, lk.width, lk.speed)
+            return {(g, p, lk.remote_guid, lk.remote_port, lk.width, lk.speed, lk.remote_name)
                     for g, sw in t.switches.items() for p, lk in sw.links.items()}
         changes: list[str] = []
         for g in sorted(set(old.switches) - set(new.switches)):
@@ -93,10 +112,10 @@ class FabricModel:
             changes.append(f"CA {new.cas[g]} (0x{g}) appeared")
         before, after = links(old), links(new)
         for what, group, t in (("vanished", before - after, old), ("appeared", after - before, new)):
-            for g, p, rg, rp, w, s in sorted(group):
+            for g, p, rg, rp, w, s, rname in sorted(group):
                 if g in old.switches and g in new.switches:
                     name = t.switches[g].name or g
-                    changes.append(f"link {name} port {p} -> 0x{rg}[{rp}] {w}x{s} {what}")
+                    changes.append(f'link "{name}"[{p}] (0x{g}) <-> "{rname}"[{rp}] (0x{rg}) {w}x{s} {what}')
         self.topology_changes += len(changes)
         for c in changes[:MAX_CHANGE_LINES]:
             log.warning("topology change", change=c)
@@ -183,7 +202,55 @@ class FabricModel:
         ecmp_findings, self._ecmp_counts = fabric_ecmp.judge(sec.groups, self._ecmp_counts,
                                                             self.config.fabric.thresholds, new_sweep, sec.ports)
         findings += ecmp_findings
+        findings += self._symmetry(sec, topo)
+        findings += self._routing(states, sec, topo)
+        findings += self._sm(states, sec)
+        self._check_status(sec, findings, states)
         return {"fabric": sec}, findings
+
+    # --- symmetry, routing, the subnet manager, check status ------------------------------
+    def _symmetry(self, sec: FabricSection, topo: Topology) -> list[Finding]:
+        counts = fabric_symmetry.active_uplinks(topo.ports.values())
+        expected = fabric_symmetry.expected_uplinks(counts, topo.levels)
+        sec.uplinks = {g: (counts.get(g, 0), expected.get(g)) for g in sec.switches}
+        return fabric_symmetry.evaluate(sec.uplinks, sec.ports, sec.switches, sec.levels)
+
+    def _routing(self, states: Mapping[str, SourceState], sec: FabricSection, topo: Topology) -> list[Finding]:
+        st = _state_of(states, LftData)
+        if st is None or st.data is None:
+            return []
+        threshold = self.config.fabric.routing_imbalance_threshold
+        sec.routes = fabric_routing.balance(topo, st.data.tables, sec.ports, list(sec.switches), threshold)
+        return fabric_routing.evaluate(sec.routes, sec.ports, threshold)
+
+    def _sm(self, states: Mapping[str, SourceState], sec: FabricSection) -> list[Finding]:
+        st = _state_of(states, SmData)
+        if st is None or st.data is None:
+            return []
+        sec.sms = list(st.data.sms)
+        ms = fabric_sm.masters(sec.sms)
+        sec.sm_activity = ms[0].activity_count if len(ms) == 1 else None
+        if st.data_time != self._sm_time:       # a new poll: is the master's activity count moving?
+            cur = (ms[0].guid, ms[0].activity_count) if len(ms) == 1 else None
+            self._sm_stalled = self._sm_stalled + 1 if cur is not None and cur == self._sm_last else 0
+            self._sm_last, self._sm_time = cur, st.data_time
+        return [fabric_sm.evaluate(sec.sms, self._sm_stalled, self.config.fabric.sm_stalled_polls)]
+
+    def _check_status(self, sec: FabricSection, findings: list[Finding], states: Mapping[str, SourceState]) -> None:
+        checks = SWITCH_CHECKS + (("routing",) if sec.routes or _has_data(states, LftData) else ())
+        status = {(c, g): OK for g in sec.switches for c in checks}
+        for f in findings:
+            name = CHECK_NAMES.get(f.check, "link_errors" if f.device in sec.switches else None)
+            if name is None:
+                continue
+            key = (name, f.device if f.device in sec.switches else "")
+            status[key] = max(status.get(key, OK), f.status)
+        sec.check_status = status
+
+
+def _has_data(states: Mapping[str, SourceState], records: type) -> bool:
+    st = _state_of(states, records)
+    return st is not None and st.data is not None
 
 
 def fabric_pipeline(config: Config, io: object, clock: Callable[[], float] = time.time) -> object:

@@ -723,10 +723,12 @@ class SimFabric:
                     f"{self.osm_out} ends with:\n{_tail(self.osm_out)}\n{self.log} ends with:\n{_tail(self.log)}"
                 )
 
-    def start_sm(self, timeout: float = 60) -> None:
+    def start_sm(self, timeout: float = 60, extra_args: tuple[str, ...] = ()) -> None:
         """Keep an ``opensm`` running (a master SM answering SA queries, which
         ``ibqueryerrors`` without ``--skip-sl`` and ``sminfo`` need); stopped by PID
         in :meth:`stop_sm` or :meth:`stop`. Waits until ``sminfo`` sees a master SM.
+        ``extra_args`` go to opensm, e.g. ``("-R", "file", "-U", lfts)`` to load planted
+        forwarding tables (the format ``ibroute``/``dump_fts`` print).
 
         Raises:
             RuntimeError: opensm exited or reported no SUBNET UP within ``timeout``.
@@ -745,7 +747,7 @@ class SimFabric:
             env["OSM_CACHE_DIR"] = str(self.osm_cache)
             with open(self.osm_out, "ab") as out:
                 self._master_sm = subprocess.Popen(
-                    [_which("opensm") or "opensm", "-f", str(self.osm_log)],
+                    [_which("opensm") or "opensm", "-f", str(self.osm_log), *extra_args],
                     stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, cwd=self.workdir,
                     env=env, start_new_session=True, preexec_fn=_pdeathsig_fn(),
                 )

@@ -67,6 +67,11 @@ def test_bad_shard_flag_is_a_config_error() -> None:
     ({"fabric": {"sources": {"sweep": {"timeout": "x"}}}}, "fabric.sources.sweep.timeout"),
     ({"fabric": {"timeouts": {"sweep": -1}}}, "fabric.timeouts.sweep"),
     ({"fabric": {"port": 70000}}, "fabric.port"),
+    ({"fabric": {"routing_imbalance_threshold": 0.9}}, "fabric.routing_imbalance_threshold"),
+    ({"fabric": {"sm_stalled_polls": 0}}, "fabric.sm_stalled_polls"),
+    ({"fabric": {"down_port_max_age": "1d"}}, "fabric.down_port_max_age"),
+    ({"fabric": {"routing_interval": 0}}, "fabric.routing_interval"),
+    ({"fabric": {"timeouts": {"sm": 0}}}, "fabric.timeouts.sm"),
 ])
 def test_fabric_config_errors_name_the_key(raw: dict, key: str) -> None:
     with pytest.raises(ConfigError) as exc:
@@ -87,6 +92,17 @@ def test_fabric_config_defaults_and_overrides() -> None:
     assert f.sources["sweep"].interval == 5 and f.sources["sweep"].timeout == 9
     assert f.sources["discovery"].interval == 60 and f.sources["discovery"].timeout == 20
     assert f.shard == (1, 4) and f.cache_dir == "/srv/fm/fabric"
+
+
+def test_fabric_routing_and_sm_config() -> None:
+    f = from_dict({}, check_paths=False).fabric
+    assert f.sources["routing"].interval == 300.0 and f.sources["routing"].command == ("dump_fts",)
+    assert f.sources["sm"].interval == 30.0 and f.sources["sm"].command == ("sminfo",)
+    assert (f.routing_imbalance_threshold, f.sm_stalled_polls, f.down_port_max_age) == (1.5, 2, 604800.0)
+    f = from_dict({"fabric": {"routing_interval": 60, "sm_interval": 5, "timeouts": {"routing": 20},
+                              "down_port_max_age": None, "routing_imbalance_threshold": 2}}, check_paths=False).fabric
+    assert f.sources["routing"].interval == 60 and f.sources["routing"].timeout == 20
+    assert f.sources["sm"].interval == 5 and f.down_port_max_age is None and f.routing_imbalance_threshold == 2
 
 
 def test_every_fabric_metric_is_documented() -> None:

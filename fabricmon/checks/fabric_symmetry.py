@@ -1,0 +1,64 @@
+"""Topology symmetry: in a fat tree the switches of one level have the same number of active
+uplinks. Each switch's count is compared with the most common count at its level (its
+peers'); a switch below its peers is a WARNING naming the uplinks that were cabled at an
+earlier discovery and are down now (a leaf that lost an uplink runs every job at a fraction of
+its bandwidth).
+
+Records in (FabricPort, the topology's ports and levels), counts and findings out."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Mapping
+
+from fabricmon.checks import OK, WARNING, Finding
+from fabricmon.checks.fabric_ecmp import _ranges
+from fabricmon.model.fabric import FabricPort, PortInfo, SwitchNode
+
+CHECK = "uplinks"
+
+
+def active_uplinks(ports: Iterable[PortInfo | FabricPort]) -> dict[str, int]:
+    """Active `up` ports per switch (every switch with a port in `ports` gets an entry)."""
+    out: dict[str, int] = {}
+    for p in ports:
+        n = out.setdefault(p.guid, 0)
+        if p.role == "up" and p.up and p.link is not None:
+            out[p.guid] = n + 1
+    return out
+
+
+def expected_uplinks(counts: Mapping[str, int], levels: Mapping[str, int]) -> dict[str, int]:
+    """Per switch, the most common active-uplink count among the switches of its level (ties:
+    the larger count, so a half-cabled level is not taken as the norm)."""
+    by_level: dict[int, Counter] = {}
+    for guid, n in counts.items():
+        by_level.setdefault(levels.get(guid, 0), Counter())[n] += 1
+    norm = {lvl: max(c.items(), key=lambda kv: (kv[1], kv[0]))[0] for lvl, c in by_level.items()}
+    return {guid: norm[levels.get(guid, 0)] for guid in counts}
+
+
+def evaluate(uplinks: Mapping[str, tuple[int, int | None]], ports: Mapping[tuple[str, int], FabricPort],
+             switches: Mapping[str, SwitchNode], levels: Mapping[str, int]) -> list[Finding]:
+    """A WARNING for every switch with fewer active uplinks than its level's norm (non-OK only)."""
+    findings = []
+    for guid, (active, expected) in uplinks.items():
+        if guid not in switches or expected is None or active >= expected:
+            continue
+        missing = sorted(p.port for (g, _), p in ports.items()
+                         if g == guid and p.role == "up" and p.link is not None and not p.up)
+        if missing:
+            ends = ", ".join(f'{p} to "{ports[(guid, p)].link.remote_name}"[{ports[(guid, p)].link.remote_port}]'
+                             for p in missing[:8])
+            where = f"missing: port{'s' if len(missing) > 1 else ''} {_ranges(missing)} ({ends}), cabled at an earlier discovery"
+        else:
+            where = "no uplink of it was seen cabled since the collector started"
+        findings.append(Finding(
+            CHECK, guid, missing[0] if missing else None, WARNING,
+            f"{switches[guid].name} has {active} active uplinks where the switches of level {levels.get(guid, 0)} "
+            f"have {expected}; {where}: its hosts get {active}/{expected} of the uplink bandwidth; check the "
+            f"cables and both ports"))
+    return [f for f in findings if f.status != OK]
+
+
+__all__ = ["CHECK", "active_uplinks", "evaluate", "expected_uplinks"]

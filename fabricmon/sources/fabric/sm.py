@@ -1,0 +1,59 @@
+"""sm: the subnet manager, every 30 s. `sminfo` asks the SM the local port knows as master
+(its GUID, LID, priority, state and activity count); when one answers, `saquery -s` lists every
+port that claims to be an SM and `sminfo <lid>` reads each of the others, so a second master
+shows. With no SM answering sminfo prints `iberror: failed: query` and exits 255: that is data
+(no master), not a failure of the source."""
+
+from __future__ import annotations
+
+import os
+
+from fabricmon.host.io import HostIO
+from fabricmon.model.fabric import SmData
+from fabricmon.parsers.errors import ParseError
+from fabricmon.parsers.sminfo import no_sm_answered, parse_saquery_sm_lids, parse_sminfo
+from fabricmon.pipeline.source import Inputs, Source, SourceOutput, command_error, register
+
+MAX_SMS = 8          # SM ports read beyond the master (a subnet has a handful)
+
+
+@register("sm", enabled=True, interval=30.0, timeout=10.0, command=("sminfo",),
+          collector="fabric", concurrency=4, records=SmData)
+class SmSource(Source):
+    def collect(self, io: HostIO, inputs: Inputs) -> SourceOutput:
+        out = SourceOutput()
+        cmd = list(self.sc.command)
+        t = ["-t", str(self.config.fabric.mad_timeout_ms)]
+        res = io.run([*cmd, *t], inputs.remaining(self.sc.timeout))
+        if inputs.cancel is not None and inputs.cancel.is_set():
+            return out
+        text = res.stdout + "\n" + res.stderr
+        if res.error is None and no_sm_answered(text):
+            out.data = SmData(answered=False)
+            return out
+        err = command_error(res)
+        if err:
+            out.error(*err)
+            return out
+        try:
+            master = parse_sminfo(res.stdout)
+        except ParseError as exc:
+            out.error("parse", f"{' '.join(res.argv)}: {exc}")
+            return out
+        data = SmData(sms=[master], answered=True)
+        # Every other port that claims to be an SM (a second master is a split subnet).
+        sa_prog = os.path.join(os.path.dirname(cmd[0]), "saquery") if os.sep in cmd[0] else "saquery"
+        sa = io.run([sa_prog, "-s", *t], inputs.remaining(self.sc.timeout))
+        if command_error(sa) is None:
+            lids = [lid for lid in parse_saquery_sm_lids(sa.stdout) if lid != master.lid][:MAX_SMS]
+            results = list(self.pool().map(
+                lambda lid: io.run([*cmd, *t, str(lid)], inputs.remaining(self.sc.timeout)), lids))
+            for lid, r in zip(lids, results):
+                try:
+                    data.sms.append(parse_sminfo(r.stdout))
+                except ParseError:
+                    out.error("read", f"sminfo {lid}: no answer from the SM port at lid {lid}")
+        else:
+            out.error(*command_error(sa))
+        out.data = data
+        return out
