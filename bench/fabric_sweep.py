@@ -8,7 +8,11 @@ passes, parsing, counter history, checks and the snapshot) with `ibqueryerrors -
 and print the medians, their ratio, the rendered exposition size and the collector's RSS.
 Each size runs in its own process, so RSS is that size's alone.
 
-    python bench/fabric_sweep.py [--repeat 5] [--sizes small,medium,director]
+    python bench/fabric_sweep.py [--repeat 5] [--sizes small,medium,director,director:0/4]
+
+A size with `:i/n` runs the collector as shard i of n (`--shard i/n`): it sweeps only its own switches, with
+both ibqueryerrors passes per switch (`-G`), 8 at once; the `ibqueryerrors --data` pass still reads the
+whole fabric, so the ratio compares a shard's sweep with one whole-fabric pass.
 
 Also timed per fabric: one read of every switch's forwarding table as the `routing` source does
 it (one `dump_fts -n` run, parsing and the route balance of every switch), against the
@@ -51,11 +55,14 @@ def netfile(size: str) -> tuple[str, str]:
 
 
 def one(size: str, repeat: int) -> dict:
+    size, _, shard = size.partition(":")
     label, text = netfile(size)
+    if shard:
+        label += f", shard {shard}"
     with tempfile.TemporaryDirectory() as tmp, SimFabric(text, Path(tmp) / "sim") as fab:
         fab.start_sm(timeout=300)
         host = fab.sm_host
-        cfg = from_dict({"paths": {"state_dir": tmp}, "fabric": {"cache_dir": tmp},
+        cfg = from_dict({"paths": {"state_dir": tmp}, "fabric": {"cache_dir": tmp, "shard": shard or "0/1"},
                          "logging": {"level": "error"}})
         pipe = fabric_pipeline(cfg, LiveIO(env=fab.env(host)))
         t = time.monotonic()

@@ -8,6 +8,7 @@ import shutil
 import signal
 import socket
 import sys
+import time
 from pathlib import Path
 
 from fabricmon import __version__

@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Generate grafana/fabricmon-node.json, the Grafana dashboard of the per-node daemon.
+"""Generate grafana/fabricmon-node.json (the per-node daemon) and grafana/fabricmon-fabric.json (the fabric
+collector), fabricmon's Grafana dashboards.
 
     python grafana/build_dashboards.py           # rewrite the committed JSON
     python grafana/build_dashboards.py --check   # exit 1 if the committed JSON is stale
@@ -19,6 +20,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 OUT = HERE / "fabricmon-node.json"
+FABRIC_OUT = HERE / "fabricmon-fabric.json"
 DS = {"type": "prometheus", "uid": "${datasource}"}
 
 # selectors the template variables feed
@@ -304,21 +306,160 @@ def node_dashboard() -> dict:
     }
 
 
-def render() -> str:
-    return json.dumps(node_dashboard(), indent=2, sort_keys=False) + "\n"
+# ---- the fabric collector's dashboard ------------------------------------------------------------
+FAB = 'job=~"$job", instance=~"$instance"'
+SWITCH = FAB + ', switch=~"$switch"'
+# series keyed by switch_guid only get the switch's name (and level) from the _info series, filtered by $switch
+NAMES = f" * on (instance, job, switch_guid) group_left (switch, level) fabricmon_fabric_switch_info{{{SWITCH}}}"
+REMOTE = (f" * on (instance, job, switch_guid, port) group_left (role, remote_name, remote_port)"
+          f" fabricmon_fabric_link_info{{{FAB}}}")
+
+
+def heatmap(title: str, desc: str, targets: list[dict]) -> dict:
+    return {"type": "heatmap", "title": title, "description": desc, "datasource": DS, "targets": targets,
+            "fieldConfig": {"defaults": {}, "overrides": []},
+            "options": {"calculate": False, "yAxis": {"axisPlacement": "left"}, "rowsFrame": {"layout": "auto"},
+                        "color": {"mode": "scheme", "scheme": "Oranges", "fill": "dark-orange", "min": 1,
+                                  "max": 3, "steps": 64, "exponent": 0.5, "reverse": False},
+                        "cellGap": 1, "showValue": "never", "tooltip": {"show": True, "yHistogram": False},
+                        "legend": {"show": True}}}
+
+
+def fabric_dashboard() -> dict:
+    L = Layout()
+    uplink = "switch:fabricmon_fabric_uplink_utilisation:{}_ratio_rate5m"
+
+    L.row("Overview")
+    L.add(stat("Switches by level", "Switches per level (1: leaves with CAs attached; each further level one "
+               "hop farther from the CAs).",
+               [target(f"count by (level) (fabricmon_fabric_switch_info{{{SWITCH}}})", "level {{level}}")]), 6, 4)
+    L.add(stat("Switch ports swept", "Switch ports the collectors (all shards) sweep.",
+               [target(f"sum(fabricmon_fabric_ports{{{FAB}}})", "ports")]), 4, 4)
+    L.add(stat("Links down", "Cabled switch ports that are down.",
+               [target(f'count(fabricmon_fabric_port_degraded{{{FAB}, reason="down"}} == 1) or vector(0)')],
+               thresholds=[("green", None), ("red", 1)]), 4, 4)
+    L.add(stat("Links degraded", "Switch links below the width or speed of their link class.",
+               [target(f'count(fabricmon_fabric_port_degraded{{{FAB}, reason=~"width|speed"}} == 1) or vector(0)')],
+               thresholds=[("green", None), ("orange", 1)]), 4, 4)
+    L.add(stat("ECMP groups imbalanced", "Switches whose ECMP group the collector flags (fabricmon_ecmp_imbalanced).",
+               [target(f"sum(fabricmon_ecmp_imbalanced{{{SWITCH}}}) or vector(0)")],
+               thresholds=[("green", None), ("orange", 1)]), 3, 4)
+    L.add(stat("Collectors up", "Fabric collector targets (shards) that answer scrapes, of all.",
+               [target(f"sum(up{{{FAB}}})", "up"), target(f"count(up{{{FAB}}})", "targets", "B")]), 3, 4)
+
+    L.row("Uplinks and ECMP balance")
+    L.add(timeseries("Top uplink utilisation per leaf", "The hottest up port of each leaf (level 1), transmit "
+                     "bytes / link rate over 5 min; the 10 highest leaves.",
+                     [target(f'topk(10, {uplink.format("max")}{{{SWITCH}, level="1"}})', "{{switch}}")],
+                     "percentunit", maxi=1), 12, 8)
+    L.add(timeseries("Mean uplink utilisation per switch", "Mean transmit utilisation of each switch's up ports; "
+                     "a gap to the top panel is imbalance.",
+                     [target(f"{uplink.format('avg')}{{{SWITCH}}}", "{{switch}} (level {{level}})")],
+                     "percentunit", maxi=1), 12, 8)
+    L.add(heatmap("ECMP imbalance (max/mean) per switch", "max/mean transmit rate of each switch's ECMP group "
+                  "per sweep (1 is perfect balance; the collector flags above fabric.thresholds.ecmp_ratio, 1.2).",
+                  [target(f"fabricmon_ecmp_imbalance_ratio{{{SWITCH}}}", "{{switch}} {{direction}}")]), 12, 9)
+    L.add(timeseries("ECMP coefficient of variation", "Coefficient of variation of each ECMP group's transmit "
+                     "rates, beside max/mean.",
+                     [target(f"fabricmon_ecmp_imbalance_cv{{{SWITCH}}}", "{{switch}} {{direction}}")]), 12, 9)
+    L.add(table("Uplinks", "Every up port: transmit utilisation over the last two sweeps, with its remote end.",
+                [target(f"fabricmon_fabric_port_transmit_rate_bytes_per_second{{{FAB}}}"
+                        f" / on (instance, job, switch_guid, port) (fabricmon_fabric_port_rate_bytes_per_second{{{FAB}}} > 0)"
+                        f' * on (instance, job, switch_guid, port) group_left (remote_name, remote_port)'
+                        f' fabricmon_fabric_link_info{{{FAB}, role="up"}}' + NAMES, table=True)],
+                hide=("Time", "job", "level")), 24, 8)
+
+    L.row("Degraded and down links")
+    L.add(table("Degraded and down links", "Switch ports that are down (reason down) or below their link class "
+                "(width, speed), with the remote end.",
+                [target(f"(fabricmon_fabric_port_degraded{{{FAB}}} == 1)" + REMOTE + NAMES, table=True)],
+                hide=("Time", "job", "Value")), 16, 8)
+    L.add(timeseries("Links up per level", "Switch ports up, per switch level.",
+                     [target(f"sum by (level) (fabricmon_fabric_port_up{{{FAB}}}{NAMES})", "level {{level}}")]), 8, 8)
+
+    L.row("Error hot spots")
+    L.add(table("Error hot spots", "The 20 switch ports with the highest error rate (symbol, receive, remote "
+                "physical, recovery, downed, integrity, overrun, discards per second over 5 min).",
+                [target(f"topk(20, switch_port:fabricmon_fabric_port_errors:rate5m{{{FAB}}}{NAMES})", table=True)],
+                hide=("Time", "job")), 12, 8)
+    L.add(timeseries("Error rate by counter", "Fabric-wide error counters per second.",
+                     [target(f"sum by (counter) (switch_port_counter:fabricmon_fabric_port_errors:rate5m{{{FAB}}})",
+                             "{{counter}}")]), 12, 8)
+    L.add(timeseries("Transmit wait per switch", "PortXmitWait ticks per second summed over each switch's ports "
+                     "(data but no credits: congestion); the 10 highest.",
+                     [target(f"topk(10, sum by (instance, job, switch_guid) "
+                             f"(switch_port:fabricmon_fabric_port_transmit_wait:rate5m{{{FAB}}}){NAMES})",
+                             "{{switch}}")]), 12, 8)
+    L.add(timeseries("Errors per switch", "Error counters per second summed over each switch's ports; the 10 highest.",
+                     [target(f"topk(10, switch:fabricmon_fabric_port_errors:rate5m{{{FAB}}}{NAMES})", "{{switch}}")]),
+          12, 8)
+
+    L.row("Fabric collector")
+    L.add(timeseries("Sweep duration", "Duration of each shard's last counter sweep.",
+                     [target(f"fabricmon_fabric_sweep_duration_seconds{{{FAB}}}", "{{instance}}")], "s"), 8, 8)
+    L.add(timeseries("Sweep errors", "Sweep errors per second by kind (read: a switch without counters).",
+                     [target(f"sum by (instance, kind) (rate(fabricmon_fabric_sweep_errors_total{{{FAB}}}"
+                             "[$__rate_interval]))", "{{instance}} {{kind}}")]), 8, 8)
+    L.add(timeline("Sources up", "discovery and sweep: 1 when the last run produced data.",
+                   [target(f"fabricmon_source_up{{{FAB}}}", "{{instance}} {{source}}")], UP_MAPPING), 8, 8)
+    L.add(table("Shards", "Each collector's shard and the switches and ports it sweeps.",
+                [target(f"fabricmon_fabric_shard_info{{{FAB}}}", "shard", "A", table=True),
+                 target(f"fabricmon_fabric_switches{{{FAB}}}", "switches", "B", table=True),
+                 target(f"fabricmon_fabric_ports{{{FAB}}}", "ports", "C", table=True)],
+                hide=("Time", "__name__", "job")), 24, 5)
+
+    return {
+        "title": "fabricmon / Fabric",
+        "uid": "fabricmon-fabric",
+        "description": "InfiniBand fabric health from fabricmon's fabric collector: switches by level, uplink "
+                       "utilisation and ECMP balance, degraded and down links, error hot spots, and the collector's "
+                       "own health. Generated by grafana/build_dashboards.py.",
+        "tags": ["fabricmon", "infiniband", "fabric"],
+        "editable": True,
+        "graphTooltip": 1,
+        "time": {"from": "now-6h", "to": "now"},
+        "refresh": "1m",
+        "schemaVersion": 39,
+        "version": 1,
+        "links": [],
+        "annotations": {"list": []},
+        "templating": {"list": [
+            {"name": "datasource", "label": "Data source", "type": "datasource", "query": "prometheus",
+             "current": {}, "hide": 0, "refresh": 1, "regex": ""},
+            _var("job", "Job", "label_values(fabricmon_fabric_shard_info, job)"),
+            _var("instance", "Instance", 'label_values(fabricmon_fabric_shard_info{job=~"$job"}, instance)'),
+            _var("switch", "Switch", 'label_values(fabricmon_fabric_switch_info{job=~"$job", instance=~"$instance"}, switch)'),
+        ]},
+        "panels": L.panels,
+    }
+
+
+def _var(name, label, query):
+    return {"name": name, "label": label, "type": "query", "datasource": DS,
+            "query": {"query": query, "refId": f"{name}-var"}, "definition": query, "refresh": 2,
+            "multi": True, "includeAll": True, "allValue": ".*", "sort": 1,
+            "current": {"selected": True, "text": ["All"], "value": ["$__all"]}}
+
+
+def render(which: str = "node") -> str:
+    board = fabric_dashboard() if which == "fabric" else node_dashboard()
+    return json.dumps(board, indent=2, sort_keys=False) + "\n"
 
 
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--check", action="store_true", help="exit 1 if the committed JSON differs")
     a = p.parse_args()
-    text = render()
-    if a.check:
-        same = OUT.read_text() == text
-        print("up to date" if same else f"{OUT} is stale: run python grafana/build_dashboards.py")
-        return 0 if same else 1
-    OUT.write_text(text)
-    return 0
+    stale = 0
+    for which, out in (("node", OUT), ("fabric", FABRIC_OUT)):
+        text = render(which)
+        if a.check:
+            same = out.exists() and out.read_text() == text
+            print(f"{out.name}: up to date" if same else f"{out} is stale: run python grafana/build_dashboards.py")
+            stale |= not same
+        else:
+            out.write_text(text)
+    return stale
 
 
 if __name__ == "__main__":

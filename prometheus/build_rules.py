@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Generate prometheus/fabricmon.rules.yml, fabricmon's Prometheus alerting and recording rules
-for the per-node daemon (`fabricmon run`).
+for the per-node daemon (`fabricmon run`) and the fabric collector (`fabricmon fabric run`).
 
     python prometheus/build_rules.py                      # rewrite the committed rules file
     python prometheus/build_rules.py --check              # exit 1 if the committed file is stale
@@ -33,6 +33,8 @@ DEFAULT_RUNBOOK_BASE = "docs/runbooks.md"
 # The job name the README's scrape config uses. FabricmonDown matches any job containing
 # "fabricmon"; FabricmonAbsent needs the exact name (absent() cannot take a regex usefully).
 JOB = "fabricmon"
+# The fabric collector's job (every shard of it): its own Down/Absent guards and the fabric alerts.
+FABRIC_JOB = "fabricmon-fabric"
 
 # ---- every threshold and `for:` of the rules, in one place ------------------------------------
 THRESHOLDS = {
@@ -51,6 +53,14 @@ THRESHOLDS = {
     "source_errors_window": "15m",
     # ... and the snapshot is stale when older than this (seconds; 20x the default 15 s poll)
     "snapshot_stale_seconds": 300,
+    # ---- fabric (switch ports, from the fabric collector's raw counters) ----
+    "fabric_symbol_errors_per_hour": 120,     # the same BER budget as a host port
+    "fabric_symbol_errors_window": "1h",
+    "fabric_receive_errors_per_hour": 120,    # PortRcvErrors + PortRcvRemotePhysicalErrors
+    "fabric_receive_errors_window": "1h",
+    "fabric_flap_window": "1h",               # any LinkDowned increase within this window
+    # no sweep that read every switch of the shard within this long (seconds; 60x the 15 s sweep)
+    "fabric_sweep_stale_seconds": 900,
 }
 FOR = {
     "port_down": "1m",
@@ -68,6 +78,21 @@ FOR = {
     "snapshot_stale": "5m",
     "down": "10m",
     "absent": "10m",
+    # fabric
+    "ecmp_imbalance": "10m",      # on top of the collector's own consecutive_sweeps
+    "fabric_port_down": "5m",
+    "fabric_port_degraded": "10m",
+    "fabric_errors": "15m",
+    "fabric_flap": "0m",
+    "fabric_sweep_failing": "5m",
+    "fabric_sweep_stale": "5m",
+    "fabric_down": "5m",
+    "fabric_absent": "10m",
+    "routing_imbalance": "15m",
+    "missing_uplinks": "10m",
+    "no_master_sm": "2m",
+    "sm_unknown": "15m",
+    "sm_hung": "5m",
 }
 # Windows of the recording rules the dashboard reads.
 RECORD_WINDOW = "5m"
@@ -300,7 +325,7 @@ def node_alerts(base: str) -> list[dict]:
 def self_alerts(base: str) -> list[dict]:
     T = THRESHOLDS
     return [
-        alert("FabricmonDown", f'up{{job=~".*{JOB}.*"}} == 0', "warning", FOR["down"],
+        alert("FabricmonDown", f'up{{job=~".*{JOB}.*",job!="{FABRIC_JOB}"}} == 0', "warning", FOR["down"],
               "fabricmon cannot be scraped.",
               "{{ $labels.instance }} (job {{ $labels.job }}) has not answered scrapes for "
               f"{FOR['down']}: nothing on this node's fabric health is known.", base),
@@ -309,12 +334,14 @@ def self_alerts(base: str) -> list[dict]:
               f'Prometheus has no target in job "{JOB}": the whole fabric is unmonitored and every'
               " fabricmon alert is silent.", base),
         alert("FabricmonSourceFailing",
-              "fabricmon_source_up == 0\n  and on (instance, job, source) fabricmon_source_enabled == 1",
+              f'fabricmon_source_up{{job!="{FABRIC_JOB}"}} == 0\n'
+              "  and on (instance, job, source) fabricmon_source_enabled == 1",
               "warning", FOR["source_failing"], "A fabricmon source produces no data.",
               "{{ $labels.instance }}: source {{ $labels.source }} is enabled but its last run produced"
               " no data: the checks that need it cannot judge.", base),
         alert("FabricmonSourceErrors",
-              f"sum by (instance, job, source) (increase(fabricmon_source_errors_total[{T['source_errors_window']}]))"
+              f'sum by (instance, job, source) (increase(fabricmon_source_errors_total{{job!="{FABRIC_JOB}"}}'
+              f"[{T['source_errors_window']}]))"
               " > 0\n  and on (instance, job, source) fabricmon_source_up == 1",
               "warning", FOR["source_errors"], "A fabricmon source keeps failing.",
               "{{ $labels.instance }}: source {{ $labels.source }} had {{ $value | printf \"%.0f\" }} errors"
@@ -326,6 +353,173 @@ def self_alerts(base: str) -> list[dict]:
               "{{ $labels.instance }}: the snapshot is {{ $value | humanizeDuration }} old: the poll loop is"
               " stuck, so the values served are frozen.", base),
     ]
+
+
+# ---- the fabric collector (job FABRIC_JOB, one target per shard) -------------------------------
+SW = "{{ $labels.instance }}: {{ $labels.switch }} ({{ $labels.switch_guid }})"
+SWPORT = SW + " port {{ $labels.port }}"
+FPORT = "instance, job, switch_guid, port"
+# a switch port's name and its remote end, joined from the _info series (topology stays out of the counters)
+WITH_NAMES = ("\n  * on (instance, job, switch_guid) group_left (switch) fabricmon_fabric_switch_info"
+              "\n  * on (instance, job, switch_guid, port) group_left (role, remote_name, remote_port)"
+              " fabricmon_fabric_link_info")
+
+
+def named(cond: str) -> str:
+    """The condition with the switch's name and the port's remote end as labels (the value stays the condition's)."""
+    return f"(\n  {cond}\n)" + WITH_NAMES
+
+
+REMOTE = ' ({{ $labels.role }} link to "{{ $labels.remote_name }}"[{{ $labels.remote_port }}])'
+
+
+def fabric_value_of(expr: str, fmt: str = "humanize") -> str:
+    """value_of for switch series: %[1]s .. %[4]s are the alert's instance, job, switch_guid and port."""
+    return ("{{ with printf \"" + expr + "\" $labels.instance $labels.job $labels.switch_guid $labels.port | query }}"
+            "{{ . | first | value | " + fmt + " }}{{ else }}unknown{{ end }}")
+
+
+def fsel(metric: str, extra: str = "", port: bool = True) -> str:
+    return (metric + "{instance='%[1]s',job='%[2]s',switch_guid='%[3]s'" + (",port='%[4]s'" if port else "")
+            + extra + "}")
+
+
+def fabric_alerts(base: str) -> list[dict]:
+    T, F = THRESHOLDS, FABRIC_JOB
+    out = [
+        alert("FabricmonEcmpImbalance", "fabricmon_ecmp_imbalanced == 1", "warning", FOR["ecmp_imbalance"],
+              "ECMP traffic is unbalanced across a switch's uplinks.",
+              SW + " {{ $labels.direction }} ports: the hottest carries "
+              + fabric_value_of(fsel("fabricmon_ecmp_imbalance_ratio", ",direction='%[4]s'", port=False), 'printf "%.2f"')
+                .replace("$labels.port", "$labels.direction")
+              + "x the mean (CV "
+              + fabric_value_of(fsel("fabricmon_ecmp_imbalance_cv", ",direction='%[4]s'", port=False), 'printf "%.2f"')
+                .replace("$labels.port", "$labels.direction")
+              + ", mean utilisation "
+              + fabric_value_of(fsel("fabricmon_ecmp_utilisation_ratio", ",direction='%[4]s'", port=False),
+                                "humanizePercentage").replace("$labels.port", "$labels.direction")
+              + "), judged by the collector over consecutive sweeps: check ECMP hashing / adaptive routing"
+                " on this switch; the collector's finding names the hottest and coldest ports.", base),
+        alert("FabricmonFabricPortDown", named('fabricmon_fabric_port_degraded{reason="down"} == 1'),
+              "warning", FOR["fabric_port_down"], "A cabled switch port is down.",
+              SWPORT + REMOTE + " was cabled at an earlier discovery and is down now"
+              " (fabricmon_fabric_port_up 0): the fabric lost this link's bandwidth and ECMP spreads over fewer"
+              " paths.", base),
+        alert("FabricmonFabricPortDegraded",
+              named('fabricmon_fabric_port_degraded{reason=~"width|speed"} == 1'),
+              "warning", FOR["fabric_port_degraded"], "A switch link runs below the width or speed of its class.",
+              SWPORT + REMOTE + " runs at "
+              + fabric_value_of("8 * " + fsel("fabricmon_fabric_port_rate_bytes_per_second") + " / 1e9",
+                                'printf "%.0f"')
+              + " Gb/s, below the norm of its link class ({{ $labels.reason }}): reseat or replace the cable or"
+                " transceiver. The collector leaves it out of its ECMP group.", base),
+        alert("FabricmonFabricSymbolErrors",
+              named(f"rate(fabricmon_fabric_port_symbol_errors_total[{T['fabric_symbol_errors_window']}]) * 3600"
+                    f" > {T['fabric_symbol_errors_per_hour']}"),
+              "warning", FOR["fabric_errors"], "Switch port symbol errors above the BER budget.",
+              SWPORT + REMOTE + ": {{ $value | printf \"%.0f\" }} symbol errors per hour over "
+              f"{T['fabric_symbol_errors_window']} (budget {T['fabric_symbol_errors_per_hour']}/h, IBTA 1e-12 BER):"
+              " a cable or transceiver going bad.", base),
+        alert("FabricmonFabricReceiveErrors",
+              named(f"sum by ({FPORT}) (increase(fabricmon_fabric_port_receive_errors_total"
+                    f"[{T['fabric_receive_errors_window']}]))\n"
+                    f"  + sum by ({FPORT}) (increase(fabricmon_fabric_port_receive_remote_physical_errors_total"
+                    f"[{T['fabric_receive_errors_window']}]))\n  > {T['fabric_receive_errors_per_hour']}"),
+              "warning", FOR["fabric_errors"], "Switch port receive errors.",
+              SWPORT + REMOTE + ": PortRcvErrors + PortRcvRemotePhysicalErrors rose by {{ $value | printf \"%.0f\" }}"
+              f" in {T['fabric_receive_errors_window']}: the cable, or the port at the other end.", base),
+        alert("FabricmonFabricLinkFlapping",
+              named(f"increase(fabricmon_fabric_port_link_downed_total[{T['fabric_flap_window']}]) > 0"),
+              "warning", FOR["fabric_flap"], "A switch link went down and came back.",
+              SWPORT + REMOTE + ": LinkDownedCounter rose by {{ $value | printf \"%.0f\" }} in "
+              f"{T['fabric_flap_window']}: every flap kills the RDMA connections over the link.", base),
+        alert("FabricmonFabricSweepFailing",
+              f'fabricmon_source_up{{job="{F}",source=~"sweep|discovery"}} == 0\n'
+              "  and on (instance, job, source) fabricmon_source_enabled == 1",
+              "critical", FOR["fabric_sweep_failing"], "The fabric collector cannot read the fabric.",
+              "{{ $labels.instance }}: the collector's {{ $labels.source }} produced no data in its last run:"
+              " every switch port of this shard is unmonitored (fabricmon_source_errors_total says which kind).",
+              base),
+        alert("FabricmonFabricSweepStale",
+              f'time() - fabricmon_source_last_success_timestamp_seconds{{job="{F}",source="sweep"}}'
+              f" > {T['fabric_sweep_stale_seconds']}",
+              "warning", FOR["fabric_sweep_stale"], "No complete fabric sweep for a long time.",
+              "{{ $labels.instance }}: the last sweep that read every switch without an error is "
+              "{{ $value | humanizeDuration }} old: some switches return no counters"
+              " (fabricmon_fabric_sweep_errors_total{kind=\"read\"}) or sweeps time out.", base),
+        alert("FabricmonFabricCollectorDown", f'up{{job="{F}"}} == 0', "critical", FOR["fabric_down"],
+              "The fabric collector cannot be scraped.",
+              "{{ $labels.instance }} (job {{ $labels.job }}) has not answered scrapes for "
+              f"{FOR['fabric_down']}: its shard of the fabric (switch ports, ECMP balance) is unmonitored.", base),
+        alert("FabricmonFabricCollectorAbsent", f'absent(up{{job="{F}"}})', "critical", FOR["fabric_absent"],
+              "No fabric collector is scraped at all.",
+              f'Prometheus has no target in job "{F}": no switch port, ECMP group or subnet manager is watched.',
+              base),
+        # ---- routing, uplinks and the subnet manager (issue 10's metrics) ----
+        alert("FabricmonRoutingImbalance", "fabricmon_fabric_routing_imbalanced == 1", "warning",
+              FOR["routing_imbalance"], "A switch's forwarding table routes unevenly over its up ports.",
+              SW + ": its up ports carry unequal numbers of destination LIDs (most/least "
+              + fabric_value_of(fsel("fabricmon_fabric_route_imbalance_ratio", port=False), 'printf "%.2f"')
+              + "), so ECMP cannot balance whatever the traffic: check the subnet manager's routing engine"
+                " (ftree/updn) and its log, then re-route.", base),
+        alert("FabricmonMissingUplinks",
+              "fabricmon_fabric_switch_uplinks\n  < on (instance, job, switch_guid) group_left () fabricmon_fabric_switch_uplinks_expected",
+              "warning", FOR["missing_uplinks"], "A switch has fewer uplinks than its peers.",
+              SW + ": {{ $value | printf \"%.0f\" }} uplinks up, expected "
+              + fabric_value_of(fsel("fabricmon_fabric_switch_uplinks_expected", port=False), 'printf "%.0f"')
+              + ": a cable or a spine port is missing, so this switch's traffic shares fewer paths.", base),
+        alert("FabricmonNoMasterSubnetManager", "fabricmon_fabric_sm_master_present == 0", "critical",
+              FOR["no_master_sm"], "No master subnet manager answers on the fabric.",
+              "{{ $labels.instance }}: no subnet manager answers as master (sminfo): new links and nodes are"
+              " not brought up, and a fabric change is not re-routed. Start or fail over opensm.", base),
+        alert("FabricmonSubnetManagerUnknown",
+              f'absent(fabricmon_fabric_sm_master_present{{job="{F}"}})\n  unless on () absent(up{{job="{F}"}})',
+              "warning", FOR["sm_unknown"], "The fabric collector does not report the subnet manager.",
+              f'The fabric collector (job "{F}") is scraped but exports no fabricmon_fabric_sm_master_present:'
+              " its subnet manager source is off or failing, so a lost master SM would go unnoticed.", base),
+        alert("FabricmonSubnetManagerHung", 'fabricmon_fabric_check_status{check="sm"} == 1', "warning",
+              FOR["sm_hung"], "The master subnet manager looks hung.",
+              "{{ $labels.instance }}: the collector's sm check is not OK: the master SM answers but its activity"
+              " count no longer moves (or it keeps changing hands). Check the opensm log and its host.", base),
+    ]
+    return out
+
+
+def fabric_records() -> list[dict]:
+    w = RECORD_WINDOW
+    r = []
+
+    def rec(name, expr):
+        r.append({"record": name, "expr": expr})
+
+    for d in ("transmit", "receive"):
+        rec(f"switch_port:fabricmon_fabric_port_{d}_bytes:rate{w}",
+            f"rate(fabricmon_fabric_port_{d}_bytes_total[{w}])")
+        rec(f"switch_port:fabricmon_fabric_port_{d}_utilisation:ratio_rate{w}",
+            f"switch_port:fabricmon_fabric_port_{d}_bytes:rate{w}\n"
+            f"  / on ({FPORT}) (fabricmon_fabric_port_rate_bytes_per_second > 0)")
+    # every up port's transmit utilisation with its switch's name and level: the per-leaf panels group it
+    rec(f"switch_port:fabricmon_fabric_uplink_utilisation:ratio_rate{w}",
+        f"switch_port:fabricmon_fabric_port_transmit_utilisation:ratio_rate{w}\n"
+        f'  * on ({FPORT}) group_left () fabricmon_fabric_link_info{{role="up"}}\n'
+        "  * on (instance, job, switch_guid) group_left (switch, level) fabricmon_fabric_switch_info")
+    rec(f"switch:fabricmon_fabric_uplink_utilisation:max_ratio_rate{w}",
+        f"max by (instance, job, switch_guid, switch, level) (switch_port:fabricmon_fabric_uplink_utilisation:ratio_rate{w})")
+    rec(f"switch:fabricmon_fabric_uplink_utilisation:avg_ratio_rate{w}",
+        f"avg by (instance, job, switch_guid, switch, level) (switch_port:fabricmon_fabric_uplink_utilisation:ratio_rate{w})")
+    # one record per error counter with a `counter` label, then per port and per switch (hot spots)
+    for c in ("symbol_errors", "link_error_recovery", "link_downed", "receive_errors",
+              "receive_remote_physical_errors", "transmit_discards", "local_link_integrity_errors",
+              "excessive_buffer_overrun_errors"):
+        rec(f"switch_port_counter:fabricmon_fabric_port_errors:rate{w}",
+            f'label_replace(rate(fabricmon_fabric_port_{c}_total[{w}]), "counter", "{c}", "", "")')
+    rec(f"switch_port:fabricmon_fabric_port_errors:rate{w}",
+        f"sum by ({FPORT}) (switch_port_counter:fabricmon_fabric_port_errors:rate{w})")
+    rec(f"switch:fabricmon_fabric_port_errors:rate{w}",
+        f"sum by (instance, job, switch_guid) (switch_port:fabricmon_fabric_port_errors:rate{w})")
+    rec(f"switch_port:fabricmon_fabric_port_transmit_wait:rate{w}",
+        f"rate(fabricmon_fabric_port_transmit_wait_total[{w}])")
+    return r
 
 
 def records() -> list[dict]:
@@ -362,6 +556,8 @@ def build(base: str = DEFAULT_RUNBOOK_BASE) -> str:
         {"name": "fabricmon.rules", "rules": records()},
         {"name": "fabricmon.node.alerts", "rules": node_alerts(base)},
         {"name": "fabricmon.self.alerts", "rules": self_alerts(base)},
+        {"name": "fabricmon.fabric.rules", "rules": fabric_records()},
+        {"name": "fabricmon.fabric.alerts", "rules": fabric_alerts(base)},
     ]}
 
     class Dumper(yaml.SafeDumper):
@@ -374,8 +570,8 @@ def build(base: str = DEFAULT_RUNBOOK_BASE) -> str:
     Dumper.add_representer(str, text)
     head = ("# Generated by prometheus/build_rules.py: edit that file (its THRESHOLDS and FOR blocks), then run\n"
             "#   python prometheus/build_rules.py\n"
-            "# Load with `rule_files: [/etc/prometheus/rules/fabricmon.rules.yml]`; scrape job name: "
-            f"{JOB}.\n")
+            "# Load with `rule_files: [/etc/prometheus/rules/fabricmon.rules.yml]`; scrape job names: "
+            f"{JOB} (node daemons), {FABRIC_JOB} (fabric collectors).\n")
     return head + yaml.dump(doc, Dumper=Dumper, sort_keys=False, width=1_000_000, allow_unicode=True)
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from ship_helpers import Processes, bundle_expositions as _bundle_expositions
+from ship_helpers import Processes, bundle_expositions as _bundle_expositions, fabric_exposition as _fabric_exposition
 
 
 @pytest.fixture
@@ -18,3 +18,8 @@ def processes(tmp_path):
 @pytest.fixture(scope="session")
 def bundle_expositions() -> dict[str, str]:
     return _bundle_expositions()
+
+
+@pytest.fixture(scope="session")
+def fabric_exposition() -> str:
+    return _fabric_exposition()

@@ -16,22 +16,31 @@ SM), `--threshold-file /dev/null` reports every non-zero counter whatever the ho
 thresholds say, and `-t` bounds what a switch that does not answer costs: ibqueryerrors moves
 on, and that switch alone is missing from this sweep (counted). Counters are never reset (no
 -k/-K). The pass process is killed with its process group at the source's timeout.
+
+A shard (`--shard i/n`, n > 1) sweeps only its own switches: the same two passes per switch with
+`-G <guid>` (ibqueryerrors then reads just that node of the cached topology; without an SA it says
+"Failed to resolve ... attempting full scan" and still reads only that node), at most
+SHARD_CONCURRENCY processes at once, all under the sweep's one deadline. A switch whose pass fails
+costs only that switch.
 """
 
 from __future__ import annotations
 
 import re
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 from fabricmon import ibspec
 from fabricmon.host.io import HostIO
 from fabricmon.model.fabric import SweepData, Topology, in_shard
 from fabricmon.parsers.errors import ParseError
-from fabricmon.parsers.ibqueryerrors import parse_ibqueryerrors
+from fabricmon.parsers.ibqueryerrors import IbqueryerrorsReport, parse_ibqueryerrors
 from fabricmon.pipeline.source import INVENTORY, Inputs, Source, SourceOutput, command_error, register
 
 ERROR_COUNTERS = tuple(c.name for c in ibspec.COUNTERS if c.kind in ("error", "congestion"))
 _FAILED_LID = re.compile(r"query failed on .*?,?\s*Lid (\d+)", re.I)
+# processes in flight at once on a sharded sweep (ibsim serves about 10 MAD clients; GUIDE section 6)
+SHARD_CONCURRENCY = 8
 
 
 @register("sweep", enabled=True, interval=15.0, timeout=30.0, command=("ibqueryerrors",),
@@ -47,30 +56,17 @@ class SweepSource(Source):
         t0 = time.monotonic()
         base = [*self.sc.command, "--load-cache", topo.cache_file, "--skip-sl", "--switch",
                 "--threshold-file", "/dev/null", "-t", str(fc.mad_timeout_ms)]
-        passes = [base + ["--counters"], base]
-        if fc.concurrency >= 2:
-            results = list(self.pool().map(lambda a: io.run(a, inputs.remaining(self.sc.timeout)), passes))
-        else:
-            results = [io.run(a, inputs.remaining(self.sc.timeout)) for a in passes]
-        if inputs.cancel is not None and inputs.cancel.is_set():
-            return out          # stopping: the passes were killed on purpose, nothing to count
         mine = {g for g in topo.switches if in_shard(g, *fc.shard)}
-        data = SweepData(bits={c.name: 64 if c.kind == "traffic" else c.bits for c in ibspec.COUNTERS})
-        reports = []
-        for res in results:
-            err = command_error(res)
-            if err and not (err[0] == "exit_code" and res.returncode == 1):     # 1: "errors found"
-                out.error(*err)
-                reports.append(None)
-                continue
-            try:
-                reports.append(parse_ibqueryerrors(res.stdout, res.stderr))
-            except ParseError as exc:
-                out.error("parse", str(exc))
-                reports.append(None)
-        counters, errors = reports
         by_lid = {sw.lid: g for g, sw in topo.switches.items() if sw.lid is not None}
-        err_failed = {by_lid.get(int(m.group(1))) for m in _FAILED_LID.finditer(results[1].stderr)}
+        data = SweepData(bits={c.name: 64 if c.kind == "traffic" else c.bits for c in ibspec.COUNTERS})
+        if fc.shard[1] > 1:
+            counters, errors, err_failed = self._sweep_switches(io, inputs, out, base, sorted(mine), topo)
+            if inputs.cancel is not None and inputs.cancel.is_set():
+                return out
+        else:
+            counters, errors, err_failed = self._sweep_fabric(io, inputs, out, base, by_lid)
+            if counters is None and errors is None and inputs.cancel is not None and inputs.cancel.is_set():
+                return out          # stopping: the passes were killed on purpose, nothing to count
         for guid in sorted(mine):
             sw = topo.switches[guid]
             ports = {}
@@ -95,3 +91,56 @@ class SweepSource(Source):
         if data.ports or not mine:
             out.data = data
         return out
+
+    def _parse(self, out: SourceOutput, res, what: str = "") -> IbqueryerrorsReport | None:
+        err = command_error(res)
+        if err and not (err[0] == "exit_code" and res.returncode == 1):     # 1: "errors found"
+            out.error(err[0], what + err[1])
+            return None
+        try:
+            return parse_ibqueryerrors(res.stdout, res.stderr)
+        except ParseError as exc:
+            out.error("parse", what + str(exc))
+            return None
+
+    def _sweep_fabric(self, io: HostIO, inputs: Inputs, out: SourceOutput, base: list[str], by_lid: dict):
+        """The whole cached fabric in two processes (counters, errors)."""
+        passes = [base + ["--counters"], base]
+        if self.config.fabric.concurrency >= 2:
+            results = list(self.pool().map(lambda a: io.run(a, inputs.remaining(self.sc.timeout)), passes))
+        else:
+            results = [io.run(a, inputs.remaining(self.sc.timeout)) for a in passes]
+        if inputs.cancel is not None and inputs.cancel.is_set():
+            return None, None, set()
+        counters, errors = (self._parse(out, r) for r in results)
+        err_failed = {by_lid.get(int(m.group(1))) for m in _FAILED_LID.finditer(results[1].stderr)}
+        return counters, errors, err_failed
+
+    def _sweep_switches(self, io: HostIO, inputs: Inputs, out: SourceOutput, base: list[str], guids: list[str],
+                        topo: Topology):
+        """Only this shard's switches: both passes per switch (`-G 0x<guid>`), SHARD_CONCURRENCY at once."""
+        jobs = [(g, extra) for g in guids for extra in (["--counters"], [])]
+        if not jobs:
+            return IbqueryerrorsReport(), IbqueryerrorsReport(), set()
+
+        def one(job):
+            g, extra = job
+            return job, io.run([*base, "-G", f"0x{g}", *extra], inputs.remaining(self.sc.timeout))
+
+        with ThreadPoolExecutor(max_workers=min(SHARD_CONCURRENCY, len(jobs)),
+                                thread_name_prefix="fabricmon-sweep-shard") as pool:
+            results = list(pool.map(one, jobs))
+        counters, errors, err_failed = IbqueryerrorsReport(), IbqueryerrorsReport(), set()
+        if inputs.cancel is not None and inputs.cancel.is_set():
+            return counters, errors, err_failed
+        for (g, extra), res in results:
+            sw = topo.switches[g]
+            rep = self._parse(out, res, f"switch {sw.name or g} (0x{g}): ")
+            if extra:
+                if rep is not None:
+                    counters.ports.update({k: v for k, v in rep.ports.items() if k[0] == g})
+            elif rep is None or _FAILED_LID.search(res.stderr):
+                err_failed.add(g)
+            else:
+                errors.ports.update({k: v for k, v in rep.ports.items() if k[0] == g})
+        return counters, errors, err_failed

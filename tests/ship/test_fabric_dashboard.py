@@ -1,0 +1,147 @@
+"""The fabric dashboard: generated JSON up to date, Grafana conventions (datasource, job, instance and switch
+variables), and every panel's queries proven to return data from a real Prometheus scraping a real
+`fabricmon fabric run` on the simulated fabric (ibsim, the real ibnetdiscover and ibqueryerrors) with traffic
+driven through the ibsim console and the shipped rules loaded."""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+
+import pytest
+
+from fabricmon.sim.fabric import TrafficDriver, fat_tree_netfile
+from ship_helpers import FABRICMON, ROOT, free_port, http_get, load_generator, start_prometheus, wait_until
+from test_dashboards import _has_data, panels
+
+DASHBOARD = ROOT / "grafana" / "fabricmon-fabric.json"
+RULES = ROOT / "prometheus" / "fabricmon.rules.yml"
+VARS = {"job": ".*", "instance": ".*", "switch": ".*"}
+RATE_INTERVAL = "30s"
+# leaf uplinks are ports 3, 4 (to spine01) and 5, 6 (to spine02): leaf02 polarised onto spine01
+TRAFFIC = {"leaf01": {3: 0.5, 4: 0.5, 5: 0.5, 6: 0.5}, "leaf02": {3: 0.8, 4: 0.8, 5: 0.0, 6: 0.0}}
+
+build_dashboards = load_generator("grafana/build_dashboards.py")
+build_rules = load_generator("prometheus/build_rules.py")
+
+
+def dashboard() -> dict:
+    return json.loads(DASHBOARD.read_text())
+
+
+def substitute(expr: str) -> str:
+    expr = expr.replace("$__rate_interval", RATE_INTERVAL)
+    for name, value in VARS.items():
+        expr = re.sub(rf"\$(?:{name}\b|\{{{name}(?::[a-z]+)?\}})", value, expr)
+    assert "$" not in expr, f"unsubstituted variable in {expr}"
+    return expr
+
+
+def netfile() -> str:
+    text = fat_tree_netfile(spines=2, leaves=2, hosts_per_leaf=2, uplinks_per_spine=2)
+    # leaf01 port 6 <-> spine02 port 2 trains at 1X (both ends, as ibsim requires): a degraded link to show
+    text = text.replace('[2]\t"leaf01"[6]\t# "leaf01" lid 0 4xHDR', '[2]\t"leaf01"[6]\t# "leaf01" lid 0 1xHDR')
+    text = text.replace('[6]\t"spine02"[2]\t# "spine02" lid 0 4xHDR', '[6]\t"spine02"[2]\t# "spine02" lid 0 1xHDR')
+    assert text.count("1xHDR") == 2, text
+    return text
+
+
+def test_committed_dashboard_is_generated():
+    assert DASHBOARD.read_text() == build_dashboards.render("fabric"), "run: python grafana/build_dashboards.py"
+
+
+def test_dashboard_conventions():
+    d = dashboard()
+    variables = {v["name"]: v for v in d["templating"]["list"]}
+    assert variables["datasource"]["type"] == "datasource" and variables["datasource"]["query"] == "prometheus"
+    for name in ("job", "instance", "switch"):
+        assert variables[name]["type"] == "query" and variables[name]["datasource"]["uid"] == "${datasource}"
+    ids = [p["id"] for p in d["panels"]]
+    assert len(ids) == len(set(ids))
+    ps = panels(d)
+    assert len(ps) >= 18
+    assert {"heatmap", "table", "timeseries", "stat"} <= {p["type"] for p in ps}
+    for p in ps:
+        assert p["title"] and p.get("description"), p["id"]
+        assert p["datasource"]["uid"] == "${datasource}", p["title"]
+        for t in p["targets"]:
+            assert 'instance=~"$instance"' in t["expr"] and 'job=~"$job"' in t["expr"], (p["title"], t["expr"])
+            # anything per switch follows the switch variable (directly, or through fabricmon_fabric_switch_info)
+            if re.search(r"switch_guid|fabricmon_ecmp_|fabricmon_fabric_switch_info|switch:", t["expr"]) \
+                    or "group_left (switch" in t["expr"]:
+                assert 'switch=~"$switch"' in t["expr"], (p["title"], t["expr"])
+    assert all(p["gridPos"]["x"] + p["gridPos"]["w"] <= 24 for p in d["panels"])
+
+
+@pytest.mark.sim
+def test_every_panel_returns_data_from_a_live_collector(sim_fabric, processes, tmp_path):
+    fab = sim_fabric(netfile())
+    cfg = tmp_path / "fabricmon.yml"
+    (tmp_path / "state").mkdir()
+    cfg.write_text(json.dumps({
+        "paths": {"state_dir": str(tmp_path / "state")},
+        "fabric": {"sweep_interval": 1.0, "discovery_interval": 5.0, "thresholds": {"consecutive_sweeps": 2}},
+    }))
+    traffic = TrafficDriver(fab, TRAFFIC)
+    traffic.start()
+    try:
+        port = free_port()
+        p = processes.start("fabricmon-fabric", [*FABRICMON, "fabric", "run", "--config", str(cfg), "--listen",
+                                                 f"127.0.0.1:{port}", "--log-level", "warning"],
+                            cwd=ROOT, env=fab.env(fab.hosts[0]))
+
+        def flagged():
+            if p.poll() is not None:
+                raise AssertionError(f"fabricmon fabric run exited {p.returncode}: {processes.log(p)}")
+            return re.search(rb'fabricmon_ecmp_imbalanced\{direction="up",switch="leaf02",switch_guid="\w+"\} 1',
+                             http_get(f"http://127.0.0.1:{port}/metrics"))
+        wait_until(flagged, 40, "the polarised leaf flagged by the collector")
+
+        prom = start_prometheus(processes, tmp_path, [{
+            "job_name": build_rules.FABRIC_JOB,
+            "static_configs": [{"targets": [f"127.0.0.1:{port}"]}],
+        }], rule_files=[RULES])
+
+        queries = [(pn["title"], t["refId"], substitute(t["expr"])) for pn in panels(dashboard())
+                   for t in pn["targets"]]
+        pending = {q: None for q in queries}
+        deadline = time.monotonic() + 60
+        while pending and time.monotonic() < deadline:
+            for q in list(pending):
+                result = prom.query(q[2])
+                if _has_data(result):
+                    del pending[q]
+                else:
+                    pending[q] = result
+            if pending:
+                time.sleep(1)
+        assert not pending, "panels without data:\n" + "\n".join(f"  {t} [{r}]: {e} -> {res}"
+                                                                 for (t, r, e), res in pending.items())
+
+        # leaf02's traffic is polarised onto spine01: its hottest uplink runs at twice its uplinks' mean
+        # (a ratio, so independent of how much of the 5 min rate window has data yet)
+        def ratio(switch):
+            q = (f'switch:fabricmon_fabric_uplink_utilisation:max_ratio_rate5m{{switch="{switch}"}}'
+                 f' / switch:fabricmon_fabric_uplink_utilisation:avg_ratio_rate5m{{switch="{switch}"}}')
+            return float(prom.query(q)[0]["value"][1])
+        assert 1.7 < ratio("leaf02") < 2.3
+
+        for v in dashboard()["templating"]["list"]:
+            m = re.fullmatch(r"label_values\((.+), (\w+)\)", v.get("definition", ""))
+            if m:
+                values = prom.api(f"label/{m.group(2)}/values", **{"match[]": substitute(m.group(1))})
+                assert values, f"variable {v['name']} lists nothing"
+                if v["name"] == "switch":
+                    assert {"leaf01", "leaf02", "spine01", "spine02"} <= set(values)
+
+        # the fabric rules evaluate cleanly on real data, and the collector's verdicts reach the alerts
+        groups = prom.api("rules")["groups"]
+        bad = [(r["name"], r.get("lastError")) for g in groups for r in g["rules"] if r["health"] != "ok"]
+        assert not bad, bad
+        alerts = {(a["labels"]["alertname"], a["labels"].get("switch")) for a in prom.api("alerts")["alerts"]}
+        assert ("FabricmonEcmpImbalance", "leaf02") in alerts, sorted(alerts)
+        assert ("FabricmonEcmpImbalance", "leaf01") not in alerts
+        assert ("FabricmonFabricPortDegraded", "leaf01") in alerts, sorted(alerts)
+    finally:
+        traffic.stop()
