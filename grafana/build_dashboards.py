@@ -394,6 +394,37 @@ def fabric_dashboard() -> dict:
                      [target(f"topk(10, switch:fabricmon_fabric_port_errors:rate5m{{{FAB}}}{NAMES})", "{{switch}}")]),
           12, 8)
 
+    L.row("Routing, uplinks and the subnet manager")
+    L.add(stat("Master subnet manager", "1 when a subnet manager answers as master (sminfo); 0 pages "
+               "(FabricmonNoMasterSubnetManager).",
+               [target(f"min(fabricmon_fabric_sm_master_present{{{FAB}}})")], mappings=UP_MAPPING,
+               thresholds=[("red", None), ("green", 1)]), 4, 5)
+    L.add(table("Subnet managers", "Every subnet manager seen: GUID, LID, priority and state (more than one "
+                "MASTER is a split brain).",
+                [target(f"fabricmon_fabric_sm_info{{{FAB}}}", table=True)],
+                hide=("Time", "__name__", "job", "Value")), 10, 5)
+    L.add(timeseries("Subnet manager activity", "The master SM's activity count per second: flat while it claims "
+                     "master means a hung SM.",
+                     [target(f"rate(fabricmon_fabric_sm_activity_total{{{FAB}}}[$__rate_interval])",
+                             "{{instance}}")]), 10, 5)
+    L.add(timeseries("Route imbalance per switch", "max/mean of the remote destinations each switch's forwarding "
+                     "table routes per active uplink (static; flagged above fabric.routing_imbalance_threshold, "
+                     "1.5).",
+                     [target(f"fabricmon_fabric_route_imbalance_ratio{{{SWITCH}}}", "{{switch}}")]), 12, 8)
+    L.add(timeseries("Active uplinks against peers", "Each switch's active uplinks, and the most common count at "
+                     "its level: a switch below its peers lost uplinks.",
+                     [target(f"fabricmon_fabric_switch_uplinks{{{SWITCH}}}", "{{switch}}"),
+                      target(f"fabricmon_fabric_switch_uplinks_expected{{{SWITCH}}}", "{{switch}} expected", "B")]),
+          12, 8)
+    L.add(table("Routes per uplink", "Remote destinations each switch routes through each active uplink, with "
+                "the remote end.",
+                [target(f"fabricmon_fabric_port_routes{{{FAB}}}" + REMOTE + NAMES, table=True)],
+                hide=("Time", "job")), 12, 8)
+    L.add(table("Fabric checks", "Every fabric check on every switch (0 OK, 1 WARNING, 2 CRITICAL), worst first; "
+                "sm is fabric-wide.",
+                [target(f"sort_desc(fabricmon_fabric_check_status{{{SWITCH}}})", table=True)],
+                hide=("Time", "__name__", "job")), 12, 8)
+
     L.row("Fabric collector")
     L.add(timeseries("Sweep duration", "Duration of each shard's last counter sweep.",
                      [target(f"fabricmon_fabric_sweep_duration_seconds{{{FAB}}}", "{{instance}}")], "s"), 8, 8)

@@ -77,6 +77,7 @@ def test_dashboard_conventions():
 @pytest.mark.sim
 def test_every_panel_returns_data_from_a_live_collector(sim_fabric, processes, tmp_path):
     fab = sim_fabric(netfile())
+    fab.start_sm()              # a master SM: the subnet manager panels have something to show
     cfg = tmp_path / "fabricmon.yml"
     (tmp_path / "state").mkdir()
     cfg.write_text(json.dumps({
