@@ -98,8 +98,8 @@ def judge(gs: list[EcmpGroup], previous: Mapping[tuple[str, str], int], th: Fabr
         idle = f"{word}: port{'s' if len(cold) > 1 else ''} {_ranges(cold)} ({cold_txt})"
         excl = f"; left out (down/degraded): ports {_ranges(g.excluded)}" if g.excluded else ""
         what = "uplinks" if g.direction == "up" else "downlinks"
-        findings.append(Finding(
-            CHECK, g.guid, hot, WARNING,
+        findings.append(Finding(     # about the switch's group (the message names the ports): no port
+            CHECK, g.guid, None, WARNING,
             f"{g.switch} {what}: port {hot} to {remote} carries {g.rates[hot] / mean:.1f}x the mean "
             f"({_gbps(g.rates[hot])}, mean {_gbps(mean)}, max/mean {g.ratio:.2f}, CV {g.cv:.2f}, "
             f"{n} sweeps); {idle}{excl}: check ECMP hashing / adaptive routing on {g.switch}"))

@@ -177,6 +177,8 @@ class Pipeline:
             log.exception("source crashed", source=name)
             out = SourceOutput()
             out.error("parse", f"{name}: internal error: {exc!r}")
+        if self._stop.is_set():
+            return      # stopping: tools were killed on purpose, that is no source error
         self._finish(name, out, time.monotonic() - t0)
 
     def _finish(self, name: str, out: SourceOutput, duration: float) -> None:

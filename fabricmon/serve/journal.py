@@ -51,7 +51,7 @@ class Journal:
     def _inventory(self, snap: Snapshot) -> None:
         for p in snap.ib.ports.values():
             self.log.info("port found", **port_fields(p))
-        if not snap.ib.ports:
+        if not snap.ib.ports and snap.fabric is None:      # a fabric collector has no local ports
             self.log.warning("no InfiniBand or RoCE port found")
         self._ports = set(snap.ib.ports)
         active = [n for n, s in snap.sources.items() if s.enabled and s.active]

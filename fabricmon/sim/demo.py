@@ -1,6 +1,6 @@
 """`fabricmon demo`: the daemon on a built-in simulated fat-tree fabric.
 
-Starts ibsim with the bundled topology (2 spines, 4 leaves, 32 hosts, HDR), runs opensm once,
+Starts ibsim with the bundled topology (2 spines, 4 leaves, 32 hosts, HDR), keeps an opensm running as the master SM,
 then runs the real daemon as host `node01` (the real infiniband-diags tools, under the
 umad2sim preload), plus the fabric collector (`fabricmon fabric run`) on port+2 with simulated
 traffic on every leaf's uplinks. After a short while it injects a burst of symbol errors on that
@@ -83,18 +83,20 @@ def run_demo(port: int = 9879, duration: float = 0, fault_after: float = 20.0,
     daemon = collector = traffic = None
     try:
         fabric.start()
+        fabric.start_sm()       # a master SM that keeps answering, as on a real fabric
         cfg = from_dict(demo_config(str(wd / "sys"), port))
         daemon = Daemon(cfg, LiveIO(cfg.sysfs, cfg.procfs, env=fabric.env(DEMO_HOST)), journal=False)
         seen: dict[tuple[str, str, int | None], int] = {}
         first = threading.Event()
 
         def on_snapshot(snap: Snapshot) -> None:
-            if not first.is_set():
-                first.set()
+            if not first.is_set() and snap.fabric is None \
+                    and all(s.ran for s in snap.sources.values() if s.enabled and s.active):
+                first.set()         # the summary once every source in use has answered
                 for line in summarize(snap):
                     _say(line)
             for f in snap.findings:
-                key = (f.check, f.device, None if f.check == "ecmp_imbalance" else f.port)
+                key = (f.check, f.device, f.port)
                 if seen.get(key, 0) != f.status:
                     if f.status or key in seen:
                         _say(f"{STATUS_NAMES[f.status]:8} {f.check}: {f.message}")
