@@ -11,7 +11,7 @@ Each size runs in its own process, so RSS is that size's alone.
     python bench/fabric_sweep.py [--repeat 5] [--sizes small,medium,director,director:0/4]
 
 A size with `:i/n` runs the collector as shard i of n (`--shard i/n`): it sweeps only its own switches, with
-both ibqueryerrors passes per switch (`-G`), 8 at once; the `ibqueryerrors --data` pass still reads the
+perfquery per switch by LID (`-x -l` and the `-a` aggregate, per port only where it shows errors), 8 at once; the `ibqueryerrors --data` pass still reads the
 whole fabric, so the ratio compares a shard's sweep with one whole-fabric pass.
 
 Also timed per fabric: one read of every switch's forwarding table as the `routing` source does

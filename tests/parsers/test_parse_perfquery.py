@@ -189,3 +189,21 @@ def test_real_saturation_capture_matches_the_console_log() -> None:
     for name in ("symbol_errors", "link_downed", "local_link_integrity_errors", "transmit_wait"):
         spec = ibspec.COUNTER_BY_NAME[name]
         assert b.counters[name] == ibspec.counter_max(spec, b.bits[name]), name
+
+
+def test_loop_ports_output_gives_one_block_per_port() -> None:
+    """`perfquery -x -l <lid> 255` (the sharded fabric sweep) prints a header per port (ibsim, infiniband-diags)."""
+    text = "".join(
+        f"# Port extended counters: Lid 3 port {p} (CapMask: 0x1300 CapMask2: 0x0000000)\n"
+        f"PortSelect:......................{p}\nCounterSelect:...................0x0000\n"
+        f"PortXmitData:....................{p * 100}\nPortRcvData:.....................432\n"
+        "PortXmitPkts:....................6\nPortRcvPkts:.....................6\n"
+        "PortUnicastXmitPkts:.............0\nPortUnicastRcvPkts:..............0\n"
+        "PortMulticastXmitPkts:...........0\nPortMulticastRcvPkts:............0\n"
+        for p in (1, 2, 8))
+    blocks = parse_perfquery(text)
+    assert [(b.lid, b.port, b.extended) for b in blocks] == [(3, 1, True), (3, 2, True), (3, 8, True)]
+    assert blocks[2].counters["transmit_bytes"] == 800 and blocks[2].bits["transmit_bytes"] == 64
+    assert set(blocks[0].counters) == {"transmit_bytes", "receive_bytes", "transmit_packets", "receive_packets",
+                                       "transmit_unicast_packets", "receive_unicast_packets",
+                                       "transmit_multicast_packets", "receive_multicast_packets"}
