@@ -56,7 +56,7 @@ class Daemon:
     def _publish(self, snap: Snapshot) -> None:
         self.snapshot = snap
         self.expo.set(render(snap), snap.time)
-        self.expo.verdict = verdict(snap)
+        self.expo.verdict = lambda: verdict(snap)      # built when /api/v1/findings asks
         self.expo.healthy = True
         self.expo.health_detail = f"last snapshot {time.strftime('%H:%M:%S', time.localtime(snap.time))}"
         if self.on_snapshot:

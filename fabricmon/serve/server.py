@@ -3,6 +3,8 @@ says whether polling is alive. Nothing here ever waits for a command."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import gzip
 import json
 import ssl
@@ -26,7 +28,20 @@ class Exposition:
         self.updated = 0.0
         self.healthy = False
         self.health_detail = "no poll completed yet"
-        self.verdict: dict[str, Any] | None = None     # report.verdict() of the last snapshot
+        # report.verdict() of the last snapshot, built when first asked for (check --daemon is rare;
+        # snapshots are frequent): a callable until then
+        self._verdict: Callable[[], dict[str, Any]] | dict[str, Any] | None = None
+
+    @property
+    def verdict(self) -> dict[str, Any] | None:
+        v = self._verdict
+        if callable(v):
+            v = self._verdict = v()
+        return v
+
+    @verdict.setter
+    def verdict(self, value: Callable[[], dict[str, Any]] | dict[str, Any] | None) -> None:
+        self._verdict = value
 
     def verdict_json(self) -> bytes | None:
         doc = self.verdict
