@@ -157,7 +157,7 @@ def fabricmon_config(sysfs: str, port: int, interval: float | None, state_dir: s
                      only_sysfs: bool = True) -> str:
     """YAML text listening on 127.0.0.1:port. only_sysfs: every other source (the external
     tools, and the RoCE/GPU sources) disabled; else every source at its default."""
-    sources: dict = {name: {"enabled": False} for name in registry() if name != "sysfs"} if only_sysfs else {}
+    sources: dict = {name: {"enabled": False} for name in registry() if name not in ("sysfs", "hw_counters")} if only_sysfs else {}
     sources["sysfs"] = {"interval": interval} if interval else {}
     return yaml.safe_dump({
         "server": {"address": "127.0.0.1", "port": port},
@@ -393,7 +393,7 @@ def main() -> int:
     ratio = med(w.ratio for w in windows)
     print(f"\nfabricmon vs {version}: {tree_desc}; "
           f"{'counters still' if args.no_traffic else f'{len(traffic.values)} data/packet counters moving every tick'}; "
-          f"fabricmon with its sysfs source only; tick {args.interval} s; "
+          f"fabricmon with its sysfs sources only (hw_counters at its default 30 s); tick {args.interval} s; "
           f"{args.repeats} windows x {args.cycles} cycles (median); fabricmon had polled "
           f"{fm_cycles_total} times by the end; {os.cpu_count()} CPUs\n")
     print(f"| {'what':62} | {'node_exporter':>14} | {'fabricmon':>14} |")

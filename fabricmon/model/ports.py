@@ -18,7 +18,7 @@ from fabricmon import ibspec
 from fabricmon.parsers.iblinkinfo import LinkData
 from fabricmon.parsers.ibstat import IbstatData
 from fabricmon.parsers.perfquery import PerfqueryData
-from fabricmon.parsers.sysfs_ib import SysfsData
+from fabricmon.parsers.sysfs_ib import HwCountersData, SysfsData
 
 
 @dataclass(slots=True)
@@ -93,12 +93,13 @@ def _pick(records: Iterable[Any], cls: type) -> Any:
 
 def merge(records: Iterable[Any]) -> Inventory:
     """Merge the latest records of every source, picked by their type (SysfsData, IbstatData,
-    PerfqueryData, LinkData); records of other types are ignored."""
+    PerfqueryData, LinkData, HwCountersData); records of other types are ignored."""
     records = list(records)
     sysfs_data: SysfsData | None = _pick(records, SysfsData)
     ibstat_data: IbstatData | None = _pick(records, IbstatData)
     perfq_data: PerfqueryData | None = _pick(records, PerfqueryData)
     link_data: LinkData | None = _pick(records, LinkData)
+    hw_data: HwCountersData | None = _pick(records, HwCountersData)
     devices: dict[str, DeviceView] = {}
     ports: dict[tuple[str, int], PortView] = {}
 
@@ -150,12 +151,15 @@ def merge(records: Iterable[Any]) -> Inventory:
                 p.counters = dict(sp.counters)
                 p.counter_bits = dict(sp.counter_bits)
                 p.counter_source = "sysfs"
-            p.hw_counters = dict(sp.hw_counters)
     for (dev, num), cs in (perfq_data.ports if perfq_data else {}).items():
         p = ports.get((dev, num))
         if p is None or p.counter_source == "sysfs":
             continue
         p.counters, p.counter_bits, p.counter_source = dict(cs.counters), dict(cs.bits), "perfquery"
+    for key, values in (hw_data.ports if hw_data else {}).items():
+        p = ports.get(key)
+        if p is not None:
+            p.hw_counters = dict(values)
     for (dev, num), li in (link_data.links if link_data else {}).items():
         p = ports.get((dev, num))
         if p is None:

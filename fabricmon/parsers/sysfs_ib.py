@@ -26,7 +26,6 @@ class SysfsPort:
     port_guid: str | None = None           # gids/0
     counters: dict[str, int] = field(default_factory=dict)      # counters/ (+ counters_ext/): canonical -> raw
     counter_bits: dict[str, int] = field(default_factory=dict)  # width of each counter read
-    hw_counters: dict[str, int] = field(default_factory=dict)   # hw_counters/
 
 
 @dataclass(slots=True)
@@ -41,6 +40,12 @@ class SysfsDevice:
     pci_path: str | None = None            # realpath of device
     pci_chain: tuple[str, ...] | None = None   # pci_path as a PCI chain (None: not a PCI device)
     ports: dict[int, SysfsPort] = field(default_factory=dict)
+
+
+@dataclass(slots=True)
+class HwCountersData:
+    """mlx5 `hw_counters/` of every port (RoCE and QP diagnostics), by (device, port)."""
+    ports: dict[tuple[str, int], dict[str, int]] = field(default_factory=dict)
 
 
 @dataclass(slots=True)

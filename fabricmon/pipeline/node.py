@@ -27,7 +27,7 @@ from fabricmon.model.roce import NetdevData, RoceView, record_roce_counters, roc
 from fabricmon.model.snapshot import GpuSection, IbSection, RoceSection, SourceState
 from fabricmon.parsers.ethtool import EthtoolData
 from fabricmon.parsers.mlnx_qos import MlnxQosData
-from fabricmon.parsers.sysfs_ib import SysfsData
+from fabricmon.parsers.sysfs_ib import HwCountersData
 
 log = structlog.get_logger("fabricmon.pipeline")
 
@@ -161,10 +161,10 @@ class NodeModel:
             findings.extend(link_errors.evaluate_port(p, self.history, self.config, now, ib.saturation[key]))
 
         views = self.roce_views(states, inv)
-        eth_st, sys_st = _state_of(states, EthtoolData), _state_of(states, SysfsData)
+        eth_st, hw_st = _state_of(states, EthtoolData), _state_of(states, HwCountersData)
         record_roce_counters(views, self.history,
                              eth_st.data_time if eth_st is not None and eth_st.data is not None else None,
-                             sys_st.data_time if sys_st is not None and sys_st.data is not None else None)
+                             hw_st.data_time if hw_st is not None and hw_st.data is not None else None)
         findings += roce_checks.evaluate(views, self.history, self.config, now)
 
         facts = _data(states, GpudirectFacts)

@@ -345,8 +345,9 @@ def run_soak(target: str, config: dict[str, Any], workdir: Path, cycles: int, in
 
 
 def sysfs_config(sysfs: str, interval: float, state_dir: str) -> dict:
-    """The sysfs source at `interval`, every other source off: one poll cycle, one sysfs read."""
-    sources = {name: ({"interval": interval} if name == "sysfs" else {"enabled": False})
+    """The sysfs sources (port state and counters, mlx5 hw_counters) at `interval`, every other
+    source off."""
+    sources = {name: ({"interval": interval} if name in ("sysfs", "hw_counters") else {"enabled": False})
                for name in registry()}
     return {"paths": {"sysfs": sysfs, "state_dir": state_dir}, "sources": sources}
 

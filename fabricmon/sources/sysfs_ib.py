@@ -1,5 +1,5 @@
 """sysfs source: /sys/class/infiniband/<dev>/{hca_type,fw_ver,...}/ports/<n>/{state,rate,counters/,
-counters_ext/,hw_counters/}.
+counters_ext/} (mlx5's hw_counters/ are the hw_counters source's, on their own interval).
 
 Reading sysfs cannot hang, but any single file may fail (EINVAL, EACCES, vanished between
 listing and reading) or read `N/A (no PMA)`: that costs only that value. mlx4's 64-bit
@@ -23,8 +23,6 @@ from fabricmon.parsers.sysfs_ib import (
 from fabricmon.pipeline.source import Inputs, Source, SourceOutput, register
 
 BASE = "class/infiniband"
-# hw_counters entries that are settings, not counters.
-HW_NOT_COUNTERS = frozenset({"lifespan"})
 # How long a device's static layout (identity, netdevs, port and counter lists) is reused
 # before it is read again; a re-registered device (driver reload) is seen within this time.
 STATIC_TTL = 60.0
@@ -38,7 +36,6 @@ class _PortLayout:
     port_guid: str | None
     counters: list[tuple[str, str]]       # (file, canonical name)
     counters_ext: list[tuple[str, str]]   # mlx4 counters_ext/: (file, canonical name)
-    hw_counters: list[tuple[str, str]]
     state: str = ""                       # paths of the files read every poll
     phys_state: str = ""
     rate: str = ""
@@ -50,8 +47,7 @@ class _PortLayout:
         self.state, self.phys_state, self.rate = f"{self.base}/state", f"{self.base}/phys_state", f"{self.base}/rate"
         self.counter_bits = {name: (64 if COUNTER_BY_NAME[name].kind == "traffic" else COUNTER_BY_NAME[name].bits)
                              for _, name in self.counters}
-        self.rels = (self.state, self.phys_state, self.rate, *(r for r, _ in self.counters),
-                     *(r for r, _ in self.hw_counters))
+        self.rels = (self.state, self.phys_state, self.rate, *(r for r, _ in self.counters))
 
 
 @dataclass(slots=True)
@@ -157,8 +153,6 @@ class SysfsSource(Source):
                           for f in self._listdir(io, f"{pb}/counters", out) if f in COUNTER_BY_SYSFS],
                 counters_ext=[(f"{pb}/counters_ext/{f}", COUNTER_BY_SYSFS_EXT[f].name)
                               for f in self._listdir(io, f"{pb}/counters_ext", out) if f in COUNTER_BY_SYSFS_EXT],
-                hw_counters=[(f"{pb}/hw_counters/{f}", f)
-                             for f in self._listdir(io, f"{pb}/hw_counters", out) if f not in HW_NOT_COUNTERS],
             ))
         return _Layout(dev, ports, now)
 
@@ -195,7 +189,7 @@ class SysfsSource(Source):
     def _port(self, io: HostIO, pl: _PortLayout, out: SourceOutput) -> SysfsPort:
         base = pl.base
         p = SysfsPort(port=pl.num, link_layer=pl.link_layer, port_guid=pl.port_guid)
-        answers = io.read_many("sysfs", pl.rels)      # state, phys_state, rate, counters, hw_counters
+        answers = io.read_many("sysfs", pl.rels)      # state, phys_state, rate, counters
         for i, (fname, rel) in enumerate((("state", pl.state), ("phys_state", pl.phys_state))):
             text = self._text(rel, answers[i], out)
             if text is not None:
@@ -223,8 +217,6 @@ class SysfsSource(Source):
                 if key in ext:
                     p.counters[key] = ext[key]
                     p.counter_bits[key] = 64
-        for (rel, key), answer in zip(pl.hw_counters, answers[3 + n:]):
-            self._counter(rel, key, answer, p.hw_counters, out)
         return p
 
     @staticmethod

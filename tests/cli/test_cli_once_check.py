@@ -30,7 +30,7 @@ def fabricmon(*args: str) -> subprocess.CompletedProcess:
 
 
 def config(tmp_path: Path, sysfs: Path, name: str = "cfg.yml", sources: dict | None = None, **extra) -> str:
-    srcs = {n: {"enabled": False} for n in registry() if n != "sysfs"}
+    srcs = {n: {"enabled": False} for n in registry() if n not in ("sysfs", "hw_counters")}
     srcs.update(sources or {})
     doc = {"paths": {"sysfs": str(sysfs), "state_dir": str(tmp_path / "state")}, "sources": srcs, **extra}
     f = tmp_path / name

@@ -36,7 +36,7 @@ def fabricmon(*args: str) -> subprocess.CompletedProcess:
 def sysfs_only_config(path: Path, sysfs: Path, **extra) -> Path:
     """paths.sysfs at our tree; every command and non-sysfs source off (no host tools needed)."""
     doc = {"paths": {"sysfs": str(sysfs), "state_dir": str(path.parent / "state")},
-           "sources": {name: {"enabled": False} for name in registry() if name != "sysfs"},
+           "sources": {name: {"enabled": False} for name in registry() if name not in ("sysfs", "hw_counters")},
            **extra}
     path.write_text(yaml.safe_dump(doc))
     return path
@@ -225,7 +225,7 @@ def test_no_remote_labels_on_counters(metrics: Metrics) -> None:
 
 def test_render_in_process_matches_the_cli(tree: Path, metrics: Metrics) -> None:
     cfg = from_dict({"paths": {"sysfs": str(tree)},
-                     "sources": {n: {"enabled": False} for n in registry() if n != "sysfs"},
+                     "sources": {n: {"enabled": False} for n in registry() if n not in ("sysfs", "hw_counters")},
                      "expected_links": [{"device": "mlx5_*", "width": "4X", "speed": "NDR"}]})
     col = Pipeline(cfg, LiveIO(str(tree)))
     try:
