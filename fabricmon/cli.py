@@ -59,13 +59,11 @@ def parse_listen(value: str) -> tuple[str | None, int]:
     return host.strip("[]") or None, int(p)
 
 
-def cmd_run(args: argparse.Namespace) -> int:
+def _serve(cfg: Config, io: HostIO, address: str | None, port: int | None, pipeline=None) -> int:
+    """Run a Daemon (the node pipeline, or the one given) until SIGTERM/SIGINT."""
     from fabricmon.serve.daemon import Daemon
-    address, port = parse_listen(args.listen) if args.listen else (None, None)
-    cfg = _load(args)
-    io = _io(args, cfg)
     try:
-        daemon = Daemon(cfg, io, port=port, address=address)
+        daemon = Daemon(cfg, io, port=port, address=address, pipeline=pipeline)
     except OSError as exc:      # cannot bind (in use, no such address, bad name) or load the TLS files
         io.close()
         where = f"{address or cfg.address}:{cfg.port if port is None else port}"
@@ -80,6 +78,12 @@ def cmd_run(args: argparse.Namespace) -> int:
     daemon.wait()
     daemon.stop()
     return 0
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    address, port = parse_listen(args.listen) if args.listen else (None, None)
+    cfg = _load(args)
+    return _serve(cfg, _io(args, cfg), address, port)
 
 
 def _check_output(path: str) -> None:
@@ -185,23 +189,10 @@ def _fabric_sweeps(pipe: Pipeline, sweeps: int, interval: float) -> Snapshot:
 
 def cmd_fabric_run(args: argparse.Namespace) -> int:
     from fabricmon.pipeline.fabric import fabric_pipeline
-    from fabricmon.serve.daemon import Daemon
     cfg = _fabric_config(args)
-    address, port = None, cfg.fabric.port
-    if args.listen:
-        host, _, p = args.listen.rpartition(":")
-        address, port = host.strip("[]") or None, int(p)
+    address, port = parse_listen(args.listen) if args.listen else (None, cfg.fabric.port)
     io = _io(args, cfg)
-    daemon = Daemon(cfg, io, port=port, address=address, pipeline=fabric_pipeline(cfg, io))
-
-    def _stop(signum: int, frame: object) -> None:
-        daemon._stop.set()
-    signal.signal(signal.SIGTERM, _stop)
-    signal.signal(signal.SIGINT, _stop)
-    daemon.start()
-    daemon.wait()
-    daemon.stop()
-    return 0
+    return _serve(cfg, io, address, port, fabric_pipeline(cfg, io))
 
 
 def cmd_fabric_once(args: argparse.Namespace) -> int:

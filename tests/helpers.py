@@ -208,3 +208,12 @@ def fake_nvml(monkeypatch, gpus: list[dict], driver: str = "535.161.08", as_byte
 
 def bundle_nvml(bundle: Path) -> list[dict]:
     return json.loads((bundle / "bundle.json").read_text()).get("nvml", [])
+
+
+def skip_without_captures(path: Path) -> None:
+    """Skip a compatibility test whose real capture is absent: ../shared/captures is public test
+    data kept beside the repository (CI has it), never shipped with fabricmon."""
+    if not Path(path).exists():
+        import pytest
+        pytest.skip(f"real captures not present ({path}): ../shared/captures is public test data kept beside "
+                    "the repository, not shipped with fabricmon; CI has it")

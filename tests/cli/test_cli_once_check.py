@@ -15,7 +15,7 @@ import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
 from fabricmon.pipeline.source import registry
-from helpers import CAPTURES, FIXTURES, REPO
+from helpers import CAPTURES, FIXTURES, REPO, skip_without_captures
 
 FIXTURE = FIXTURES / "sysfs" / "two_hca"
 H100 = CAPTURES / "sysfs" / "leptonai-gpud__sys-class-infiniband-h100.0"
@@ -185,8 +185,7 @@ def test_once_without_any_rdma_device(tmp_path: Path) -> None:
 
 @pytest.fixture
 def h100(tmp_path: Path) -> Path:
-    if not H100.is_dir():
-        pytest.skip(f"real captures not present ({H100}): ../shared/captures is public test data kept beside the repository, not shipped with fabricmon; CI has it")
+    skip_without_captures(H100)
     sysfs = tmp_path / "sys"
     (sysfs / "class").mkdir(parents=True)
     (sysfs / "class" / "infiniband").symlink_to(H100)

@@ -19,7 +19,7 @@ import yaml
 
 from fabricmon import cli, healthcheck
 from fabricmon.sim import sysfs_tree
-from helpers import CAPTURES, REPO
+from helpers import CAPTURES, REPO, skip_without_captures
 
 H100 = CAPTURES / "sysfs" / "leptonai-gpud__sys-class-infiniband-h100.0"
 H100_IB = [f"mlx5_{i}" for i in (0, 1, 4, 5, 6, 7, 8, 9)]
@@ -55,8 +55,7 @@ def write_config(tmp_path: Path, sysfs: Path, name: str = "fabricmon.yml", **ext
 @pytest.fixture
 def h100(tmp_path: Path) -> Path:
     """A writable copy of the recorded H100 node (8 NDR HCAs and a RoCE bond)."""
-    if not H100.is_dir():
-        pytest.skip(f"real captures not present ({H100}): ../shared/captures is public test data kept beside the repository, not shipped with fabricmon; CI has it")
+    skip_without_captures(H100)
     sysfs = tmp_path / "sys"
     shutil.copytree(H100, sysfs / "class" / "infiniband")
     for d, dirs, _ in os.walk(sysfs):                   # the captures are read-only

@@ -13,7 +13,7 @@ from fabricmon.parsers.mlnx_qos import (
     is_dcb_unsupported,
     parse_mlnx_qos,
 )
-from helpers import CAPTURES, FIXTURES
+from helpers import CAPTURES, FIXTURES, skip_without_captures
 
 HERE = FIXTURES / "mlnx_qos"
 CAPTURED = CAPTURES / "mlnx_qos"
@@ -214,8 +214,7 @@ def test_real_capture_parses(path: Path | None) -> None:
 
 def test_real_capture_details() -> None:
     """Spot-check values of the known captures when the folder is present."""
-    if not CAPTURED.is_dir():
-        pytest.skip(f"real captures not present ({CAPTURED}): ../shared/captures is public test data kept beside the repository, not shipped with fabricmon; CI has it")
+    skip_without_captures(CAPTURED)
     by_name = {p.name: p for p in _captures()}
     pcp = by_name.get("Mellanox-mlnx-tools__commit-b8c08c5_pcp_max_buffer_size.txt")
     dscp = by_name.get("Mellanox-mlnx-tools__commit-d477a17_dscp_trust_unsorted_tcs.txt")

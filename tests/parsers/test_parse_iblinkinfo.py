@@ -10,7 +10,7 @@ import pytest
 from fabricmon import ibspec
 from fabricmon.parsers.errors import ParseError
 from fabricmon.parsers.iblinkinfo import parse_iblinkinfo
-from helpers import CAPTURES, FIXTURES
+from helpers import CAPTURES, FIXTURES, skip_without_captures
 
 HERE = FIXTURES / "iblinkinfo"
 LEAF = "MF0;ib-leaf-03:MQM9700/U1"
@@ -146,8 +146,7 @@ PORT_LINE = re.compile(r"\d+\[[^\]]*\] ==\(")
 
 
 def test_every_real_iblinkinfo_capture() -> None:
-    if not CAPTURES.is_dir():
-        pytest.skip(f"real captures not present ({CAPTURES}): ../shared/captures is public test data kept beside the repository, not shipped with fabricmon; CI has it")
+    skip_without_captures(CAPTURES)
     files = sorted(p for p in (CAPTURES / "iblinkinfo").iterdir() if p.is_file())
     assert files
     for f in files:

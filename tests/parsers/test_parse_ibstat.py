@@ -8,7 +8,7 @@ import pytest
 
 from fabricmon.parsers.errors import ParseError
 from fabricmon.parsers.ibstat import parse_ibstat
-from helpers import CAPTURES, FIXTURES
+from helpers import CAPTURES, FIXTURES, skip_without_captures
 
 HERE = FIXTURES / "ibstat"
 
@@ -105,8 +105,7 @@ def test_crlf_and_trailing_spaces() -> None:
 
 def _captures(tool: str) -> list[Path]:
     d = CAPTURES / tool
-    if not CAPTURES.is_dir():
-        pytest.skip(f"real captures not present ({CAPTURES}): ../shared/captures is public test data kept beside the repository, not shipped with fabricmon; CI has it")
+    skip_without_captures(CAPTURES)
     return sorted(p for p in d.iterdir() if p.is_file())
 
 

@@ -16,7 +16,7 @@ EXT_ONLY = {"transmit_unicast_packets", "receive_unicast_packets", "transmit_mul
 BASIC = {c.name for c in ibspec.COUNTERS if c.perfquery and c.name not in EXT_ONLY}
 from fabricmon.parsers.errors import ParseError
 from fabricmon.parsers.perfquery import parse_perfquery
-from helpers import CAPTURES, FIXTURES
+from helpers import CAPTURES, FIXTURES, skip_without_captures
 
 HERE = FIXTURES / "perfquery"
 HEADER = re.compile(r"^# Port (extended )?counters:", re.M)
@@ -150,8 +150,7 @@ def _sections(text: str) -> list[tuple[str, int | None]]:
 
 
 def test_every_real_perfquery_capture() -> None:
-    if not CAPTURES.is_dir():
-        pytest.skip(f"real captures not present ({CAPTURES}): ../shared/captures is public test data kept beside the repository, not shipped with fabricmon; CI has it")
+    skip_without_captures(CAPTURES)
     files = sorted(p for p in (CAPTURES / "perfquery").iterdir() if p.is_file())
     assert files
     parsed = 0

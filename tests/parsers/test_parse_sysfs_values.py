@@ -9,7 +9,7 @@ import pytest
 from fabricmon import ibspec
 from fabricmon.parsers.errors import ParseError
 from fabricmon.parsers.sysfs_ib import parse_counter, parse_enum, parse_rate
-from helpers import CAPTURES, FIXTURES
+from helpers import CAPTURES, FIXTURES, skip_without_captures
 
 HERE = FIXTURES / "sysfs"
 
@@ -114,8 +114,7 @@ def test_our_fixture_tree_values_all_parse() -> None:
 
 def test_real_h100_tree_values_all_parse() -> None:
     root = CAPTURES / "sysfs" / "leptonai-gpud__sys-class-infiniband-h100.0"
-    if not root.is_dir():
-        pytest.skip(f"real captures not present ({root}): ../shared/captures is public test data kept beside the repository, not shipped with fabricmon; CI has it")
+    skip_without_captures(root)
     rates = {}
     for port in sorted(root.glob("*/ports/*")):
         assert parse_enum((port / "state").read_text()) == (4, "ACTIVE")

@@ -27,8 +27,6 @@ class DiscoverySource(Source):
         final = cache_path(self.config.fabric.cache_dir)
         tmp = final + ".new"
         res = io.run([*self.sc.command, "--cache", tmp], inputs.remaining(self.sc.timeout))
-        if inputs.cancel is not None and inputs.cancel.is_set():
-            return out          # stopping: killed on purpose, nothing to count
         err = command_error(res)
         if err:
             out.error(*err)

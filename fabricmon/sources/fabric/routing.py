@@ -32,8 +32,6 @@ class RoutingSource(Source):
         fc = self.config.fabric
         t0 = time.monotonic()
         res = io.run([*self.sc.command, "-n", "-t", str(fc.mad_timeout_ms)], inputs.remaining(self.sc.timeout))
-        if inputs.cancel is not None and inputs.cancel.is_set():
-            return out          # stopping: killed on purpose, nothing to count
         err = command_error(res)
         if err:
             out.error(*err)

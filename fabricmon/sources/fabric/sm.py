@@ -25,8 +25,6 @@ class SmSource(Source):
         cmd = list(self.sc.command)
         t = ["-t", str(self.config.fabric.mad_timeout_ms)]
         res = io.run([*cmd, *t], inputs.remaining(self.sc.timeout))
-        if inputs.cancel is not None and inputs.cancel.is_set():
-            return out
         text = res.stdout + "\n" + res.stderr
         if res.error is None and no_sm_answered(text):
             out.data = SmData(answered=False)

@@ -66,12 +66,8 @@ class SweepSource(Source):
         data = SweepData(bits={c.name: 64 if c.kind == "traffic" else c.bits for c in ibspec.COUNTERS})
         if fc.shard[1] > 1:
             counters, errors, err_failed = self._sweep_switches(io, inputs, out, sorted(mine), topo)
-            if inputs.cancel is not None and inputs.cancel.is_set():
-                return out
         else:
             counters, errors, err_failed = self._sweep_fabric(io, inputs, out, base, by_lid)
-            if counters is None and errors is None and inputs.cancel is not None and inputs.cancel.is_set():
-                return out          # stopping: the passes were killed on purpose, nothing to count
         for guid in sorted(mine):
             sw = topo.switches[guid]
             ports = {}
@@ -115,8 +111,6 @@ class SweepSource(Source):
             results = list(self.pool().map(lambda a: io.run(a, inputs.remaining(self.sc.timeout)), passes))
         else:
             results = [io.run(a, inputs.remaining(self.sc.timeout)) for a in passes]
-        if inputs.cancel is not None and inputs.cancel.is_set():
-            return None, None, set()
         counters, errors = (self._parse(out, r) for r in results)
         err_failed = {by_lid.get(int(m.group(1))) for m in _FAILED_LID.finditer(results[1].stderr)}
         return counters, errors, err_failed
@@ -166,8 +160,6 @@ class SweepSource(Source):
                 for extra, tail in ((["-x", "-l"], ["255"]), (["-a"], []))]
         drill = []
         for (g, argv), (_, res) in zip(jobs, run_all(jobs)):
-            if inputs.cancel is not None and inputs.cancel.is_set():
-                return counters, errors, err_failed
             blocks = parse(g, res)
             if "-x" in argv:
                 for b in blocks or ():
@@ -178,8 +170,6 @@ class SweepSource(Source):
             elif any(blocks[0].counters.get(c, 0) for c in ERROR_COUNTERS):
                 drill.append((g, [*base, "-l", str(lids[g]), "255"]))
         for g, res in run_all(drill) if drill else ():
-            if inputs.cancel is not None and inputs.cancel.is_set():
-                return counters, errors, err_failed
             blocks = parse(g, res)
             if not blocks:
                 err_failed.add(g)
