@@ -11,6 +11,7 @@ from fabricmon.config import Config
 from fabricmon.exporter import render
 from fabricmon.host.io import HostIO
 from fabricmon.model.snapshot import Snapshot
+from fabricmon.pages import Pages
 from fabricmon.pipeline import Pipeline
 from fabricmon.report import verdict
 from fabricmon.serve.journal import Journal
@@ -57,6 +58,7 @@ class Daemon:
         self.snapshot = snap
         self.expo.set(render(snap), snap.time)
         self.expo.verdict = lambda: verdict(snap)      # built when /api/v1/findings asks
+        self.expo.pages = Pages(snap)                   # rendered when / asks
         self.expo.healthy = True
         self.expo.health_detail = f"last snapshot {time.strftime('%H:%M:%S', time.localtime(snap.time))}"
         if self.on_snapshot:

@@ -1,5 +1,7 @@
 """HTTP(S) endpoint: /metrics serves the cached exposition of the last snapshot, /healthz
-says whether polling is alive. Nothing here ever waits for a command."""
+says whether polling is alive, / the page of the last snapshot (fabricmon.pages: the node
+status page or the fabric map) with its static files under /static/. Nothing here ever waits
+for a command."""
 
 from __future__ import annotations
 
@@ -11,10 +13,12 @@ import ssl
 import threading
 from typing import Any
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from urllib.parse import parse_qsl
 
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
 from fabricmon.config import TLSConfig
+from fabricmon.pages import Pages, static_file
 from fabricmon.report import FINDINGS_PATH
 
 
@@ -31,6 +35,7 @@ class Exposition:
         # report.verdict() of the last snapshot, built when first asked for (check --daemon is rare;
         # snapshots are frequent): a callable until then
         self._verdict: Callable[[], dict[str, Any]] | dict[str, Any] | None = None
+        self.pages: Pages | None = None      # the HTML views of the last snapshot
 
     @property
     def verdict(self) -> dict[str, Any] | None:
@@ -62,6 +67,20 @@ class Exposition:
             return self._gz, True
 
 
+# Pages load nothing from elsewhere: same-origin script and style only (an air-gapped cluster
+# sees the same page), and no framing.
+PAGE_HEADERS = {
+    "Content-Security-Policy": "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
+                               "connect-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'none'",
+    "X-Content-Type-Options": "nosniff",
+    "Cache-Control": "no-store",
+}
+WAITING_PAGE = (b"<!doctype html><html lang='en'><head><meta charset='utf-8'><meta http-equiv='refresh' content='2'>"
+                b"<title>fabricmon</title></head><body><p>fabricmon: no snapshot built yet; this page reloads "
+                b"by itself.</p></body></html>\n")
+HTML = "text/html; charset=utf-8"
+
+
 def make_handler(expo: Exposition) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         server_version = "fabricmon"
@@ -75,9 +94,12 @@ def make_handler(expo: Exposition) -> type[BaseHTTPRequestHandler]:
                 # accept loop, so one slow client cannot stall every other scrape.
                 self.request.do_handshake()
 
-        def _send(self, code: int, body: bytes, ctype: str, gz: bool = False) -> None:
+        def _send(self, code: int, body: bytes, ctype: str, gz: bool = False,
+                  headers: dict[str, str] | None = None) -> None:
             self.send_response(code)
             self.send_header("Content-Type", ctype)
+            for k, v in (headers or {}).items():
+                self.send_header(k, v)
             self.send_header("Content-Length", str(len(body)))
             if gz:
                 self.send_header("Content-Encoding", "gzip")
@@ -85,8 +107,21 @@ def make_handler(expo: Exposition) -> type[BaseHTTPRequestHandler]:
             if self.command != "HEAD":
                 self.wfile.write(body)
 
+        def _page(self, query: str) -> None:
+            pages = expo.pages
+            if pages is None:
+                self._send(503, WAITING_PAGE, HTML, headers=PAGE_HEADERS)
+                return
+            q = dict(parse_qsl(query, max_num_fields=8))
+            body = pages.get(q.pop("part", "page"), q)
+            headers = {**PAGE_HEADERS, "X-Fabricmon-Snapshot": f"{pages.snap.time:.3f}"}
+            if body is None:
+                self._send(404, b"no such part\n", "text/plain", headers=headers)
+            else:
+                self._send(200, body, HTML, headers=headers)
+
         def do_GET(self) -> None:  # noqa: N802
-            path = self.path.split("?", 1)[0]
+            path, _, query = self.path.partition("?")
             if path == "/metrics":
                 body, gz = expo.get("gzip" in self.headers.get("Accept-Encoding", ""))
                 self._send(200, body, CONTENT_TYPE_LATEST, gz)
@@ -101,8 +136,10 @@ def make_handler(expo: Exposition) -> type[BaseHTTPRequestHandler]:
                 else:
                     self._send(200, body, "application/json")
             elif path == "/":
-                self._send(200, b"<html><body><h1>fabricmon</h1><p><a href='/metrics'>/metrics</a> "
-                                b"<a href='/healthz'>/healthz</a> <a href='/api/v1/findings'>/api/v1/findings</a></p></body></html>", "text/html")
+                self._page(query)
+            elif path.startswith("/static/") and (asset := static_file(path[len("/static/"):])) is not None:
+                self._send(200, asset[0], asset[1], headers={"X-Content-Type-Options": "nosniff",
+                                                             "Cache-Control": "max-age=300"})
             else:
                 self._send(404, b"not found\n", "text/plain")
 

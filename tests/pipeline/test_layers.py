@@ -20,6 +20,9 @@ FORBIDDEN = {
     "sources": ("fabricmon.checks", "fabricmon.exporter", "fabricmon.pipeline.scheduler",
                 "fabricmon.pipeline.node", "fabricmon.serve"),
     "exporter": ("fabricmon.sources", "fabricmon.parsers", "fabricmon.host", "fabricmon.pipeline"),
+    # pages read the published snapshot only: no data path of their own
+    "pages": ("fabricmon.sources", "fabricmon.parsers", "fabricmon.host", "fabricmon.pipeline", "fabricmon.exporter",
+              "fabricmon.serve"),
     "model": ("fabricmon.sources", "fabricmon.pipeline.scheduler", "fabricmon.exporter", "fabricmon.serve"),
 }
 

@@ -1,0 +1,73 @@
+"""The shell every page shares: one document with a header, the live part (replaced in place
+by page.js every few seconds), a details panel and a findings table, in one style. Every
+string from the fabric (node descriptions, messages) goes through esc()."""
+
+from __future__ import annotations
+
+import html
+import socket
+import time
+from collections.abc import Iterable
+
+from fabricmon import __version__
+from fabricmon.checks import CRITICAL, OK, STATUS_NAMES, WARNING, Finding
+
+REFRESH_MS = 5000
+STATE_NAMES = {OK: "ok", WARNING: "warning", CRITICAL: "critical"}
+
+
+def esc(text: object) -> str:
+    return html.escape(str(text), quote=True)
+
+
+def state_name(status: int) -> str:
+    return STATE_NAMES.get(status, "critical")
+
+
+def when(t: float) -> str:
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(t)) if t else "never"
+
+
+def ago(t: float, now: float) -> str:
+    if not t:
+        return "never"
+    s = max(0.0, now - t)
+    return f"{s:.0f} s ago" if s < 120 else f"{s / 60:.0f} min ago" if s < 7200 else f"{s / 3600:.1f} h ago"
+
+
+def findings_table(findings: Iterable[Finding], names: dict[str, str] | None = None, empty: str = "No findings.") -> str:
+    """The current WARNING/CRITICAL findings, worst first, each with its reason."""
+    bad = sorted((f for f in findings if f.status != OK), key=lambda f: (-f.status, f.check, f.device, f.port or 0))
+    if not bad:
+        return f'<p class="none" data-findings="0">{esc(empty)}</p>'
+    rows = []
+    for f in bad:
+        where = (names or {}).get(f.device, f.device) or "fabric"
+        port = "" if f.port is None else str(f.port)
+        rows.append(f'<tr data-finding="{esc(f.check)}" data-state="{state_name(f.status)}">'
+                    f'<td class="sev {state_name(f.status)}">{STATUS_NAMES[f.status]}</td><td>{esc(f.check)}</td>'
+                    f'<td>{esc(where)}</td><td>{esc(port)}</td><td class="msg">{esc(f.message)}</td></tr>')
+    return (f'<table class="findings" data-findings="{len(bad)}"><thead><tr><th>status</th><th>check</th>'
+            f'<th>where</th><th>port</th><th>reason</th></tr></thead><tbody>{"".join(rows)}</tbody></table>')
+
+
+def document(kind: str, title: str, live: str, snap_time: float, status: int, subtitle: str = "") -> str:
+    """The whole page: `live` is the fragment page.js replaces on every refresh."""
+    host = socket.gethostname()
+    return (
+        "<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+        "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">"
+        f"<title>{esc(title)} · {esc(host)}</title><link rel=\"stylesheet\" href=\"/static/page.css\"></head>"
+        f"<body data-page=\"{esc(kind)}\" data-snapshot=\"{snap_time:.3f}\" data-refresh=\"{REFRESH_MS}\">"
+        f"<header><h1><span class=\"dot {state_name(status)}\" id=\"overall\"></span>{esc(title)}</h1>"
+        f"<span class=\"sub\">{esc(host)}{' · ' + esc(subtitle) if subtitle else ''} · fabricmon {esc(__version__)}"
+        f" · <span id=\"updated\">snapshot {esc(when(snap_time))}</span></span>"
+        "<nav><a href=\"/metrics\">/metrics</a> <a href=\"/healthz\">/healthz</a> "
+        "<a href=\"/api/v1/findings\">/api/v1/findings</a></nav></header>"
+        f"<main id=\"live\">{live}</main>"
+        "<aside id=\"details\" hidden><button type=\"button\" id=\"close\" title=\"close\">×</button>"
+        "<div id=\"details-body\"></div></aside>"
+        "<script src=\"/static/page.js\"></script></body></html>\n")
+
+
+__all__ = ["REFRESH_MS", "ago", "document", "esc", "findings_table", "state_name", "when"]
