@@ -76,6 +76,7 @@
         live.innerHTML = html;
         body.setAttribute("data-snapshot", snap);
         body.classList.remove("stale");
+        body.setAttribute("data-refreshes", String((parseInt(body.getAttribute("data-refreshes"), 10) || 0) + 1));
         var meta = document.getElementById("meta");
         if (meta) {
           document.getElementById("updated").textContent = "snapshot " + meta.getAttribute("data-when");
