@@ -153,7 +153,7 @@ def page_stats(snap, repeat: int) -> dict:
                                check=True)
             load(base + "/healthz")                 # warm the profile
             for name, url in (("empty", base + "/healthz"), ("collapsed", base + "/"),
-                              ("expanded", base + "/#expand=" + every)):
+                              ("expanded", base + "/?expand=" + every)):
                 out[f"chromium_{name}_s"] = _median_time(lambda: load(url), repeat)[0]
     finally:
         srv.stop()

@@ -17,6 +17,7 @@ in which state and colour. A pure function of the fabric section and the finding
 
 from __future__ import annotations
 
+import functools
 import math
 import os
 import re
@@ -70,6 +71,7 @@ def util_colour(util: float | None) -> str:
     return next(c for bound, c, _ in UTIL_SCALE if util < bound)
 
 
+@functools.lru_cache(maxsize=64)
 def rate_width(gbps: float | None) -> float:
     if not gbps:
         return RATE_CLASSES[0][1]

@@ -17,6 +17,7 @@ from fabricmon.model.snapshot import Snapshot
 from fabricmon.pages.fabric_layout import (
     BOX_H, CELL, RATE_CLASSES, UTIL_SCALE, NO_RATE, Layout, LinkLine, SwitchBox, layout, natural_key, short_name,
 )
+from fabricmon.report import source_findings
 from fabricmon.pages.html import document, esc, findings_table, state_name, when
 
 FIT_WIDTH, MAX_ZOOM = 1300, 1.8     # px a map is scaled up towards, and by at most
@@ -212,7 +213,7 @@ def live(snap: Snapshot, query: Mapping[str, str]) -> str:
     sec: FabricSection = snap.fabric
     meta = f'<div id="meta" hidden data-when="{esc(when(snap.time))}" data-state="{state_name(snap.status)}"></div>'
     names = {g: sw.name for g, sw in sec.switches.items()}
-    table = f'<h2>Findings</h2>{findings_table(snap.findings, names)}'
+    table = f'<h2>Findings</h2>{findings_table(snap.findings + source_findings(snap), names)}'
     if not sec.switches:
         return meta + '<p class="none" data-empty="1">No fabric discovered yet: waiting for the first ' \
                       'ibnetdiscover run.</p>' + table

@@ -35,6 +35,7 @@ TRAFFIC = {
 @pytest.fixture
 def collector(sim_fabric, tmp_path):
     fab = sim_fabric(fat_tree_netfile(spines=2, leaves=4, hosts_per_leaf=2, uplinks_per_spine=2))
+    fab.start_sm()                  # a master SM that keeps answering, as on a real fabric
     cfg = from_dict({
         "server": {"address": "127.0.0.1"},
         "paths": {"state_dir": str(tmp_path / "state")},
@@ -76,14 +77,14 @@ def test_the_map_shows_the_polarised_leaf_and_its_hot_uplink(browser, collector)
     assert len(links) == 16                        # 4 leaves x 4 uplinks
     hot = [k for k, e in links.items() if e.get("data-hot") == "1"]
     assert len(hot) == 1 and hot[0].startswith(f"{LEAVES['leaf02']}:3-{SPINES['spine01']}:")
-    assert links[hot[0]]["data-state"] == "warning" and float(links[hot[0]]["data-util"]) > 0.8
+    assert links[hot[0]]["data-state"] == "warning" and float(links[hot[0]]["data-util"]) > 0.7
     for k, e in links.items():
         if k.startswith(LEAVES["leaf01"] + ":"):   # the balanced leaf: nothing marked
             assert e["data-state"] == "ok" and "data-hot" not in e
-            assert 0.4 < float(e["data-util"]) < 0.6
+            assert 0.3 < float(e["data-util"]) < 0.7, e      # 0.5 nominal; a busy machine jitters
     # the findings table names the leaf and the fix
     rows = elements(dom, "data-finding")
-    assert any(r["data-finding"] == "ecmp_imbalance" for r in rows)
+    assert [r["data-finding"] for r in rows] == ["ecmp_imbalance"]      # the SM answers: nothing else
     assert re.search(r"leaf02 uplinks: port 3 to .*check ECMP hashing", dom)
     # nothing is loaded from elsewhere
     assert not re.search(r'(src|href)="(https?:)?//', dom)
