@@ -77,11 +77,16 @@ def test_the_map_shows_the_polarised_leaf_and_its_hot_uplink(browser, collector)
     assert len(links) == 16                        # 4 leaves x 4 uplinks
     hot = [k for k, e in links.items() if e.get("data-hot") == "1"]
     assert len(hot) == 1 and hot[0].startswith(f"{LEAVES['leaf02']}:3-{SPINES['spine01']}:")
-    assert links[hot[0]]["data-state"] == "warning" and float(links[hot[0]]["data-util"]) > 0.7
+    assert links[hot[0]]["data-state"] == "warning"
+    # utilisation as driven (relative: a busy machine slows the simulated traffic as a whole)
+    util = {k: float(e["data-util"]) for k, e in links.items()}
+    cold = [u for k, u in util.items() if k.startswith(LEAVES["leaf02"] + ":") and k != hot[0]]
+    assert util[hot[0]] > 2 * max(cold)            # 0.9 against 0.3
+    balanced = [u for k, u in util.items() if k.startswith(LEAVES["leaf01"] + ":")]
+    assert max(balanced) < 1.3 * min(balanced) and min(balanced) > 0.1
     for k, e in links.items():
         if k.startswith(LEAVES["leaf01"] + ":"):   # the balanced leaf: nothing marked
             assert e["data-state"] == "ok" and "data-hot" not in e
-            assert 0.3 < float(e["data-util"]) < 0.7, e      # 0.5 nominal; a busy machine jitters
     # the findings table names the leaf and the fix
     rows = elements(dom, "data-finding")
     assert [r["data-finding"] for r in rows] == ["ecmp_imbalance"]      # the SM answers: nothing else
