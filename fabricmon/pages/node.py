@@ -195,7 +195,8 @@ def source_row(name: str, s: SourceState, now: float) -> str:
         f"source {name}: {text}",
         f"program: {s.program}" if s.program else "",
         f"every {s.interval:g} s, timeout {s.timeout:g} s; {s.runs} run(s)",
-        f"last success: {when(s.last_success)} ({ago(s.last_success, now)})",
+        f"last success: {when(s.last_success)} ({ago(s.last_success, now)})" if s.last_success else
+        "last success: never",
         f"last run took {_duration(s.duration)}" if s.ran else "",
         f"failing now: {errors}" if errors else "",
         f"errors since start: {totals}" if totals else "errors since start: none",
