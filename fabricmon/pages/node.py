@@ -21,6 +21,7 @@ from fabricmon.pages.html import ago, document, esc, findings_table, state_name,
 from fabricmon.report import source_findings
 
 TITLE = "fabricmon node"
+STATE_DOWN = 1            # PortState DOWN (ibspec.PORT_STATES)
 
 
 # --- what the page says about ports, sources and GPUs ------------------------------------------
@@ -105,13 +106,21 @@ def _netdev(snap: Snapshot, p: PortView) -> str:
     return d.netdev if d is not None else ""
 
 
+def _link(p: PortView) -> str:
+    """Width and generation ("4X NDR"); those of a port whose link is not up are stale (ibstat
+    and sysfs keep the last trained values), so such a port is just "link down"."""
+    if p.state_id == STATE_DOWN or p.phys_state_id not in (None, ibspec.PHYS_LINKUP):
+        return "link down"
+    return p.link_text()
+
+
 def port_tip(snap: Snapshot, key: tuple[str, int]) -> str:
     """The multi-line summary the details panel shows for a port."""
     p = snap.ib.ports[key]
     d = snap.ib.devices.get(p.device)
     lines = [f"{p.label()} ({p.link_layer})",
              f"state: {_state_text(p)}",
-             f"link: {p.link_text()}, {_gbps(p.rate_gbps)} ({_expected_text(snap, p)})"]
+             f"link: {_link(p)}, {_gbps(p.rate_gbps)} ({_expected_text(snap, p)})"]
     ident = []
     if _netdev(snap, p):
         ident.append(f"netdev {_netdev(snap, p)}")
@@ -145,14 +154,15 @@ def port_card(snap: Snapshot, key: tuple[str, int]) -> str:
     if p.is_ib:
         netdev = _netdev(snap, p)
         what = f"IB · {_state_text(p)}" + (f" · {netdev}" if netdev else "")
-        link = f"{p.link_text()} · {_gbps(p.rate_gbps)}"
+        link = f"{_link(p)} · {_gbps(p.rate_gbps)}"
         roce = ""
     else:       # a RoCE port's width/generation names are IB's; the rate is what counts
         what = f"RoCE · {_state_text(p)}"
         link = _gbps(p.rate_gbps)
         roce = _roce_text(snap, key)
-    rate_cls = f"rate sev {st}" if (_below(snap, p) or not p.up) and st != "ok" else "rate"
-    body = (f'<div class="{rate_cls}">{esc(link)} <span class="muted">{esc(_expected_text(snap, p))}</span></div>'
+    short = (_below(snap, p) or not p.up) and st != "ok"
+    link_html = f'<span class="sev {st}">{esc(link)}</span>' if short else esc(link)
+    body = (f'<div class="rate">{link_html} <span class="muted">{esc(_expected_text(snap, p))}</span></div>'
             + (f'<div class="what">{esc(roce)}</div>' if roce else ""))
     if bad:
         more = f" (+{len(bad) - 1} more)" if len(bad) > 1 else ""

@@ -123,6 +123,7 @@ def test_down_and_degraded_ports_are_critical_and_warning(broken):
     assert {ports[f"mlx5_{i}/1"]["data-state"] for i in (0, 1, 3, 4, 6, 7)} == {"ok"}
     tip = ports["mlx5_2/1"]["data-tip"]
     assert "state: DOWN/Polling" in tip and "CRITICAL degraded_link: mlx5_2 port 1 is DOWN/Polling" in tip
+    assert "link: link down, 0 Gb/s (expected 400 Gb/s)" in tip         # not the stale 4X NDR
     tip = ports["mlx5_5/1"]["data-tip"]
     assert "link: 1X NDR, 100 Gb/s (expected 400 Gb/s)" in tip
     assert "WARNING degraded_link: mlx5_5 port 1 runs at 1X NDR" in tip
