@@ -18,6 +18,11 @@ Also timed per fabric: one read of every switch's forwarding table as the `routi
 it (one `dump_fts -n` run, parsing and the route balance of every switch), against the
 alternative it was chosen over: `ibroute -n <lid>` per switch, 4 at a time.
 
+Also per fabric: the fabric map (fabricmon.pages) of the last snapshot: server render time and
+size of the page with every group collapsed (what an operator first gets), with every group
+expanded, and one switch's details; and, when headless Chromium is installed, the wall time for
+Chromium to load and lay out each page against loading a near-empty page in the same run.
+
 `director` is the real 400-switch HDR fabric with a director core (16,568 switch ports) from
 ../shared/captures; without the captures a generated 300-switch fat tree stands in.
 """
@@ -95,6 +100,7 @@ def one(size: str, repeat: int) -> dict:
         assert snap.fabric.routes, "no route balance computed"
         body = render(snap)
         pipe.close()
+        pages = page_stats(snap, repeat)
         sw = snap.sources["sweep"]
         assert sw.up and not sw.active_errors, sw.active_errors
         return {
@@ -103,7 +109,55 @@ def one(size: str, repeat: int) -> dict:
             "lft_s": statistics.median(lft), "ibroute_s": statistics.median(dump), "balanced": len(snap.fabric.routes),
             "series": body.count(b"\n") - body.count(b"\n#"), "exposition_mib": len(body) / 2**20,
             "rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+            **pages,
         }
+
+
+def _median_time(fn, repeat: int) -> tuple[float, object]:
+    times, out = [], None
+    for _ in range(repeat):
+        t = time.perf_counter()
+        out = fn()
+        times.append(time.perf_counter() - t)
+    return statistics.median(times), out
+
+
+def page_stats(snap, repeat: int) -> dict:
+    """Render time and size of the map pages, and Chromium's load time (if installed)."""
+    import shutil
+
+    from fabricmon.pages import Pages
+    from fabricmon.pages.fabric_layout import layout
+    from fabricmon.serve.server import Exposition, MetricsServer
+
+    every = ",".join(g.id for g in layout(snap.fabric, snap.findings).groups)
+    guid = next(iter(snap.fabric.switches))
+    out: dict = {"groups": every.count(",") + 1 if every else 0}
+    for name, part, q in (("collapsed", "page", {}), ("expanded", "page", {"expand": every}),
+                          ("switch", "switch", {"guid": guid})):
+        t, body = _median_time(lambda: Pages(snap).get(part, q), repeat)
+        out[f"page_{name}_ms"], out[f"page_{name}_kib"] = t * 1000, len(body) / 1024
+    exe = shutil.which("chromium") or shutil.which("chromium-browser")
+    if exe is None:
+        return out
+    expo = Exposition()
+    expo.pages = Pages(snap)
+    srv = MetricsServer("127.0.0.1", 0, expo)
+    srv.start()
+    base = f"http://127.0.0.1:{srv.port}"
+    try:
+        with tempfile.TemporaryDirectory() as prof:
+            def load(url: str) -> None:
+                subprocess.run([exe, "--headless", "--no-sandbox", "--disable-gpu", f"--user-data-dir={prof}",
+                                "--window-size=1600,1000", "--dump-dom", url], capture_output=True, timeout=120,
+                               check=True)
+            load(base + "/healthz")                 # warm the profile
+            for name, url in (("empty", base + "/healthz"), ("collapsed", base + "/"),
+                              ("expanded", base + "/?expand=" + every)):
+                out[f"chromium_{name}_s"] = _median_time(lambda: load(url), repeat)[0]
+    finally:
+        srv.stop()
+    return out
 
 
 def main() -> int:
@@ -136,6 +190,16 @@ def main() -> int:
     print("|---|---|---|---|---|")
     for x in rows:
         print(f"| {x['fabric']} | {x['switches']} | {x['lft_s']:.2f} | {x['ibroute_s']:.2f} | {x['balanced']} |")
+    print()
+    print(f"| fabric | groups | map page, collapsed: ms / KiB | every group expanded: ms / KiB | switch details: ms / KiB "
+          f"| Chromium load s: near-empty page / collapsed / expanded (median of {args.repeat}) |")
+    print("|---|---|---|---|---|---|")
+    for x in rows:
+        chrome = (f"{x['chromium_empty_s']:.2f} / {x['chromium_collapsed_s']:.2f} / {x['chromium_expanded_s']:.2f}"
+                  if "chromium_empty_s" in x else "(chromium not installed)")
+        print(f"| {x['fabric']} | {x['groups']} | {x['page_collapsed_ms']:.0f} / {x['page_collapsed_kib']:.0f} | "
+              f"{x['page_expanded_ms']:.0f} / {x['page_expanded_kib']:.0f} | {x['page_switch_ms']:.1f} / "
+              f"{x['page_switch_kib']:.1f} | {chrome} |")
     return 0
 
 

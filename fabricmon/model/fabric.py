@@ -196,6 +196,7 @@ class EcmpGroup:
     utilisation: float | None = None  # mean rate / link rate
     over: int = 0                    # consecutive sweeps over the threshold
     imbalanced: bool = False
+    hot: int | None = None           # the port carrying the most, when the group is imbalanced
 
 
 @dataclass(slots=True)

@@ -1,20 +1,268 @@
-"""The live fabric map (`fabricmon fabric run`, at /): placeholder until the map lands."""
+"""The live fabric map (`fabricmon fabric run`, at /): the SVG of fabric_layout, drawn by the
+server from the last sweep, a legend, a summary line and the current findings; a switch's
+port table on demand (`/?part=switch&guid=<guid>`).
+
+Every switch element carries data-switch (node description), data-guid and data-state, every
+link data-link ("<guid>:<port>-<guid>:<port>", the lower end first) and data-state, so tests
+and operators' scripts can read the picture; a collapsed group carries data-group, a bundle of
+cables into one data-bundle."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 
+from fabricmon.checks import OK, STATUS_NAMES, Finding
+from fabricmon.model.fabric import FabricSection
 from fabricmon.model.snapshot import Snapshot
-from fabricmon.pages.html import document, esc, findings_table, when
+from fabricmon.pages.fabric_layout import (
+    BOX_H, CELL, RATE_CLASSES, UTIL_SCALE, NO_RATE, Layout, LinkLine, SwitchBox, layout, natural_key, short_name,
+)
+from fabricmon.report import source_findings
+from fabricmon.pages.html import document, esc, findings_table, state_name, when
+
+FIT_WIDTH, MAX_ZOOM = 1300, 1.8     # px a map is scaled up towards, and by at most
+FILL = {0: "#e8f5e9", 1: "#fff4cc", 2: "#fbd5d2"}
+STROKE = {0: "#2e7d32", 1: "#b58100", 2: "#c62828"}
+
+
+def _gbps(bps: float | None) -> str:
+    return "?" if bps is None else f"{bps * 8 / 1e9:.1f} Gb/s"
+
+
+def _pct(u: float | None) -> str:
+    return "no rate yet" if u is None else f"{u * 100:.0f} %"
+
+
+def _link_tip(ln: LinkLine) -> str:
+    pa, pb = ln.a.port_rec, ln.b.port_rec
+    lk = (pa.link if pa is not None else None) or (pb.link if pb is not None else None)
+    cls = f"{lk.width}X {lk.speed}" if lk is not None else "?"
+    exp = next((p.expected for p in (pa, pb) if p is not None and p.expected), "")
+    lines = [f"{ln.a.name} [{ln.a.port}] <-> {ln.b.name} [{ln.b.port}]",
+             f"{cls}" + (f" (link class {exp})" if exp else "") + (" DOWN" if ln.down else "")
+             + (" DEGRADED" if ln.degraded else ""),
+             f"{ln.a.name} -> {ln.b.name}: {_gbps(pa.tx_rate if pa else None)}",
+             f"{ln.b.name} -> {ln.a.name}: {_gbps(pb.tx_rate if pb else None)}",
+             f"utilisation {_pct(ln.util)}" + (" (hot port of an imbalanced ECMP group)" if ln.hot else "")]
+    lines += [f"{STATUS_NAMES[f.status]} {f.check}: {f.message}" for f in ln.findings if f.status != OK]
+    return "\n".join(lines)
+
+
+def _switch_tip(b: SwitchBox, sec: FabricSection) -> str:
+    sw = sec.switches[b.guid]
+    up = sum(1 for p in b.up_ports if sec.ports[(b.guid, p)].up)
+    down_links = sum(1 for p in b.down_ports if sec.ports[(b.guid, p)].role == "down")
+    active, expected = sec.uplinks.get(b.guid, (up, None))
+    lines = [b.name, f"GUID 0x{b.guid}  LID {sw.lid if sw.lid is not None else '?'}  level {b.level}  {sw.nports} ports",
+             f"uplinks {active}" + (f" of {expected} expected" if expected is not None else "")
+             + f", downlinks {down_links}, hosts {b.hosts}" + (f" (+{b.hosts_down} down)" if b.hosts_down else "")]
+    for gr in sec.groups:
+        if gr.guid == b.guid and gr.ratio is not None:
+            lines.append(f"ECMP {gr.direction}: max/mean {gr.ratio:.2f}, utilisation {_pct(gr.utilisation)}"
+                         + (f", hot port {gr.hot}" if gr.imbalanced else ""))
+    rb = sec.routes.get(b.guid)
+    if rb is not None and rb.ratio is not None:
+        lines.append(f"routes: max/mean {rb.ratio:.2f} over {len(rb.routes)} uplinks")
+    lines += [f"{STATUS_NAMES[f.status]} {f.check}: {f.message}" for f in b.findings if f.status != OK]
+    return "\n".join(lines)
+
+
+def _switch_g(b: SwitchBox, sec: FabricSection) -> str:
+    st = state_name(b.state)
+    hosts = ""
+    if b.level == 1 or b.hosts or b.hosts_down:
+        txt = f"{b.hosts} hosts" + (f", {b.hosts_down} down" if b.hosts_down else "")
+        hosts = f'<text class="small" x="{b.x + b.w / 2:.1f}" y="{b.y + b.h + 12:.1f}" text-anchor="middle">{esc(txt)}</text>'
+    return (f'<g class="sw" data-switch="{esc(b.name)}" data-guid="{b.guid}" data-state="{st}" data-level="{b.level}" '
+            f'data-detail="/?part=switch&amp;guid={b.guid}"><title>{esc(_switch_tip(b, sec))}</title>'
+            f'<rect x="{b.x:.1f}" y="{b.y:.1f}" width="{b.w:.0f}" height="{b.h:.0f}" rx="5" fill="{FILL[b.state]}" '
+            f'stroke="{STROKE[b.state]}" stroke-width="{1.5 if b.state == OK else 2.5}"/>'
+            f'<text x="{b.x + b.w / 2:.1f}" y="{b.y + BOX_H / 2 + 4:.1f}" text-anchor="middle">{esc(short_name(b.label or b.name))}</text>'
+            f'</g>{hosts}')
+
+
+def _link_el(ln: LinkLine) -> str:
+    st = state_name(ln.state)
+    flags = "".join(f' data-{k}="1"' for k, v in (("down", ln.down), ("degraded", ln.degraded),
+                                                   ("errors", ln.errors), ("hot", ln.hot)) if v)
+    util = f' data-util="{ln.util:.3f}"' if ln.util is not None else ""
+    coords = f'x1="{ln.x1:.1f}" y1="{ln.y1:.1f}" x2="{ln.x2:.1f}" y2="{ln.y2:.1f}"'
+    out = []
+    if ln.errors:          # rising errors: an outline under the link
+        out.append(f'<line class="outline" {coords} stroke="#7b1fa2" stroke-width="{ln.width + 5:.1f}" '
+                   f'stroke-opacity="0.55"/>')
+    dash = ' stroke-dasharray="6 4"' if ln.down else ""
+    out.append(f'<line data-link="{ln.key}" data-state="{st}"{util}{flags} {coords} stroke="{ln.colour}" '
+               f'stroke-width="{ln.width:.1f}"{dash}><title>{esc(_link_tip(ln))}</title></line>')
+    mx, my = (ln.x1 + ln.x2) / 2, (ln.y1 + ln.y2) / 2
+    if ln.degraded:        # a marker with what it trained at
+        lk = (ln.a.port_rec.link if ln.a.port_rec else None) or (ln.b.port_rec.link if ln.b.port_rec else None)
+        txt = f"{lk.width}X" if lk is not None and lk.width else "!"
+        out.append(f'<g class="mark" data-mark="degraded"><circle cx="{mx:.1f}" cy="{my:.1f}" r="8" fill="#fff4cc" '
+                   f'stroke="#b58100"/><text x="{mx:.1f}" y="{my + 3:.1f}" text-anchor="middle" class="small">'
+                   f'{esc(txt)}</text></g>')
+    if ln.hot:
+        out.append(f'<g class="mark" data-mark="hot"><circle cx="{mx:.1f}" cy="{my:.1f}" r="7" fill="#d32f2f" '
+                   f'stroke="#fff" stroke-width="1.5"/></g>')
+    return "".join(out)
+
+
+def svg(lay: Layout, sec: FabricSection) -> str:
+    zoom = min(MAX_ZOOM, max(1.0, FIT_WIDTH / lay.width))      # a small fabric drawn larger
+    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {lay.width:.0f} {lay.height:.0f}" '
+             f'width="{lay.width * zoom:.0f}" height="{lay.height * zoom:.0f}" role="img" aria-label="fabric map">']
+    for row in lay.rows:
+        parts.append(f'<text class="small" x="8" y="{row.y + 22:.1f}">{esc(row.label)}</text>')
+    for bd in lay.bundles:
+        parts.append(
+            f'<line data-bundle="{esc(bd.key)}" data-links="{len(bd.links)}" data-state="{state_name(bd.state)}" '
+            f'x1="{bd.x1:.1f}" y1="{bd.y1:.1f}" x2="{bd.x2:.1f}" y2="{bd.y2:.1f}" stroke="{bd.colour}" '
+            f'stroke-width="{bd.width:.1f}" stroke-opacity="0.8"><title>{esc(_bundle_tip(bd))}</title></line>')
+    # quiet links first, so a hot, down or degraded one is drawn on top
+    for ln in sorted(lay.links, key=lambda ln: (ln.state, ln.hot, ln.util or 0.0)):
+        parts.append(_link_el(ln))
+    grouped = set()
+    for gr in lay.groups:
+        if gr.expanded:
+            parts.append(f'<g data-group="{esc(gr.id)}" data-state="{state_name(gr.state)}" data-expanded="1">'
+                         f'<text class="small toggle" data-toggle="{esc(gr.id)}" x="{_first_x(lay, gr.members):.1f}" '
+                         f'y="{min(lay.switches[m].y for m in gr.members) - 4:.1f}">[-] {esc(gr.label)}</text></g>')
+            continue
+        grouped.update(gr.members)
+        count = f" ({len(gr.members)})"
+        members = "\n".join(c.name for c in gr.cells[:40]) + ("\n…" if len(gr.cells) > 40 else "")
+        cells = "".join(
+            f'<rect data-switch="{esc(c.name)}" data-guid="{c.guid}" data-state="{state_name(c.state)}" '
+            f'data-detail="/?part=switch&amp;guid={c.guid}" x="{c.x:.1f}" y="{c.y:.1f}" width="{CELL}" height="{CELL}" '
+            f'fill="{FILL[c.state] if c.state == OK else STROKE[c.state]}" stroke="{STROKE[c.state]}" stroke-width="0.6">'
+            f'<title>{esc(c.name)}</title></rect>' for c in gr.cells)
+        parts.append(
+            f'<g data-group="{esc(gr.id)}" data-state="{state_name(gr.state)}" data-expanded="0" '
+            f'data-switches="{len(gr.members)}"><title>{esc(gr.label)}: {len(gr.members)} switches, worst '
+            f'{STATUS_NAMES[gr.state]}; click the box to expand; members:\n{esc(members)}</title>'
+            f'<rect data-toggle="{esc(gr.id)}" x="{gr.x:.1f}" y="{gr.y:.1f}" width="{gr.w:.0f}" height="{gr.h:.0f}" '
+            f'rx="5" fill="#f6f8fa" stroke="{STROKE[gr.state]}" stroke-width="{1.2 if gr.state == OK else 2.5}"/>'
+            f'<text x="{gr.x + 6:.1f}" y="{gr.y + 14:.1f}">{esc(short_name(gr.label, int((gr.w - 12) / 6.6) - len(count)))}'
+            f'{count}</text>'
+            f'{cells}</g>')
+    for g, b in lay.switches.items():
+        if g not in grouped:
+            parts.append(_switch_g(b, sec))
+    parts.append("</svg>")
+    return "".join(parts)
+
+
+def _first_x(lay: Layout, members: list[str]) -> float:
+    return min(lay.switches[m].x for m in members)
+
+
+def _bundle_tip(bd) -> str:
+    down = sum(ln.down for ln in bd.links)
+    bad = [ln for ln in bd.links if ln.state != OK]
+    lines = [f"{len(bd.links)} links, busiest {_pct(bd.util)}" + (f", {down} down" if down else "")]
+    lines += [f"{STATUS_NAMES[ln.state]} {ln.a.name} [{ln.a.port}] <-> {ln.b.name} [{ln.b.port}]"
+              + (" hot" if ln.hot else "") + (" down" if ln.down else "") + (" degraded" if ln.degraded else "")
+              for ln in bad[:12]]
+    if len(bad) > 12:
+        lines.append(f"... {len(bad) - 12} more")
+    return "\n".join(lines)
+
+
+def legend() -> str:
+    """The fixed colour scale and the line styles, as a small SVG of its own."""
+    items: list[tuple[str, str]] = []
+    x = 0
+    out = []
+    for _, colour, label in UTIL_SCALE:
+        items.append((f'<line x1="0" y1="0" x2="26" y2="0" stroke="{colour}" stroke-width="5"/>', label))
+    items.append((f'<line x1="0" y1="0" x2="26" y2="0" stroke="{NO_RATE}" stroke-width="5"/>', "no rate yet"))
+    items.append(('<line x1="0" y1="0" x2="26" y2="0" stroke="#c62828" stroke-width="3" stroke-dasharray="6 4"/>',
+                  "down"))
+    items.append(('<circle cx="13" cy="0" r="7" fill="#fff4cc" stroke="#b58100"/>', "degraded (width/speed)"))
+    items.append(('<line x1="0" y1="0" x2="26" y2="0" stroke="#7b1fa2" stroke-width="8" stroke-opacity="0.55"/>'
+                  '<line x1="0" y1="0" x2="26" y2="0" stroke="#b0b7bf" stroke-width="3"/>', "rising errors"))
+    items.append(('<circle cx="13" cy="0" r="6" fill="#d32f2f" stroke="#fff"/>', "hot port (ECMP imbalance)"))
+    for sym, label in items:
+        out.append(f'<g transform="translate({x},10)">{sym}<text class="small" x="32" y="4">{esc(label)}</text></g>')
+        x += 44 + 6.6 * len(label)
+    widths = " · ".join(f"{w:g} px {label}" for _, w, label in RATE_CLASSES)
+    return (f'<div class="legend" data-legend="utilisation"><span>link utilisation (busier direction, last sweep):'
+            f'</span><svg width="{x:.0f}" height="20" role="img" aria-label="legend">{"".join(out)}</svg>'
+            f'<span>width: rate class ({esc(widths)})</span></div>')
+
+
+def _summary(sec: FabricSection, lay: Layout, snap: Snapshot) -> str:
+    links = lay.links + [ln for bd in lay.bundles for ln in bd.links]
+    down = sum(ln.down for ln in links)
+    degraded = sum(ln.degraded for ln in links)
+    hosts = sum(b.hosts for b in lay.switches.values())
+    sm = ""
+    if sec.sms is not None:
+        masters = [s for s in sec.sms if s.state == "MASTER"]
+        sm = (f" · SM master LID {masters[0].lid} (priority {masters[0].priority})" if len(masters) == 1
+              else " · NO subnet manager answering" if not masters else f" · {len(masters)} SM masters")
+    sweep = f" · sweep {sec.sweep_duration:.2f} s" if sec.sweep_duration is not None else ""
+    shard = f" · shard {sec.shard[0] + 1} of {sec.shard[1]}" if sec.shard[1] > 1 else ""
+    off = f" ({lay.off_shard} cables to other shards not drawn)" if lay.off_shard else ""
+    return (f'<p class="summary">{len(sec.switches)} switches on {len([r for r in lay.rows if r.level])} levels · '
+            f'{len(links)} inter-switch links ({down} down, {degraded} degraded){esc(off)} · {hosts} hosts'
+            f'{esc(sweep)}{esc(sm)}{esc(shard)}</p>')
 
 
 def live(snap: Snapshot, query: Mapping[str, str]) -> str:
-    return (f'<div id="meta" hidden data-when="{esc(when(snap.time))}" data-state="ok"></div>'
-            f"<h2>Findings</h2>{findings_table(snap.findings)}")
+    sec: FabricSection = snap.fabric
+    meta = f'<div id="meta" hidden data-when="{esc(when(snap.time))}" data-state="{state_name(snap.status)}"></div>'
+    names = {g: sw.name for g, sw in sec.switches.items()}
+    table = f'<h2>Findings</h2>{findings_table(snap.findings + source_findings(snap), names)}'
+    if not sec.switches:
+        return meta + '<p class="none" data-empty="1">No fabric discovered yet: waiting for the first ' \
+                      'ibnetdiscover run.</p>' + table
+    expand = [e for e in query.get("expand", "").split(",") if e]
+    lay = layout(sec, snap.findings, expand)
+    return meta + _summary(sec, lay, snap) + legend() + f'<div class="map">{svg(lay, sec)}</div>' + table
 
 
 def page(snap: Snapshot, query: Mapping[str, str]) -> str:
-    return document("fabric", "fabricmon fabric", live(snap, query), snap.time, snap.status)
+    sec: FabricSection = snap.fabric
+    sub = f"shard {sec.shard[0] + 1} of {sec.shard[1]}" if sec.shard[1] > 1 else ""
+    return document("fabric", "fabricmon fabric map", live(snap, query), snap.time, snap.status, sub)
 
 
-PARTS = {"page": page, "live": live}
+def switch(snap: Snapshot, query: Mapping[str, str]) -> str | None:
+    """One switch's ports: role, state, link against its class, remote end, rates, findings."""
+    sec: FabricSection = snap.fabric
+    guid = query.get("guid", "").lower().removeprefix("0x")
+    sw = sec.switches.get(guid)
+    if sw is None:
+        return None
+    by_port: dict[int, list[Finding]] = {}
+    for f in snap.findings:
+        if f.device == guid and f.port is not None and f.status != OK:
+            by_port.setdefault(f.port, []).append(f)
+    rows = []
+    for port in range(1, sw.nports + 1):
+        p = sec.ports.get((guid, port))
+        if p is None or p.link is None:
+            continue
+        lk = p.link
+        st = max((f.status for f in by_port.get(port, ())), default=OK)
+        util = p.tx_rate / p.rate_bps if p.tx_rate is not None and p.rate_bps else None
+        errs = ", ".join(f"{k} {v}" for k, v in sorted(p.counters.items())
+                         if v and k not in ("transmit_bytes", "receive_bytes", "transmit_packets",
+                                            "receive_packets", "unicast_transmit_packets", "unicast_receive_packets",
+                                            "multicast_transmit_packets", "multicast_receive_packets"))
+        why = "<br>".join(esc(f.message) for f in by_port.get(port, ()))
+        rows.append(f'<tr data-port="{port}" data-state="{state_name(st)}"><td class="num">{port}</td><td>{p.role}</td>'
+                    f'<td>{"up" if p.up else "DOWN"}</td><td>{lk.width}X {esc(lk.speed or "?")}'
+                    f'{" / " + esc(p.expected) if p.expected else ""}</td>'
+                    f'<td>{esc(lk.remote_name)} [{lk.remote_port}]</td><td class="num">{_gbps(p.tx_rate)}</td>'
+                    f'<td class="num">{_gbps(p.rx_rate)}</td><td class="num">{_pct(util) if util is not None else ""}</td>'
+                    f'<td>{esc(errs)}</td><td>{why}</td></tr>')
+    return (f'<table data-switch-ports="{guid}"><thead><tr><th>port</th><th>role</th><th>state</th>'
+            f'<th>link / class</th><th>remote</th><th>tx</th><th>rx</th><th>util</th><th>counters</th>'
+            f'<th>findings</th></tr></thead><tbody>{"".join(rows)}</tbody></table>')
+
+
+PARTS = {"page": page, "live": live, "switch": switch}
+
+__all__ = ["PARTS", "legend", "live", "page", "svg", "switch"]

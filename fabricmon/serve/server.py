@@ -112,7 +112,11 @@ def make_handler(expo: Exposition) -> type[BaseHTTPRequestHandler]:
             if pages is None:
                 self._send(503, WAITING_PAGE, HTML, headers=PAGE_HEADERS)
                 return
-            q = dict(parse_qsl(query, max_num_fields=8))
+            try:
+                q = dict(parse_qsl(query, max_num_fields=8))
+            except ValueError:
+                self._send(400, b"too many query fields\n", "text/plain", headers=PAGE_HEADERS)
+                return
             body = pages.get(q.pop("part", "page"), q)
             headers = {**PAGE_HEADERS, "X-Fabricmon-Snapshot": f"{pages.snap.time:.3f}"}
             if body is None:

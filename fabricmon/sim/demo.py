@@ -104,8 +104,8 @@ def run_demo(port: int = 9879, duration: float = 0, fault_after: float = 20.0,
 
         daemon.on_snapshot = on_snapshot
         daemon.start()
-        _say(f"fabricmon runs as host {DEMO_HOST!r}: metrics at http://127.0.0.1:{daemon.port}/metrics "
-             f"(health: /healthz). Ctrl-C stops.")
+        _say(f"fabricmon runs as host {DEMO_HOST!r}: status page at http://127.0.0.1:{daemon.port}/ , metrics at "
+             f"http://127.0.0.1:{daemon.port}/metrics (health: /healthz). Ctrl-C stops.")
         from fabricmon.pipeline.fabric import fabric_pipeline
         fcfg = from_dict({**demo_config(str(wd / "sys"), port),
                           "fabric": {"port": port + 2 if port else 0, "sweep_interval": 2, "discovery_interval": 60,
@@ -117,8 +117,9 @@ def run_demo(port: int = 9879, duration: float = 0, fault_after: float = 20.0,
         collector = Daemon(fcfg, fio, port=fcfg.fabric.port, pipeline=fabric_pipeline(fcfg, fio))
         collector.on_snapshot = on_snapshot
         collector.start()
-        _say(f"the fabric collector sweeps every switch port: http://127.0.0.1:{collector.port}/metrics "
-             f"(fabricmon_ecmp_imbalance_ratio, fabricmon_fabric_port_*)")
+        _say(f"the fabric collector sweeps every switch port: the live fabric map at http://127.0.0.1:{collector.port}/ "
+             f", metrics at http://127.0.0.1:{collector.port}/metrics (fabricmon_ecmp_imbalance_ratio, "
+             f"fabricmon_fabric_port_*)")
         start = time.monotonic()
         injected = False
         while duration <= 0 or time.monotonic() - start < duration:

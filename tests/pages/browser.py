@@ -55,3 +55,21 @@ def screenshot(url: str, name: str, budget_ms: int = 3000, size: tuple[int, int]
     _run(url, f"--screenshot={path}", budget_ms=budget_ms, size=size)
     assert path.exists() and path.stat().st_size > 1000, f"chromium wrote no screenshot of {url}"
     return path
+
+
+def elements(dom: str, attr: str) -> list[dict[str, str | None]]:
+    """The attributes of every element of a dumped DOM that carries `attr` (with `_tag`)."""
+    from html.parser import HTMLParser
+
+    found: list[dict[str, str | None]] = []
+
+    class P(HTMLParser):
+        def handle_starttag(self, tag, attrs):
+            d = dict(attrs)
+            if attr in d:
+                found.append({"_tag": tag, **d})
+
+        handle_startendtag = handle_starttag
+
+    P().feed(dom)
+    return found

@@ -67,15 +67,24 @@
     if (state.select && !el) state.select = "";
     show(el);
   }
+  var shown = "";          // the snapshot and expanded groups the live part shows
   function refresh() {
-    var q = "/?part=live" + (state.expand.length ? "&expand=" + encodeURIComponent(state.expand.join(",")) : "");
+    var ex = state.expand.join(",");
+    var q = "/?part=live" + (ex ? "&expand=" + encodeURIComponent(ex) : "");
     return fetch(q, {cache: "no-store"}).then(function (r) {
       if (!r.ok) throw new Error(r.status);
       var snap = r.headers.get("X-Fabricmon-Snapshot") || "";
       return r.text().then(function (html) {
-        live.innerHTML = html;
-        body.setAttribute("data-snapshot", snap);
+        body.setAttribute("data-refreshes", String((parseInt(body.getAttribute("data-refreshes"), 10) || 0) + 1));
+        var wasStale = body.classList.contains("stale");
         body.classList.remove("stale");
+        if (!wasStale && snap + "|" + ex === shown) return;    // nothing new: leave the page (and tooltips) alone
+        shown = snap + "|" + ex;
+        var map = live.querySelector(".map"), sx = map ? map.scrollLeft : 0;
+        live.innerHTML = html;
+        map = live.querySelector(".map");
+        if (map) map.scrollLeft = sx;
+        body.setAttribute("data-snapshot", snap);
         var meta = document.getElementById("meta");
         if (meta) {
           document.getElementById("updated").textContent = "snapshot " + meta.getAttribute("data-when");
@@ -109,6 +118,7 @@
     if (ev.key === "Escape") { state.select = ""; writeHash(); show(null); }
   });
   window.addEventListener("hashchange", function () { state = readHash(); refresh(); });
+  shown = body.getAttribute("data-snapshot") + "|";
   // First paint: the server drew no group expanded; draw what the URL asks for.
   (state.expand.length ? refresh() : Promise.resolve()).then(reselect);
   setInterval(refresh, every);

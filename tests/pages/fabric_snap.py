@@ -1,0 +1,105 @@
+"""Fabric snapshots for the map tests, built by the real FabricModel from records: a discovery
+(parsed from an ibnetdiscover-syntax topology) and sweeps whose transmit counters advance at
+given shares of the link rate, so rates, ECMP groups and findings come out as in a collector."""
+
+from __future__ import annotations
+
+import re
+
+from fabricmon import ibspec
+from fabricmon.checks import worst
+from fabricmon.config import from_dict
+from fabricmon.model.fabric import DiscoveryData, SweepData
+from fabricmon.model.snapshot import BuildStats, Snapshot, SourceState
+from fabricmon.parsers.ibnetdiscover import parse_ibnetdiscover
+from fabricmon.pipeline.fabric import FabricModel
+
+HDR4X = 25e9          # bytes/s of a 4X HDR link
+_NODE = re.compile(r'^(Switch|Hca)\s+(\d+)\s+"([^"]+)"')
+_LINK = re.compile(r'^\[(\d+)\]\s+"([^"]+)"\[(\d+)\]\s+#\s+"[^"]*"\s+lid\s+\d+\s+(\S+)')
+
+
+def switch_guid(i: int) -> str:
+    return f"{0x200000 + i:016x}"
+
+
+def ibnetdiscover_text(netfile: str) -> str:
+    """An ibsim topology (fabricmon.sim's netfiles, no GUIDs) as ibnetdiscover prints it: switch
+    GUIDs 0x200000.. in order of appearance (as ibsim numbers them), CA GUIDs 0x100000.."""
+    guids: dict[str, str] = {}
+    kinds: dict[str, str] = {}
+    nsw = nca = 0
+    for line in netfile.splitlines():
+        m = _NODE.match(line)
+        if m:
+            kinds[m[3]] = m[1]
+            if m[1] == "Switch":
+                guids[m[3]] = switch_guid(nsw)
+                nsw += 1
+            else:
+                guids[m[3]] = f"{0x100000 + nca:016x}"
+                nca += 1
+    out = []
+    for line in netfile.splitlines():
+        m = _NODE.match(line)
+        if m:
+            letter = "S" if m[1] == "Switch" else "H"
+            tail = " enhanced port 0 lid 1 lmc 0" if letter == "S" else ""
+            out.append(f'{m[1]}\t{m[2]} "{letter}-{guids[m[3]]}"\t\t# "{m[3]}"{tail}')
+            continue
+        m = _LINK.match(line)
+        if m:
+            r = m[2]
+            letter = "S" if kinds[r] == "Switch" else "H"
+            out.append(f'[{m[1]}]\t"{letter}-{guids[r]}"[{m[3]}]\t\t# "{r}" lid 0 {m[4]}')
+    return "\n".join(out) + "\n"
+
+
+def _state(records: type, data: object, t: float) -> SourceState:
+    return SourceState(name=records.__name__, enabled=True, interval=1, timeout=1, records=records, up=True,
+                       ran=True, data=data, data_time=t)
+
+
+def fabric_snapshot(topology: str, traffic: dict[str, dict[int, float]] | None = None, sweeps: int = 4,
+                    errors: dict[tuple[str, int], int] | None = None, drop: list[tuple[str, int]] | None = None,
+                    link_bytes: float = HDR4X) -> Snapshot:
+    """`traffic`: switch name -> {port: share of link rate}; `errors`: (switch name, port) ->
+    symbol errors added in the last sweep; `drop`: (switch name, port) cables gone at the last
+    discovery (reported down)."""
+    cfg = from_dict({"fabric": {"thresholds": {"consecutive_sweeps": 3}}}, check_paths=False)
+    t0 = 1_800_000_000.0
+    clock = [t0]
+    model = FabricModel(cfg, clock=lambda: clock[0])
+    if "S-" not in topology:
+        topology = ibnetdiscover_text(topology)
+    disc: DiscoveryData = parse_ibnetdiscover(topology)
+    by_name = {sw.name: g for g, sw in disc.switches.items()}
+    scale = ibspec.COUNTER_BY_NAME["transmit_bytes"].scale
+    traffic = traffic or {}
+    states = {"discovery": _state(DiscoveryData, disc, t0)}
+    sec, findings = model.build(states)
+    for i in range(sweeps):
+        t = t0 + 10.0 * (i + 1)
+        clock[0] = t
+        if drop and i == sweeps - 1:
+            import copy
+            d2 = copy.deepcopy(disc)
+            for name, port in drop:
+                g = by_name[name]
+                lk = d2.switches[g].links.pop(port)
+                if lk.remote_guid in d2.switches:
+                    d2.switches[lk.remote_guid].links.pop(lk.remote_port, None)
+            states["discovery"] = _state(DiscoveryData, d2, t)
+        sw = SweepData()
+        for g, node in disc.switches.items():
+            for port in node.links:
+                share = traffic.get(node.name, {}).get(port, 0.0)
+                vals = {"transmit_bytes": int(1e9 + share * link_bytes * 10.0 * i / scale), "receive_bytes": 0,
+                        "symbol_errors": 0}
+                if errors and i == sweeps - 1:
+                    vals["symbol_errors"] = errors.get((node.name, port), 0)
+                sw.ports[(g, port)] = vals
+            sw.switches.add(g)
+        states["sweep"] = _state(SweepData, sw, t)
+        sec, findings = model.build(states)
+    return Snapshot(time=clock[0], findings=findings, sources=states, builds=BuildStats(), fabric=sec["fabric"])

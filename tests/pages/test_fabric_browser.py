@@ -1,0 +1,146 @@
+"""The fabric map in a real browser: headless Chromium against `fabricmon fabric run`'s daemon
+on an ibsim fat tree (the real ibnetdiscover and ibqueryerrors), with simulated traffic that
+polarises leaf02 onto one uplink. The page is read through its data attributes after its
+scripts ran; a screenshot is kept as a test artefact."""
+
+from __future__ import annotations
+
+import re
+import time
+import urllib.request
+
+import pytest
+
+from browser import dump_dom, elements, screenshot
+from fabricmon.config import from_dict
+from fabricmon.host import LiveIO
+from fabricmon.pipeline.fabric import fabric_pipeline
+from fabricmon.serve.daemon import Daemon
+from fabricmon.sim.fabric import TrafficDriver, fat_tree_netfile
+from helpers import sample_value, scrape_samples
+
+pytestmark = pytest.mark.sim
+
+SPINES = {"spine01": f"{0x200000:016x}", "spine02": f"{0x200001:016x}"}
+LEAVES = {f"leaf0{i}": f"{0x200001 + i:016x}" for i in range(1, 5)}
+# leaf uplinks: ports 3, 4 to spine01; 5, 6 to spine02
+TRAFFIC = {
+    "leaf01": {3: 0.5, 4: 0.5, 5: 0.5, 6: 0.5},
+    "leaf02": {3: 0.9, 4: 0.3, 5: 0.3, 6: 0.3},
+    "leaf03": {3: 0.45, 4: 0.5, 5: 0.55, 6: 0.5},
+    "leaf04": {3: 0.4, 4: 0.4, 5: 0.4, 6: 0.4},
+}
+
+
+@pytest.fixture
+def collector(sim_fabric, tmp_path):
+    fab = sim_fabric(fat_tree_netfile(spines=2, leaves=4, hosts_per_leaf=2, uplinks_per_spine=2))
+    fab.start_sm()                  # a master SM that keeps answering, as on a real fabric
+    cfg = from_dict({
+        "server": {"address": "127.0.0.1"},
+        "paths": {"state_dir": str(tmp_path / "state")},
+        "fabric": {"port": 0, "sweep_interval": 1.0, "discovery_interval": 5.0,
+                   "thresholds": {"consecutive_sweeps": 2}},
+    })
+    (tmp_path / "state" / "fabric").mkdir(parents=True)
+    traffic = TrafficDriver(fab, TRAFFIC)
+    traffic.start()
+    io = LiveIO(cfg.sysfs, cfg.procfs, env=fab.env(fab.hosts[0]))
+    d = Daemon(cfg, io, port=0, pipeline=fabric_pipeline(cfg, io), journal=False)
+    d.start()
+    try:
+        end = time.monotonic() + 40
+        while True:
+            s = scrape_samples(d.port)
+            if sample_value(s, "fabricmon_ecmp_imbalanced", switch_guid=LEAVES["leaf02"], switch="leaf02",
+                            direction="up") == 1:
+                break
+            assert time.monotonic() < end, "leaf02 was not flagged within 40 s"
+            time.sleep(0.3)
+        yield d
+    finally:
+        d.stop()
+        traffic.stop()
+
+
+def test_the_map_shows_the_polarised_leaf_and_its_hot_uplink(browser, collector) -> None:
+    url = f"http://127.0.0.1:{collector.port}/"
+    dom = dump_dom(url, budget_ms=6500)            # long enough for one refresh in place
+    body = elements(dom, "data-page")[0]
+    assert body["data-page"] == "fabric" and int(body.get("data-refreshes") or 0) >= 1
+    switches = {e["data-switch"]: e for e in elements(dom, "data-switch")}
+    assert set(switches) == {*SPINES, *LEAVES}     # every switch drawn
+    assert {e["data-guid"] for e in switches.values()} == {*SPINES.values(), *LEAVES.values()}
+    assert switches["leaf02"]["data-state"] == "warning"
+    assert switches["leaf01"]["data-state"] == "ok" and switches["leaf04"]["data-state"] == "ok"
+    links = {e["data-link"]: e for e in elements(dom, "data-link")}
+    assert len(links) == 16                        # 4 leaves x 4 uplinks
+    hot = [k for k, e in links.items() if e.get("data-hot") == "1"]
+    assert len(hot) == 1 and hot[0].startswith(f"{LEAVES['leaf02']}:3-{SPINES['spine01']}:")
+    assert links[hot[0]]["data-state"] == "warning" and float(links[hot[0]]["data-util"]) > 0.7
+    for k, e in links.items():
+        if k.startswith(LEAVES["leaf01"] + ":"):   # the balanced leaf: nothing marked
+            assert e["data-state"] == "ok" and "data-hot" not in e
+            assert 0.3 < float(e["data-util"]) < 0.7, e      # 0.5 nominal; a busy machine jitters
+    # the findings table names the leaf and the fix
+    rows = elements(dom, "data-finding")
+    assert [r["data-finding"] for r in rows] == ["ecmp_imbalance"]      # the SM answers: nothing else
+    assert re.search(r"leaf02 uplinks: port 3 to .*check ECMP hashing", dom)
+    # nothing is loaded from elsewhere
+    assert not re.search(r'(src|href)="(https?:)?//', dom)
+    png = screenshot(url, "fabric-map.png", size=(1400, 900))
+    assert png.stat().st_size > 10_000
+
+
+def test_a_link_to_a_switch_opens_with_its_details(browser, collector) -> None:
+    guid = LEAVES["leaf02"]
+    dom = dump_dom(f"http://127.0.0.1:{collector.port}/#select=switch:{guid}", budget_ms=3000)
+    panel = elements(dom, "id")
+    details = next(e for e in panel if e["id"] == "details")
+    assert "hidden" not in details                 # the panel is open
+    assert 'class="selected"' in dom or "selected" in next(e for e in elements(dom, "data-guid")
+                                                             if e["data-guid"] == guid).get("class", "")
+    ports = elements(dom, "data-switch-ports")
+    assert ports and ports[0]["data-switch-ports"] == guid       # the port table was fetched into it
+    assert re.search(r'<tr data-port="3" data-state="ok">.*?spine01 \[', dom)
+    # the same part over plain HTTP, and the static files with the strict headers
+    with urllib.request.urlopen(f"http://127.0.0.1:{collector.port}/?part=switch&guid={guid}") as r:
+        assert r.status == 200 and "spine01" in r.read().decode()
+        assert "script-src 'self'" in r.headers["Content-Security-Policy"]
+    with urllib.request.urlopen(f"http://127.0.0.1:{collector.port}/static/page.js") as r:
+        assert r.headers["Content-Type"].startswith("text/javascript")
+
+
+def test_the_director_map_collapses_and_a_group_expands_in_the_browser(browser) -> None:
+    """The real 400-switch director fabric (records from the capture, no simulator): every
+    switch is on the first picture, in groups; `#expand=<group>` draws that group's switches
+    one by one (page.js asks the server for the expanded view)."""
+    from fabric_snap import fabric_snapshot
+    from fabricmon.pages import Pages
+    from fabricmon.pages.fabric_layout import layout
+    from fabricmon.serve.server import Exposition, MetricsServer
+    from helpers import CAPTURES, skip_without_captures
+
+    path = CAPTURES / "ibnetdiscover" / "director-hdr-400sw.ibsim.net"
+    skip_without_captures(path)
+    snap = fabric_snapshot(path.read_text(), sweeps=2)
+    expo = Exposition()
+    expo.pages = Pages(snap)
+    srv = MetricsServer("127.0.0.1", 0, expo)
+    srv.start()
+    try:
+        url = f"http://127.0.0.1:{srv.port}/"
+        dom = dump_dom(url, budget_ms=2000)
+        cells = elements(dom, "data-switch")
+        assert len(cells) == 400 and {e["_tag"] for e in cells} == {"rect", "g"}
+        groups = {e["data-group"]: e for e in elements(dom, "data-group")}
+        assert len(groups) >= 10 and all(e["data-expanded"] == "0" for e in groups.values())
+        g = next(gr for gr in layout(snap.fabric, snap.findings).groups if gr.level == 1)
+        dom = dump_dom(url + "#expand=" + g.id, budget_ms=3000)
+        boxes = {e["data-guid"] for e in elements(dom, "data-switch") if e["_tag"] == "g"}
+        assert set(g.members) <= boxes
+        assert next(e for e in elements(dom, "data-group") if e["data-group"] == g.id)["data-expanded"] == "1"
+        assert len(elements(dom, "data-switch")) == 400
+        screenshot(url, "fabric-map-director.png", size=(1400, 900))
+    finally:
+        srv.stop()
