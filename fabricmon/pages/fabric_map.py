@@ -11,8 +11,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from fabricmon import ibspec
 from fabricmon.checks import OK, STATUS_NAMES, Finding
-from fabricmon.model.fabric import FabricSection
+from fabricmon.model.fabric import EcmpGroup, FabricSection
 from fabricmon.model.snapshot import Snapshot
 from fabricmon.pages.fabric_layout import (
     BOX_H, CELL, RATE_CLASSES, UTIL_SCALE, NO_RATE, Layout, LinkLine, SwitchBox, layout, natural_key, short_name,
@@ -48,7 +49,7 @@ def _link_tip(ln: LinkLine) -> str:
     return "\n".join(lines)
 
 
-def _switch_tip(b: SwitchBox, sec: FabricSection) -> str:
+def _switch_tip(b: SwitchBox, sec: FabricSection, groups: Mapping[str, list[EcmpGroup]]) -> str:
     sw = sec.switches[b.guid]
     up = sum(1 for p in b.up_ports if sec.ports[(b.guid, p)].up)
     down_links = sum(1 for p in b.down_ports if sec.ports[(b.guid, p)].role == "down")
@@ -56,8 +57,8 @@ def _switch_tip(b: SwitchBox, sec: FabricSection) -> str:
     lines = [b.name, f"GUID 0x{b.guid}  LID {sw.lid if sw.lid is not None else '?'}  level {b.level}  {sw.nports} ports",
              f"uplinks {active}" + (f" of {expected} expected" if expected is not None else "")
              + f", downlinks {down_links}, hosts {b.hosts}" + (f" (+{b.hosts_down} down)" if b.hosts_down else "")]
-    for gr in sec.groups:
-        if gr.guid == b.guid and gr.ratio is not None:
+    for gr in groups.get(b.guid, ()):
+        if gr.ratio is not None:
             lines.append(f"ECMP {gr.direction}: max/mean {gr.ratio:.2f}, utilisation {_pct(gr.utilisation)}"
                          + (f", hot port {gr.hot}" if gr.imbalanced else ""))
     rb = sec.routes.get(b.guid)
@@ -67,14 +68,14 @@ def _switch_tip(b: SwitchBox, sec: FabricSection) -> str:
     return "\n".join(lines)
 
 
-def _switch_g(b: SwitchBox, sec: FabricSection) -> str:
+def _switch_g(b: SwitchBox, sec: FabricSection, groups: Mapping[str, list[EcmpGroup]]) -> str:
     st = state_name(b.state)
     hosts = ""
     if b.level == 1 or b.hosts or b.hosts_down:
         txt = f"{b.hosts} hosts" + (f", {b.hosts_down} down" if b.hosts_down else "")
         hosts = f'<text class="small" x="{b.x + b.w / 2:.1f}" y="{b.y + b.h + 12:.1f}" text-anchor="middle">{esc(txt)}</text>'
     return (f'<g class="sw" data-switch="{esc(b.name)}" data-guid="{b.guid}" data-state="{st}" data-level="{b.level}" '
-            f'data-detail="/?part=switch&amp;guid={b.guid}"><title>{esc(_switch_tip(b, sec))}</title>'
+            f'data-detail="/?part=switch&amp;guid={b.guid}"><title>{esc(_switch_tip(b, sec, groups))}</title>'
             f'<rect x="{b.x:.1f}" y="{b.y:.1f}" width="{b.w:.0f}" height="{b.h:.0f}" rx="5" fill="{FILL[b.state]}" '
             f'stroke="{STROKE[b.state]}" stroke-width="{1.5 if b.state == OK else 2.5}"/>'
             f'<text x="{b.x + b.w / 2:.1f}" y="{b.y + BOX_H / 2 + 4:.1f}" text-anchor="middle">{esc(short_name(b.label or b.name))}</text>'
@@ -145,9 +146,12 @@ def svg(lay: Layout, sec: FabricSection) -> str:
             f'<text x="{gr.x + 6:.1f}" y="{gr.y + 14:.1f}">{esc(short_name(gr.label, int((gr.w - 12) / 6.6) - len(count)))}'
             f'{count}</text>'
             f'{cells}</g>')
+    ecmp: dict[str, list[EcmpGroup]] = {}
+    for gr in sec.groups:
+        ecmp.setdefault(gr.guid, []).append(gr)
     for g, b in lay.switches.items():
         if g not in grouped:
-            parts.append(_switch_g(b, sec))
+            parts.append(_switch_g(b, sec, ecmp))
     parts.append("</svg>")
     return "".join(parts)
 
@@ -248,9 +252,7 @@ def switch(snap: Snapshot, query: Mapping[str, str]) -> str | None:
         st = max((f.status for f in by_port.get(port, ())), default=OK)
         util = p.tx_rate / p.rate_bps if p.tx_rate is not None and p.rate_bps else None
         errs = ", ".join(f"{k} {v}" for k, v in sorted(p.counters.items())
-                         if v and k not in ("transmit_bytes", "receive_bytes", "transmit_packets",
-                                            "receive_packets", "unicast_transmit_packets", "unicast_receive_packets",
-                                            "multicast_transmit_packets", "multicast_receive_packets"))
+                         if v and (spec := ibspec.COUNTER_BY_NAME.get(k)) is not None and spec.kind != "traffic")
         why = "<br>".join(esc(f.message) for f in by_port.get(port, ()))
         rows.append(f'<tr data-port="{port}" data-state="{state_name(st)}"><td class="num">{port}</td><td>{p.role}</td>'
                     f'<td>{"up" if p.up else "DOWN"}</td><td>{lk.width}X {esc(lk.speed or "?")}'

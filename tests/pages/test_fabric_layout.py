@@ -226,6 +226,10 @@ def test_switch_details_part_and_the_page_parts(fat_tree) -> None:
     assert "spine01 [3]" in detail and "170.0 Gb/s" in detail and "85 %" in detail
     down = pages.get("switch", {"guid": "0x" + LEAVES["leaf04"]}).decode()
     assert re.search(r'<tr data-port="8" data-state="critical">.*?DOWN.*?link is down', down)
+    errs = pages.get("switch", {"guid": LEAVES["leaf03"]}).decode()
+    row6 = re.search(r'<tr data-port="6" data-state="(\w+)">(.*?)</tr>', errs)
+    assert row6[1] != "ok" and "symbol_errors 500" in row6[2] and "transmit_bytes" not in errs
+    assert "symbol_errors rose by 500" in row6[2]
     assert pages.get("switch", {"guid": "00000000deadbeef"}) is None
     assert pages.get("nonsense", {}) is None
     live = pages.get("live", {}).decode()
