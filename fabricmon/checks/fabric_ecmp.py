@@ -87,7 +87,8 @@ def judge(gs: list[EcmpGroup], previous: Mapping[tuple[str, str], int], th: Fabr
         if not g.imbalanced:
             continue
         mean = sum(g.rates.values()) / len(g.rates)
-        hot = g.hot = max(g.rates, key=lambda p: g.rates[p])
+        hot = max(g.rates, key=lambda p: g.rates[p])
+        g.hot = sorted({hot} | {p for p, r in g.rates.items() if r > mean * th.ecmp_ratio})
         low = min(g.rates.values())
         cold = sorted(p for p, r in g.rates.items() if r <= low * 1.1 + mean * 0.01 and p != hot)
         hp = ports[(g.guid, hot)]

@@ -196,7 +196,9 @@ class EcmpGroup:
     utilisation: float | None = None  # mean rate / link rate
     over: int = 0                    # consecutive sweeps over the threshold
     imbalanced: bool = False
-    hot: int | None = None           # the port carrying the most, when the group is imbalanced
+    # when imbalanced: the busiest port and every other over ecmp_ratio x the mean (a polarised
+    # group has several)
+    hot: list[int] = field(default_factory=list)
 
 
 @dataclass(slots=True)

@@ -297,7 +297,7 @@ def layout(sec: FabricSection, findings: Iterable[Finding], expand: Iterable[str
             by_switch[f.device].append(f)
             if f.port is not None:
                 by_port[(f.device, f.port)].append(f)
-    hot = {(gr.guid, gr.hot) for gr in sec.groups if gr.imbalanced and gr.hot is not None}
+    hot = {(gr.guid, p) for gr in sec.groups if gr.imbalanced for p in gr.hot}
 
     boxes: dict[str, SwitchBox] = {}
     for g, sw in sec.switches.items():

@@ -60,7 +60,8 @@ def _switch_tip(b: SwitchBox, sec: FabricSection, groups: Mapping[str, list[Ecmp
     for gr in groups.get(b.guid, ()):
         if gr.ratio is not None:
             lines.append(f"ECMP {gr.direction}: max/mean {gr.ratio:.2f}, utilisation {_pct(gr.utilisation)}"
-                         + (f", hot port {gr.hot}" if gr.imbalanced else ""))
+                         + (f", hot port{'s' if len(gr.hot) > 1 else ''} {', '.join(map(str, gr.hot))}"
+                            if gr.imbalanced else ""))
     rb = sec.routes.get(b.guid)
     if rb is not None and rb.ratio is not None:
         lines.append(f"routes: max/mean {rb.ratio:.2f} over {len(rb.routes)} uplinks")

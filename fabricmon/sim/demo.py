@@ -57,9 +57,10 @@ def summarize(snap: Snapshot) -> list[str]:
         rate = f"{p.rate_gbps:g} Gb/s" if p.rate_gbps is not None else "?"
         lines.append(f"{p.label()}: {'up' if p.up else 'DOWN'} at {p.link_text()} ({rate}), "
                      f"counters from {p.counter_source or '-'}")
-    down = [n for n, s in snap.sources.items() if s.enabled and not s.up]
-    lines.append(f"sources: {', '.join(n for n, s in snap.sources.items() if s.enabled and s.up)} up"
-                 + (f"; DOWN: {', '.join(down)}" if down else ""))
+    down = [n for n, s in snap.sources.items() if s.enabled and s.active and not s.up]
+    off = [n for n, s in snap.sources.items() if not (s.enabled and s.active)]
+    lines.append(f"sources: {', '.join(n for n, s in snap.sources.items() if s.enabled and s.active and s.up)} up"
+                 + (f"; DOWN: {', '.join(down)}" if down else "") + (f"; off: {', '.join(off)}" if off else ""))
     return lines
 
 

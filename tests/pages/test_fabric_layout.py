@@ -246,3 +246,17 @@ def test_before_the_first_discovery_the_page_says_so() -> None:
     from fabricmon.model.snapshot import BuildStats, Snapshot
     snap = Snapshot(time=1.0, findings=[], sources={}, builds=BuildStats(), fabric=FabricSection())
     assert 'data-empty="1"' in Pages(snap).get("live", {}).decode()
+
+
+def test_a_polarised_leaf_marks_every_hot_uplink() -> None:
+    """Traffic polarised onto one spine (two uplinks at 80 %, two idle): both busy uplinks are
+    hot (over ecmp_ratio x the mean), the idle ones are not."""
+    snap = fabric_snapshot(topology(), {**TRAFFIC, "leaf03": {5: 0.8, 6: 0.8, 7: 0.0, 8: 0.0}})
+    g = next(g for g in snap.fabric.groups if g.switch == "leaf03")
+    assert g.imbalanced and g.hot == [5, 6]
+    links = by_attr(svg_of(snap), "data-link")
+    hot = sorted(int(k.split("-")[0].split(":")[1]) for k, e in links.items()
+                 if k.startswith(LEAVES["leaf03"]) and e.get("data-hot") == "1")
+    assert hot == [5, 6]
+    idle = [e for k, e in links.items() if k.startswith(LEAVES["leaf03"]) and e.get("data-hot") is None]
+    assert len(idle) == 2 and all(e.get("stroke") == util_colour(0.0) for e in idle)
