@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from fabricmon import ibspec
-from fabricmon.checks import OK, STATUS_NAMES, Finding
+from fabricmon.checks import OK, STATUS_NAMES, WARNING, Finding
 from fabricmon.model.fabric import EcmpGroup, FabricSection
 from fabricmon.model.snapshot import Snapshot
 from fabricmon.pages.fabric_layout import (
@@ -144,7 +144,8 @@ def svg(lay: Layout, sec: FabricSection) -> str:
             f'{STATUS_NAMES[gr.state]}; click the box to expand; members:\n{esc(members)}</title>'
             f'<rect data-toggle="{esc(gr.id)}" x="{gr.x:.1f}" y="{gr.y:.1f}" width="{gr.w:.0f}" height="{gr.h:.0f}" '
             f'rx="5" fill="#f6f8fa" stroke="{STROKE[gr.state]}" stroke-width="{1.2 if gr.state == OK else 2.5}"/>'
-            f'<text x="{gr.x + 6:.1f}" y="{gr.y + 14:.1f}">{esc(short_name(gr.label, int((gr.w - 12) / 6.6) - len(count)))}'
+            f'<text class="toggle" data-toggle="{esc(gr.id)}" x="{gr.x + 6:.1f}" y="{gr.y + 14:.1f}">'
+            f'[+] {esc(short_name(gr.label, int((gr.w - 12) / 6.6) - len(count) - 4))}'
             f'{count}</text>'
             f'{cells}</g>')
     ecmp: dict[str, list[EcmpGroup]] = {}
@@ -244,17 +245,19 @@ def switch(snap: Snapshot, query: Mapping[str, str]) -> str | None:
     for f in snap.findings:
         if f.device == guid and f.port is not None and f.status != OK:
             by_port.setdefault(f.port, []).append(f)
+    hot = {p for gr in sec.groups if gr.guid == guid and gr.imbalanced for p in gr.hot}
     rows = []
     for port in range(1, sw.nports + 1):
         p = sec.ports.get((guid, port))
         if p is None or p.link is None:
             continue
         lk = p.link
-        st = max((f.status for f in by_port.get(port, ())), default=OK)
+        st = max((f.status for f in by_port.get(port, ())), default=WARNING if port in hot else OK)
         util = p.tx_rate / p.rate_bps if p.tx_rate is not None and p.rate_bps else None
         errs = ", ".join(f"{k} {v}" for k, v in sorted(p.counters.items())
                          if v and (spec := ibspec.COUNTER_BY_NAME.get(k)) is not None and spec.kind != "traffic")
-        why = "<br>".join(esc(f.message) for f in by_port.get(port, ()))
+        why = "<br>".join([esc(f.message) for f in by_port.get(port, ())]
+                          + (["hot port of an imbalanced ECMP group"] if port in hot else []))
         rows.append(f'<tr data-port="{port}" data-state="{state_name(st)}"><td class="num">{port}</td><td>{p.role}</td>'
                     f'<td>{"up" if p.up else "DOWN"}</td><td>{lk.width}X {esc(lk.speed or "?")}'
                     f'{" / " + esc(p.expected) if p.expected else ""}</td>'

@@ -73,3 +73,121 @@ def elements(dom: str, attr: str) -> list[dict[str, str | None]]:
 
     P().feed(dom)
     return found
+
+
+class Session:
+    """A live headless Chromium driven over the DevTools protocol on a pipe
+    (`--remote-debugging-pipe`: fd 3 in, fd 4 out, NUL-separated JSON), so a test can click,
+    wait and read the page as an operator's browser has it. One page (tab) per session."""
+
+    def __init__(self, size: tuple[int, int] = (1400, 900)):
+        import json
+        self._json = json
+        exe = chromium()
+        assert exe, "chromium is not installed (apt-get install chromium)"
+        self._profile = tempfile.TemporaryDirectory(prefix="fabricmon-chromium-")
+        to_child_r, self._to_child = os.pipe()
+        self._from_child, from_child_w = os.pipe()
+
+        def fds() -> None:              # the child's fd 3 reads our commands, fd 4 writes replies
+            r, w = os.dup(to_child_r), os.dup(from_child_w)     # (either end may already be 3 or 4)
+            os.dup2(r, 3)
+            os.dup2(w, 4)
+            os.set_inheritable(3, True)
+            os.set_inheritable(4, True)
+
+        self.proc = subprocess.Popen(
+            [exe, "--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--no-first-run",
+             "--hide-scrollbars", "--remote-debugging-pipe", f"--user-data-dir={self._profile.name}",
+             f"--window-size={size[0]},{size[1]}", "about:blank"],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, preexec_fn=fds,
+            close_fds=False,            # fds 3 and 4 are made in preexec_fn; every other fd is close-on-exec
+            start_new_session=True)
+        os.close(to_child_r)
+        os.close(from_child_w)
+        self._buf = b""
+        self._id = 0
+        self.session: str | None = None
+        target = self.call("Target.createTarget", url="about:blank")["targetId"]
+        self.session = self.call("Target.attachToTarget", targetId=target, flatten=True)["sessionId"]
+        self.call("Page.enable")
+        self.call("Runtime.enable")
+
+    def call(self, method: str, timeout: float = 30.0, **params) -> dict:
+        import select
+        import time
+        self._id += 1
+        msg = {"id": self._id, "method": method, "params": params}
+        if self.session is not None and not method.startswith("Target."):
+            msg["sessionId"] = self.session
+        os.write(self._to_child, self._json.dumps(msg).encode() + b"\0")
+        end = time.monotonic() + timeout
+        while True:
+            while b"\0" in self._buf:
+                raw, self._buf = self._buf.split(b"\0", 1)
+                reply = self._json.loads(raw)
+                if reply.get("id") == self._id:
+                    if "error" in reply:
+                        raise RuntimeError(f"{method}: {reply['error']}")
+                    return reply.get("result", {})
+            left = end - time.monotonic()
+            assert left > 0, f"chromium did not answer {method} within {timeout}s"
+            if select.select([self._from_child], [], [], left)[0]:
+                chunk = os.read(self._from_child, 1 << 20)
+                assert chunk, "chromium closed the DevTools pipe"
+                self._buf += chunk
+
+    def js(self, expression: str):
+        """The value of a JavaScript expression in the page (promises awaited)."""
+        r = self.call("Runtime.evaluate", expression=expression, awaitPromise=True, returnByValue=True)
+        if "exceptionDetails" in r:
+            raise RuntimeError(f"{expression}: {r['exceptionDetails'].get('text')} "
+                               f"{r['exceptionDetails'].get('exception', {}).get('description', '')}")
+        return r["result"].get("value")
+
+    def wait(self, expression: str, timeout: float = 15.0):
+        """Polls an expression until it is truthy; returns its value."""
+        import time
+        end = time.monotonic() + timeout
+        while True:
+            v = self.js(expression)
+            if v:
+                return v
+            assert time.monotonic() < end, f"not true within {timeout}s: {expression}"
+            time.sleep(0.1)
+
+    def open(self, url: str) -> None:
+        self.call("Page.navigate", url=url)
+        self.wait("document.readyState === 'complete' && !!document.getElementById('live')")
+
+    def click(self, selector: str) -> None:
+        """A real mouse click (pressed and released) at the centre of the element."""
+        box = self.js(f"(() => {{ const e = document.querySelector({self._json.dumps(selector)}); if (!e) return null;"
+                      " e.scrollIntoView({block: 'center', inline: 'center'});"
+                      " const r = e.getBoundingClientRect(); return [r.x + r.width / 2, r.y + r.height / 2]; })()")
+        assert box, f"nothing matches {selector}"
+        for kind in ("mouseMoved", "mousePressed", "mouseReleased"):
+            self.call("Input.dispatchMouseEvent", type=kind, x=box[0], y=box[1], button="left", clickCount=1)
+
+    def screenshot(self, name: str) -> Path:
+        import base64
+        ARTIFACTS.mkdir(parents=True, exist_ok=True)
+        path = ARTIFACTS / name
+        path.write_bytes(base64.b64decode(self.call("Page.captureScreenshot", format="png")["data"]))
+        return path
+
+    def close(self) -> None:
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        self.proc.wait()
+        os.close(self._to_child)
+        os.close(self._from_child)
+        self._profile.cleanup()
+
+    def __enter__(self) -> Session:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()

@@ -224,6 +224,7 @@ def test_switch_details_part_and_the_page_parts(fat_tree) -> None:
     rows = re.findall(r'<tr data-port="(\d+)" data-state="(\w+)"', detail)
     assert [int(p) for p, _ in rows] == list(range(1, 9))   # hosts and uplinks
     assert "spine01 [3]" in detail and "170.0 Gb/s" in detail and "85 %" in detail
+    assert ("5", "warning") in rows and "hot port of an imbalanced ECMP group" in detail
     down = pages.get("switch", {"guid": "0x" + LEAVES["leaf04"]}).decode()
     assert re.search(r'<tr data-port="8" data-state="critical">.*?DOWN.*?link is down', down)
     errs = pages.get("switch", {"guid": LEAVES["leaf03"]}).decode()

@@ -43,21 +43,27 @@
   function show(el) {
     var old = live.querySelectorAll(".selected");
     for (var i = 0; i < old.length; i++) old[i].classList.remove("selected");
-    if (!el) { panel.hidden = true; return; }
+    if (!el) { panel.hidden = true; panelBody.removeAttribute("data-key"); return; }
     el.classList.add("selected");
-    panelBody.textContent = "";
+    var key = keyOf(el), same = panelBody.getAttribute("data-key") === key;
     var pre = document.createElement("pre");
     pre.textContent = tipOf(el);
-    panelBody.appendChild(pre);
+    if (same && panelBody.firstChild) {
+      panelBody.replaceChild(pre, panelBody.firstChild);     // the same selection, refreshed: no flicker
+    } else {
+      panelBody.textContent = "";
+      panelBody.appendChild(pre);
+    }
+    panelBody.setAttribute("data-key", key);
     var url = el.getAttribute("data-detail");
     if (url) {
       fetch(url, {cache: "no-store"}).then(function (r) { return r.ok ? r.text() : ""; }).then(function (html) {
-        if (state.select === keyOf(el) && html) {
-          var div = document.createElement("div");
-          div.className = "detail";
-          div.innerHTML = html;          // the daemon's own escaped HTML
-          panelBody.appendChild(div);
-        }
+        if (state.select !== key || !html) return;
+        var div = document.createElement("div");
+        div.className = "detail";
+        div.innerHTML = html;          // the daemon's own escaped HTML
+        var prev = panelBody.querySelector(".detail");
+        if (prev) panelBody.replaceChild(div, prev); else panelBody.appendChild(div);
       }).catch(function () {});
     }
     panel.hidden = false;
