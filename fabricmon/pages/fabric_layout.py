@@ -30,6 +30,7 @@ from fabricmon.checks import CRITICAL, OK, WARNING, Finding
 from fabricmon.checks.link_errors import SATURATION_CHECK
 from fabricmon.config import COUNTER_CHECKS
 from fabricmon.model.fabric import FabricPort, FabricSection
+from fabricmon.pages.html import natural_key
 
 MAX_ROW = 32                     # switches in a row drawn one by one before the row collapses into groups
 GROUP_TARGET = 10                # groups per collapsed row, when names give no chassis to group by
@@ -76,10 +77,6 @@ def rate_width(gbps: float | None) -> float:
     if not gbps:
         return RATE_CLASSES[0][1]
     return next(w for bound, w, _ in RATE_CLASSES if gbps < bound)
-
-
-def natural_key(text: str) -> tuple:
-    return tuple(int(t) if t.isdigit() else t.lower() for t in re.split(r"(\d+)", text))
 
 
 def short_name(name: str, limit: int = 18) -> str:
@@ -471,5 +468,5 @@ def layout(sec: FabricSection, findings: Iterable[Finding], expand: Iterable[str
 
 
 __all__ = ["MAX_ROW", "NO_RATE", "RATE_CLASSES", "UTIL_SCALE", "Bundle", "Cell", "GroupBox", "Layout", "LinkLine",
-           "Row", "SwitchBox", "chassis", "group_row", "layout", "natural_key", "rate_width", "short_name",
+           "Row", "SwitchBox", "chassis", "group_row", "layout", "rate_width", "short_name",
            "util_colour"]

@@ -16,7 +16,7 @@ from fabricmon.checks import OK, STATUS_NAMES, WARNING, Finding
 from fabricmon.model.fabric import EcmpGroup, FabricSection
 from fabricmon.model.snapshot import Snapshot
 from fabricmon.pages.fabric_layout import (
-    BOX_H, CELL, RATE_CLASSES, UTIL_SCALE, NO_RATE, Layout, LinkLine, SwitchBox, layout, natural_key, short_name,
+    BOX_H, CELL, NO_RATE, RATE_CLASSES, UTIL_SCALE, Bundle, Layout, LinkLine, SwitchBox, layout, short_name,
 )
 from fabricmon.report import source_findings
 from fabricmon.pages.html import document, esc, findings_table, state_name, when
@@ -162,7 +162,7 @@ def _first_x(lay: Layout, members: list[str]) -> float:
     return min(lay.switches[m].x for m in members)
 
 
-def _bundle_tip(bd) -> str:
+def _bundle_tip(bd: Bundle) -> str:
     down = sum(ln.down for ln in bd.links)
     bad = [ln for ln in bd.links if ln.state != OK]
     lines = [f"{len(bd.links)} links, busiest {_pct(bd.util)}" + (f", {down} down" if down else "")]

@@ -5,6 +5,7 @@ string from the fabric (node descriptions, messages) goes through esc()."""
 from __future__ import annotations
 
 import html
+import re
 import socket
 import time
 from collections.abc import Iterable
@@ -14,6 +15,11 @@ from fabricmon.checks import CRITICAL, OK, STATUS_NAMES, WARNING, Finding
 
 REFRESH_MS = 5000
 STATE_NAMES = {OK: "ok", WARNING: "warning", CRITICAL: "critical"}
+
+
+def natural_key(text: str) -> tuple:
+    """Sort key for names with numbers: mlx5_2 before mlx5_10, leaf9 before leaf10."""
+    return tuple(int(t) if t.isdigit() else t.lower() for t in re.split(r"(\d+)", text))
 
 
 def esc(text: object) -> str:
@@ -70,4 +76,4 @@ def document(kind: str, title: str, live: str, snap_time: float, status: int, su
         "<script src=\"/static/page.js\"></script></body></html>\n")
 
 
-__all__ = ["REFRESH_MS", "ago", "document", "esc", "findings_table", "state_name", "when"]
+__all__ = ["REFRESH_MS", "ago", "document", "esc", "findings_table", "natural_key", "state_name", "when"]

@@ -9,7 +9,6 @@ row carries `data-source="<name>"`. Every string from the host goes through esc(
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from urllib.parse import quote
 
@@ -17,7 +16,7 @@ from fabricmon import ibspec
 from fabricmon.checks import OK, STATUS_NAMES, WARNING, Finding, worst
 from fabricmon.model.ports import PortView
 from fabricmon.model.snapshot import Snapshot, SourceState
-from fabricmon.pages.html import ago, document, esc, findings_table, state_name, when
+from fabricmon.pages.html import ago, document, esc, findings_table, natural_key, state_name, when
 from fabricmon.report import source_findings
 
 TITLE = "fabricmon node"
@@ -26,13 +25,8 @@ STATE_DOWN = 1            # PortState DOWN (ibspec.PORT_STATES)
 
 # --- what the page says about ports, sources and GPUs ------------------------------------------
 
-def _natural(text: str) -> tuple:
-    """mlx5_2 before mlx5_10."""
-    return tuple(int(t) if t.isdigit() else t for t in re.split(r"(\d+)", text))
-
-
 def port_order(snap: Snapshot) -> list[tuple[str, int]]:
-    return sorted(snap.ib.ports, key=lambda k: (_natural(k[0]), k[1]))
+    return sorted(snap.ib.ports, key=lambda k: (natural_key(k[0]), k[1]))
 
 
 def port_id(key: tuple[str, int]) -> str:
