@@ -107,7 +107,8 @@ def test_a_link_to_a_switch_opens_with_its_details(browser, collector) -> None:
                                                              if e["data-guid"] == guid).get("class", "")
     ports = elements(dom, "data-switch-ports")
     assert ports and ports[0]["data-switch-ports"] == guid       # the port table was fetched into it
-    assert re.search(r'<tr data-port="3" data-state="ok">.*?spine01 \[', dom)
+    assert re.search(r'<tr data-port="3" data-state="warning">.*?spine01 \[.*?hot port of an imbalanced ECMP group', dom)
+    assert re.search(r'<tr data-port="4" data-state="ok">.*?spine01 \[', dom)
     # the same part over plain HTTP, and the static files with the strict headers
     with urllib.request.urlopen(f"http://127.0.0.1:{collector.port}/?part=switch&guid={guid}") as r:
         assert r.status == 200 and "spine01" in r.read().decode()
