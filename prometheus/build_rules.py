@@ -5,6 +5,7 @@ for the per-node daemon (`fabricmon run`) and the fabric collector (`fabricmon f
     python prometheus/build_rules.py                      # rewrite the committed rules file
     python prometheus/build_rules.py --check              # exit 1 if the committed file is stale
     python prometheus/build_rules.py --runbook-base URL   # point runbook_url at your copy of the docs
+    python prometheus/build_rules.py --map-scheme https   # map_url for collectors serving HTTPS
 
 Two kinds of alert:
 - verdict alerts reuse what the daemon already judged (`fabricmon_check_status`, 0 OK, 1 WARNING,
@@ -15,7 +16,8 @@ Two kinds of alert:
 
 Every Prometheus-side threshold and every `for:` is in THRESHOLDS and FOR below.
 Monitoring-mixins conventions: CamelCase names prefixed `Fabricmon`, `severity` critical (pages)
-or warning, annotations summary / description / runbook_url.
+or warning, annotations summary / description / runbook_url; a fabric alert about a switch also
+carries map_url, the collector's fabric map opened on that switch (`/#select=switch:<guid>`).
 """
 
 from __future__ import annotations
@@ -384,6 +386,20 @@ def fsel(metric: str, extra: str = "", port: bool = True) -> str:
             + extra + "}")
 
 
+def map_url(scheme: str) -> str:
+    """The fabric map of the collector that raised the alert, opened on the switch (the page
+    reads the selection from the URL fragment)."""
+    return scheme + "://{{ $labels.instance }}/#select=switch:{{ $labels.switch_guid }}"
+
+
+def with_map_urls(rules: list[dict], scheme: str) -> list[dict]:
+    """Adds map_url to every alert whose labels name a switch (its description uses switch_guid)."""
+    for r in rules:
+        if "$labels.switch_guid" in r["annotations"]["description"]:
+            r["annotations"]["map_url"] = map_url(scheme)
+    return rules
+
+
 def fabric_alerts(base: str) -> list[dict]:
     T, F = THRESHOLDS, FABRIC_JOB
     out = [
@@ -551,13 +567,13 @@ def records() -> list[dict]:
     return r
 
 
-def build(base: str = DEFAULT_RUNBOOK_BASE) -> str:
+def build(base: str = DEFAULT_RUNBOOK_BASE, map_scheme: str = "http") -> str:
     doc = {"groups": [
         {"name": "fabricmon.rules", "rules": records()},
         {"name": "fabricmon.node.alerts", "rules": node_alerts(base)},
         {"name": "fabricmon.self.alerts", "rules": self_alerts(base)},
         {"name": "fabricmon.fabric.rules", "rules": fabric_records()},
-        {"name": "fabricmon.fabric.alerts", "rules": fabric_alerts(base)},
+        {"name": "fabricmon.fabric.alerts", "rules": with_map_urls(fabric_alerts(base), map_scheme)},
     ]}
 
     class Dumper(yaml.SafeDumper):
@@ -580,9 +596,11 @@ def main() -> int:
     p.add_argument("--check", action="store_true", help="exit 1 if the committed file differs")
     p.add_argument("--runbook-base", default=DEFAULT_RUNBOOK_BASE,
                    help="URL of docs/runbooks.md for runbook_url (default: the repository path)")
+    p.add_argument("--map-scheme", default="http", choices=("http", "https"),
+                   help="scheme of the fabric collectors' pages in map_url (https with server.tls)")
     p.add_argument("--output", default=str(OUT))
     a = p.parse_args()
-    text = build(a.runbook_base)
+    text = build(a.runbook_base, a.map_scheme)
     if a.check:
         same = Path(a.output).read_text() == text
         print("up to date" if same else f"{a.output} is stale: run python prometheus/build_rules.py")

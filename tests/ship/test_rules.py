@@ -146,3 +146,17 @@ def test_fabric_alerts_cover_what_the_collector_judges():
 def test_runbook_base_is_configurable(base):
     text = build_rules.build(base)
     assert f"runbook_url: {base}#fabricmonportdown" in text
+
+
+def test_fabric_alerts_about_a_switch_link_to_its_map():
+    """A fabric alert whose labels name a switch carries map_url: the collector's fabric map opened
+    on that switch (tests/pages/test_fabric_interaction.py opens such a URL in a browser)."""
+    with_map = {a["alert"]: a["annotations"]["map_url"] for a in alerts() if "map_url" in a["annotations"]}
+    assert {"FabricmonEcmpImbalance", "FabricmonFabricPortDown", "FabricmonFabricPortDegraded",
+            "FabricmonRoutingImbalance", "FabricmonMissingUplinks"} <= set(with_map)
+    assert set(with_map.values()) == {"http://{{ $labels.instance }}/#select=switch:{{ $labels.switch_guid }}"}
+    for a in alerts():
+        if "map_url" not in a["annotations"]:
+            assert "switch_guid" not in a["annotations"]["description"], a["alert"]
+    text = build_rules.build(build_rules.DEFAULT_RUNBOOK_BASE, "https")
+    assert "map_url: https://{{ $labels.instance }}/#select=switch:{{ $labels.switch_guid }}" in text
