@@ -15,6 +15,7 @@ from typing import Any
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qsl
 
+import structlog
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
 from fabricmon.config import TLSConfig
@@ -67,6 +68,8 @@ class Exposition:
             return self._gz, True
 
 
+log = structlog.get_logger("fabricmon.server")
+
 # Pages load nothing from elsewhere: same-origin script and style only (an air-gapped cluster
 # sees the same page), and no framing.
 PAGE_HEADERS = {
@@ -117,8 +120,14 @@ def make_handler(expo: Exposition) -> type[BaseHTTPRequestHandler]:
             except ValueError:
                 self._send(400, b"too many query fields\n", "text/plain", headers=PAGE_HEADERS)
                 return
-            body = pages.get(q.pop("part", "page"), q)
             headers = {**PAGE_HEADERS, "X-Fabricmon-Snapshot": f"{pages.snap.time:.3f}"}
+            try:
+                body = pages.get(q.pop("part", "page"), q)
+            except Exception as e:          # a page bug must not cost a scrape or the daemon
+                log.error("page rendering failed", path=self.path, error=f"{type(e).__name__}: {e}")
+                self._send(500, b"fabricmon could not render this page; /metrics is unaffected (see the log)\n",
+                           "text/plain", headers=headers)
+                return
             if body is None:
                 self._send(404, b"no such part\n", "text/plain", headers=headers)
             else:

@@ -261,3 +261,30 @@ def test_a_polarised_leaf_marks_every_hot_uplink() -> None:
     assert hot == [5, 6]
     idle = [e for k, e in links.items() if k.startswith(LEAVES["leaf03"]) and e.get("data-hot") is None]
     assert len(idle) == 2 and all(e.get("stroke") == util_colour(0.0) for e in idle)
+
+
+def test_a_page_that_fails_to_render_is_a_500_and_metrics_keep_answering(fat_tree, monkeypatch) -> None:
+    import urllib.error
+    import urllib.request
+
+    from fabricmon.serve.server import Exposition, MetricsServer
+
+    def broken(snap, query):
+        raise KeyError("a bug in the map")
+
+    monkeypatch.setitem(fabric_map.PARTS, "live", broken)
+    expo = Exposition()
+    expo.set(b"# metrics\n", 1.0)
+    expo.pages = Pages(fat_tree)
+    srv = MetricsServer("127.0.0.1", 0, expo)
+    srv.start()
+    try:
+        with pytest.raises(urllib.error.HTTPError) as e:
+            urllib.request.urlopen(f"http://127.0.0.1:{srv.port}/?part=live")
+        assert e.value.code == 500 and b"/metrics is unaffected" in e.value.read()
+        with urllib.request.urlopen(f"http://127.0.0.1:{srv.port}/metrics") as r:
+            assert r.read() == b"# metrics\n"
+        with urllib.request.urlopen(f"http://127.0.0.1:{srv.port}/?part=switch&guid={LEAVES['leaf01']}") as r:
+            assert r.status == 200
+    finally:
+        srv.stop()
