@@ -247,7 +247,9 @@ def group_row(guids: list[str], names: Mapping[str, str], level: int) -> list[tu
         for i in range(0, len(rest), size):
             run = rest[i:i + size]
             first, last = short(names[run[0]]), short(names[run[-1]])
-            parts.append((f"{first} … {last}" if len(run) > 1 else first, run))
+            same = os.path.commonprefix([first, last])          # "0901-01ib0 … 16ib0", not the prefix twice
+            cut = max((same.rfind(c) + 1 for c in "-;:/_. "), default=0)
+            parts.append((f"{first} … {last[cut:]}" if len(run) > 1 else first, run))
     parts.sort(key=lambda p: natural_key(names[p[1][0]]))
     return [(f"{level}-{members[0]}", label, members) for label, members in parts]
 

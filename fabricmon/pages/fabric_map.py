@@ -26,6 +26,11 @@ FILL = {0: "#e8f5e9", 1: "#fff4cc", 2: "#fbd5d2"}
 STROKE = {0: "#2e7d32", 1: "#b58100", 2: "#c62828"}
 
 
+def head(text: str, limit: int) -> str:
+    """The start of a label that does not fit (a group's first name tells most)."""
+    return text if len(text) <= limit else text[:max(1, limit - 1)] + "…"
+
+
 def _gbps(bps: float | None) -> str:
     return "?" if bps is None else f"{bps * 8 / 1e9:.1f} Gb/s"
 
@@ -111,7 +116,9 @@ def _link_el(ln: LinkLine) -> str:
 
 def svg(lay: Layout, sec: FabricSection) -> str:
     zoom = min(MAX_ZOOM, max(1.0, FIT_WIDTH / lay.width))      # a small fabric drawn larger
-    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {lay.width:.0f} {lay.height:.0f}" '
+    # a map a little wider than the page shrinks to fit it; a much wider one (groups expanded) scrolls
+    fit = ' class="fit"' if lay.width <= FIT_WIDTH * 1.5 else ""
+    parts = [f'<svg xmlns="http://www.w3.org/2000/svg"{fit} viewBox="0 0 {lay.width:.0f} {lay.height:.0f}" '
              f'width="{lay.width * zoom:.0f}" height="{lay.height * zoom:.0f}" role="img" aria-label="fabric map">']
     for row in lay.rows:
         parts.append(f'<text class="small" x="8" y="{row.y + 22:.1f}">{esc(row.label)}</text>')
@@ -145,7 +152,7 @@ def svg(lay: Layout, sec: FabricSection) -> str:
             f'<rect data-toggle="{esc(gr.id)}" x="{gr.x:.1f}" y="{gr.y:.1f}" width="{gr.w:.0f}" height="{gr.h:.0f}" '
             f'rx="5" fill="#f6f8fa" stroke="{STROKE[gr.state]}" stroke-width="{1.2 if gr.state == OK else 2.5}"/>'
             f'<text class="toggle" data-toggle="{esc(gr.id)}" x="{gr.x + 6:.1f}" y="{gr.y + 14:.1f}">'
-            f'[+] {esc(short_name(gr.label, int((gr.w - 12) / 6.6) - len(count) - 4))}'
+            f'[+] {esc(head(gr.label, int((gr.w - 12) / 6.6) - len(count) - 4))}'
             f'{count}</text>'
             f'{cells}</g>')
     ecmp: dict[str, list[EcmpGroup]] = {}
