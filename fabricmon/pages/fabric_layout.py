@@ -26,7 +26,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from fabricmon import ibspec
-from fabricmon.checks import CRITICAL, OK, WARNING, Finding
+from fabricmon.checks import CRITICAL, OK, WARNING, Finding, worst
 from fabricmon.checks.link_errors import SATURATION_CHECK
 from fabricmon.config import COUNTER_CHECKS
 from fabricmon.model.fabric import FabricPort, FabricSection
@@ -256,10 +256,6 @@ def group_row(guids: list[str], names: Mapping[str, str], level: int) -> list[tu
 
 # --- states ---------------------------------------------------------------------------------
 
-def _worst(findings: Iterable[Finding]) -> int:
-    return max((f.status for f in findings), default=OK)
-
-
 def _link(a: tuple[str, int], b: tuple[str, int], sec: FabricSection, names: Mapping[str, str],
           port_findings: Mapping[tuple[str, int], list[Finding]], hot: set[tuple[str, int]]) -> LinkLine:
     pa, pb = sec.ports.get(a), sec.ports.get(b)
@@ -278,7 +274,7 @@ def _link(a: tuple[str, int], b: tuple[str, int], sec: FabricSection, names: Map
     ln.gbps = lk.width * g.lane_gbps if lk is not None and lk.width and g is not None else None
     ln.width = rate_width(ln.gbps)
     ln.colour = DOWN if ln.down else util_colour(ln.util)
-    ln.state = max(_worst(ln.findings), CRITICAL if ln.down and not ln.findings else OK,
+    ln.state = max(worst(ln.findings), CRITICAL if ln.down and not ln.findings else OK,
                    WARNING if ln.hot or ln.degraded else OK)
     return ln
 
@@ -300,7 +296,7 @@ def layout(sec: FabricSection, findings: Iterable[Finding], expand: Iterable[str
 
     boxes: dict[str, SwitchBox] = {}
     for g, sw in sec.switches.items():
-        b = SwitchBox(g, names[g], sec.levels.get(g, 0), _worst(by_switch.get(g, ())), findings=by_switch.get(g, []))
+        b = SwitchBox(g, names[g], sec.levels.get(g, 0), worst(by_switch.get(g, [])), findings=by_switch.get(g, []))
         for port in range(1, sw.nports + 1):
             p = sec.ports.get((g, port))
             if p is None or p.link is None:
