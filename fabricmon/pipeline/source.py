@@ -22,10 +22,13 @@ from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 from fabricmon.host.runner import CommandResult, safe_arg
 from fabricmon.model.snapshot import ERROR_KINDS
+from fabricmon.parsers.errors import ParseError
 
 if TYPE_CHECKING:
     from fabricmon.config import Config, SourceConfig
     from fabricmon.host.io import HostIO
+
+T = TypeVar("T")
 
 # Inputs a source may declare in `needs`.
 INVENTORY = "inventory"
@@ -38,6 +41,22 @@ class SourceOutput:
 
     def error(self, kind: str, message: str) -> None:
         self.errors.append((kind, message))
+
+    def parsed(self, res: CommandResult, parse: Callable[[str], T], what: str | None = None,
+               partial: bool = False) -> T | None:
+        """`parse` of a tool's output, or None: a failed run (command_error) and output the
+        parser rejects are recorded here as errors, named by `what` (default: the argv).
+        `partial`: output that a failed run still printed is parsed too."""
+        err = command_error(res)
+        if err:
+            self.error(err[0], err[1] if what is None else what + err[1])
+            if not (partial and res.stdout.strip()):
+                return None
+        try:
+            return parse(res.stdout)
+        except ParseError as exc:
+            self.error("parse", f"{' '.join(res.argv)}: {exc}" if what is None else f"{what}{exc}")
+            return None
 
     @property
     def up(self) -> bool:

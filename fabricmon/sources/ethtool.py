@@ -11,9 +11,8 @@ from __future__ import annotations
 
 from fabricmon.host.io import HostIO
 from fabricmon.model.roce import roce_targets
-from fabricmon.parsers.errors import ParseError
 from fabricmon.parsers.ethtool import EthtoolData, NetdevStats, curate_roce_stats, parse_ethtool_stats
-from fabricmon.pipeline.source import INVENTORY, Inputs, Source, SourceOutput, command_error, register, run_per_name
+from fabricmon.pipeline.source import INVENTORY, Inputs, Source, SourceOutput, register, run_per_name
 
 NO_STATS = "no stats available"
 
@@ -32,14 +31,8 @@ class EthtoolSource(Source):
             if res.error is None and NO_STATS in (res.stdout + res.stderr).lower():
                 data.netdevs[nd] = NetdevStats(None)       # a driver without statistics (lo, veth)
                 continue
-            err = command_error(res)
-            if err:
-                out.error(*err)
-                continue
-            try:
-                stats = parse_ethtool_stats(res.stdout)
-            except ParseError as exc:
-                out.error("parse", f"{' '.join(res.argv)}: {exc}")
+            stats = out.parsed(res, parse_ethtool_stats)
+            if stats is None:
                 continue
             data.netdevs[nd] = NetdevStats(curate_roce_stats(stats), len(stats))
         if data.netdevs or data.tool_missing or not targets or not out.errors:

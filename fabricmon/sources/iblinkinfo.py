@@ -6,9 +6,8 @@ auto` (the default) a missing iblinkinfo is not an error: the source is simply o
 from __future__ import annotations
 
 from fabricmon.host.io import HostIO
-from fabricmon.parsers.errors import ParseError
 from fabricmon.parsers.iblinkinfo import LinkData, parse_iblinkinfo
-from fabricmon.pipeline.source import INVENTORY, Inputs, Source, SourceOutput, command_error, register, run_per_name
+from fabricmon.pipeline.source import INVENTORY, Inputs, Source, SourceOutput, register, run_per_name
 
 
 @register("iblinkinfo", enabled="auto", interval=60.0, timeout=10.0, command=("iblinkinfo",),
@@ -26,14 +25,8 @@ class IblinkinfoSource(Source):
         for name, res in run.results:
             dev, _, p = name.rpartition(":")
             port = int(p)
-            err = command_error(res)
-            if err:
-                out.error(*err)
-                continue
-            try:
-                links = parse_iblinkinfo(res.stdout)
-            except ParseError as exc:
-                out.error("parse", f"{' '.join(res.argv)}: {exc}")
+            links = out.parsed(res, parse_iblinkinfo)
+            if links is None:
                 continue
             match = next((ln for ln in links if ln.port == port), None)
             if match is None:

@@ -11,9 +11,8 @@ from __future__ import annotations
 
 from fabricmon.host.io import HostIO
 from fabricmon.model.roce import roce_targets
-from fabricmon.parsers.errors import ParseError
 from fabricmon.parsers.mlnx_qos import MlnxQosData, QosResult, is_dcb_unsupported, parse_mlnx_qos
-from fabricmon.pipeline.source import INVENTORY, Inputs, Source, SourceOutput, command_error, register, run_per_name
+from fabricmon.pipeline.source import INVENTORY, Inputs, Source, SourceOutput, register, run_per_name
 
 
 @register("mlnx_qos", enabled="auto", interval=60.0, timeout=10.0, command=("mlnx_qos",), needs=(INVENTORY,),
@@ -30,14 +29,9 @@ class MlnxQosSource(Source):
             if res.error is None and is_dcb_unsupported(res.stdout + "\n" + res.stderr, res.returncode or 0):
                 data.netdevs[nd] = QosResult(None, dcb_supported=False)
                 continue
-            err = command_error(res)
-            if err:
-                out.error(*err)
-                continue
-            try:
-                data.netdevs[nd] = QosResult(parse_mlnx_qos(res.stdout))
-            except ParseError as exc:
-                out.error("parse", f"{' '.join(res.argv)}: {exc}")
+            qos = out.parsed(res, parse_mlnx_qos)
+            if qos is not None:
+                data.netdevs[nd] = QosResult(qos)
         if data.netdevs or data.tool_missing or not targets or not out.errors:
             out.data = data
         return out

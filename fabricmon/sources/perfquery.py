@@ -6,9 +6,8 @@ on the fabric. With `enabled: auto` only ports without sysfs counters are querie
 from __future__ import annotations
 
 from fabricmon.host.io import HostIO
-from fabricmon.parsers.errors import ParseError
 from fabricmon.parsers.perfquery import PerfqueryData, PortCounterSet, parse_perfquery
-from fabricmon.pipeline.source import INVENTORY, Inputs, Source, SourceOutput, command_error, register, run_per_name
+from fabricmon.pipeline.source import INVENTORY, Inputs, Source, SourceOutput, register, run_per_name
 
 
 def _split(key: str) -> tuple[str, int]:
@@ -33,14 +32,8 @@ class PerfquerySource(Source):
         run = run_per_name(io, self, inputs, out, names, args)
         data = PerfqueryData()
         for name, res in run.results:          # in name order: "basic" before "x" for each port
-            err = command_error(res)
-            if err:
-                out.error(*err)
-                continue
-            try:
-                blocks = parse_perfquery(res.stdout)
-            except ParseError as exc:
-                out.error("parse", f"{' '.join(res.argv)}: {exc}")
+            blocks = out.parsed(res, parse_perfquery)
+            if blocks is None:
                 continue
             key = _split(name.rsplit(":", 1)[0])
             cs = data.ports.setdefault(key, PortCounterSet())

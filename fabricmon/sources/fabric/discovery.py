@@ -8,9 +8,8 @@ import os
 
 from fabricmon.host.io import HostIO
 from fabricmon.model.fabric import DiscoveryData
-from fabricmon.parsers.errors import ParseError
 from fabricmon.parsers.ibnetdiscover import parse_ibnetdiscover
-from fabricmon.pipeline.source import Inputs, Source, SourceOutput, command_error, register
+from fabricmon.pipeline.source import Inputs, Source, SourceOutput, register
 
 CACHE_NAME = "topology.cache"
 
@@ -27,17 +26,10 @@ class DiscoverySource(Source):
         final = cache_path(self.config.fabric.cache_dir)
         tmp = final + ".new"
         res = io.run([*self.sc.command, "--cache", tmp], inputs.remaining(self.sc.timeout))
-        err = command_error(res)
-        if err:
-            out.error(*err)
-            if not res.stdout.strip():
-                return out
-        try:
-            data = parse_ibnetdiscover(res.stdout)
-        except ParseError as exc:
-            out.error("parse", f"{' '.join(res.argv)}: {exc}")
+        data = out.parsed(res, parse_ibnetdiscover, partial=True)
+        if data is None:
             return out
-        if err is None:
+        if not out.errors:              # a complete run: its cache is the one to sweep with
             try:
                 io.commit_file(tmp, final)
                 data.cache_file = final

@@ -15,9 +15,8 @@ import time
 
 from fabricmon.host.io import HostIO
 from fabricmon.model.fabric import LftData, Topology, in_shard
-from fabricmon.parsers.errors import ParseError
 from fabricmon.parsers.lft import parse_lft
-from fabricmon.pipeline.source import INVENTORY, Inputs, Source, SourceOutput, command_error, register
+from fabricmon.pipeline.source import INVENTORY, Inputs, Source, SourceOutput, register
 
 
 @register("routing", enabled=True, interval=300.0, timeout=60.0, command=("dump_fts",),
@@ -32,15 +31,8 @@ class RoutingSource(Source):
         fc = self.config.fabric
         t0 = time.monotonic()
         res = io.run([*self.sc.command, "-n", "-t", str(fc.mad_timeout_ms)], inputs.remaining(self.sc.timeout))
-        err = command_error(res)
-        if err:
-            out.error(*err)
-            if not res.stdout.strip():
-                return out
-        try:
-            tables = parse_lft(res.stdout)
-        except ParseError as exc:
-            out.error("parse", f"{' '.join(res.argv)}: {exc}")
+        tables = out.parsed(res, parse_lft, partial=True)
+        if tables is None:
             return out
         data = LftData()
         for guid in sorted(topo.switches):

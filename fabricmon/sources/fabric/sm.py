@@ -29,14 +29,8 @@ class SmSource(Source):
         if res.error is None and no_sm_answered(text):
             out.data = SmData(answered=False)
             return out
-        err = command_error(res)
-        if err:
-            out.error(*err)
-            return out
-        try:
-            master = parse_sminfo(res.stdout)
-        except ParseError as exc:
-            out.error("parse", f"{' '.join(res.argv)}: {exc}")
+        master = out.parsed(res, parse_sminfo)
+        if master is None:
             return out
         data = SmData(sms=[master], answered=True)
         # Every other port that claims to be an SM (a second master is a split subnet).

@@ -146,15 +146,8 @@ class SweepSource(Source):
         def parse(g, res):
             sw = topo.switches[g]
             what = f"switch {sw.name or g} (0x{g}): "
-            err = command_error(res)
-            if err:
-                out.error(err[0], what + err[1])
-                return None
-            try:
-                return [b for b in parse_perfquery(res.stdout) if b.lid == lids[g]]
-            except ParseError as exc:
-                out.error("parse", what + str(exc))
-                return None
+            blocks = out.parsed(res, parse_perfquery, what)
+            return None if blocks is None else [b for b in blocks if b.lid == lids[g]]
 
         jobs = [(g, [*base, *extra, str(lid), *tail]) for g, lid in lids.items()
                 for extra, tail in ((["-x", "-l"], ["255"]), (["-a"], []))]
