@@ -29,7 +29,7 @@ from fabricmon import ibspec
 from fabricmon.checks import CRITICAL, OK, WARNING, Finding, worst
 from fabricmon.checks.link_errors import SATURATION_CHECK
 from fabricmon.config import COUNTER_CHECKS
-from fabricmon.model.fabric import FabricPort, FabricSection
+from fabricmon.model.fabric import FabricPort, FabricSection, Link
 from fabricmon.pages.html import natural_key
 
 MAX_ROW = 32                     # switches in a row drawn one by one before the row collapses into groups
@@ -164,6 +164,7 @@ class LinkLine:
     util: float | None = None
     colour: str = NO_RATE
     width: float = 1.0
+    link: Link | None = None     # the cable as discovery saw it (either end's record)
     gbps: float | None = None    # nominal data rate of the link class
     down: bool = False
     degraded: bool = False
@@ -269,7 +270,7 @@ def _link(a: tuple[str, int], b: tuple[str, int], sec: FabricSection, names: Map
     ln.hot = a in hot or b in hot
     utils = [p.tx_rate / p.rate_bps for p in recs if p.up and p.tx_rate is not None and p.rate_bps]
     ln.util = max(utils) if utils else None
-    lk = next((p.link for p in recs if p.link is not None), None)
+    lk = ln.link = next((p.link for p in recs if p.link is not None), None)
     g = ibspec.generation(lk.speed) if lk is not None and lk.speed else None
     ln.gbps = lk.width * g.lane_gbps if lk is not None and lk.width and g is not None else None
     ln.width = rate_width(ln.gbps)

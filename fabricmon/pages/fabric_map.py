@@ -40,8 +40,7 @@ def _pct(u: float | None) -> str:
 
 
 def _link_tip(ln: LinkLine) -> str:
-    pa, pb = ln.a.port_rec, ln.b.port_rec
-    lk = (pa.link if pa is not None else None) or (pb.link if pb is not None else None)
+    pa, pb, lk = ln.a.port_rec, ln.b.port_rec, ln.link
     cls = f"{lk.width}X {lk.speed}" if lk is not None else "?"
     exp = next((p.expected for p in (pa, pb) if p is not None and p.expected), "")
     lines = [f"{ln.a.name} [{ln.a.port}] <-> {ln.b.name} [{ln.b.port}]",
@@ -103,8 +102,7 @@ def _link_el(ln: LinkLine) -> str:
                f'stroke-width="{ln.width:.1f}"{dash}><title>{esc(_link_tip(ln))}</title></line>')
     mx, my = (ln.x1 + ln.x2) / 2, (ln.y1 + ln.y2) / 2
     if ln.degraded:        # a marker with what it trained at
-        lk = (ln.a.port_rec.link if ln.a.port_rec else None) or (ln.b.port_rec.link if ln.b.port_rec else None)
-        txt = f"{lk.width}X" if lk is not None and lk.width else "!"
+        txt = f"{ln.link.width}X" if ln.link is not None and ln.link.width else "!"
         out.append(f'<g class="mark" data-mark="degraded"><circle cx="{mx:.1f}" cy="{my:.1f}" r="8" fill="#fff4cc" '
                    f'stroke="#b58100"/><text x="{mx:.1f}" y="{my + 3:.1f}" text-anchor="middle" class="small">'
                    f'{esc(txt)}</text></g>')
@@ -204,7 +202,7 @@ def legend() -> str:
             f'<span>width: rate class ({esc(widths)})</span></div>')
 
 
-def _summary(sec: FabricSection, lay: Layout, snap: Snapshot) -> str:
+def _summary(sec: FabricSection, lay: Layout) -> str:
     links = lay.links + [ln for bd in lay.bundles for ln in bd.links]
     down = sum(ln.down for ln in links)
     degraded = sum(ln.degraded for ln in links)
@@ -232,7 +230,7 @@ def live(snap: Snapshot, query: Mapping[str, str]) -> str:
                       'ibnetdiscover run.</p>' + table
     expand = [e for e in query.get("expand", "").split(",") if e]
     lay = layout(sec, snap.findings, expand)
-    return meta + _summary(sec, lay, snap) + legend() + f'<div class="map">{svg(lay, sec)}</div>' + table
+    return meta + _summary(sec, lay) + legend() + f'<div class="map">{svg(lay, sec)}</div>' + table
 
 
 def page(snap: Snapshot, query: Mapping[str, str]) -> str:
