@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import os
-
 import pytest
 
 from fabricmon.sim.fabric import SimFabric, tools_available
+from helpers import unavailable
 
 
 def require_sim_tools() -> None:
@@ -14,9 +13,8 @@ def require_sim_tools() -> None:
     ok, why = tools_available()
     if ok:
         return
-    if os.environ.get("CI", "").strip().lower() not in ("", "0", "false", "no"):
-        pytest.fail(f"CI is set but the fabric simulator cannot run: {why}")
-    pytest.skip(f"fabric simulator not available ({why}): install ibsim-utils libumad2sim0 infiniband-diags opensm, as make test does")
+    unavailable(f"the fabric simulator cannot run ({why}): install ibsim-utils libumad2sim0 infiniband-diags opensm, "
+                "as make test does")
 
 
 @pytest.fixture

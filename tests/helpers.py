@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import json
 import math
@@ -9,7 +10,7 @@ import os
 import shutil
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import yaml
 
@@ -210,10 +211,67 @@ def bundle_nvml(bundle: Path) -> list[dict]:
     return json.loads((bundle / "bundle.json").read_text()).get("nvml", [])
 
 
+def captures_absent(path: Path) -> str:
+    """Why a compatibility test skips without its real capture."""
+    return (f"real captures not present ({path}): ../shared/captures is public test data kept beside "
+            "the repository, not shipped with fabricmon; CI has it")
+
+
 def skip_without_captures(path: Path) -> None:
     """Skip a compatibility test whose real capture is absent: ../shared/captures is public test
     data kept beside the repository (CI has it), never shipped with fabricmon."""
     if not Path(path).exists():
         import pytest
-        pytest.skip(f"real captures not present ({path}): ../shared/captures is public test data kept beside "
-                    "the repository, not shipped with fabricmon; CI has it")
+        pytest.skip(captures_absent(path))
+
+
+def unavailable(why: str) -> NoReturn:
+    """Skip a test whose system package is missing; under $CI (which installs every package) fail
+    instead, so a broken CI image never passes as green."""
+    import pytest
+    if os.environ.get("CI", "").strip().lower() not in ("", "0", "false", "no"):
+        pytest.fail(f"CI is set but {why}")
+    pytest.skip(why)
+
+
+def wait_for_scrape(port: int, pred, timeout: float) -> dict:
+    """Scrapes /metrics on 127.0.0.1:port until pred(samples) holds; returns those samples."""
+    import time
+    end = time.monotonic() + timeout
+    while True:
+        s = scrape_samples(port)
+        if pred(s):
+            return s
+        if time.monotonic() > end:
+            raise AssertionError(f"condition not met within {timeout}s")
+        time.sleep(0.2)
+
+
+@contextlib.contextmanager
+def fabric_collector(fab, tmp_path: Path, fabric: dict, traffic: dict | None = None, host: str | None = None,
+                     journal: bool = True):
+    """`fabricmon fabric run`'s daemon on a simulated fabric, listening on a free port of
+    127.0.0.1: `fabric` is its fabric: config (port 0 added), `traffic` a TrafficDriver plan kept
+    running meanwhile, `host` the simulated host it runs as (the first by default). Yields the
+    started Daemon; stops it and the traffic on exit."""
+    from fabricmon.config import from_dict
+    from fabricmon.host import LiveIO
+    from fabricmon.pipeline.fabric import fabric_pipeline
+    from fabricmon.serve.daemon import Daemon
+    from fabricmon.sim.fabric import TrafficDriver
+
+    cfg = from_dict({"server": {"address": "127.0.0.1"}, "paths": {"state_dir": str(tmp_path / "state")},
+                     "fabric": {"port": 0, **fabric}})
+    (tmp_path / "state" / "fabric").mkdir(parents=True, exist_ok=True)
+    driver = TrafficDriver(fab, traffic) if traffic is not None else None
+    if driver is not None:
+        driver.start()
+    io = LiveIO(cfg.sysfs, cfg.procfs, env=fab.env(host or fab.hosts[0]))
+    d = Daemon(cfg, io, port=0, pipeline=fabric_pipeline(cfg, io), journal=journal)
+    d.start()
+    try:
+        yield d
+    finally:
+        if driver is not None:
+            driver.stop()
+        d.stop()

@@ -7,7 +7,7 @@ import re
 from pathlib import Path
 
 from fabricmon.config import COUNTER_CHECKS, load
-from helpers import ROOT
+from helpers import ROOT, skip_without_captures
 
 
 
@@ -58,9 +58,7 @@ def test_the_ndr_example_fits_the_recorded_h100_node(tmp_path):
     from fabricmon.host import LiveIO
     from fabricmon.pipeline import Pipeline
     h100 = CAPTURES / "sysfs" / "leptonai-gpud__sys-class-infiniband-h100.0"
-    if not h100.is_dir():
-        import pytest
-        pytest.skip(f"real captures not present ({h100}): ../shared/captures is public test data kept beside the repository, not shipped with fabricmon; CI has it")
+    skip_without_captures(h100)
     (tmp_path / "class").mkdir()
     (tmp_path / "class" / "infiniband").symlink_to(h100)
     ndr = next(text for title, text in example_blocks().items() if title.startswith("NDR"))

@@ -9,6 +9,7 @@ import shutil
 import signal
 import subprocess
 import tempfile
+from html.parser import HTMLParser
 from pathlib import Path
 
 from helpers import REPO
@@ -57,22 +58,35 @@ def screenshot(url: str, name: str, budget_ms: int = 3000, size: tuple[int, int]
     return path
 
 
-def elements(dom: str, attr: str) -> list[dict[str, str | None]]:
+class Dom(HTMLParser):
+    """A page's elements (tag, attributes; a bare attribute reads "") and its text, parsed once."""
+
+    def __init__(self, text: str):
+        super().__init__()
+        self.elements: list[tuple[str, dict[str, str]]] = []
+        self.text: list[str] = []
+        self.feed(text)
+
+    def handle_starttag(self, tag, attrs):
+        self.elements.append((tag, {k: v or "" for k, v in attrs}))
+
+    handle_startendtag = handle_starttag
+
+    def handle_data(self, data):
+        self.text.append(data)
+
+    def by(self, name: str, value: str) -> dict[str, str] | None:
+        """The first element whose attribute `name` is `value`."""
+        return next((a for _, a in self.elements if a.get(name) == value), None)
+
+    def with_attr(self, name: str) -> dict[str, dict[str, str]]:
+        """Elements carrying `name`, by its value."""
+        return {a[name]: a for _, a in self.elements if name in a}
+
+
+def elements(dom: str, attr: str) -> list[dict[str, str]]:
     """The attributes of every element of a dumped DOM that carries `attr` (with `_tag`)."""
-    from html.parser import HTMLParser
-
-    found: list[dict[str, str | None]] = []
-
-    class P(HTMLParser):
-        def handle_starttag(self, tag, attrs):
-            d = dict(attrs)
-            if attr in d:
-                found.append({"_tag": tag, **d})
-
-        handle_startendtag = handle_starttag
-
-    P().feed(dom)
-    return found
+    return [{"_tag": t, **a} for t, a in Dom(dom).elements if attr in a]
 
 
 class Session:

@@ -6,18 +6,14 @@ scripts ran; a screenshot is kept as a test artefact."""
 from __future__ import annotations
 
 import re
-import time
 import urllib.request
 
 import pytest
 
 from browser import dump_dom, elements, screenshot
-from fabricmon.config import from_dict
-from fabricmon.host import LiveIO
-from fabricmon.pipeline.fabric import fabric_pipeline
-from fabricmon.serve.daemon import Daemon
-from fabricmon.sim.fabric import TrafficDriver, fat_tree_netfile
-from helpers import sample_value, scrape_samples
+from fabricmon.pages.fabric_layout import layout
+from fabricmon.sim.fabric import fat_tree_netfile
+from helpers import fabric_collector, sample_value, wait_for_scrape
 
 pytestmark = pytest.mark.sim
 
@@ -36,31 +32,11 @@ TRAFFIC = {
 def collector(sim_fabric, tmp_path):
     fab = sim_fabric(fat_tree_netfile(spines=2, leaves=4, hosts_per_leaf=2, uplinks_per_spine=2))
     fab.start_sm()                  # a master SM that keeps answering, as on a real fabric
-    cfg = from_dict({
-        "server": {"address": "127.0.0.1"},
-        "paths": {"state_dir": str(tmp_path / "state")},
-        "fabric": {"port": 0, "sweep_interval": 1.0, "discovery_interval": 5.0,
-                   "thresholds": {"consecutive_sweeps": 2}},
-    })
-    (tmp_path / "state" / "fabric").mkdir(parents=True)
-    traffic = TrafficDriver(fab, TRAFFIC)
-    traffic.start()
-    io = LiveIO(cfg.sysfs, cfg.procfs, env=fab.env(fab.hosts[0]))
-    d = Daemon(cfg, io, port=0, pipeline=fabric_pipeline(cfg, io), journal=False)
-    d.start()
-    try:
-        end = time.monotonic() + 40
-        while True:
-            s = scrape_samples(d.port)
-            if sample_value(s, "fabricmon_ecmp_imbalanced", switch_guid=LEAVES["leaf02"], switch="leaf02",
-                            direction="up") == 1:
-                break
-            assert time.monotonic() < end, "leaf02 was not flagged within 40 s"
-            time.sleep(0.3)
+    with fabric_collector(fab, tmp_path, {"sweep_interval": 1.0, "discovery_interval": 5.0,
+                                          "thresholds": {"consecutive_sweeps": 2}}, TRAFFIC, journal=False) as d:
+        wait_for_scrape(d.port, lambda s: sample_value(s, "fabricmon_ecmp_imbalanced", switch_guid=LEAVES["leaf02"],
+                                                       switch="leaf02", direction="up") == 1, 40)
         yield d
-    finally:
-        d.stop()
-        traffic.stop()
 
 
 def test_the_map_shows_the_polarised_leaf_and_its_hot_uplink(browser, collector) -> None:
@@ -117,36 +93,23 @@ def test_a_link_to_a_switch_opens_with_its_details(browser, collector) -> None:
         assert r.headers["Content-Type"].startswith("text/javascript")
 
 
-def test_the_director_map_collapses_and_a_group_expands_in_the_browser(browser) -> None:
+def test_the_director_map_collapses_and_a_group_expands_in_the_browser(browser, served, director) -> None:
     """The real 400-switch director fabric (records from the capture, no simulator): every
     switch is on the first picture, in groups; `#expand=<group>` draws that group's switches
     one by one (page.js asks the server for the expanded view)."""
-    from fabric_snap import fabric_snapshot
-    from fabricmon.pages import Pages
-    from fabricmon.pages.fabric_layout import layout
-    from fabricmon.serve.server import Exposition, MetricsServer
-    from helpers import CAPTURES, skip_without_captures
-
-    path = CAPTURES / "ibnetdiscover" / "director-hdr-400sw.ibsim.net"
-    skip_without_captures(path)
-    snap = fabric_snapshot(path.read_text(), sweeps=2)
-    expo = Exposition()
-    expo.pages = Pages(snap)
-    srv = MetricsServer("127.0.0.1", 0, expo)
-    srv.start()
-    try:
-        url = f"http://127.0.0.1:{srv.port}/"
-        dom = dump_dom(url, budget_ms=2000)
-        cells = elements(dom, "data-switch")
-        assert len(cells) == 400 and {e["_tag"] for e in cells} == {"rect", "g"}
-        groups = {e["data-group"]: e for e in elements(dom, "data-group")}
-        assert len(groups) >= 10 and all(e["data-expanded"] == "0" for e in groups.values())
-        g = next(gr for gr in layout(snap.fabric, snap.findings).groups if gr.level == 1)
-        dom = dump_dom(url + "#expand=" + g.id, budget_ms=3000)
-        boxes = {e["data-guid"] for e in elements(dom, "data-switch") if e["_tag"] == "g"}
-        assert set(g.members) <= boxes
-        assert next(e for e in elements(dom, "data-group") if e["data-group"] == g.id)["data-expanded"] == "1"
-        assert len(elements(dom, "data-switch")) == 400
-        screenshot(url, "fabric-map-director.png", size=(1400, 900))
-    finally:
-        srv.stop()
+    srv, publish = served
+    snap = director
+    publish(snap)
+    url = f"http://127.0.0.1:{srv.port}/"
+    dom = dump_dom(url, budget_ms=2000)
+    cells = elements(dom, "data-switch")
+    assert len(cells) == 400 and {e["_tag"] for e in cells} == {"rect", "g"}
+    groups = {e["data-group"]: e for e in elements(dom, "data-group")}
+    assert len(groups) >= 10 and all(e["data-expanded"] == "0" for e in groups.values())
+    g = next(gr for gr in layout(snap.fabric, snap.findings).groups if gr.level == 1)
+    dom = dump_dom(url + "#expand=" + g.id, budget_ms=3000)
+    boxes = {e["data-guid"] for e in elements(dom, "data-switch") if e["_tag"] == "g"}
+    assert set(g.members) <= boxes
+    assert next(e for e in elements(dom, "data-group") if e["data-group"] == g.id)["data-expanded"] == "1"
+    assert len(elements(dom, "data-switch")) == 400
+    screenshot(url, "fabric-map-director.png", size=(1400, 900))

@@ -6,18 +6,13 @@ by the real HTTP server, so each step is deterministic."""
 
 from __future__ import annotations
 
-import dataclasses
-import json
 
 import pytest
 
 from browser import Session
 from fabric_snap import fabric_snapshot, switch_guid
-from fabricmon.pages import Pages, html
 from fabricmon.pages.fabric_layout import layout
-from fabricmon.serve.server import Exposition, MetricsServer
 from fabricmon.sim.fabric import fat_tree_netfile
-from helpers import CAPTURES, skip_without_captures
 
 LEAF02, SPINE01 = switch_guid(3), switch_guid(0)
 BALANCED = {f"leaf0{i}": {3: 0.5, 4: 0.5, 5: 0.5, 6: 0.5} for i in range(1, 5)}
@@ -26,28 +21,6 @@ POLARISED = {**BALANCED, "leaf02": {3: 0.9, 4: 0.3, 5: 0.3, 6: 0.3}}
 
 def topology() -> str:
     return fat_tree_netfile(spines=2, leaves=4, hosts_per_leaf=2, uplinks_per_spine=2)
-
-
-@pytest.fixture
-def served(monkeypatch):
-    """(server, publish): publish(snapshot) makes it the one / serves, as the daemon does
-    (None: no snapshot, / answers 503)."""
-    monkeypatch.setattr(html, "REFRESH_MS", 700)         # the page's own refresh, quicker for the test
-    expo = Exposition()
-    srv = MetricsServer("127.0.0.1", 0, expo)
-    srv.start()
-
-    published = [0]
-
-    def publish(snap) -> None:
-        # records-built snapshots share their data time: each published one gets its own, as
-        # the daemon's do
-        published[0] += 1
-        expo.pages = None if snap is None else Pages(dataclasses.replace(snap, time=snap.time + published[0]))
-
-    yield srv, publish
-    if srv.thread.is_alive():
-        srv.stop()
 
 
 @pytest.fixture
@@ -115,11 +88,9 @@ def test_a_collector_that_stops_answering_leaves_the_last_picture_marked_stale(s
     assert page.js("document.querySelectorAll('[data-switch]').length") == 6      # the last picture stays
 
 
-def test_director_groups_expand_on_click_and_stay_expanded_across_refreshes(served, page) -> None:
-    path = CAPTURES / "ibnetdiscover" / "director-hdr-400sw.ibsim.net"
-    skip_without_captures(path)
+def test_director_groups_expand_on_click_and_stay_expanded_across_refreshes(served, page, director) -> None:
     srv, publish = served
-    snap = fabric_snapshot(path.read_text(), sweeps=2)
+    snap = director
     publish(snap)
     group = next(g for g in layout(snap.fabric, snap.findings).groups if g.level == 2)
     page.open(f"http://127.0.0.1:{srv.port}/")
@@ -130,7 +101,7 @@ def test_director_groups_expand_on_click_and_stay_expanded_across_refreshes(serv
     assert set(group.members) <= set(boxes)
     assert page.js("location.hash") == "#expand=" + group.id
     n = page.js("parseInt(document.body.getAttribute('data-refreshes') || '0', 10)")
-    publish(fabric_snapshot(path.read_text(), sweeps=2))          # a new snapshot: still expanded
+    publish(snap)                                                   # a new snapshot: still expanded
     page.wait(f"parseInt(document.body.getAttribute('data-refreshes') || '0', 10) >= {n + 2}")
     assert page.js(f"document.querySelector('[data-group=\"{group.id}\"]').getAttribute('data-expanded')") == "1"
     # a cell inside another, collapsed group selects that switch rather than expanding it
@@ -141,4 +112,4 @@ def test_director_groups_expand_on_click_and_stay_expanded_across_refreshes(serv
     # and the expanded group's [-] collapses it again
     page.click(f'text[data-toggle="{group.id}"]')
     page.wait(f"document.querySelector('[data-group=\"{group.id}\"]').getAttribute('data-expanded') === '0'")
-    assert json.loads(json.dumps(page.js("location.hash"))).startswith("#select=")
+    assert page.js("location.hash").startswith("#select=")

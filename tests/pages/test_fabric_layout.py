@@ -18,7 +18,6 @@ from fabricmon.pages.fabric_layout import (
     MAX_ROW, NO_RATE, RATE_CLASSES, UTIL_SCALE, chassis, group_row, layout, rate_width, short_name, util_colour,
 )
 from fabricmon.sim.fabric import director_netfile, fat_tree_netfile
-from helpers import CAPTURES, skip_without_captures
 
 SPINES = {"spine01": switch_guid(0), "spine02": switch_guid(1)}
 LEAVES = {f"leaf0{i}": switch_guid(1 + i) for i in range(1, 5)}
@@ -150,13 +149,8 @@ def test_generated_director_core_levels() -> None:
         assert b.level == (3 if "/S" in b.name else 2 if "/L" in b.name else 1)
 
 
-DIRECTOR = CAPTURES / "ibnetdiscover" / "director-hdr-400sw.ibsim.net"
-
-
-def test_real_400_switch_director_collapses_into_groups_and_expands() -> None:
-    skip_without_captures(DIRECTOR)
-    text = DIRECTOR.read_text()
-    snap = fabric_snapshot(text, sweeps=2)
+def test_real_400_switch_director_collapses_into_groups_and_expands(director) -> None:
+    snap = director
     sec = snap.fabric
     lay = layout(sec, snap.findings)
     assert [r.level for r in lay.rows] == [3, 2, 1]

@@ -9,12 +9,11 @@ import threading
 import time
 import urllib.error
 import urllib.request
-from html.parser import HTMLParser
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from browser import dump_dom, screenshot
+from browser import Dom, dump_dom, screenshot
 from fabricmon.config import from_dict
 from fabricmon.host import LiveIO
 from fabricmon.serve.daemon import Daemon
@@ -23,23 +22,6 @@ from fabricmon.sim.fabric import fat_tree_netfile
 HOST = "node01 mlx5_0"
 PORT = "ibsim0/1"            # the simulated host's CA, as the tools name it
 INTERVAL = 1.0
-
-
-class Dom(HTMLParser):
-    def __init__(self, text: str):
-        super().__init__()
-        self.elements: list[tuple[str, dict[str, str]]] = []
-        self.text: list[str] = []
-        self.feed(text)
-
-    def handle_starttag(self, tag, attrs):
-        self.elements.append((tag, {k: v or "" for k, v in attrs}))
-
-    def handle_data(self, data):
-        self.text.append(data)
-
-    def by(self, name: str, value: str) -> dict[str, str] | None:
-        return next((a for _, a in self.elements if a.get(name) == value), None)
 
 
 def port_state(html: str) -> str | None:

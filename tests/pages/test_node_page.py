@@ -10,7 +10,6 @@ import shutil
 import time
 import urllib.error
 import urllib.request
-from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
@@ -27,28 +26,10 @@ from fabricmon.pages import node
 from fabricmon.pipeline import Pipeline
 from fabricmon.report import verdict
 from fabricmon.serve.daemon import Daemon
+from browser import Dom
 from helpers import BUNDLES
 
 STATE = {OK: "ok", WARNING: "warning", CRITICAL: "critical"}
-
-
-class Elements(HTMLParser):
-    """Every element with its attributes, and the text of the whole document."""
-
-    def __init__(self, text: str):
-        super().__init__()
-        self.elements: list[tuple[str, dict[str, str]]] = []
-        self.text: list[str] = []
-        self.feed(text)
-
-    def handle_starttag(self, tag, attrs):
-        self.elements.append((tag, {k: v or "" for k, v in attrs}))
-
-    def handle_data(self, data):
-        self.text.append(data)
-
-    def with_attr(self, name: str) -> dict[str, dict[str, str]]:
-        return {a[name]: a for _, a in self.elements if name in a}
 
 
 def collect(bundle: Path, cfg=None) -> Snapshot:
@@ -96,7 +77,7 @@ def render(snap: Snapshot, part: str = "page", **query: str) -> str:
 @pytest.mark.parametrize("name", sorted(p.name for p in BUNDLES.iterdir() if (p / "bundle.json").is_file()))
 def test_every_port_has_an_element_whose_state_agrees_with_check(name):
     snap = collect(BUNDLES / name)
-    doc = Elements(render(snap))
+    doc = Dom(render(snap))
     ports = doc.with_attr("data-port")
     assert set(ports) == {f"{d}/{p}" for d, p in snap.ib.ports}
     findings = verdict(snap)["findings"]
@@ -111,12 +92,12 @@ def test_every_port_has_an_element_whose_state_agrees_with_check(name):
 
 def test_ports_are_in_a_stable_natural_order():
     snap = collect(BUNDLES / "dgx-h100")
-    order = [a["data-port"] for _, a in Elements(render(snap, "live")).elements if "data-port" in a]
+    order = [a["data-port"] for _, a in Dom(render(snap, "live")).elements if "data-port" in a]
     assert order == [f"mlx5_{i}/1" for i in range(8)]
 
 
 def test_down_and_degraded_ports_are_critical_and_warning(broken):
-    doc = Elements(render(broken))
+    doc = Dom(render(broken))
     ports = doc.with_attr("data-port")
     assert ports["mlx5_2/1"]["data-state"] == "critical"
     assert ports["mlx5_5/1"]["data-state"] == "warning"
@@ -135,7 +116,7 @@ def test_down_and_degraded_ports_are_critical_and_warning(broken):
 
 
 def test_findings_table_has_the_reasons_and_the_failing_source(broken):
-    doc = Elements(render(broken, "live"))
+    doc = Dom(render(broken, "live"))
     rows = [a for t, a in doc.elements if t == "tr" and "data-finding" in a]
     checks = [(r["data-finding"], r["data-state"]) for r in rows]
     assert checks[0] == ("degraded_link", "critical")
@@ -149,7 +130,7 @@ def test_findings_table_has_the_reasons_and_the_failing_source(broken):
 
 
 def test_sources_are_listed_with_their_state_and_last_success(broken):
-    doc = Elements(render(broken, "live"))
+    doc = Dom(render(broken, "live"))
     rows = doc.with_attr("data-source")
     active = {n for n, s in broken.sources.items() if s.enabled and s.active}
     assert set(rows) == active and "sysfs" in rows and "perfquery" in rows
@@ -168,19 +149,19 @@ def test_sources_that_are_off_are_one_muted_line():
     snap.sources = dict(snap.sources)
     snap.sources["mlnx_qos"] = dataclasses.replace(snap.sources["mlnx_qos"].copy(), active=False)
     snap.sources["ethtool"] = dataclasses.replace(snap.sources["ethtool"].copy(), enabled=False)
-    doc = Elements(render(snap, "live"))
+    doc = Dom(render(snap, "live"))
     assert "mlnx_qos" not in doc.with_attr("data-source") and "ethtool" not in doc.with_attr("data-source")
     assert "Off: ethtool (disabled), mlnx_qos (not installed)" in "".join(doc.text)
 
 
 def test_gpu_section_shows_gpudirect_and_affinity():
     snap = collect(BUNDLES / "no-peermem")
-    doc = Elements(render(snap, "live"))
+    doc = Dom(render(snap, "live"))
     text = "".join(doc.text)
     assert "GPUs and GPUDirect RDMA" in text and "nvidia-peermem not loaded" in text
     assert [a["data-state"] for t, a in doc.elements if t == "p" and a.get("class") == "gpudirect"] == ["critical"]
     assert len(doc.with_attr("data-gpu")) == 8
-    mis = Elements(render(collect(BUNDLES / "dgx-h100-miswired"), "live"))
+    mis = Dom(render(collect(BUNDLES / "dgx-h100-miswired"), "live"))
     gpus = mis.with_attr("data-gpu")
     assert gpus["GPU3"]["data-state"] == "warning" and gpus["GPU6"]["data-state"] == "ok"
     assert "mlx5_0, mlx5_1, mlx5_2 (NODE)" in "".join(mis.text)
@@ -188,7 +169,7 @@ def test_gpu_section_shows_gpudirect_and_affinity():
 
 def test_roce_ports_show_their_netdev_and_settings():
     snap = collect(BUNDLES / "roce-pfc-off-storm")
-    doc = Elements(render(snap, "live"))
+    doc = Dom(render(snap, "live"))
     ports = doc.with_attr("data-port")
     assert ports["mlx5_0/1"]["data-state"] == "critical"        # PFC off on the lossless priority
     assert ports["mlx5_1/1"]["data-state"] == "warning"
@@ -216,7 +197,7 @@ def test_hostile_strings_are_escaped():
     for html in (render(snap), render(snap, "live"), render(snap, "port", port=f"{dev}/1")):
         assert "<script>alert" not in html
         assert "&lt;script&gt;alert(1)&lt;/script&gt;" in html
-    doc = Elements(render(snap))
+    doc = Dom(render(snap))
     assert doc.with_attr("data-port")[f"{dev}/1"]["data-state"] == "critical"    # the attribute held
     assert evil in doc.with_attr("data-source")
     assert [t for t, _ in doc.elements if t == "script"] == ["script"]            # only page.js
@@ -231,7 +212,7 @@ def test_before_the_inventory_is_known_it_says_so():
     assert 'data-inventory="waiting"' in html and "Waiting for the port inventory" in html
     assert "No InfiniBand or RoCE port" not in html and "data-port=" not in html
     assert "inventory pending" in html and "port inventory not known yet" in html
-    assert Elements(render(snap, "live")).with_attr("data-source")["sysfs"]["data-state"] == "ok"
+    assert Dom(render(snap, "live")).with_attr("data-source")["sysfs"]["data-state"] == "ok"
     snap.inventory_known = True
     assert 'data-inventory="empty"' in render(snap)
 
@@ -239,10 +220,10 @@ def test_before_the_inventory_is_known_it_says_so():
 def test_live_fragment_starts_with_the_meta_div(broken):
     live = render(broken, "live")
     assert live.startswith('<div id="meta" hidden data-when="')
-    tag, attrs = Elements(live).elements[0]
+    tag, attrs = Dom(live).elements[0]
     assert (tag, attrs["id"], attrs["data-state"]) == ("div", "meta", "critical")
     ok = render(collect(BUNDLES / "dgx-h100"), "live")
-    assert Elements(ok).elements[0][1]["data-state"] == "ok"
+    assert Dom(ok).elements[0][1]["data-state"] == "ok"
     page = render(broken)
     assert page.startswith("<!doctype html>") and f'<main id="live">{live}</main>' in page
 
@@ -252,7 +233,7 @@ def test_overall_state_counts_failing_sources_like_check():
     assert worst(snap.findings) == OK
     snap.sources = {**snap.sources, "perfquery": dataclasses.replace(snap.sources["perfquery"].copy(),
                                                                      active_errors={"timeout"})}
-    assert Elements(render(snap, "live")).elements[0][1]["data-state"] == "warning"
+    assert Dom(render(snap, "live")).elements[0][1]["data-state"] == "warning"
     assert verdict(snap)["status"] == WARNING
 
 

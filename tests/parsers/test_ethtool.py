@@ -13,7 +13,7 @@ from fabricmon.parsers.ethtool import (
     curate_roce_stats,
     parse_ethtool_stats,
 )
-from helpers import CAPTURES, FIXTURES
+from helpers import CAPTURES, FIXTURES, skip_without_captures
 
 HERE = FIXTURES / "ethtool"
 CAPTURED = CAPTURES / "ethtool"
@@ -163,8 +163,7 @@ def test_absent_keys_stay_absent() -> None:
 
 def test_real_e1000e_capture_parses_with_no_roce_data() -> None:
     path = CAPTURED / "prometheus-node_exporter__eth0_statistics"
-    if not path.is_file():
-        pytest.skip(f"real captures not present ({CAPTURED}): ../shared/captures is public test data kept beside the repository, not shipped with fabricmon; CI has it")
+    skip_without_captures(path)
     stats = parse_ethtool_stats(path.read_text())
     assert stats["rx_packets"] == 1260062
     assert stats["port.rx_dropped"] == 12028

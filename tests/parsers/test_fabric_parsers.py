@@ -13,7 +13,7 @@ from fabricmon.model.fabric import build_topology, in_shard
 from fabricmon.parsers.errors import ParseError
 from fabricmon.parsers.ibnetdiscover import parse_ibnetdiscover
 from fabricmon.parsers.ibqueryerrors import parse_ibqueryerrors
-from helpers import CAPTURES, FIXTURES
+from helpers import CAPTURES, FIXTURES, skip_without_captures
 
 BUNDLE = FIXTURES / "fabric" / "fat-tree"
 
@@ -87,8 +87,7 @@ def test_shards_partition_the_switches() -> None:
 
 def test_director_capture_levels() -> None:
     path = CAPTURES / "ibnetdiscover" / "director-hdr-400sw.ibsim.net"
-    if not path.exists():
-        pytest.skip(f"{path} absent: the real captures live beside the checkout (../shared/captures), not in it")
+    skip_without_captures(path)
     d = parse_ibnetdiscover(path.read_text())
     topo = build_topology(d)
     assert len(d.switches) == 400

@@ -182,8 +182,7 @@ def test_every_real_perfquery_capture() -> None:
 def test_real_saturation_capture_matches_the_console_log() -> None:
     """The ibsim basic capture was made with counters set past their widths."""
     f = CAPTURES / "perfquery" / "ibsim-infiniband-diags44__basic.txt"
-    if not f.is_file():
-        pytest.skip(f"real captures not present ({f}): ../shared/captures is public test data kept beside the repository, not shipped with fabricmon; CI has it")
+    skip_without_captures(f)
     (b,) = parse_perfquery(f.read_text())
     for name in ("symbol_errors", "link_downed", "local_link_integrity_errors", "transmit_wait"):
         spec = ibspec.COUNTER_BY_NAME[name]

@@ -128,9 +128,9 @@ def test_real_h100_tree_values_all_parse() -> None:
 
 def test_real_ttar_excerpts_rate_state_and_counter_lines() -> None:
     """Every rate/state/counter value in the procfs and node_exporter ttar excerpts parses."""
-    files = sorted((CAPTURES / "sysfs").glob("*infiniband*.ttar")) if CAPTURES.is_dir() else []
-    if not files:
-        pytest.skip(f"real captures not present ({CAPTURES}): ../shared/captures is public test data kept beside the repository, not shipped with fabricmon; CI has it")
+    skip_without_captures(CAPTURES / "sysfs")
+    files = sorted((CAPTURES / "sysfs").glob("*infiniband*.ttar"))
+    assert files, f"no *infiniband*.ttar excerpt in {CAPTURES / 'sysfs'}"
     seen = {"rate": 0, "state": 0, "counter": 0, "na": 0}
     for f in files:
         lines = f.read_text().splitlines()

@@ -13,29 +13,13 @@ sminfo and saquery, `fabricmon fabric run`'s daemon, assertions over real HTTP.
 from __future__ import annotations
 
 import re
-import time
 
-from fabricmon.config import from_dict
-from fabricmon.host import LiveIO
-from fabricmon.pipeline.fabric import fabric_pipeline
-from fabricmon.serve.daemon import Daemon
 from fabricmon.sim.fabric import fat_tree_netfile
-from helpers import sample_value, scrape_samples
+from helpers import fabric_collector, sample_value, wait_for_scrape
 
 LEAVES = {"leaf01": "0000000000200002", "leaf02": "0000000000200003", "leaf03": "0000000000200004",
           "leaf04": "0000000000200005"}
 _HEAD = re.compile(r"^Unicast lids .* guid 0x([0-9a-f]+)")
-
-
-def wait_for(port: int, pred, timeout: float) -> dict:
-    end = time.monotonic() + timeout
-    while True:
-        s = scrape_samples(port)
-        if pred(s):
-            return s
-        if time.monotonic() > end:
-            raise AssertionError(f"condition not met within {timeout}s")
-        time.sleep(0.2)
 
 
 def planted_lfts(dump: str, guid: str, host_lids: set[int], own: set[int], port: int) -> str:
@@ -72,21 +56,12 @@ def test_routing_symmetry_sm_and_a_pulled_cable_over_http(sim_fabric, tmp_path) 
     lfts = tmp_path / "planted.lfts"
     lfts.write_text(planted_lfts(dump, LEAVES["leaf02"], set(lids), {lid for lid, lf in lids.items() if lf == "leaf02"}, 4))
 
-    cfg = from_dict({
-        "server": {"address": "127.0.0.1"},
-        "paths": {"state_dir": str(tmp_path / "state")},
-        "fabric": {"port": 0, "sweep_interval": 2.0, "discovery_interval": 2.0, "routing_interval": 1.5,
-                   "sm_interval": 1.0},
-    })
-    (tmp_path / "state" / "fabric").mkdir(parents=True)
-    io = LiveIO(cfg.sysfs, cfg.procfs, env=fab.env(host))
-    d = Daemon(cfg, io, port=0, pipeline=fabric_pipeline(cfg, io))
-    d.start()
-    try:
+    with fabric_collector(fab, tmp_path, {"sweep_interval": 2.0, "discovery_interval": 2.0, "routing_interval": 1.5,
+                                          "sm_interval": 1.0}, host=host) as d:
         # 1. no SM answers: CRITICAL; the min-hop routes of opensm --once are balanced (3/2/2/2 of 9)
-        s = wait_for(d.port, lambda s: sample_value(s, "fabricmon_fabric_sm_master_present") == 0
-                     and sample_value(s, "fabricmon_fabric_route_imbalance_ratio", switch_guid=LEAVES["leaf02"],
-                                      switch="leaf02") is not None, 30)
+        s = wait_for_scrape(d.port, lambda s: sample_value(s, "fabricmon_fabric_sm_master_present") == 0
+                            and sample_value(s, "fabricmon_fabric_route_imbalance_ratio", switch_guid=LEAVES["leaf02"],
+                                             switch="leaf02") is not None, 30)
         assert sample_value(s, "fabricmon_fabric_check_status", check="sm", switch_guid="", switch="") == 2
         sm = next(f for f in d.snapshot.findings if f.check == "sm")
         assert sm.status == 2 and "no subnet manager answers as master" in sm.message
@@ -98,9 +73,9 @@ def test_routing_symmetry_sm_and_a_pulled_cable_over_http(sim_fabric, tmp_path) 
         # 2. a running SM loads the planted tables: the SM is OK, leaf02 alone is flagged
         fab.start_sm(extra_args=("-R", "file", "-U", str(lfts)))
         leaf02 = LEAVES["leaf02"]
-        s = wait_for(d.port, lambda s: sample_value(s, "fabricmon_fabric_sm_master_present") == 1
-                     and sample_value(s, "fabricmon_fabric_routing_imbalanced", switch_guid=leaf02, switch="leaf02") == 1,
-                     40)
+        s = wait_for_scrape(d.port, lambda s: sample_value(s, "fabricmon_fabric_sm_master_present") == 1
+                            and sample_value(s, "fabricmon_fabric_routing_imbalanced", switch_guid=leaf02, switch="leaf02") == 1,
+                            40)
         assert sample_value(s, "fabricmon_fabric_check_status", check="sm", switch_guid="", switch="") == 0
         info = [dict(lbl) for (n, lbl), v in s.items() if n == "fabricmon_fabric_sm_info" and v == 1]
         assert len(info) == 1 and info[0]["state"] == "MASTER" and info[0]["lid"] != "0"
@@ -119,7 +94,7 @@ def test_routing_symmetry_sm_and_a_pulled_cable_over_http(sim_fabric, tmp_path) 
         before = sample_value(s, "fabricmon_fabric_topology_changes_total")
         assert sample_value(s, "fabricmon_fabric_switch_uplinks", switch_guid=leaf03, switch="leaf03") == 4
         fab.unlink("leaf03", 7)
-        s = wait_for(d.port, lambda s: sample_value(s, "fabricmon_fabric_port_up", switch_guid=leaf03, port=7) == 0, 20)
+        s = wait_for_scrape(d.port, lambda s: sample_value(s, "fabricmon_fabric_port_up", switch_guid=leaf03, port=7) == 0, 20)
         assert sample_value(s, "fabricmon_fabric_topology_changes_total") >= before + 2      # both ends
         assert sample_value(s, "fabricmon_fabric_port_degraded", switch_guid=leaf03, port=7, reason="down") == 1
         assert sample_value(s, "fabricmon_fabric_switch_uplinks", switch_guid=leaf03, switch="leaf03") == 3
@@ -133,5 +108,3 @@ def test_routing_symmetry_sm_and_a_pulled_cable_over_http(sim_fabric, tmp_path) 
         up = next(f.message for f in d.snapshot.findings if f.check == "uplinks")
         assert up.startswith("leaf03 has 3 active uplinks where the switches of level 1 have 4; missing: port 7 "
                              '(7 to "spine02"[6])'), up
-    finally:
-        d.stop()

@@ -9,16 +9,11 @@ with a 1X uplink (degraded, left out of its group), the spines idle (never flagg
 
 from __future__ import annotations
 
-import time
-
-import pytest
-
 from fabricmon.config import from_dict
 from fabricmon.host import LiveIO
 from fabricmon.pipeline.fabric import fabric_pipeline
-from fabricmon.serve.daemon import Daemon
-from fabricmon.sim.fabric import TrafficDriver, director_netfile, fat_tree_netfile
-from helpers import sample_value, scrape_samples
+from fabricmon.sim.fabric import director_netfile, fat_tree_netfile
+from helpers import fabric_collector, sample_value, wait_for_scrape
 
 HDR4X = 25e9              # bytes/s of a 4X HDR link
 LEAVES = {"leaf01": 0x200002, "leaf02": 0x200003, "leaf03": 0x200004, "leaf04": 0x200005}
@@ -45,35 +40,13 @@ def netfile() -> str:
     return text
 
 
-def wait_for(port: int, pred, timeout: float) -> dict:
-    end = time.monotonic() + timeout
-    while True:
-        s = scrape_samples(port)
-        if pred(s):
-            return s
-        if time.monotonic() > end:
-            raise AssertionError(f"condition not met within {timeout}s")
-        time.sleep(0.2)
-
-
 def test_ecmp_imbalance_degraded_and_down_links_over_http(sim_fabric, tmp_path) -> None:
     fab = sim_fabric(netfile())
-    cfg = from_dict({
-        "server": {"address": "127.0.0.1"},
-        "paths": {"state_dir": str(tmp_path / "state")},
-        "fabric": {"port": 0, "sweep_interval": 1.5, "discovery_interval": 3.0,
-                   "thresholds": {"consecutive_sweeps": 3}},
-    })
-    (tmp_path / "state" / "fabric").mkdir(parents=True)
-    traffic = TrafficDriver(fab, TRAFFIC)
-    traffic.start()
-    io = LiveIO(cfg.sysfs, cfg.procfs, env=fab.env(fab.hosts[0]))
-    d = Daemon(cfg, io, port=0, pipeline=fabric_pipeline(cfg, io))
-    d.start()
-    try:
+    with fabric_collector(fab, tmp_path, {"sweep_interval": 1.5, "discovery_interval": 3.0,
+                                          "thresholds": {"consecutive_sweeps": 3}}, TRAFFIC) as d:
         def imb(s, name):
             return sample_value(s, "fabricmon_ecmp_imbalanced", switch_guid=g(LEAVES[name]), switch=name, direction="up")
-        s = wait_for(d.port, lambda s: imb(s, "leaf02") == 1 and imb(s, "leaf03") == 1, 30)
+        s = wait_for_scrape(d.port, lambda s: imb(s, "leaf02") == 1 and imb(s, "leaf03") == 1, 30)
         # balanced leaves are not flagged, nor is the leaf whose 1X uplink is left out of its group
         assert imb(s, "leaf01") == 0 and imb(s, "leaf04") == 0
         for name in ("spine01", "spine02"):        # idle: below the utilisation floor, never flagged
@@ -104,7 +77,7 @@ def test_ecmp_imbalance_degraded_and_down_links_over_http(sim_fabric, tmp_path) 
         # A pulled cable: the next discovery counts the change, the port stays, reported down.
         leaf01 = g(LEAVES["leaf01"])
         fab.unlink("leaf01", 6)
-        s = wait_for(d.port, lambda s: sample_value(s, "fabricmon_fabric_port_up", switch_guid=leaf01, port=6) == 0, 15)
+        s = wait_for_scrape(d.port, lambda s: sample_value(s, "fabricmon_fabric_port_up", switch_guid=leaf01, port=6) == 0, 15)
         assert sample_value(s, "fabricmon_fabric_port_degraded", switch_guid=leaf01, port=6, reason="down") == 1
         assert sample_value(s, "fabricmon_fabric_link_info", switch_guid=leaf01, port=6, role="up",
                             remote_guid=g(SPINES["spine02"]), remote_port=2, remote_name="spine02") == 1
@@ -112,9 +85,6 @@ def test_ecmp_imbalance_degraded_and_down_links_over_http(sim_fabric, tmp_path) 
         assert sample_value(s, "fabricmon_fabric_switches") == 6
         assert any(f.check == "fabric_link" and f.device == leaf01 and f.port == 6 and f.status == 2
                    for f in d.snapshot.findings)
-    finally:
-        traffic.stop()
-        d.stop()
 
 
 def test_levels_on_a_director_core(sim_fabric, tmp_path) -> None:

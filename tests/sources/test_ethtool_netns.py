@@ -21,13 +21,7 @@ from fabricmon.sources.ethtool import EthtoolSource
 from fabricmon.model.roce import RoceTarget
 from helpers import roce_inputs, run_inputs
 
-from helpers import by_check
-
-
-def _unavailable(why: str) -> None:
-    if os.environ.get("CI", "").strip().lower() not in ("", "0", "false", "no"):
-        pytest.fail(f"CI is set but the ethtool/netns test cannot run: {why}")
-    pytest.skip(why)
+from helpers import by_check, unavailable
 
 
 def _ip(*args: str) -> subprocess.CompletedProcess:
@@ -37,21 +31,21 @@ def _ip(*args: str) -> subprocess.CompletedProcess:
 @pytest.fixture
 def netns():
     if os.geteuid() != 0:
-        _unavailable("needs root to create a network namespace")
+        unavailable("needs root to create a network namespace")
     for tool in ("ip", "ethtool"):
         if shutil.which(tool) is None:
-            _unavailable(f"{tool} is not installed (apt-get install ethtool iproute2)")
+            unavailable(f"{tool} is not installed (apt-get install ethtool iproute2)")
     name = f"fmtest-{uuid.uuid4().hex[:8]}"
     res = _ip("netns", "add", name)
     if res.returncode != 0:
-        _unavailable(f"cannot create a network namespace: {res.stderr.strip()}")
+        unavailable(f"cannot create a network namespace: {res.stderr.strip()}")
     try:
         for args in (("link", "add", "veth0", "type", "veth", "peer", "name", "veth1"),
                      ("link", "set", "veth0", "mtu", "9000"), ("link", "set", "veth0", "up"),
                      ("link", "set", "veth1", "up"), ("link", "set", "lo", "up")):
             res = _ip("-n", name, *args)
             if res.returncode != 0:
-                _unavailable(f"ip -n {name} {' '.join(args)}: {res.stderr.strip()}")
+                unavailable(f"ip -n {name} {' '.join(args)}: {res.stderr.strip()}")
         yield name
     finally:
         _ip("netns", "del", name)

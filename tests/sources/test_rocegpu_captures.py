@@ -15,10 +15,9 @@ from fabricmon.host.runner import CommandResult
 from fabricmon.sources.ethtool import EthtoolSource
 from fabricmon.sources.mlnx_qos import MlnxQosSource
 from fabricmon.model.roce import RoceTarget
-from helpers import CAPTURES, roce_inputs, run_inputs
+from helpers import CAPTURES, captures_absent, roce_inputs, run_inputs
 
-pytestmark = pytest.mark.skipif(not CAPTURES.is_dir(),
-                                reason=f"real captures not present ({CAPTURES}): ../shared/captures is public test data kept beside the repository, not shipped with fabricmon; CI has it")
+pytestmark = pytest.mark.skipif(not CAPTURES.is_dir(), reason=captures_absent(CAPTURES))
 
 
 class OneCommand:
