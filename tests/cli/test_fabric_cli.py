@@ -10,7 +10,7 @@ import sys
 import pytest
 
 from fabricmon.config import DEFAULT_FABRIC_PORT, ConfigError, from_dict
-from helpers import FIXTURES
+from helpers import FIXTURES, unavailable
 
 BUNDLE = FIXTURES / "fabric" / "fat-tree"
 
@@ -32,7 +32,7 @@ def test_once_replay_exposition_passes_promtool() -> None:
     assert "fabric_link" in r.stderr and "leaf03 port 5" in r.stderr      # the 1X uplink's finding
     promtool = shutil.which("promtool")
     if promtool is None:
-        pytest.skip("promtool not installed (apt-get install prometheus, as make test does)")
+        unavailable("promtool not installed: it lints the fabric exposition (apt-get install prometheus, as make test does)")
     lint = subprocess.run([promtool, "check", "metrics"], input=body, capture_output=True, text=True)
     assert lint.returncode == 0, lint.stdout + lint.stderr
 
