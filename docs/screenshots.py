@@ -1,4 +1,4 @@
-"""Make the README's screenshot of the node status page (docs/img/node-page.png).
+"""Make the screenshot of the node status page (docs/img/node-page.png).
 
 The recorded DGX H100 bundle (tests/fixtures/bundles/dgx-h100), copied and edited: mlx5_2 port 1
 pulled (DOWN/Polling) and mlx5_5 trained at 1X instead of 4X (a WARNING by config). The real

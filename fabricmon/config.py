@@ -86,8 +86,7 @@ class ChecksConfig:
 
 @dataclass(frozen=True, slots=True)
 class RoceConfig:
-    """RoCE lossless expectations (README: "RoCE lossless health, GPUDirect RDMA readiness and GPU-NIC
-    affinity")."""
+    """RoCE lossless expectations (docs/roce-gpudirect.md)."""
     priority: int = 3                              # the priority that carries RDMA traffic
     lossless_priorities: tuple[int, ...] = (3,)    # PFC must be on exactly for these
     trust: str | None = "dscp"                     # expected trust state; None: not checked

@@ -1,4 +1,4 @@
-"""The README's deployment section stays true to the shipped files."""
+"""The README's deployment sections, and the links of the README and docs/, stay true to the shipped files."""
 
 from __future__ import annotations
 
@@ -10,9 +10,30 @@ README = (ROOT / "README.md").read_text()
 build_rules = load_generator("prometheus/build_rules.py")
 
 
-def test_linked_files_exist():
-    for path in re.findall(r"\]\(((?:systemd|prometheus|grafana|docs|contrib|examples)/[^)#]+)\)", README):
-        assert (ROOT / path).is_file(), path
+def anchors(markdown: str) -> set[str]:
+    """GitHub's heading anchors: lower case, punctuation other than '-' and '_' dropped, spaces to '-'."""
+    out = set()
+    for heading in re.findall(r"^#{1,6} (.+)$", re.sub(r"^```.*?^```", "", markdown, flags=re.M | re.S), re.M):
+        out.add(re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-"))
+    return out
+
+
+def test_every_link_of_the_readme_and_docs_resolves():
+    """Every relative link (file, and #anchor) of README.md and docs/*.md points at something there."""
+    pages = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+    bad = []
+    for page in pages:
+        text = page.read_text()
+        for target in re.findall(r"\]\(([^)\s]+)\)", text):
+            if re.match(r"[a-z]+:", target):
+                continue                                    # http(s):, mailto:
+            path, _, anchor = target.partition("#")
+            dest = (page.parent / path).resolve() if path else page
+            if not dest.exists():
+                bad.append(f"{page.name}: {target} (no such file)")
+            elif anchor and dest.suffix == ".md" and anchor not in anchors(dest.read_text()):
+                bad.append(f"{page.name}: {target} (no such heading)")
+    assert not bad, bad
 
 
 def test_scrape_job_is_the_rules_job():

@@ -1,5 +1,5 @@
 """systemd/fabricmon.service and systemd/fabricmon-fabric.service: `systemd-analyze verify` without a single warning, a low exposure score from
-`systemd-analyze security --offline`, and the least-privilege settings the README promises."""
+`systemd-analyze security --offline`, and the least-privilege settings docs/security.md promises."""
 
 from __future__ import annotations
 

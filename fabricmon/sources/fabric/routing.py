@@ -3,7 +3,7 @@
 when the subnet manager re-sweeps, so the default is 300 s.
 
 Why one run rather than `ibroute -n <lid>` per switch: measured on the real 400-switch director
-topology in ibsim (1,774 CA LIDs, README "Fabric collector"). With a running opensm (as on every
+topology in ibsim (1,774 CA LIDs, docs/benchmarks.md). With a running opensm (as on every
 production fabric) one `dump_fts -n` took 1.8 s and `ibroute` per switch, 4 at a time, 10-21 s;
 with no SM answering they were even (3.2 s against 3.1 s; 2.5 s 8 at a time). The tables are
 kept as bytes indexed by LID (about 5 KB per switch on that fabric); a shard keeps only its own

@@ -1,6 +1,6 @@
 """sweep: every switch port's counters, in batches, never a process per port.
 
-Measured on the real 400-switch director topology in ibsim (16,568 switch ports; README
+Measured on the real 400-switch director topology in ibsim (16,568 switch ports; docs/benchmarks.md
 "Fabric collector"): a process per switch (`perfquery -x -l`, 4-8 in parallel) took 4.7-12 s,
 because spawning a MAD client costs more than its queries; `ibqueryerrors` on the cached
 topology reads the whole fabric in one process. So a sweep is two passes, in parallel:
