@@ -62,7 +62,8 @@ def fetch_verdict(url: str, timeout: float = DEFAULT_DAEMON_TIMEOUT) -> dict[str
         raise DaemonUnavailable(f"unexpected answer from {full}")
     if not doc.get("inventory_known", True):
         raise DaemonUnavailable("it has not listed the ports yet")
-    if not doc.get("healthy", True):
+    # daemon_healthy (earlier builds: "healthy"): is the daemon's snapshot fresh, not the node's verdict
+    if not doc.get("daemon_healthy", doc.get("healthy", True)):
         age = time.time() - float(doc.get("snapshot_time") or 0)
         raise DaemonUnavailable(f"its last snapshot is {age:.0f}s old")
     return doc

@@ -53,7 +53,8 @@ class Exposition:
         doc = self.verdict
         if doc is None:
             return None
-        return json.dumps({**doc, "healthy": self.healthy}).encode()
+        # daemon_healthy: the daemon itself is polling (as /healthz), not the node's verdict (status)
+        return json.dumps({**doc, "daemon_healthy": self.healthy}).encode()
 
     def set(self, body: bytes, updated: float) -> None:
         with self._lock:

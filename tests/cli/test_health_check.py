@@ -275,7 +275,7 @@ def test_check_asks_the_daemon_and_answers_in_milliseconds(tmp_path: Path, node)
     doc = healthcheck.fetch_verdict(d.url)
     assert time.monotonic() - t0 < 0.1                    # the answer itself: milliseconds
     assert took < 5                                       # the whole process, interpreter start included
-    assert doc["ports"] == 2 and doc["status"] == 0 and doc["healthy"] is True
+    assert doc["ports"] == 2 and doc["status"] == 0 and doc["daemon_healthy"] is True
     assert {"check", "device", "port", "status", "severity", "message"} <= set(doc["findings"][0])
     assert doc["sources"]["ibstat"] == {"enabled": True, "active": False, "up": False, "runs": 0, "errors": []}
     # a finding in the daemon shows in check --daemon, with the exit code
@@ -308,6 +308,41 @@ def test_a_silent_daemon_costs_at_most_the_timeout(tmp_path: Path) -> None:
         assert time.monotonic() - t0 < 2
     finally:
         srv.close()
+
+
+@pytest.mark.parametrize("field", ["daemon_healthy", "healthy"])     # this build, and an earlier daemon
+def test_check_trusts_the_daemon_only_while_it_says_its_snapshot_is_fresh(field: str) -> None:
+    """`daemon_healthy` is the daemon's liveness (its snapshot is fresh), apart from the node's status:
+    a CRITICAL node with a live daemon is answered from the daemon; a stale daemon is not used."""
+    import http.server
+    import threading
+    doc = {"api_version": 1, "snapshot_time": time.time() - 600, "status": 2, "ports": 1, "inventory_known": True,
+           "findings": [{"check": "degraded_link", "device": "mlx5_0", "port": 1, "status": 2,
+                         "severity": "CRITICAL", "message": "mlx5_0 port 1 is DOWN"}], "sources": {}}
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            body = json.dumps(doc).encode()
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args) -> None:
+            pass
+
+    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{srv.server_address[1]}"
+    try:
+        doc[field] = True
+        assert healthcheck.fetch_verdict(url, timeout=5)["status"] == 2
+        doc[field] = False
+        with pytest.raises(healthcheck.DaemonUnavailable, match=r"last snapshot is 6\d\ds old"):
+            healthcheck.fetch_verdict(url, timeout=5)
+    finally:
+        srv.shutdown()
+        srv.server_close()
 
 
 # --- done when: the journal --------------------------------------------------------------------
