@@ -6,7 +6,7 @@ VENV   ?= .venv
 APT_PACKAGES = ibsim-utils libumad2sim0 infiniband-diags opensm ethtool iproute2 openssl prometheus prometheus-alertmanager systemd chromium
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: demo test deps venv bench golden clean
+.PHONY: demo test deps venv bench golden metrics-doc clean
 
 demo: deps venv
 	$(VENV)/bin/fabricmon demo
@@ -29,9 +29,14 @@ $(VENV)/.installed: pyproject.toml
 	$(VENV)/bin/pip install -q -e '.[test]'
 	touch $@
 
-# regenerate the golden expositions (tests/golden/*.prom) after an intended metric change
+# regenerate the golden expositions (tests/golden/*.prom) and the metrics reference (docs/metrics.md)
+# after an intended metric change; review the diff
 golden: venv
-	FABRICMON_UPDATE_GOLDEN=1 $(VENV)/bin/python -m pytest -q -p no:cacheprovider tests/exporter/test_golden.py
+	FABRICMON_UPDATE_GOLDEN=1 $(VENV)/bin/python -m pytest -q -p no:cacheprovider tests/exporter/test_golden.py tests/exporter/test_metrics_doc.py
+
+# regenerate docs/metrics.md from the catalogue (fabricmon/exporter/catalogue.py)
+metrics-doc: venv
+	FABRICMON_UPDATE_GOLDEN=1 $(VENV)/bin/python -m pytest -q -p no:cacheprovider tests/exporter/test_metrics_doc.py
 
 bench: venv
 	$(VENV)/bin/python bench/scrape_latency.py
