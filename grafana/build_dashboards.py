@@ -1,12 +1,12 @@
 #!/usr/bin/env python3
-"""Generate grafana/fabricmon-node.json (the per-node daemon) and grafana/fabricmon-fabric.json (the fabric
-collector), fabricmon's Grafana dashboards.
+"""Generate fabricmon/deploy/grafana/fabricmon-node.json (the per-node daemon) and fabricmon-fabric.json (the
+fabric collector), fabricmon's Grafana dashboards (shipped in the wheel).
 
     python grafana/build_dashboards.py           # rewrite the committed JSON
     python grafana/build_dashboards.py --check   # exit 1 if the committed JSON is stale
 
 Plain Python and json, no dependency. Rates come from the recording rules of
-prometheus/fabricmon.rules.yml (`instance_device_port:...:rate5m`), so load those rules too; the
+fabricmon/deploy/prometheus/fabricmon.rules.yml (`instance_device_port:...:rate5m`), so load those rules too; the
 other panels read fabricmon's own series. Every panel's queries are evaluated against a real
 Prometheus scraping fabricmon in tests/ship/test_dashboards.py.
 """
@@ -19,8 +19,8 @@ import sys
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-OUT = HERE / "fabricmon-node.json"
-FABRIC_OUT = HERE / "fabricmon-fabric.json"
+OUT = HERE.parent / "fabricmon" / "deploy" / "grafana" / "fabricmon-node.json"
+FABRIC_OUT = OUT.parent / "fabricmon-fabric.json"
 DS = {"type": "prometheus", "uid": "${datasource}"}
 
 # selectors the template variables feed

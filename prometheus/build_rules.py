@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Generate prometheus/fabricmon.rules.yml, fabricmon's Prometheus alerting and recording rules
+"""Generate fabricmon/deploy/prometheus/fabricmon.rules.yml (shipped in the wheel), fabricmon's Prometheus alerting and recording rules
 for the per-node daemon (`fabricmon run`) and the fabric collector (`fabricmon fabric run`).
 
     python prometheus/build_rules.py                      # rewrite the committed rules file
@@ -29,7 +29,7 @@ from pathlib import Path
 import yaml
 
 HERE = Path(__file__).resolve().parent
-OUT = HERE / "fabricmon.rules.yml"
+OUT = HERE.parent / "fabricmon" / "deploy" / "prometheus" / "fabricmon.rules.yml"
 DEFAULT_RUNBOOK_BASE = "docs/runbooks.md"
 
 # The job name the README's scrape config uses. FabricmonDown matches any job containing

@@ -46,7 +46,7 @@ Every metric family fabricmon exports, as the catalogue declares it. Counters ar
 base units, as `_total`: take rates in PromQL. fabricmon never resets them; a counter that decreased
 is a reset and contributes 0 to the checks. A sample that could not be read is absent, never 0, and a
 family without samples is not rendered. The alerts and recording rules that read these are in
-`prometheus/fabricmon.rules.yml` (what to do for each: [runbooks.md](runbooks.md)).
+`fabricmon/deploy/prometheus/fabricmon.rules.yml` (what to do for each: [runbooks.md](runbooks.md)).
 """
 
 

@@ -11,7 +11,7 @@ from helpers import ROOT, skip_without_captures
 
 
 
-EXAMPLE = ROOT / "examples" / "fabricmon.yml"
+EXAMPLE = ROOT / "fabricmon" / "deploy" / "fabricmon.yml"
 
 
 def example_blocks() -> dict[str, str]:

@@ -25,7 +25,7 @@ def test_requires_python_is_3_10() -> None:
 def test_code_needs_nothing_newer_than_3_10() -> None:
     assert importlib.util.find_spec("vermin") is not None, \
         "vermin is missing: pip install -e '.[test]' (it proves the 3.10 minimum)"
-    paths = [p for p in ("fabricmon", "tests", "bench", "prometheus", "grafana", "contrib")
+    paths = [p for p in ("fabricmon", "tests", "bench", "prometheus", "grafana")
              if (REPO / p).exists()]
     res = subprocess.run(
         [sys.executable, "-c", "import sys; from vermin import main; sys.exit(main())", "--no-tips", "--no-parse-comments", f"-t={TARGET}-", "--violations",

@@ -13,8 +13,8 @@ import pytest
 
 from ship_helpers import ROOT, start_prometheus, start_replay_daemon, load_generator
 
-DASHBOARD = ROOT / "grafana" / "fabricmon-node.json"
-RULES = ROOT / "prometheus" / "fabricmon.rules.yml"
+DASHBOARD = ROOT / "fabricmon" / "deploy" / "grafana" / "fabricmon-node.json"
+RULES = ROOT / "fabricmon" / "deploy" / "prometheus" / "fabricmon.rules.yml"
 # Between them these bundles give every panel data: failing GPU checks and expected rates (miswired),
 # RoCE netdevs with PFC, pauses and storms (roce-pfc-off-storm).
 BUNDLES = ("dgx-h100-miswired", "roce-pfc-off-storm")

@@ -15,8 +15,8 @@ from fabricmon.sim.fabric import TrafficDriver, fat_tree_netfile
 from ship_helpers import FABRICMON, ROOT, free_port, http_get, load_generator, start_prometheus, wait_until
 from test_dashboards import _has_data, panels
 
-DASHBOARD = ROOT / "grafana" / "fabricmon-fabric.json"
-RULES = ROOT / "prometheus" / "fabricmon.rules.yml"
+DASHBOARD = ROOT / "fabricmon" / "deploy" / "grafana" / "fabricmon-fabric.json"
+RULES = ROOT / "fabricmon" / "deploy" / "prometheus" / "fabricmon.rules.yml"
 VARS = {"job": ".*", "instance": ".*", "switch": ".*"}
 RATE_INTERVAL = "30s"
 # leaf uplinks are ports 3, 4 (to spine01) and 5, 6 (to spine02): leaf02 polarised onto spine01

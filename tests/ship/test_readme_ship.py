@@ -38,10 +38,10 @@ def test_every_link_of_the_readme_and_docs_resolves():
 
 def test_scrape_job_is_the_rules_job():
     assert f"job_name: {build_rules.JOB}\n" in README
-    assert f'absent(up{{job="{build_rules.JOB}"}})' in (ROOT / "prometheus" / "fabricmon.rules.yml").read_text()
+    assert f'absent(up{{job="{build_rules.JOB}"}})' in (ROOT / "fabricmon" / "deploy" / "prometheus" / "fabricmon.rules.yml").read_text()
 
 
 def test_unit_path_matches_the_install_steps():
-    unit = (ROOT / "systemd" / "fabricmon.service").read_text()
+    unit = (ROOT / "fabricmon" / "deploy" / "systemd" / "fabricmon.service").read_text()
     exe = re.search(r"^ExecStart=(\S+)", unit, re.M).group(1)
     assert exe == "/opt/fabricmon/bin/fabricmon" and "python3 -m venv /opt/fabricmon" in README

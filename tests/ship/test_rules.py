@@ -12,8 +12,8 @@ import yaml
 
 from ship_helpers import ROOT, exported_names, require_tool, load_generator
 
-RULES = ROOT / "prometheus" / "fabricmon.rules.yml"
-RULE_TESTS = ROOT / "prometheus" / "fabricmon.rules.test.yml"
+RULES = ROOT / "fabricmon" / "deploy" / "prometheus" / "fabricmon.rules.yml"
+RULE_TESTS = ROOT / "fabricmon" / "deploy" / "prometheus" / "fabricmon.rules.test.yml"
 RUNBOOKS = ROOT / "docs" / "runbooks.md"
 
 build_rules = load_generator("prometheus/build_rules.py")

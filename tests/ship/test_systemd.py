@@ -1,4 +1,4 @@
-"""systemd/fabricmon.service and systemd/fabricmon-fabric.service: `systemd-analyze verify` without a single warning, a low exposure score from
+"""fabricmon/deploy/systemd/fabricmon.service and fabricmon-fabric.service: `systemd-analyze verify` without a single warning, a low exposure score from
 `systemd-analyze security --offline`, and the least-privilege settings docs/security.md promises."""
 
 from __future__ import annotations
@@ -12,10 +12,10 @@ from ship_helpers import ROOT, require_tool
 
 import pytest
 
-UNIT = ROOT / "systemd" / "fabricmon.service"
-DEFAULTS = ROOT / "systemd" / "fabricmon.default"
-FABRIC_UNIT = ROOT / "systemd" / "fabricmon-fabric.service"
-FABRIC_DEFAULTS = ROOT / "systemd" / "fabricmon-fabric.default"
+UNIT = ROOT / "fabricmon" / "deploy" / "systemd" / "fabricmon.service"
+DEFAULTS = ROOT / "fabricmon" / "deploy" / "systemd" / "fabricmon.default"
+FABRIC_UNIT = ROOT / "fabricmon" / "deploy" / "systemd" / "fabricmon-fabric.service"
+FABRIC_DEFAULTS = ROOT / "fabricmon" / "deploy" / "systemd" / "fabricmon-fabric.default"
 INSTALLED = "/opt/fabricmon/bin/fabricmon"
 UNITS = pytest.mark.parametrize("unit_file", [UNIT, FABRIC_UNIT], ids=["node", "fabric"])
 

@@ -1,4 +1,4 @@
-"""The Slurm and NHC wrappers (contrib/) drain on CRITICAL and on nothing else, run against the real
+"""The Slurm and NHC wrappers (fabricmon/deploy/slurm, fabricmon/deploy/nhc) drain on CRITICAL and on nothing else, run against the real
 `fabricmon check` on a sysfs tree (healthy, a down port, a bad config) and against fake programs
 (hung, missing), with a fake `scontrol` that records what it was asked."""
 
@@ -15,8 +15,8 @@ import yaml
 from fabricmon.sim import sysfs_tree
 from ship_helpers import ROOT
 
-SLURM = ROOT / "contrib" / "slurm" / "fabricmon-healthcheck.sh"
-NHC = ROOT / "contrib" / "nhc" / "fabricmon.nhc"
+SLURM = ROOT / "fabricmon" / "deploy" / "slurm" / "fabricmon-healthcheck.sh"
+NHC = ROOT / "fabricmon" / "deploy" / "nhc" / "fabricmon.nhc"
 
 FAKE_SCONTROL = """#!/bin/sh
 # records every call; `show node` answers with $FAKE_NODE_LINE

@@ -1,7 +1,7 @@
 #!/bin/sh
 # fabricmon as Slurm's HealthCheckProgram: drain the node on CRITICAL, never on anything else.
 #
-#   install -m 755 contrib/slurm/fabricmon-healthcheck.sh /usr/local/sbin/fabricmon-healthcheck
+#   install -m 755 fabricmon/deploy/slurm/fabricmon-healthcheck.sh /usr/local/sbin/fabricmon-healthcheck
 #   slurm.conf:  HealthCheckProgram=/usr/local/sbin/fabricmon-healthcheck
 #                HealthCheckInterval=300
 #
