@@ -1,4 +1,4 @@
-"""Command line: run, once, check, capture, demo."""
+"""Command line: run, once, check, capture, fabric, demo, install, uninstall."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from pathlib import Path
 
 from fabricmon import __version__
 from fabricmon import healthcheck
+from fabricmon import install as installer
 from fabricmon import log as logsetup
 from fabricmon.config import DEFAULT_CONFIG_PATH, Config, ConfigError, load
 from fabricmon.exporter import render
@@ -318,6 +319,8 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--workdir", help="where the simulator keeps its files (default: a temp dir)")
     sp.add_argument("--log-level", choices=["debug", "info", "warning", "error"])
     sp.set_defaults(func=cmd_demo)
+
+    installer.add_parsers(sub)
     return p
 
 
@@ -338,7 +341,7 @@ def main(argv: list[str] | None = None) -> int:
         return _main_check(args)
     try:
         return args.func(args)
-    except (ConfigError, BundleError, UsageError) as exc:
+    except (ConfigError, BundleError, UsageError, installer.InstallError) as exc:
         print(f"fabricmon: {exc}", file=sys.stderr)
         return EXIT_CONFIG
     except OSError as exc:

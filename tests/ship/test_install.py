@@ -1,5 +1,6 @@
 """The README's install steps work as written: a fresh venv under (a stand-in for) /opt/fabricmon,
-pip install of a checkout, then `fabricmon check` from it. Debian 12's and Ubuntu's system Python
+pip install of a checkout, `fabricmon check` from it, then `fabricmon install` (here under --root: a
+test must not touch the system). tests/ship/test_wheel_install.py does it from a built wheel. Debian 12's and Ubuntu's system Python
 refuse a system-wide `pip install`, which is why the README uses a venv."""
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ def test_the_readme_install_steps_work(tmp_path: Path) -> None:
     # a checkout, without this one's venv and build leftovers
     src = tmp_path / "fabricmon-src"
     src.mkdir()
-    for name in ("pyproject.toml", "README.md"):
+    for name in ("pyproject.toml", "README.md", "LICENSE"):
         shutil.copy(ROOT / name, src / name)
     shutil.copytree(ROOT / "fabricmon", src / "fabricmon", ignore=shutil.ignore_patterns("__pycache__"))
     opt = tmp_path / "opt-fabricmon"
@@ -49,6 +50,8 @@ def test_the_readme_install_steps_work(tmp_path: Path) -> None:
             argv[0] = python
         if argv[-1] == "check":
             argv.append("--no-state")             # a test must not write /var/lib/fabricmon
+        if argv[-1] == "install":
+            argv += ["--root", str(tmp_path / "root")]      # a test must not touch the system
         res = subprocess.run(argv, capture_output=True, text=True, timeout=300)
         if argv[-2:] == ["check", "--no-state"]:
             assert res.returncode in (0, 1, 2), res.stdout + res.stderr
@@ -56,5 +59,9 @@ def test_the_readme_install_steps_work(tmp_path: Path) -> None:
         else:
             assert res.returncode == 0, f"{step}:\n{res.stdout}\n{res.stderr}"
     assert (opt / "bin" / "fabricmon").exists()
+    assert any(s.endswith("fabricmon install") for s in steps), "the README no longer installs with fabricmon install"
+    unit = (tmp_path / "root" / "etc" / "systemd" / "system" / "fabricmon.service").read_text()
+    assert f"\nExecStart={opt}/bin/fabricmon run $FABRICMON_ARGS\n" in unit
+    assert (tmp_path / "root" / "etc" / "fabricmon" / "fabricmon.yml").is_file()
     version = subprocess.run([str(opt / "bin" / "fabricmon"), "--version"], capture_output=True, text=True)
     assert version.stdout.startswith("fabricmon ")

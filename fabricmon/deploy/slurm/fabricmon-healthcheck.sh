@@ -1,7 +1,8 @@
 #!/bin/sh
 # fabricmon as Slurm's HealthCheckProgram: drain the node on CRITICAL, never on anything else.
 #
-#   install -m 755 fabricmon/deploy/slurm/fabricmon-healthcheck.sh /usr/local/sbin/fabricmon-healthcheck
+#   fabricmon install --print wrappers DIR     (this version's copy of this file)
+#   install -m 755 DIR/fabricmon-healthcheck.sh /usr/local/sbin/fabricmon-healthcheck
 #   slurm.conf:  HealthCheckProgram=/usr/local/sbin/fabricmon-healthcheck
 #                HealthCheckInterval=300
 #

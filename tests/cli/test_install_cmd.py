@@ -1,0 +1,151 @@
+"""`fabricmon install` / `uninstall` in-process, under --root (nothing on this system is touched):
+what is written where, what is kept, what --dry-run and --print do, and the one-line errors.
+tests/ship/test_wheel_install.py does the same from a built wheel in a fresh venv, with systemd-analyze."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+from fabricmon import cli, deploy, install
+
+WRITTEN = ("etc/fabricmon/fabricmon.yml", "etc/default/fabricmon", "etc/systemd/system/fabricmon.service",
+           "etc/udev/rules.d/90-fabricmon-umad.rules", "etc/sysusers.d/fabricmon.conf")
+
+
+def files(root: Path) -> set[str]:
+    return {str(p.relative_to(root)) for p in root.rglob("*") if p.is_file()}
+
+
+def test_install_under_root_writes_every_file_and_runs_nothing(tmp_path: Path, capsys) -> None:
+    assert cli.main(["install", "--root", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert files(tmp_path) == set(WRITTEN)
+    assert (tmp_path / "etc/fabricmon/fabricmon.yml").read_bytes() == deploy.EXAMPLE_CONFIG.read_bytes()
+    assert (tmp_path / "etc/udev/rules.d/90-fabricmon-umad.rules").read_bytes() == deploy.UDEV_RULE.read_bytes()
+    unit = (tmp_path / "etc/systemd/system/fabricmon.service").read_text()
+    assert f"\nExecStart={install.this_fabricmon()} run $FABRICMON_ARGS\n" in unit
+    assert install.SHIPPED_EXEC not in unit and "install -m" not in unit
+    for cmd in ("systemd-sysusers", "udevadm control --reload", "systemctl daemon-reload"):
+        assert f"skipped (--root): {cmd}" in out
+    assert oct((tmp_path / "etc/systemd/system/fabricmon.service").stat().st_mode & 0o777) == "0o644"
+
+
+def test_a_second_install_keeps_an_edited_config_and_defaults(tmp_path: Path, capsys) -> None:
+    cli.main(["install", "--root", str(tmp_path)])
+    cfg = tmp_path / "etc/fabricmon/fabricmon.yml"
+    cfg.write_text("server: {port: 9999}\n")
+    (tmp_path / "etc/default/fabricmon").write_text('FABRICMON_ARGS="--listen 10.0.0.1:9879"\n')
+    (tmp_path / "etc/systemd/system/fabricmon.service").write_text("stale\n")
+    capsys.readouterr()
+    assert cli.main(["install", "--root", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert cfg.read_text() == "server: {port: 9999}\n"
+    assert f"kept {cfg} (it exists; never overwritten)" in out
+    assert "10.0.0.1" in (tmp_path / "etc/default/fabricmon").read_text()
+    assert "ExecStart=" in (tmp_path / "etc/systemd/system/fabricmon.service").read_text()   # the unit is ours
+
+
+def test_fabric_instead_or_as_well(tmp_path: Path) -> None:
+    cli.main(["install", "--root", str(tmp_path / "a"), "--fabric"])
+    got = files(tmp_path / "a")
+    assert "etc/systemd/system/fabricmon-fabric.service" in got and "etc/default/fabricmon-fabric" in got
+    assert "etc/systemd/system/fabricmon.service" not in got
+    cli.main(["install", "--root", str(tmp_path / "b"), "--fabric", "--node"])
+    got = files(tmp_path / "b")
+    assert {"etc/systemd/system/fabricmon-fabric.service", "etc/systemd/system/fabricmon.service"} <= got
+    unit = (tmp_path / "b/etc/systemd/system/fabricmon-fabric.service").read_text()
+    assert f"\nExecStart={install.this_fabricmon()} fabric run $FABRICMON_FABRIC_ARGS\n" in unit
+
+
+def test_dry_run_changes_nothing(tmp_path: Path, capsys) -> None:
+    assert cli.main(["install", "--root", str(tmp_path), "--dry-run"]) == 0
+    out = capsys.readouterr().out
+    assert files(tmp_path) == set()
+    assert f"would write {tmp_path}/etc/systemd/system/fabricmon.service" in out
+    cli.main(["install", "--root", str(tmp_path)])
+    before = {p: (tmp_path / p).read_bytes() for p in files(tmp_path)}
+    capsys.readouterr()
+    assert cli.main(["uninstall", "--root", str(tmp_path), "--purge", "--dry-run"]) == 0
+    assert f"would remove {tmp_path}/etc/fabricmon/fabricmon.yml" in capsys.readouterr().out
+    assert {p: (tmp_path / p).read_bytes() for p in files(tmp_path)} == before
+
+
+def test_uninstall_keeps_config_and_state_unless_purge(tmp_path: Path, capsys) -> None:
+    cli.main(["install", "--root", str(tmp_path), "--node", "--fabric"])
+    (tmp_path / "var/lib/fabricmon").mkdir(parents=True)
+    (tmp_path / "var/lib/fabricmon/check-state.json").write_text("{}")
+    (tmp_path / "etc/systemd/system/fabricmon.service.d").mkdir()          # an operator's drop-in stays
+    (tmp_path / "etc/systemd/system/fabricmon.service.d/local.conf").write_text("[Service]\n")
+    # the node unit only: the shared udev rule and sysusers file stay for the collector
+    assert cli.main(["uninstall", "--root", str(tmp_path), "--node"]) == 0
+    got = files(tmp_path)
+    assert "etc/systemd/system/fabricmon.service" not in got
+    assert {"etc/systemd/system/fabricmon-fabric.service", "etc/udev/rules.d/90-fabricmon-umad.rules",
+            "etc/sysusers.d/fabricmon.conf"} <= got
+    assert cli.main(["uninstall", "--root", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert files(tmp_path) == {"etc/fabricmon/fabricmon.yml", "etc/default/fabricmon", "etc/default/fabricmon-fabric",
+                               "var/lib/fabricmon/check-state.json",
+                               "etc/systemd/system/fabricmon.service.d/local.conf"}
+    assert "(--purge removes them)" in out
+    assert cli.main(["uninstall", "--root", str(tmp_path), "--purge"]) == 0
+    assert files(tmp_path) == {"etc/systemd/system/fabricmon.service.d/local.conf"}
+    assert not (tmp_path / "etc/fabricmon").exists() and not (tmp_path / "var/lib/fabricmon").exists()
+
+
+def test_print_writes_this_versions_rules_and_dashboards(tmp_path: Path, capsys) -> None:
+    assert cli.main(["install", "--print", "rules", str(tmp_path / "rules")]) == 0
+    assert (tmp_path / "rules/fabricmon.rules.yml").read_bytes() == deploy.RULES.read_bytes()
+    assert (tmp_path / "rules/fabricmon.rules.test.yml").read_bytes() == deploy.RULE_TESTS.read_bytes()
+    assert cli.main(["install", "--print", "dashboards", str(tmp_path / "dash")]) == 0
+    assert sorted(p.name for p in (tmp_path / "dash").iterdir()) == ["fabricmon-fabric.json", "fabricmon-node.json"]
+    assert cli.main(["install", "--print", "wrappers", str(tmp_path / "wr")]) == 0
+    assert os.access(tmp_path / "wr/fabricmon-healthcheck.sh", os.X_OK)
+    printed = capsys.readouterr().out.split()
+    assert str(tmp_path / "rules/fabricmon.rules.yml") in printed
+    assert cli.main(["install", "--print", "all", str(tmp_path / "all")]) == 0
+    assert len(list((tmp_path / "all").iterdir())) == sum(len(v) for v in deploy.PRINTABLE.values())
+
+
+def test_errors_are_one_line_and_exit_2(tmp_path: Path, capsys, monkeypatch) -> None:
+    assert cli.main(["install", "--print", "grafana", str(tmp_path)]) == 2
+    assert "unknown kind 'grafana'" in capsys.readouterr().err
+    monkeypatch.setattr(os, "geteuid", lambda: 1000)
+    for argv in (["install"], ["uninstall"]):
+        assert cli.main(argv) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and "run it as root (or use --root DIR or --dry-run)" in err
+    blocked = tmp_path / "file"
+    blocked.write_text("")
+    assert cli.main(["install", "--root", str(blocked)]) == 2                 # not a directory
+    assert capsys.readouterr().err.startswith("fabricmon: ")
+
+
+def test_the_unit_refuses_a_path_it_cannot_carry() -> None:
+    with pytest.raises(install.InstallError, match="plain path"):
+        install.render_unit(install.ROLES["node"], "/opt/my venv/bin/fabricmon")
+
+
+def test_the_fabricmon_of_this_environment() -> None:
+    exe = install.this_fabricmon()
+    assert Path(exe).name == "fabricmon" and os.access(exe, os.X_OK)
+    assert Path(exe).parent == Path(os.path.abspath(sys.executable)).parent
+
+
+def test_dry_run_on_the_running_system_names_every_command_and_runs_none(capsys, monkeypatch) -> None:
+    ran = []
+    monkeypatch.setattr(install, "run_command", lambda *a, **k: ran.append(a))
+    monkeypatch.setattr(os, "geteuid", lambda: 1000)           # not root: fine for a dry run
+    assert cli.main(["install", "--dry-run", "--fabric"]) == 0
+    out = capsys.readouterr().out
+    for line in ("would run: systemd-sysusers /etc/sysusers.d/fabricmon.conf",
+                 "would run: udevadm control --reload",
+                 "would run: udevadm trigger --subsystem-match=infiniband_mad --action=change",
+                 "would run: systemctl daemon-reload",
+                 "/etc/systemd/system/fabricmon-fabric.service"):
+        assert line in out, out
+    assert ran == []
