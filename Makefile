@@ -1,32 +1,50 @@
 # fabricmon: the two commands a new user needs.
-#   make demo   installs what is needed (apt + a venv) and runs the demo on a simulated fabric
-#   make test   runs the whole test suite
+#   make demo   installs what the demo needs (apt + a venv) and runs it on a simulated fabric
+#   make test   installs the test toolchain and runs the whole test suite
 PYTHON ?= python3
 VENV   ?= .venv
-APT_PACKAGES = ibsim-utils libumad2sim0 infiniband-diags opensm ethtool iproute2 openssl prometheus prometheus-alertmanager systemd chromium
+# what `make demo` needs: the InfiniBand simulator, the real infiniband-diags tools and opensm
+DEMO_PACKAGES = python3-venv ibsim-utils libumad2sim0 infiniband-diags opensm
+# the Ethernet (RoCE) demo's switch simulator goes here (e.g. snmpsim)
+DEMO_ETHERNET_PACKAGES =
+# the test toolchain on top: real Prometheus/promtool, Alertmanager, systemd-analyze, headless Chromium, ...
+APT_PACKAGES = $(DEMO_PACKAGES) $(DEMO_ETHERNET_PACKAGES) ethtool iproute2 openssl prometheus prometheus-alertmanager systemd chromium
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: demo test deps venv bench golden metrics-doc clean
+.PHONY: demo test deps deps-demo venv bench golden metrics-doc clean
 
-demo: deps venv
+demo: deps-demo $(VENV)/.installed
 	$(VENV)/bin/fabricmon demo
 
 test: deps venv
 	$(VENV)/bin/python -m pytest -q -p no:cacheprovider
 
-deps:
-	@missing=$$(for p in $(APT_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || echo $$p; done); \
+# apt-get install the packages of $(1) that are not installed yet (nothing at all when none is missing)
+define apt_install
+	@missing=$$(for p in $(1); do dpkg -s $$p >/dev/null 2>&1 || echo $$p; done); \
 	if [ -n "$$missing" ]; then \
-		echo "installing: $$missing"; \
-		$(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq $$missing; \
+		echo "installing:" $$missing; \
+		$(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq $$missing >/dev/null; \
 	fi
+endef
 
-venv: $(VENV)/.installed
+deps-demo:
+	$(call apt_install,$(DEMO_PACKAGES) $(DEMO_ETHERNET_PACKAGES))
+
+deps:
+	$(call apt_install,$(APT_PACKAGES))
+
+# the venv with an editable install: runtime dependencies for the demo, the test extras for development
+venv: $(VENV)/.installed-test
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
-	$(VENV)/bin/pip install -q --upgrade pip
-	$(VENV)/bin/pip install -q -e '.[test]'
+	$(VENV)/bin/pip install -q --disable-pip-version-check --upgrade pip
+	$(VENV)/bin/pip install -q --disable-pip-version-check -e .
+	touch $@
+
+$(VENV)/.installed-test: $(VENV)/.installed
+	$(VENV)/bin/pip install -q --disable-pip-version-check -e '.[test]'
 	touch $@
 
 # regenerate the golden expositions (tests/golden/*.prom) and the metrics reference (docs/metrics.md)
