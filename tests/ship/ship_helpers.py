@@ -187,3 +187,16 @@ def load_generator(relpath: str):
     sys.modules[name] = mod
     spec.loader.exec_module(mod)
     return mod
+
+
+def make_apt_packages(target: str, **variables: str) -> set[str]:
+    """The apt packages `make TARGET` checks with dpkg and installs when missing (read through make's own
+    dry run, `make -n`, not by parsing the Makefile). CI (.ci/run) runs `make test`."""
+    exe = shutil.which("make")
+    if not exe:
+        unavailable("make (Debian package make) is needed")
+    argv = [exe, "-n", "-B", "-C", str(ROOT), target, *(f"{k}={v}" for k, v in variables.items())]
+    out = subprocess.run(argv, capture_output=True, text=True, timeout=60, check=True).stdout
+    m = re.search(r"for p in ([^;]*); do dpkg -s", out)
+    assert m, out
+    return set(m.group(1).split())

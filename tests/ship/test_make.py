@@ -10,6 +10,7 @@ import subprocess
 from pathlib import Path
 
 from helpers import REPO, unavailable
+from ship_helpers import make_apt_packages
 
 DEMO = {"python3-venv", "ibsim-utils", "libumad2sim0", "infiniband-diags", "opensm"}
 TOOLCHAIN = {"prometheus", "prometheus-alertmanager", "chromium", "systemd", "openssl"}
@@ -22,24 +23,15 @@ def make() -> str:
     return exe
 
 
-def apt_packages(target: str, **variables: str) -> set[str]:
-    """The packages `make -n TARGET` would check with dpkg and install."""
-    argv = [make(), "-n", "-B", "-C", str(REPO), target, *(f"{k}={v}" for k, v in variables.items())]
-    out = subprocess.run(argv, capture_output=True, text=True, timeout=60, check=True).stdout
-    m = re.search(r"for p in ([^;]*); do dpkg -s", out)
-    assert m, out
-    return set(m.group(1).split())
-
-
 def test_make_demo_installs_only_what_the_demo_needs() -> None:
-    assert apt_packages("demo") == DEMO
-    assert apt_packages("demo", DEMO_ETHERNET_PACKAGES="snmpsim") == DEMO | {"snmpsim"}
+    assert make_apt_packages("demo") == DEMO
+    assert make_apt_packages("demo", DEMO_ETHERNET_PACKAGES="snmpsim") == DEMO | {"snmpsim"}
 
 
 def test_make_test_installs_the_test_toolchain() -> None:
-    pkgs = apt_packages("test")
+    pkgs = make_apt_packages("test")
     assert DEMO | TOOLCHAIN <= pkgs
-    assert "snmpsim" in apt_packages("test", DEMO_ETHERNET_PACKAGES="snmpsim")
+    assert "snmpsim" in make_apt_packages("test", DEMO_ETHERNET_PACKAGES="snmpsim")
 
 
 def test_the_demo_venv_installs_without_a_banner(tmp_path: Path) -> None:
