@@ -1,7 +1,7 @@
 """From a built wheel alone, one command installs a node: build the wheel from a clean copy of the
 source, install it into a fresh venv, and run that venv's `fabricmon install --root` into a temporary
 root. Every file is there, ExecStart is that venv's fabricmon, `systemd-analyze verify` passes on the
-units it wrote, a second run keeps an edited config, uninstall removes what install added, and the
+units it wrote, systemd-sysusers reads the user and groups the units run as from the file it wrote, a second run keeps an edited config, uninstall removes what install added, and the
 rules `install --print` hands out pass their own promtool tests."""
 
 from __future__ import annotations
@@ -80,6 +80,18 @@ def test_install_from_the_wheel_into_a_root(venv: Path, tmp_path: Path) -> None:
                            capture_output=True, text=True, timeout=60)
         ours = [ln for ln in (v.stdout + v.stderr).splitlines() if "fabricmon" in ln]
         assert v.returncode == 0 and not ours, v.stdout + v.stderr
+
+    # the sysusers file it wrote is valid: systemd-sysusers creates the user and groups in a scratch root
+    sysusers = require_tool("systemd-sysusers", "systemd")
+    scratch = tmp_path / "scratch"
+    (scratch / "etc").mkdir(parents=True)
+    run([sysusers, f"--root={scratch}", root / "etc/sysusers.d/fabricmon.conf"])
+    passwd = (scratch / "etc/passwd").read_text()
+    assert "fabricmon:" in passwd and ":/var/lib/fabricmon:/usr/sbin/nologin" in passwd, passwd
+    groups = {ln.split(":")[0] for ln in (scratch / "etc/group").read_text().splitlines()}
+    assert {"rdma", "fabricmon"} <= groups
+    unit_user = [ln for ln in node.splitlines() if ln.startswith(("User=", "Group=", "SupplementaryGroups="))]
+    assert unit_user == ["User=fabricmon", "Group=fabricmon", "SupplementaryGroups=rdma"]
 
     # a second run keeps an edited config
     cfg = root / "etc/fabricmon/fabricmon.yml"
