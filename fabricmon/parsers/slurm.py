@@ -17,7 +17,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from fabricmon.checks import JobRef
+from fabricmon.model.jobs import JobRef
 from fabricmon.parsers.errors import ParseError
 
 MAX_HOSTS = 100_000         # one host list expands to at most this many names

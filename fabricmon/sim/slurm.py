@@ -139,8 +139,9 @@ class SimSlurm:
             raise SlurmError(why)
         for sub in ("munge", "state", "spool", "log", "run"):
             (self.dir / sub).mkdir(parents=True, exist_ok=True)
-        for d in (self.dir, self.dir / "munge"):
-            os.chmod(d, 0o755)              # munged wants its socket directory searchable by all
+        # munged wants its socket's directories searchable by all; --force lets it run below a
+        # private parent (pytest's tmp_path), which only root's jobs use here
+        os.chmod(self.dir / "munge", 0o755)
         key = self.dir / "munge" / "munge.key"
         key.write_bytes(os.urandom(1024))
         os.chmod(key, 0o400)
@@ -150,10 +151,10 @@ class SimSlurm:
         self._started = True
         atexit.register(self.stop)
         m = self.dir / "munge"
-        self.munged = self._popen(["munged", "-F", f"--socket={self.munge_socket}", f"--key-file={key}",
-                                   f"--pid-file={m / 'munged.pid'}", f"--log-file={m / 'munged.log'}",
+        self.munged = self._popen(["munged", "-F", "--force", f"--socket={self.munge_socket}", f"--key-file={key}",
+                                   f"--pid-file={m / 'munged.pid'}",
                                    f"--seed-file={m / 'munged.seed'}", "--num-threads=2"], m / "munged.out")
-        self._wait(lambda: self.munge_socket.exists(), 10.0, "munged socket", m / "munged.log")
+        self._wait(lambda: self.munge_socket.exists(), 10.0, "munged socket", m / "munged.out")
         self.start_controller(timeout)
         for n in self.nodes:
             self.slurmds[n] = self._popen(["slurmd", "-D", "-f", str(self.conf), "-N", n],

@@ -9,7 +9,7 @@ import subprocess
 import pytest
 from helpers import unavailable
 
-from fabricmon.checks import JobRef
+from fabricmon.model.jobs import JobRef
 from fabricmon.parsers.errors import ParseError
 from fabricmon.parsers.slurm import (
     MAX_HOSTS, SlurmJob, expand_hostlist, parse_conf_value, parse_squeue, spool_dir, step_jobs,
