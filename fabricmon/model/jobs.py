@@ -3,7 +3,7 @@ Kubernetes pod could follow behind the same registry) and how a finding's line n
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 JOBS_IN_LINE = 5         # jobs named in a finding's line before "+N more"
 
@@ -30,4 +30,22 @@ def jobs_text(jobs: tuple[JobRef, ...]) -> str:
 
 
 
-__all__ = ["JOBS_IN_LINE", "JobRef", "jobs_text"]
+
+
+@dataclass(slots=True)
+class JobsSection:
+    """The jobs a snapshot knows. On a node: the jobs running on it (`node`). On the fabric
+    collector: every running job, its hosts, and the switches its traffic can cross."""
+    scope: str = "node"              # "node" (the node daemon) or "fabric" (the fabric collector)
+    jobs: dict[str, JobRef] = field(default_factory=dict)      # job id -> job, running now
+    lookup_failures: int = 0         # job lookups that failed (slurmctld down or slow), since start
+    ended: int = 0                   # jobs found ended (or not this node's) when looked up
+    node: str = ""                   # the node's Slurm name (node daemon)
+    present: bool = True             # a scheduler runs here (node: a slurmd spool directory exists)
+    hosts: dict[str, tuple[str, ...]] = field(default_factory=dict)      # job id -> its hosts (fabric)
+    switches: dict[str, tuple[str, ...]] = field(default_factory=dict)   # job id -> switch GUIDs it can cross
+    dropped_series: int = 0          # job-switch pairs over slurm.max_job_switch_series, not exported
+    unmapped_hosts: int = 0          # job hosts with no CA in the topology (not on this fabric)
+
+
+__all__ = ["JOBS_IN_LINE", "JobRef", "JobsSection", "jobs_text"]

@@ -7,19 +7,13 @@ from __future__ import annotations
 import os
 
 import pytest
-from helpers import unavailable
 
 from fabricmon.parsers.slurm import SQUEUE_FORMAT, expand_hostlist, parse_squeue, step_jobs
-from fabricmon.sim.slurm import SimSlurm, tools_available
 
 
 @pytest.fixture
-def slurm(tmp_path):
-    ok, why = tools_available()
-    if not ok:
-        unavailable(why)
-    with SimSlurm(["node01", "node02", "node03"], tmp_path) as s:
-        yield s
+def slurm(sim_slurm):
+    return sim_slurm(["node01", "node02", "node03"])
 
 
 def _alive(pid: int) -> bool:
