@@ -352,6 +352,7 @@ def _fabric(raw: Any, state_dir: str) -> FabricConfig:
                                             if "routing" in timeouts else {})},
         "sm": {"interval": sm, **({"timeout": _number(timeouts["sm"], "fabric.timeouts.sm", 0.1)}
                                   if "sm" in timeouts else {})},
+        "slurm_jobs": {"interval": sweep},       # the running jobs, once per sweep
     }
     return FabricConfig(
         port=port, sweep_interval=sweep, discovery_interval=disc, concurrency=conc,

@@ -63,6 +63,7 @@ class ClusterJobsData:
     """The fabric collector's records: every running job and its nodes (one squeue per sweep)."""
     jobs: list[SlurmJob] = field(default_factory=list)
     skipped_lines: int = 0
+    configured: bool = True           # False: Slurm's tools are installed, but no cluster is configured here
 
 
 def _split_top(text: str) -> list[str]:
@@ -156,6 +157,15 @@ def parse_squeue(text: str) -> tuple[list[SlurmJob], int]:
     return jobs, skipped
 
 
+# What Slurm's clients print when no slurm.conf (nor SLURM_CONF, nor configless DNS records) exists.
+_NOT_CONFIGURED = ("Could not establish a configuration source", "Unable to process configuration file")
+
+
+def not_configured(stderr: str) -> bool:
+    """A Slurm client failed because this host has no Slurm configuration at all."""
+    return any(s in stderr for s in _NOT_CONFIGURED)
+
+
 def parse_conf_value(text: str, key: str) -> str | None:
     """The value of `key` in slurm.conf text (keys are case-insensitive; the last setting wins;
     `#` starts a comment). None when unset."""
@@ -190,4 +200,4 @@ def step_jobs(names: list[str], node: str) -> list[str]:
 
 
 __all__ = ["DEFAULT_SPOOL_DIR", "MAX_HOSTS", "RUNNING", "SQUEUE_FORMAT", "ClusterJobsData", "NodeJobsData",
-           "SlurmJob", "expand_hostlist", "parse_conf_value", "parse_squeue", "spool_dir", "step_jobs"]
+           "SlurmJob", "expand_hostlist", "not_configured", "parse_conf_value", "parse_squeue", "spool_dir", "step_jobs"]

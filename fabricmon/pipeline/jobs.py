@@ -174,7 +174,7 @@ class FabricJobs:
     def apply(self, states: Mapping[str, SourceState], sec: FabricSection, topo: Topology,
               findings: list[Finding]) -> tuple[JobsSection | None, list[Finding]]:
         st = next((s for s in states.values() if s.records is ClusterJobsData and s.enabled), None)
-        if st is None or not isinstance(st.data, ClusterJobsData):
+        if st is None or not isinstance(st.data, ClusterJobsData) or not st.data.configured:
             return None, findings
         key = (st.data_time, topo.time, id(topo))
         if key != self._key or self._map is None:
