@@ -360,6 +360,12 @@ def _job_switches(jobs: object) -> Iterator[Sample]:
             yield (jid, g), 1
 
 
+def _finding_jobs(jobs: object) -> Iterator[Sample]:
+    for (guid, port), ids in sorted(jobs.finding_jobs.items(), key=lambda kv: (kv[0][0], kv[0][1] or 0)):
+        for jid in ids:
+            yield (guid, "" if port is None else str(port), jid), 1
+
+
 # --- fabricmon itself -------------------------------------------------------------------------
 
 def _sources(get: Callable[[object], float | None], enabled_only: bool = True) -> Callable[[Snapshot], Iterator[Sample]]:
@@ -559,6 +565,9 @@ CATALOGUE: tuple[Metric, ...] = (
            "cross: its leaves, and for a multi-leaf job the higher switches between them. Join with "
            "fabricmon_fabric_check_status or fabricmon_ecmp_imbalanced on switch_guid.",
            ("job_id", "switch_guid"), _jobs(_job_switches)),
+    Metric("fabricmon_fabric_finding_job_info", G, "1 per job a WARNING/CRITICAL fabric finding names, by the "
+           "finding's switch and port (port empty for a whole-switch finding): what the alerts' jobs annotation "
+           "lists.", ("switch_guid", "port", "job_id"), _jobs(_finding_jobs)),
     Metric("fabricmon_fabric_job_switch_dropped", G, "Job-switch pairs not exported as fabricmon_fabric_job_switch_info "
            "(over slurm.max_job_switch_series).", (), _jobs(lambda j: [((), j.dropped_series)] if j.scope == "fabric" else [])),
     Metric("fabricmon_fabric_job_hosts_unmapped", G, "Hosts of running jobs with no CA in the fabric topology "

@@ -203,7 +203,12 @@ class FabricJobs:
                 out.switches[j] = tuple(sws)
 
         def jobs_for(f: Finding) -> tuple[JobRef, ...]:
-            return _sorted_refs(m.refs[j] for j in m.jobs_for(f.device, f.port, sec.ports))
+            refs = _sorted_refs(m.refs[j] for j in m.jobs_for(f.device, f.port, sec.ports))
+            if refs:
+                key = (f.device, f.port)
+                have = out.finding_jobs.get(key, ())
+                out.finding_jobs[key] = tuple(dict.fromkeys(have + tuple(r.job_id for r in refs)))
+            return refs
         return out, annotate(findings, jobs_for)
 
 

@@ -26,6 +26,8 @@ class SlurmJobsSource(Source):
         out = SourceOutput()
         res = io.run([*self.sc.command, "--noheader", "--states=RUNNING", f"--format={SQUEUE_FORMAT}"],
                      inputs.remaining(self.sc.timeout))
+        if self.sc.enabled == "auto" and res.error in ("not_found", "not_recorded"):
+            return out                  # not installed (or a bundle recorded without it): quietly off
         if self.sc.enabled == "auto" and res.returncode not in (0, None) and not_configured(res.stderr):
             out.data = ClusterJobsData(configured=False)     # Slurm's tools installed, no cluster here: off
             return out
