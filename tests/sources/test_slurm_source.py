@@ -102,3 +102,34 @@ def test_configured_node_name():
     host.list_host_dir = lambda path: ["node07_50.0", "gpu-x_51.0"]
     out = source(node_name="gpu-x").collect(host, run_inputs())
     assert out.data.jobs == {"51": JobRef("51", "dan", "a")}
+
+
+# --- the fabric collector's slurm_jobs source --------------------------------------------------
+
+def fabric_source(enabled="auto"):
+    from fabricmon.sources.fabric.jobs import SlurmJobsSource
+    cfg = from_dict({"fabric": {"sources": {"slurm_jobs": {"enabled": enabled}}}}, check_paths=False)
+    return SlurmJobsSource(cfg, cfg.fabric.sources["slurm_jobs"])
+
+
+def test_fabric_one_squeue_of_running_jobs():
+    host = Host([], answer("7|ann|RUNNING|node[0001-0002,0010]|big\n8|bo|RUNNING|n1|small\n"))
+    out = fabric_source().collect(host, run_inputs())
+    assert out.errors == [] and [j.nodes for j in out.data.jobs] == [("node0001", "node0002", "node0010"), ("n1",)]
+    assert host.calls == [["squeue", "--noheader", "--states=RUNNING", "--format=%A|%u|%T|%N|%j"]]
+
+
+def test_fabric_slurm_missing_or_unconfigured_is_quietly_off():
+    out = fabric_source().collect(Host([], answer("", None, error="not_found")), run_inputs())
+    assert out.errors == [] and out.data is None
+    unconfigured = answer("", 1, "squeue: fatal: Could not establish a configuration source\n")
+    out = fabric_source().collect(Host([], unconfigured), run_inputs())
+    assert out.errors == [] and out.data.configured is False
+    # enabled: true says Slurm must be there: the same answers are errors
+    assert fabric_source(True).collect(Host([], unconfigured), run_inputs()).errors
+
+
+def test_fabric_slurmctld_down_is_a_counted_source_error():
+    down = answer("", 1, "slurm_load_jobs error: Unable to contact slurm controller (connect failure)\n")
+    out = fabric_source().collect(Host([], down), run_inputs())
+    assert out.data is None and out.errors[0][0] == "exit_code"
