@@ -568,8 +568,8 @@ CATALOGUE: tuple[Metric, ...] = (
     Metric("fabricmon_fabric_finding_job_info", G, "1 per job a WARNING/CRITICAL fabric finding names, by the "
            "finding's switch and port (port empty for a whole-switch finding): what the alerts' jobs annotation "
            "lists.", ("switch_guid", "port", "job_id"), _jobs(_finding_jobs)),
-    Metric("fabricmon_fabric_job_switch_dropped", G, "Job-switch pairs not exported as fabricmon_fabric_job_switch_info "
-           "(over slurm.max_job_switch_series).", (), _jobs(lambda j: [((), j.dropped_series)] if j.scope == "fabric" else [])),
+    Metric("fabricmon_fabric_job_switch_dropped", G, "Running jobs whose switches are not exported as "
+           "fabricmon_fabric_job_switch_info (the series would pass slurm.max_job_switch_series).", (), _jobs(lambda j: [((), j.dropped_series)] if j.scope == "fabric" else [])),
     Metric("fabricmon_fabric_job_hosts_unmapped", G, "Hosts of running jobs with no CA in the fabric topology "
            "(named differently, or on another fabric): their jobs are not placed on it.", (),
            _jobs(lambda j: [((), j.unmapped_hosts)] if j.scope == "fabric" else [])),

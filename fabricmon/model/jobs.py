@@ -46,7 +46,7 @@ class JobsSection:
     switches: dict[str, tuple[str, ...]] = field(default_factory=dict)   # job id -> switch GUIDs it can cross
     # (switch guid, port or None) of each WARNING/CRITICAL fabric finding -> the job ids it names
     finding_jobs: dict[tuple[str, int | None], tuple[str, ...]] = field(default_factory=dict)
-    dropped_series: int = 0          # job-switch pairs over slurm.max_job_switch_series, not exported
+    dropped_series: int = 0          # jobs not exported in job-switch pairs (over slurm.max_job_switch_series)
     unmapped_hosts: int = 0          # job hosts with no CA in the topology (not on this fabric)
 
 

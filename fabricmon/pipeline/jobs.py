@@ -73,14 +73,21 @@ def host_of(node_description: str) -> str:
 
 @dataclass(slots=True)
 class JobMap:
-    """Hosts and jobs placed on the topology's leaves (built once per topology and job list)."""
+    """Hosts and jobs placed on the topology's leaves (built once per topology and job list),
+    with the indexes that keep a finding's lookup proportional to the jobs near it."""
     topo: Topology
     host_leaves: dict[str, set[str]] = field(default_factory=dict)     # host -> leaf guids it is cabled to
     job_leaves: dict[str, frozenset[str]] = field(default_factory=dict)
     job_hosts: dict[str, frozenset[str]] = field(default_factory=dict)
     refs: dict[str, JobRef] = field(default_factory=dict)
+    leaf_jobs: dict[str, set[str]] = field(default_factory=dict)       # leaf -> jobs with a node below it
+    host_jobs: dict[str, set[str]] = field(default_factory=dict)       # host (short name) -> its jobs
     unmapped: int = 0
     _below: dict[str, frozenset[str]] = field(default_factory=dict)
+    _kids: dict[str, dict[str, list[frozenset[str]]]] = field(default_factory=dict)   # switch -> leaf -> its kids' leaves
+    _parents: dict[str, list[str]] | None = None
+    _ancestors: dict[str, frozenset[str]] = field(default_factory=dict)
+    _through: dict[str, set[str]] = field(default_factory=dict)
 
     @classmethod
     def build(cls, topo: Topology, jobs: ClusterJobsData) -> JobMap:
@@ -97,7 +104,9 @@ class JobMap:
                 continue
             leaves: set[str] = set()
             for h in job.nodes:
-                got = m.host_leaves.get(h) or m.host_leaves.get(h.split(".")[0])
+                short = h.split(".")[0]
+                got = m.host_leaves.get(h) or m.host_leaves.get(short)
+                m.host_jobs.setdefault(short, set()).add(job.job_id)
                 if got:
                     leaves |= got
                 else:
@@ -105,9 +114,12 @@ class JobMap:
             m.refs[job.job_id] = job.ref
             m.job_leaves[job.job_id] = frozenset(leaves)
             m.job_hosts[job.job_id] = frozenset(job.nodes)
+            for lf in leaves:
+                m.leaf_jobs.setdefault(lf, set()).add(job.job_id)
         m.unmapped = len(unmapped)
         return m
 
+    # the topology, upwards and downwards ----------------------------------------------------
     def children(self, guid: str) -> list[str]:
         """The lower-level switches cabled to this one."""
         sw = self.topo.switches.get(guid)
@@ -130,17 +142,65 @@ class JobMap:
             self._below[guid] = got
         return got
 
+    def ancestors(self, guid: str) -> frozenset[str]:
+        """Every higher-level switch above this one."""
+        if self._parents is None:
+            parents: dict[str, list[str]] = {}
+            for g in self.topo.switches:
+                for c in self.children(g):
+                    parents.setdefault(c, []).append(g)
+            self._parents = parents
+        got = self._ancestors.get(guid)
+        if got is None:
+            self._ancestors[guid] = frozenset()         # guards a cycle
+            ps = self._parents.get(guid, [])
+            got = frozenset(ps).union(*(self.ancestors(p) for p in ps))
+            self._ancestors[guid] = got
+        return got
+
+    def _jobs_below(self, under: frozenset[str]) -> set[str]:
+        out: set[str] = set()
+        for lf in under:
+            out |= self.leaf_jobs.get(lf, set())
+        return out
+
     # the rules ---------------------------------------------------------------------------
     def _crossing(self, under: frozenset[str]) -> set[str]:
         """Jobs with nodes under these leaves and nodes elsewhere."""
-        return {j for j, lv in self.job_leaves.items() if lv & under and not lv <= under}
+        return {j for j in self._jobs_below(under) if not self.job_leaves[j] <= under}
+
+    def crosses(self, job: str, guid: str) -> bool:
+        """The job's traffic can cross this switch (level >= 2): nodes below it, and its leaves
+        not all below one single child (else that child carries it)."""
+        lv, under = self.job_leaves[job], self.below(guid)
+        if not lv & under:
+            return False
+        if not lv <= under:
+            return True                 # traffic leaving the subtree goes up through this switch
+        kids = self._kids.get(guid)
+        if kids is None:
+            kids = {}
+            for c in self.children(guid):
+                sub = self.below(c)
+                for lf in sub:
+                    kids.setdefault(lf, []).append(sub)
+            self._kids[guid] = kids
+        return not any(lv <= k for k in kids.get(next(iter(lv)), ()))
 
     def through(self, guid: str) -> set[str]:
-        """Jobs whose traffic can cross this switch (level >= 2): nodes below it, leaves not all
-        below one single child."""
-        under = self.below(guid)
-        kids = [self.below(c) for c in self.children(guid)]
-        return {j for j, lv in self.job_leaves.items() if lv & under and not any(lv <= k for k in kids)}
+        got = self._through.get(guid)
+        if got is None:
+            got = self._through[guid] = {j for j in self._jobs_below(self.below(guid)) if self.crosses(j, guid)}
+        return got
+
+    def switches_of(self, job: str) -> set[str]:
+        """Every switch the job's traffic can cross: its leaves, and for a multi-leaf job the
+        higher switches between them."""
+        lv = self.job_leaves[job]
+        if len(lv) <= 1:
+            return set(lv)
+        ups = frozenset().union(*(self.ancestors(lf) for lf in lv))
+        return set(lv) | {g for g in ups if self.crosses(job, g)}
 
     def jobs_for(self, guid: str, port: int | None, ports: Mapping[tuple[str, int], FabricPort]) -> set[str]:
         """The jobs a finding about this switch (and port, if any) can hurt. `ports`: the
@@ -151,56 +211,54 @@ class JobMap:
         role = info.role if info is not None else None
         link = info.link if info is not None else None
         if role == "host" and link is not None:
-            host = host_of(link.remote_name)
-            return {j for j, hs in self.job_hosts.items() if host in hs or any(h.split(".")[0] == host for h in hs)}
+            return set(self.host_jobs.get(host_of(link.remote_name).split(".")[0], ()))
         level = self.topo.levels.get(guid, 0)
         if role == "down" and link is not None:
             return self._crossing(self.below(link.remote_guid))
         if role == "up" or level == 1:
             return self._crossing(self.below(guid))
-        return self.through(guid) if level >= 2 else set()
+        return set(self.through(guid)) if level >= 2 else set()
 
 
 class FabricJobs:
-    """The fabric collector's annotation step: keeps the job map between builds (rebuilt only
-    when the topology or the job list changed)."""
+    """The fabric collector's annotation step: keeps the job map and every job's switches
+    between builds (recomputed only when the topology or the running jobs changed)."""
 
     def __init__(self, max_series: int):
         self.max_series = max_series
-        self._key: tuple[float, float, int] | None = None
+        self._key: tuple | None = None
         self._map: JobMap | None = None
-        self._through: dict[str, set[str]] = {}
+        self._switches: dict[str, tuple[str, ...]] = {}
+        self._dropped = 0
 
     def apply(self, states: Mapping[str, SourceState], sec: FabricSection, topo: Topology,
               findings: list[Finding]) -> tuple[JobsSection | None, list[Finding]]:
         st = next((s for s in states.values() if s.records is ClusterJobsData and s.enabled), None)
         if st is None or not isinstance(st.data, ClusterJobsData) or not st.data.configured:
             return None, findings
-        key = (st.data_time, topo.time, id(topo))
+        key = (id(topo), topo.time, tuple(st.data.jobs), tuple(sec.switches))
         if key != self._key or self._map is None:
-            self._map = JobMap.build(topo, st.data)
+            self._map = m = JobMap.build(topo, st.data)
             self._key = key
-            self._through = {}
+            # job -> switches of this shard it can cross, at most max_series pairs in all: once the
+            # cap is reached the remaining jobs are counted, not placed (their cost is not paid either)
+            mine = set(sec.switches)
+            self._switches, self._dropped, pairs = {}, 0, 0
+            for j in sorted(m.job_leaves, key=lambda j: (len(j), j)):
+                if pairs >= self.max_series:
+                    self._dropped += 1
+                    continue
+                sws = sorted(m.switches_of(j) & mine)
+                if pairs + len(sws) > self.max_series:
+                    self._dropped += 1          # a job is exported whole or not at all
+                    continue
+                pairs += len(sws)
+                if sws:
+                    self._switches[j] = tuple(sws)
         m = self._map
         out = JobsSection(scope="fabric", jobs=dict(m.refs), unmapped_hosts=m.unmapped,
-                          hosts={j: tuple(sorted(h)) for j, h in m.job_hosts.items()})
-        # job -> switches of this shard it can cross, at most max_series pairs in all
-        through = self._through
-        for g in sec.switches:
-            if topo.levels.get(g, 0) >= 2 and g not in through:
-                through[g] = m.through(g)
-        pairs = 0
-        for j in sorted(m.job_leaves, key=lambda j: (len(j), j)):
-            lv = m.job_leaves[j]
-            sws = [g for g in sec.switches if (topo.levels.get(g, 0) == 1 and g in lv)
-                   or (len(lv) > 1 and j in through.get(g, ()))]
-            room = max(0, self.max_series - pairs)
-            if len(sws) > room:
-                out.dropped_series += len(sws) - room
-                sws = sws[:room]
-            pairs += len(sws)
-            if sws:
-                out.switches[j] = tuple(sws)
+                          hosts={j: tuple(sorted(h)) for j, h in m.job_hosts.items()},
+                          switches=self._switches, dropped_series=self._dropped)
 
         def jobs_for(f: Finding) -> tuple[JobRef, ...]:
             refs = _sorted_refs(m.refs[j] for j in m.jobs_for(f.device, f.port, sec.ports))

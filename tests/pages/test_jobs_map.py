@@ -65,7 +65,7 @@ def test_job_switches_metric_map_footprint_and_switch_details() -> None:
     assert set(jobs.switches["10"]) == {g["leaf01"], g["leaf03"], g["core/L01"], g["core/L02"]}
     assert set(jobs.switches["12"]) == {g["leaf01"]}
     assert len(jobs.switches["11"]) == 8                   # both leaves, the four line cards, both spines
-    # bounded by slurm.max_job_switch_series: 4 + 8 + 1 pairs exported, job 13's leaf04 counted instead
+    # bounded by slurm.max_job_switch_series: 4 + 8 + 1 pairs exported, job 13 counted instead
     assert "13" not in jobs.switches and jobs.dropped_series == 1
 
     snap = Snapshot(time=6.0, findings=out, sources={}, builds=BuildStats(), fabric=sec, jobs=jobs)
