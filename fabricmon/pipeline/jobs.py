@@ -96,8 +96,8 @@ class JobMap:
             for lk in sw.links.values():
                 if lk.remote_type != "Switch":
                     host = host_of(lk.remote_name)
-                    if host:
-                        m.host_leaves.setdefault(host, set()).add(guid)
+                    for name in {host, host.split(".")[0]} - {""}:      # a node description may hold the FQDN
+                        m.host_leaves.setdefault(name, set()).add(guid)
         unmapped = set()
         for job in jobs.jobs:
             if job.state != "RUNNING":
