@@ -148,6 +148,13 @@ class FabricConfig:
 
 
 @dataclass(frozen=True, slots=True)
+class SlurmConfig:
+    node_name: str | None = None         # this node's Slurm name; None: the short host name
+    lookup_retry: float = 60.0           # seconds before a failed job lookup (slurmctld down) is tried again
+    max_job_switch_series: int = 20000   # fabricmon_fabric_job_switch_info series at most (the rest counted)
+
+
+@dataclass(frozen=True, slots=True)
 class Config:
     address: str
     port: int
@@ -167,6 +174,7 @@ class Config:
     gpu: GpuConfig = field(default_factory=GpuConfig)
     tool_dirs: tuple[str, ...] = DEFAULT_TOOL_DIRS    # looked in for tools after PATH
     fabric: FabricConfig = field(default_factory=FabricConfig)
+    slurm: SlurmConfig = field(default_factory=SlurmConfig)
 
     def device_excluded(self, device: str) -> bool:
         return any(fnmatch.fnmatchcase(device, pat) for pat in self.exclude_devices)
@@ -186,7 +194,7 @@ COUNTER_CHECKS: dict[str, tuple[tuple[str, ...], float, float | None, float | No
 SEVERITIES = {"ok": 0, "warning": 1, "critical": 2}
 
 _TOP_KEYS = ("server", "paths", "sources", "exclude_devices", "expected_links", "checks", "logging",
-             "roce", "gpu", "fabric")
+             "roce", "gpu", "fabric", "slurm")
 
 
 def _suggest(key: str, allowed: tuple[str, ...] | list[str]) -> str:
@@ -343,6 +351,7 @@ def _fabric(raw: Any, state_dir: str) -> FabricConfig:
                                             if "routing" in timeouts else {})},
         "sm": {"interval": sm, **({"timeout": _number(timeouts["sm"], "fabric.timeouts.sm", 0.1)}
                                   if "sm" in timeouts else {})},
+        "slurm_jobs": {"interval": sweep},       # the running jobs, once per sweep
     }
     return FabricConfig(
         port=port, sweep_interval=sweep, discovery_interval=disc, concurrency=conc,
@@ -487,6 +496,21 @@ def _gpu(raw: Any) -> GpuConfig:
     return GpuConfig(nccl_env_file=env)
 
 
+def _slurm(raw: Any) -> SlurmConfig:
+    d = SlurmConfig()
+    m = _mapping(raw, "slurm", ("node_name", "lookup_retry", "max_job_switch_series"))
+    node = m.get("node_name")
+    if node is not None:
+        node = _string(node, "slurm.node_name")
+        if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]{0,254}", node):
+            raise ConfigError("slurm.node_name", f"expected a Slurm node name (letters, digits, '.', '_', '-'), got {node!r}")
+    cap = m.get("max_job_switch_series", d.max_job_switch_series)
+    if isinstance(cap, bool) or not isinstance(cap, int) or cap < 0:
+        raise ConfigError("slurm.max_job_switch_series", f"expected a whole number >= 0, got {cap!r}")
+    return SlurmConfig(node_name=node, lookup_retry=_number(m.get("lookup_retry", d.lookup_retry), "slurm.lookup_retry", 1),
+                       max_job_switch_series=cap)
+
+
 def _tool_dirs(value: Any) -> tuple[str, ...]:
     if not isinstance(value, list):
         raise ConfigError("paths.tool_dirs", f"expected a list of absolute directories, got {value!r}")
@@ -544,6 +568,7 @@ def from_dict(raw: Any, path: str | None = None, check_paths: bool = True) -> Co
         gpu=_gpu(top.get("gpu")),
         tool_dirs=_tool_dirs(paths.get("tool_dirs", list(DEFAULT_TOOL_DIRS))),
         fabric=_fabric(top.get("fabric"), state_dir),
+        slurm=_slurm(top.get("slurm")),
     )
 
 

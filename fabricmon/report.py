@@ -9,6 +9,7 @@ from typing import Any
 
 from fabricmon import __version__
 from fabricmon.checks import OK, STATUS_NAMES, WARNING, Finding
+from fabricmon.model.jobs import JobRef
 from fabricmon.model.snapshot import Snapshot
 
 API_VERSION = 1
@@ -39,14 +40,18 @@ def verdict(snap: Snapshot) -> dict[str, Any]:
         "ports": len(snap.ib.ports),
         "inventory_known": snap.inventory_known,
         "findings": [{"check": f.check, "device": f.device, "port": f.port, "status": f.status,
-                      "severity": STATUS_NAMES[f.status], "message": f.message} for f in findings],
+                      "severity": STATUS_NAMES[f.status], "message": f.message,
+                      "jobs": [j.as_dict() for j in f.jobs]} for f in findings],
         "sources": {n: {"enabled": s.enabled, "active": s.enabled and s.active, "up": s.up, "runs": s.runs,
                         "errors": sorted(s.active_errors)} for n, s in sorted(snap.sources.items())},
     }
 
 
 def findings_of(doc: dict[str, Any]) -> list[Finding]:
-    return [Finding(f["check"], f["device"], f["port"], int(f["status"]), f["message"]) for f in doc["findings"]]
+    return [Finding(f["check"], f["device"], f["port"], int(f["status"]), f["message"],
+                    tuple(JobRef(str(j.get("id", "")), str(j.get("user", "")), str(j.get("name", "")))
+                          for j in f.get("jobs") or () if isinstance(j, dict)))
+            for f in doc["findings"]]
 
 
 def check_lines(doc: dict[str, Any], verbose: bool = False, note: str = "") -> list[str]:

@@ -392,11 +392,30 @@ def map_url(scheme: str) -> str:
     return scheme + "://{{ $labels.instance }}/#select=switch:{{ $labels.switch_guid }}"
 
 
+# The jobs an alert about a switch can hurt (docs/jobs.md): those the collector's own finding on
+# that switch and port names (fabricmon_fabric_finding_job_info, port '' for a whole-switch
+# finding); else, for an alert the collector has no finding for (a Prometheus-side trend), every
+# job whose traffic can cross the switch (fabricmon_fabric_job_switch_info). Joined with
+# fabricmon_slurm_job_info for the user and job name.
+JOB_NAMES = " * on (instance, job, job_id) group_left (user, job_name) fabricmon_slurm_job_info"
+FINDING_JOBS = ("fabricmon_fabric_finding_job_info{instance='%[1]s',job='%[2]s',switch_guid='%[3]s',port='%[4]s'}"
+                + JOB_NAMES)
+SWITCH_JOBS = "fabricmon_fabric_job_switch_info{instance='%[1]s',job='%[2]s',switch_guid='%[3]s'}" + JOB_NAMES
+_JOB_LIST = ('{{ range $i, $s := sortByLabel "job_id" . }}{{ if $i }}, {{ end }}{{ $s.Labels.job_id }}'
+             ' ({{ $s.Labels.user }}/{{ $s.Labels.job_name }}){{ end }}')
+JOBS_ANNOTATION = (
+    '{{ with printf "' + FINDING_JOBS + '" $labels.instance $labels.job $labels.switch_guid (or $labels.port "") | query }}'
+    + _JOB_LIST + '{{ else }}{{ with printf "' + SWITCH_JOBS + '" $labels.instance $labels.job $labels.switch_guid | query }}'
+    'on or through this switch: ' + _JOB_LIST + '{{ else }}none known{{ end }}{{ end }}')
+
+
 def with_map_urls(rules: list[dict], scheme: str) -> list[dict]:
-    """Adds map_url to every alert whose labels name a switch (its description uses switch_guid)."""
+    """Adds map_url (the map opened on the switch) and jobs (the Slurm jobs it can hurt) to every
+    alert whose labels name a switch (its description uses switch_guid)."""
     for r in rules:
         if "$labels.switch_guid" in r["annotations"]["description"]:
             r["annotations"]["map_url"] = map_url(scheme)
+            r["annotations"]["jobs"] = JOBS_ANNOTATION
     return rules
 
 

@@ -36,3 +36,26 @@ def sim_fabric(tmp_path):
     yield factory
     for fab in reversed(fabrics):
         fab.stop()
+
+
+@pytest.fixture
+def sim_slurm(tmp_path):
+    """Factory: ``sim_slurm(nodes) -> SimSlurm``: a real slurmctld and one slurmd per node name on
+    127.0.0.1, in tmp_path, stopped (jobs cancelled, daemons by PID) at teardown. Skips when
+    slurm-wlm/munge are missing, and fails instead when $CI is set."""
+    from fabricmon.sim.slurm import SimSlurm
+    from fabricmon.sim.slurm import tools_available as slurm_available
+    ok, why = slurm_available()
+    if not ok:
+        unavailable(why)
+    clusters: list[SimSlurm] = []
+
+    def factory(nodes: list[str]) -> SimSlurm:
+        s = SimSlurm(nodes, tmp_path / f"slurm{len(clusters)}", cluster=f"fm{len(clusters)}")
+        clusters.append(s)
+        s.start()
+        return s
+
+    yield factory
+    for s in reversed(clusters):
+        s.stop()

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from fabricmon.model.jobs import JobRef, jobs_text
+
 OK, WARNING, CRITICAL = 0, 1, 2
 STATUS_NAMES = {OK: "OK", WARNING: "WARNING", CRITICAL: "CRITICAL"}
 
@@ -16,9 +18,13 @@ class Finding:
     port: int | None
     status: int
     message: str
+    # the jobs it can hurt (WARNING/CRITICAL findings, when a job source runs): the node's jobs,
+    # or on the fabric the jobs whose traffic crosses the port or switch
+    jobs: tuple[JobRef, ...] = ()
 
     def line(self) -> str:
-        return f"{STATUS_NAMES[self.status]} {self.check}: {self.message}"
+        line = f"{STATUS_NAMES[self.status]} {self.check}: {self.message}"
+        return line + f" [jobs: {jobs_text(self.jobs)}]" if self.jobs else line
 
 
 def worst(findings: list[Finding]) -> int:

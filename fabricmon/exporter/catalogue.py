@@ -340,6 +340,32 @@ def _fab_sm_master(fab: object) -> Iterator[Sample]:
         yield (), 1 if any(sm.state == "MASTER" for sm in fab.sms) else 0
 
 
+# --- jobs (model.jobs.JobsSection: a node's jobs, or the fabric's running jobs) ----------------
+
+def _jobs(fn: Callable[[object], Iterable[Sample]]) -> Callable[[Snapshot], Iterator[Sample]]:
+    def samples(snap: Snapshot) -> Iterator[Sample]:
+        if snap.jobs is not None:
+            yield from fn(snap.jobs)
+    return samples
+
+
+def _job_info(jobs: object) -> Iterator[Sample]:
+    for jid, j in sorted(jobs.jobs.items(), key=lambda kv: (len(kv[0]), kv[0])):
+        yield (jid, j.user, j.name), 1
+
+
+def _job_switches(jobs: object) -> Iterator[Sample]:
+    for jid, guids in sorted(jobs.switches.items(), key=lambda kv: (len(kv[0]), kv[0])):
+        for g in guids:
+            yield (jid, g), 1
+
+
+def _finding_jobs(jobs: object) -> Iterator[Sample]:
+    for (guid, port), ids in sorted(jobs.finding_jobs.items(), key=lambda kv: (kv[0][0], kv[0][1] or 0)):
+        for jid in ids:
+            yield (guid, "" if port is None else str(port), jid), 1
+
+
 # --- fabricmon itself -------------------------------------------------------------------------
 
 def _sources(get: Callable[[object], float | None], enabled_only: bool = True) -> Callable[[Snapshot], Iterator[Sample]]:
@@ -526,6 +552,27 @@ CATALOGUE: tuple[Metric, ...] = (
     Metric("fabricmon_fabric_sm_activity", C, "The master SM's activity count (SMInfo ActCount): it keeps "
            "moving while the SM is alive (changes() == 0 over minutes: a hung SM).", (),
            _fabric(lambda fab: [((), fab.sm_activity)])),
+    # jobs
+    Metric("fabricmon_slurm_job_info", G, "1 per running Slurm job: on a node the jobs with a step on it, on the "
+           "fabric collector every running job; user and job_name are empty until looked up.",
+           ("job_id", "user", "job_name"), _jobs(_job_info)),
+    Metric("fabricmon_slurm_jobs", G, "Running Slurm jobs seen (on a node: with a step on it; absent without a "
+           "slurmd here).", (), _jobs(lambda j: [((), len(j.jobs))] if j.present else [])),
+    Metric("fabricmon_slurm_job_lookup_failures", C, "Job lookups (user and name, once per job) that failed: "
+           "slurmctld down or slow. Those jobs are shown by id until it answers.", (),
+           _jobs(lambda j: [((), j.lookup_failures)] if j.scope == "node" and j.present else [])),
+    Metric("fabricmon_fabric_job_switch_info", G, "1 per (running job, switch of this shard) the job's traffic can "
+           "cross: its leaves, and for a multi-leaf job the higher switches between them. Join with "
+           "fabricmon_fabric_check_status or fabricmon_ecmp_imbalanced on switch_guid.",
+           ("job_id", "switch_guid"), _jobs(_job_switches)),
+    Metric("fabricmon_fabric_finding_job_info", G, "1 per job a WARNING/CRITICAL fabric finding names, by the "
+           "finding's switch and port (port empty for a whole-switch finding): what the alerts' jobs annotation "
+           "lists.", ("switch_guid", "port", "job_id"), _jobs(_finding_jobs)),
+    Metric("fabricmon_fabric_job_switch_dropped", G, "Running jobs whose switches are not exported as "
+           "fabricmon_fabric_job_switch_info (the series would pass slurm.max_job_switch_series).", (), _jobs(lambda j: [((), j.dropped_series)] if j.scope == "fabric" else [])),
+    Metric("fabricmon_fabric_job_hosts_unmapped", G, "Hosts of running jobs with no CA in the fabric topology "
+           "(named differently, or on another fabric): their jobs are not placed on it.", (),
+           _jobs(lambda j: [((), j.unmapped_hosts)] if j.scope == "fabric" else [])),
     # fabricmon itself
     Metric("fabricmon_source_enabled", G, "1 if the source is enabled.", ("source",),
            _sources(lambda s: 1 if s.enabled else 0, enabled_only=False)),

@@ -32,6 +32,10 @@ SECTIONS: tuple[tuple[str, tuple[str, ...], str], ...] = (
      "`fabricmon fabric run`, per switch (`switch_guid`, and `switch`, its node description) and per "
      "switch port. Each switch belongs to one shard, so queries combine shards by ignoring `instance` "
      "([fabric-collector.md](fabric-collector.md))."),
+    ("Slurm jobs", ("fabricmon_slurm_",),
+     "On a node with a slurmd (the `slurm` source), and on a fabric collector where `squeue` answers "
+     "(the `slurm_jobs` source): the running jobs, joinable with the findings they can be hurt by "
+     "([jobs.md](jobs.md))."),
     ("fabricmon itself", ("fabricmon_source_", "fabricmon_snapshot_", "fabricmon_build_"),
      "Both daemons: every source's state (`source` is the source's name, e.g. `sysfs`, `perfquery`, "
      "`discovery`, `sweep`) and the snapshots they build. `fabricmon_source_errors_total` has every "

@@ -117,6 +117,24 @@ class RecordingIO:
         target.write_text(data)
         return data
 
+    def list_host_dir(self, path: str) -> list[str]:
+        key = f"host/{_host_rel(path)}"
+        try:
+            names = self.inner.list_host_dir(path)
+        except OSError as exc:
+            with self._lock:
+                self.listings[key] = exc.errno or errno.EIO
+            raise
+        with self._lock:
+            self.listings[key] = names
+        return names
+
+    def hostname(self) -> str:
+        name = self.inner.hostname()
+        with self._lock:
+            self.meta["hostname"] = name
+        return name
+
     def save(self) -> Path:
         manifest = {
             "bundle_version": BUNDLE_VERSION, "created": time.time(), **self.meta,
@@ -231,6 +249,19 @@ class ReplayIO:
             code = self._errors[key]
             raise OSError(code, os.strerror(code), path)
         return (self.dir / "files" / "host" / rel).read_text()
+
+    def list_host_dir(self, path: str) -> list[str]:
+        key = f"host/{_host_rel(path)}"
+        got = self._listings.get(key)
+        if isinstance(got, int):
+            raise OSError(got, os.strerror(got), path)
+        if got is None:
+            raise OSError(errno.ENOENT, "directory not in the bundle", path)
+        return list(got)
+
+    def hostname(self) -> str:
+        """The recorded host's name (bundles record it in their metadata)."""
+        return str(self.manifest.get("hostname") or "")
 
     def sweep(self, root: str, rel: str) -> None:
         pass

@@ -10,6 +10,7 @@ every method that sources call; nothing is looked up with getattr.
 from __future__ import annotations
 
 import os
+import socket
 import threading
 import time
 from collections.abc import Mapping, Sequence
@@ -30,6 +31,8 @@ class HostIO(Protocol):
     def realpath(self, root: str, rel: str) -> str: ...
     def nvml_gpus(self) -> list[dict[str, Any]]: ...
     def read_host_file(self, path: str) -> str: ...
+    def list_host_dir(self, path: str) -> list[str]: ...
+    def hostname(self) -> str: ...
     def sweep(self, root: str, rel: str) -> None: ...
     def commit_file(self, tmp: str, final: str) -> None: ...
     def close(self) -> None: ...
@@ -180,6 +183,13 @@ class LiveIO:
         """A configured host file outside sysfs/procfs (e.g. gpu.nccl_env_file), by absolute path."""
         with open(path, "rb") as fh:
             return fh.read(1 << 20).decode("utf-8", "replace")
+
+    def list_host_dir(self, path: str) -> list[str]:
+        """The entries of a host directory outside sysfs/procfs (e.g. slurmd's spool directory)."""
+        return sorted(os.listdir(path))
+
+    def hostname(self) -> str:
+        return socket.gethostname()
 
     def close(self) -> None:
         with self._lock:

@@ -73,27 +73,34 @@ def _switch_tip(b: SwitchBox, sec: FabricSection, groups: Mapping[str, list[Ecmp
     return "\n".join(lines)
 
 
-def _switch_g(b: SwitchBox, sec: FabricSection, groups: Mapping[str, list[EcmpGroup]]) -> str:
+def _switch_g(b: SwitchBox, sec: FabricSection, groups: Mapping[str, list[EcmpGroup]],
+              footprint: frozenset[str] = frozenset()) -> str:
     st = state_name(b.state)
+    job = ' data-in-job="1"' if b.guid in footprint else ""
+    ring = (f'<rect class="job" x="{b.x - 4:.1f}" y="{b.y - 4:.1f}" width="{b.w + 8:.0f}" height="{b.h + 8:.0f}" rx="7" '
+            f'fill="none" stroke="#1565c0" stroke-width="3"/>' if job else "")
     hosts = ""
     if b.level == 1 or b.hosts or b.hosts_down:
         txt = f"{b.hosts} hosts" + (f", {b.hosts_down} down" if b.hosts_down else "")
         hosts = f'<text class="small" x="{b.x + b.w / 2:.1f}" y="{b.y + b.h + 12:.1f}" text-anchor="middle">{esc(txt)}</text>'
-    return (f'<g class="sw" data-switch="{esc(b.name)}" data-guid="{b.guid}" data-state="{st}" data-level="{b.level}" '
-            f'data-detail="/?part=switch&amp;guid={b.guid}"><title>{esc(_switch_tip(b, sec, groups))}</title>'
+    return (f'<g class="sw" data-switch="{esc(b.name)}" data-guid="{b.guid}" data-state="{st}" data-level="{b.level}"{job} '
+            f'data-detail="/?part=switch&amp;guid={b.guid}"><title>{esc(_switch_tip(b, sec, groups))}</title>{ring}'
             f'<rect x="{b.x:.1f}" y="{b.y:.1f}" width="{b.w:.0f}" height="{b.h:.0f}" rx="5" fill="{FILL[b.state]}" '
             f'stroke="{STROKE[b.state]}" stroke-width="{1.5 if b.state == OK else 2.5}"/>'
             f'<text x="{b.x + b.w / 2:.1f}" y="{b.y + BOX_H / 2 + 4:.1f}" text-anchor="middle">{esc(short_name(b.label or b.name))}</text>'
             f'</g>{hosts}')
 
 
-def _link_el(ln: LinkLine) -> str:
+def _link_el(ln: LinkLine, footprint: frozenset[str] = frozenset()) -> str:
     st = state_name(ln.state)
+    in_job = ln.a.guid in footprint and ln.b.guid in footprint     # a link the job's traffic can cross
     flags = "".join(f' data-{k}="1"' for k, v in (("down", ln.down), ("degraded", ln.degraded),
-                                                   ("errors", ln.errors), ("hot", ln.hot)) if v)
+                                                   ("errors", ln.errors), ("hot", ln.hot), ("in-job", in_job)) if v)
     util = f' data-util="{ln.util:.3f}"' if ln.util is not None else ""
     coords = f'x1="{ln.x1:.1f}" y1="{ln.y1:.1f}" x2="{ln.x2:.1f}" y2="{ln.y2:.1f}"'
     out = []
+    if in_job:             # the job's footprint: a blue band under the link
+        out.append(f'<line class="job" {coords} stroke="#1565c0" stroke-width="{ln.width + 7:.1f}" stroke-opacity="0.35"/>')
     if ln.errors:          # rising errors: an outline under the link
         out.append(f'<line class="outline" {coords} stroke="#7b1fa2" stroke-width="{ln.width + 5:.1f}" '
                    f'stroke-opacity="0.55"/>')
@@ -112,7 +119,7 @@ def _link_el(ln: LinkLine) -> str:
     return "".join(out)
 
 
-def svg(lay: Layout, sec: FabricSection) -> str:
+def svg(lay: Layout, sec: FabricSection, footprint: frozenset[str] = frozenset()) -> str:
     zoom = min(MAX_ZOOM, max(1.0, FIT_WIDTH / lay.width))      # a small fabric drawn larger
     # a map a little wider than the page shrinks to fit it; a much wider one (groups expanded) scrolls
     fit = ' class="fit"' if lay.width <= FIT_WIDTH * 1.5 else ""
@@ -127,7 +134,7 @@ def svg(lay: Layout, sec: FabricSection) -> str:
             f'stroke-width="{bd.width:.1f}" stroke-opacity="0.8"><title>{esc(_bundle_tip(bd))}</title></line>')
     # quiet links first, so a hot, down or degraded one is drawn on top
     for ln in sorted(lay.links, key=lambda ln: (ln.state, ln.hot, ln.util or 0.0)):
-        parts.append(_link_el(ln))
+        parts.append(_link_el(ln, footprint))
     grouped = set()
     for gr in lay.groups:
         if gr.expanded:
@@ -158,7 +165,7 @@ def svg(lay: Layout, sec: FabricSection) -> str:
         ecmp.setdefault(gr.guid, []).append(gr)
     for g, b in lay.switches.items():
         if g not in grouped:
-            parts.append(_switch_g(b, sec, ecmp))
+            parts.append(_switch_g(b, sec, ecmp, footprint))
     parts.append("</svg>")
     return "".join(parts)
 
@@ -224,13 +231,49 @@ def live(snap: Snapshot, query: Mapping[str, str]) -> str:
     sec: FabricSection = snap.fabric
     meta = f'<div id="meta" hidden data-when="{esc(when(snap.time))}" data-state="{state_name(snap.status)}"></div>'
     names = {g: sw.name for g, sw in sec.switches.items()}
-    table = f'<h2>Findings</h2>{findings_table(snap.findings + source_findings(snap), names)}'
+    table = f'<h2>Findings</h2>{findings_table(snap.findings + source_findings(snap), names, job_links=True)}'
     if not sec.switches:
         return meta + '<p class="none" data-empty="1">No fabric discovered yet: waiting for the first ' \
                       'ibnetdiscover run.</p>' + table
     expand = [e for e in query.get("expand", "").split(",") if e]
+    job = query.get("job", "").strip()
+    footprint = frozenset(snap.jobs.switches.get(job, ())) if job and snap.jobs is not None else frozenset()
     lay = layout(sec, snap.findings, expand)
-    return meta + _summary(sec, lay) + legend() + f'<div class="map">{svg(lay, sec)}</div>' + table
+    return (meta + _summary(sec, lay) + (_footprint(snap, job, names) if job else "") + legend()
+            + f'<div class="map">{svg(lay, sec, footprint)}</div>' + table)
+
+
+def _job_link(j) -> str:
+    return f'<a href="/?job={esc(j.job_id)}" data-job="{esc(j.job_id)}">{esc(j.text())}</a>'
+
+
+def _footprint(snap: Snapshot, job: str, names: Mapping[str, str]) -> str:
+    """A job's footprint (`/?job=<id>`): its hosts, its leaves and the switches its traffic can
+    cross (outlined on the map, with the links between them), and the findings that name it."""
+    jobs = snap.jobs
+    if jobs is None:
+        return (f'<p class="footprint none" data-footprint="{esc(job)}" data-known="0">No job source runs on this '
+                f'collector (fabric.sources.slurm_jobs), so job {esc(job)} cannot be placed.</p>')
+    ref = jobs.jobs.get(job)
+    if ref is None:
+        return (f'<p class="footprint none" data-footprint="{esc(job)}" data-known="0">Job {esc(job)} is not running '
+                f'(or not yet seen by the last squeue).</p>')
+    sws = jobs.switches.get(job, ())
+    levels = snap.fabric.levels
+    leaves = [g for g in sws if levels.get(g) == 1]
+    higher = [g for g in sws if levels.get(g, 0) >= 2]
+    hosts = jobs.hosts.get(job, ())
+
+    def sw_list(gs) -> str:
+        return ", ".join(f'<span data-job-switch="{g}">{esc(names.get(g, g))}</span>' for g in gs) or "none"
+    hurt = [f for f in snap.findings if f.status != OK and any(j.job_id == job for j in f.jobs)]
+    shown = ", ".join(esc(h) for h in hosts[:16]) + (f" +{len(hosts) - 16} more" if len(hosts) > 16 else "")
+    return (f'<section class="footprint" data-footprint="{esc(job)}" data-known="1"><h2>Job {esc(ref.text())}</h2>'
+            f'<p>{len(hosts)} hosts ({shown}) under {len(leaves)} leaf switch{"es" if len(leaves) != 1 else ""}: '
+            f'{sw_list(leaves)}. Its traffic can cross: {sw_list(higher) if higher else "no uplink (one leaf)"}.'
+            f' <a href="/">clear</a></p>'
+            f'<p data-job-findings="{len(hurt)}">{len(hurt)} finding{"s" if len(hurt) != 1 else ""} name this job.</p>'
+            f'</section>')
 
 
 def page(snap: Snapshot, query: Mapping[str, str]) -> str:
@@ -269,7 +312,13 @@ def switch(snap: Snapshot, query: Mapping[str, str]) -> str | None:
                     f'<td>{esc(lk.remote_name)} [{lk.remote_port}]</td><td class="num">{_gbps(p.tx_rate)}</td>'
                     f'<td class="num">{_gbps(p.rx_rate)}</td><td class="num">{_pct(util) if util is not None else ""}</td>'
                     f'<td>{esc(errs)}</td><td>{why}</td></tr>')
-    return (f'<table data-switch-ports="{guid}"><thead><tr><th>port</th><th>role</th><th>state</th>'
+    behind = []
+    if snap.jobs is not None:
+        behind = [snap.jobs.jobs[j] for j, gs in snap.jobs.switches.items() if guid in gs and j in snap.jobs.jobs]
+    jobs = (f'<p data-switch-jobs="{len(behind)}">Jobs whose traffic can cross it: '
+            f'{", ".join(_job_link(j) for j in behind[:50]) or "none"}'
+            f'{f" +{len(behind) - 50} more" if len(behind) > 50 else ""}</p>' if snap.jobs is not None else "")
+    return jobs + (f'<table data-switch-ports="{guid}"><thead><tr><th>port</th><th>role</th><th>state</th>'
             f'<th>link / class</th><th>remote</th><th>tx</th><th>rx</th><th>util</th><th>counters</th>'
             f'<th>findings</th></tr></thead><tbody>{"".join(rows)}</tbody></table>')
 

@@ -41,7 +41,18 @@ def ago(t: float, now: float) -> str:
     return f"{s:.0f} s ago" if s < 120 else f"{s / 60:.0f} min ago" if s < 7200 else f"{s / 3600:.1f} h ago"
 
 
-def findings_table(findings: Iterable[Finding], names: dict[str, str] | None = None, empty: str = "No findings.") -> str:
+def jobs_note(jobs, links: bool = False) -> str:
+    """The jobs a finding hurts, under its reason; on the map (`links`) each id links to its
+    footprint (`/?job=<id>`)."""
+    if not jobs:
+        return ""
+    items = ", ".join(f'<a href="/?job={esc(j.job_id)}" data-job="{esc(j.job_id)}">{esc(j.text())}</a>' if links
+                      else f'<span data-job="{esc(j.job_id)}">{esc(j.text())}</span>' for j in jobs)
+    return f'<div class="jobs" data-jobs="{esc(" ".join(j.job_id for j in jobs))}">jobs: {items}</div>'
+
+
+def findings_table(findings: Iterable[Finding], names: dict[str, str] | None = None, empty: str = "No findings.",
+                   job_links: bool = False) -> str:
     """The current WARNING/CRITICAL findings, worst first, each with its reason."""
     bad = sorted((f for f in findings if f.status != OK), key=lambda f: (-f.status, f.check, f.device, f.port or 0))
     if not bad:
@@ -52,7 +63,7 @@ def findings_table(findings: Iterable[Finding], names: dict[str, str] | None = N
         port = "" if f.port is None else str(f.port)
         rows.append(f'<tr data-finding="{esc(f.check)}" data-state="{state_name(f.status)}">'
                     f'<td class="sev {state_name(f.status)}">{STATUS_NAMES[f.status]}</td><td>{esc(f.check)}</td>'
-                    f'<td>{esc(where)}</td><td>{esc(port)}</td><td class="msg">{esc(f.message)}</td></tr>')
+                    f'<td>{esc(where)}</td><td>{esc(port)}</td><td class="msg">{esc(f.message)}{jobs_note(f.jobs, job_links)}</td></tr>')
     return (f'<table class="findings" data-findings="{len(bad)}"><thead><tr><th>status</th><th>check</th>'
             f'<th>where</th><th>port</th><th>reason</th></tr></thead><tbody>{"".join(rows)}</tbody></table>')
 
@@ -76,4 +87,4 @@ def document(kind: str, title: str, live: str, snap_time: float, status: int, su
         "<script src=\"/static/page.js\"></script></body></html>\n")
 
 
-__all__ = ["REFRESH_MS", "ago", "document", "esc", "findings_table", "natural_key", "state_name", "when"]
+__all__ = ["REFRESH_MS", "ago", "document", "esc", "findings_table", "jobs_note", "natural_key", "state_name", "when"]

@@ -12,7 +12,8 @@ source name:
    the level's norm), fabric_routing (route balance of the latest forwarding tables, LftData)
    and fabric_sm (the subnet manager, SmData; its activity count followed between polls);
 4. every check's status per switch (fabricmon_fabric_check_status, OK included);
-5. this collector's shard only: a switch belongs to exactly one shard (GUID hash).
+5. this collector's shard only: a switch belongs to exactly one shard (GUID hash);
+6. the jobs each WARNING/CRITICAL finding can hurt, when a job source runs (pipeline.jobs).
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from fabricmon.model.fabric import (
 from fabricmon.model.history import CounterHistory
 from fabricmon.model.ports import PortView
 from fabricmon.model.snapshot import SourceState
+from fabricmon.pipeline.jobs import FabricJobs
 from fabricmon.pipeline.node import CHECKED_COUNTERS
 
 log = structlog.get_logger("fabricmon.fabric")
@@ -72,6 +74,7 @@ class FabricModel:
         self._sweep_time: float | None = None
         self._prev_sweep_time: float | None = None
         self._ecmp_counts: dict[tuple[str, str], int] = {}
+        self.jobs = FabricJobs(config.slurm.max_job_switch_series)     # which jobs each finding hurts
 
     # --- topology -----------------------------------------------------------------------
     def inventory(self, states: Mapping[str, SourceState]) -> Topology:
@@ -206,7 +209,8 @@ class FabricModel:
         findings += self._routing(states, sec, topo)
         findings += self._sm(states, sec)
         self._check_status(sec, findings, states)
-        return {"fabric": sec}, findings
+        jobs, findings = self.jobs.apply(states, sec, topo, findings)
+        return {"fabric": sec, "jobs": jobs}, findings
 
     # --- symmetry, routing, the subnet manager, check status ------------------------------
     def _symmetry(self, sec: FabricSection, topo: Topology) -> list[Finding]:

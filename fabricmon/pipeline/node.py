@@ -4,7 +4,8 @@ a Snapshot. Records are picked by their type, never by the name of the source th
 1. merge the port records (sysfs, ibstat, perfquery, iblinkinfo) into an Inventory;
 2. sample every checked counter into the CounterHistory (IB and RoCE alike, one rule);
 3. run the checks (degraded_link, link_errors, roce, gpudirect, affinity) on records + deltas;
-4. return the typed Snapshot.
+4. name the jobs running on the node in every WARNING/CRITICAL finding (pipeline.jobs);
+5. return the typed Snapshot.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from fabricmon.model.history import CounterHistory
 from fabricmon.model.ports import DeviceView, Inventory, PortView, merge
 from fabricmon.model.roce import NetdevData, RoceView, record_roce_counters, roce_targets
 from fabricmon.model.snapshot import GpuSection, IbSection, RoceSection, SourceState
+from fabricmon.pipeline.jobs import node_jobs
 from fabricmon.parsers.ethtool import EthtoolData
 from fabricmon.parsers.mlnx_qos import MlnxQosData
 from fabricmon.parsers.sysfs_ib import HwCountersData
@@ -175,7 +177,9 @@ class NodeModel:
         aff = affinity_checks.evaluate(gpus, self.nics(inv.devices, inv.ports))
         findings += aff.findings
         gpu = GpuSection(gpudirect=gd if facts is not None else None, gpus=gpus, affinity=aff)
-        return {"ib": ib, "roce": RoceSection(views), "gpu": gpu, "inventory_known": inventory_known}, findings
+        jobs, findings = node_jobs(states, findings)
+        return {"ib": ib, "roce": RoceSection(views), "gpu": gpu, "inventory_known": inventory_known,
+                "jobs": jobs}, findings
 
 
 __all__ = ["NodeModel", "CHECKED_COUNTERS"]

@@ -4,7 +4,8 @@ A subscriber on Pipeline.on_snapshot that diffs consecutive snapshots, never a p
 - the first snapshot: one line per port found (state, rate, where its counters come from) and
   one line for the sources in use and those that are off (an `auto` tool that is not installed);
 - afterwards: one line when a port appears or vanishes, and one line each time a finding appears,
-  changes severity or clears (check, device, port, severity, the human reason). A finding whose
+  changes severity or clears (check, device, port, severity, the human reason, and the jobs it
+  hurts when a job source runs: those running at that moment). A finding whose
   message changes at the same severity (a count rising) is not logged again.
 Sources that start or stop failing are logged by the pipeline itself, once each way.
 """
@@ -83,6 +84,8 @@ class Journal:
                 continue
             fields = {"check": f.check, "device": f.device, "port": f.port,
                       "severity": STATUS_NAMES[f.status], "message": f.message}
+            if f.jobs and f.status != OK:      # the jobs running (on the fabric: behind it) when it was raised
+                fields["jobs"] = [j.text() for j in f.jobs]
             if before == OK:
                 self._emit("finding", f.status, **fields)
             elif f.status == OK:

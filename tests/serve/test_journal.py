@@ -53,3 +53,14 @@ def test_a_finding_of_a_vanished_port_clears_once() -> None:
         j(snap([], ports=("mlx5_0",)))
     events = [e["event"] for e in logs if e["event"].startswith("finding")]
     assert events == ["finding", "finding cleared"]
+
+
+def test_a_raised_finding_names_the_jobs_running_then() -> None:
+    from fabricmon.model.jobs import JobRef
+    j = Journal()
+    jobs = (JobRef("41", "alice", "train"), JobRef("42"))
+    with capture_logs() as logs:
+        j(snap([f(OK)]))
+        j(snap([Finding("symbol_errors", "mlx5_0", 1, WARNING, "rose", jobs)]))
+    raised = [e for e in logs if e["event"] == "finding"]
+    assert raised[0]["jobs"] == ["41 (alice/train)", "42"]

@@ -4,7 +4,8 @@ Alertmanager, and a webhook receiver in the test.
 
 - node02's cable trains at 1X where 4X HDR is expected: FabricmonPortDegraded pages;
 - node01's cable is pulled (`Unlink`): FabricmonPortDown pages with the port's state in its description;
-- the cable is put back (`ReLink`): the page resolves.
+- the cable is put back (`ReLink`): the page resolves;
+- the fabric collector replaying a fat tree recorded beside a real Slurm: a 1X uplink pages with the job it hurts.
 """
 
 from __future__ import annotations
@@ -168,3 +169,30 @@ def test_tools_for_paging_are_packaged():
         assert shutil.which(tool) or require_tool(tool, pkg)
     assert "make test" in (ROOT / ".ci" / "run").read_text()
     assert {"prometheus", "prometheus-alertmanager", "systemd"} <= make_apt_packages("test")
+
+
+def test_fabric_alert_names_its_jobs(processes, webhook, tmp_path):
+    """The fat-tree bundle recorded beside a real Slurm (tests/fixtures/fabric/make_bundle.py): leaf03's uplink
+    to spine02 runs at 1X; job llm-pretrain spans leaf03 and leaf04, job one-leaf stays on leaf03. Replayed by
+    `fabricmon fabric run`, scraped by the real Prometheus with the shipped rules: the page for the 1X uplink
+    names the multi-leaf job, not the one-leaf job."""
+    for tool in ("prometheus", "prometheus-alertmanager"):
+        require_tool(tool, tool)
+    port = free_port()
+    p = processes.start("fabricmon-fabric", [*FABRICMON, "fabric", "run", "--replay",
+                                             str(ROOT / "tests" / "fixtures" / "fabric" / "fat-tree"),
+                                             "--listen", f"127.0.0.1:{port}", "--log-level", "warning"], cwd=ROOT)
+
+    def served():
+        assert p.poll() is None, processes.log(p)
+        return b"fabricmon_fabric_finding_job_info{" in (http_get(f"http://127.0.0.1:{port}/metrics") or b"")
+    wait_until(served, 30, "the fabric collector replaying the fat tree")
+    am = start_alertmanager(processes, tmp_path, webhook.port)
+    rules = tmp_path / "fabricmon.rules.yml"
+    rules.write_text(re.sub(r"^(\s+for:) \S+$", r"\1 2s", build_rules.build(), flags=re.M))
+    start_prometheus(processes, tmp_path, [{"job_name": "fabricmon-fabric", "static_configs": [
+        {"targets": [f"127.0.0.1:{port}"]}]}], rule_files=[rules], alertmanager_port=am)
+    page = wait_until(lambda: webhook.find("firing", alertname="FabricmonFabricPortDegraded", switch="leaf03"), 45,
+                      "FabricmonFabricPortDegraded for leaf03 at the webhook")
+    assert page["labels"]["port"] == "5" and page["labels"]["remote_name"] == "spine02"
+    assert page["annotations"]["jobs"] == "1 (root/llm-pretrain)"      # docs/jobs.md shows this alert

@@ -76,7 +76,8 @@
   var shown = "";          // the snapshot and expanded groups the live part shows
   function refresh() {
     var ex = state.expand.join(",");
-    var q = "/?part=live" + (ex ? "&expand=" + encodeURIComponent(ex) : "");
+    var job = new URLSearchParams(location.search).get("job");      // a job's footprint (/?job=<id>)
+    var q = "/?part=live" + (ex ? "&expand=" + encodeURIComponent(ex) : "") + (job ? "&job=" + encodeURIComponent(job) : "");
     return fetch(q, {cache: "no-store"}).then(function (r) {
       if (!r.ok) throw new Error(r.status);
       var snap = r.headers.get("X-Fabricmon-Snapshot") || "";

@@ -1,0 +1,263 @@
+"""A real Slurm cluster on one machine, for tests and demos (Debian `slurm-wlm` and `munge`).
+
+    with SimSlurm(["node01", "node02"], tmp_path) as slurm:
+        job = slurm.submit("train", ["node01", "node02"])
+        slurm.wait_state(job, "RUNNING")
+        subprocess.run(["squeue"], env=slurm.env())
+
+Everything lives under `workdir`: a munge key generated for this cluster (1,024 random bytes,
+mode 400) and its own `munged` socket, `slurm.conf`, the controller's state, one spool
+directory per node (`SlurmdSpoolDir=<workdir>/spool/%n`) and the logs. `slurmctld` and one
+`slurmd -N <name>` per node run in the foreground (`-D`) on 127.0.0.1, each on a free port of
+its own, so several clusters can run side by side; name the nodes after the ibsim hosts and a
+job lands "on" a simulated host. Every wait is bounded. `stop()` cancels the jobs, waits for
+them to end (a running job keeps its slurmstepd alive), then stops the slurmds, slurmctld and
+munged by their PIDs; it is registered with atexit too.
+
+In a container `ProctrackType=proctrack/linuxproc`, `TaskPlugin=task/none` and
+`SlurmUser=root` work; the harness must run as root (slurmd switches to the job's user).
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import shutil
+import socket
+import subprocess
+import time
+from pathlib import Path
+
+from fabricmon.parsers.slurm import SQUEUE_FORMAT, parse_squeue
+from fabricmon.sim.fabric import _pdeathsig_fn, _stop_process, _tail
+
+PROGRAMS = ("munged", "slurmctld", "slurmd", "sbatch", "squeue", "scancel", "scontrol", "sinfo")
+
+
+def tools_available() -> tuple[bool, str]:
+    """(ok, why not): the Slurm and munge programs are installed and we are root."""
+    missing = [p for p in PROGRAMS if shutil.which(p) is None and not os.path.exists(f"/usr/sbin/{p}")]
+    if missing:
+        return False, f"Slurm/munge not installed (missing {', '.join(missing)}; apt install slurm-wlm munge)"
+    if os.geteuid() != 0:
+        return False, "the Slurm harness needs root (slurmd runs jobs as their user)"
+    return True, ""
+
+
+def _program(name: str) -> str:
+    return shutil.which(name) or f"/usr/sbin/{name}"
+
+
+def free_ports(n: int) -> list[int]:
+    """n distinct free TCP ports on 127.0.0.1 (bound, read, closed)."""
+    socks, ports = [], []
+    try:
+        for _ in range(n):
+            s = socket.socket()
+            s.bind(("127.0.0.1", 0))
+            socks.append(s)
+            ports.append(s.getsockname()[1])
+    finally:
+        for s in socks:
+            s.close()
+    return ports
+
+
+class SlurmError(RuntimeError):
+    pass
+
+
+class SimSlurm:
+    def __init__(self, nodes: list[str], workdir: Path, cluster: str = "fabricmon") -> None:
+        if not nodes:
+            raise ValueError("SimSlurm needs at least one node")
+        self.nodes = list(nodes)
+        self.dir = Path(workdir).absolute()
+        self.cluster = cluster
+        self.conf = self.dir / "slurm.conf"
+        self.munge_socket = self.dir / "munge" / "munge.socket"
+        self.munged: subprocess.Popen | None = None
+        self.slurmctld: subprocess.Popen | None = None
+        self.slurmds: dict[str, subprocess.Popen] = {}
+        self.ctld_port = 0
+        self.node_ports: dict[str, int] = {}
+        self._started = False
+
+    # --- environment ------------------------------------------------------------------
+    def env(self) -> dict[str, str]:
+        """The environment for Slurm clients (and fabricmon) to use this cluster."""
+        return {**os.environ, "SLURM_CONF": str(self.conf)}
+
+    def spool_dir(self, node: str) -> Path:
+        return self.dir / "spool" / node
+
+    def run(self, argv: list[str], timeout: float = 15.0, check: bool = True) -> subprocess.CompletedProcess:
+        res = subprocess.run([_program(argv[0]), *argv[1:]], env=self.env(), capture_output=True, text=True,
+                             timeout=timeout)
+        if check and res.returncode != 0:
+            raise SlurmError(f"{' '.join(argv)}: exit {res.returncode}: {res.stderr.strip()[:500]}")
+        return res
+
+    # --- start ------------------------------------------------------------------------
+    def _popen(self, argv: list[str], log: Path) -> subprocess.Popen:
+        with open(log, "ab") as out:
+            return subprocess.Popen([_program(argv[0]), *argv[1:]], stdin=subprocess.DEVNULL, stdout=out,
+                                    stderr=subprocess.STDOUT, env=self.env(), cwd=self.dir,
+                                    start_new_session=True, preexec_fn=_pdeathsig_fn())
+
+    def _write_conf(self) -> None:
+        host = socket.gethostname()
+        lines = [
+            f"ClusterName={self.cluster}",
+            f"SlurmctldHost={host}(127.0.0.1)",
+            f"SlurmctldPort={self.ctld_port}",
+            "SlurmUser=root", "SlurmdUser=root",
+            "AuthType=auth/munge", "CredType=cred/munge",
+            f"AuthInfo=socket={self.munge_socket}",
+            f"StateSaveLocation={self.dir / 'state'}",
+            f"SlurmdSpoolDir={self.dir / 'spool'}/%n",
+            f"SlurmctldPidFile={self.dir / 'slurmctld.pid'}",
+            f"SlurmdPidFile={self.dir / 'run'}/slurmd-%n.pid",
+            f"SlurmctldLogFile={self.dir / 'log' / 'slurmctld.log'}",
+            f"SlurmdLogFile={self.dir / 'log'}/slurmd-%n.log",
+            "ProctrackType=proctrack/linuxproc", "TaskPlugin=task/none",
+            "JobAcctGatherType=jobacct_gather/none", "AccountingStorageType=accounting_storage/none",
+            "JobCompType=jobcomp/none", "SchedulerType=sched/builtin", "SelectType=select/linear",
+            "MpiDefault=none", "ReturnToService=2", "SlurmctldTimeout=10", "SlurmdTimeout=30",
+            "InactiveLimit=0", "MinJobAge=2", "KillWait=2", "MessageTimeout=5",
+            "SlurmctldParameters=enable_configless",
+        ]
+        for n in self.nodes:
+            lines.append(f"NodeName={n} NodeHostname={host} NodeAddr=127.0.0.1 Port={self.node_ports[n]} "
+                         f"CPUs=1 State=UNKNOWN")
+        lines.append(f"PartitionName=all Nodes={','.join(self.nodes)} Default=YES MaxTime=INFINITE State=UP")
+        self.conf.write_text("\n".join(lines) + "\n")
+
+    def start(self, timeout: float = 30.0) -> SimSlurm:
+        ok, why = tools_available()
+        if not ok:
+            raise SlurmError(why)
+        for sub in ("munge", "state", "spool", "log", "run"):
+            (self.dir / sub).mkdir(parents=True, exist_ok=True)
+        # munged wants its socket's directories searchable by all; --force lets it run below a
+        # private parent (pytest's tmp_path), which only root's jobs use here
+        os.chmod(self.dir / "munge", 0o755)
+        key = self.dir / "munge" / "munge.key"
+        key.write_bytes(os.urandom(1024))
+        os.chmod(key, 0o400)
+        ports = free_ports(1 + len(self.nodes))
+        self.ctld_port, self.node_ports = ports[0], dict(zip(self.nodes, ports[1:]))
+        self._write_conf()
+        self._started = True
+        atexit.register(self.stop)
+        m = self.dir / "munge"
+        self.munged = self._popen(["munged", "-F", "--force", f"--socket={self.munge_socket}", f"--key-file={key}",
+                                   f"--pid-file={m / 'munged.pid'}",
+                                   f"--seed-file={m / 'munged.seed'}", "--num-threads=2"], m / "munged.out")
+        self._wait(lambda: self.munge_socket.exists(), 10.0, "munged socket", m / "munged.out")
+        self.start_controller(timeout)
+        for n in self.nodes:
+            self.slurmds[n] = self._popen(["slurmd", "-D", "-f", str(self.conf), "-N", n],
+                                          self.dir / "log" / f"slurmd-{n}.out")
+        self._wait(self._all_idle, timeout, "every node idle", self.dir / "log" / "slurmctld.log")
+        return self
+
+    def start_controller(self, timeout: float = 30.0) -> None:
+        """Start slurmctld (again, after stop_controller); returns once it answers."""
+        self.slurmctld = self._popen(["slurmctld", "-D", "-f", str(self.conf)], self.dir / "log" / "slurmctld.out")
+        self._wait(lambda: self.run(["sinfo", "-h"], check=False, timeout=10).returncode == 0, timeout,
+                   "slurmctld answering", self.dir / "log" / "slurmctld.log")
+
+    def stop_controller(self) -> None:
+        """Stop slurmctld by its PID (the slurmds and their jobs keep running)."""
+        _stop_process(self.slurmctld, grace=10.0)
+        self.slurmctld = None
+
+    def _all_idle(self) -> bool:
+        res = self.run(["sinfo", "-h", "-N", "-o", "%N %t"], check=False, timeout=10)
+        states = dict(line.split() for line in res.stdout.splitlines() if len(line.split()) == 2)
+        return res.returncode == 0 and all(states.get(n) == "idle" for n in self.nodes)
+
+    def _wait(self, pred, timeout: float, what: str, log: Path) -> None:
+        end = time.monotonic() + timeout
+        while not pred():
+            for name, proc in (("munged", self.munged), ("slurmctld", self.slurmctld), *self.slurmds.items()):
+                if proc is not None and proc.poll() is not None:
+                    raise SlurmError(f"{name} exited ({proc.returncode}) waiting for {what}:\n{_tail(log)}")
+            if time.monotonic() > end:
+                raise SlurmError(f"timed out after {timeout:g}s waiting for {what}:\n{_tail(log)}")
+            time.sleep(0.2)
+
+    # --- jobs -------------------------------------------------------------------------
+    def submit(self, name: str, nodes: list[str], seconds: int = 600) -> str:
+        """A batch job on exactly these nodes running `srun sleep <seconds>` (a step on every
+        node); returns its job id."""
+        res = self.run(["sbatch", "--parsable", "-J", name, "-N", str(len(nodes)), "-w", ",".join(nodes),
+                        "-o", "/dev/null", "--wrap", f"srun sleep {int(seconds)}"])
+        return res.stdout.strip().split(";")[0]
+
+    def jobs(self) -> dict[str, str]:
+        """job id -> state of every job slurmctld still knows."""
+        res = self.run(["squeue", "--noheader", "--states=all", f"--format={SQUEUE_FORMAT}"], check=False)
+        return {j.job_id: j.state for j in parse_squeue(res.stdout)[0]}
+
+    def steps_on(self, node: str) -> list[str]:
+        try:
+            return sorted(n for n in os.listdir(self.spool_dir(node)) if n.startswith(node + "_"))
+        except OSError:
+            return []
+
+    def wait_running(self, job: str, timeout: float = 30.0) -> None:
+        """Until the job runs and its `srun` step is up on every node it has (a step socket each)."""
+        def running() -> bool:
+            got = parse_squeue(self.run(["squeue", "--noheader", "-j", job, "--states=all",
+                                         f"--format={SQUEUE_FORMAT}"], check=False).stdout)[0]
+            return bool(got) and got[0].state == "RUNNING" and all(
+                f"{n}_{job}.0" in self.steps_on(n) for n in got[0].nodes)
+        self._wait(running, timeout, f"job {job} running", self.dir / "log" / "slurmctld.log")
+
+    def cancel(self, job: str, timeout: float = 30.0) -> None:
+        """scancel the job and wait until no step socket of it is left on any node."""
+        self.run(["scancel", job], check=False)
+
+        def gone() -> bool:
+            return not any(f"_{job}." in s for n in self.nodes for s in self.steps_on(n))
+        self._wait(gone, timeout, f"job {job} ended", self.dir / "log" / "slurmctld.log")
+
+    # --- stop -------------------------------------------------------------------------
+    def stop(self) -> None:
+        if not self._started:
+            return
+        self._started = False
+        try:
+            atexit.unregister(self.stop)
+        except Exception:       # pragma: no cover
+            pass
+        if self.slurmctld is not None and self.slurmctld.poll() is None:
+            try:
+                self.run(["scancel", "--full", "--partition=all"], check=False, timeout=10)
+                end = time.monotonic() + 20
+                while time.monotonic() < end and any(self.steps_on(n) for n in self.nodes):
+                    time.sleep(0.2)
+            except (subprocess.SubprocessError, OSError):
+                pass
+        for proc in self.slurmds.values():
+            _stop_process(proc, grace=10.0)
+        self.slurmds = {}
+        _stop_process(self.slurmctld, grace=10.0)
+        self.slurmctld = None
+        _stop_process(self.munged, grace=5.0)
+        self.munged = None
+
+    def __enter__(self) -> SimSlurm:
+        try:
+            return self.start()
+        except BaseException:
+            self.stop()
+            raise
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+__all__ = ["SimSlurm", "SlurmError", "free_ports", "tools_available"]

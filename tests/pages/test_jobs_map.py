@@ -1,0 +1,79 @@
+"""Which jobs a fabric finding hurts (pipeline.jobs.JobMap) on a 3-level director core, and the
+map's job footprint and switch details, built from records by the real FabricModel."""
+
+from __future__ import annotations
+
+from fabric_snap import ibnetdiscover_text
+
+from fabricmon.checks import CRITICAL, Finding
+from fabricmon.config import from_dict
+from fabricmon.model.fabric import FabricPort, build_topology
+from fabricmon.model.snapshot import BuildStats, Snapshot, SourceState
+from fabricmon.pages import fabric_map
+from fabricmon.parsers.ibnetdiscover import parse_ibnetdiscover
+from fabricmon.parsers.slurm import ClusterJobsData, SlurmJob
+from fabricmon.pipeline.fabric import FabricModel
+from fabricmon.pipeline.jobs import FabricJobs, JobMap
+from fabricmon.sim.fabric import director_netfile
+
+# leaf01 and leaf03 sit below core/L01 and L02; leaf02 and leaf04 below L03 and L04; S01, S02 above all
+JOBS = ClusterJobsData(jobs=[
+    SlurmJob("10", "ann", "RUNNING", ("host01", "host05"), "pod-local"),     # leaf01 + leaf03: below L01/L02
+    SlurmJob("11", "bob", "RUNNING", ("host02", "host03"), "cross-core"),    # leaf01 + leaf02: over the spines
+    SlurmJob("12", "cy", "RUNNING", ("host02",), "one-host"),                # leaf01 only
+    SlurmJob("13", "di", "RUNNING", ("host07", "gpu-elsewhere"), "half-here"),
+])
+
+
+def topo_and_map():
+    topo = build_topology(parse_ibnetdiscover(ibnetdiscover_text(
+        director_netfile(leaves=4, hosts_per_leaf=2, lines=4, spines=2))), 1.0)
+    return topo, JobMap.build(topo, JOBS), {sw.name: g for g, sw in topo.switches.items()}
+
+
+def test_each_kind_of_finding_names_only_the_jobs_it_can_hurt() -> None:
+    topo, m, g = topo_and_map()
+    ports = topo.ports
+
+    def port_to(sw: str, remote: str) -> int:
+        return next(p for (gg, p), info in ports.items() if gg == g[sw] and info.link is not None
+                    and info.link.remote_name.startswith(remote))
+    assert m.jobs_for(g["leaf01"], port_to("leaf01", "host02"), ports) == {"11", "12"}      # the host's jobs
+    assert m.jobs_for(g["leaf01"], port_to("leaf01", "core/L01"), ports) == {"10", "11"}    # an uplink
+    assert m.jobs_for(g["leaf01"], None, ports) == {"10", "11"}        # a whole-leaf (ECMP, uplinks) finding
+    assert m.jobs_for(g["core/L01"], None, ports) == {"10", "11"}
+    assert m.jobs_for(g["core/L03"], None, ports) == {"11"}
+    assert m.jobs_for(g["core/L01"], port_to("core/L01", "leaf03"), ports) == {"10"}        # down to leaf03
+    assert m.jobs_for(g["core/S01"], None, ports) == {"11"}            # pod-local traffic never reaches a spine
+    assert m.jobs_for("ffff", None, ports) == set()
+    assert m.unmapped == 1                                              # gpu-elsewhere is not on this fabric
+
+
+def test_job_switches_metric_map_footprint_and_switch_details() -> None:
+    cfg = from_dict({"slurm": {"max_job_switch_series": 13}}, check_paths=False)
+    topo, _, g = topo_and_map()
+    model = FabricModel(cfg, clock=lambda: 5.0)
+    states = {"slurm_jobs": SourceState("slurm_jobs", True, 1, 1, records=ClusterJobsData, up=True, ran=True,
+                                        data=JOBS, data_time=2.0)}
+    sec = model.build({}, (True, True))[0]["fabric"]
+    sec.switches, sec.levels = dict(topo.switches), dict(topo.levels)
+    for key, info in topo.ports.items():
+        sec.ports[key] = FabricPort(key[0], key[1], info.role, info.link, up=info.up)
+    finding = Finding("ecmp_imbalance", g["core/S01"], None, CRITICAL, "polarised")
+    jobs, out = FabricJobs(cfg.slurm.max_job_switch_series).apply(states, sec, topo, [finding])
+    assert [j.job_id for j in out[0].jobs] == ["11"]
+    assert set(jobs.switches["10"]) == {g["leaf01"], g["leaf03"], g["core/L01"], g["core/L02"]}
+    assert set(jobs.switches["12"]) == {g["leaf01"]}
+    assert len(jobs.switches["11"]) == 8                   # both leaves, the four line cards, both spines
+    # bounded by slurm.max_job_switch_series: 4 + 8 + 1 pairs exported, job 13 counted instead
+    assert "13" not in jobs.switches and jobs.dropped_series == 1
+
+    snap = Snapshot(time=6.0, findings=out, sources={}, builds=BuildStats(), fabric=sec, jobs=jobs)
+    html = fabric_map.live(snap, {"job": "10"})
+    assert 'data-footprint="10"' in html and 'data-known="1"' in html
+    assert html.count('data-in-job="1"') >= 4
+    assert f'data-job-switch="{g["core/S01"]}"' not in html
+    assert 'data-footprint="99" data-known="0"' in fabric_map.live(snap, {"job": "99"})
+    detail = fabric_map.switch(snap, {"guid": g["core/S01"]})
+    assert 'data-switch-jobs="1"' in detail and 'href="/?job=11"' in detail
+    assert 'href="/?job=11"' in fabric_map.live(snap, {})            # the findings table links the job

@@ -1,0 +1,43 @@
+"""The Slurm harness (fabricmon.sim.slurm): a real slurmctld and one slurmd per simulated host on
+127.0.0.1; jobs land on the named nodes, leave their step sockets in that node's spool
+directory, and everything stops by PID."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from fabricmon.parsers.slurm import SQUEUE_FORMAT, expand_hostlist, parse_squeue, step_jobs
+
+
+@pytest.fixture
+def slurm(sim_slurm):
+    return sim_slurm(["node01", "node02", "node03"])
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().split(")")[-1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def test_jobs_land_on_named_nodes_and_stop(slurm):
+    two = slurm.submit("two-nodes", ["node01", "node02"])
+    one = slurm.submit("one-node", ["node03"])
+    slurm.wait_running(two)
+    slurm.wait_running(one)
+    out = slurm.run(["squeue", "--noheader", f"--format={SQUEUE_FORMAT}"]).stdout
+    jobs = {j.job_id: j for j in parse_squeue(out)[0]}
+    assert jobs[two].nodes == ("node01", "node02") and jobs[one].nodes == ("node03",)
+    nodelist = slurm.run(["squeue", "--noheader", "-j", two, "--format=%N"]).stdout.strip()
+    assert expand_hostlist(nodelist) == slurm.run(["scontrol", "show", "hostnames", nodelist]).stdout.split()
+    assert step_jobs(os.listdir(slurm.spool_dir("node01")), "node01") == [two]
+    assert step_jobs(os.listdir(slurm.spool_dir("node03")), "node03") == [one]
+    slurm.cancel(two)
+    assert step_jobs(os.listdir(slurm.spool_dir("node01")), "node01") == []
+    pids = [p.pid for p in (slurm.munged, slurm.slurmctld, *slurm.slurmds.values())]
+    slurm.stop()
+    assert not any(_alive(p) for p in pids)
