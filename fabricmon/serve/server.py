@@ -450,9 +450,9 @@ class MetricsServer:
             pass
 
     def _drop(self, conn: _Conn, kind: str | None, detail: str = "") -> None:
-        self._close(conn)
         if kind is not None:
             self.errors.record(kind, detail, conn.peer)
+        self._close(conn)
 
     def _watch(self, conn: _Conn, events: int) -> None:
         if conn.events != events:
@@ -573,6 +573,8 @@ class MetricsServer:
             conn.phase, conn.request = IDLE, None
             conn.deadline = time.monotonic() + self.cfg.idle_timeout
             conn.events = selectors.EVENT_READ
+            with self._lock:
+                self._conns[conn] = None
             try:
                 self._sel.register(conn.sock, selectors.EVENT_READ, conn)
             except (ValueError, OSError):
