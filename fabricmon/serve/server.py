@@ -413,6 +413,8 @@ class MetricsServer:
                 sock.close()
                 continue
             sock.setblocking(False)
+            if sock.family != socket.AF_UNIX:
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)     # head and body are two writes
             now = time.monotonic()
             if self.ssl is not None:
                 try:
@@ -639,8 +641,9 @@ class MetricsServer:
             lines.append(f"{k}: {v}")
         lines.append(f"Content-Length: {len(body)}")
         lines.append("Connection: keep-alive" if keep else "Connection: close")
-        data = ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + (b"" if head_only else body)
-        conn.sock.sendall(data)
+        conn.sock.sendall(("\r\n".join(lines) + "\r\n\r\n").encode("latin-1"))
+        if body and not head_only:
+            conn.sock.sendall(body)      # never head + body: a copy of a 17 MB exposition per scrape
         if self.cfg.access_log:
             log.info("http request", peer=conn.peer, method=req.method, path=req.target[:200], status=code,
                      bytes=0 if head_only else len(body), duration_ms=round((time.monotonic() - t0) * 1000, 2))
