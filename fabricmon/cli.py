@@ -88,9 +88,6 @@ def _web_config(args: argparse.Namespace, cfg: Config) -> Config:
         return cfg
     if not Path(path).is_file():
         raise UsageError(f"bad --web.config.file {path!r}: not a readable file")
-    if cfg.tls.cert_file:
-        raise ConfigError("server.tls", "set TLS in one place: server.tls or the web config file's "
-                                        "tls_server_config, not both")
     return dataclasses.replace(cfg, serve=dataclasses.replace(cfg.serve, web_config_file=path))
 
 

@@ -524,9 +524,6 @@ def _serve(server: dict[str, Any], check_paths: bool) -> ServeConfig:
         web = _string(web, "server.web_config_file")
         if check_paths and not Path(web).is_file():
             raise ConfigError("server.web_config_file", f"{web} is not a readable file")
-        if server.get("tls"):
-            raise ConfigError("server.tls", "set TLS in one place: server.tls or the web config file's "
-                                            "tls_server_config, not both")
         kw["web_config_file"] = web
     if "unauthenticated_paths" in server:
         paths = server["unauthenticated_paths"]

@@ -44,7 +44,7 @@ class Daemon:
         self.config = config
         self.pipeline = pipeline if pipeline is not None else Pipeline(config, io)
         self.expo = Exposition()
-        web = webconfig.load(config.serve.web_config_file) if config.serve.web_config_file else None
+        web = webconfig.for_config(config)
         raise_fd_limit()
         self.server = MetricsServer(address or config.address, config.port if port is None else port,
                                     self.expo, config.tls, serve=config.serve, web=web)

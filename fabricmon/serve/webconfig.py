@@ -19,7 +19,7 @@ from typing import Any
 
 import yaml
 
-from fabricmon.config import ConfigError, TLSConfig
+from fabricmon.config import Config, ConfigError, TLSConfig
 
 KEY = "server.web_config_file"
 TLS_VERSIONS = {"TLS10": ssl.TLSVersion.TLSv1, "TLS11": ssl.TLSVersion.TLSv1_1,
@@ -164,6 +164,18 @@ def load(path: str, check_paths: bool = True) -> WebConfig:
     return from_dict(raw or {}, path, check_paths)
 
 
+def for_config(cfg: Config) -> WebConfig | None:
+    """The web config a daemon serves with (None: none configured). TLS is set in one place:
+    server.tls or the file's tls_server_config, not both."""
+    if not cfg.serve.web_config_file:
+        return None
+    web = load(cfg.serve.web_config_file)
+    if web.tls is not None and cfg.tls.cert_file:
+        raise ConfigError("server.tls", "set TLS in one place: server.tls or the web config file's "
+                                        "tls_server_config, not both")
+    return web
+
+
 def from_tls_keys(tls: TLSConfig) -> TLSSettings | None:
     """The older `server.tls` keys, mapped onto the same settings (a client CA requires and
     verifies client certificates, as it always did)."""
@@ -219,4 +231,4 @@ class BasicAuth:
         return ok
 
 
-__all__ = ["BasicAuth", "TLSSettings", "WebConfig", "from_dict", "from_tls_keys", "load"]
+__all__ = ["BasicAuth", "TLSSettings", "WebConfig", "for_config", "from_dict", "from_tls_keys", "load"]

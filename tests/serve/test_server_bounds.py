@@ -252,8 +252,7 @@ def test_server_keys_in_fabricmon_yml(tmp_path: Path) -> None:
                                         "access_log": True, "unauthenticated_paths": ["/healthz", "/"]}})
     assert cfg.serve.web_config_file == str(web) and cfg.serve.max_connections == 64
     assert cfg.serve.unauthenticated_paths == ("/healthz", "/") and cfg.serve.access_log
-    for bad, key in ((({"web_config_file": str(web), "tls": {"cert_file": str(web), "key_file": str(web)}}), "server.tls"),
-                     ({"web_config_file": str(tmp_path / "nope.yml")}, "server.web_config_file"),
+    for bad, key in (({"web_config_file": str(tmp_path / "nope.yml")}, "server.web_config_file"),
                      ({"max_connections": 2}, "server.max_connections"),
                      ({"unauthenticated_paths": "healthz"}, "server.unauthenticated_paths"),
                      ({"access_log": "yes"}, "server.access_log"),
@@ -261,6 +260,15 @@ def test_server_keys_in_fabricmon_yml(tmp_path: Path) -> None:
         with pytest.raises(ConfigError) as exc:
             fconfig.from_dict({"server": bad})
         assert exc.value.key == key
+    # TLS in one place: server.tls with a web config that has tls_server_config is an error,
+    # with one that has only basic_auth_users it is not
+    both = fconfig.from_dict({"server": {"web_config_file": str(web), "tls": {"cert_file": str(web),
+                                                                                 "key_file": str(web)}}})
+    assert webconfig.for_config(both).tls is None
+    web.write_text(f"tls_server_config:\n  cert_file: {web}\n  key_file: {web}\n")
+    with pytest.raises(ConfigError) as exc:
+        webconfig.for_config(both)
+    assert exc.value.key == "server.tls"
 
 
 def test_basic_auth_checks(tmp_path: Path) -> None:
@@ -277,3 +285,18 @@ def test_basic_auth_checks(tmp_path: Path) -> None:
     assert auth.check(hdr("upw")) is False
     assert auth.check("Bearer x") is False and auth.check(None) is False
     assert auth.check("Basic ####") is False
+
+
+def test_run_refuses_a_bad_web_config_with_exit_2(tmp_path: Path) -> None:
+    import subprocess
+    web = tmp_path / "web.yml"
+    web.write_text("tls_server_config:\n  cert_file: s.crt\n  key_file: s.key\n  min_version: TLS1.2\n")
+    (tmp_path / "s.crt").write_text("x")
+    (tmp_path / "s.key").write_text("x")
+    cfg = tmp_path / "f.yml"
+    cfg.write_text("server: {address: 127.0.0.1, port: 0}\nsources: {sysfs: {enabled: false}}\n")
+    for arg, msg in ((str(tmp_path / "nope.yml"), "bad --web.config.file"),
+                     (str(web), "server.web_config_file: tls_server_config.min_version")):
+        res = subprocess.run([sys.executable, "-m", "fabricmon", "run", "--config", str(cfg), "--web.config.file", arg],
+                             capture_output=True, text=True, timeout=60)
+        assert res.returncode == 2 and msg in res.stderr, res.stderr
