@@ -13,7 +13,9 @@ greedy client costs its own connection and nothing else:
   it stays for the sources); when full, the oldest connection still waiting for its request is
   closed for the new one, so a scrape that sends its request at once always gets in;
 - complete requests go to two bounded pools: pages (`/`) to their own, so they can never take
-  the handler /metrics and /healthz need; a full pool answers 503 at once;
+  the handler /metrics and /healthz need; a full pool answers 503 at once; a handler makes the
+  answer and the loop sends it, non-blocking, within `write_timeout`: a client that reads slowly
+  holds its own connection, never a handler;
 - a client that hangs up, times out or fails its TLS handshake is one count in
   fabricmon_http_errors_total{kind} and at most one log line per kind per minute, never a
   traceback; an optional access log (one structured line per request).
@@ -219,11 +221,12 @@ def parse_head(head: bytes) -> Request:
     return Request(method, target, version, headers, length, keep)
 
 
-HANDSHAKE, HEAD, BODY, IDLE = "handshake", "head", "body", "idle"
+HANDSHAKE, HEAD, BODY, WRITE, IDLE = "handshake", "head", "body", "write", "idle"
+WRITE_CHUNK = 256 << 10    # per send; at most 4 per connection per loop turn
 
 
 class _Conn:
-    __slots__ = ("sock", "peer", "buf", "phase", "deadline", "served", "request", "events")
+    __slots__ = ("sock", "peer", "buf", "phase", "deadline", "served", "request", "events", "out", "keep")
 
     def __init__(self, sock: socket.socket, peer: str, phase: str, deadline: float):
         self.sock = sock
@@ -234,6 +237,8 @@ class _Conn:
         self.served = 0
         self.request: Request | None = None
         self.events = selectors.EVENT_READ
+        self.out: collections.deque[memoryview] = collections.deque()     # the answer still to send
+        self.keep = False
 
 
 class _Pool:
@@ -433,7 +438,7 @@ class MetricsServer:
     def _evict(self) -> bool:
         """Close the oldest connection still waiting for its request, for a new one."""
         with self._lock:
-            victim = next(iter(self._conns), None)
+            victim = next((c for c in self._conns if c.phase != WRITE), None)
         if victim is None:
             return False
         self._drop(victim, "evicted", "connection limit reached")
@@ -462,6 +467,9 @@ class MetricsServer:
             self._sel.modify(conn.sock, events, conn)
 
     def _ready(self, conn: _Conn) -> None:
+        if conn.phase == WRITE:
+            self._write(conn)
+            return
         if conn.phase == HANDSHAKE:
             try:
                 conn.sock.do_handshake()
@@ -563,7 +571,8 @@ class MetricsServer:
         self._drop(conn, "busy", "handler queue full")
 
     def _take_back(self) -> None:
-        """Keep-alive connections a handler finished with: idle until their next request."""
+        """Answers the handlers made: the loop writes them (non-blocking, under write_timeout),
+        so a client that reads slowly holds its connection, never a handler."""
         while True:
             try:
                 conn = self._returned.popleft()
@@ -572,18 +581,49 @@ class MetricsServer:
             if self._stopping:
                 self._close(conn)
                 continue
-            conn.phase, conn.request = IDLE, None
-            conn.deadline = time.monotonic() + self.cfg.idle_timeout
-            conn.events = selectors.EVENT_READ
+            conn.phase = WRITE
+            conn.deadline = time.monotonic() + self.cfg.write_timeout
+            conn.events = selectors.EVENT_WRITE
             with self._lock:
                 self._conns[conn] = None
             try:
-                self._sel.register(conn.sock, selectors.EVENT_READ, conn)
+                self._sel.register(conn.sock, selectors.EVENT_WRITE, conn)
             except (ValueError, OSError):
                 self._close(conn)
                 continue
-            if conn.buf or (isinstance(conn.sock, ssl.SSLSocket) and conn.sock.pending()):
-                self._ready(conn)
+            self._write(conn)
+
+    def _write(self, conn: _Conn) -> None:
+        for _ in range(4):                  # bounded: the loop serves everyone a little at a time
+            if not conn.out:
+                break
+            buf = conn.out[0]
+            try:
+                n = conn.sock.send(buf[:WRITE_CHUNK])
+            except (BlockingIOError, InterruptedError, ssl.SSLWantWriteError):
+                self._watch(conn, selectors.EVENT_WRITE)
+                return
+            except ssl.SSLWantReadError:
+                self._watch(conn, selectors.EVENT_READ)
+                return
+            except (OSError, ssl.SSLError) as exc:
+                self._drop(conn, "disconnect", str(exc) or type(exc).__name__)
+                return
+            if n >= len(buf):
+                conn.out.popleft()
+            else:
+                conn.out[0] = buf[n:]
+        if conn.out:
+            self._watch(conn, selectors.EVENT_WRITE)
+            return
+        if not conn.keep or self._stopping:
+            self._close(conn)
+            return
+        conn.phase, conn.request = IDLE, None
+        conn.deadline = time.monotonic() + self.cfg.idle_timeout
+        self._watch(conn, selectors.EVENT_READ)
+        if conn.buf or (isinstance(conn.sock, ssl.SSLSocket) and conn.sock.pending()):
+            self._ready(conn)               # a pipelined request, already read
 
     def _sweep(self, now: float) -> None:
         if self._paused_until and now >= self._paused_until:
@@ -594,60 +634,51 @@ class MetricsServer:
         for c in late:
             if c.phase == IDLE:
                 self._close(c)               # an idle keep-alive connection: closed quietly
+            elif c.phase == WRITE:
+                self._drop(c, "timeout", f"answer not taken within {self.cfg.write_timeout:g}s")
             else:
                 what = "TLS handshake" if c.phase == HANDSHAKE else "request head"
                 self._drop(c, "timeout", f"no complete {what} within {self.cfg.header_timeout:g}s")
 
-    # --- the handlers -------------------------------------------------------------------------
+    # --- the handlers: they make the answer, the loop sends it ----------------------------------
 
     def _handle(self, conn: _Conn) -> None:
-        keep = False
         try:
-            conn.sock.settimeout(self.cfg.write_timeout)
-            keep = self._respond(conn)
-        except (TimeoutError, socket.timeout) as exc:
-            self.errors.record("timeout", f"answer not taken within {self.cfg.write_timeout:g}s: {exc}", conn.peer)
-        except (OSError, ssl.SSLError) as exc:       # hung up, reset, broken pipe
-            self.errors.record("disconnect", str(exc) or type(exc).__name__, conn.peer)
-        except Exception as exc:         # a bug answers nothing more on this connection, never a traceback flood
+            self._answer(conn)
+        except Exception as exc:         # a bug closes this connection, never a traceback flood
             log.error("request handling failed", peer=conn.peer, error=f"{type(exc).__name__}: {exc}")
+            conn.out.clear()
+            conn.keep = False
         finally:
             with self._lock:
                 self._busy -= 1
-            if keep and not self._stopping:
-                try:
-                    conn.sock.setblocking(False)
-                except OSError:
-                    keep = False
-            if keep and not self._stopping:
-                self._returned.append(conn)
-                self._wake()
-            else:
-                try:
-                    conn.sock.close()
-                except OSError:
-                    pass
+            self._returned.append(conn)
+            self._wake()
 
-    def _respond(self, conn: _Conn) -> bool:
+    def _answer(self, conn: _Conn) -> None:
         req = conn.request
         assert req is not None
         t0 = time.monotonic()
-        conn.served += 1
-        code, body, headers = self._route(req)
+        try:
+            code, body, headers = self._route(req)
+        except Exception as exc:         # a bug answers 500 on this connection
+            log.error("request handling failed", peer=conn.peer, error=f"{type(exc).__name__}: {exc}")
+            code, body, headers = 500, b"fabricmon: internal error (see the log)\n", {"Content-Type": TEXT}
         head_only = req.method == "HEAD"
-        keep = req.keep_alive and (code < 500 or code == 503)
+        conn.keep = req.keep_alive and (code < 500 or code == 503)
         lines = [f"HTTP/1.1 {code} {REASONS.get(code, 'Error')}", "Server: fabricmon"]
         for k, v in {**self.web.headers, **headers}.items():
             lines.append(f"{k}: {v}")
         lines.append(f"Content-Length: {len(body)}")
-        lines.append("Connection: keep-alive" if keep else "Connection: close")
-        conn.sock.sendall(("\r\n".join(lines) + "\r\n\r\n").encode("latin-1"))
+        lines.append("Connection: keep-alive" if conn.keep else "Connection: close")
+        conn.out.clear()
+        conn.out.append(memoryview(("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")))
         if body and not head_only:
-            conn.sock.sendall(body)      # never head + body: a copy of a 17 MB exposition per scrape
+            conn.out.append(memoryview(body))       # the cached bytes themselves, never a copy
+        conn.served += 1
         if self.cfg.access_log:
             log.info("http request", peer=conn.peer, method=req.method, path=req.target[:200], status=code,
                      bytes=0 if head_only else len(body), duration_ms=round((time.monotonic() - t0) * 1000, 2))
-        return keep
 
     def _route(self, req: Request) -> tuple[int, bytes, dict[str, str]]:
         expo = self.expo

@@ -300,3 +300,27 @@ def test_run_refuses_a_bad_web_config_with_exit_2(tmp_path: Path) -> None:
         res = subprocess.run([sys.executable, "-m", "fabricmon", "run", "--config", str(cfg), "--web.config.file", arg],
                              capture_output=True, text=True, timeout=60)
         assert res.returncode == 2 and msg in res.stderr, res.stderr
+
+
+def test_clients_that_never_read_hold_their_connection_not_a_handler(serve):
+    s = serve(ServeConfig())
+    object.__setattr__(s, "cfg", ServeConfig(write_timeout=1.0))
+    big = b"# padding\n" * (3 << 20)                   # 30 MiB: more than the socket buffers take
+    s.expo.set(big, time.time())
+    readers = []
+    try:
+        for _ in range(3 * srvmod.SCRAPE_WORKERS):      # more than there are handlers
+            c = socket.create_connection(("127.0.0.1", s.port))
+            c.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+            c.sendall(b"GET /metrics HTTP/1.1\r\n\r\n")
+            readers.append(c)
+        time.sleep(0.3)
+        t0 = time.monotonic()
+        assert get(s.port, "/healthz")[0] == 200
+        assert time.monotonic() - t0 < 1.0
+        time.sleep(1.5)
+        assert s.errors.counts["timeout"] >= len(readers) - 2
+        assert s.open_connections <= 2
+    finally:
+        for c in readers:
+            c.close()
