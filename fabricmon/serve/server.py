@@ -13,8 +13,9 @@ greedy client costs its own connection and nothing else:
   it stays for the sources); when full, the oldest connection still waiting for its request is
   closed for the new one, so a scrape that sends its request at once always gets in;
 - complete requests go to two bounded pools: pages (`/`) to their own, so they can never take
-  the handler /metrics and /healthz need; a full pool answers 503 at once; a handler makes the
-  answer and the loop sends it, non-blocking, within `write_timeout`: a client that reads slowly
+  the handler /metrics and /healthz need; a full pool answers 503 at once; a handler sends its
+  answer while the client takes it (at most half a second, and 20 ms without progress ends it),
+  then the loop sends the rest, non-blocking, within `write_timeout`: a client that reads slowly
   holds its own connection, never a handler;
 - a client that hangs up, times out or fails its TLS handshake is one count in
   fabricmon_http_errors_total{kind} and at most one log line per kind per minute, never a
@@ -29,6 +30,7 @@ import gzip
 import json
 import queue
 import resource
+import select
 import selectors
 import socket
 import ssl
@@ -221,7 +223,9 @@ def parse_head(head: bytes) -> Request:
     return Request(method, target, version, headers, length, keep)
 
 
-HANDSHAKE, HEAD, BODY, WRITE, IDLE = "handshake", "head", "body", "write", "idle"
+HANDSHAKE, HEAD, BODY, WRITE, IDLE, DEAD = "handshake", "head", "body", "write", "idle", "dead"
+DIRECT_WRITE = 0.5       # seconds a handler sends an answer itself before the loop takes over,
+STALL_MS = 20            # or as soon as the client takes nothing for this many milliseconds
 WRITE_CHUNK = 256 << 10    # per send; at most 4 per connection per loop turn
 
 
@@ -578,11 +582,11 @@ class MetricsServer:
                 conn = self._returned.popleft()
             except IndexError:
                 return
-            if self._stopping:
+            if self._stopping or conn.phase == DEAD:
                 self._close(conn)
                 continue
             conn.phase = WRITE
-            conn.deadline = time.monotonic() + self.cfg.write_timeout
+            conn.deadline = time.monotonic() + self.cfg.write_timeout - DIRECT_WRITE
             conn.events = selectors.EVENT_WRITE
             with self._lock:
                 self._conns[conn] = None
@@ -676,9 +680,37 @@ class MetricsServer:
         if body and not head_only:
             conn.out.append(memoryview(body))       # the cached bytes themselves, never a copy
         conn.served += 1
+        self._send_direct(conn)
         if self.cfg.access_log:
             log.info("http request", peer=conn.peer, method=req.method, path=req.target[:200], status=code,
                      bytes=0 if head_only else len(body), duration_ms=round((time.monotonic() - t0) * 1000, 2))
+
+    def _send_direct(self, conn: _Conn) -> None:
+        """Send from the handler's own thread while the client takes the answer (Prometheus
+        does), for at most DIRECT_WRITE seconds and only while it keeps taking it; what is left,
+        the loop sends. A client that stops reading costs a handler STALL_MS, no more."""
+        deadline = time.monotonic() + DIRECT_WRITE
+        poller = select.poll()
+        poller.register(conn.sock, select.POLLOUT)
+        while conn.out:
+            buf = conn.out[0]
+            try:
+                n = conn.sock.send(buf[:4 * WRITE_CHUNK])
+            except (BlockingIOError, InterruptedError, ssl.SSLWantWriteError):
+                left = deadline - time.monotonic()
+                if left <= 0 or not poller.poll(min(STALL_MS, left * 1000)):
+                    return          # out of time, or the client stopped taking it: the loop goes on
+                continue
+            except ssl.SSLWantReadError:
+                return
+            except (OSError, ssl.SSLError) as exc:
+                self.errors.record("disconnect", str(exc) or type(exc).__name__, conn.peer)
+                conn.phase = DEAD
+                return
+            if n >= len(buf):
+                conn.out.popleft()
+            else:
+                conn.out[0] = buf[n:]
 
     def _route(self, req: Request) -> tuple[int, bytes, dict[str, str]]:
         expo = self.expo
