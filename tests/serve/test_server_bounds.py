@@ -324,3 +324,21 @@ def test_clients_that_never_read_hold_their_connection_not_a_handler(serve):
     finally:
         for c in readers:
             c.close()
+
+
+def test_http_errors_family_passes_promtool() -> None:
+    import shutil
+    import subprocess
+
+    from fabricmon.exporter import render
+    from fabricmon.model.snapshot import BuildStats, Snapshot
+    from helpers import unavailable
+    promtool = shutil.which("promtool")
+    if promtool is None:
+        unavailable("promtool not installed (apt-get install prometheus)")
+    snap = Snapshot(time=1.0, findings=[], sources={}, builds=BuildStats(buckets=[0] * 10))
+    snap.http_errors = {k: i for i, k in enumerate(srvmod.ERROR_KINDS)}
+    body = render(snap)
+    assert b'fabricmon_http_errors_total{kind="tls_handshake"} 2.0' in body
+    res = subprocess.run([promtool, "check", "metrics"], input=body, capture_output=True, timeout=60)
+    assert res.returncode == 0, res.stdout + res.stderr
