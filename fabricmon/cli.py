@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import shutil
 import signal
@@ -81,9 +82,19 @@ def _serve(cfg: Config, io: HostIO, address: str | None, port: int | None, pipel
     return 0
 
 
+def _web_config(args: argparse.Namespace, cfg: Config) -> Config:
+    """`--web.config.file` (as node_exporter spells it) overrides server.web_config_file."""
+    path = getattr(args, "web_config_file", None)
+    if not path:
+        return cfg
+    if not Path(path).is_file():
+        raise UsageError(f"bad --web.config.file {path!r}: not a readable file")
+    return dataclasses.replace(cfg, serve=dataclasses.replace(cfg.serve, web_config_file=path))
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     address, port = parse_listen(args.listen) if args.listen else (None, None)
-    cfg = _load(args)
+    cfg = _web_config(args, _load(args))
     return _serve(cfg, _io(args, cfg), address, port)
 
 
@@ -115,6 +126,25 @@ def cmd_once(args: argparse.Namespace) -> int:
     return 0
 
 
+def _daemon_auth(args: argparse.Namespace) -> dict:
+    """--daemon-user with --daemon-password-file (never a password on the command line), and
+    --daemon-ca-file for an https daemon whose certificate a private CA signed."""
+    out: dict = {}
+    if bool(args.daemon_user) != bool(args.daemon_password_file):
+        raise UsageError("--daemon-user and --daemon-password-file go together")
+    if args.daemon_user:
+        try:
+            password = Path(args.daemon_password_file).read_text().rstrip("\r\n")
+        except OSError as exc:
+            raise UsageError(f"bad --daemon-password-file: {exc.strerror or exc}") from exc
+        out["auth"] = (args.daemon_user, password)
+    if args.daemon_ca_file:
+        if not Path(args.daemon_ca_file).is_file():
+            raise UsageError(f"bad --daemon-ca-file {args.daemon_ca_file!r}: not a readable file")
+        out["ca_file"] = args.daemon_ca_file
+    return out
+
+
 def cmd_check(args: argparse.Namespace) -> int:
     """Exit 0 OK, 1 WARNING, 2 CRITICAL, 3 UNKNOWN (main() turns errors into UNKNOWN)."""
     note = ""
@@ -122,7 +152,7 @@ def cmd_check(args: argparse.Namespace) -> int:
         if args.replay:
             raise UsageError("--daemon and --replay exclude each other")
         try:
-            doc = healthcheck.fetch_verdict(args.daemon, args.daemon_timeout)
+            doc = healthcheck.fetch_verdict(args.daemon, args.daemon_timeout, **_daemon_auth(args))
         except healthcheck.DaemonUnavailable as exc:
             note = f"the daemon at {args.daemon} did not answer: {exc}; polled locally"
         else:
@@ -190,7 +220,7 @@ def _fabric_sweeps(pipe: Pipeline, sweeps: int, interval: float) -> Snapshot:
 
 def cmd_fabric_run(args: argparse.Namespace) -> int:
     from fabricmon.pipeline.fabric import fabric_pipeline
-    cfg = _fabric_config(args)
+    cfg = _web_config(args, _fabric_config(args))
     address, port = parse_listen(args.listen) if args.listen else (None, cfg.fabric.port)
     io = _io(args, cfg)
     return _serve(cfg, io, address, port, fabric_pipeline(cfg, io))
@@ -261,6 +291,8 @@ def build_parser() -> argparse.ArgumentParser:
     sp = sub.add_parser("run", help="run the daemon: poll and serve /metrics")
     common(sp)
     sp.add_argument("--listen", metavar="ADDR:PORT", help="override server.address/port")
+    sp.add_argument("--web.config.file", dest="web_config_file", metavar="FILE",
+                    help="exporter-toolkit web config (TLS, basic auth); overrides server.web_config_file")
     sp.set_defaults(func=cmd_run)
 
     sp = sub.add_parser("once", help="one full poll, printed as Prometheus text exposition")
@@ -274,6 +306,10 @@ def build_parser() -> argparse.ArgumentParser:
                     "poll locally when it does not answer")
     sp.add_argument("--daemon-timeout", type=float, metavar="SECONDS", default=healthcheck.DEFAULT_DAEMON_TIMEOUT,
                     help=f"how long to wait for the daemon (default {healthcheck.DEFAULT_DAEMON_TIMEOUT:g})")
+    sp.add_argument("--daemon-user", metavar="USER", help="basic auth user for --daemon (server.web_config_file's "
+                    "basic_auth_users)")
+    sp.add_argument("--daemon-password-file", metavar="FILE", help="file holding that user's password")
+    sp.add_argument("--daemon-ca-file", metavar="FILE", help="CA certificate to verify an https daemon with")
     sp.add_argument("--state", metavar="FILE", help="counter history between runs (default <state_dir>/check-state.json)")
     sp.add_argument("--no-state", action="store_true", help="do not read or write the state file")
     sp.add_argument("--sample-window", type=float, metavar="SECONDS", default=0.0,
@@ -298,6 +334,8 @@ def build_parser() -> argparse.ArgumentParser:
     fabric_common(sp)
     sp.add_argument("--listen", metavar="ADDR:PORT", help="override server.address and fabric.port "
                                                          "(default 0.0.0.0:9881)")
+    sp.add_argument("--web.config.file", dest="web_config_file", metavar="FILE",
+                    help="exporter-toolkit web config (TLS, basic auth); overrides server.web_config_file")
     sp.set_defaults(func=cmd_fabric_run)
 
     sp = fsub.add_parser("once", help="N sweeps, then the exposition of the last one on stdout (findings on stderr)")

@@ -120,6 +120,21 @@ class TLSConfig:
 
 
 @dataclass(frozen=True, slots=True)
+class ServeConfig:
+    """The HTTP server's bounds (serve/server.py) and its exporter-toolkit web config."""
+    web_config_file: str | None = None      # tls_server_config, basic_auth_users (bcrypt), http_server_config
+    unauthenticated_paths: tuple[str, ...] = ("/healthz",)     # served without basic auth
+    max_connections: int = 512              # open connections (fewer when RLIMIT_NOFILE is low)
+    header_timeout: float = 5.0             # TLS handshake plus the whole request head, however slowly sent
+    idle_timeout: float = 60.0              # a keep-alive connection between requests
+    write_timeout: float = 10.0             # the client must take its answer within this
+    backlog: int = 1024                     # listen backlog (the kernel caps it at net.core.somaxconn)
+    access_log: bool = False                # one structured log line per request
+    page_renders_per_second: float = 2.0    # uncached page renders, one at a time
+    page_render_budget: float = 2.0         # refuse (503) a render not expected to end within this
+
+
+@dataclass(frozen=True, slots=True)
 class FabricThresholds:
     """ECMP imbalance judgement (GUIDE.md section 3: defaults, not standards)."""
     ecmp_ratio: float = 1.2              # max/mean transmit rate of a group
@@ -175,6 +190,7 @@ class Config:
     tool_dirs: tuple[str, ...] = DEFAULT_TOOL_DIRS    # looked in for tools after PATH
     fabric: FabricConfig = field(default_factory=FabricConfig)
     slurm: SlurmConfig = field(default_factory=SlurmConfig)
+    serve: ServeConfig = field(default_factory=ServeConfig)
 
     def device_excluded(self, device: str) -> bool:
         return any(fnmatch.fnmatchcase(device, pat) for pat in self.exclude_devices)
@@ -520,10 +536,42 @@ def _tool_dirs(value: Any) -> tuple[str, ...]:
     return tuple(value)
 
 
+SERVE_KEYS = ("web_config_file", "unauthenticated_paths", "max_connections", "header_timeout", "idle_timeout",
+              "access_log", "page_renders_per_second")
+
+
+def _serve(server: dict[str, Any], check_paths: bool) -> ServeConfig:
+    kw: dict[str, Any] = {}
+    web = server.get("web_config_file")
+    if web is not None:
+        web = _string(web, "server.web_config_file")
+        if check_paths and not Path(web).is_file():
+            raise ConfigError("server.web_config_file", f"{web} is not a readable file")
+        kw["web_config_file"] = web
+    if "unauthenticated_paths" in server:
+        paths = server["unauthenticated_paths"]
+        if not isinstance(paths, list) or not all(isinstance(p, str) and p.startswith("/") for p in paths):
+            raise ConfigError("server.unauthenticated_paths", f"expected a list of paths such as /healthz, got {paths!r}")
+        kw["unauthenticated_paths"] = tuple(paths)
+    if "max_connections" in server:
+        n = server["max_connections"]
+        if isinstance(n, bool) or not isinstance(n, int) or not 8 <= n <= 65536:
+            raise ConfigError("server.max_connections", f"expected a whole number 8-65536, got {n!r}")
+        kw["max_connections"] = n
+    for k, lo in (("header_timeout", 0.1), ("idle_timeout", 0.1), ("page_renders_per_second", 0.01)):
+        if k in server:
+            kw[k] = _number(server[k], f"server.{k}", lo)
+    if "access_log" in server:
+        if not isinstance(server["access_log"], bool):
+            raise ConfigError("server.access_log", f"expected true or false, got {server['access_log']!r}")
+        kw["access_log"] = server["access_log"]
+    return ServeConfig(**kw)
+
+
 def from_dict(raw: Any, path: str | None = None, check_paths: bool = True) -> Config:
     """Validate a parsed YAML document. Raises ConfigError naming the bad key."""
     top = _mapping(raw, "", _TOP_KEYS)
-    server = _mapping(top.get("server"), "server", ("address", "port", "tls"))
+    server = _mapping(top.get("server"), "server", ("address", "port", "tls", *SERVE_KEYS))
     port = server.get("port", DEFAULT_PORT)
     if isinstance(port, bool) or not isinstance(port, int) or not 0 <= port <= 65535:
         raise ConfigError("server.port", f"expected a TCP port number 0-65535, got {port!r}")
@@ -569,6 +617,7 @@ def from_dict(raw: Any, path: str | None = None, check_paths: bool = True) -> Co
         tool_dirs=_tool_dirs(paths.get("tool_dirs", list(DEFAULT_TOOL_DIRS))),
         fabric=_fabric(top.get("fabric"), state_dir),
         slurm=_slurm(top.get("slurm")),
+        serve=_serve(server, check_paths),
     )
 
 

@@ -13,8 +13,10 @@ Two ways to get the verdict:
 
 from __future__ import annotations
 
+import base64
 import json
 import os
+import ssl
 import time
 import urllib.error
 import urllib.request
@@ -42,16 +44,27 @@ class DaemonUnavailable(Exception):
     pass
 
 
-def fetch_verdict(url: str, timeout: float = DEFAULT_DAEMON_TIMEOUT) -> dict[str, Any]:
+def fetch_verdict(url: str, timeout: float = DEFAULT_DAEMON_TIMEOUT, auth: tuple[str, str] | None = None,
+                  ca_file: str | None = None) -> dict[str, Any]:
     """The running daemon's verdict, or DaemonUnavailable saying why not (no answer within
-    `timeout`, an error status, a stale snapshot, a document this version does not read)."""
+    `timeout`, an error status, a stale snapshot, a document this version does not read).
+    `auth`: (user, password) for a daemon behind basic auth; `ca_file`: the CA that signed an
+    https daemon's certificate."""
     if not url.startswith(("http://", "https://")):
         url = "http://" + url
     full = url.rstrip("/") + FINDINGS_PATH
+    req = urllib.request.Request(full)
+    if auth is not None:
+        token = base64.b64encode(f"{auth[0]}:{auth[1]}".encode()).decode()
+        req.add_header("Authorization", f"Basic {token}")
+    ctx = ssl.create_default_context(cafile=ca_file) if ca_file and full.startswith("https://") else None
     try:
-        with urllib.request.urlopen(full, timeout=timeout) as resp:      # noqa: S310 - http(s) only
+        with urllib.request.urlopen(req, timeout=timeout, context=ctx) as resp:      # noqa: S310 - http(s) only
             doc = json.loads(resp.read(8 << 20))
     except urllib.error.HTTPError as exc:
+        if exc.code == 401:
+            raise DaemonUnavailable("HTTP 401: it wants basic auth (--daemon-user, --daemon-password-file)"
+                                    if auth is None else "HTTP 401: the user or password was refused") from exc
         raise DaemonUnavailable(f"HTTP {exc.code}") from exc
     except urllib.error.URLError as exc:
         reason = exc.reason

@@ -592,6 +592,9 @@ CATALOGUE: tuple[Metric, ...] = (
            "Time to build a snapshot from the latest data of every source.", ("le",), _build_histogram),
     Metric("fabricmon_snapshot_timestamp_seconds", G, "Time the last snapshot was built.", (),
            lambda snap: [((), snap.time)]),
+    Metric("fabricmon_http_errors", C, "HTTP clients that failed or were refused, by kind (disconnect, timeout, "
+           "tls_handshake, bad_request, unauthorized, busy, evicted, refused), as of the last snapshot.", ("kind",),
+           lambda snap: (((k,), v) for k, v in sorted(snap.http_errors.items()))),
     Metric("fabricmon_build_info", G, "fabricmon build information.", ("version", "python_version"), _build_info),
 )
 

@@ -36,7 +36,7 @@ SECTIONS: tuple[tuple[str, tuple[str, ...], str], ...] = (
      "On a node with a slurmd (the `slurm` source), and on a fabric collector where `squeue` answers "
      "(the `slurm_jobs` source): the running jobs, joinable with the findings they can be hurt by "
      "([jobs.md](jobs.md))."),
-    ("fabricmon itself", ("fabricmon_source_", "fabricmon_snapshot_", "fabricmon_build_"),
+    ("fabricmon itself", ("fabricmon_source_", "fabricmon_snapshot_", "fabricmon_build_", "fabricmon_http_"),
      "Both daemons: every source's state (`source` is the source's name, e.g. `sysfs`, `perfquery`, "
      "`discovery`, `sweep`) and the snapshots they build. `fabricmon_source_errors_total` has every "
      "`kind` (`not_found`, `timeout`, `exit_code`, `parse`, `read`) pre-declared at 0."),

@@ -96,6 +96,8 @@ class Snapshot:
     # False until the port inventory is known (the inventory sources have answered): a daemon's
     # first snapshots may be built before sysfs/ibstat ran, and must not call the node empty.
     inventory_known: bool = True
+    # the serving daemon's fabricmon_http_errors_total by kind, as of this snapshot (empty: not serving)
+    http_errors: dict[str, int] = field(default_factory=dict)
 
     @property
     def status(self) -> int:

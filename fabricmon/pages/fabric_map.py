@@ -323,6 +323,25 @@ def switch(snap: Snapshot, query: Mapping[str, str]) -> str | None:
             f'<th>findings</th></tr></thead><tbody>{"".join(rows)}</tbody></table>')
 
 
+def params(snap: Snapshot, part: str, query: Mapping[str, str]) -> tuple[tuple[str, str], ...] | None:
+    """The parameters a part understands, normalised (the page cache's key): `expand` keeps the
+    ids of groups that can exist (`<level>-<guid>` of a switch at that level), sorted, once
+    each; `guid` must name a switch (None: 404). Unknown parameters are ignored."""
+    sec: FabricSection = snap.fabric
+    if part == "switch":
+        guid = query.get("guid", "").lower().removeprefix("0x")
+        return (("guid", guid),) if guid in sec.switches else None
+    if part not in ("page", "live"):
+        return ()
+    keep = set()
+    for e in query.get("expand", "").split(",")[:MAX_EXPAND]:
+        level, _, guid = e.partition("-")
+        if guid in sec.switches and level.isascii() and level.isdigit() and int(level) == sec.levels.get(guid, 0):
+            keep.add(e)
+    return (("expand", ",".join(sorted(keep))),) if keep else ()
+
+
+MAX_EXPAND = 64          # groups open at once in one request; more are ignored
 PARTS = {"page": page, "live": live, "switch": switch}
 
 __all__ = ["PARTS", "legend", "live", "page", "svg", "switch"]

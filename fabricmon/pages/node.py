@@ -293,9 +293,8 @@ def live(snap: Snapshot, query: Mapping[str, str]) -> str:
 def port_detail(snap: Snapshot, query: Mapping[str, str]) -> str | None:
     """The "port" part (`/?part=port&port=<device>/<port>`): every check result about the port,
     its RoCE settings and its counters, for the details panel."""
-    dev, _, num = query.get("port", "").rpartition("/")
-    key = (dev, int(num)) if num.isdigit() else None
-    if key is None or key not in snap.ib.ports:
+    key = _port_key(snap, query.get("port", ""))
+    if key is None:
         return None
     p = snap.ib.ports[key]
     checks = sorted(port_findings(snap, key), key=lambda f: (-f.status, f.check))
@@ -335,6 +334,24 @@ def page(snap: Snapshot, query: Mapping[str, str]) -> str:
     n = len(snap.ib.ports)
     sub = f"{n} port{'' if n == 1 else 's'}" if snap.inventory_known else "inventory pending"
     return document("node", TITLE, live(snap, query), snap.time, overall(snap), sub)
+
+
+def _port_key(snap: Snapshot, value: str) -> tuple[str, int] | None:
+    """`<device>/<port>` of a known port (ASCII digits only: `isdigit()` takes `²`), else None."""
+    dev, _, num = value.rpartition("/")
+    if not num.isascii() or not num.isdigit() or len(num) > 5:
+        return None
+    key = (dev, int(num))
+    return key if key in snap.ib.ports else None
+
+
+def params(snap: Snapshot, part: str, query: Mapping[str, str]) -> tuple[tuple[str, str], ...] | None:
+    """The parameters a part understands, normalised (the page cache's key): unknown ones are
+    ignored; None for a port the snapshot does not have (404)."""
+    if part != "port":
+        return ()
+    key = _port_key(snap, query.get("port", ""))
+    return None if key is None else (("port", f"{key[0]}/{key[1]}"),)
 
 
 PARTS = {"page": page, "live": live, "port": port_detail}

@@ -16,7 +16,10 @@ from dataclasses import dataclass, field
 from fabricmon.ibspec import generation, generation_from_signal, parse_width, phys_state_id, state_id
 from fabricmon.parsers.errors import ParseError
 
-_LINE_RE = re.compile(
+# A port line starts with the port's GUID (default mode, CA ports) or the node's GUID and quoted
+# description (-l), or with the LID itself (switch ports in default mode).
+_LINE = (
+    r"^\s*(?:0x[0-9a-fA-F]+\s+(?:\"(?P<ldesc>.{LOCAL})\"\s+)?)?"
     r"(?P<lid>\d+)\s+(?P<port>\d+)\[[^\]]*\]\s*==\(\s*"
     r"(?:(?P<width>\d+X)\s+(?P<speed>[\d.]+)\s*Gbps(?:\s*\((?P<fdr10>FDR10)\))?\s+)?"
     r"(?P<state>[A-Za-z_]+)/\s*(?P<phys>[A-Za-z ]+?)\s*\)"
@@ -27,7 +30,14 @@ _LINE_RE = re.compile(
     r"|\"(?P<unavailable>Port not available)\""   # up, but the remote end was not discovered
     r")\s*$"
 )
-_CA_RE = re.compile(r"^CA:\s*(?P<desc>.*?):?\s*$")
+# The local description (-l) and the remote one are both free text that may hold quotes and
+# look like the fields around them. The remote one runs to the last quote of the line (the
+# could-be text has none); the local one is read both shortest and longest, and a line that
+# reads two ways (a description forging a LID or port) is not read at all.
+_LINE_SHORT = re.compile(_LINE.replace("{LOCAL}", "*?"))
+_LINE_LONG = re.compile(_LINE.replace("{LOCAL}", "*"))
+_CA_RE = re.compile(r"^CA: (?P<desc>.*):$")                     # `CA: <desc>:` (the colon is iblinkinfo's)
+_SWITCH_RE = re.compile(r"^Switch: 0x[0-9a-fA-F]+ (?P<desc>.*):$")
 _COULD_WIDTH = re.compile(r"Could be (\d+X)")
 _COULD_SPEED = re.compile(r"Could be ([\d.]+) Gbps")
 _COULD_FDR10 = re.compile(r"Could be FDR10\b")
@@ -50,10 +60,18 @@ class LinkInfo:
     node_desc: str | None = None   # the local node's description, when printed
 
 
+def _fields(m: re.Match[str]) -> tuple[str | None, ...]:
+    return m["lid"], m["port"], m["rlid"], m["rport"], m["rdesc"], m["could"], m["unavailable"]
+
+
 def _parse_line(line: str, node_desc: str | None) -> LinkInfo | None:
-    m = _LINE_RE.search(line)
+    m = _LINE_SHORT.match(line)
     if not m:
         return None
+    if m["ldesc"] is not None:
+        other = _LINE_LONG.match(line)
+        if other is None or _fields(other) != _fields(m):
+            return None                 # ambiguous: never guess a LID or a port
     speed = float(m["speed"]) if m["speed"] else None
     gen = generation_from_signal(speed) if speed is not None else None
     if m["fdr10"]:                       # "10.0 Gbps (FDR10)": same lane rate as QDR, 64b/66b
@@ -64,10 +82,7 @@ def _parse_line(line: str, node_desc: str | None) -> LinkInfo | None:
     cgen = generation_from_signal(float(cs.group(1))) if cs else None
     if cgen is None and _COULD_FDR10.search(could):
         cgen = generation("FDR10")
-    desc = node_desc
-    if node_desc is None:
-        lm = re.match(r'^0x[0-9a-fA-F]+\s+"\s*(?P<d>[^"]*)"', line.strip())
-        desc = lm["d"] if lm else None
+    desc = node_desc if m["ldesc"] is None else m["ldesc"].strip()
     return LinkInfo(
         lid=int(m["lid"]), port=int(m["port"]),
         width=parse_width(m["width"]) if m["width"] else None,
@@ -87,22 +102,23 @@ def parse_iblinkinfo(text: str) -> list[LinkInfo]:
     """Parse every port line. Raises ParseError when none is recognised."""
     links: list[LinkInfo] = []
     node_desc: str | None = None
-    for raw in text.splitlines():
+    for raw in text.split("\n"):        # not splitlines(): a description may hold \x85 or \u2028
         line = raw.rstrip()
         if not line.strip():
             continue
-        m = _CA_RE.match(line.strip())
+        m = _CA_RE.match(line)
         if m:
             node_desc = m["desc"]
             continue
-        if line.startswith("Switch:"):
-            node_desc = line.split(" ", 2)[-1].rstrip(":")
+        m = _SWITCH_RE.match(line)
+        if m:
+            node_desc = m["desc"]
             continue
         info = _parse_line(line, node_desc)
         if info is not None:
             links.append(info)
     if not links:
-        first = next((ln for ln in text.splitlines() if ln.strip()), "empty output")
+        first = next((ln for ln in text.split("\n") if ln.strip()), "empty output")
         raise ParseError(f"no iblinkinfo port line found ({first.strip()[:160]})")
     return links
 

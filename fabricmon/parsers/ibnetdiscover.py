@@ -4,6 +4,11 @@ Node headers: `Switch  41 "S-0c42a10300a9b026"  # "desc" enhanced port 0 lid 389
 `Ca 1 "H-..."  # "desc"`. Switch port lines: `[19]  "S-<guid>"[20]  # "remote desc" lid 175 4xHDR`
 (a CA remote carries its port GUID in parentheses: `"H-<guid>"[1](<portguid>)`). Ports that are
 not cabled are not listed. Lines we do not recognise are skipped, never fatal.
+
+A description is whatever the node's owner set (64 bytes; the tools print non-printable bytes as
+spaces but keep quotes, backslashes and text that looks like the tools' own fields), and it is
+never escaped. The tail after it has no quote, so a description runs to the last `"` of its line
+and the LID, GUID and port numbers come only from the fixed parts around it.
 """
 
 from __future__ import annotations
@@ -15,7 +20,7 @@ from fabricmon.model.fabric import DiscoveryData, Link, SwitchNode
 from fabricmon.parsers.errors import ParseError
 
 _NODE = re.compile(r'^(?P<type>Switch|Ca|Hca|Rt)\s+(?P<nports>\d+)\s+"(?P<kind>[SHR])-(?P<guid>[0-9A-Fa-f]+)"'
-                   r'\s*(?:#\s*"(?P<desc>.*?)"(?P<rest>.*))?$')
+                   r'\s*(?:#\s*"(?P<desc>.*)"(?P<rest>[^"]*))?$')     # the description runs to the last quote
 _LINK = re.compile(r'^\[(?P<port>\d+)\](?:\[ext \d+\])?(?:\([0-9A-Fa-f]+\))?\s+'
                    r'"(?P<kind>[SHR])-(?P<guid>[0-9A-Fa-f]+)"\[(?P<rport>\d+)\](?:\[ext \d+\])?(?:\([0-9A-Fa-f]+\))?'
                    r'\s*(?:#\s*(?P<comment>.*))?$')
@@ -33,7 +38,7 @@ def parse_ibnetdiscover(text: str) -> DiscoveryData:
     data = DiscoveryData()
     cur: SwitchNode | None = None
     nodes = 0
-    for raw in text.splitlines():
+    for raw in text.split("\n"):        # not splitlines(): a description may hold \x85 or \u2028
         line = raw.strip()
         if not line or line.startswith("#"):
             continue
@@ -70,7 +75,7 @@ def parse_ibnetdiscover(text: str) -> DiscoveryData:
                                remote_type="Switch" if m["kind"] == "S" else "Ca", remote_name=desc,
                                width=width, speed=speed, remote_lid=rlid)
     if nodes == 0:
-        first = next((ln for ln in text.splitlines() if ln.strip()), "empty output")
+        first = next((ln for ln in text.split("\n") if ln.strip()), "empty output")
         raise ParseError(f"no ibnetdiscover node found ({first.strip()[:160]})")
     return data
 

@@ -10,7 +10,9 @@ the switch's aggregate (`port ALL`, from one AllPortSelect query):
        GUID 0x200002 port 3: [SymbolErrorCounter == 5]
 Error counters are sums, so a switch without an "Errors for" block has every port's error
 counters at zero. `Query SA failed` (it needs an SM's SA unless given `--skip-sl`) comes with
-exit status 0, so it is detected here, never trusted to the exit code.
+exit status 0, so it is detected here, never trusted to the exit code. A description (quotes and
+all, never escaped) runs to the last `"` of its line; counters come only from `GUID ... port N:`
+lines, which start with the fixed text a description cannot put at the start of a line.
 """
 
 from __future__ import annotations
@@ -44,7 +46,7 @@ def parse_ibqueryerrors(stdout: str, stderr: str = "") -> IbqueryerrorsReport:
         raise ParseError("ibqueryerrors: Query SA failed (no subnet manager answered; the exit status "
                          "was ignored on purpose)")
     rep = IbqueryerrorsReport()
-    for raw in stdout.splitlines():
+    for raw in stdout.split("\n"):      # not splitlines(): a description may hold \x85 or \u2028
         line = raw.strip()
         if not line:
             continue

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import resource
 import threading
 import time
 
@@ -11,13 +12,27 @@ from fabricmon.config import Config
 from fabricmon.exporter import render
 from fabricmon.host.io import HostIO
 from fabricmon.model.snapshot import Snapshot
-from fabricmon.pages import Pages
+from fabricmon.pages import Pages, RenderGate
 from fabricmon.pipeline import Pipeline
 from fabricmon.report import verdict
 from fabricmon.serve.journal import Journal
+from fabricmon.serve import webconfig
 from fabricmon.serve.server import Exposition, MetricsServer
 
 log = structlog.get_logger("fabricmon.daemon")
+
+
+FD_TARGET = 8192     # the soft descriptor limit a daemon raises itself to (within the hard one), as Go does
+
+
+def raise_fd_limit() -> None:
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    want = FD_TARGET if hard == resource.RLIM_INFINITY else min(FD_TARGET, hard)
+    if soft != resource.RLIM_INFINITY and soft < want:
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (want, hard))
+        except (ValueError, OSError):
+            pass
 
 
 class Daemon:
@@ -29,8 +44,12 @@ class Daemon:
         self.config = config
         self.pipeline = pipeline if pipeline is not None else Pipeline(config, io)
         self.expo = Exposition()
+        web = webconfig.for_config(config)
+        raise_fd_limit()
         self.server = MetricsServer(address or config.address, config.port if port is None else port,
-                                    self.expo, config.tls)
+                                    self.expo, config.tls, serve=config.serve, web=web)
+        self.gate = RenderGate(rate=config.serve.page_renders_per_second,
+                               budget=config.serve.page_render_budget)
         self._stop = threading.Event()
         self._watch = threading.Thread(target=self._watchdog, name="fabricmon-health", daemon=True)
         self.snapshot: Snapshot | None = None
@@ -48,7 +67,7 @@ class Daemon:
         self.server.start()
         self.pipeline.start()
         self._watch.start()
-        scheme = "https" if self.config.tls.cert_file else "http"
+        scheme = "https" if self.server.ssl is not None else "http"
         host = self.server.address
         log.info("fabricmon started", listen=f"{'[' + host + ']' if ':' in host else host}:{self.port}",
                  metrics=f"{scheme}://{'[' + host + ']' if ':' in host else host}:{self.port}/metrics",
@@ -56,9 +75,10 @@ class Daemon:
 
     def _publish(self, snap: Snapshot) -> None:
         self.snapshot = snap
+        snap.http_errors = self.server.errors.snapshot()
         self.expo.set(render(snap), snap.time)
         self.expo.verdict = lambda: verdict(snap)      # built when /api/v1/findings asks
-        self.expo.pages = Pages(snap)                   # rendered when / asks
+        self.expo.pages = Pages(snap, self.gate)        # rendered when / asks, through the gate
         self.expo.healthy = True
         self.expo.health_detail = f"last snapshot {time.strftime('%H:%M:%S', time.localtime(snap.time))}"
         if self.on_snapshot:
@@ -77,7 +97,7 @@ class Daemon:
         if self.server.thread.is_alive():
             self.server.stop()
         else:
-            self.server.httpd.server_close()
+            self.server.close()
         self.pipeline.close()
         log.info("fabricmon stopped")
 

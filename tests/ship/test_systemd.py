@@ -73,7 +73,7 @@ def test_least_privilege_settings():
     want = {"Restart": "on-failure", "User": "fabricmon", "SupplementaryGroups": "rdma", "ProtectSystem": "strict",
             "ProtectHome": "yes", "NoNewPrivileges": "yes", "PrivateTmp": "yes", "StateDirectory": "fabricmon",
             "DevicePolicy": "closed", "CapabilityBoundingSet": "", "AmbientCapabilities": "",
-            "EnvironmentFile": "-/etc/default/fabricmon", "RestartPreventExitStatus": "2"}
+            "EnvironmentFile": "-/etc/default/fabricmon", "RestartPreventExitStatus": "2", "LimitNOFILE": "8192"}
     for k, v in want.items():
         assert kv.get(k) == [v], (k, kv.get(k))
     assert "char-infiniband_mad rw" in kv["DeviceAllow"]
@@ -97,7 +97,8 @@ def test_fabric_unit_least_privilege():
         node.setdefault(k, []).append(v)
     for k in ("Restart", "User", "SupplementaryGroups", "ProtectSystem", "ProtectHome", "NoNewPrivileges",
               "PrivateTmp", "StateDirectory", "DevicePolicy", "CapabilityBoundingSet", "AmbientCapabilities",
-              "RestartPreventExitStatus", "SystemCallFilter", "ProtectKernelModules", "RestrictNamespaces"):
+              "RestartPreventExitStatus", "SystemCallFilter", "ProtectKernelModules", "RestrictNamespaces",
+              "LimitNOFILE"):
         assert kv.get(k) == node[k], (k, kv.get(k))
     assert kv["DeviceAllow"] == ["char-infiniband_mad rw"]
     assert kv["RestrictAddressFamilies"] == ["AF_UNIX AF_INET AF_INET6"]
