@@ -9,6 +9,7 @@ cables into one data-bundle."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 
 from fabricmon import ibspec
@@ -326,7 +327,8 @@ def switch(snap: Snapshot, query: Mapping[str, str]) -> str | None:
 def params(snap: Snapshot, part: str, query: Mapping[str, str]) -> tuple[tuple[str, str], ...] | None:
     """The parameters a part understands, normalised (the page cache's key): `expand` keeps the
     ids of groups that can exist (`<level>-<guid>` of a switch at that level), sorted, once
-    each; `guid` must name a switch (None: 404). Unknown parameters are ignored."""
+    each; `job` must look like a Slurm job id; `guid` must name a switch (None: 404). Unknown
+    parameters are ignored."""
     sec: FabricSection = snap.fabric
     if part == "switch":
         guid = query.get("guid", "").lower().removeprefix("0x")
@@ -338,9 +340,12 @@ def params(snap: Snapshot, part: str, query: Mapping[str, str]) -> tuple[tuple[s
         level, _, guid = e.partition("-")
         if guid in sec.switches and level.isascii() and level.isdigit() and int(level) == sec.levels.get(guid, 0):
             keep.add(e)
-    return (("expand", ",".join(sorted(keep))),) if keep else ()
+    job = query.get("job", "").strip()
+    return ((("expand", ",".join(sorted(keep))),) if keep else ()) + \
+        ((("job", job),) if JOB_ID.fullmatch(job) else ())
 
 
+JOB_ID = re.compile(r"[0-9]{1,10}(?:[_+][0-9]{1,10})?")     # a Slurm job id (array and het jobs too)
 MAX_EXPAND = 64          # groups open at once in one request; more are ignored
 PARTS = {"page": page, "live": live, "switch": switch}
 

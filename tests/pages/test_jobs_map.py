@@ -9,7 +9,7 @@ from fabricmon.checks import CRITICAL, Finding
 from fabricmon.config import from_dict
 from fabricmon.model.fabric import FabricPort, build_topology
 from fabricmon.model.snapshot import BuildStats, Snapshot, SourceState
-from fabricmon.pages import fabric_map
+from fabricmon.pages import Pages, fabric_map
 from fabricmon.parsers.ibnetdiscover import parse_ibnetdiscover
 from fabricmon.parsers.slurm import ClusterJobsData, SlurmJob
 from fabricmon.pipeline.fabric import FabricModel
@@ -77,3 +77,8 @@ def test_job_switches_metric_map_footprint_and_switch_details() -> None:
     detail = fabric_map.switch(snap, {"guid": g["core/S01"]})
     assert 'data-switch-jobs="1"' in detail and 'href="/?job=11"' in detail
     assert 'href="/?job=11"' in fabric_map.live(snap, {})            # the findings table links the job
+    # served through the page cache: `job` is a parameter the map understands, so it keys the variant
+    pages = Pages(snap)
+    assert b'data-footprint="10" data-known="1"' in pages.get("live", {"job": "10", "n": "123"})
+    assert b"data-footprint" not in pages.get("live", {"job": "10<x>"})         # not a job id: ignored
+    assert fabric_map.params(snap, "page", {"job": " 10 ", "n": "1"}) == (("job", "10"),)
