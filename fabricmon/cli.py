@@ -196,7 +196,14 @@ def cmd_fabric_run(args: argparse.Namespace) -> int:
 
 
 def cmd_fabric_once(args: argparse.Namespace) -> int:
+    """Exit 0 when the last sweep read at least one switch (its findings on stderr), 1 with one
+    line saying why when it read none (no umad device, no permission, no SM, ...), 2 on a config
+    error. The exposition is written either way (its fabricmon_source_up says what failed); the
+    sources' own error logs stay quiet unless --log-level asks for them."""
     from fabricmon.pipeline.fabric import fabric_pipeline
+    from fabricmon.pipeline.fabric_failure import why_nothing_read
+    from fabricmon.report import source_findings
+    args.log_level = args.log_level or "error"
     cfg = _fabric_config(args)
     pipe = fabric_pipeline(cfg, _io(args, cfg))
     try:
@@ -208,7 +215,11 @@ def cmd_fabric_once(args: argparse.Namespace) -> int:
         write_atomic(args.output, body)
     else:
         sys.stdout.write(body.decode())
-    for f in sorted(snap.findings, key=lambda f: -f.status):
+    why = why_nothing_read(snap)
+    if why is not None:
+        print(f"fabricmon: no switch could be read: {why}", file=sys.stderr)
+        return 1
+    for f in sorted(snap.findings + source_findings(snap), key=lambda f: -f.status):
         print(f.line(), file=sys.stderr)
     return 0
 
@@ -299,7 +310,8 @@ def build_parser() -> argparse.ArgumentParser:
                                                          "(default 0.0.0.0:9881)")
     sp.set_defaults(func=cmd_fabric_run)
 
-    sp = fsub.add_parser("once", help="N sweeps, then the exposition of the last one on stdout (findings on stderr)")
+    sp = fsub.add_parser("once", help="N sweeps, then the exposition of the last one on stdout (findings on stderr); "
+                                      "exit 1 with one line saying why when no switch could be read")
     fabric_common(sp)
     sp.add_argument("--sweeps", type=int, default=1, help="sweeps to run (rates and imbalance need 2 or more)")
     sp.add_argument("--interval", type=float, default=1.0, help="seconds between sweeps")
