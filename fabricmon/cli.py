@@ -1,4 +1,4 @@
-"""Command line: run, once, check, capture, demo."""
+"""Command line: run, once, check, inventory, capture, demo, fabric."""
 
 from __future__ import annotations
 
@@ -18,6 +18,7 @@ from fabricmon.config import DEFAULT_CONFIG_PATH, Config, ConfigError, load
 from fabricmon.exporter import render
 from fabricmon.fsutil import write_atomic
 from fabricmon.pipeline import Pipeline
+from fabricmon.pipeline.learned import LearnedStore, inventory_path
 from fabricmon.host import BundleError, HostIO, LiveIO, RecordingIO, ReplayIO
 
 EXIT_CONFIG = 2
@@ -83,7 +84,10 @@ def _serve(cfg: Config, io: HostIO, address: str | None, port: int | None, pipel
 def cmd_run(args: argparse.Namespace) -> int:
     address, port = parse_listen(args.listen) if args.listen else (None, None)
     cfg = _load(args)
-    return _serve(cfg, _io(args, cfg), address, port)
+    io = _io(args, cfg)
+    # the learned inventory lives in state_dir (systemd's StateDirectory); a replay learns in memory
+    learned = LearnedStore(None if args.replay else inventory_path(cfg.state_dir))
+    return _serve(cfg, io, address, port, Pipeline(cfg, io, learned=learned))
 
 
 def _check_output(path: str) -> None:
@@ -128,10 +132,56 @@ def cmd_check(args: argparse.Namespace) -> int:
             print("\n".join(healthcheck.check_lines(doc, args.verbose, healthcheck.daemon_note(args.daemon, doc))))
             return healthcheck.status_of(doc)
     cfg = _load(args)
-    state_path = None if args.no_state or args.replay else (args.state or os.path.join(cfg.state_dir, "check-state.json"))
-    doc = healthcheck.local_verdict(cfg, _io(args, cfg), state_path, args.sample_window)
+    stateless = args.no_state or args.replay
+    state_path = None if stateless else (args.state or os.path.join(cfg.state_dir, "check-state.json"))
+    doc = healthcheck.local_verdict(cfg, _io(args, cfg), state_path, args.sample_window,
+                                    None if stateless else inventory_path(cfg.state_dir))
     print("\n".join(healthcheck.check_lines(doc, args.verbose, note)))
     return healthcheck.status_of(doc)
+
+
+def cmd_inventory_accept(args: argparse.Namespace) -> int:
+    """Replace the learned inventory with the ports healthy now (after planned maintenance)."""
+    from fabricmon.model.ports import Inventory
+    cfg = _load(args)
+    pipe = Pipeline(cfg, _io(args, cfg))           # one poll; it learns in memory only
+    try:
+        snap = pipe.collect()
+    finally:
+        pipe.close()
+    path = inventory_path(cfg.state_dir)
+    inv = Inventory(snap.ib.devices, snap.ib.ports)
+    try:
+        before, after = LearnedStore(path, create_dir=True).accept(inv, time.time())
+    except (OSError, ValueError) as exc:
+        print(f"fabricmon: cannot write {path}: {getattr(exc, 'strerror', None) or exc}", file=sys.stderr)
+        return 1
+    print(f"accepted: {len(after.ports)} port(s) seen healthy now are the learned inventory in {path}")
+    for rec in before.gone(inv):
+        print(f"  forgotten: {rec.device} port {rec.port} ({rec.describe()})")
+    for rec in sorted(after.ports.values(), key=lambda r: (r.device, r.port)):
+        print(f"  learned: {rec.device} port {rec.port} ({rec.describe()})")
+    for key, p in sorted(snap.ib.ports.items()):
+        if not p.up:
+            print(f"  not learned (not ACTIVE/LinkUp now): {p.label()}")
+    if not after.ports:
+        print("  nothing learned: with no port and no expected_links, fabricmon check answers UNKNOWN here")
+    return 0
+
+
+def cmd_inventory_show(args: argparse.Namespace) -> int:
+    """Print the learned inventory (the file; nothing is polled)."""
+    cfg = _load(args)
+    store = LearnedStore(inventory_path(cfg.state_dir))
+    store.refresh()
+    inv = store.inventory
+    accepted = (f", accepted {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime(inv.accepted_at))}"
+                if inv.accepted_at else "")
+    print(f"{store.path}: {len(inv.ports)} port(s) learned as healthy{accepted}")
+    for rec in sorted(inv.ports.values(), key=lambda r: (r.device, r.port)):
+        when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(rec.learned_at))
+        print(f"  {rec.device} port {rec.port}: {rec.describe()}; learned {when}")
+    return 0
 
 
 def cmd_capture(args: argparse.Namespace) -> int:
@@ -290,6 +340,16 @@ def build_parser() -> argparse.ArgumentParser:
                     help="poll twice this many seconds apart, so rate checks work without state")
     sp.add_argument("--verbose", "-v", action="store_true", help="also print the OK results")
     sp.set_defaults(func=cmd_check)
+
+    ip = sub.add_parser("inventory", help="the learned inventory: the RDMA ports seen healthy on this node")
+    isub = ip.add_subparsers(dest="inventory_command", required=True)
+    sp = isub.add_parser("accept", help="after planned maintenance: poll once and make the ports healthy now "
+                                        "the learned inventory (forgetting those that are gone)")
+    common(sp, replay=False)
+    sp.set_defaults(func=cmd_inventory_accept)
+    sp = isub.add_parser("show", help="print the learned inventory (<state_dir>/inventory.json)")
+    common(sp, replay=False)
+    sp.set_defaults(func=cmd_inventory_show)
 
     sp = sub.add_parser("capture", help="record every raw source output into a bundle directory")
     common(sp, replay=False)

@@ -95,6 +95,9 @@ class Snapshot:
     # False until the port inventory is known (the inventory sources have answered): a daemon's
     # first snapshots may be built before sysfs/ibstat ran, and must not call the node empty.
     inventory_known: bool = True
+    # Why this node has nothing to check ("" when it has): no InfiniBand/RoCE port, no
+    # expected_links and no port learned before. `check` answers UNKNOWN with it.
+    unknown: str = ""
 
     @property
     def status(self) -> int:

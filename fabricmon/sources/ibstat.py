@@ -1,6 +1,7 @@
 """ibstat source: the adapter and port list, port GUIDs and rates (the only port list where
-sysfs has none, as under the simulator). Partial output before an `ibpanic:` is kept. With
-`enabled: auto` (the default) a missing ibstat is not an error: the source is simply off."""
+sysfs has none, as under the simulator). Partial output before an `ibpanic:` is kept; its
+"can't find any IB device" alone is no ports, not an error (as a missing /sys/class/infiniband).
+With `enabled: auto` (the default) a missing ibstat is not an error: the source is simply off."""
 
 from __future__ import annotations
 
@@ -8,6 +9,8 @@ from fabricmon.host.io import HostIO
 from fabricmon.parsers.errors import ParseError
 from fabricmon.parsers.ibstat import IbstatData, parse_ibstat
 from fabricmon.pipeline.source import Inputs, Source, SourceOutput, command_error, register
+
+NO_DEVICE = "can't find any IB device"      # ibstat's ibpanic on a host without an RDMA device
 
 
 @register("ibstat", enabled="auto", interval=60.0, timeout=10.0, command=("ibstat",), provides_inventory=True, records=IbstatData)
@@ -17,6 +20,9 @@ class IbstatSource(Source):
         res = io.run(self.sc.command, inputs.remaining(self.sc.timeout))
         if self.sc.enabled == "auto" and res.error in ("not_found", "not_recorded"):
             out.data = IbstatData([])          # not installed (or not in a replayed bundle): no ports
+            return out
+        if res.error is None and res.returncode != 0 and NO_DEVICE in res.stderr and not res.stdout.strip():
+            out.data = IbstatData([])          # "can't find any IB device": no ports, as an empty sysfs
             return out
         err = command_error(res)
         if err:
