@@ -62,31 +62,51 @@ class LearnedInventory:
     ports: dict[str, LearnedPort] = field(default_factory=dict)     # identity -> port
     accepted_at: float | None = None     # when `fabricmon inventory accept` last replaced it
 
-    def copy(self) -> LearnedInventory:
-        return LearnedInventory({k: LearnedPort(**asdict(p)) for k, p in self.ports.items()}, self.accepted_at)
+    @staticmethod
+    def _healthy(inv: Inventory, now: float) -> list[LearnedPort]:
+        out = []
+        for (dev, num), p in sorted(inv.ports.items()):
+            if not p.up:
+                continue
+            d = inv.devices.get(dev)
+            out.append(LearnedPort(device=dev, port=num, link_layer=p.link_layer,
+                                   node_guid=d.node_guid if d is not None else "", port_guid=p.port_guid,
+                                   link=p.link_text() if p.width or p.generation else "",
+                                   rate_gbps=p.rate_gbps or None, netdev=d.netdev if d is not None else "",
+                                   learned_at=now))
+        return out
+
+    def _known(self, rec: LearnedPort) -> LearnedPort | None:
+        old = self.ports.get(rec.key)
+        if old is None and rec.node_guid:       # known by name before its GUID was
+            old = self.ports.get(identity(rec.device, rec.port, ""))
+        return old
+
+    def would_learn(self, inv: Inventory) -> bool:
+        """Whether learn() would add or change anything (cheap: no copy, no change)."""
+        for rec in self._healthy(inv, 0.0):
+            old = self._known(rec)
+            if old is None or old.key != rec.key:
+                if old is not None or len(self.ports) < MAX_PORTS:
+                    return True
+                continue
+            rec.learned_at = old.learned_at
+            if rec != old:
+                return True
+        return False
 
     def learn(self, inv: Inventory, now: float) -> list[LearnedPort]:
         """Add every healthy port of `inv` not known yet, and refresh what changed about a known
         one (its name after a renumbering, its GUIDs, its link); returns the ports added or changed."""
         changed = []
-        for (dev, num), p in sorted(inv.ports.items()):
-            if not p.up:
-                continue
-            d = inv.devices.get(dev)
-            node_guid = d.node_guid if d is not None else ""
-            rec = LearnedPort(device=dev, port=num, link_layer=p.link_layer, node_guid=node_guid,
-                              port_guid=p.port_guid, link=p.link_text() if p.width or p.generation else "",
-                              rate_gbps=p.rate_gbps or None, netdev=d.netdev if d is not None else "",
-                              learned_at=now)
-            old = self.ports.get(rec.key)
-            if node_guid:       # known by name before its GUID was: now known by GUID
-                by_name = self.ports.pop(identity(dev, num, ""), None)
-                old = old or by_name
+        for rec in self._healthy(inv, now):
+            old = self._known(rec)
             if old is not None:
                 rec.learned_at = old.learned_at
                 if rec == old:
                     continue
-            if old is None and len(self.ports) >= MAX_PORTS:
+                del self.ports[old.key]
+            elif len(self.ports) >= MAX_PORTS:
                 continue
             self.ports[rec.key] = rec
             changed.append(rec)

@@ -112,9 +112,9 @@ class LearnedStore:
 
     def learn(self, inv: Inventory, now: float) -> list[LearnedPort]:
         """Learn the healthy ports of `inv`; returns those added or changed (logged once each)."""
-        changed = self.inventory.copy().learn(inv, now)
-        if not changed:
+        if not self.inventory.would_learn(inv):
             return []
+        changed: list[LearnedPort] = []
         saved = False
         if self.path is not None:
             try:
