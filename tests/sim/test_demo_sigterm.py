@@ -12,13 +12,16 @@ from pathlib import Path
 
 import psutil
 
-from conftest import require_sim_tools
+from fabricmon.sim.fabric import tools_available
+from helpers import unavailable
 
 READY = "the fabric collector sweeps every switch port"
 
 
 def test_demo_under_sigterm_leaves_no_process_and_no_temp_dir(tmp_path: Path) -> None:
-    require_sim_tools()
+    ok, why = tools_available()
+    if not ok:
+        unavailable(f"the fabric simulator cannot run ({why}): install ibsim-utils libumad2sim0 infiniband-diags opensm")
     tmp = tmp_path / "tmp"
     tmp.mkdir()
     out = open(tmp_path / "demo.out", "w+")
