@@ -1,6 +1,7 @@
 """ibstat source: the adapter and port list, port GUIDs and rates (the only port list where
-sysfs has none, as under the simulator). Partial output before an `ibpanic:` is kept; its
-"can't find any IB device" alone is no ports, not an error (as a missing /sys/class/infiniband).
+sysfs has none, as under the simulator). Partial output before an `ibpanic:` is kept; no output
+at all (exit 0, or its "can't find any IB device") is no ports, not an error (as a missing
+/sys/class/infiniband).
 With `enabled: auto` (the default) a missing ibstat is not an error: the source is simply off."""
 
 from __future__ import annotations
@@ -21,8 +22,10 @@ class IbstatSource(Source):
         if self.sc.enabled == "auto" and res.error in ("not_found", "not_recorded"):
             out.data = IbstatData([])          # not installed (or not in a replayed bundle): no ports
             return out
-        if res.error is None and res.returncode != 0 and NO_DEVICE in res.stderr and not res.stdout.strip():
-            out.data = IbstatData([])          # "can't find any IB device": no ports, as an empty sysfs
+        if res.error is None and not res.stdout.strip() and (res.returncode == 0 or NO_DEVICE in res.stderr):
+            # nothing listed (rdma-core's ibstat prints nothing and exits 0 on a host without an
+            # RDMA device; older ones ibpanic "can't find any IB device"): no ports, as an empty sysfs
+            out.data = IbstatData([])
             return out
         err = command_error(res)
         if err:

@@ -255,3 +255,25 @@ def test_nothing_to_check_is_unknown_in_the_api_the_page_and_check_daemon(tmp_pa
         assert res.returncode == 3 and res.stdout.startswith("FABRICMON UNKNOWN - nothing to check: "), res.stdout
     finally:
         d.stop()
+
+
+def test_with_the_real_ibstat_installed_a_node_that_lost_everything_is_critical(tmp_path: Path) -> None:
+    """rdma-core's ibstat on a host without an RDMA device prints nothing and exits 0: that is an
+    empty port list (not a failed source), so the learned ports are judged, not skipped."""
+    tool_dirs = ["/usr/local/sbin", "/usr/sbin", "/sbin"]
+    if not shutil.which("ibstat", path=os.pathsep.join([os.environ.get("PATH", ""), *tool_dirs])):
+        from helpers import unavailable
+        unavailable("ibstat is not installed (apt-get install infiniband-diags, as make test does)")
+    if os.path.isdir("/sys/class/infiniband") and os.listdir("/sys/class/infiniband"):
+        pytest.skip("this host has RDMA devices: the real ibstat lists them")
+    sysfs = sysfs_tree.build(tmp_path / "sys", 2)
+    cfg = tmp_path / "fabricmon.yml"
+    cfg.write_text(yaml.safe_dump({"paths": {"sysfs": str(sysfs), "state_dir": str(tmp_path / "state")},
+                                   "sources": {"ibstat": {"enabled": True}, "perfquery": {"enabled": False},
+                                               "iblinkinfo": {"enabled": False}}}))
+    run = lambda: subprocess.run([*exe(), "check", "--config", str(cfg)], capture_output=True, text=True, timeout=60)
+    first = run()
+    assert first.returncode == 0, first.stdout + first.stderr
+    shutil.rmtree(sysfs / "class")
+    res = run()
+    assert res.returncode == 2 and res.stdout.count(" is gone: ") == 2, res.stdout + res.stderr
