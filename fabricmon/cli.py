@@ -149,6 +149,13 @@ def cmd_inventory_accept(args: argparse.Namespace) -> int:
         snap = pipe.collect()
     finally:
         pipe.close()
+    from fabricmon.pipeline.node import unlisted
+    failed = unlisted(snap.sources)
+    if failed:
+        errors = "; ".join(sorted(e for n in failed for e in snap.sources[n].active_errors)) or "no answer"
+        print(f"fabricmon: not accepted: the port inventory could not be read ({', '.join(failed)}: {errors})",
+              file=sys.stderr)
+        return 1
     path = inventory_path(cfg.state_dir)
     inv = Inventory(snap.ib.devices, snap.ib.ports)
     try:

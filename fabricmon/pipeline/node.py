@@ -46,6 +46,14 @@ def _data(states: Mapping[str, SourceState], records: type) -> object:
     return st.data if st is not None and st.enabled else None
 
 
+def unlisted(states: Mapping[str, SourceState]) -> list[str]:
+    """The inventory sources in use (sysfs, ibstat) whose last run gave no port list (failed or
+    not run yet): while there is one, a port missing from the inventory may only be unread."""
+    listed = [s for s in (_state_of(states, SysfsData), _state_of(states, IbstatData))
+              if s is not None and s.enabled and s.active]
+    return [s.name for s in listed if s.data is None] if listed else ["sysfs"]
+
+
 class NodeModel:
     """Builds node snapshots; keeps the counter history between builds."""
 
@@ -141,10 +149,8 @@ class NodeModel:
         called gone only when every inventory source in use answered with a port list: a source
         that failed (a WARNING of its own) cannot tell that an adapter vanished."""
         self.learned.refresh()
-        listed = [s for s in (_state_of(states, SysfsData), _state_of(states, IbstatData))
-                  if s is not None and s.enabled and s.active]
         out = []
-        if listed and all(s.data is not None for s in listed):
+        if not unlisted(states):
             out = inventory_checks.evaluate_learned(self.learned.inventory.gone(inv, self.config.device_excluded),
                                                     self.config)
         self.learned.learn(Inventory(inv.devices, dict(ports)), now)
@@ -212,4 +218,4 @@ class NodeModel:
                  "unknown": unknown}, findings)
 
 
-__all__ = ["NodeModel", "CHECKED_COUNTERS"]
+__all__ = ["NodeModel", "CHECKED_COUNTERS", "unlisted"]

@@ -277,3 +277,19 @@ def test_with_the_real_ibstat_installed_a_node_that_lost_everything_is_critical(
     shutil.rmtree(sysfs / "class")
     res = run()
     assert res.returncode == 2 and res.stdout.count(" is gone: ") == 2, res.stdout + res.stderr
+
+
+def test_accept_refuses_when_the_port_inventory_cannot_be_read(tmp_path: Path) -> None:
+    sysfs = sysfs_tree.build(tmp_path / "sys", 2)
+    cfg = shipped_config(tmp_path, sysfs)
+    assert fabricmon("check", "--config", cfg).returncode == 0
+    path = Path(inventory_path(str(tmp_path / "state")))
+    before = path.read_text()
+    shutil.rmtree(sysfs / "class" / "infiniband")       # unreadable (as root, a file where the directory was)
+    (sysfs / "class" / "infiniband").write_text("not a directory\n")
+    check = fabricmon("check", "--config", cfg)         # a failed source is a WARNING, not a lost adapter
+    assert check.returncode == 1 and " is gone: " not in check.stdout, check.stdout
+    res = fabricmon("inventory", "accept", "--config", cfg)
+    assert res.returncode == 1, res.stdout + res.stderr
+    assert res.stderr.splitlines()[-1].startswith("fabricmon: not accepted: the port inventory could not be read (sysfs: ")
+    assert path.read_text() == before                   # nothing forgotten
