@@ -1,4 +1,4 @@
-"""Command line: run, once, check, capture, fabric, demo, install, uninstall."""
+"""Command line: run, once, check, inventory, capture, fabric, demo, install, uninstall."""
 
 from __future__ import annotations
 
@@ -20,6 +20,7 @@ from fabricmon.config import DEFAULT_CONFIG_PATH, Config, ConfigError, load
 from fabricmon.exporter import render
 from fabricmon.fsutil import write_atomic
 from fabricmon.pipeline import Pipeline
+from fabricmon.pipeline.learned import LearnedStore, inventory_path
 from fabricmon.host import BundleError, HostIO, LiveIO, RecordingIO, ReplayIO
 
 EXIT_CONFIG = 2
@@ -95,7 +96,10 @@ def _web_config(args: argparse.Namespace, cfg: Config) -> Config:
 def cmd_run(args: argparse.Namespace) -> int:
     address, port = parse_listen(args.listen) if args.listen else (None, None)
     cfg = _web_config(args, _load(args))
-    return _serve(cfg, _io(args, cfg), address, port)
+    io = _io(args, cfg)
+    # the learned inventory lives in state_dir (systemd's StateDirectory); a replay learns in memory
+    learned = LearnedStore(None if args.replay else inventory_path(cfg.state_dir))
+    return _serve(cfg, io, address, port, Pipeline(cfg, io, learned=learned))
 
 
 def _check_output(path: str) -> None:
@@ -159,10 +163,63 @@ def cmd_check(args: argparse.Namespace) -> int:
             print("\n".join(healthcheck.check_lines(doc, args.verbose, healthcheck.daemon_note(args.daemon, doc))))
             return healthcheck.status_of(doc)
     cfg = _load(args)
-    state_path = None if args.no_state or args.replay else (args.state or os.path.join(cfg.state_dir, "check-state.json"))
-    doc = healthcheck.local_verdict(cfg, _io(args, cfg), state_path, args.sample_window)
+    stateless = args.no_state or args.replay
+    state_path = None if stateless else (args.state or os.path.join(cfg.state_dir, "check-state.json"))
+    doc = healthcheck.local_verdict(cfg, _io(args, cfg), state_path, args.sample_window,
+                                    None if stateless else inventory_path(cfg.state_dir))
     print("\n".join(healthcheck.check_lines(doc, args.verbose, note)))
     return healthcheck.status_of(doc)
+
+
+def cmd_inventory_accept(args: argparse.Namespace) -> int:
+    """Replace the learned inventory with the ports healthy now (after planned maintenance)."""
+    from fabricmon.model.ports import Inventory
+    cfg = _load(args)
+    pipe = Pipeline(cfg, _io(args, cfg))           # one poll; it learns in memory only
+    try:
+        snap = pipe.collect()
+    finally:
+        pipe.close()
+    from fabricmon.pipeline.node import unlisted
+    failed = unlisted(snap.sources)
+    if failed:
+        errors = "; ".join(sorted(e for n in failed for e in snap.sources[n].active_errors)) or "no answer"
+        print(f"fabricmon: not accepted: the port inventory could not be read ({', '.join(failed)}: {errors})",
+              file=sys.stderr)
+        return 1
+    path = inventory_path(cfg.state_dir)
+    inv = Inventory(snap.ib.devices, snap.ib.ports)
+    try:
+        before, after = LearnedStore(path, create_dir=True).accept(inv, time.time())
+    except (OSError, ValueError) as exc:
+        print(f"fabricmon: cannot write {path}: {getattr(exc, 'strerror', None) or exc}", file=sys.stderr)
+        return 1
+    print(f"accepted: {len(after.ports)} port(s) seen healthy now are the learned inventory in {path}")
+    for rec in before.gone(inv):
+        print(f"  forgotten: {rec.device} port {rec.port} ({rec.describe()})")
+    for rec in sorted(after.ports.values(), key=lambda r: (r.device, r.port)):
+        print(f"  learned: {rec.device} port {rec.port} ({rec.describe()})")
+    for key, p in sorted(snap.ib.ports.items()):
+        if not p.up:
+            print(f"  not learned (not ACTIVE/LinkUp now): {p.label()}")
+    if not after.ports:
+        print("  nothing learned: with no port and no expected_links, fabricmon check answers UNKNOWN here")
+    return 0
+
+
+def cmd_inventory_show(args: argparse.Namespace) -> int:
+    """Print the learned inventory (the file; nothing is polled)."""
+    cfg = _load(args)
+    store = LearnedStore(inventory_path(cfg.state_dir))
+    store.refresh()
+    inv = store.inventory
+    accepted = (f", accepted {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime(inv.accepted_at))}"
+                if inv.accepted_at else "")
+    print(f"{store.path}: {len(inv.ports)} port(s) learned as healthy{accepted}")
+    for rec in sorted(inv.ports.values(), key=lambda r: (r.device, r.port)):
+        when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(rec.learned_at))
+        print(f"  {rec.device} port {rec.port}: {rec.describe()}; learned {when}")
+    return 0
 
 
 def cmd_capture(args: argparse.Namespace) -> int:
@@ -227,7 +284,14 @@ def cmd_fabric_run(args: argparse.Namespace) -> int:
 
 
 def cmd_fabric_once(args: argparse.Namespace) -> int:
+    """Exit 0 when the last sweep read at least one switch (its findings on stderr), 1 with one
+    line saying why when it read none (no umad device, no permission, no SM, ...), 2 on a config
+    error. The exposition is written either way (its fabricmon_source_up says what failed); the
+    sources' own error logs stay quiet unless --log-level asks for them."""
     from fabricmon.pipeline.fabric import fabric_pipeline
+    from fabricmon.pipeline.fabric_failure import why_nothing_read
+    from fabricmon.report import source_findings
+    args.log_level = args.log_level or "error"
     cfg = _fabric_config(args)
     pipe = fabric_pipeline(cfg, _io(args, cfg))
     try:
@@ -239,7 +303,11 @@ def cmd_fabric_once(args: argparse.Namespace) -> int:
         write_atomic(args.output, body)
     else:
         sys.stdout.write(body.decode())
-    for f in sorted(snap.findings, key=lambda f: -f.status):
+    why = why_nothing_read(snap)
+    if why is not None:
+        print(f"fabricmon: no switch could be read: {why}", file=sys.stderr)
+        return 1
+    for f in sorted(snap.findings + source_findings(snap), key=lambda f: -f.status):
         print(f.line(), file=sys.stderr)
     return 0
 
@@ -317,6 +385,16 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--verbose", "-v", action="store_true", help="also print the OK results")
     sp.set_defaults(func=cmd_check)
 
+    ip = sub.add_parser("inventory", help="the learned inventory: the RDMA ports seen healthy on this node")
+    isub = ip.add_subparsers(dest="inventory_command", required=True)
+    sp = isub.add_parser("accept", help="after planned maintenance: poll once and make the ports healthy now "
+                                        "the learned inventory (forgetting those that are gone)")
+    common(sp, replay=False)
+    sp.set_defaults(func=cmd_inventory_accept)
+    sp = isub.add_parser("show", help="print the learned inventory (<state_dir>/inventory.json)")
+    common(sp, replay=False)
+    sp.set_defaults(func=cmd_inventory_show)
+
     sp = sub.add_parser("capture", help="record every raw source output into a bundle directory")
     common(sp, replay=False)
     sp.add_argument("dir")
@@ -338,7 +416,8 @@ def build_parser() -> argparse.ArgumentParser:
                     help="exporter-toolkit web config (TLS, basic auth); overrides server.web_config_file")
     sp.set_defaults(func=cmd_fabric_run)
 
-    sp = fsub.add_parser("once", help="N sweeps, then the exposition of the last one on stdout (findings on stderr)")
+    sp = fsub.add_parser("once", help="N sweeps, then the exposition of the last one on stdout (findings on stderr); "
+                                      "exit 1 with one line saying why when no switch could be read")
     fabric_common(sp)
     sp.add_argument("--sweeps", type=int, default=1, help="sweeps to run (rates and imbalance need 2 or more)")
     sp.add_argument("--interval", type=float, default=1.0, help="seconds between sweeps")

@@ -8,7 +8,11 @@ Two ways to get the verdict:
   counter history); when it does not answer within the timeout, or its snapshot is stale, poll
   locally and say so on the first line;
 - otherwise one local poll of every source under one deadline, with the counter history (and the
-  ports seen before, so a vanished adapter can be named) carried between runs in a state file.
+  ports seen before, so a vanished adapter can be named) carried between runs in a state file, and
+  the learned inventory (the ports seen healthy here) shared with the daemon in state_dir.
+
+A node with nothing to check (no InfiniBand/RoCE port, no expected_links, nothing learned) is
+UNKNOWN (3), never OK: the Slurm/NHC wrappers do not drain on it, and do not pass it as healthy.
 """
 
 from __future__ import annotations
@@ -25,15 +29,14 @@ from typing import Any
 
 import structlog
 
-from fabricmon.checks import CRITICAL, OK
 from fabricmon.config import Config
 from fabricmon.fsutil import write_atomic
 from fabricmon.host.io import HostIO
 from fabricmon.model.history import CounterHistory
 from fabricmon.pipeline import Pipeline
-from fabricmon.report import API_VERSION, FINDINGS_PATH, check_lines, findings_of, verdict
+from fabricmon.pipeline.learned import LearnedStore
+from fabricmon.report import API_VERSION, FINDINGS_PATH, UNKNOWN, check_lines, status_of, verdict
 
-UNKNOWN = 3
 STATE_VERSION = 2
 DEFAULT_DAEMON_TIMEOUT = 2.0
 # A daemon snapshot older than this many of the longest source interval is stale (as /healthz).
@@ -103,7 +106,10 @@ def write_state(path: str, pipe: Pipeline) -> None:
     write_atomic(path, json.dumps(doc).encode(), 0o600)
 
 
-def local_verdict(cfg: Config, io: HostIO, state_path: str | None, sample_window: float = 0.0) -> dict[str, Any]:
+def local_verdict(cfg: Config, io: HostIO, state_path: str | None, sample_window: float = 0.0,
+                  inventory_path: str | None = None) -> dict[str, Any]:
+    """One local poll (two with `sample_window`). `state_path`: the counter history between runs;
+    `inventory_path`: the learned inventory shared with the daemon (None: learned for this run only)."""
     log = structlog.get_logger("fabricmon.check")
     history, seen = None, {}
     horizon = max(*(c.window for c in cfg.checks.counters.values()), *cfg.roce.windows())
@@ -112,7 +118,7 @@ def local_verdict(cfg: Config, io: HostIO, state_path: str | None, sample_window
             history, seen = read_state(state_path, horizon)
         except (OSError, ValueError, KeyError, TypeError) as exc:
             log.warning("ignoring unreadable check state", path=state_path, error=str(exc))
-    pipe = Pipeline(cfg, io, history=history)
+    pipe = Pipeline(cfg, io, history=history, learned=LearnedStore(inventory_path, create_dir=True))
     pipe.model.seen_ports.update(seen)
     try:
         # Every source at once under one deadline (the largest timeout): a hung tool costs
@@ -130,10 +136,6 @@ def local_verdict(cfg: Config, io: HostIO, state_path: str | None, sample_window
             log.warning("cannot save check state; rate checks need --sample-window", path=state_path,
                         error=exc.strerror or str(exc))
     return verdict(snap)
-
-
-def status_of(doc: dict[str, Any]) -> int:
-    return min(CRITICAL, max((f.status for f in findings_of(doc)), default=OK))
 
 
 def daemon_note(url: str, doc: dict[str, Any]) -> str:

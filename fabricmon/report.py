@@ -1,6 +1,6 @@
 """The verdict of a snapshot as `fabricmon check` prints it and the daemon serves it
-(`/api/v1/findings`): the findings (source failures included), the worst status, the port count
-and every source's state. One builder, so that `check` reads the same whether it polled by itself
+(`/api/v1/findings`): the findings (source failures included), the worst status (UNKNOWN, 3, when
+the node has nothing to check and nothing is CRITICAL), the port count and every source's state. One builder, so that `check` reads the same whether it polled by itself
 or asked the running daemon."""
 
 from __future__ import annotations
@@ -8,12 +8,13 @@ from __future__ import annotations
 from typing import Any
 
 from fabricmon import __version__
-from fabricmon.checks import OK, STATUS_NAMES, WARNING, Finding
+from fabricmon.checks import CRITICAL, OK, STATUS_NAMES, WARNING, Finding
 from fabricmon.model.jobs import JobRef
 from fabricmon.model.snapshot import Snapshot
 
 API_VERSION = 1
 FINDINGS_PATH = "/api/v1/findings"
+UNKNOWN = 3         # nothing to check (Nagios: could not check); CRITICAL still outranks it
 
 
 def source_findings(snap: Snapshot) -> list[Finding]:
@@ -32,11 +33,13 @@ def source_findings(snap: Snapshot) -> list[Finding]:
 def verdict(snap: Snapshot) -> dict[str, Any]:
     """The snapshot's verdict as a JSON-able document (API_VERSION)."""
     findings = snap.findings + source_findings(snap)
+    status = max((f.status for f in findings), default=OK)
     return {
         "api_version": API_VERSION,
         "fabricmon_version": __version__,
         "snapshot_time": snap.time,
-        "status": max((f.status for f in findings), default=OK),
+        "status": UNKNOWN if snap.unknown and status < CRITICAL else status,
+        "unknown": snap.unknown,
         "ports": len(snap.ib.ports),
         "inventory_known": snap.inventory_known,
         "findings": [{"check": f.check, "device": f.device, "port": f.port, "status": f.status,
@@ -63,9 +66,12 @@ def check_lines(doc: dict[str, Any], verbose: bool = False, note: str = "") -> l
     crit = sum(1 for f in bad if f.status == 2)
     warn = sum(1 for f in bad if f.status == 1)
     nports = int(doc["ports"])
-    summary = f"FABRICMON {STATUS_NAMES[status]} - {crit} critical, {warn} warning on {nports} port(s)"
-    if nports == 0:
-        summary += "; no InfiniBand or RoCE port found"
+    if status < CRITICAL and doc.get("unknown"):
+        summary = f"FABRICMON UNKNOWN - {doc['unknown']}" + (f"; {warn} warning" if warn else "")
+    else:
+        summary = f"FABRICMON {STATUS_NAMES[status]} - {crit} critical, {warn} warning on {nports} port(s)"
+        if nports == 0:
+            summary += "; no InfiniBand or RoCE port found"
     if note:
         summary += f" ({note})"
     lines = [summary]
@@ -75,4 +81,12 @@ def check_lines(doc: dict[str, Any], verbose: bool = False, note: str = "") -> l
     return lines
 
 
-__all__ = ["API_VERSION", "FINDINGS_PATH", "check_lines", "findings_of", "source_findings", "verdict"]
+def status_of(doc: dict[str, Any]) -> int:
+    """The exit status of a verdict: CRITICAL, else UNKNOWN when there is nothing to check, else
+    the worst finding."""
+    worst = min(CRITICAL, max((f.status for f in findings_of(doc)), default=OK))
+    return UNKNOWN if worst < CRITICAL and doc.get("unknown") else worst
+
+
+__all__ = ["API_VERSION", "FINDINGS_PATH", "UNKNOWN", "check_lines", "findings_of", "source_findings", "status_of",
+           "verdict"]

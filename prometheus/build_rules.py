@@ -66,7 +66,7 @@ THRESHOLDS = {
 }
 FOR = {
     "port_down": "1m",
-    "inventory": "5m",            # fewer ports than fabricmon.yml's expected_links say
+    "inventory": "5m",            # fewer ports than expected_links say, or a learned port gone
     "port_degraded": "5m",
     "verdict": "5m",              # any other daemon verdict must hold this long
     "gpu": "15m",                 # GPUDirect / affinity: configuration, not transient
@@ -136,9 +136,12 @@ def increase(metric: str, window: str) -> str:
 VERDICTS = [
     ("FabricmonExpectedPortsMissing", "expected_inventory", "critical", "inventory",
      "Fewer RDMA ports than expected.",
-     "{{ $labels.instance }}: {{ $labels.device }} of fabricmon.yml matches fewer ports than it expects (the"
-     " daemon's expected_inventory check): an adapter died, its driver did not load, or it was removed."
-     " `fabricmon check` on the node names what is missing and what was seen."),
+     "{{ $labels.instance }}: {{ $labels.device }}{{ if $labels.port }} port {{ $labels.port }}{{ end }}:"
+     " an RDMA port this node must have is"
+     " missing (the daemon's expected_inventory check: an expected_links entry of fabricmon.yml, or a port"
+     " learned as healthy on this node that is gone): an adapter died, its driver did not load, or it was"
+     " removed. `fabricmon check` on the node names what is missing; after planned maintenance run"
+     " `fabricmon inventory accept` there."),
     ("FabricmonSymbolErrors", "symbol_errors", "critical warning", "verdict",
      "Symbol errors above the bit-error budget.",
      "symbol errors rose by " + value_of(increase("fabricmon_ib_port_symbol_errors_total", "1h"), INT)

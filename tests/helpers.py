@@ -275,3 +275,27 @@ def fabric_collector(fab, tmp_path: Path, fabric: dict, traffic: dict | None = N
         if driver is not None:
             driver.stop()
         d.stop()
+
+
+def extract_ttar(ttar: Path, root: Path) -> Path:
+    """Write a ttar archive (procfs/node_exporter's text fixture format: `Directory:`, `Path:` with
+    `Lines: N` and N lines, `SymlinkTo:`) under root; returns root."""
+    lines = Path(ttar).read_text().splitlines()
+    i = 0
+    while i < len(lines):
+        line = lines[i]
+        if line.startswith("Directory: "):
+            (root / line[11:]).mkdir(parents=True, exist_ok=True)
+        elif line.startswith("Path: "):
+            target = root / line[6:]
+            target.parent.mkdir(parents=True, exist_ok=True)
+            nxt = lines[i + 1] if i + 1 < len(lines) else ""
+            if nxt.startswith("Lines: "):
+                n = int(nxt.split()[1])
+                target.write_text("".join(f"{body}\n" for body in lines[i + 2:i + 2 + n]))
+                i += 1 + n
+            elif nxt.startswith("SymlinkTo: "):
+                target.symlink_to(nxt[11:])
+                i += 1
+        i += 1
+    return root

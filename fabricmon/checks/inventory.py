@@ -9,6 +9,12 @@ Each `expected_links` entry is judged once, as a whole (device label `expected_l
 Without any expectation, one node-wide OK finding says how many InfiniBand/RoCE ports there are
 (and that there are none, when so), so a node without adapters never reads as silently healthy.
 
+The learned inventory (model.learned: the ports seen healthy on this node) needs no configuration:
+a learned port that is gone is CRITICAL, one finding per port (device and port labels), named with
+its last known GUIDs and link, unless an `expected_links` entry with a `count` covers it (the
+configured count wins). A node with no port, no expectation and nothing learned has nothing to
+check: `nothing_to_check` says why, and `fabricmon check` answers UNKNOWN.
+
 Pure: it takes the merged ports and the ports seen before, never reads or fetches anything.
 """
 
@@ -16,10 +22,12 @@ from __future__ import annotations
 
 import itertools
 import re
+import time
 from collections.abc import Mapping
 
 from fabricmon.checks import CRITICAL, OK, Finding
 from fabricmon.config import Config, ExpectedLink
+from fabricmon.model.learned import LearnedPort
 from fabricmon.model.ports import PortView
 
 CHECK = "expected_inventory"
@@ -135,4 +143,31 @@ def evaluate(ports: Mapping[tuple[str, int], PortView], config: Config,
     return out
 
 
-__all__ = ["CHECK", "describe", "evaluate", "expand_glob", "waiting"]
+ACCEPT_COMMAND = "fabricmon inventory accept"
+
+
+def evaluate_learned(gone: list[LearnedPort], config: Config) -> list[Finding]:
+    """CRITICAL per learned port that is gone, unless an expected_links entry with a count covers it."""
+    out = []
+    for rec in gone:
+        if any(e.count and e.matches(rec.device, rec.port, rec.link_layer) for e in config.expected_links):
+            continue        # the configured count judges this port (expected_links wins)
+        when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(rec.learned_at)) if rec.learned_at else "earlier"
+        out.append(Finding(CHECK, rec.device, rec.port, CRITICAL,
+                           f"{rec.device} port {rec.port} is gone: seen healthy on this node (learned {when}; "
+                           f"{rec.describe()}) and absent from the port inventory now: check that the adapter is "
+                           "seated and powered and that its driver loaded (dmesg, lspci -d 15b3:); after planned "
+                           f"maintenance accept the new inventory: {ACCEPT_COMMAND}"))
+    return out
+
+
+def nothing_to_check(ports: Mapping[tuple[str, int], PortView], config: Config, learned: int, where: str) -> str:
+    """Why this node has nothing to check ("" when it has): no port, no expectation, nothing learned."""
+    if ports or config.expected_links or learned:
+        return ""
+    return (f"nothing to check: no InfiniBand or RoCE device found ({where}) and none seen on this node before; "
+            "is the RDMA driver loaded? (lsmod | grep ib_core, dmesg, lspci -d 15b3:)")
+
+
+__all__ = ["ACCEPT_COMMAND", "CHECK", "describe", "evaluate", "evaluate_learned", "expand_glob", "nothing_to_check",
+           "waiting"]

@@ -98,6 +98,9 @@ class Snapshot:
     inventory_known: bool = True
     # the serving daemon's fabricmon_http_errors_total by kind, as of this snapshot (empty: not serving)
     http_errors: dict[str, int] = field(default_factory=dict)
+    # Why this node has nothing to check ("" when it has): no InfiniBand/RoCE port, no
+    # expected_links and no port learned before. `check` answers UNKNOWN with it.
+    unknown: str = ""
 
     @property
     def status(self) -> int:

@@ -14,7 +14,8 @@ from fabricmon import __version__
 from fabricmon.checks import CRITICAL, OK, STATUS_NAMES, WARNING, Finding
 
 REFRESH_MS = 5000
-STATE_NAMES = {OK: "ok", WARNING: "warning", CRITICAL: "critical"}
+UNKNOWN = 3         # a node with nothing to check (report.UNKNOWN): grey, never green
+STATE_NAMES = {OK: "ok", WARNING: "warning", CRITICAL: "critical", UNKNOWN: "unknown"}
 
 
 def natural_key(text: str) -> tuple:

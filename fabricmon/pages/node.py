@@ -13,10 +13,10 @@ from collections.abc import Mapping
 from urllib.parse import quote
 
 from fabricmon import ibspec
-from fabricmon.checks import OK, STATUS_NAMES, WARNING, Finding, worst
+from fabricmon.checks import CRITICAL, OK, STATUS_NAMES, WARNING, Finding, worst
 from fabricmon.model.ports import PortView
 from fabricmon.model.snapshot import Snapshot, SourceState
-from fabricmon.pages.html import ago, document, esc, findings_table, natural_key, state_name, when
+from fabricmon.pages.html import UNKNOWN, ago, document, esc, findings_table, natural_key, state_name, when
 from fabricmon.report import source_findings
 
 TITLE = "fabricmon node"
@@ -173,8 +173,9 @@ def ports_section(snap: Snapshot) -> str:
                 'inventory sources (sysfs, ibstat) have not answered yet, so no port is judged yet.</p>')
     keys = port_order(snap)
     if not keys:
-        return ('<h2>Ports</h2><p class="none" data-inventory="empty">No InfiniBand or RoCE port found on this '
-                'node.</p>')
+        why = (f' data-verdict="unknown">UNKNOWN - {esc(snap.unknown)}' if snap.unknown else
+               '>No InfiniBand or RoCE port found on this node.')
+        return f'<h2>Ports</h2><p class="none" data-inventory="empty"{why}</p>'
     return f'<h2>Ports</h2><div class="cards ports">{"".join(port_card(snap, k) for k in keys)}</div>'
 
 
@@ -280,7 +281,9 @@ def summary(snap: Snapshot) -> str:
 # --- the parts ---------------------------------------------------------------------------------
 
 def overall(snap: Snapshot) -> int:
-    return worst(all_findings(snap))
+    """The worst finding; UNKNOWN when the node has nothing to check and nothing is CRITICAL."""
+    status = worst(all_findings(snap))
+    return UNKNOWN if snap.unknown and status < CRITICAL else status
 
 
 def live(snap: Snapshot, query: Mapping[str, str]) -> str:

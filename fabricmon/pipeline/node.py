@@ -28,8 +28,10 @@ from fabricmon.model.roce import NetdevData, RoceView, record_roce_counters, roc
 from fabricmon.model.snapshot import GpuSection, IbSection, RoceSection, SourceState
 from fabricmon.pipeline.jobs import node_jobs
 from fabricmon.parsers.ethtool import EthtoolData
+from fabricmon.parsers.ibstat import IbstatData
 from fabricmon.parsers.mlnx_qos import MlnxQosData
-from fabricmon.parsers.sysfs_ib import HwCountersData
+from fabricmon.parsers.sysfs_ib import HwCountersData, SysfsData
+from fabricmon.pipeline.learned import LearnedStore
 
 log = structlog.get_logger("fabricmon.pipeline")
 
@@ -46,12 +48,23 @@ def _data(states: Mapping[str, SourceState], records: type) -> object:
     return st.data if st is not None and st.enabled else None
 
 
+def unlisted(states: Mapping[str, SourceState]) -> list[str]:
+    """The inventory sources in use (sysfs, ibstat) whose last run gave no port list (failed or
+    not run yet): while there is one, a port missing from the inventory may only be unread."""
+    listed = [s for s in (_state_of(states, SysfsData), _state_of(states, IbstatData))
+              if s is not None and s.enabled and s.active]
+    return [s.name for s in listed if s.data is None] if listed else ["sysfs"]
+
+
 class NodeModel:
     """Builds node snapshots; keeps the counter history between builds."""
 
     def __init__(self, config: Config, history: CounterHistory | None = None,
-                 clock: Callable[[], float] = time.time):
+                 clock: Callable[[], float] = time.time, learned: LearnedStore | None = None):
         self.config = config
+        # The ports seen healthy on this node (in state_dir for the daemon and `check`; in memory
+        # otherwise): one that was there and is gone is CRITICAL without any configuration.
+        self.learned = learned if learned is not None else LearnedStore()
         self.clock = clock
         self.history = history or CounterHistory(
             horizon=max(*(c.window for c in config.checks.counters.values()), *config.roce.windows()))
@@ -131,6 +144,28 @@ class NodeModel:
                 usable=usable, ports=tuple(sorted(p.port for p in mine)) or (1,))
         return out
 
+    # --- the learned inventory ------------------------------------------------------------
+    def _learned(self, states: Mapping[str, SourceState], inv: Inventory,
+                 ports: Mapping[tuple[str, int], PortView], now: float) -> list[Finding]:
+        """Judge the learned ports against this inventory, then learn its healthy ports. A port is
+        called gone only when every inventory source in use answered with a port list: a source
+        that failed (a WARNING of its own) cannot tell that an adapter vanished."""
+        self.learned.refresh()
+        out = []
+        if not unlisted(states):
+            out = inventory_checks.evaluate_learned(self.learned.inventory.gone(inv, self.config.device_excluded),
+                                                    self.config)
+        self.learned.learn(Inventory(inv.devices, dict(ports)), now)
+        return out
+
+    def _where(self, states: Mapping[str, SourceState]) -> str:
+        """Where the port inventory was looked for, for the UNKNOWN line."""
+        where = [f"{self.config.sysfs.rstrip('/')}/class/infiniband"]
+        st = _state_of(states, IbstatData)
+        if st is not None and st.enabled and st.active:
+            where.append("ibstat")
+        return ", ".join(where)
+
     # --- the build ----------------------------------------------------------------------
     def build(self, states: Mapping[str, SourceState], inventory_ran: tuple[bool, bool] = (True, True)
               ) -> tuple[dict[str, object], list[Finding]]:
@@ -146,9 +181,13 @@ class NodeModel:
         self._record_ib_counters(states, ib.ports, ib.saturation)
         findings: list[Finding] = []
         inventory_known = inventory_ran[0] or (inventory_ran[1] and bool(ib.ports))
+        unknown = ""
         if inventory_known:
             gone = {k: layer for k, (layer, _) in self.seen_ports.items() if k not in ib.ports}
             findings += inventory_checks.evaluate(ib.ports, self.config, gone)
+            findings += self._learned(states, inv, ib.ports, now)
+            learned = sum(1 for r in self.learned.inventory.ports.values() if not self.config.device_excluded(r.device))
+            unknown = inventory_checks.nothing_to_check(ib.ports, self.config, learned, self._where(states))
         else:
             findings += inventory_checks.waiting(self.config)
         for k, p in ib.ports.items():
@@ -178,8 +217,8 @@ class NodeModel:
         findings += aff.findings
         gpu = GpuSection(gpudirect=gd if facts is not None else None, gpus=gpus, affinity=aff)
         jobs, findings = node_jobs(states, findings)
-        return {"ib": ib, "roce": RoceSection(views), "gpu": gpu, "inventory_known": inventory_known,
-                "jobs": jobs}, findings
+        return ({"ib": ib, "roce": RoceSection(views), "gpu": gpu, "inventory_known": inventory_known,
+                 "jobs": jobs, "unknown": unknown}, findings)
 
 
-__all__ = ["NodeModel", "CHECKED_COUNTERS"]
+__all__ = ["NodeModel", "CHECKED_COUNTERS", "unlisted"]

@@ -30,6 +30,7 @@ from fabricmon.host.io import HostIO
 from fabricmon.model.history import CounterHistory
 from fabricmon.model.ports import Inventory
 from fabricmon.model.snapshot import BUILD_BUCKETS, BuildStats, Snapshot, SourceState
+from fabricmon.pipeline.learned import LearnedStore
 from fabricmon.pipeline.node import NodeModel
 from fabricmon.pipeline.source import INVENTORY, Inputs, Source, SourceOutput, SourceSpec, registry
 
@@ -65,11 +66,13 @@ class Model:
 class Pipeline:
     """collector: which registered sources run ("node" or "fabric"); source_configs: their
     validated configs (default config.sources); model: how their records become a snapshot
-    (default the node's)."""
+    (default the node's); learned: where the node model keeps the learned inventory (default
+    in memory)."""
 
     def __init__(self, config: Config, io: HostIO, history: CounterHistory | None = None,
                  clock: Callable[[], float] = time.time, collector: str = "node",
-                 model: Model | None = None, source_configs: Mapping[str, SourceConfig] | None = None):
+                 model: Model | None = None, source_configs: Mapping[str, SourceConfig] | None = None,
+                 learned: LearnedStore | None = None):
         self.config = config
         self.io = io
         self.clock = clock
@@ -84,7 +87,7 @@ class Pipeline:
         }
         for n, st in self.states.items():
             st.active, st.program = self._resolve(n)
-        self.model = model if model is not None else NodeModel(config, history, clock)
+        self.model = model if model is not None else NodeModel(config, history, clock, learned)
         self.snapshot: Snapshot | None = None
         self.on_snapshot: list[Callable[[Snapshot], None]] = []
         self._lock = threading.Lock()                    # states and the inventory

@@ -5,11 +5,13 @@ then runs the real daemon as host `node01` (the real infiniband-diags tools, und
 umad2sim preload), plus the fabric collector (`fabricmon fabric run`) on port+2 with simulated
 traffic on every leaf's uplinks. After a short while it injects a burst of symbol errors on that
 host's port and polarises leaf02's traffic onto spine01, so findings appear (an imbalanced leaf
-after 3 sweeps), and prints findings as they change. Ctrl-C stops everything.
+after 3 sweeps), and prints findings as they change. Ctrl-C or SIGTERM (systemd, `timeout`, a CI
+runner) stops everything: the simulator's processes end and its temp directory is removed.
 """
 
 from __future__ import annotations
 
+import signal
 import sys
 import tempfile
 import threading
@@ -64,6 +66,10 @@ def summarize(snap: Snapshot) -> list[str]:
     return lines
 
 
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt     # SIGTERM stops the demo as Ctrl-C does: through the cleanup below
+
+
 def run_demo(port: int = 9879, duration: float = 0, fault_after: float = 20.0,
              workdir: str | None = None) -> int:
     ok, why = sim.tools_available()
@@ -74,15 +80,17 @@ def run_demo(port: int = 9879, duration: float = 0, fault_after: float = 20.0,
         return 1
     from fabricmon.serve.daemon import Daemon
 
-    tmp = tempfile.TemporaryDirectory(prefix="fabricmon-demo-") if workdir is None else None
-    wd = Path(workdir or tmp.name)
-    wd.mkdir(parents=True, exist_ok=True)
-    (wd / "sys").mkdir(exist_ok=True)
-    netfile = sim.demo_netfile_path().read_text()
-    fabric = sim.SimFabric(netfile, wd / "fabric")
-    _say(f"starting the simulated fabric ({len(fabric.hosts)} hosts, 2 spines, 4 leaves, HDR) ...")
-    daemon = collector = traffic = None
+    main = threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGTERM, _interrupt) if main else None
+    tmp = fabric = daemon = collector = traffic = None
     try:
+        tmp = tempfile.TemporaryDirectory(prefix="fabricmon-demo-") if workdir is None else None
+        wd = Path(workdir or tmp.name)
+        wd.mkdir(parents=True, exist_ok=True)
+        (wd / "sys").mkdir(exist_ok=True)
+        netfile = sim.demo_netfile_path().read_text()
+        fabric = sim.SimFabric(netfile, wd / "fabric")
+        _say(f"starting the simulated fabric ({len(fabric.hosts)} hosts, 2 spines, 4 leaves, HDR) ...")
         fabric.start()
         fabric.start_sm()       # a master SM that keeps answering, as on a real fabric
         cfg = from_dict(demo_config(str(wd / "sys"), port))
@@ -137,13 +145,18 @@ def run_demo(port: int = 9879, duration: float = 0, fault_after: float = 20.0,
         print()
         _say("stopping")
     finally:
+        if main:        # a second SIGTERM does not cut the cleanup short (SIGKILL still ends it)
+            signal.signal(signal.SIGTERM, signal.SIG_IGN)
         if traffic is not None:
             traffic.stop()
         if collector is not None:
             collector.stop()
         if daemon is not None:
             daemon.stop()
-        fabric.stop()
+        if fabric is not None:
+            fabric.stop()
         if tmp is not None:
             tmp.cleanup()
+        if main:
+            signal.signal(signal.SIGTERM, previous if previous is not None else signal.SIG_DFL)
     return 0

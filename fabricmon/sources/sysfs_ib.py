@@ -2,9 +2,10 @@
 counters_ext/} (mlx5's hw_counters/ are the hw_counters source's, on their own interval).
 
 Reading sysfs cannot hang, but any single file may fail (EINVAL, EACCES, vanished between
-listing and reading) or read `N/A (no PMA)`: that costs only that value. mlx4's 64-bit
-`counters_ext/` replaces a 32-bit data or packet counter of `counters/` that is saturated or
-absent.
+listing and reading) or read `N/A (no PMA)`: that costs only that value. Where mlx4 has a
+data or packet counter in both `counters/` and `counters_ext/`, the live one wins: both count
+from the same reset, so the larger is the live one and the smaller is stale (a `counters_ext/`
+twin that reads 0) or saturated (a 32-bit `counters/` value stuck at 2^32-1).
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import errno
 import time
 from dataclasses import dataclass
 
-from fabricmon.host.io import HostIO, read_answer
+from fabricmon.host.io import HostIO
 from fabricmon.ibspec import COUNTER_BY_NAME, COUNTER_BY_SYSFS, COUNTER_BY_SYSFS_EXT
 from fabricmon.parsers.errors import ParseError
 from fabricmon.parsers.pci_topology import pci_chain_or_none
@@ -47,7 +48,8 @@ class _PortLayout:
         self.state, self.phys_state, self.rate = f"{self.base}/state", f"{self.base}/phys_state", f"{self.base}/rate"
         self.counter_bits = {name: (64 if COUNTER_BY_NAME[name].kind == "traffic" else COUNTER_BY_NAME[name].bits)
                              for _, name in self.counters}
-        self.rels = (self.state, self.phys_state, self.rate, *(r for r, _ in self.counters))
+        self.rels = (self.state, self.phys_state, self.rate, *(r for r, _ in self.counters),
+                     *(r for r, _ in self.counters_ext))
 
 
 @dataclass(slots=True)
@@ -55,10 +57,6 @@ class _Layout:
     static: SysfsDevice
     ports: list[_PortLayout]
     read_at: float
-
-
-# 32-bit counters/ values at this value are saturated: counters_ext/ has the real one.
-_MAX32 = (1 << 32) - 1
 
 
 @register("sysfs", enabled=True, interval=15.0, timeout=5.0, provides_inventory=True, records=SysfsData)
@@ -209,14 +207,13 @@ class SysfsSource(Source):
             self._counter(rel, key, answer, p.counters, out)
         bits = pl.counter_bits
         p.counter_bits = {name: bits[name] for name in p.counters}
-        for rel, key in pl.counters_ext:
-            v = p.counters.get(key)
-            if v is None or v >= _MAX32:       # absent, or its 32-bit twin saturated
-                ext: dict[str, int] = {}
-                self._counter(rel, key, read_answer(io.read, "sysfs", rel), ext, out)
-                if key in ext:
-                    p.counters[key] = ext[key]
-                    p.counter_bits[key] = 64
+        for (rel, key), answer in zip(pl.counters_ext, answers[3 + n:]):
+            ext: dict[str, int] = {}
+            self._counter(rel, key, answer, ext, out)
+            # the live one of the twins: the larger (the other is stale, or saturated at 2^32-1)
+            if key in ext and ext[key] > p.counters.get(key, -1):
+                p.counters[key] = ext[key]
+                p.counter_bits[key] = 64
         return p
 
     @staticmethod

@@ -105,13 +105,16 @@ def test_an_empty_tree_with_an_expectation_is_critical(tmp_path: Path) -> None:
     assert "no matching port found; no InfiniBand or RoCE port at all" in lines[1]
 
 
-def test_an_empty_tree_without_expectation_is_ok_and_says_so(tmp_path: Path) -> None:
+def test_an_empty_tree_without_expectation_is_unknown_and_says_why(tmp_path: Path) -> None:
+    """Nothing found, nothing expected, nothing learned: nothing to check is UNKNOWN (3), not OK."""
     empty = tmp_path / "sys"
     empty.mkdir()
     res = fabricmon("check", "--no-state", "-v", "--config", write_config(tmp_path, empty), env=no_tools_env(tmp_path))
-    assert res.returncode == 0, res.stdout + res.stderr
+    assert res.returncode == 3, res.stdout + res.stderr
     lines = res.stdout.splitlines()
-    assert lines[0] == "FABRICMON OK - 0 critical, 0 warning on 0 port(s); no InfiniBand or RoCE port found"
+    assert lines[0] == (f"FABRICMON UNKNOWN - nothing to check: no InfiniBand or RoCE device found ({empty}/class/"
+                        "infiniband) and none seen on this node before; is the RDMA driver loaded? (lsmod | grep "
+                        "ib_core, dmesg, lspci -d 15b3:)")
     assert "OK expected_inventory: no InfiniBand or RoCE port found (no expected_links configured)" in lines
 
 

@@ -1,4 +1,6 @@
-"""A hot-plugged or removed HCA: series appear and disappear, no stale duplicates, no fd leak."""
+"""A hot-plugged or removed HCA: series appear and disappear, no stale duplicates, no fd leak. A
+removed HCA that was seen healthy stays named by one CRITICAL expected_inventory series (the
+learned inventory) until it comes back; a hot-plugged one is learned."""
 
 from __future__ import annotations
 
@@ -34,10 +36,14 @@ def test_hca_removed_and_added(tmp_path):
     shutil.rmtree(tmp_path / "class" / "infiniband" / "mlx5_1")
     text = render(col.collect(["sysfs"])).decode()
     assert devices_up(text) == ["mlx5_0", "mlx5_2"]
-    assert 'device="mlx5_1"' not in text
+    # of the removed HCA only the learned inventory's verdict is left: it was there and is gone
+    assert [ln for ln in text.splitlines() if 'device="mlx5_1"' in ln] == [
+        'fabricmon_check_status{check="expected_inventory",device="mlx5_1",port="1"} 2.0']
     assert io.open_files() < fds_before            # the removed HCA's files were closed
     nodetree.build(tmp_path, 4)                     # mlx5_1 comes back, mlx5_3 is new
     text = render(col.collect(["sysfs"])).decode()
     assert devices_up(text) == ["mlx5_0", "mlx5_1", "mlx5_2", "mlx5_3"]
     assert text.count('fabricmon_ib_port_up{device="mlx5_1",port="1"}') == 1
+    assert 'check="expected_inventory",device="mlx5_1"' not in text        # back: nothing is missing
+    assert sorted(p.device for p in col.model.learned.inventory.ports.values()) == [f"mlx5_{i}" for i in range(4)]
     col.close()

@@ -54,7 +54,10 @@ def test_the_readme_install_steps_work(tmp_path: Path) -> None:
             argv += ["--root", str(tmp_path / "root")]      # a test must not touch the system
         res = subprocess.run(argv, capture_output=True, text=True, timeout=300)
         if argv[-2:] == ["check", "--no-state"]:
-            assert res.returncode in (0, 1, 2), res.stdout + res.stderr
+            # a verdict, never a crash: 3 only as "nothing to check" (a host without any RDMA device)
+            assert res.returncode in (0, 1, 2) or (
+                res.returncode == 3 and res.stdout.startswith("FABRICMON UNKNOWN - nothing to check: ")), \
+                res.stdout + res.stderr
             assert res.stdout.startswith("FABRICMON "), res.stdout + res.stderr
         else:
             assert res.returncode == 0, f"{step}:\n{res.stdout}\n{res.stderr}"

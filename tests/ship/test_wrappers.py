@@ -112,6 +112,24 @@ def test_slurm_unknown_does_not_drain(node: Node) -> None:
     assert "UNKNOWN (exit 3): FABRICMON UNKNOWN - config error at checks.down_severty" in res.stderr
 
 
+def test_slurm_nothing_to_check_does_not_drain_and_a_lost_learned_adapter_does(node: Node) -> None:
+    """The shipped config (no expected_links): a node without any RDMA device is UNKNOWN (no drain);
+    one that lost an adapter it had seen healthy drains, naming it."""
+    node.config.write_text(yaml.safe_dump({"paths": yaml.safe_load(node.config.read_text())["paths"]}))
+    node.slurm()                                        # learns mlx5_0 and mlx5_1
+    assert not [c for c in node.calls() if c.startswith("update")]
+    shutil.rmtree(node.sysfs / "class/infiniband/mlx5_1")
+    node.slurm()
+    [upd] = [c for c in node.calls() if c.startswith("update")]
+    assert "reason=fabricmon: CRITICAL expected_inventory: mlx5_1 port 1 is gone" in upd
+    shutil.rmtree(node.sysfs / "class")
+    (node.tmp / "state" / "inventory.json").unlink()    # a node that never had any
+    node.log.unlink()
+    res = node.slurm()
+    assert not [c for c in node.calls() if c.startswith("update")]
+    assert "UNKNOWN (exit 3): FABRICMON UNKNOWN - nothing to check: no InfiniBand or RoCE device found" in res.stderr
+
+
 @pytest.mark.parametrize("body,words", [("sleep 30", "did not finish within 1s"),
                                         ("exit 127", "UNKNOWN (exit 127)")], ids=["hung", "missing"])
 def test_slurm_a_broken_fabricmon_does_not_drain(node: Node, body: str, words: str) -> None:

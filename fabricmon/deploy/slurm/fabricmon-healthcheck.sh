@@ -10,7 +10,8 @@
 #   0 OK        nothing; a node that this script drained earlier (reason "fabricmon: ...") is resumed
 #   1 WARNING   nothing (a ticket, not a drain: Prometheus alerts carry warnings); logged
 #   2 CRITICAL  scontrol update state=drain reason="fabricmon: <the first CRITICAL line>"
-#   3 UNKNOWN   nothing: fabricmon could not check (config error, internal error); logged
+#   3 UNKNOWN   nothing: fabricmon could not check (config error, internal error) or found
+#               nothing to check (no RDMA device, none expected or learned); logged
 #   other       (not installed, killed by the timeout) the same as UNKNOWN
 # A node is never drained because fabricmon itself is broken or slow: that is fabricmon's own
 # alert (FabricmonDown, FabricmonSourceFailing), not the node's fault.

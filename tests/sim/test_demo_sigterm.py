@@ -1,0 +1,52 @@
+"""`fabricmon demo` stopped with SIGTERM (systemd, `timeout`, a CI runner) cleans up as on Ctrl-C:
+every simulator process it started is gone and its temp directory is removed (issue 18, item 6)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+
+from fabricmon.sim.fabric import tools_available
+from helpers import unavailable
+
+READY = "the fabric collector sweeps every switch port"
+
+
+def test_demo_under_sigterm_leaves_no_process_and_no_temp_dir(tmp_path: Path) -> None:
+    ok, why = tools_available()
+    if not ok:
+        unavailable(f"the fabric simulator cannot run ({why}): install ibsim-utils libumad2sim0 infiniband-diags opensm")
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    out = open(tmp_path / "demo.out", "w+")
+    proc = subprocess.Popen([sys.executable, "-m", "fabricmon", "demo", "--port", "0", "--fault-after", "3600"],
+                            stdout=out, stderr=subprocess.STDOUT, env={**os.environ, "TMPDIR": str(tmp)},
+                            start_new_session=True)
+    try:
+        deadline = time.monotonic() + 90
+        while READY not in (tmp_path / "demo.out").read_text():
+            assert proc.poll() is None, (tmp_path / "demo.out").read_text()
+            assert time.monotonic() < deadline, (tmp_path / "demo.out").read_text()
+            time.sleep(0.2)
+        children = psutil.Process(proc.pid).children(recursive=True)
+        names = sorted({c.name() for c in children})
+        assert "ibsim" in names and "opensm" in names, names
+        [workdir] = list(tmp.glob("fabricmon-demo-*"))
+        assert (workdir / "fabric").is_dir()
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(30) == 0, (tmp_path / "demo.out").read_text()
+        gone, alive = psutil.wait_procs(children, timeout=10)
+        assert not alive, [(p.pid, p.name()) for p in alive]
+        assert list(tmp.iterdir()) == [], list(tmp.iterdir())      # the temp dir, ibsim's log in it, is gone
+        assert "stopping" in (tmp_path / "demo.out").read_text()
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(10)
+        out.close()
