@@ -18,6 +18,7 @@ import yaml
 
 from fabricmon import ibspec
 from fabricmon.host.runner import DEFAULT_TOOL_DIRS
+from fabricmon.registry import registry
 
 DEFAULT_PORT = 9879
 DEFAULT_FABRIC_PORT = 9881      # the fabric collector (9880 is fluentd's in_http default)
@@ -258,7 +259,6 @@ def _sources(raw: Any, collector: str = "node", prefix: str = "sources",
              defaults: dict[str, dict[str, Any]] | None = None) -> dict[str, SourceConfig]:
     """Validate `<prefix>.<name>` against the sources registered for `collector` and their
     defaults (`defaults` overrides a registered default, e.g. fabric.sweep_interval)."""
-    from fabricmon.pipeline.source import registry
     specs = registry(collector)
     m = _mapping(raw, prefix, tuple(specs))
     out = {}

@@ -1,25 +1,11 @@
 """Checks turn merged records and their deltas into findings. Every check yields one Finding
-per port it evaluates, OK included, so `fabricmon_check_status` is always present."""
+per port it evaluates, OK included, so `fabricmon_check_status` is always present.
+
+The Finding type and the statuses live in the model (fabricmon.model.finding): types flow down
+the layers, so the snapshot holds findings without importing a check."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from fabricmon.model.finding import CRITICAL, OK, STATUS_NAMES, WARNING, Finding, worst
 
-OK, WARNING, CRITICAL = 0, 1, 2
-STATUS_NAMES = {OK: "OK", WARNING: "WARNING", CRITICAL: "CRITICAL"}
-
-
-@dataclass(frozen=True, slots=True)
-class Finding:
-    check: str
-    device: str
-    port: int | None
-    status: int
-    message: str
-
-    def line(self) -> str:
-        return f"{STATUS_NAMES[self.status]} {self.check}: {self.message}"
-
-
-def worst(findings: list[Finding]) -> int:
-    return max((f.status for f in findings), default=OK)
+__all__ = ["CRITICAL", "OK", "STATUS_NAMES", "WARNING", "Finding", "worst"]

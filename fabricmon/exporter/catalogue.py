@@ -252,8 +252,8 @@ def _fabric(fn: Callable[[object], Iterable[Sample]]) -> Callable[[Snapshot], It
 
 def _fab_ports(get: Callable[[object], float | None]) -> Callable[[Snapshot], Iterator[Sample]]:
     def fn(fab: object) -> Iterator[Sample]:
-        for (guid, port), p in fab.ports.items():
-            yield (guid, str(port)), get(p)
+        for (guid, _), p in fab.ports.items():
+            yield (guid, p.label), get(p)
     return _fabric(fn)
 
 
@@ -263,29 +263,30 @@ def _fab_switch_info(fab: object) -> Iterator[Sample]:
 
 
 def _fab_link_info(fab: object) -> Iterator[Sample]:
-    for (guid, port), p in fab.ports.items():
+    for (guid, _), p in fab.ports.items():
         lk = p.link
         if lk is None:
-            yield (guid, str(port), p.role, "", "", ""), 1
+            yield (guid, p.label, p.role, "", "", ""), 1
         else:
-            yield (guid, str(port), p.role, lk.remote_guid, str(lk.remote_port), lk.remote_name), 1
+            yield (guid, p.label, p.role, lk.remote_guid, lk.remote_port_label, lk.remote_name), 1
 
 
 def _fab_degraded(fab: object) -> Iterator[Sample]:
-    for (guid, port), p in fab.ports.items():
+    for (guid, _), p in fab.ports.items():
         if p.link is not None:
             for reason in ("down", "width", "speed"):
-                yield (guid, str(port), reason), 1 if p.degraded.get(reason) else 0
+                yield (guid, p.label, reason), 1 if p.degraded.get(reason) else 0
 
 
 def _fab_counter(spec: ibspec.CounterSpec) -> Callable[[Snapshot], Iterator[Sample]]:
     name, scale = spec.name, spec.scale
 
     def fn(fab: object) -> Iterator[Sample]:
-        for (guid, port), p in fab.ports.items():
+        k = fab.counter_scale.get(name, scale)      # Ethernet octets count bytes, not 4-octet words
+        for (guid, _), p in fab.ports.items():
             v = p.counters.get(name)
             if v is not None:
-                yield (guid, str(port)), v * scale
+                yield (guid, p.label), v * k
     return _fabric(fn)
 
 
@@ -304,7 +305,7 @@ def _fab_sweep_errors(fab: object) -> Iterator[Sample]:
 def _fab_routes(fab: object) -> Iterator[Sample]:
     for guid, rb in fab.routes.items():
         for port, n in sorted(rb.routes.items()):
-            yield (guid, str(port)), n
+            yield (guid, fab.port_label(guid, port)), n
 
 
 def _fab_per_switch(get: Callable[[object, str], float | None]) -> Callable[[Snapshot], Iterator[Sample]]:

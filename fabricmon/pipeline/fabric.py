@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping
+from dataclasses import replace
 
 import structlog
 
@@ -99,7 +100,8 @@ class FabricModel:
 
     def _log_changes(self, old: Topology, new: Topology) -> None:
         def links(t: Topology) -> set[tuple]:
-            return {(g, p, lk.remote_guid, lk.remote_port, lk.width, lk.speed, lk.remote_name)
+            return {(g, sw.port_name(p), lk.remote_guid, lk.remote_port_label,
+                     lk.rate_class if lk.rate_mbps else f"{lk.width}x{lk.speed}", lk.remote_name)
                     for g, sw in t.switches.items() for p, lk in sw.links.items()}
         changes: list[str] = []
         for g in sorted(set(old.switches) - set(new.switches)):
@@ -112,10 +114,10 @@ class FabricModel:
             changes.append(f"CA {new.cas[g]} (0x{g}) appeared")
         before, after = links(old), links(new)
         for what, group, t in (("vanished", before - after, old), ("appeared", after - before, new)):
-            for g, p, rg, rp, w, s, rname in sorted(group):
+            for g, p, rg, rp, cls, rname in sorted(group):
                 if g in old.switches and g in new.switches:
                     name = t.switches[g].name or g
-                    changes.append(f'link "{name}"[{p}] (0x{g}) <-> "{rname}"[{rp}] (0x{rg}) {w}x{s} {what}')
+                    changes.append(f'link "{name}"[{p}] (0x{g}) <-> "{rname}"[{rp}] (0x{rg}) {cls} {what}')
         self.topology_changes += len(changes)
         for c in changes[:MAX_CHANGE_LINES]:
             log.warning("topology change", change=c)
@@ -162,16 +164,18 @@ class FabricModel:
         sec.switches = {g: sw for g, sw in sorted(topo.switches.items()) if in_shard(g, *self.shard)}
         sec.levels = {g: topo.levels.get(g, 0) for g in sec.switches}
         for g, sw in sec.switches.items():
-            for port in range(1, sw.nports + 1):
+            sec.kind = sw.kind
+            for port in sw.ports():
                 info = topo.ports.get((g, port))
+                name = sw.port_names.get(port, "")
                 if info is None or info.link is None:
                     old = self._remembered.get((g, port))
                     if old is not None:         # cabled before, not now: down, never dropped
-                        sec.ports[(g, port)] = FabricPort(g, port, old.role, old.link, up=False)
+                        sec.ports[(g, port)] = FabricPort(g, port, old.role, old.link, up=False, name=name)
                         continue
-                    sec.ports[(g, port)] = FabricPort(g, port, "unconnected", None, up=False)
+                    sec.ports[(g, port)] = FabricPort(g, port, "unconnected", None, up=False, name=name)
                 else:
-                    sec.ports[(g, port)] = FabricPort(g, port, info.role, info.link, up=True)
+                    sec.ports[(g, port)] = FabricPort(g, port, info.role, info.link, up=True, name=name)
 
         sweep: SweepData | None = sweep_st.data if sweep_st is not None else None
         new_sweep = sweep is not None and sweep_st.data_time != self._sweep_time
@@ -180,6 +184,8 @@ class FabricModel:
             self._prev_sweep_time, self._sweep_time = self._sweep_time, sweep_st.data_time
         findings: list[Finding] = []
         if sweep is not None:
+            sec.counter_scale = dict(sweep.scale)
+            self._fresh_state(sweep, sec)
             for key, vals in sweep.ports.items():
                 p = sec.ports.get(key)
                 if p is None:
@@ -188,7 +194,8 @@ class FabricModel:
                 for name, attr in (("transmit_bytes", "tx_rate"), ("receive_bytes", "rx_rate")):
                     step = self.rates.last_step((key[0], key[1], name))
                     if step is not None and step[1] > 0:
-                        setattr(p, attr, step[0] * ibspec.COUNTER_BY_NAME[name].scale / step[1])
+                        scale = sweep.scale.get(name, ibspec.COUNTER_BY_NAME[name].scale)
+                        setattr(p, attr, step[0] * scale / step[1])
         findings += fabric_links.evaluate(sec.ports, sec.switches, sec.levels, self.config)
         for key, p in sec.ports.items():
             if p.counters and any(self.history.has((key[0], key[1], c)) for c in CHECKED_COUNTERS):
@@ -197,7 +204,7 @@ class FabricModel:
                 for f in link_errors.evaluate_port(pv, self.history, self.config, now):
                     if f.status != OK:
                         findings.append(Finding(f.check, f.device, f.port, f.status,
-                                                f.message.replace(pv.label(), f"{name} (0x{key[0]}) port {key[1]}", 1)))
+                                                f.message.replace(pv.label(), f"{name} (0x{key[0]}) port {p.label}", 1)))
         sec.groups = fabric_ecmp.groups(sec.ports, sec.switches, topo.levels)
         ecmp_findings, self._ecmp_counts = fabric_ecmp.judge(sec.groups, self._ecmp_counts,
                                                             self.config.fabric.thresholds, new_sweep, sec.ports)
@@ -207,6 +214,19 @@ class FabricModel:
         findings += self._sm(states, sec)
         self._check_status(sec, findings, states)
         return {"fabric": sec}, findings
+
+    @staticmethod
+    def _fresh_state(sweep: SweepData, sec: FabricSection) -> None:
+        """The sweep's own view of a cabled port (Ethernet: ifOperStatus, ifHighSpeed) wins over
+        the last discovery's: a port that went down shows in this sweep, one that came back too."""
+        for key, up in sweep.link_up.items():
+            p = sec.ports.get(key)
+            if p is not None and p.link is not None:
+                p.up = up
+        for key, mbps in sweep.rate_mbps.items():
+            p = sec.ports.get(key)
+            if p is not None and p.link is not None and p.link.rate_mbps is not None and mbps and mbps != p.link.rate_mbps:
+                p.link = replace(p.link, rate_mbps=mbps)
 
     # --- symmetry, routing, the subnet manager, check status ------------------------------
     def _symmetry(self, sec: FabricSection, topo: Topology) -> list[Finding]:
