@@ -3,7 +3,7 @@
 #   make test   runs the whole test suite
 PYTHON ?= python3
 VENV   ?= .venv
-APT_PACKAGES = ibsim-utils libumad2sim0 infiniband-diags opensm ethtool iproute2 openssl prometheus prometheus-alertmanager systemd chromium
+APT_PACKAGES = ibsim-utils libumad2sim0 infiniband-diags opensm ethtool iproute2 openssl prometheus prometheus-alertmanager systemd chromium snmp snmpsim prometheus-snmp-exporter
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 .PHONY: demo test deps venv bench golden clean

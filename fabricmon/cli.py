@@ -178,12 +178,13 @@ def _fabric_config(args: argparse.Namespace) -> Config:
     return cfg
 
 
-def _fabric_sweeps(pipe: Pipeline, sweeps: int, interval: float) -> Snapshot:
+def _fabric_sweeps(pipe: Pipeline, sweeps: int, interval: float, kind: str = "infiniband") -> Snapshot:
     """Discovery and a first sweep under one deadline, then the further sweeps `interval` apart."""
+    from fabricmon.pipeline.fabric import SWEEP_SOURCE
     snap = pipe.collect()
     for _ in range(max(1, sweeps) - 1):
         time.sleep(interval)
-        snap = pipe.collect(["sweep"])
+        snap = pipe.collect([SWEEP_SOURCE[kind]])
     return snap
 
 
@@ -200,7 +201,7 @@ def cmd_fabric_once(args: argparse.Namespace) -> int:
     cfg = _fabric_config(args)
     pipe = fabric_pipeline(cfg, _io(args, cfg))
     try:
-        snap = _fabric_sweeps(pipe, args.sweeps, args.interval)
+        snap = _fabric_sweeps(pipe, args.sweeps, args.interval, cfg.fabric.kind)
     finally:
         pipe.close()
     body = render(snap)

@@ -83,6 +83,8 @@ class SwitchNode:
     # port number -> name, for switches whose ports are not 1..nports (Ethernet: ifIndex -> ifName)
     port_names: dict[int, str] = field(default_factory=dict)
     address: str = ""                # where the collector reads it (Ethernet: host:port)
+    # what the sweep reads besides the port counters (Ethernet: the PFC MIB walk the switch answers)
+    counter_tables: tuple[str, ...] = ()
 
     def ports(self) -> Iterable[int]:
         """Every port number of the switch."""
@@ -98,6 +100,7 @@ class DiscoveryData:
     switches: dict[str, SwitchNode] = field(default_factory=dict)
     cas: dict[str, str] = field(default_factory=dict)          # guid -> node description
     cache_file: str | None = None                              # the ibnetdiscover cache the sweep loads
+    unreachable: dict[str, str] = field(default_factory=dict)  # switch guid -> why this discovery missed it
 
 
 @dataclass(slots=True)
@@ -182,6 +185,9 @@ class SweepData:
     rate_mbps: dict[Key, int] = field(default_factory=dict)    # port speed read in this sweep (Mb/s)
     # counter -> multiplier to its unit where it differs from ibspec's (Ethernet octets: 1, not 4)
     scale: dict[str, int] = field(default_factory=dict)
+    wrapping: set[str] = field(default_factory=set)            # counters that wrap at their width (not saturate)
+    # PFC pause frames: (priority, direction) -> frames; priority -1: every priority (a per-port MIB)
+    pause: dict[Key, dict[tuple[int, str], int]] = field(default_factory=dict)
 
 
 # --- forwarding tables and the subnet manager ---------------------------------------------
@@ -244,6 +250,8 @@ class FabricPort:
     degraded: dict[str, bool] = field(default_factory=dict)     # reason -> bool (width, speed, down)
     expected: str = ""               # the link class norm, e.g. "4X HDR", "400G"
     name: str = ""                   # the port's label where it is not its number (Ethernet: ifName)
+    pause: dict[tuple[int, str], int] = field(default_factory=dict)           # (priority, direction) -> frames
+    pause_rates: dict[tuple[int, str], float] = field(default_factory=dict)   # ... -> frames/s, last two sweeps
 
     @property
     def label(self) -> str:
@@ -286,6 +294,7 @@ class FabricSection:
     check_status: dict[tuple[str, str], int] = field(default_factory=dict)     # (check, switch guid or "") -> status
     counter_scale: dict[str, int] = field(default_factory=dict)     # as SweepData.scale
     kind: str = "infiniband"         # or "ethernet"
+    unreachable: dict[str, str] = field(default_factory=dict)       # switch guid -> why it was not read
 
     def port_label(self, guid: str, port: int) -> str:
         p = self.ports.get((guid, port))

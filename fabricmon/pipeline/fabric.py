@@ -24,8 +24,10 @@ from dataclasses import replace
 import structlog
 
 from fabricmon import ibspec
-from fabricmon.checks import OK, Finding
-from fabricmon.checks import fabric_ecmp, fabric_links, fabric_routing, fabric_sm, fabric_symmetry, link_errors
+from fabricmon.checks import OK, WARNING, Finding
+from fabricmon.checks import (
+    fabric_ecmp, fabric_links, fabric_pfc, fabric_routing, fabric_sm, fabric_symmetry, link_errors,
+)
 from fabricmon.config import Config
 from fabricmon.model.fabric import (
     DiscoveryData, FabricPort, FabricSection, LftData, PortInfo, SmData, SweepData, Topology, build_topology,
@@ -41,9 +43,14 @@ log = structlog.get_logger("fabricmon.fabric")
 RATE_COUNTERS = ("transmit_bytes", "receive_bytes")
 MAX_CHANGE_LINES = 20       # topology changes logged one by one per discovery, then summarised
 # fabricmon_fabric_check_status{check}: a finding's check -> the name alerts select
+UNREACHABLE = "fabric_unreachable"
 CHECK_NAMES = {fabric_links.CHECK: "degraded_link", fabric_ecmp.CHECK: "ecmp", fabric_routing.CHECK: "routing",
-               fabric_symmetry.CHECK: "uplinks", fabric_sm.CHECK: "sm"}
+               fabric_symmetry.CHECK: "uplinks", fabric_sm.CHECK: "sm", fabric_pfc.CHECK: "pfc_storm",
+               UNREACHABLE: "reachable"}
 SWITCH_CHECKS = ("degraded_link", "link_errors", "ecmp", "uplinks")     # + "routing" once tables were read
+ETHERNET_CHECKS = ("pfc_storm", "reachable")                           # + on an Ethernet fabric
+# the sweep source of each kind (`fabric once --sweeps N` runs it again)
+SWEEP_SOURCE = {"infiniband": "sweep", "ethernet": "snmp_sweep"}
 
 
 def _state_of(states: Mapping[str, SourceState], records: type) -> SourceState | None:
@@ -73,6 +80,8 @@ class FabricModel:
         self._sweep_time: float | None = None
         self._prev_sweep_time: float | None = None
         self._ecmp_counts: dict[tuple[str, str], int] = {}
+        self._pfc_counts: dict[tuple[str, int, int, str], int] = {}
+        self._wrap: dict[tuple[str, int, str], tuple[int, int]] = {}     # key -> (last raw value, offset)
 
     # --- topology -----------------------------------------------------------------------
     def inventory(self, states: Mapping[str, SourceState]) -> Topology:
@@ -125,16 +134,34 @@ class FabricModel:
             log.warning("topology changes", more=len(changes) - MAX_CHANGE_LINES)
 
     # --- counters -----------------------------------------------------------------------
+    def _unwrap(self, key: tuple[str, int, str], raw: int, bits: int) -> int:
+        """A counter that wraps at its width (Ethernet's 32-bit ifTable counters): the raw value
+        plus 2^bits per wrap seen. A drop from the upper half to a small value is a wrap; any other
+        drop is a reset (the offset goes, and the history counts the reset)."""
+        last, offset = self._wrap.get(key, (raw, 0))
+        if raw < last:
+            top = 1 << bits
+            offset = offset + top if last >= top // 2 and raw + top - last < top // 2 else 0
+        self._wrap[key] = (raw, offset)
+        return raw + offset
+
     def _record(self, sweep: SweepData, t: float, keep: set[tuple[str, int]]) -> None:
         prev = self._sweep_time
+        for key, pause in sweep.pause.items():
+            if key in keep:
+                for (prio, direction), value in pause.items():
+                    self.rates.record((key[0], key[1], f"pause:{prio}:{direction}"), t, value, saturated=False)
         for key, vals in sweep.ports.items():
             if key not in keep:
                 continue
             guid, port = key
             for name, value in vals.items():
                 bits = sweep.bits.get(name)
+                if name in sweep.wrapping and bits:
+                    value = self._unwrap((guid, port, name), value, bits)
                 spec = ibspec.COUNTER_BY_NAME.get(name)
-                sat = spec is not None and name in ibspec.SATURABLE and value >= ibspec.counter_max(spec, bits)
+                sat = (spec is not None and name in ibspec.SATURABLE and name not in sweep.wrapping
+                       and value >= ibspec.counter_max(spec, bits))
                 if name in RATE_COUNTERS:
                     self.rates.record((guid, port, name), t, value, saturated=False)
                 elif name in CHECKED_COUNTERS:
@@ -148,6 +175,8 @@ class FabricModel:
                         log.info("counter decreased (reset)", switch_guid=guid, port=port, counter=name)
         self.history.prune(keep)
         self.rates.prune(keep)
+        for k in [k for k in self._wrap if (k[0], k[1]) not in keep]:
+            del self._wrap[k]
 
     # --- the build ----------------------------------------------------------------------
     def build(self, states: Mapping[str, SourceState], inventory_ran: tuple[bool, bool] = (True, True)
@@ -186,6 +215,15 @@ class FabricModel:
         if sweep is not None:
             sec.counter_scale = dict(sweep.scale)
             self._fresh_state(sweep, sec)
+            for key, pause in sweep.pause.items():
+                p = sec.ports.get(key)
+                if p is None:
+                    continue
+                p.pause = dict(pause)
+                for pd in pause:
+                    step = self.rates.last_step((key[0], key[1], f"pause:{pd[0]}:{pd[1]}"))
+                    if step is not None and step[1] > 0:
+                        p.pause_rates[pd] = step[0] / step[1]
             for key, vals in sweep.ports.items():
                 p = sec.ports.get(key)
                 if p is None:
@@ -212,6 +250,12 @@ class FabricModel:
         findings += self._symmetry(sec, topo)
         findings += self._routing(states, sec, topo)
         findings += self._sm(states, sec)
+        if sec.kind == "ethernet":
+            eth = self.config.fabric.ethernet
+            pfc, self._pfc_counts = fabric_pfc.evaluate(sec.ports, sec.switches, self._pfc_counts,
+                                                        eth.pfc_storm_rate, eth.pfc_storm_sweeps, new_sweep)
+            findings += pfc
+            findings += self._unreachable(states, sec, sweep)
         self._check_status(sec, findings, states)
         return {"fabric": sec}, findings
 
@@ -256,8 +300,30 @@ class FabricModel:
             self._sm_last, self._sm_time = cur, st.data_time
         return [fabric_sm.evaluate(sec.sms, self._sm_stalled, self.config.fabric.sm_stalled_polls)]
 
+    def _unreachable(self, states: Mapping[str, SourceState], sec: FabricSection,
+                     sweep: SweepData | None) -> list[Finding]:
+        """A switch that did not answer the latest discovery or sweep: WARNING, naming it and why
+        (its links keep their last state: a switch we cannot read is not a cable that is down)."""
+        st = _state_of(states, DiscoveryData)
+        why = dict(st.data.unreachable) if st is not None and st.data is not None else {}
+        if sweep is not None:
+            for g in sweep.missing:
+                why.setdefault(g, "no answer to the last sweep")
+            for g in sweep.switches:
+                why.pop(g, None)
+        sec.unreachable = {g: w for g, w in why.items() if g in sec.switches}
+        out = []
+        for g, w in sorted(sec.unreachable.items()):
+            sw = sec.switches[g]
+            out.append(Finding(UNREACHABLE, g, None, WARNING,
+                               f"{sw.name} ({sw.address or g}) does not answer SNMP: {w}; its ports keep their last "
+                               f"state. Check that it is up, its management address and ACL, and the SNMP "
+                               f"credentials (fabric.ethernet.snmp)"))
+        return out
+
     def _check_status(self, sec: FabricSection, findings: list[Finding], states: Mapping[str, SourceState]) -> None:
         checks = SWITCH_CHECKS + (("routing",) if sec.routes or _has_data(states, LftData) else ())
+        checks += ETHERNET_CHECKS if sec.kind == "ethernet" else ()
         status = {(c, g): OK for g in sec.switches for c in checks}
         for f in findings:
             name = CHECK_NAMES.get(f.check, "link_errors" if f.device in sec.switches else None)
@@ -276,8 +342,9 @@ def _has_data(states: Mapping[str, SourceState], records: type) -> bool:
 def fabric_pipeline(config: Config, io: object, clock: Callable[[], float] = time.time) -> object:
     """The fabric collector: the one Pipeline, with the fabric sources and this model."""
     from fabricmon.pipeline.scheduler import Pipeline
-    return Pipeline(config, io, clock=clock, collector="fabric", model=FabricModel(config, clock),
+    collector = "ethernet" if config.fabric.kind == "ethernet" else "fabric"
+    return Pipeline(config, io, clock=clock, collector=collector, model=FabricModel(config, clock),
                     source_configs=config.fabric.sources)
 
 
-__all__ = ["FabricModel", "fabric_pipeline"]
+__all__ = ["SWEEP_SOURCE", "FabricModel", "fabric_pipeline"]

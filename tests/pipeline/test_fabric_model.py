@@ -117,3 +117,11 @@ def test_ethernet_ports_are_named_speeds_compare_in_mbps_and_the_sweep_state_is_
     assert 'fabricmon_fabric_port_up{port="Ethernet8",switch_guid="leaf-chassis"} 0.0' in text
     assert 'fabricmon_fabric_port_transmit_bytes_total{port="Ethernet4",switch_guid="leaf-chassis"} 11000.0' in text
     assert 'remote_port="Ethernet0"' in text
+
+
+def test_a_32_bit_counter_that_wraps_is_a_wrap_and_a_drop_is_a_reset() -> None:
+    model = FabricModel(from_dict({}, check_paths=False))
+    key = (ELEAF, 1002, "receive_errors")
+    top = 1 << 32
+    seq = [top - 100, top - 10, 40, 90, 5]      # wraps once (+50), then a reboot (reset)
+    assert [model._unwrap(key, v, 32) for v in seq] == [top - 100, top - 10, top + 40, top + 90, 5]
