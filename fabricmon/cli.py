@@ -150,7 +150,7 @@ def cmd_capture(args: argparse.Namespace) -> int:
     finally:
         pipe.close()
     if cfg.path:
-        shutil.copy(cfg.path, out / "config.yml")
+        _copy_config_without_secrets(cfg.path, out / "config.yml")
     else:
         (out / "config.yml").write_text("# built-in defaults were used\n{}\n")
     rec.save()
@@ -178,13 +178,12 @@ def _fabric_config(args: argparse.Namespace) -> Config:
     return cfg
 
 
-def _fabric_sweeps(pipe: Pipeline, sweeps: int, interval: float, kind: str = "infiniband") -> Snapshot:
+def _fabric_sweeps(pipe: Pipeline, sweeps: int, interval: float) -> Snapshot:
     """Discovery and a first sweep under one deadline, then the further sweeps `interval` apart."""
-    from fabricmon.pipeline.fabric import SWEEP_SOURCE
     snap = pipe.collect()
     for _ in range(max(1, sweeps) - 1):
         time.sleep(interval)
-        snap = pipe.collect([SWEEP_SOURCE[kind]])
+        snap = pipe.collect(["sweep"])
     return snap
 
 
@@ -201,7 +200,7 @@ def cmd_fabric_once(args: argparse.Namespace) -> int:
     cfg = _fabric_config(args)
     pipe = fabric_pipeline(cfg, _io(args, cfg))
     try:
-        snap = _fabric_sweeps(pipe, args.sweeps, args.interval, cfg.fabric.kind)
+        snap = _fabric_sweeps(pipe, args.sweeps, args.interval)
     finally:
         pipe.close()
     body = render(snap)
@@ -212,6 +211,23 @@ def cmd_fabric_once(args: argparse.Namespace) -> int:
     for f in sorted(snap.findings, key=lambda f: -f.status):
         print(f.line(), file=sys.stderr)
     return 0
+
+
+def _copy_config_without_secrets(src: str, dst: Path) -> None:
+    """The config into a bundle; an inline SNMP secret (fabric.ethernet.snmp.community, ...) is
+    replaced by "<redacted>" (a bundle is shared for bug reports; secret files are not copied)."""
+    import yaml
+
+    from fabricmon.config import SNMP_SECRETS
+    raw = yaml.safe_load(Path(src).read_text()) or {}
+    snmp = ((raw.get("fabric") or {}).get("ethernet") or {}).get("snmp") if isinstance(raw, dict) else None
+    if isinstance(snmp, dict) and any(k in snmp for k in SNMP_SECRETS):
+        for k in SNMP_SECRETS:
+            if k in snmp:
+                snmp[k] = "<redacted>"
+        dst.write_text("# fabricmon fabric capture: inline SNMP secrets redacted\n" + yaml.safe_dump(raw, sort_keys=False))
+    else:
+        shutil.copy(src, dst)
 
 
 def cmd_fabric_capture(args: argparse.Namespace) -> int:
@@ -231,7 +247,7 @@ def cmd_fabric_capture(args: argparse.Namespace) -> int:
     finally:
         pipe.close()
     if cfg.path:
-        shutil.copy(cfg.path, out / "config.yml")
+        _copy_config_without_secrets(cfg.path, out / "config.yml")
     else:
         (out / "config.yml").write_text("# built-in defaults were used\n{}\n")
     rec.save()

@@ -525,10 +525,9 @@ def _fabric(raw: Any, state_dir: str, check_paths: bool = True) -> FabricConfig:
         cache_dir=_string(m.get("cache_dir", f"{state_dir.rstrip('/')}/fabric"), "fabric.cache_dir"),
         mad_timeout_ms=mad, thresholds=thresholds, routing_interval=routing, sm_interval=sm,
         routing_imbalance_threshold=imb, sm_stalled_polls=stalled, down_port_max_age=max_age,
-        # an Ethernet fabric runs its own two sources (SNMP), with the same intervals and timeouts
-        sources=(_sources(m.get("sources"), "ethernet", "fabric.sources",
-                          {"snmp_discovery": defaults["discovery"], "snmp_sweep": defaults["sweep"]})
-                 if kind == "ethernet" else _sources(m.get("sources"), "fabric", "fabric.sources", defaults)),
+        # an Ethernet fabric runs its own two sources (SNMP), named and timed as InfiniBand's
+        sources=_sources(m.get("sources"), "ethernet" if kind == "ethernet" else "fabric", "fabric.sources",
+                         defaults),
         kind=kind, ethernet=_ethernet(m.get("ethernet"), kind, check_paths),
     )
 

@@ -30,7 +30,7 @@ class SourceSpec:
     records: type | None            # the record type its SourceOutput.data holds
 
 
-_REGISTRY: dict[str, SourceSpec] = {}
+_REGISTRY: dict[tuple[str, str], SourceSpec] = {}     # (collector, name) -> spec: a name is unique per collector
 S = TypeVar("S", bound=type)
 
 
@@ -39,12 +39,13 @@ def register(name: str, *, enabled: bool | str = True, interval: float = 15.0, t
              collector: str = "node", concurrency: int = 1, records: type | None = None) -> Callable[[S], S]:
     """Class decorator: register a source once, with its defaults."""
     def deco(cls: S) -> S:
-        if name in _REGISTRY and _REGISTRY[name].cls is not cls:
-            raise ValueError(f"source {name!r} registered twice")
+        key = (collector, name)
+        if key in _REGISTRY and _REGISTRY[key].cls is not cls:
+            raise ValueError(f"source {name!r} registered twice for the {collector} collector")
         spec = SourceSpec(name, cls, enabled, float(interval), float(timeout), tuple(command), tuple(needs),
                           provides_inventory, collector, concurrency, records)
         cls.spec = spec
-        _REGISTRY[name] = spec
+        _REGISTRY[key] = spec
         return cls
     return deco
 
@@ -57,7 +58,7 @@ SOURCE_PACKAGES = {"node": "fabricmon.sources", "fabric": "fabricmon.sources.fab
 def registry(collector: str = "node") -> dict[str, SourceSpec]:
     """The registered sources of one configuration, in registration order."""
     importlib.import_module(SOURCE_PACKAGES[collector])      # importing registers them
-    return {n: s for n, s in _REGISTRY.items() if s.collector == collector}
+    return {n: s for (c, n), s in _REGISTRY.items() if c == collector}
 
 
 __all__ = ["SOURCE_PACKAGES", "SourceSpec", "register", "registry"]

@@ -49,8 +49,6 @@ CHECK_NAMES = {fabric_links.CHECK: "degraded_link", fabric_ecmp.CHECK: "ecmp", f
                UNREACHABLE: "reachable"}
 SWITCH_CHECKS = ("degraded_link", "link_errors", "ecmp", "uplinks")     # + "routing" once tables were read
 ETHERNET_CHECKS = ("pfc_storm", "reachable")                           # + on an Ethernet fabric
-# the sweep source of each kind (`fabric once --sweeps N` runs it again)
-SWEEP_SOURCE = {"infiniband": "sweep", "ethernet": "snmp_sweep"}
 
 
 def _state_of(states: Mapping[str, SourceState], records: type) -> SourceState | None:
@@ -347,4 +345,4 @@ def fabric_pipeline(config: Config, io: object, clock: Callable[[], float] = tim
                     source_configs=config.fabric.sources)
 
 
-__all__ = ["SWEEP_SOURCE", "FabricModel", "fabric_pipeline"]
+__all__ = ["FabricModel", "fabric_pipeline"]

@@ -190,3 +190,46 @@ def test_an_idle_fabric_is_never_flagged(tmp_path) -> None:
             assert [f for f in _findings(d.port) if f["status"] > 0] == []
         finally:
             d.stop()
+
+
+def test_snmpv3_authpriv_works_and_a_wrong_pass_phrase_is_a_counted_error(tmp_path) -> None:
+    """snmpsimd in v3 mode (one process per switch, context "public"): the right credentials read
+    the fabric; a wrong privacy pass phrase is an error for each switch (counted, reported
+    unreachable), never a crash; no pass phrase in any argv the collector ran, nor in its errors."""
+    _require()
+    from fabricmon.config import from_dict
+    from fabricmon.host import LiveIO
+    from fabricmon.host.bundle import RecordingIO
+    from fabricmon.pipeline.fabric import fabric_pipeline
+    auth, priv = "auth-Pass-1234", "priv-Pass-5678"
+    sw = leaf_spine(spines=1, leaves=1, hosts_per_leaf=1, uplink_rate=1e9)
+    with SnmpSimFabric(sw, v3=("fabmon", "SHA", auth, "AES", priv)) as fab:
+        for name, p in (("auth", auth), ("priv", priv), ("wrong", "wrong-Pass-0000")):
+            (tmp_path / name).write_text(p + "\n")
+            (tmp_path / name).chmod(0o600)
+
+        def run(priv_file: str):
+            cfg = from_dict({"paths": {"state_dir": str(tmp_path / "state")},
+                             "fabric": {"kind": "ethernet", "ethernet": {"switches": fab.addresses(), "snmp": {
+                                 "version": "3", "user": "fabmon", "auth_protocol": "SHA",
+                                 "auth_password_file": str(tmp_path / "auth"), "priv_protocol": "AES",
+                                 "priv_password_file": str(tmp_path / priv_file), "context": "public",
+                                 "timeout": 1, "retries": 0}}}})
+            rec = RecordingIO(LiveIO(), tmp_path / f"rec-{priv_file}")
+            pipe = fabric_pipeline(cfg, rec)
+            try:
+                return pipe.collect(), rec.commands
+            finally:
+                pipe.close()
+
+        snap, commands = run("priv")
+        assert {s.name for s in snap.fabric.switches.values()} == {"spine01", "leaf01"}
+        assert not snap.fabric.unreachable and snap.sources["sweep"].up
+        assert snap.fabric.levels[sw[0].chassis] == 2
+        bad, bad_commands = run("wrong")
+        assert set(bad.fabric.unreachable) == set(fab.addresses())
+        assert bad.sources["discovery"].errors_total["timeout"] + bad.sources["discovery"].errors_total["exit_code"] == 2
+        for cmd in commands + bad_commands:
+            assert not any(secret in arg for arg in cmd["argv"] for secret in (auth, priv, "wrong-Pass"))
+        texts = [f.message for f in bad.findings] + [e for s in bad.sources.values() for e in s.active_errors]
+        assert texts and not any(secret in t for t in texts for secret in (auth, priv, "wrong-Pass"))

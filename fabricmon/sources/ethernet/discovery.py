@@ -1,4 +1,4 @@
-"""snmp_discovery: every configured switch's identity, interfaces and LLDP neighbours, joined into
+"""discovery (Ethernet): every configured switch's identity, interfaces and LLDP neighbours, joined into
 the fabric graph (DiscoveryData, the records the InfiniBand discovery fills).
 
 Per switch, one process per walk (parsers.snmp.WALKS, phase "discovery" plus the interface tables
@@ -88,7 +88,7 @@ def build_graph(idents: dict[str, SwitchIdentity], unreachable: dict[str, str]) 
     return d
 
 
-@register("snmp_discovery", enabled=True, interval=300.0, timeout=60.0, command=(),
+@register("discovery", enabled=True, interval=300.0, timeout=60.0, command=(),
           provides_inventory=True, collector="ethernet", records=DiscoveryData)
 class SnmpDiscoverySource(Source):
     def __init__(self, config, sc=None):

@@ -1,4 +1,4 @@
-"""snmp_sweep: every switch port's counters, state and speed, and its PFC pause frames, from the
+"""sweep (Ethernet): every switch port's counters, state and speed, and its PFC pause frames, from the
 discovered topology (SweepData, the records the InfiniBand sweep fills).
 
 Per switch three processes (parsers.snmp.WALKS of phase "sweep": ifTable, ifXTable and the PFC
@@ -44,7 +44,7 @@ def read_counters(access: SnmpAccess, io: HostIO, address: str, tables: tuple[st
         return None, ("parse", str(exc))
 
 
-@register("snmp_sweep", enabled=True, interval=15.0, timeout=30.0, command=(),
+@register("sweep", enabled=True, interval=15.0, timeout=30.0, command=(),
           needs=(INVENTORY,), collector="ethernet", records=SweepData)
 class SnmpSweepSource(Source):
     def __init__(self, config, sc=None):
@@ -55,7 +55,7 @@ class SnmpSweepSource(Source):
         out = SourceOutput()
         topo: Topology | None = inputs.inventory
         if topo is None or not topo.switches:
-            out.error("read", "no discovered topology yet (the snmp_discovery source has not completed)")
+            out.error("read", "no discovered topology yet (the discovery source has not completed)")
             return out
         fc = self.config.fabric
         t0 = time.monotonic()
