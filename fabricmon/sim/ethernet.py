@@ -86,7 +86,8 @@ def leaf_spine(spines: int = 2, leaves: int = 4, hosts_per_leaf: int = 2, uplink
     spine_objs = []
     for s in range(spines):
         style = spine_styles[s % len(spine_styles)]
-        sp = SimSwitch(f"{name_prefix}spine{s + 1:02d}", _mac(0x100 + s), style=style)
+        sp = SimSwitch(f"{name_prefix[:1]}spine{s + 1:02d}" if name_prefix else f"spine{s + 1:02d}",
+                       _mac(0x100 + s), style=style)
         if style == "numbered":
             sp.ports.append(SimPort(1, "mgmt0", 1000, descr="mgmt0", oper=1))
         for li in range(leaves):
@@ -95,7 +96,7 @@ def leaf_spine(spines: int = 2, leaves: int = 4, hosts_per_leaf: int = 2, uplink
                                     lldp_num=(li + 1) if style != "sonic" else idx))
         spine_objs.append(sp)
     for li in range(leaves):
-        leaf = SimSwitch(f"{name_prefix}leaf{li + 1:02d}", _mac(0x200 + li))
+        leaf = SimSwitch(f"{name_prefix}l{li + 1:02d}" if name_prefix else f"leaf{li + 1:02d}", _mac(0x200 + li))
         n = 0
         for h in range(hosts_per_leaf):
             host = f"{name_prefix}node{li * hosts_per_leaf + h + 1:02d}"
