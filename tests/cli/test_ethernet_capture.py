@@ -73,3 +73,40 @@ def test_a_live_capture_keeps_no_secret(tmp_path: Path) -> None:
     r = fabric("once", "--replay", str(out))
     assert r.returncode == 0, r.stderr
     assert 'fabricmon_fabric_switch_info{level="1",switch="leaf01"' in r.stdout
+
+
+def test_the_fabric_map_draws_the_ethernet_fabric() -> None:
+    """The map and a switch's port table, unchanged pages, on the replayed Ethernet bundle: switches by
+    chassis ID, ports by ifName, links by class (400G)."""
+    import http.client
+
+    from fabricmon.config import load
+    from fabricmon.host.bundle import ReplayIO
+    from fabricmon.pipeline.fabric import fabric_pipeline
+    from fabricmon.serve.daemon import Daemon
+    from dataclasses import replace
+    cfg = load(str(BUNDLE / "config.yml"), check_paths=False)
+    cfg = replace(cfg, address="127.0.0.1")
+    io = ReplayIO(str(BUNDLE))
+    d = Daemon(cfg, io, port=0, pipeline=fabric_pipeline(cfg, io))
+    d.start()
+    try:
+        def get(path: str, ok: bool = True) -> str:
+            conn = http.client.HTTPConnection("127.0.0.1", d.port, timeout=10)
+            conn.request("GET", path)
+            r = conn.getresponse()
+            body = r.read().decode()
+            assert r.status == 200 or not ok, (path, r.status, body[:200])
+            return body
+        import time
+        for _ in range(100):       # 503 until the first snapshot is built
+            page = get("/", ok=False)
+            if 'data-guid="0c:42:a1:00:02:00"' in page:
+                break
+            time.sleep(0.2)
+        assert all(f'data-guid="0c:42:a1:00:0{g}"' in page for g in ("1:00", "1:01", "2:00", "2:01"))
+        table = get("/?part=switch&guid=0c:42:a1:00:02:00")
+        assert '<td class="num">Ethernet8</td><td>up</td><td>up</td><td>400G / 400G</td><td>spine01 [Ethernet0]</td>' \
+            in table
+    finally:
+        d.stop()
