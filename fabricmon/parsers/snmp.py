@@ -156,26 +156,39 @@ def _value(typ: str, text: str, want: str) -> int | str | None:
     return s
 
 
-def _rows_for(walk: str) -> list[tuple[str, OidRow]]:
-    return sorted(((r.oid + ".", r) for r in ROWS_BY_WALK[walk]), key=lambda x: -len(x[0]))
+_INDEX_LEN = {"ifIndex": 1, "ifIndex.prio": 2, "port": 1, "lldpRem": 3, "scalar": 1}
+# walk -> (row OID -> row, the index lengths its rows have): a line finds its row by one dict lookup
+_ROW_LOOKUP = {w: ({r.oid: r for r in rows}, sorted({_INDEX_LEN[r.index] for r in rows}))
+               for w, rows in ROWS_BY_WALK.items()}
+_NUMERIC = frozenset(("int", "counter32", "counter64", "gauge"))
 
 
 def parse_walk(walk: str, text: str) -> list[tuple[OidRow, tuple[int, ...], int | str]]:
     """One walk's text -> [(row, index, value)] for the rows declared for that walk; objects of
-    the table that no row names are left out."""
-    rows = _rows_for(walk)
+    the table that no row names are left out before their value is read."""
+    by_oid, lengths = _ROW_LOOKUP[walk]
     out = []
     for oid, typ, val in parse_lines(text):
-        for prefix, row in rows:
-            if oid.startswith(prefix):
-                try:
-                    index = tuple(int(x) for x in oid[len(prefix):].split("."))
-                except ValueError:
-                    raise ParseError(f"{row.name}: bad index in {oid!r}") from None
-                v = _value(typ, val, row.type)
-                if v is not None:
-                    out.append((row, index, v))
+        for n in lengths:
+            parts = oid.rsplit(".", n)
+            row = by_oid.get(parts[0])
+            if row is not None:
                 break
+        else:
+            continue
+        try:
+            index = tuple(map(int, parts[1:]))
+        except ValueError:
+            raise ParseError(f"{row.name}: bad index in {oid!r}") from None
+        if row.type in _NUMERIC:
+            try:
+                out.append((row, index, int(val)))      # the common case: a bare number (-Oe)
+                continue
+            except ValueError:
+                pass
+        v = _value(typ, val, row.type)
+        if v is not None:
+            out.append((row, index, v))
     return out
 
 
