@@ -238,7 +238,7 @@ def cmd_capture(args: argparse.Namespace) -> int:
     finally:
         pipe.close()
     if cfg.path:
-        shutil.copy(cfg.path, out / "config.yml")
+        _copy_config_without_secrets(cfg.path, out / "config.yml")
     else:
         (out / "config.yml").write_text("# built-in defaults were used\n{}\n")
     rec.save()
@@ -312,6 +312,23 @@ def cmd_fabric_once(args: argparse.Namespace) -> int:
     return 0
 
 
+def _copy_config_without_secrets(src: str, dst: Path) -> None:
+    """The config into a bundle; an inline SNMP secret (fabric.ethernet.snmp.community, ...) is
+    replaced by "<redacted>" (a bundle is shared for bug reports; secret files are not copied)."""
+    import yaml
+
+    from fabricmon.config import SNMP_SECRETS
+    raw = yaml.safe_load(Path(src).read_text()) or {}
+    snmp = ((raw.get("fabric") or {}).get("ethernet") or {}).get("snmp") if isinstance(raw, dict) else None
+    if isinstance(snmp, dict) and any(k in snmp for k in SNMP_SECRETS):
+        for k in SNMP_SECRETS:
+            if k in snmp:
+                snmp[k] = "<redacted>"
+        dst.write_text("# fabricmon fabric capture: inline SNMP secrets redacted\n" + yaml.safe_dump(raw, sort_keys=False))
+    else:
+        shutil.copy(src, dst)
+
+
 def cmd_fabric_capture(args: argparse.Namespace) -> int:
     from fabricmon.pipeline.fabric import fabric_pipeline
     cfg = _fabric_config(args)
@@ -329,7 +346,7 @@ def cmd_fabric_capture(args: argparse.Namespace) -> int:
     finally:
         pipe.close()
     if cfg.path:
-        shutil.copy(cfg.path, out / "config.yml")
+        _copy_config_without_secrets(cfg.path, out / "config.yml")
     else:
         (out / "config.yml").write_text("# built-in defaults were used\n{}\n")
     rec.save()

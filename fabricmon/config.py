@@ -18,6 +18,7 @@ import yaml
 
 from fabricmon import ibspec
 from fabricmon.host.runner import DEFAULT_TOOL_DIRS
+from fabricmon.registry import registry
 
 DEFAULT_PORT = 9879
 DEFAULT_FABRIC_PORT = 9881      # the fabric collector (9880 is fluentd's in_http default)
@@ -143,6 +144,41 @@ class FabricThresholds:
     utilisation_floor: float = 0.3       # judge a group only while its mean is above this share of link rate
 
 
+SNMP_AUTH_PROTOCOLS = ("MD5", "SHA", "SHA224", "SHA256", "SHA384", "SHA512")
+SNMP_PRIV_PROTOCOLS = ("DES", "AES", "AES192", "AES256")
+SNMP_SECRETS = ("community", "auth_password", "priv_password")
+
+
+@dataclass(frozen=True, slots=True)
+class SnmpConfig:
+    """How the Ethernet collector reads its switches (fabric.ethernet.snmp). Secrets are read
+    from their files when the config loads and never shown (repr=False): they go to net-snmp in a
+    private config file, never in argv, a log line or an error message."""
+    version: str = "2c"                  # "2c" or "3"
+    community: str = field(default="", repr=False)
+    user: str = ""
+    auth_protocol: str = "SHA"
+    auth_password: str = field(default="", repr=False)
+    priv_protocol: str = "AES"
+    priv_password: str = field(default="", repr=False)
+    context: str = ""
+    timeout: float = 2.0                 # seconds per request (net-snmp -t)
+    retries: int = 1                     # net-snmp -r
+    max_repetitions: int = 25            # GETBULK max-repetitions (net-snmp -Cr)
+    # secret files found group- or world-readable (warned about once at start)
+    loose_files: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class EthernetConfig:
+    """fabric.ethernet: the switches of an Ethernet (RoCE) fabric, read over SNMP."""
+    switches: tuple[str, ...] = ()       # host[:port]
+    snmp: SnmpConfig = field(default_factory=SnmpConfig)
+    concurrency: int = 16                # switches read at once
+    pfc_storm_rate: float = 1000.0       # pause frames/s on one port, priority and direction ...
+    pfc_storm_sweeps: int = 2            # ... for this many sweeps in a row: a PFC storm
+
+
 @dataclass(frozen=True, slots=True)
 class FabricConfig:
     """The fabric collector (`fabricmon fabric`)."""
@@ -160,6 +196,8 @@ class FabricConfig:
     sm_stalled_polls: int = 2            # polls in a row with the master's activity count unchanged: a hung SM
     down_port_max_age: float | None = 604800.0   # seconds a cabled port that went down stays reported; None: until restart
     sources: dict[str, SourceConfig] = field(default_factory=dict)
+    kind: str = "infiniband"             # or "ethernet": which sources the collector runs
+    ethernet: EthernetConfig = field(default_factory=EthernetConfig)
 
 
 @dataclass(frozen=True, slots=True)
@@ -281,7 +319,6 @@ def _sources(raw: Any, collector: str = "node", prefix: str = "sources",
              defaults: dict[str, dict[str, Any]] | None = None) -> dict[str, SourceConfig]:
     """Validate `<prefix>.<name>` against the sources registered for `collector` and their
     defaults (`defaults` overrides a registered default, e.g. fabric.sweep_interval)."""
-    from fabricmon.pipeline.source import registry
     specs = registry(collector)
     m = _mapping(raw, prefix, tuple(specs))
     out = {}
@@ -317,12 +354,149 @@ def parse_shard(value: Any, key: str) -> tuple[int, int]:
     return int(m.group(1)), int(m.group(2))
 
 
-def _fabric(raw: Any, state_dir: str) -> FabricConfig:
+def _int(value: Any, key: str, lo: int, hi: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= hi:
+        raise ConfigError(key, f"expected an integer {lo}-{hi}, got {value!r}")
+    return value
+
+
+def _secret(m: dict[str, Any], key: str, name: str, check_paths: bool, loose: list[str]) -> str:
+    """A secret inline (`name`) or from `name_file` (first line). The value never appears in an
+    error; a file readable by group or others is noted in `loose` (a warning at start)."""
+    inline, path = m.get(name), m.get(f"{name}_file")
+    if inline is not None and path is not None:
+        raise ConfigError(f"{key}.{name}", f"give {name} or {name}_file, not both")
+    if inline is not None:
+        if not isinstance(inline, str) or not inline:
+            raise ConfigError(f"{key}.{name}", "expected a non-empty string")
+        return inline
+    if path is None:
+        return ""
+    path = _string(path, f"{key}.{name}_file")
+    if not check_paths:
+        return ""
+    try:
+        st = os.stat(path)
+        with open(path, encoding="utf-8") as fh:
+            text = fh.readline().strip()
+    except OSError as exc:
+        raise ConfigError(f"{key}.{name}_file", f"cannot read {path}: {exc.strerror or exc}") from None
+    except UnicodeDecodeError:
+        raise ConfigError(f"{key}.{name}_file", f"{path} is not UTF-8 text") from None
+    if not text:
+        raise ConfigError(f"{key}.{name}_file", f"{path} is empty")
+    if st.st_mode & 0o077:
+        loose.append(f"{path} (mode {st.st_mode & 0o777:o})")
+    return text
+
+
+def _snmp(raw: Any, check_paths: bool) -> SnmpConfig:
+    key = "fabric.ethernet.snmp"
+    d = SnmpConfig()
+    m = _mapping(raw, key, ("version", "community", "community_file", "user", "auth_protocol", "auth_password",
+                            "auth_password_file", "priv_protocol", "priv_password", "priv_password_file", "context",
+                            "timeout", "retries", "max_repetitions"))
+    version = str(m.get("version", d.version))
+    if version not in ("2c", "3"):
+        raise ConfigError(f"{key}.version", f"expected \"2c\" or \"3\", got {m.get('version')!r}")
+    loose: list[str] = []
+    secrets = {n: _secret(m, key, n, check_paths, loose) for n in SNMP_SECRETS}
+    auth = str(m.get("auth_protocol", d.auth_protocol)).upper()
+    priv = str(m.get("priv_protocol", d.priv_protocol)).upper()
+    if auth not in SNMP_AUTH_PROTOCOLS:
+        raise ConfigError(f"{key}.auth_protocol", f"expected one of {', '.join(SNMP_AUTH_PROTOCOLS)}, got {auth!r}")
+    if priv not in SNMP_PRIV_PROTOCOLS:
+        raise ConfigError(f"{key}.priv_protocol", f"expected one of {', '.join(SNMP_PRIV_PROTOCOLS)}, got {priv!r}")
+    user = _string(m.get("user", ""), f"{key}.user") if "user" in m else ""
+    if version == "2c":
+        if not secrets["community"] and "community_file" not in m:
+            raise ConfigError(f"{key}.community_file", "SNMP v2c needs a community (community_file, or community)")
+        for n in ("user", "auth_password", "auth_password_file", "priv_password", "priv_password_file"):
+            if n in m:
+                raise ConfigError(f"{key}.{n}", "only for SNMP version 3")
+    else:
+        if not user:
+            raise ConfigError(f"{key}.user", "SNMP v3 needs a user (security name)")
+        for n in ("auth_password", "priv_password"):
+            if not secrets[n] and f"{n}_file" not in m:
+                raise ConfigError(f"{key}.{n}_file", "SNMP v3 authPriv needs it (or " + n + ")")
+            if check_paths and len(secrets[n]) < 8:
+                raise ConfigError(f"{key}.{n}_file" if f"{n}_file" in m else f"{key}.{n}",
+                                  "an SNMPv3 pass phrase has at least 8 characters")
+        if "community" in m or "community_file" in m:
+            raise ConfigError(f"{key}.community", "only for SNMP version 2c")
+    context = _string(m.get("context", ""), f"{key}.context") if m.get("context") else ""
+    for n, v in (("user", user), ("context", context)):
+        if any(c.isspace() or not c.isprintable() for c in v):
+            raise ConfigError(f"{key}.{n}", "must not contain spaces or control characters")
+    return SnmpConfig(
+        version=version, community=secrets["community"], user=user, auth_protocol=auth,
+        auth_password=secrets["auth_password"], priv_protocol=priv, priv_password=secrets["priv_password"],
+        context=context, timeout=_number(m.get("timeout", d.timeout), f"{key}.timeout", 0.1),
+        retries=_int(m.get("retries", d.retries), f"{key}.retries", 0, 10),
+        max_repetitions=_int(m.get("max_repetitions", d.max_repetitions), f"{key}.max_repetitions", 1, 1000),
+        loose_files=tuple(loose))
+
+
+_HOST_PORT = re.compile(r"^(?:\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9][A-Za-z0-9.-]*)(?::[0-9]{1,5})?$")
+
+
+def _switch_list(values: Any, key: str) -> tuple[str, ...]:
+    if not isinstance(values, list):
+        raise ConfigError(key, f"expected a list of host[:port], got {values!r}")
+    out = []
+    for i, v in enumerate(values):
+        if not isinstance(v, str) or not _HOST_PORT.match(v.strip()):
+            raise ConfigError(f"{key}[{i}]", f"expected host[:port] (e.g. 10.0.0.11 or spine01:161), got {v!r}")
+        port = v.strip().rsplit(":", 1)[1] if ":" in v.strip().rsplit("]", 1)[-1] else "161"
+        if not 1 <= int(port) <= 65535:
+            raise ConfigError(f"{key}[{i}]", f"UDP port {port} is not 1-65535")
+        out.append(v.strip())
+    if len(set(out)) != len(out):
+        dup = next(x for x in out if out.count(x) > 1)
+        raise ConfigError(key, f"{dup} is listed twice")
+    return tuple(out)
+
+
+def _ethernet(raw: Any, kind: str, check_paths: bool) -> EthernetConfig:
+    key = "fabric.ethernet"
+    d = EthernetConfig()
+    m = _mapping(raw, key, ("switches", "switches_file", "snmp", "concurrency", "pfc_storm_rate", "pfc_storm_sweeps"))
+    if kind != "ethernet":
+        if m:
+            raise ConfigError(key, "set fabric.kind: ethernet to use it")
+        return d
+    if "switches" in m and "switches_file" in m:
+        raise ConfigError(f"{key}.switches", "give switches or switches_file, not both")
+    if "switches_file" in m:
+        path = _string(m["switches_file"], f"{key}.switches_file")
+        try:
+            lines = [ln.split("#", 1)[0].strip() for ln in Path(path).read_text().splitlines()]
+        except OSError as exc:
+            if check_paths:
+                raise ConfigError(f"{key}.switches_file", f"cannot read {path}: {exc.strerror or exc}") from None
+            lines = []
+        switches = _switch_list([ln for ln in lines if ln], f"{key}.switches_file")
+    else:
+        switches = _switch_list(m.get("switches", []), f"{key}.switches")
+    if not switches and check_paths:
+        raise ConfigError(f"{key}.switches", "an Ethernet fabric needs at least one switch (switches or switches_file)")
+    return EthernetConfig(
+        switches=switches, snmp=_snmp(m.get("snmp"), check_paths),
+        concurrency=_int(m.get("concurrency", d.concurrency), f"{key}.concurrency", 1, 256),
+        pfc_storm_rate=_number(m.get("pfc_storm_rate", d.pfc_storm_rate), f"{key}.pfc_storm_rate", 0),
+        pfc_storm_sweeps=_int(m.get("pfc_storm_sweeps", d.pfc_storm_sweeps), f"{key}.pfc_storm_sweeps", 1, 1000))
+
+
+def _fabric(raw: Any, state_dir: str, check_paths: bool = True) -> FabricConfig:
     d = FabricConfig()
     m = _mapping(raw, "fabric", ("port", "sweep_interval", "discovery_interval", "timeouts", "concurrency",
                                  "shard", "cache_dir", "mad_timeout_ms", "thresholds", "sources",
                                  "routing_interval", "sm_interval", "routing_imbalance_threshold",
-                                 "sm_stalled_polls", "down_port_max_age"))
+                                 "sm_stalled_polls", "down_port_max_age", "kind", "ethernet"))
+    kind = m.get("kind", d.kind)
+    if kind not in ("infiniband", "ethernet"):
+        raise ConfigError("fabric.kind", f"expected infiniband or ethernet, got {kind!r}")
     port = m.get("port", d.port)
     if isinstance(port, bool) or not isinstance(port, int) or not 0 <= port <= 65535:
         raise ConfigError("fabric.port", f"expected a TCP port number 0-65535, got {port!r}")
@@ -375,7 +549,10 @@ def _fabric(raw: Any, state_dir: str) -> FabricConfig:
         cache_dir=_string(m.get("cache_dir", f"{state_dir.rstrip('/')}/fabric"), "fabric.cache_dir"),
         mad_timeout_ms=mad, thresholds=thresholds, routing_interval=routing, sm_interval=sm,
         routing_imbalance_threshold=imb, sm_stalled_polls=stalled, down_port_max_age=max_age,
-        sources=_sources(m.get("sources"), "fabric", "fabric.sources", defaults),
+        # an Ethernet fabric runs its own two sources (SNMP), named and timed as InfiniBand's
+        sources=_sources(m.get("sources"), "ethernet" if kind == "ethernet" else "fabric", "fabric.sources",
+                         defaults),
+        kind=kind, ethernet=_ethernet(m.get("ethernet"), kind, check_paths),
     )
 
 
@@ -615,7 +792,7 @@ def from_dict(raw: Any, path: str | None = None, check_paths: bool = True) -> Co
         roce=_roce(top.get("roce")),
         gpu=_gpu(top.get("gpu")),
         tool_dirs=_tool_dirs(paths.get("tool_dirs", list(DEFAULT_TOOL_DIRS))),
-        fabric=_fabric(top.get("fabric"), state_dir),
+        fabric=_fabric(top.get("fabric"), state_dir, check_paths),
         slurm=_slurm(top.get("slurm")),
         serve=_serve(server, check_paths),
     )

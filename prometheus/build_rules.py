@@ -63,6 +63,10 @@ THRESHOLDS = {
     "fabric_flap_window": "1h",               # any LinkDowned increase within this window
     # no sweep that read every switch of the shard within this long (seconds; 60x the 15 s sweep)
     "fabric_sweep_stale_seconds": 900,
+    # Ethernet: PFC pause frames/s at one switch port, priority and direction (the collector's
+    # fabric.ethernet.pfc_storm_rate default), sustained over the window
+    "fabric_pfc_pause_per_second": 1000,
+    "fabric_pfc_window": "5m",
 }
 FOR = {
     "port_down": "1m",
@@ -95,6 +99,8 @@ FOR = {
     "no_master_sm": "2m",
     "sm_unknown": "15m",
     "sm_hung": "5m",
+    "fabric_pfc_storm": "5m",
+    "switch_unreachable": "10m",
 }
 # Windows of the recording rules the dashboard reads.
 RECORD_WINDOW = "5m"
@@ -471,6 +477,20 @@ def fabric_alerts(base: str) -> list[dict]:
               "warning", FOR["fabric_flap"], "A switch link went down and came back.",
               SWPORT + REMOTE + ": LinkDownedCounter rose by {{ $value | printf \"%.0f\" }} in "
               f"{T['fabric_flap_window']}: every flap kills the RDMA connections over the link.", base),
+        # ---- Ethernet (RoCE) switches: PFC and reachability ----
+        alert("FabricmonFabricPfcStorm",
+              named(f"rate(fabricmon_fabric_port_pause_frames_total[{T['fabric_pfc_window']}])"
+                    f" > {T['fabric_pfc_pause_per_second']}"),
+              "warning", FOR["fabric_pfc_storm"], "A switch port sends or receives a storm of PFC pause frames.",
+              SWPORT + REMOTE + ": {{ $value | printf \"%.0f\" }} pause frames/s on priority {{ $labels.priority }},"
+              " direction {{ $labels.direction }} (tx: the switch pauses its peer, its buffer is full; rx: the peer"
+              " pauses the switch, it cannot drain): lossless traffic on that priority stalls and the pauses"
+              " spread upstream. Check the peer's RoCE counters and PFC watchdog.", base),
+        alert("FabricmonFabricSwitchUnreachable", "fabricmon_fabric_switch_reachable == 0", "warning",
+              FOR["switch_unreachable"], "The fabric collector cannot read a switch.",
+              SW + " did not answer SNMP at the collector's last discovery or sweep: its ports keep their last"
+              " state and are not watched. Check the switch, its management address and ACL, and the SNMP"
+              " credentials (fabric.ethernet.snmp); fabricmon_fabric_sweep_errors_total says which kind.", base),
         alert("FabricmonFabricSweepFailing",
               f'fabricmon_source_up{{job="{F}",source=~"sweep|discovery"}} == 0\n'
               "  and on (instance, job, source) fabricmon_source_enabled == 1",

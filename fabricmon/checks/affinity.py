@@ -18,10 +18,10 @@ Checks, one Finding per GPU each:
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from fabricmon.checks import OK, WARNING, Finding
-from fabricmon.model.gpu import GpuData, GpuInfo
+from fabricmon.model.gpu import AffinityResult, GpuData, GpuInfo
 from fabricmon.model.pci import PATH_CLASSES, classify_path, gpudirect_capable, rank
 
 AFFINITY = "gpu_nic_affinity"
@@ -38,20 +38,6 @@ class NicInfo:
     usable: bool = True                 # at least one port up (or state unknown)
     pci_chain: tuple[str, ...] | None = None    # pci_path parsed (None: unknown)
     ports: tuple[int, ...] = (1,)
-
-
-@dataclass(slots=True)
-class AffinityResult:
-    gpus: list[GpuInfo] = field(default_factory=list)
-    paths: dict[tuple[int, str], str] = field(default_factory=dict)      # (gpu, device) -> class
-    nearest: dict[int, tuple[str, tuple[str, ...]]] = field(default_factory=dict)
-    assigned: dict[int, str] = field(default_factory=dict)               # gpu -> device
-    findings: list[Finding] = field(default_factory=list)
-
-    def affinity_ok(self, gpu: int) -> bool | None:
-        """True at PXB or closer, False beyond, None when unknown or no NIC."""
-        cls = self.nearest.get(gpu, ("UNKNOWN", ()))[0]
-        return None if cls == "UNKNOWN" else gpudirect_capable(cls)
 
 
 def gpu_name(g: GpuInfo) -> str:

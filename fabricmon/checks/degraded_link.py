@@ -7,22 +7,14 @@ compared with what both ends report they could do (iblinkinfo's "Could be"). An 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 
 from fabricmon import ibspec
 from fabricmon.checks import OK, Finding
 from fabricmon.config import Config, ExpectedLink
-from fabricmon.model.ports import PortView
+from fabricmon.model.ports import LinkVerdict, PortView
 
 CHECK = "degraded_link"
 REASONS = ("down", "width", "speed")
-
-
-@dataclass(slots=True)
-class LinkVerdict:
-    degraded: dict[str, bool]
-    expected_rate_gbps: float | None
-    finding: Finding
 
 
 def _expected_for(p: PortView, config: Config) -> ExpectedLink | None:

@@ -10,7 +10,7 @@ Records in (FabricPort rates, levels), groups and findings out; nothing here par
 from __future__ import annotations
 
 import statistics
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 from fabricmon.checks import OK, WARNING, Finding
 from fabricmon.config import FabricThresholds
@@ -23,7 +23,10 @@ def _gbps(bps: float) -> str:
     return f"{bps * 8 / 1e9:.1f} Gb/s"
 
 
-def _ranges(ports: list[int]) -> str:
+def _ranges(ports: list[int], label: Callable[[int], str] = str) -> str:
+    """Port numbers as ranges (1-4, 7); ports with names (Ethernet ifNames) listed by name."""
+    if any(label(p) != str(p) for p in ports):
+        return ", ".join(label(p) for p in sorted(ports))
     out: list[str] = []
     for p in sorted(ports):
         if out and out[-1][1] == p - 1:
@@ -92,16 +95,19 @@ def judge(gs: list[EcmpGroup], previous: Mapping[tuple[str, str], int], th: Fabr
         low = min(g.rates.values())
         cold = sorted(p for p, r in g.rates.items() if r <= low * 1.1 + mean * 0.01 and p != hot)
         hp = ports[(g.guid, hot)]
-        remote = f'"{hp.link.remote_name}"[{hp.link.remote_port}]' if hp.link else "?"
+
+        def label(port: int, guid: str = g.guid) -> str:
+            return ports[(guid, port)].label if (guid, port) in ports else str(port)
+        remote = f'"{hp.link.remote_name}"[{hp.link.remote_port_label}]' if hp.link else "?"
         cold_txt = "; ".join(
-            f'port {c} to "{ports[(g.guid, c)].link.remote_name}" at {_gbps(g.rates[c])}' for c in cold[:4])
+            f'port {label(c)} to "{ports[(g.guid, c)].link.remote_name}" at {_gbps(g.rates[c])}' for c in cold[:4])
         word = "idle" if low <= mean * 0.05 else "coldest"
-        idle = f"{word}: port{'s' if len(cold) > 1 else ''} {_ranges(cold)} ({cold_txt})"
-        excl = f"; left out (down/degraded): ports {_ranges(g.excluded)}" if g.excluded else ""
+        idle = f"{word}: port{'s' if len(cold) > 1 else ''} {_ranges(cold, label)} ({cold_txt})"
+        excl = f"; left out (down/degraded): ports {_ranges(g.excluded, label)}" if g.excluded else ""
         what = "uplinks" if g.direction == "up" else "downlinks"
         findings.append(Finding(     # about the switch's group (the message names the ports): no port
             CHECK, g.guid, None, WARNING,
-            f"{g.switch} {what}: port {hot} to {remote} carries {g.rates[hot] / mean:.1f}x the mean "
+            f"{g.switch} {what}: port {label(hot)} to {remote} carries {g.rates[hot] / mean:.1f}x the mean "
             f"({_gbps(g.rates[hot])}, mean {_gbps(mean)}, max/mean {g.ratio:.2f}, CV {g.cv:.2f}, "
             f"{n} sweeps); {idle}{excl}: check ECMP hashing / adaptive routing on {g.switch}"))
     return [f for f in findings if f.status != OK], counts

@@ -1,6 +1,7 @@
 """Fabric link health: a cabled switch port that went away is down (reported, never dropped);
 a link below the norm of its link class (the most common width and speed among the up links
-of the same switch level and port role, e.g. every other leaf uplink is 4X HDR) is degraded.
+of the same switch level and port role, e.g. every other leaf uplink is 4X HDR, or 400G on
+Ethernet) is degraded. Speeds compare within a kind: IB generations by rank, Ethernet by Mb/s.
 
 Records in (FabricPort with its link), verdicts and findings out; nothing here parses or fetches."""
 
@@ -9,17 +10,22 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable, Mapping
 
-from fabricmon import ibspec
 from fabricmon.checks import OK, Finding
 from fabricmon.config import Config
-from fabricmon.model.fabric import FabricPort, SwitchNode
+from fabricmon.model.fabric import FabricPort, Link, SwitchNode
 
 REASONS = ("down", "width", "speed")
 CHECK = "fabric_link"
 
 
-def link_class_norms(ports: Iterable[FabricPort], levels: Mapping[str, int]) -> dict[tuple[int, str], tuple[int | None, str | None]]:
-    """(level, role) -> (most common width, most common speed) among the up links of that class."""
+def _speed(lk: Link) -> str | int | None:
+    return lk.rate_mbps or lk.speed
+
+
+def link_class_norms(ports: Iterable[FabricPort], levels: Mapping[str, int]
+                     ) -> dict[tuple[int, str], tuple[int | None, str | int | None]]:
+    """(level, role) -> (most common width, most common speed) among the up links of that class;
+    a speed is an IB generation name or an Ethernet speed in Mb/s."""
     widths: dict[tuple[int, str], Counter] = {}
     speeds: dict[tuple[int, str], Counter] = {}
     for p in ports:
@@ -28,8 +34,8 @@ def link_class_norms(ports: Iterable[FabricPort], levels: Mapping[str, int]) -> 
         cls = (levels.get(p.guid, 0), p.role)
         if p.link.width:
             widths.setdefault(cls, Counter())[p.link.width] += 1
-        if p.link.speed:
-            speeds.setdefault(cls, Counter())[p.link.speed] += 1
+        if _speed(p.link):
+            speeds.setdefault(cls, Counter())[_speed(p.link)] += 1
     out = {}
     for cls in set(widths) | set(speeds):
         w = widths.get(cls)
@@ -38,12 +44,10 @@ def link_class_norms(ports: Iterable[FabricPort], levels: Mapping[str, int]) -> 
     return out
 
 
-def link_rate_bps(width: int | None, speed: str | None) -> float | None:
-    """Data rate in bytes/s of a link (lanes x nominal lane rate / 8)."""
-    g = ibspec.generation(speed) if speed else None
-    if not width or g is None:
-        return None
-    return width * g.lane_gbps * 1e9 / 8
+def _norm_link(width: int | None, speed: str | int | None) -> Link:
+    """A stand-in link at a class norm, to rank and name it as a link."""
+    mbps = speed if isinstance(speed, int) else None
+    return Link(0, "", 0, "", "", width, speed if isinstance(speed, str) else None, rate_mbps=mbps)
 
 
 def evaluate(ports: Mapping[tuple[str, int], FabricPort], switches: Mapping[str, SwitchNode],
@@ -57,16 +61,17 @@ def evaluate(ports: Mapping[tuple[str, int], FabricPort], switches: Mapping[str,
             continue
         lk = p.link
         nw, ns = norms.get((levels.get(guid, 0), p.role), (None, None))
-        p.expected = f"{nw or '?'}X {ns or '?'}" if nw or ns else ""
-        ns_rank, s_rank = ibspec.generation_rank(ns), ibspec.generation_rank(lk.speed)
+        norm = _norm_link(nw, ns)
+        p.expected = norm.rate_class if nw or ns else ""
+        ns_rank, s_rank = norm.speed_rank, lk.speed_rank
         p.degraded = {
             "down": not p.up,
             "width": p.up and nw is not None and lk.width is not None and lk.width < nw,
             "speed": p.up and ns_rank is not None and s_rank is not None and s_rank < ns_rank,
         }
-        p.rate_bps = (link_rate_bps(lk.width, lk.speed) or 0.0) if p.up else 0.0
+        p.rate_bps = (lk.rate_bps or 0.0) if p.up else 0.0
         name = switches[guid].name if guid in switches else guid
-        where = f'{name} port {port} ({p.role} to "{lk.remote_name}"[{lk.remote_port}])'
+        where = f'{name} port {p.label} ({p.role} to "{lk.remote_name}"[{lk.remote_port_label}])'
         if p.degraded["down"]:
             findings.append(Finding(CHECK, guid, port, config.checks.down_severity,
                                     f"{where}: link is down (was up at an earlier discovery): check the cable, "
@@ -74,9 +79,9 @@ def evaluate(ports: Mapping[tuple[str, int], FabricPort], switches: Mapping[str,
         elif p.degraded["width"] or p.degraded["speed"]:
             why = [r for r in ("width", "speed") if p.degraded[r]]
             findings.append(Finding(CHECK, guid, port, config.checks.degraded_severity,
-                                    f"{where}: runs at {lk.width}X {lk.speed}, below the {p.expected} of its "
+                                    f"{where}: runs at {lk.rate_class}, below the {p.expected} of its "
                                     f"link class ({' and '.join(why)}): reseat or replace the cable/transceiver"))
     return [f for f in findings if f.status != OK]
 
 
-__all__ = ["CHECK", "REASONS", "evaluate", "link_class_norms", "link_rate_bps"]
+__all__ = ["CHECK", "REASONS", "evaluate", "link_class_norms"]

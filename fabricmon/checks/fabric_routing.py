@@ -53,7 +53,7 @@ def balance(topo: Topology, tables: Mapping[str, bytes], ports: Mapping[tuple[st
         sw = topo.switches.get(guid)
         if table is None or sw is None:
             continue
-        up = sorted(p for p in range(1, sw.nports + 1)
+        up = sorted(p for p in sw.ports()
                     if (p_ := ports.get((guid, p))) is not None and p_.role == "up" and p_.up)
         if not up:
             continue

@@ -48,9 +48,10 @@ def evaluate(uplinks: Mapping[str, tuple[int, int | None]], ports: Mapping[tuple
         missing = sorted(p.port for (g, _), p in ports.items()
                          if g == guid and p.role == "up" and p.link is not None and not p.up)
         if missing:
-            ends = ", ".join(f'{p} to "{ports[(guid, p)].link.remote_name}"[{ports[(guid, p)].link.remote_port}]'
-                             for p in missing[:8])
-            where = f"missing: port{'s' if len(missing) > 1 else ''} {_ranges(missing)} ({ends}), cabled at an earlier discovery"
+            ends = ", ".join(f'{ports[(guid, p)].label} to "{ports[(guid, p)].link.remote_name}"'
+                             f'[{ports[(guid, p)].link.remote_port_label}]' for p in missing[:8])
+            where = (f"missing: port{'s' if len(missing) > 1 else ''} "
+                     f"{_ranges(missing, lambda p: ports[(guid, p)].label)} ({ends}), cabled at an earlier discovery")
         else:
             where = "no uplink of it was seen cabled since the collector started"
         findings.append(Finding(

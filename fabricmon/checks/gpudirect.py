@@ -9,23 +9,13 @@ on a node without RDMA devices is fine.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
 from fabricmon.checks import CRITICAL, OK, Finding
-from fabricmon.model.gpu import GpuData, GpudirectFacts, dmabuf_supported
+from fabricmon.model.gpu import GpuData, GpudirectFacts, GpudirectStatus, dmabuf_supported
 
 CHECK = "gpudirect_rdma"
 METHODS = ("peermem", "nv_peer_mem", "dmabuf")
 NO_PATH = ("nvidia-peermem not loaded and DMA-BUF unavailable: GPUDirect RDMA is off; "
            "`modprobe nvidia-peermem` and add it to /etc/modules-load.d")
-
-
-@dataclass(slots=True)
-class GpudirectStatus:
-    methods: dict[str, bool] = field(default_factory=dict)
-    dmabuf_reason: str = ""
-    has_gpus: bool = False          # GPUs seen by NVML, or the NVIDIA driver loaded
-    finding: Finding | None = None
 
 
 def evaluate(facts: GpudirectFacts | None, gpus: GpuData | None, rdma_devices: int) -> GpudirectStatus:

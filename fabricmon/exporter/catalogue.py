@@ -252,8 +252,8 @@ def _fabric(fn: Callable[[object], Iterable[Sample]]) -> Callable[[Snapshot], It
 
 def _fab_ports(get: Callable[[object], float | None]) -> Callable[[Snapshot], Iterator[Sample]]:
     def fn(fab: object) -> Iterator[Sample]:
-        for (guid, port), p in fab.ports.items():
-            yield (guid, str(port)), get(p)
+        for (guid, _), p in fab.ports.items():
+            yield (guid, p.label), get(p)
     return _fabric(fn)
 
 
@@ -263,30 +263,37 @@ def _fab_switch_info(fab: object) -> Iterator[Sample]:
 
 
 def _fab_link_info(fab: object) -> Iterator[Sample]:
-    for (guid, port), p in fab.ports.items():
+    for (guid, _), p in fab.ports.items():
         lk = p.link
         if lk is None:
-            yield (guid, str(port), p.role, "", "", ""), 1
+            yield (guid, p.label, p.role, "", "", ""), 1
         else:
-            yield (guid, str(port), p.role, lk.remote_guid, str(lk.remote_port), lk.remote_name), 1
+            yield (guid, p.label, p.role, lk.remote_guid, lk.remote_port_label, lk.remote_name), 1
 
 
 def _fab_degraded(fab: object) -> Iterator[Sample]:
-    for (guid, port), p in fab.ports.items():
+    for (guid, _), p in fab.ports.items():
         if p.link is not None:
             for reason in ("down", "width", "speed"):
-                yield (guid, str(port), reason), 1 if p.degraded.get(reason) else 0
+                yield (guid, p.label, reason), 1 if p.degraded.get(reason) else 0
 
 
 def _fab_counter(spec: ibspec.CounterSpec) -> Callable[[Snapshot], Iterator[Sample]]:
     name, scale = spec.name, spec.scale
 
     def fn(fab: object) -> Iterator[Sample]:
-        for (guid, port), p in fab.ports.items():
+        k = fab.counter_scale.get(name, scale)      # Ethernet octets count bytes, not 4-octet words
+        for (guid, _), p in fab.ports.items():
             v = p.counters.get(name)
             if v is not None:
-                yield (guid, str(port)), v * scale
+                yield (guid, p.label), v * k
     return _fabric(fn)
+
+
+def _fab_pause(fab: object) -> Iterator[Sample]:
+    for (guid, _), p in fab.ports.items():
+        for (prio, direction), v in sorted(p.pause.items()):
+            yield (guid, p.label, "all" if prio < 0 else str(prio), direction), v
 
 
 def _fab_groups(get: Callable[[object], float | None]) -> Callable[[Snapshot], Iterator[Sample]]:
@@ -304,7 +311,7 @@ def _fab_sweep_errors(fab: object) -> Iterator[Sample]:
 def _fab_routes(fab: object) -> Iterator[Sample]:
     for guid, rb in fab.routes.items():
         for port, n in sorted(rb.routes.items()):
-            yield (guid, str(port)), n
+            yield (guid, fab.port_label(guid, port)), n
 
 
 def _fab_per_switch(get: Callable[[object, str], float | None]) -> Callable[[Snapshot], Iterator[Sample]]:
@@ -489,10 +496,12 @@ CATALOGUE: tuple[Metric, ...] = (
     Metric("fabricmon_fabric_link_info", G, "Switch port role (host, up, down, unconnected) and its remote end; "
            "join on switch_guid,port with group_left.",
            ("switch_guid", "port", "role", "remote_guid", "remote_port", "remote_name"), _fabric(_fab_link_info)),
-    Metric("fabricmon_fabric_port_up", G, "1 if the switch port's link is up (at the last discovery), else 0.",
+    Metric("fabricmon_fabric_port_up", G, "1 if the switch port's link is up, else 0 (as the last sweep read it "
+           "where it reads the port state, Ethernet's ifOperStatus; else at the last discovery).",
            SW_PORT, _fab_ports(lambda p: 1 if p.up else 0)),
     Metric("fabricmon_fabric_port_rate_bytes_per_second", G,
-           "Link data rate in bytes/s (lanes x nominal lane rate / 8; 0 while down; absent when unconnected).",
+           "Link data rate in bytes/s (lanes x nominal lane rate / 8, or Ethernet's ifHighSpeed; 0 while down; "
+           "absent when unconnected).",
            SW_PORT, _fab_ports(lambda p: p.rate_bps)),
     Metric("fabricmon_fabric_port_degraded", G, "1 while the cabled switch port is degraded for this reason "
            "(down; width or speed below the norm of its link class).", ("switch_guid", "port", "reason"),
@@ -502,8 +511,13 @@ CATALOGUE: tuple[Metric, ...] = (
            _fab_ports(lambda p: p.tx_rate)),
     Metric("fabricmon_fabric_port_receive_rate_bytes_per_second", G,
            "Receive rate over the last two sweeps (PortRcvData deltas).", SW_PORT, _fab_ports(lambda p: p.rx_rate)),
-    *(Metric(f"fabricmon_fabric_port_{c.name}", C, c.help, SW_PORT, _fab_counter(c))
-      for c in ibspec.COUNTERS if c.perfquery),
+    *(Metric(f"fabricmon_fabric_port_{c.name}", C, c.help, SW_PORT, _fab_counter(c)) for c in ibspec.COUNTERS),
+    Metric("fabricmon_fabric_port_pause_frames", C, "PFC pause frames at the switch port by priority (all: a MIB "
+           "that counts per port only) and direction (tx: sent by the switch port, rx: received).",
+           ("switch_guid", "port", "priority", "direction"), _fabric(_fab_pause)),
+    Metric("fabricmon_fabric_switch_reachable", G, "1 if the switch answered its last discovery and sweep, 0 if "
+           "not (its ports keep their last state).", ("switch_guid", "switch"),
+           _fab_per_switch(lambda fab, g: 0 if g in fab.unreachable else 1)),
     Metric("fabricmon_ecmp_imbalance_ratio", G, "max/mean transmit rate of the switch's ECMP group (up ports; "
            "down ports on the top level), down and degraded links left out.", ("switch_guid", "switch", "direction"),
            _fab_groups(lambda g: g.ratio)),
@@ -540,8 +554,8 @@ CATALOGUE: tuple[Metric, ...] = (
            "of its level.", ("switch_guid", "switch"),
            _fab_per_switch(lambda fab, g: fab.uplinks.get(g, (None, None))[1])),
     Metric("fabricmon_fabric_check_status", G, "Fabric check result per switch (0 OK, 1 WARNING, 2 CRITICAL), OK "
-           "included; check is ecmp, routing, uplinks, degraded_link, link_errors, or sm (fabric-wide: "
-           "switch_guid and switch empty).", ("check", "switch_guid", "switch"), _fabric(_fab_check_status)),
+           "included; check is ecmp, routing, uplinks, degraded_link, link_errors, pfc_storm and reachable (Ethernet), "
+           "or sm (fabric-wide: switch_guid and switch empty).", ("check", "switch_guid", "switch"), _fabric(_fab_check_status)),
     Metric("fabricmon_fabric_sm_master_present", G, "1 if a subnet manager answers as master (sminfo), else 0.",
            (), _fabric(_fab_sm_master)),
     Metric("fabricmon_fabric_sm_info", G, "1 per subnet manager seen (the master, and every other port that "

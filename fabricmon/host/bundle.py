@@ -9,7 +9,7 @@ import json
 import os
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from fabricmon.host.io import HostIO, read_answer
@@ -46,8 +46,8 @@ class RecordingIO:
             self.programs[program] = path
         return path
 
-    def run(self, argv: Sequence[str], timeout: float) -> CommandResult:
-        res = self.inner.run(argv, timeout)
+    def run(self, argv: Sequence[str], timeout: float, env: Mapping[str, str] | None = None) -> CommandResult:
+        res = self.inner.run(argv, timeout, env) if env else self.inner.run(argv, timeout)
         with self._lock:
             self.commands.append({
                 "argv": list(res.argv), "returncode": res.returncode, "stdout": res.stdout,
@@ -203,7 +203,7 @@ class ReplayIO:
             return None
         return program
 
-    def run(self, argv: Sequence[str], timeout: float) -> CommandResult:
+    def run(self, argv: Sequence[str], timeout: float, env: Mapping[str, str] | None = None) -> CommandResult:
         c = self._commands.get(_cmd_key(argv))
         if c is None:
             return CommandResult(tuple(argv), None, "", "not in the bundle", 0.0, "not_recorded")

@@ -23,7 +23,8 @@ ROOTS = ("sysfs", "procfs")
 
 
 class HostIO(Protocol):
-    def run(self, argv: Sequence[str], timeout: float) -> CommandResult: ...
+    # env: variables added to the tool's environment (never recorded: e.g. where a secret file is)
+    def run(self, argv: Sequence[str], timeout: float, env: Mapping[str, str] | None = None) -> CommandResult: ...
     def which(self, program: str) -> str | None: ...
     def read(self, root: str, rel: str) -> str: ...
     def read_many(self, root: str, rels: Sequence[str]) -> list[str | OSError]: ...
@@ -74,11 +75,12 @@ class LiveIO:
             self._programs[program] = (path, now)
         return path
 
-    def run(self, argv: Sequence[str], timeout: float) -> CommandResult:
+    def run(self, argv: Sequence[str], timeout: float, env: Mapping[str, str] | None = None) -> CommandResult:
         exe = self.which(argv[0]) if argv else None
         if exe is None:
             return CommandResult(tuple(argv), None, "", "", 0.0, "not_found")
-        res = run_command(argv, timeout, self.env, executable=exe)
+        child_env = self.env if not env else {**(self.env if self.env is not None else os.environ), **env}
+        res = run_command(argv, timeout, child_env, executable=exe)
         if res.error == "not_found":        # removed since it was resolved: look for it again
             with self._lock:
                 self._programs.pop(argv[0], None)

@@ -1,6 +1,12 @@
 """The fabric collector's records and section: the discovered topology (switches, their levels
 and port roles), the counters of one sweep, and the FabricSection a snapshot carries.
 
+Kind-neutral: an InfiniBand switch (ibnetdiscover) and an Ethernet switch (SNMP, LLDP) are the
+same records. A switch is a node with numbered ports; `guid` is its stable ID (the node GUID,
+or an Ethernet switch's LLDP chassis ID), `name` its node description or sysName, and a port
+has a number (IB port, or the ifIndex) and a label (the number, or the ifName). A link's rate
+is a width and a generation on InfiniBand (4X HDR) or a speed in Mb/s on Ethernet (ifHighSpeed).
+
 Levels come from the graph, never from names: level 1 is a switch with a CA attached, each
 further level one hop farther from the CAs (a director chassis shows as internal line and
 spine switches, which land on levels 2 and 3). A switch port is `host` (to a CA), `up` (to a
@@ -10,7 +16,10 @@ switch of a higher level), `down` (to a switch of the same or a lower level) or 
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Iterable
 from dataclasses import dataclass, field
+
+from fabricmon import ibspec
 
 ROLES = ("host", "up", "down", "unconnected")
 Key = tuple[str, int]          # (switch_guid, port)
@@ -18,24 +27,71 @@ Key = tuple[str, int]          # (switch_guid, port)
 
 @dataclass(frozen=True, slots=True)
 class Link:
-    """One cabled switch port as ibnetdiscover prints it (`[port] "remote"[rport] # "desc" lid L 4xHDR`)."""
+    """One cabled switch port: as ibnetdiscover prints it (`[port] "remote"[rport] # "desc" lid L
+    4xHDR`), or as a switch's LLDP neighbour table reports it (Ethernet: rate_mbps set, width and
+    speed None)."""
     port: int
-    remote_guid: str                 # normalised 0x-less, 16 hex digits
-    remote_port: int
-    remote_type: str                 # "Switch" or "Ca" (routers count as CAs)
-    remote_name: str                 # the remote node description
+    remote_guid: str                 # IB: 0x-less, 16 hex digits; Ethernet: the peer's stable ID
+    remote_port: int                 # the remote port number (0 when only its name is known)
+    remote_type: str                 # "Switch", or a host end ("Ca" on IB, routers count as CAs; "Host")
+    remote_name: str                 # the remote node description / sysName
     width: int | None                # lanes (4 for 4xHDR)
     speed: str | None                # generation name (HDR)
     remote_lid: int | None = None    # the remote port's LID (a CA port's own LID; a switch's port-0 LID)
+    rate_mbps: int | None = None     # Ethernet: the port speed in Mb/s (ifHighSpeed)
+    remote_port_name: str = ""       # the remote port's name where it has one (LLDP port ID: ifName)
+
+    @property
+    def remote_port_label(self) -> str:
+        return self.remote_port_name or str(self.remote_port)
+
+    @property
+    def rate_class(self) -> str:
+        """The link class as operators say it: "4X HDR", "400G"."""
+        return rate_class(self.width, self.speed, self.rate_mbps)
+
+    @property
+    def rate_bps(self) -> float | None:
+        """Data rate in bytes/s (lanes x nominal lane rate, or the port speed), None if unknown."""
+        if self.rate_mbps:
+            return self.rate_mbps * 1e6 / 8
+        g = ibspec.generation(self.speed) if self.speed else None
+        if not self.width or g is None:
+            return None
+        return self.width * g.lane_gbps * 1e9 / 8
+
+    @property
+    def speed_rank(self) -> int | None:
+        """Orders speeds within a kind: the IB generation's rank, or the Ethernet speed."""
+        return self.rate_mbps if self.rate_mbps else ibspec.generation_rank(self.speed)
+
+
+def rate_class(width: int | None, speed: str | None, rate_mbps: int | None = None) -> str:
+    if rate_mbps:
+        return f"{rate_mbps // 1000}G" if rate_mbps % 1000 == 0 else f"{rate_mbps}M"
+    return f"{width or '?'}X {speed or '?'}"
 
 
 @dataclass(slots=True)
 class SwitchNode:
-    guid: str                        # 16 hex digits, no 0x
-    name: str                        # node description
+    guid: str                        # IB: 16 hex digits, no 0x; Ethernet: the LLDP chassis ID (or the address)
+    name: str                        # node description / sysName
     nports: int
     lid: int | None
     links: dict[int, Link] = field(default_factory=dict)
+    kind: str = "infiniband"         # or "ethernet"
+    # port number -> name, for switches whose ports are not 1..nports (Ethernet: ifIndex -> ifName)
+    port_names: dict[int, str] = field(default_factory=dict)
+    address: str = ""                # where the collector reads it (Ethernet: host:port)
+    # what the sweep reads besides the port counters (Ethernet: the PFC MIB walk the switch answers)
+    counter_tables: tuple[str, ...] = ()
+
+    def ports(self) -> Iterable[int]:
+        """Every port number of the switch."""
+        return sorted(self.port_names) if self.port_names else range(1, self.nports + 1)
+
+    def port_name(self, port: int) -> str:
+        return self.port_names.get(port) or str(port)
 
 
 @dataclass(slots=True)
@@ -44,6 +100,7 @@ class DiscoveryData:
     switches: dict[str, SwitchNode] = field(default_factory=dict)
     cas: dict[str, str] = field(default_factory=dict)          # guid -> node description
     cache_file: str | None = None                              # the ibnetdiscover cache the sweep loads
+    unreachable: dict[str, str] = field(default_factory=dict)  # switch guid -> why this discovery missed it
 
 
 @dataclass(slots=True)
@@ -103,7 +160,7 @@ def build_topology(d: DiscoveryData, t: float = 0.0) -> Topology:
     levels = switch_levels(d)
     topo = Topology(switches=dict(d.switches), levels=levels, cas=dict(d.cas), cache_file=d.cache_file, time=t)
     for guid, sw in d.switches.items():
-        for port in range(1, sw.nports + 1):
+        for port in sw.ports():
             lk = sw.links.get(port)
             topo.ports[(guid, port)] = PortInfo(guid, port, port_role(levels[guid], lk, levels), lk, lk is not None)
     return topo
@@ -114,12 +171,23 @@ def build_topology(d: DiscoveryData, t: float = 0.0) -> Topology:
 @dataclass(slots=True)
 class SweepData:
     """The counters of one sweep: raw values by canonical counter name (fabricmon.ibspec) for
-    every switch port answered, and which switches did not answer."""
+    every switch port answered, and which switches did not answer.
+
+    `link_up` and `rate_mbps` are what the sweep itself saw of a port's state (Ethernet:
+    ifOperStatus and ifHighSpeed, read every sweep): they win over the discovery's view, so a
+    port going down shows in the next sweep. A port not in them keeps the discovery's view."""
     ports: dict[Key, dict[str, int]] = field(default_factory=dict)
     bits: dict[str, int] = field(default_factory=dict)         # counter -> width it was read at
     switches: set[str] = field(default_factory=set)            # switches with data this sweep
     missing: set[str] = field(default_factory=set)             # switches of the shard without data
     duration: float = 0.0
+    link_up: dict[Key, bool] = field(default_factory=dict)     # port state read in this sweep
+    rate_mbps: dict[Key, int] = field(default_factory=dict)    # port speed read in this sweep (Mb/s)
+    # counter -> multiplier to its unit where it differs from ibspec's (Ethernet octets: 1, not 4)
+    scale: dict[str, int] = field(default_factory=dict)
+    wrapping: set[str] = field(default_factory=set)            # counters that wrap at their width (not saturate)
+    # PFC pause frames: (priority, direction) -> frames; priority -1: every priority (a per-port MIB)
+    pause: dict[Key, dict[tuple[int, str], int]] = field(default_factory=dict)
 
 
 # --- forwarding tables and the subnet manager ---------------------------------------------
@@ -180,7 +248,15 @@ class FabricPort:
     rx_rate: float | None = None
     rate_bps: float | None = None    # link data rate in bytes/s (0 while down)
     degraded: dict[str, bool] = field(default_factory=dict)     # reason -> bool (width, speed, down)
-    expected: str = ""               # the link class norm, e.g. "4X HDR"
+    expected: str = ""               # the link class norm, e.g. "4X HDR", "400G"
+    name: str = ""                   # the port's label where it is not its number (Ethernet: ifName)
+    pause: dict[tuple[int, str], int] = field(default_factory=dict)           # (priority, direction) -> frames
+    pause_rates: dict[tuple[int, str], float] = field(default_factory=dict)   # ... -> frames/s, last two sweeps
+
+    @property
+    def label(self) -> str:
+        """The `port` label: the port number on InfiniBand, the ifName on Ethernet."""
+        return self.name or str(self.port)
 
 
 @dataclass(slots=True)
@@ -216,11 +292,18 @@ class FabricSection:
     sms: list[SmInfo] | None = None  # None before the sm source ran (or with it disabled)
     sm_activity: int | None = None   # the master's activity count
     check_status: dict[tuple[str, str], int] = field(default_factory=dict)     # (check, switch guid or "") -> status
+    counter_scale: dict[str, int] = field(default_factory=dict)     # as SweepData.scale
+    kind: str = "infiniband"         # or "ethernet"
+    unreachable: dict[str, str] = field(default_factory=dict)       # switch guid -> why it was not read
+
+    def port_label(self, guid: str, port: int) -> str:
+        p = self.ports.get((guid, port))
+        return p.label if p is not None else str(port)
 
 
 __all__ = ["NO_ROUTE", "ROLES", "DiscoveryData", "EcmpGroup", "FabricPort", "FabricSection", "LftData", "Link",
            "PortInfo", "RouteBalance", "SmData", "SmInfo", "SwitchNode", "SweepData", "Topology", "build_topology",
-           "port_role", "switch_levels"]
+           "port_role", "rate_class", "switch_levels"]
 
 
 def shard_hash(guid: str) -> int:

@@ -5,6 +5,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from fabricmon.model.finding import Finding
+from fabricmon.model.pci import gpudirect_capable
 from fabricmon.parsers.nccl_env import NcclHcaSpec
 from fabricmon.parsers.proc_modules import ModuleInfo
 
@@ -97,3 +99,27 @@ def _driver_major(version: str | None) -> int | None:
         return None
     m = re.match(r"\s*(\d+)", version)
     return int(m[1]) if m else None
+
+
+# --- what the GPU checks conclude (checks.gpudirect, checks.affinity) ---------------------
+
+@dataclass(slots=True)
+class GpudirectStatus:
+    methods: dict[str, bool] = field(default_factory=dict)
+    dmabuf_reason: str = ""
+    has_gpus: bool = False          # GPUs seen by NVML, or the NVIDIA driver loaded
+    finding: Finding | None = None
+
+
+@dataclass(slots=True)
+class AffinityResult:
+    gpus: list[GpuInfo] = field(default_factory=list)
+    paths: dict[tuple[int, str], str] = field(default_factory=dict)      # (gpu, device) -> class
+    nearest: dict[int, tuple[str, tuple[str, ...]]] = field(default_factory=dict)
+    assigned: dict[int, str] = field(default_factory=dict)               # gpu -> device
+    findings: list[Finding] = field(default_factory=list)
+
+    def affinity_ok(self, gpu: int) -> bool | None:
+        """True at PXB or closer, False beyond, None when unknown or no NIC."""
+        cls = self.nearest.get(gpu, ("UNKNOWN", ()))[0]
+        return None if cls == "UNKNOWN" else gpudirect_capable(cls)

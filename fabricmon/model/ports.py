@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from fabricmon import ibspec
+from fabricmon.model.finding import Finding
 from fabricmon.parsers.iblinkinfo import LinkData
 from fabricmon.parsers.ibstat import IbstatData
 from fabricmon.parsers.perfquery import PerfqueryData
@@ -72,6 +73,14 @@ class PortView:
     def link_text(self) -> str:
         w = f"{self.width}X" if self.width else "?X"
         return f"{w} {self.generation or '?'}"
+
+
+@dataclass(slots=True)
+class LinkVerdict:
+    """What the degraded_link check concluded about one port (checks.degraded_link)."""
+    degraded: dict[str, bool]
+    expected_rate_gbps: float | None
+    finding: Finding
 
 
 @dataclass(slots=True)

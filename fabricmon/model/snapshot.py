@@ -7,14 +7,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from fabricmon.checks import Finding, worst
+from fabricmon.model.finding import Finding, worst
 
 if TYPE_CHECKING:
-    from fabricmon.checks.affinity import AffinityResult
-    from fabricmon.checks.degraded_link import LinkVerdict
-    from fabricmon.checks.gpudirect import GpudirectStatus
-    from fabricmon.model.gpu import GpuData
-    from fabricmon.model.ports import DeviceView, PortView
+    from fabricmon.model.gpu import AffinityResult, GpuData, GpudirectStatus
+    from fabricmon.model.ports import DeviceView, LinkVerdict, PortView
     from fabricmon.model.roce import RoceView
 
 # Error kinds exported in fabricmon_source_errors_total{kind}; all are pre-declared at 0.

@@ -25,7 +25,6 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
-from fabricmon import ibspec
 from fabricmon.checks import CRITICAL, OK, WARNING, Finding, worst
 from fabricmon.checks.link_errors import SATURATION_CHECK
 from fabricmon.config import COUNTER_CHECKS
@@ -151,6 +150,11 @@ class LinkEnd:
     name: str
     port_rec: FabricPort | None
 
+    @property
+    def label(self) -> str:
+        """The port as operators name it: its number on InfiniBand, its ifName on Ethernet."""
+        return self.port_rec.label if self.port_rec is not None else str(self.port)
+
 
 @dataclass(slots=True)
 class LinkLine:
@@ -271,8 +275,7 @@ def _link(a: tuple[str, int], b: tuple[str, int], sec: FabricSection, names: Map
     utils = [p.tx_rate / p.rate_bps for p in recs if p.up and p.tx_rate is not None and p.rate_bps]
     ln.util = max(utils) if utils else None
     lk = ln.link = next((p.link for p in recs if p.link is not None), None)
-    g = ibspec.generation(lk.speed) if lk is not None and lk.speed else None
-    ln.gbps = lk.width * g.lane_gbps if lk is not None and lk.width and g is not None else None
+    ln.gbps = lk.rate_bps * 8 / 1e9 if lk is not None and lk.rate_bps else None
     ln.width = rate_width(ln.gbps)
     ln.colour = DOWN if ln.down else util_colour(ln.util)
     ln.state = max(worst(ln.findings), CRITICAL if ln.down and not ln.findings else OK,
@@ -298,7 +301,7 @@ def layout(sec: FabricSection, findings: Iterable[Finding], expand: Iterable[str
     boxes: dict[str, SwitchBox] = {}
     for g, sw in sec.switches.items():
         b = SwitchBox(g, names[g], sec.levels.get(g, 0), worst(by_switch.get(g, [])), findings=by_switch.get(g, []))
-        for port in range(1, sw.nports + 1):
+        for port in sw.ports():
             p = sec.ports.get((g, port))
             if p is None or p.link is None:
                 continue

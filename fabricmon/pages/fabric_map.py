@@ -42,9 +42,9 @@ def _pct(u: float | None) -> str:
 
 def _link_tip(ln: LinkLine) -> str:
     pa, pb, lk = ln.a.port_rec, ln.b.port_rec, ln.link
-    cls = f"{lk.width}X {lk.speed}" if lk is not None else "?"
+    cls = lk.rate_class if lk is not None else "?"
     exp = next((p.expected for p in (pa, pb) if p is not None and p.expected), "")
-    lines = [f"{ln.a.name} [{ln.a.port}] <-> {ln.b.name} [{ln.b.port}]",
+    lines = [f"{ln.a.name} [{ln.a.label}] <-> {ln.b.name} [{ln.b.label}]",
              f"{cls}" + (f" (link class {exp})" if exp else "") + (" DOWN" if ln.down else "")
              + (" DEGRADED" if ln.degraded else ""),
              f"{ln.a.name} -> {ln.b.name}: {_gbps(pa.tx_rate if pa else None)}",
@@ -110,7 +110,8 @@ def _link_el(ln: LinkLine, footprint: frozenset[str] = frozenset()) -> str:
                f'stroke-width="{ln.width:.1f}"{dash}><title>{esc(_link_tip(ln))}</title></line>')
     mx, my = (ln.x1 + ln.x2) / 2, (ln.y1 + ln.y2) / 2
     if ln.degraded:        # a marker with what it trained at
-        txt = f"{ln.link.width}X" if ln.link is not None and ln.link.width else "!"
+        txt = ((f"{ln.link.width}X" if ln.link.width else f"{(ln.link.rate_mbps or 0) // 1000}G" if ln.link.rate_mbps
+                else "!") if ln.link is not None else "!")
         out.append(f'<g class="mark" data-mark="degraded"><circle cx="{mx:.1f}" cy="{my:.1f}" r="8" fill="#fff4cc" '
                    f'stroke="#b58100"/><text x="{mx:.1f}" y="{my + 3:.1f}" text-anchor="middle" class="small">'
                    f'{esc(txt)}</text></g>')
@@ -296,7 +297,7 @@ def switch(snap: Snapshot, query: Mapping[str, str]) -> str | None:
             by_port.setdefault(f.port, []).append(f)
     hot = {p for gr in sec.groups if gr.guid == guid and gr.imbalanced for p in gr.hot}
     rows = []
-    for port in range(1, sw.nports + 1):
+    for port in sw.ports():
         p = sec.ports.get((guid, port))
         if p is None or p.link is None:
             continue
@@ -307,10 +308,10 @@ def switch(snap: Snapshot, query: Mapping[str, str]) -> str | None:
                          if v and (spec := ibspec.COUNTER_BY_NAME.get(k)) is not None and spec.kind != "traffic")
         why = "<br>".join([esc(f.message) for f in by_port.get(port, ())]
                           + (["hot port of an imbalanced ECMP group"] if port in hot else []))
-        rows.append(f'<tr data-port="{port}" data-state="{state_name(st)}"><td class="num">{port}</td><td>{p.role}</td>'
-                    f'<td>{"up" if p.up else "DOWN"}</td><td>{lk.width}X {esc(lk.speed or "?")}'
+        rows.append(f'<tr data-port="{port}" data-state="{state_name(st)}"><td class="num">{esc(p.label)}</td><td>{p.role}</td>'
+                    f'<td>{"up" if p.up else "DOWN"}</td><td>{esc(lk.rate_class)}'
                     f'{" / " + esc(p.expected) if p.expected else ""}</td>'
-                    f'<td>{esc(lk.remote_name)} [{lk.remote_port}]</td><td class="num">{_gbps(p.tx_rate)}</td>'
+                    f'<td>{esc(lk.remote_name)} [{esc(lk.remote_port_label)}]</td><td class="num">{_gbps(p.tx_rate)}</td>'
                     f'<td class="num">{_gbps(p.rx_rate)}</td><td class="num">{_pct(util) if util is not None else ""}</td>'
                     f'<td>{esc(errs)}</td><td>{why}</td></tr>')
     behind = []

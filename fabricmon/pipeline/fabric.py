@@ -20,12 +20,15 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping
+from dataclasses import replace
 
 import structlog
 
 from fabricmon import ibspec
-from fabricmon.checks import OK, Finding
-from fabricmon.checks import fabric_ecmp, fabric_links, fabric_routing, fabric_sm, fabric_symmetry, link_errors
+from fabricmon.checks import OK, WARNING, Finding
+from fabricmon.checks import (
+    fabric_ecmp, fabric_links, fabric_pfc, fabric_routing, fabric_sm, fabric_symmetry, link_errors,
+)
 from fabricmon.config import Config
 from fabricmon.model.fabric import (
     DiscoveryData, FabricPort, FabricSection, LftData, PortInfo, SmData, SweepData, Topology, build_topology,
@@ -42,9 +45,12 @@ log = structlog.get_logger("fabricmon.fabric")
 RATE_COUNTERS = ("transmit_bytes", "receive_bytes")
 MAX_CHANGE_LINES = 20       # topology changes logged one by one per discovery, then summarised
 # fabricmon_fabric_check_status{check}: a finding's check -> the name alerts select
+UNREACHABLE = "fabric_unreachable"
 CHECK_NAMES = {fabric_links.CHECK: "degraded_link", fabric_ecmp.CHECK: "ecmp", fabric_routing.CHECK: "routing",
-               fabric_symmetry.CHECK: "uplinks", fabric_sm.CHECK: "sm"}
+               fabric_symmetry.CHECK: "uplinks", fabric_sm.CHECK: "sm", fabric_pfc.CHECK: "pfc_storm",
+               UNREACHABLE: "reachable"}
 SWITCH_CHECKS = ("degraded_link", "link_errors", "ecmp", "uplinks")     # + "routing" once tables were read
+ETHERNET_CHECKS = ("pfc_storm", "reachable")                           # + on an Ethernet fabric
 
 
 def _state_of(states: Mapping[str, SourceState], records: type) -> SourceState | None:
@@ -75,6 +81,8 @@ class FabricModel:
         self._prev_sweep_time: float | None = None
         self._ecmp_counts: dict[tuple[str, str], int] = {}
         self.jobs = FabricJobs(config.slurm.max_job_switch_series)     # which jobs each finding hurts
+        self._pfc_counts: dict[tuple[str, int, int, str], int] = {}
+        self._wrap: dict[tuple[str, int, str], tuple[int, int]] = {}     # key -> (last raw value, offset)
 
     # --- topology -----------------------------------------------------------------------
     def inventory(self, states: Mapping[str, SourceState]) -> Topology:
@@ -102,7 +110,8 @@ class FabricModel:
 
     def _log_changes(self, old: Topology, new: Topology) -> None:
         def links(t: Topology) -> set[tuple]:
-            return {(g, p, lk.remote_guid, lk.remote_port, lk.width, lk.speed, lk.remote_name)
+            return {(g, sw.port_name(p), lk.remote_guid, lk.remote_port_label,
+                     lk.rate_class if lk.rate_mbps else f"{lk.width}x{lk.speed}", lk.remote_name)
                     for g, sw in t.switches.items() for p, lk in sw.links.items()}
         changes: list[str] = []
         for g in sorted(set(old.switches) - set(new.switches)):
@@ -115,10 +124,10 @@ class FabricModel:
             changes.append(f"CA {new.cas[g]} (0x{g}) appeared")
         before, after = links(old), links(new)
         for what, group, t in (("vanished", before - after, old), ("appeared", after - before, new)):
-            for g, p, rg, rp, w, s, rname in sorted(group):
+            for g, p, rg, rp, cls, rname in sorted(group):
                 if g in old.switches and g in new.switches:
                     name = t.switches[g].name or g
-                    changes.append(f'link "{name}"[{p}] (0x{g}) <-> "{rname}"[{rp}] (0x{rg}) {w}x{s} {what}')
+                    changes.append(f'link "{name}"[{p}] (0x{g}) <-> "{rname}"[{rp}] (0x{rg}) {cls} {what}')
         self.topology_changes += len(changes)
         for c in changes[:MAX_CHANGE_LINES]:
             log.warning("topology change", change=c)
@@ -126,16 +135,34 @@ class FabricModel:
             log.warning("topology changes", more=len(changes) - MAX_CHANGE_LINES)
 
     # --- counters -----------------------------------------------------------------------
+    def _unwrap(self, key: tuple[str, int, str], raw: int, bits: int) -> int:
+        """A counter that wraps at its width (Ethernet's 32-bit ifTable counters): the raw value
+        plus 2^bits per wrap seen. A drop from the upper half to a small value is a wrap; any other
+        drop is a reset (the offset goes, and the history counts the reset)."""
+        last, offset = self._wrap.get(key, (raw, 0))
+        if raw < last:
+            top = 1 << bits
+            offset = offset + top if last >= top // 2 and raw + top - last < top // 2 else 0
+        self._wrap[key] = (raw, offset)
+        return raw + offset
+
     def _record(self, sweep: SweepData, t: float, keep: set[tuple[str, int]]) -> None:
         prev = self._sweep_time
+        for key, pause in sweep.pause.items():
+            if key in keep:
+                for (prio, direction), value in pause.items():
+                    self.rates.record((key[0], key[1], f"pause:{prio}:{direction}"), t, value, saturated=False)
         for key, vals in sweep.ports.items():
             if key not in keep:
                 continue
             guid, port = key
             for name, value in vals.items():
                 bits = sweep.bits.get(name)
+                if name in sweep.wrapping and bits:
+                    value = self._unwrap((guid, port, name), value, bits)
                 spec = ibspec.COUNTER_BY_NAME.get(name)
-                sat = spec is not None and name in ibspec.SATURABLE and value >= ibspec.counter_max(spec, bits)
+                sat = (spec is not None and name in ibspec.SATURABLE and name not in sweep.wrapping
+                       and value >= ibspec.counter_max(spec, bits))
                 if name in RATE_COUNTERS:
                     self.rates.record((guid, port, name), t, value, saturated=False)
                 elif name in CHECKED_COUNTERS:
@@ -149,6 +176,8 @@ class FabricModel:
                         log.info("counter decreased (reset)", switch_guid=guid, port=port, counter=name)
         self.history.prune(keep)
         self.rates.prune(keep)
+        for k in [k for k in self._wrap if (k[0], k[1]) not in keep]:
+            del self._wrap[k]
 
     # --- the build ----------------------------------------------------------------------
     def build(self, states: Mapping[str, SourceState], inventory_ran: tuple[bool, bool] = (True, True)
@@ -165,16 +194,18 @@ class FabricModel:
         sec.switches = {g: sw for g, sw in sorted(topo.switches.items()) if in_shard(g, *self.shard)}
         sec.levels = {g: topo.levels.get(g, 0) for g in sec.switches}
         for g, sw in sec.switches.items():
-            for port in range(1, sw.nports + 1):
+            sec.kind = sw.kind
+            for port in sw.ports():
                 info = topo.ports.get((g, port))
+                name = sw.port_names.get(port, "")
                 if info is None or info.link is None:
                     old = self._remembered.get((g, port))
                     if old is not None:         # cabled before, not now: down, never dropped
-                        sec.ports[(g, port)] = FabricPort(g, port, old.role, old.link, up=False)
+                        sec.ports[(g, port)] = FabricPort(g, port, old.role, old.link, up=False, name=name)
                         continue
-                    sec.ports[(g, port)] = FabricPort(g, port, "unconnected", None, up=False)
+                    sec.ports[(g, port)] = FabricPort(g, port, "unconnected", None, up=False, name=name)
                 else:
-                    sec.ports[(g, port)] = FabricPort(g, port, info.role, info.link, up=True)
+                    sec.ports[(g, port)] = FabricPort(g, port, info.role, info.link, up=True, name=name)
 
         sweep: SweepData | None = sweep_st.data if sweep_st is not None else None
         new_sweep = sweep is not None and sweep_st.data_time != self._sweep_time
@@ -183,6 +214,17 @@ class FabricModel:
             self._prev_sweep_time, self._sweep_time = self._sweep_time, sweep_st.data_time
         findings: list[Finding] = []
         if sweep is not None:
+            sec.counter_scale = dict(sweep.scale)
+            self._fresh_state(sweep, sec)
+            for key, pause in sweep.pause.items():
+                p = sec.ports.get(key)
+                if p is None:
+                    continue
+                p.pause = dict(pause)
+                for pd in pause:
+                    step = self.rates.last_step((key[0], key[1], f"pause:{pd[0]}:{pd[1]}"))
+                    if step is not None and step[1] > 0:
+                        p.pause_rates[pd] = step[0] / step[1]
             for key, vals in sweep.ports.items():
                 p = sec.ports.get(key)
                 if p is None:
@@ -191,7 +233,8 @@ class FabricModel:
                 for name, attr in (("transmit_bytes", "tx_rate"), ("receive_bytes", "rx_rate")):
                     step = self.rates.last_step((key[0], key[1], name))
                     if step is not None and step[1] > 0:
-                        setattr(p, attr, step[0] * ibspec.COUNTER_BY_NAME[name].scale / step[1])
+                        scale = sweep.scale.get(name, ibspec.COUNTER_BY_NAME[name].scale)
+                        setattr(p, attr, step[0] * scale / step[1])
         findings += fabric_links.evaluate(sec.ports, sec.switches, sec.levels, self.config)
         for key, p in sec.ports.items():
             if p.counters and any(self.history.has((key[0], key[1], c)) for c in CHECKED_COUNTERS):
@@ -200,7 +243,7 @@ class FabricModel:
                 for f in link_errors.evaluate_port(pv, self.history, self.config, now):
                     if f.status != OK:
                         findings.append(Finding(f.check, f.device, f.port, f.status,
-                                                f.message.replace(pv.label(), f"{name} (0x{key[0]}) port {key[1]}", 1)))
+                                                f.message.replace(pv.label(), f"{name} (0x{key[0]}) port {p.label}", 1)))
         sec.groups = fabric_ecmp.groups(sec.ports, sec.switches, topo.levels)
         ecmp_findings, self._ecmp_counts = fabric_ecmp.judge(sec.groups, self._ecmp_counts,
                                                             self.config.fabric.thresholds, new_sweep, sec.ports)
@@ -208,9 +251,28 @@ class FabricModel:
         findings += self._symmetry(sec, topo)
         findings += self._routing(states, sec, topo)
         findings += self._sm(states, sec)
+        if sec.kind == "ethernet":
+            eth = self.config.fabric.ethernet
+            pfc, self._pfc_counts = fabric_pfc.evaluate(sec.ports, sec.switches, self._pfc_counts,
+                                                        eth.pfc_storm_rate, eth.pfc_storm_sweeps, new_sweep)
+            findings += pfc
+            findings += self._unreachable(states, sec, sweep)
         self._check_status(sec, findings, states)
         jobs, findings = self.jobs.apply(states, sec, topo, findings)
         return {"fabric": sec, "jobs": jobs}, findings
+
+    @staticmethod
+    def _fresh_state(sweep: SweepData, sec: FabricSection) -> None:
+        """The sweep's own view of a cabled port (Ethernet: ifOperStatus, ifHighSpeed) wins over
+        the last discovery's: a port that went down shows in this sweep, one that came back too."""
+        for key, up in sweep.link_up.items():
+            p = sec.ports.get(key)
+            if p is not None and p.link is not None:
+                p.up = up
+        for key, mbps in sweep.rate_mbps.items():
+            p = sec.ports.get(key)
+            if p is not None and p.link is not None and p.link.rate_mbps is not None and mbps and mbps != p.link.rate_mbps:
+                p.link = replace(p.link, rate_mbps=mbps)
 
     # --- symmetry, routing, the subnet manager, check status ------------------------------
     def _symmetry(self, sec: FabricSection, topo: Topology) -> list[Finding]:
@@ -240,8 +302,30 @@ class FabricModel:
             self._sm_last, self._sm_time = cur, st.data_time
         return [fabric_sm.evaluate(sec.sms, self._sm_stalled, self.config.fabric.sm_stalled_polls)]
 
+    def _unreachable(self, states: Mapping[str, SourceState], sec: FabricSection,
+                     sweep: SweepData | None) -> list[Finding]:
+        """A switch that did not answer the latest discovery or sweep: WARNING, naming it and why
+        (its links keep their last state: a switch we cannot read is not a cable that is down)."""
+        st = _state_of(states, DiscoveryData)
+        why = dict(st.data.unreachable) if st is not None and st.data is not None else {}
+        if sweep is not None:
+            for g in sweep.missing:
+                why.setdefault(g, "no answer to the last sweep")
+            for g in sweep.switches:
+                why.pop(g, None)
+        sec.unreachable = {g: w for g, w in why.items() if g in sec.switches}
+        out = []
+        for g, w in sorted(sec.unreachable.items()):
+            sw = sec.switches[g]
+            out.append(Finding(UNREACHABLE, g, None, WARNING,
+                               f"{sw.name} ({sw.address or g}) does not answer SNMP: {w}; its ports keep their last "
+                               f"state. Check that it is up, its management address and ACL, and the SNMP "
+                               f"credentials (fabric.ethernet.snmp)"))
+        return out
+
     def _check_status(self, sec: FabricSection, findings: list[Finding], states: Mapping[str, SourceState]) -> None:
         checks = SWITCH_CHECKS + (("routing",) if sec.routes or _has_data(states, LftData) else ())
+        checks += ETHERNET_CHECKS if sec.kind == "ethernet" else ()
         status = {(c, g): OK for g in sec.switches for c in checks}
         for f in findings:
             name = CHECK_NAMES.get(f.check, "link_errors" if f.device in sec.switches else None)
@@ -260,7 +344,8 @@ def _has_data(states: Mapping[str, SourceState], records: type) -> bool:
 def fabric_pipeline(config: Config, io: object, clock: Callable[[], float] = time.time) -> object:
     """The fabric collector: the one Pipeline, with the fabric sources and this model."""
     from fabricmon.pipeline.scheduler import Pipeline
-    return Pipeline(config, io, clock=clock, collector="fabric", model=FabricModel(config, clock),
+    collector = "ethernet" if config.fabric.kind == "ethernet" else "fabric"
+    return Pipeline(config, io, clock=clock, collector=collector, model=FabricModel(config, clock),
                     source_configs=config.fabric.sources)
 
 

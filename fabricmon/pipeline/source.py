@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 from fabricmon.host.runner import CommandResult, safe_arg
 from fabricmon.model.snapshot import ERROR_KINDS
 from fabricmon.parsers.errors import ParseError
+from fabricmon.registry import SOURCE_PACKAGES, SourceSpec, register, registry
 
 if TYPE_CHECKING:
     from fabricmon.config import Config, SourceConfig
@@ -80,21 +81,6 @@ class Inputs:
         return max(0.0, min(cap, self.deadline - time.monotonic()))
 
 
-@dataclass(frozen=True, slots=True)
-class SourceSpec:
-    name: str
-    cls: type[Source]
-    enabled: bool | str             # True, False or "auto" (a missing tool is not an error)
-    interval: float
-    timeout: float
-    command: tuple[str, ...]        # () for sources that read files only
-    needs: tuple[str, ...]
-    provides_inventory: bool        # its records list devices and ports
-    collector: str                  # "node" or "fabric": which configuration runs it
-    concurrency: int                # commands in flight at once within one run
-    records: type | None            # the record type its SourceOutput.data holds
-
-
 class Source:
     """Base class. Subclasses implement collect(); `spec` is set by @register."""
 
@@ -123,36 +109,6 @@ class Source:
 
     def collect(self, io: HostIO, inputs: Inputs) -> SourceOutput:   # pragma: no cover - abstract
         raise NotImplementedError
-
-
-_REGISTRY: dict[str, SourceSpec] = {}
-S = TypeVar("S", bound=type[Source])
-
-
-def register(name: str, *, enabled: bool | str = True, interval: float = 15.0, timeout: float = 5.0,
-             command: tuple[str, ...] = (), needs: tuple[str, ...] = (), provides_inventory: bool = False,
-             collector: str = "node", concurrency: int = 1, records: type | None = None) -> Callable[[S], S]:
-    """Class decorator: register a source once, with its defaults."""
-    def deco(cls: S) -> S:
-        if name in _REGISTRY and _REGISTRY[name].cls is not cls:
-            raise ValueError(f"source {name!r} registered twice")
-        spec = SourceSpec(name, cls, enabled, float(interval), float(timeout), tuple(command), tuple(needs),
-                          provides_inventory, collector, concurrency, records)
-        cls.spec = spec
-        _REGISTRY[name] = spec
-        return cls
-    return deco
-
-
-# The package whose import registers each configuration's sources.
-SOURCE_PACKAGES = {"node": "fabricmon.sources", "fabric": "fabricmon.sources.fabric"}
-
-
-def registry(collector: str = "node") -> dict[str, SourceSpec]:
-    """The registered sources of one configuration, in registration order."""
-    import importlib
-    importlib.import_module(SOURCE_PACKAGES[collector])      # importing registers them
-    return {n: s for n, s in _REGISTRY.items() if s.collector == collector}
 
 
 def command_error(res: CommandResult) -> tuple[str, str] | None:
@@ -212,5 +168,5 @@ def run_per_name(io: HostIO, source: Source, inputs: Inputs, out: SourceOutput, 
     return run
 
 
-__all__ = ["ERROR_KINDS", "INVENTORY", "Inputs", "PerNameRun", "Source", "SourceOutput", "SourceSpec",
+__all__ = ["ERROR_KINDS", "INVENTORY", "SOURCE_PACKAGES", "Inputs", "PerNameRun", "Source", "SourceOutput", "SourceSpec",
            "command_error", "register", "registry", "run_per_name"]

@@ -5,8 +5,13 @@ then runs the real daemon as host `node01` (the real infiniband-diags tools, und
 umad2sim preload), plus the fabric collector (`fabricmon fabric run`) on port+2 with simulated
 traffic on every leaf's uplinks. After a short while it injects a burst of symbol errors on that
 host's port and polarises leaf02's traffic onto spine01, so findings appear (an imbalanced leaf
-after 3 sweeps), and prints findings as they change. Ctrl-C or SIGTERM (systemd, `timeout`, a CI
-runner) stops everything: the simulator's processes end and its temp directory is removed.
+after 3 sweeps), and prints findings as they change.
+
+Beside it, when snmpsim and net-snmp are installed, an Ethernet (RoCE) fabric: 2 spines and 4 leaves
+served by snmpsim, read by a second collector (`fabric.kind: ethernet`) on port+3, with rocel03
+polarised onto rspine01 and a PFC storm on rocel04's host port Ethernet0 (priority 3). Ctrl-C or
+SIGTERM (systemd, `timeout`, a CI runner) stops everything: the simulators' processes end and the
+temp directory is removed.
 """
 
 from __future__ import annotations
@@ -82,7 +87,7 @@ def run_demo(port: int = 9879, duration: float = 0, fault_after: float = 20.0,
 
     main = threading.current_thread() is threading.main_thread()
     previous = signal.signal(signal.SIGTERM, _interrupt) if main else None
-    tmp = fabric = daemon = collector = traffic = None
+    tmp = fabric = daemon = collector = traffic = eth_sim = eth_collector = None
     try:
         tmp = tempfile.TemporaryDirectory(prefix="fabricmon-demo-") if workdir is None else None
         wd = Path(workdir or tmp.name)
@@ -129,6 +134,7 @@ def run_demo(port: int = 9879, duration: float = 0, fault_after: float = 20.0,
         _say(f"the fabric collector sweeps every switch port: the live fabric map at http://127.0.0.1:{collector.port}/ "
              f", metrics at http://127.0.0.1:{collector.port}/metrics (fabricmon_ecmp_imbalance_ratio, "
              f"fabricmon_fabric_port_*)")
+        eth_sim, eth_collector = _ethernet_fabric(wd, port, on_snapshot)
         start = time.monotonic()
         injected = False
         while duration <= 0 or time.monotonic() - start < duration:
@@ -149,6 +155,10 @@ def run_demo(port: int = 9879, duration: float = 0, fault_after: float = 20.0,
             signal.signal(signal.SIGTERM, signal.SIG_IGN)
         if traffic is not None:
             traffic.stop()
+        if eth_collector is not None:
+            eth_collector.stop()
+        if eth_sim is not None:
+            eth_sim.stop()
         if collector is not None:
             collector.stop()
         if daemon is not None:
@@ -160,3 +170,39 @@ def run_demo(port: int = 9879, duration: float = 0, fault_after: float = 20.0,
         if main:
             signal.signal(signal.SIGTERM, previous if previous is not None else signal.SIG_DFL)
     return 0
+
+
+def _ethernet_fabric(wd: Path, port: int, on_snapshot):
+    """The Ethernet fabric beside the InfiniBand one: (simulator, collector), or (None, None) when
+    snmpsim or net-snmp is not installed (said once)."""
+    from fabricmon.sim import ethernet as eth
+    ok, why = eth.tools_available()
+    if not ok:
+        _say(f"no Ethernet fabric beside it: {why}")
+        return None, None
+    from fabricmon.pipeline.fabric import fabric_pipeline
+    from fabricmon.serve.daemon import Daemon
+    switches = eth.leaf_spine(spines=2, leaves=4, hosts_per_leaf=2, uplink_rate=25e9, name_prefix="roce",
+                              spine_styles=("sonic", "numbered"))
+    by = {s.name: s for s in switches}
+    eth.set_rate(switches, "rocel03", "Ethernet8", 45e9)           # polarised onto rspine01
+    eth.set_rate(switches, "rocel03", "Ethernet12", 1e9)
+    by["rocel04"].port("Ethernet0").pause[(3, "rx")] = 4000.0      # its host pauses the switch
+    sim = eth.SnmpSimFabric(switches).start()
+    secret = wd / "snmp-community"
+    secret.write_text("public\n")
+    secret.chmod(0o600)
+    cfg = from_dict({**demo_config(str(wd / "sys"), port),
+                     "fabric": {"kind": "ethernet", "port": port + 3 if port else 0, "sweep_interval": 2,
+                                "discovery_interval": 60, "cache_dir": str(wd / "ethernet-cache"),
+                                "ethernet": {"switches": sim.addresses(),
+                                             "snmp": {"community_file": str(secret), "timeout": 1, "retries": 0}}}})
+    (wd / "ethernet-cache").mkdir(exist_ok=True)
+    io = LiveIO(cfg.sysfs, cfg.procfs)
+    collector = Daemon(cfg, io, port=cfg.fabric.port, pipeline=fabric_pipeline(cfg, io))
+    collector.on_snapshot = on_snapshot
+    collector.start()
+    _say(f"the Ethernet (RoCE) fabric collector reads {len(switches)} simulated switches over SNMP: its map at "
+         f"http://127.0.0.1:{collector.port}/ , metrics at http://127.0.0.1:{collector.port}/metrics "
+         f"(fabricmon_fabric_port_pause_frames_total, fabricmon_ecmp_*)")
+    return sim, collector

@@ -65,3 +65,63 @@ def test_a_down_port_stays_until_the_age_limit_and_changes_name_both_ends(caplog
     assert sec["fabric"].ports[(LEAF, 2)].link is not None          # still within the age limit
     sec, _ = model.build({"discovery": state(DiscoveryData, discovery(cabled=False), 101.0)})
     assert sec["fabric"].ports[(LEAF, 2)].role == "unconnected"      # forgotten after it
+
+
+# --- an Ethernet switch is the same records: ports by ifIndex with names, speeds in Mb/s ------
+
+ELEAF = "leaf-chassis"
+SPINES = {1002: ("spine1-chassis", "spine01"), 1003: ("spine2-chassis", "spine02"), 1004: ("spine3-chassis", "spine03")}
+
+
+def ethernet_discovery() -> DiscoveryData:
+    """leaf01 with one host and three uplinks (ifIndex 1002-1004, Ethernet4-12); spine03 runs at 100G."""
+    names = {1001: "Ethernet0", 1002: "Ethernet4", 1003: "Ethernet8", 1004: "Ethernet12"}
+    leaf = SwitchNode(ELEAF, "leaf01", 4, None, kind="ethernet", port_names=names)
+    leaf.links[1001] = Link(1001, "host01", 0, "Host", "host01", None, None, rate_mbps=400000,
+                            remote_port_name="eth0")
+    switches = {ELEAF: leaf}
+    for port, (guid, name) in SPINES.items():
+        mbps = 100000 if name == "spine03" else 400000
+        leaf.links[port] = Link(port, guid, 7, "Switch", name, None, None, rate_mbps=mbps,
+                                remote_port_name="Ethernet0")
+        sp = SwitchNode(guid, name, 1, None, kind="ethernet", port_names={7: "Ethernet0"})
+        sp.links[7] = Link(7, ELEAF, port, "Switch", "leaf01", None, None, rate_mbps=mbps,
+                           remote_port_name=names[port])
+        switches[guid] = sp
+    return DiscoveryData(switches=switches, cas={"host01": "host01"})
+
+
+def test_ethernet_ports_are_named_speeds_compare_in_mbps_and_the_sweep_state_is_fresh() -> None:
+    from fabricmon.exporter.render import render
+    from fabricmon.model.fabric import SweepData
+    from fabricmon.model.snapshot import BuildStats, Snapshot
+    model = FabricModel(from_dict({}, check_paths=False))
+    disc = state(DiscoveryData, ethernet_discovery(), 1.0)
+    up = {(ELEAF, p): True for p in SPINES}
+    sweep = SweepData(ports={(ELEAF, p): {"transmit_bytes": 1000} for p in SPINES}, link_up=up,
+                      scale={"transmit_bytes": 1})
+    model.build({"discovery": disc, "sweep": state(SweepData, sweep, 1.0)})
+    sweep2 = SweepData(ports={(ELEAF, p): {"transmit_bytes": 11000 if p == 1002 else 1000} for p in SPINES},
+                       link_up={**up, (ELEAF, 1003): False}, scale={"transmit_bytes": 1})
+    sec, findings = model.build({"discovery": disc, "sweep": state(SweepData, sweep2, 11.0)})
+    sec = sec["fabric"]
+    slow, down, busy = sec.ports[(ELEAF, 1004)], sec.ports[(ELEAF, 1003)], sec.ports[(ELEAF, 1002)]
+    assert sec.levels[ELEAF] == 1 and sec.levels["spine1-chassis"] == 2 and sec.kind == "ethernet"
+    assert slow.degraded["speed"] and slow.expected == "400G" and slow.rate_bps == 100000 * 1e6 / 8
+    assert not down.up and down.degraded["down"]            # from this sweep, no rediscovery
+    assert busy.tx_rate == 1000.0                           # octets are bytes (scale 1), not 4-octet words
+    msgs = [f.message for f in findings if f.check == "fabric_link"]
+    assert any('leaf01 port Ethernet12 (up to "spine03"[Ethernet0]): runs at 100G, below the 400G' in m for m in msgs)
+    assert any('leaf01 port Ethernet8 (up to "spine02"[Ethernet0]): link is down' in m for m in msgs)
+    text = render(Snapshot(time=11.0, findings=findings, sources={}, builds=BuildStats(), fabric=sec)).decode()
+    assert 'fabricmon_fabric_port_up{port="Ethernet8",switch_guid="leaf-chassis"} 0.0' in text
+    assert 'fabricmon_fabric_port_transmit_bytes_total{port="Ethernet4",switch_guid="leaf-chassis"} 11000.0' in text
+    assert 'remote_port="Ethernet0"' in text
+
+
+def test_a_32_bit_counter_that_wraps_is_a_wrap_and_a_drop_is_a_reset() -> None:
+    model = FabricModel(from_dict({}, check_paths=False))
+    key = (ELEAF, 1002, "receive_errors")
+    top = 1 << 32
+    seq = [top - 100, top - 10, 40, 90, 5]      # wraps once (+50), then a reboot (reset)
+    assert [model._unwrap(key, v, 32) for v in seq] == [top - 100, top - 10, top + 40, top + 90, 5]

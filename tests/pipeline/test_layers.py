@@ -23,7 +23,14 @@ FORBIDDEN = {
     # pages read the published snapshot only: no data path of their own
     "pages": ("fabricmon.sources", "fabricmon.parsers", "fabricmon.host", "fabricmon.pipeline", "fabricmon.exporter",
               "fabricmon.serve"),
-    "model": ("fabricmon.sources", "fabricmon.pipeline.scheduler", "fabricmon.exporter", "fabricmon.serve"),
+    # types flow down: the model holds findings and verdicts as its own types, never a check's
+    "model": ("fabricmon.sources", "fabricmon.pipeline", "fabricmon.checks", "fabricmon.exporter", "fabricmon.serve",
+              "fabricmon.config"),
+}
+# single modules -> modules they must never import (the config sits below the pipeline and the checks)
+FORBIDDEN_MODULES = {
+    "config.py": ("fabricmon.pipeline", "fabricmon.checks", "fabricmon.sources", "fabricmon.model"),
+    "registry.py": ("fabricmon.",),
 }
 
 
@@ -45,7 +52,53 @@ def test_each_layer_imports_only_what_lies_before_it() -> None:
             for name in imports(path):
                 if any(name == f or name.startswith(f + ".") for f in forbidden):
                     bad.append(f"{path.relative_to(REPO)} imports {name}")
+    for module, forbidden in FORBIDDEN_MODULES.items():
+        for name in imports(PKG / module):
+            if any(name == f or name.startswith(f if f.endswith(".") else f + ".") for f in forbidden):
+                bad.append(f"fabricmon/{module} imports {name}")
     assert not bad, "\n".join(bad)
+
+
+def _module_graph() -> dict[str, set[str]]:
+    """fabricmon module -> the fabricmon modules it imports anywhere (top level, in a function or
+    under TYPE_CHECKING alike: a type import is a dependency too)."""
+    mods = {}
+    for path in PKG.rglob("*.py"):
+        name = ".".join(path.relative_to(REPO).with_suffix("").parts)
+        mods[name.removesuffix(".__init__")] = path
+    graph = {}
+    for name, path in mods.items():
+        deps = set()
+        for imp in imports(path):
+            while imp and imp not in mods:
+                imp = imp.rpartition(".")[0]
+            # a module's own packages are initialised before it: not an edge
+            if imp and imp != name and not name.startswith(imp + "."):
+                deps.add(imp)
+        graph[name] = deps
+    return graph
+
+
+def test_no_import_circle() -> None:
+    """No module reaches itself through its imports (the config once imported the source
+    registry, which imported the snapshot, which imported a check type, which imported the config)."""
+    graph = _module_graph()
+    circles = []
+    state: dict[str, int] = {}          # 1 on the path, 2 done
+
+    def visit(node: str, path: list[str]) -> None:
+        state[node] = 1
+        for dep in sorted(graph[node]):
+            if state.get(dep) == 1:
+                circles.append(" -> ".join(path[path.index(dep):] + [dep]))
+            elif dep not in state:
+                visit(dep, path + [dep])
+        state[node] = 2
+
+    for node in sorted(graph):
+        if node not in state:
+            visit(node, [node])
+    assert not circles, "\n".join(circles)
 
 
 def test_only_the_nvml_boundary_imports_pynvml() -> None:

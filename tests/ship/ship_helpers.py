@@ -23,6 +23,7 @@ from helpers import unavailable
 ROOT = Path(__file__).resolve().parents[2]
 BUNDLES = ROOT / "tests" / "fixtures" / "bundles"
 FABRIC_BUNDLE = ROOT / "tests" / "fixtures" / "fabric" / "fat-tree"
+ETHERNET_BUNDLE = ROOT / "tests" / "fixtures" / "fabric" / "ethernet"
 BUNDLE_NAMES = ("dgx-h100", "dgx-h100-miswired", "roce-pfc-prio3", "roce-pfc-off-storm", "no-peermem")
 FABRICMON = [sys.executable, "-m", "fabricmon"]
 
@@ -163,6 +164,14 @@ def bundle_expositions() -> dict[str, str]:
 def fabric_exposition() -> str:
     """`fabricmon fabric once --replay` of the recorded fat tree, two sweeps (the ECMP families need rates)."""
     res = subprocess.run([*FABRICMON, "fabric", "once", "--replay", str(FABRIC_BUNDLE), "--sweeps", "2",
+                          "--interval", "0.1"], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert res.returncode == 0, res.stderr
+    return res.stdout
+
+
+def ethernet_exposition() -> str:
+    """`fabricmon fabric once --replay` of the recorded Ethernet leaf/spine (snmpsim), two sweeps."""
+    res = subprocess.run([*FABRICMON, "fabric", "once", "--replay", str(ETHERNET_BUNDLE), "--sweeps", "2",
                           "--interval", "0.1"], cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert res.returncode == 0, res.stderr
     return res.stdout

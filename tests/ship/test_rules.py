@@ -10,7 +10,7 @@ import subprocess
 import pytest
 import yaml
 
-from ship_helpers import ROOT, exported_names, require_tool, load_generator
+from ship_helpers import ROOT, ethernet_exposition, exported_names, load_generator, require_tool
 
 RULES = ROOT / "fabricmon" / "deploy" / "prometheus" / "fabricmon.rules.yml"
 RULE_TESTS = ROOT / "fabricmon" / "deploy" / "prometheus" / "fabricmon.rules.test.yml"
@@ -122,7 +122,7 @@ def test_every_daemon_check_has_an_alert(bundle_expositions):
 def test_rules_read_only_exported_metrics(bundle_expositions, fabric_exposition):
     """A renamed metric breaks the build: every fabricmon_* name in an expression or a template is exported
     by the node daemon or the fabric collector."""
-    exported = exported_names(fabric_exposition)
+    exported = exported_names(fabric_exposition) | exported_names(ethernet_exposition())
     for text in bundle_expositions.values():
         exported |= exported_names(text)
     text = RULES.read_text()

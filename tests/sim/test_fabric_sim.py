@@ -117,6 +117,13 @@ def test_demo_shows_an_imbalanced_leaf_appearing(sim_fabric, tmp_path) -> None:
                         "--fault-after", "4", "--workdir", str(tmp_path)], capture_output=True, text=True, timeout=60)
     assert r.returncode == 0, r.stderr
     assert "the fabric collector sweeps every switch port" in r.stdout
-    line = next(ln for ln in r.stdout.splitlines() if "ecmp_imbalance: " in ln)
+    line = next(ln for ln in r.stdout.splitlines() if "ecmp_imbalance: leaf" in ln)
     assert 'leaf02 uplinks: port' in line and "idle: ports 11-12" in line
     assert not any("ecmp_imbalance: leaf0" in ln and "leaf02" not in ln for ln in r.stdout.splitlines())
+    # the Ethernet fabric beside it: its planted polarised leaf and PFC storm, and nothing else of it
+    assert "the Ethernet (RoCE) fabric collector reads 6 simulated switches" in r.stdout
+    roce = [ln for ln in r.stdout.splitlines() if "roce" in ln and ("WARNING" in ln or "CRITICAL" in ln)]
+    assert any("ecmp_imbalance: rocel03 uplinks: port Ethernet8" in ln for ln in roce), r.stdout
+    assert any("fabric_pfc_storm: PFC storm at rocel04 host port Ethernet0 priority 3 direction rx" in ln
+               for ln in roce), r.stdout
+    assert len(roce) == 2, roce

@@ -1,0 +1,64 @@
+"""PFC storm at a switch port: pause frames of one priority and one direction above a rate
+(fabric.ethernet.pfc_storm_rate, frames/s) for N sweeps in a row (pfc_storm_sweeps). The finding
+names the switch, the port, the priority, the direction and the host or switch at the other end,
+and what each direction means: `tx`, the switch pauses its peer (the switch's buffer for that
+priority is full: congestion further on); `rx`, the peer pauses the switch (the peer cannot
+drain, typically a host whose receive ring is full or a NIC stuck in a pause storm).
+
+Records in (FabricPort.pause_rates), findings out; nothing here parses or fetches."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from fabricmon.checks import OK, WARNING, Finding
+from fabricmon.model.fabric import FabricPort, SwitchNode
+
+CHECK = "fabric_pfc_storm"
+Key = tuple[str, int, int, str]          # (switch, port, priority, direction)
+
+
+def priority_label(prio: int) -> str:
+    return "all" if prio < 0 else str(prio)
+
+
+def evaluate(ports: Mapping[tuple[str, int], FabricPort], switches: Mapping[str, SwitchNode],
+             previous: Mapping[Key, int], rate: float, sweeps: int, new_sweep: bool
+             ) -> tuple[list[Finding], dict[Key, int]]:
+    """Consecutive sweeps over the rate per (switch, port, priority, direction); a new sweep
+    advances the count. Returns the non-OK findings and the new counts."""
+    counts: dict[Key, int] = {}
+    findings = []
+    for (guid, port), p in ports.items():
+        for (prio, direction), r in sorted(p.pause_rates.items()):
+            key = (guid, port, prio, direction)
+            over = r > rate
+            n = previous.get(key, 0)
+            if new_sweep:
+                n = n + 1 if over else 0
+            elif not over:
+                n = 0
+            if n:
+                counts[key] = n
+            if n < sweeps:
+                continue
+            name = switches[guid].name if guid in switches else guid
+            lk = p.link
+            peer = f'"{lk.remote_name}"[{lk.remote_port_label}]' if lk is not None else "an unknown peer"
+            role = f"{p.role} port" if p.role != "unconnected" else "port"
+            if direction == "tx":
+                what = (f"{name} sends pause frames to {peer}: its buffer for priority {priority_label(prio)} "
+                        f"is full; look for congestion beyond it (a slow receiver, an ECMP hot spot) and at "
+                        f"{peer}'s PFC watchdog")
+            else:
+                what = (f"{peer} pauses {name}: it cannot drain priority {priority_label(prio)} (a host whose "
+                        f"receive ring is full, or a NIC stuck pausing); check {peer}'s RoCE counters "
+                        f"(fabricmon_roce_pause_frames_total) and its PFC watchdog")
+            findings.append(Finding(
+                CHECK, guid, port, WARNING,
+                f"PFC storm at {name} {role} {p.label} priority {priority_label(prio)} direction {direction}: "
+                f"{r:.0f} pause frames/s for {n} sweeps (over {rate:g}/s); {what}"))
+    return [f for f in findings if f.status != OK], counts
+
+
+__all__ = ["CHECK", "evaluate", "priority_label"]

@@ -1,0 +1,329 @@
+"""What the Ethernet collector reads from a switch over SNMP, declared once as rows (snmp_exporter's
+generated snmp.yml, in our words; GUIDE section 9), and the one parser for all of it.
+
+A row names an object: its numeric OID, how its index reads (`ifIndex`, `ifIndex.prio`, `port`
+for an LLDP local port number, `lldpRem` for (TimeMark, LocalPortNum, RemIndex), `scalar`), its
+value type, and the record field it fills. A walk is one subtree read in one net-snmp process
+(`snmpbulkwalk` has no end OID: a walk reads a whole table, and the rows pick their columns from
+it). A vendor's PFC MIB is one more pair of rows and one more walk, not a branch of code.
+
+Text in, typed records out (net-snmp's `-On -Oe -Ot` output: `.OID = TYPE: value`, a long
+Hex-STRING continued on the following lines); nothing here runs a tool.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from fabricmon.parsers.errors import ParseError
+
+
+@dataclass(frozen=True, slots=True)
+class OidRow:
+    name: str                # the MIB object's name, for people
+    oid: str                 # numeric, no leading dot
+    walk: str                # the walk (WALKS) it comes in
+    index: str               # "ifIndex", "ifIndex.prio", "port", "lldpRem", "scalar"
+    type: str                # "string", "hex", "int", "counter32", "counter64", "gauge"
+    field: str               # the record field it fills (a canonical counter name for counters)
+    direction: str = ""      # PFC rows: "tx" (pause frames the port sent) or "rx" (received)
+
+
+@dataclass(frozen=True, slots=True)
+class Walk:
+    name: str
+    root: str                # the subtree one process walks
+    phase: str               # "discovery" or "sweep"
+    vendor: str = ""         # PFC walks: which MIB (read only where the switch answers it)
+
+
+WALKS: tuple[Walk, ...] = (
+    Walk("system", "1.3.6.1.2.1.1", "discovery"),
+    Walk("lldp_local", "1.0.8802.1.1.2.1.3", "discovery"),
+    Walk("lldp_remote", "1.0.8802.1.1.2.1.4.1", "discovery"),
+    Walk("bridge_ports", "1.3.6.1.2.1.17.1.4.1", "discovery"),
+    Walk("if_table", "1.3.6.1.2.1.2.2.1", "sweep"),
+    Walk("ifx_table", "1.3.6.1.2.1.31.1.1.1", "sweep"),
+    Walk("pfc_ieee", "1.3.111.2.802.1.1.21.1.1.1", "sweep", "ieee8021-pfc"),
+    Walk("pfc_cisco", "1.3.6.1.4.1.9.9.813.1.2.1", "sweep", "cisco-pfc-ext"),
+    Walk("pfc_arista", "1.3.6.1.4.1.30065.3.11.1.1.1", "sweep", "arista-pfc"),
+    Walk("pfc_onyx", "1.3.6.1.4.1.33049.15.1.2.1", "sweep", "mellanox-qos"),
+)
+WALK_BY_NAME = {w.name: w for w in WALKS}
+PFC_WALKS = tuple(w for w in WALKS if w.vendor)
+
+OIDS: tuple[OidRow, ...] = (
+    # SNMPv2-MIB system group
+    OidRow("sysName", "1.3.6.1.2.1.1.5", "system", "scalar", "string", "sys_name"),
+    # LLDP-MIB local system: the switch's stable identity
+    OidRow("lldpLocChassisIdSubtype", "1.0.8802.1.1.2.1.3.1", "lldp_local", "scalar", "int", "chassis_subtype"),
+    OidRow("lldpLocChassisId", "1.0.8802.1.1.2.1.3.2", "lldp_local", "scalar", "hex", "chassis_id"),
+    OidRow("lldpLocSysName", "1.0.8802.1.1.2.1.3.3", "lldp_local", "scalar", "string", "lldp_sys_name"),
+    # lldpLocPortTable, indexed by lldpLocPortNum (not always the ifIndex: GUIDE section 9)
+    OidRow("lldpLocPortIdSubtype", "1.0.8802.1.1.2.1.3.7.1.2", "lldp_local", "port", "int", "id_subtype"),
+    OidRow("lldpLocPortId", "1.0.8802.1.1.2.1.3.7.1.3", "lldp_local", "port", "string", "port_id"),
+    OidRow("lldpLocPortDesc", "1.0.8802.1.1.2.1.3.7.1.4", "lldp_local", "port", "string", "port_desc"),
+    # lldpRemTable, indexed by (TimeMark, LocalPortNum, RemIndex)
+    OidRow("lldpRemChassisIdSubtype", "1.0.8802.1.1.2.1.4.1.1.4", "lldp_remote", "lldpRem", "int", "chassis_subtype"),
+    OidRow("lldpRemChassisId", "1.0.8802.1.1.2.1.4.1.1.5", "lldp_remote", "lldpRem", "hex", "chassis_id"),
+    OidRow("lldpRemPortIdSubtype", "1.0.8802.1.1.2.1.4.1.1.6", "lldp_remote", "lldpRem", "int", "port_subtype"),
+    OidRow("lldpRemPortId", "1.0.8802.1.1.2.1.4.1.1.7", "lldp_remote", "lldpRem", "string", "port_id"),
+    OidRow("lldpRemPortDesc", "1.0.8802.1.1.2.1.4.1.1.8", "lldp_remote", "lldpRem", "string", "port_desc"),
+    OidRow("lldpRemSysName", "1.0.8802.1.1.2.1.4.1.1.9", "lldp_remote", "lldpRem", "string", "sys_name"),
+    # BRIDGE-MIB dot1dBasePortIfIndex: bridge port number -> ifIndex
+    OidRow("dot1dBasePortIfIndex", "1.3.6.1.2.1.17.1.4.1.2", "bridge_ports", "port", "int", "if_index"),
+    # IF-MIB ifTable (32-bit error and discard counters wrap)
+    OidRow("ifDescr", "1.3.6.1.2.1.2.2.1.2", "if_table", "ifIndex", "string", "descr"),
+    OidRow("ifOperStatus", "1.3.6.1.2.1.2.2.1.8", "if_table", "ifIndex", "int", "oper_status"),
+    OidRow("ifInDiscards", "1.3.6.1.2.1.2.2.1.13", "if_table", "ifIndex", "counter32", "receive_discards"),
+    OidRow("ifInErrors", "1.3.6.1.2.1.2.2.1.14", "if_table", "ifIndex", "counter32", "receive_errors"),
+    OidRow("ifOutDiscards", "1.3.6.1.2.1.2.2.1.19", "if_table", "ifIndex", "counter32", "transmit_discards"),
+    # IF-MIB ifXTable (64-bit traffic counters)
+    OidRow("ifName", "1.3.6.1.2.1.31.1.1.1.1", "ifx_table", "ifIndex", "string", "name"),
+    OidRow("ifHCInOctets", "1.3.6.1.2.1.31.1.1.1.6", "ifx_table", "ifIndex", "counter64", "receive_bytes"),
+    OidRow("ifHCInUcastPkts", "1.3.6.1.2.1.31.1.1.1.7", "ifx_table", "ifIndex", "counter64", "receive_unicast_packets"),
+    OidRow("ifHCOutOctets", "1.3.6.1.2.1.31.1.1.1.10", "ifx_table", "ifIndex", "counter64", "transmit_bytes"),
+    OidRow("ifHCOutUcastPkts", "1.3.6.1.2.1.31.1.1.1.11", "ifx_table", "ifIndex", "counter64",
+           "transmit_unicast_packets"),
+    OidRow("ifHighSpeed", "1.3.6.1.2.1.31.1.1.1.15", "ifx_table", "ifIndex", "gauge", "speed_mbps"),
+    OidRow("ifAlias", "1.3.6.1.2.1.31.1.1.1.18", "ifx_table", "ifIndex", "string", "alias"),
+    # PFC (802.1Qbb) pause frames, one pair of rows per MIB. IEEE8021-PFC-MIB counts per port only
+    # (its rows carry priority -1: exported as priority "all").
+    OidRow("ieee8021PfcRequests", "1.3.111.2.802.1.1.21.1.1.1.2", "pfc_ieee", "ifIndex", "counter64", "pause", "tx"),
+    OidRow("ieee8021PfcIndications", "1.3.111.2.802.1.1.21.1.1.1.3", "pfc_ieee", "ifIndex", "counter64", "pause",
+           "rx"),
+    OidRow("cpfcIfRequests", "1.3.6.1.4.1.9.9.813.1.2.1.2", "pfc_cisco", "ifIndex.prio", "counter64", "pause", "tx"),
+    OidRow("cpfcIfIndications", "1.3.6.1.4.1.9.9.813.1.2.1.3", "pfc_cisco", "ifIndex.prio", "counter64", "pause",
+           "rx"),
+    OidRow("aristaPfcRequests", "1.3.6.1.4.1.30065.3.11.1.1.1.3", "pfc_arista", "ifIndex.prio", "counter64", "pause",
+           "tx"),
+    OidRow("aristaPfcIndications", "1.3.6.1.4.1.30065.3.11.1.1.1.4", "pfc_arista", "ifIndex.prio", "counter64",
+           "pause", "rx"),
+    OidRow("mlnxQosRxPause", "1.3.6.1.4.1.33049.15.1.2.1.3", "pfc_onyx", "ifIndex.prio", "counter64", "pause", "rx"),
+    OidRow("mlnxQosTxPause", "1.3.6.1.4.1.33049.15.1.2.1.5", "pfc_onyx", "ifIndex.prio", "counter64", "pause", "tx"),
+)
+ROWS_BY_WALK: dict[str, tuple[OidRow, ...]] = {w.name: tuple(r for r in OIDS if r.walk == w.name) for w in WALKS}
+COUNTER_BITS = {"counter32": 32, "counter64": 64}
+ALL_PRIORITIES = -1          # IEEE8021-PFC-MIB: a port's pause frames over every priority
+
+
+# --- the text ---------------------------------------------------------------------------------
+
+_SKIP = ("No Such Object", "No Such Instance", "No more variables", "End of MIB")
+
+
+def parse_lines(text: str) -> list[tuple[str, str, str]]:
+    """net-snmp output -> [(oid without leading dot, type, value text)]. A long Hex-STRING goes on
+    over the next lines; 'No Such Object' and end-of-view answers are left out."""
+    out: list[tuple[str, str, str]] = []
+    for line in text.splitlines():
+        if not line.startswith("."):
+            if out and line.strip() and out[-1][1] == "Hex-STRING":
+                oid, typ, val = out[-1]
+                out[-1] = (oid, typ, f"{val} {line.strip()}".strip())
+            continue
+        oid, sep, rest = line.partition(" = ")
+        if not sep:
+            raise ParseError(f"not an SNMP answer: {line[:120]!r}")
+        if rest.startswith(_SKIP):
+            continue
+        typ, sep, val = rest.partition(": ")
+        if not sep:                 # "" (an empty string has no type) or an unknown form
+            typ, val = ("STRING", "") if rest.strip() in ('""', "") else ("", rest)
+        out.append((oid[1:], typ, val.rstrip() if typ == "Hex-STRING" else val))
+    return out
+
+
+def _value(typ: str, text: str, want: str) -> int | str | None:
+    if want in ("int", "counter32", "counter64", "gauge"):
+        try:
+            return int(text.split()[0]) if text else None
+        except ValueError:
+            m = text.rsplit("(", 1)         # "up(1)" without -Oe
+            if len(m) == 2 and m[1].rstrip(")").lstrip("-").isdigit():
+                return int(m[1].rstrip(")"))
+            raise ParseError(f"not a number: {text[:60]!r}") from None
+    if typ == "Hex-STRING":
+        raw = bytes.fromhex(text.replace(" ", ""))
+        if want == "hex":
+            return ":".join(f"{b:02x}" for b in raw)
+        return raw.decode("utf-8", "replace").rstrip("\x00")
+    s = text
+    if len(s) >= 2 and s[0] == '"' and s[-1] == '"':
+        s = s[1:-1].replace('\\"', '"').replace("\\\\", "\\")
+    if want == "hex":           # a chassis ID that printed as text: the text is its identity
+        return s
+    return s
+
+
+_INDEX_LEN = {"ifIndex": 1, "ifIndex.prio": 2, "port": 1, "lldpRem": 3, "scalar": 1}
+# walk -> (row OID -> row, the index lengths its rows have): a line finds its row by one dict lookup
+_ROW_LOOKUP = {w: ({r.oid: r for r in rows}, sorted({_INDEX_LEN[r.index] for r in rows}))
+               for w, rows in ROWS_BY_WALK.items()}
+_NUMERIC = frozenset(("int", "counter32", "counter64", "gauge"))
+
+
+def parse_walk(walk: str, text: str) -> list[tuple[OidRow, tuple[int, ...], int | str]]:
+    """One walk's text -> [(row, index, value)] for the rows declared for that walk; objects of
+    the table that no row names are left out before their value is read."""
+    by_oid, lengths = _ROW_LOOKUP[walk]
+    out = []
+    for oid, typ, val in parse_lines(text):
+        for n in lengths:
+            parts = oid.rsplit(".", n)
+            row = by_oid.get(parts[0])
+            if row is not None:
+                break
+        else:
+            continue
+        try:
+            index = tuple(map(int, parts[1:]))
+        except ValueError:
+            raise ParseError(f"{row.name}: bad index in {oid!r}") from None
+        if row.type in _NUMERIC:
+            try:
+                out.append((row, index, int(val)))      # the common case: a bare number (-Oe)
+                continue
+            except ValueError:
+                pass
+        v = _value(typ, val, row.type)
+        if v is not None:
+            out.append((row, index, v))
+    return out
+
+
+# --- records ----------------------------------------------------------------------------------
+
+@dataclass(slots=True)
+class LldpNeighbour:
+    local_port_num: int              # lldpRemLocalPortNum (as the switch numbers its LLDP ports)
+    chassis_id: str
+    port_id: str
+    port_subtype: int | None
+    port_desc: str
+    sys_name: str
+
+    @property
+    def port_name(self) -> str:
+        """The remote port as its owner names it: the port ID when it is a name (subtype 5
+        interfaceName, 7 local, 1 ifAlias), else the port description."""
+        if self.port_subtype in (1, 5, 7) and self.port_id:
+            return self.port_id
+        return self.port_desc or self.port_id
+
+
+@dataclass(slots=True)
+class SwitchIdentity:
+    """What discovery reads once per switch: names, LLDP and the port tables to join them."""
+    sys_name: str = ""
+    chassis_id: str = ""
+    ifaces: dict[int, dict[str, int | str]] = field(default_factory=dict)       # ifIndex -> fields
+    lldp_ports: dict[int, dict[str, int | str]] = field(default_factory=dict)   # lldpLocPortNum -> fields
+    bridge_ports: dict[int, int] = field(default_factory=dict)                  # dot1dBasePort -> ifIndex
+    neighbours: list[LldpNeighbour] = field(default_factory=list)
+    pfc_walk: str = ""               # the PFC walk the switch answers ("" none)
+
+    def if_index_of_lldp_port(self, num: int) -> int | None:
+        """The trap (GUIDE section 9): lldpLocPortNum is not always the ifIndex. First the local
+        port's ID, then its description, matched against ifName, ifDescr and ifAlias; then BRIDGE-MIB
+        dot1dBasePortIfIndex; only then the raw number."""
+        lp = self.lldp_ports.get(num, {})
+        for key in ("port_id", "port_desc"):
+            text = lp.get(key)
+            if not text:
+                continue
+            for what in ("name", "descr", "alias"):
+                hits = [i for i, f in self.ifaces.items() if f.get(what) == text]
+                if len(hits) == 1:
+                    return hits[0]
+        if num in self.bridge_ports and self.bridge_ports[num] in self.ifaces:
+            return self.bridge_ports[num]
+        return num if num in self.ifaces else None
+
+    def if_index_by_name(self, name: str) -> int | None:
+        """A port named by a neighbour (its LLDP port ID or description) -> our ifIndex."""
+        for what in ("name", "descr", "alias"):
+            hits = [i for i, f in self.ifaces.items() if name and f.get(what) == name]
+            if len(hits) == 1:
+                return hits[0]
+        return None
+
+    def if_index_of_advertised(self, port_id: str, port_desc: str) -> int | None:
+        """Our port that a neighbour saw in our LLDP (its lldpRemPortId/Desc): by interface name,
+        else through our own lldpLocPortTable entry that advertises it, joined as a local port."""
+        for text in (port_id, port_desc):
+            i = self.if_index_by_name(text)
+            if i is not None:
+                return i
+        for key, text in (("port_id", port_id), ("port_desc", port_desc)):
+            nums = [n for n, f in self.lldp_ports.items() if text and f.get(key) == text]
+            if len(nums) == 1:
+                return self.if_index_of_lldp_port(nums[0])
+        return None
+
+
+def identity_from_walks(texts: dict[str, str]) -> SwitchIdentity:
+    """Discovery: the walks' texts (by walk name) -> the switch's identity."""
+    ident = SwitchIdentity()
+    rem: dict[tuple[int, ...], dict[str, int | str]] = {}
+    for walk, text in texts.items():
+        if walk in WALK_BY_NAME and WALK_BY_NAME[walk].vendor:
+            if any(True for _ in parse_walk(walk, text)):
+                ident.pfc_walk = ident.pfc_walk or walk
+            continue
+        for row, index, value in parse_walk(walk, text):
+            if row.index == "scalar":
+                if index == (0,):
+                    setattr(ident, row.field, value) if row.field in ("sys_name", "chassis_id") else None
+            elif row.walk == "bridge_ports":
+                ident.bridge_ports[index[0]] = int(value)
+            elif row.index == "port":
+                ident.lldp_ports.setdefault(index[0], {})[row.field] = value
+            elif row.index == "lldpRem" and len(index) == 3:
+                rem.setdefault(index, {})[row.field] = value
+            elif row.index == "ifIndex" and len(index) == 1 and row.field in ("name", "descr", "alias",
+                                                                              "speed_mbps", "oper_status"):
+                ident.ifaces.setdefault(index[0], {})[row.field] = value
+    for (_, local, _), f in sorted(rem.items(), key=lambda kv: (kv[0][1], kv[0][2], kv[0][0])):
+        if not f.get("chassis_id"):
+            continue
+        ident.neighbours.append(LldpNeighbour(
+            local, str(f["chassis_id"]), str(f.get("port_id", "")),
+            int(f["port_subtype"]) if "port_subtype" in f else None,
+            str(f.get("port_desc", "")), str(f.get("sys_name", ""))))
+    return ident
+
+
+@dataclass(slots=True)
+class SwitchCounters:
+    """Sweep: one switch's ports. counters: ifIndex -> canonical counter -> raw value; pause:
+    ifIndex -> (priority, direction) -> frames (priority -1: all priorities)."""
+    counters: dict[int, dict[str, int]] = field(default_factory=dict)
+    oper_status: dict[int, int] = field(default_factory=dict)
+    speed_mbps: dict[int, int] = field(default_factory=dict)
+    pause: dict[int, dict[tuple[int, str], int]] = field(default_factory=dict)
+    bits: dict[str, int] = field(default_factory=dict)
+
+
+def counters_from_walks(texts: dict[str, str]) -> SwitchCounters:
+    """Sweep: the walks' texts (by walk name) -> counters, state and pause frames per ifIndex."""
+    sc = SwitchCounters()
+    for walk, text in texts.items():
+        for row, index, value in parse_walk(walk, text):
+            port = index[0]
+            if row.field == "pause":
+                prio = index[1] if row.index == "ifIndex.prio" and len(index) > 1 else ALL_PRIORITIES
+                sc.pause.setdefault(port, {})[(prio, row.direction)] = int(value)
+            elif row.type in COUNTER_BITS:
+                sc.counters.setdefault(port, {})[row.field] = int(value)
+                sc.bits[row.field] = COUNTER_BITS[row.type]
+            elif row.field == "oper_status":
+                sc.oper_status[port] = int(value)
+            elif row.field == "speed_mbps":
+                sc.speed_mbps[port] = int(value)
+    return sc
+
+
+__all__ = ["ALL_PRIORITIES", "OIDS", "PFC_WALKS", "WALKS", "WALK_BY_NAME", "LldpNeighbour", "OidRow",
+           "SwitchCounters", "SwitchIdentity", "Walk", "counters_from_walks", "identity_from_walks",
+           "parse_lines", "parse_walk"]

@@ -1,0 +1,64 @@
+"""The registry of sources (node_exporter's `registerCollector`, in our words): each source
+module registers its class once with `@register(...)` and its defaults. It lives below the
+config and the pipeline, which both read it (the config validates `sources.<name>` against it,
+the pipeline runs what it holds), and it imports nothing of fabricmon: types flow down.
+
+`registry(collector)` imports the collector's source package (registering its sources) on
+first use.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TypeVar
+
+
+@dataclass(frozen=True, slots=True)
+class SourceSpec:
+    name: str
+    cls: type                       # the pipeline.source.Source subclass
+    enabled: bool | str             # True, False or "auto" (a missing tool is not an error)
+    interval: float
+    timeout: float
+    command: tuple[str, ...]        # () for sources that read files only
+    needs: tuple[str, ...]
+    provides_inventory: bool        # its records list devices and ports
+    collector: str                  # "node", "fabric" (InfiniBand) or "ethernet": which configuration runs it
+    concurrency: int                # commands in flight at once within one run
+    records: type | None            # the record type its SourceOutput.data holds
+
+
+_REGISTRY: dict[tuple[str, str], SourceSpec] = {}     # (collector, name) -> spec: a name is unique per collector
+S = TypeVar("S", bound=type)
+
+
+def register(name: str, *, enabled: bool | str = True, interval: float = 15.0, timeout: float = 5.0,
+             command: tuple[str, ...] = (), needs: tuple[str, ...] = (), provides_inventory: bool = False,
+             collector: str = "node", concurrency: int = 1, records: type | None = None) -> Callable[[S], S]:
+    """Class decorator: register a source once, with its defaults."""
+    def deco(cls: S) -> S:
+        key = (collector, name)
+        if key in _REGISTRY and _REGISTRY[key].cls is not cls:
+            raise ValueError(f"source {name!r} registered twice for the {collector} collector")
+        spec = SourceSpec(name, cls, enabled, float(interval), float(timeout), tuple(command), tuple(needs),
+                          provides_inventory, collector, concurrency, records)
+        cls.spec = spec
+        _REGISTRY[key] = spec
+        return cls
+    return deco
+
+
+# The package whose import registers each configuration's sources.
+SOURCE_PACKAGES = {"node": "fabricmon.sources", "fabric": "fabricmon.sources.fabric",
+                   "ethernet": "fabricmon.sources.ethernet"}
+
+
+def registry(collector: str = "node") -> dict[str, SourceSpec]:
+    """The registered sources of one configuration, in registration order."""
+    importlib.import_module(SOURCE_PACKAGES[collector])      # importing registers them
+    return {n: s for (c, n), s in _REGISTRY.items() if c == collector}
+
+
+__all__ = ["SOURCE_PACKAGES", "SourceSpec", "register", "registry"]

@@ -1,0 +1,9 @@
+"""The Ethernet (RoCE) fabric collector's sources (`fabricmon fabric` with fabric.kind: ethernet),
+registered with collector="ethernet" under the InfiniBand sources' names, so that config keys,
+self-metrics and rules are the same: discovery (identity, interfaces and LLDP of every switch, on
+the discovery interval) and sweep (counters, state, speed and PFC pause frames, every sweep), both
+over net-snmp's tools (sources.ethernet.snmp).
+
+Importing this package registers them."""
+
+from fabricmon.sources.ethernet import discovery, sweep  # noqa: F401 - imported to register

@@ -1,0 +1,103 @@
+"""sweep (Ethernet): every switch port's counters, state and speed, and its PFC pause frames, from the
+discovered topology (SweepData, the records the InfiniBand sweep fills).
+
+Per switch three processes (parsers.snmp.WALKS of phase "sweep": ifTable, ifXTable and the PFC
+MIB that switch answered at discovery), all switches at once up to `fabric.ethernet.concurrency`,
+under the sweep's one deadline. A switch that does not answer costs only itself: the walks after
+its first failure are skipped, it is counted (`fabricmon_fabric_sweep_errors_total{kind}`) and
+listed as missing, and the model reports it unreachable.
+
+ifOperStatus and ifHighSpeed are read every sweep, so a port that goes down shows in the next
+sweep, not at the next discovery (SweepData.link_up). The 64-bit HC octet counters count bytes
+(scale 1); the 32-bit ifTable error and discard counters wrap (SweepData.wrapping)."""
+
+from __future__ import annotations
+
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+from fabricmon.host.io import HostIO
+from fabricmon.model.fabric import SweepData, Topology, in_shard
+from fabricmon.parsers.errors import ParseError
+from fabricmon.parsers.snmp import OIDS, WALK_BY_NAME, SwitchCounters, counters_from_walks
+from fabricmon.pipeline.source import INVENTORY, Inputs, Source, SourceOutput, register
+from fabricmon.sources.ethernet.snmp import SnmpAccess, failure
+
+SWEEP_WALKS = ("if_table", "ifx_table")
+OCTET_COUNTERS = {"transmit_bytes": 1, "receive_bytes": 1}
+WRAPPING = frozenset(r.field for r in OIDS if r.type == "counter32")
+OPER_UP = 1
+
+
+def read_counters(access: SnmpAccess, io: HostIO, address: str, tables: tuple[str, ...], remaining
+                  ) -> tuple[SwitchCounters | None, tuple[str, str] | None]:
+    texts: dict[str, str] = {}
+    for name in (*SWEEP_WALKS, *tables):
+        res = access.walk(io, address, WALK_BY_NAME[name].root, remaining())
+        err = failure(res)
+        if err is not None:
+            return None, err
+        texts[name] = res.stdout
+    try:
+        return counters_from_walks(texts), None
+    except ParseError as exc:
+        return None, ("parse", str(exc))
+
+
+@register("sweep", enabled=True, interval=15.0, timeout=30.0, command=(),
+          needs=(INVENTORY,), collector="ethernet", records=SweepData)
+class SnmpSweepSource(Source):
+    def __init__(self, config, sc=None):
+        super().__init__(config, sc)
+        self.access = SnmpAccess(config.fabric.ethernet.snmp)
+
+    def collect(self, io: HostIO, inputs: Inputs) -> SourceOutput:
+        out = SourceOutput()
+        topo: Topology | None = inputs.inventory
+        if topo is None or not topo.switches:
+            out.error("read", "no discovered topology yet (the discovery source has not completed)")
+            return out
+        fc = self.config.fabric
+        t0 = time.monotonic()
+        mine = sorted(g for g, sw in topo.switches.items() if sw.address and in_shard(g, *fc.shard))
+        data = SweepData(scale=dict(OCTET_COUNTERS), wrapping=set(WRAPPING))
+
+        def one(guid: str):
+            sw = topo.switches[guid]
+            return guid, *read_counters(self.access, io, sw.address, sw.counter_tables,
+                                        lambda: inputs.remaining(self.sc.timeout))
+
+        if mine:
+            with ThreadPoolExecutor(max_workers=max(1, min(fc.ethernet.concurrency, len(mine))),
+                                    thread_name_prefix="fabricmon-snmp-sweep") as pool:
+                results = list(pool.map(one, mine))
+        else:
+            results = []
+        for guid, sc, err in results:
+            sw = topo.switches[guid]
+            if sc is None:
+                data.missing.add(guid)
+                out.error(err[0], f"switch {sw.name} ({sw.address}): {err[1]}")
+                continue
+            data.switches.add(guid)
+            data.bits.update(sc.bits)
+            for port in sw.ports():
+                if port in sc.counters:
+                    data.ports[(guid, port)] = sc.counters[port]
+                if port in sc.oper_status:
+                    data.link_up[(guid, port)] = sc.oper_status[port] == OPER_UP
+                if sc.speed_mbps.get(port):
+                    data.rate_mbps[(guid, port)] = sc.speed_mbps[port]
+                if port in sc.pause:
+                    data.pause[(guid, port)] = sc.pause[port]
+        data.duration = time.monotonic() - t0
+        if data.switches or not mine:
+            out.data = data
+        return out
+
+    def close(self) -> None:
+        self.access.close()
+        super().close()
+
+
+__all__ = ["SnmpSweepSource", "read_counters"]

@@ -1,0 +1,93 @@
+"""The fabric dashboard and rules on an Ethernet fabric, unchanged: a real Prometheus with the shipped
+rules scraping `fabricmon fabric run` (fabric.kind: ethernet) on a snmpsim leaf/spine with leaf02
+polarised onto spine01 and a 100G uplink among 400G. The "Top uplink utilisation per leaf" and
+"ECMP imbalance (max/mean) per switch" panels return the Ethernet switches, the recording rules
+show leaf02's hot uplink at about twice its uplinks' mean, every rule evaluates cleanly, and the
+collector's verdicts reach FabricmonEcmpImbalance and FabricmonFabricPortDegraded."""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+
+from helpers import unavailable
+
+from fabricmon.sim.ethernet import SnmpSimFabric, leaf_spine, set_rate, tools_available
+from ship_helpers import FABRICMON, ROOT, free_port, http_get, start_prometheus, wait_until
+from test_fabric_dashboard import RULES, build_rules, dashboard, panels, substitute
+
+# panel -> switches it must show (leaf01's and spine02's groups keep one link once the 100G one is left out: no ratio)
+PANELS = {"Top uplink utilisation per leaf": {"leaf01", "leaf02"},
+          "ECMP imbalance (max/mean) per switch": {"leaf02", "spine01"}}
+
+
+def test_the_fabric_panels_and_rules_work_for_an_ethernet_fabric(processes, tmp_path):
+    ok, why = tools_available()
+    if not ok:
+        unavailable(why)
+    sw = leaf_spine(spines=2, leaves=2, hosts_per_leaf=1, uplink_rate=20e9)
+    set_rate(sw, "leaf02", "Ethernet4", 40e9)           # leaf02 polarised onto spine01
+    set_rate(sw, "leaf02", "Ethernet8", 0.5e9)
+    by = {s.name: s for s in sw}
+    by["leaf01"].port("Ethernet8").speed_mbps = 100000     # leaf01 <-> spine02 at 100G
+    by["spine02"].port("Ethernet0").speed_mbps = 100000
+    set_rate(sw, "leaf01", "Ethernet8", 10e9, 10e9)
+    with SnmpSimFabric(sw) as fab:
+        comm = tmp_path / "community"
+        comm.write_text("public\n")
+        comm.chmod(0o600)
+        cfg = tmp_path / "fabricmon.yml"
+        (tmp_path / "state").mkdir()
+        cfg.write_text(json.dumps({
+            "paths": {"state_dir": str(tmp_path / "state")},
+            "fabric": {"kind": "ethernet", "sweep_interval": 1.0, "discovery_interval": 300.0,
+                       "thresholds": {"consecutive_sweeps": 2},
+                       "ethernet": {"switches": fab.addresses(),
+                                    "snmp": {"community_file": str(comm), "timeout": 1, "retries": 0}}},
+        }))
+        port = free_port()
+        p = processes.start("fabricmon-fabric", [*FABRICMON, "fabric", "run", "--config", str(cfg), "--listen",
+                                                 f"127.0.0.1:{port}", "--log-level", "warning"], cwd=ROOT)
+
+        def flagged():
+            if p.poll() is not None:
+                raise AssertionError(f"fabricmon fabric run exited {p.returncode}: {processes.log(p)}")
+            return re.search(rb'fabricmon_ecmp_imbalanced\{direction="up",switch="leaf02",switch_guid="[0-9a-f:]+"\} 1',
+                             http_get(f"http://127.0.0.1:{port}/metrics"))
+        wait_until(flagged, 40, "the polarised leaf flagged by the collector")
+        prom = start_prometheus(processes, tmp_path, [{
+            "job_name": build_rules.FABRIC_JOB,
+            "static_configs": [{"targets": [f"127.0.0.1:{port}"]}],
+        }], rule_files=[RULES])
+
+        chosen = [pn for pn in panels(dashboard()) if pn["title"] in PANELS]
+        assert len(chosen) == len(PANELS)
+        deadline = time.monotonic() + 60
+        pending = {pn["title"]: substitute(pn["targets"][0]["expr"]) for pn in chosen}
+        while pending and time.monotonic() < deadline:
+            for title, expr in list(pending.items()):
+                switches = {r["metric"].get("switch") for r in prom.query(expr)}
+                if PANELS[title] <= switches:
+                    del pending[title]
+            if pending:
+                time.sleep(1)
+        assert not pending, f"panels without the Ethernet leaves: {pending}"
+
+        def ratio(switch):
+            q = (f'switch:fabricmon_fabric_uplink_utilisation:max_ratio_rate5m{{switch="{switch}"}}'
+                 f' / switch:fabricmon_fabric_uplink_utilisation:avg_ratio_rate5m{{switch="{switch}"}}')
+            return float(prom.query(q)[0]["value"][1])
+        assert 1.8 < ratio("leaf02") < 2.1
+
+        groups = prom.api("rules")["groups"]
+        bad = [(r["name"], r.get("lastError")) for g in groups for r in g["rules"] if r["health"] != "ok"]
+        assert not bad, bad
+
+        def alerts():
+            return {(a["labels"]["alertname"], a["labels"].get("switch"), a["labels"].get("port"))
+                    for a in prom.api("alerts")["alerts"]}
+        wait_until(lambda: ("FabricmonEcmpImbalance", "leaf02", None) in alerts(), 30, "the ECMP alert")
+        wait_until(lambda: ("FabricmonFabricPortDegraded", "leaf01", "Ethernet8") in alerts(), 30,
+                   "the degraded-link alert, labelled with the ifName")
+        assert not any(a[1] == "leaf01" and a[0] == "FabricmonEcmpImbalance" for a in alerts())

@@ -1,0 +1,235 @@
+"""The Ethernet collector (`fabricmon fabric run` with fabric.kind: ethernet) against a real
+simulated leaf/spine fabric: Debian's snmpsim serving one switch per UDP endpoint, read with
+net-snmp's snmpbulkwalk, asserted over real HTTP (/metrics and /api/v1/findings).
+
+Planted in one fabric (3 spines, 3 leaves): leaf01 polarised onto spine01; leaf02 balanced, with a
+PFC storm on its host port Ethernet0 (priority 3, the switch sending pause frames); leaf03's uplink
+to spine03 trained at 100G among 400G; spine02 and spine03 number their LLDP ports otherwise than
+their ifIndex (spine02 through ifDescr, with a management port on ifIndex 1 that the raw number
+would hit; spine03 through BRIDGE-MIB); a configured switch that never answers; then spine01's
+port to leaf02 taken down with the real snmpset. The collector must find exactly these. An idle
+fabric is never flagged."""
+
+from __future__ import annotations
+
+import http.client
+import json
+import time
+from pathlib import Path
+
+import pytest
+
+from helpers import sample_value, scrape_samples, unavailable, wait_for_scrape
+
+from fabricmon.sim.ethernet import SnmpSimFabric, free_udp_ports, leaf_spine, set_rate, tools_available
+
+GBPS = 1e9 / 8
+SWEEP = 2.0
+
+
+def _require() -> None:
+    ok, why = tools_available()
+    if not ok:
+        unavailable(why)
+
+
+def _findings(port: int) -> list[dict]:
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
+    try:
+        conn.request("GET", "/api/v1/findings")
+        return json.loads(conn.getresponse().read())["findings"]
+    finally:
+        conn.close()
+
+
+def _collector(tmp: Path, addresses: list[str], extra: dict | None = None):
+    from fabricmon.config import from_dict
+    from fabricmon.host import LiveIO
+    from fabricmon.pipeline.fabric import fabric_pipeline
+    from fabricmon.serve.daemon import Daemon
+    comm = tmp / "community"
+    comm.write_text("public\n")
+    comm.chmod(0o600)
+    cfg = from_dict({"server": {"address": "127.0.0.1"}, "paths": {"state_dir": str(tmp / "state")},
+                     "fabric": {"port": 0, "kind": "ethernet", "sweep_interval": SWEEP, "discovery_interval": 300,
+                                "timeouts": {"sweep": 8, "discovery": 20},
+                                "thresholds": {"consecutive_sweeps": 2, "utilisation_floor": 0.1},
+                                "ethernet": {"switches": addresses, "pfc_storm_sweeps": 2,
+                                             "snmp": {"community_file": str(comm), "timeout": 0.5, "retries": 0},
+                                             **(extra or {})}}})
+    (tmp / "state" / "fabric").mkdir(parents=True, exist_ok=True)
+    io = LiveIO(cfg.sysfs, cfg.procfs)
+    d = Daemon(cfg, io, port=0, pipeline=fabric_pipeline(cfg, io))
+    d.start()
+    return d
+
+
+@pytest.fixture(scope="module")
+def planted(tmp_path_factory):
+    _require()
+    tmp = tmp_path_factory.mktemp("ethfab")
+    sw = leaf_spine(spines=3, leaves=3, hosts_per_leaf=2, uplink_rate=20 * GBPS * 8,
+                    spine_styles=("sonic", "numbered", "bridge"))
+    by = {s.name: s for s in sw}
+    # leaf01 polarised: nearly all its uplink traffic through spine01
+    for port, rate in (("Ethernet8", 300e9 / 8), ("Ethernet12", 5e9 / 8), ("Ethernet16", 5e9 / 8)):
+        set_rate(sw, "leaf01", port, rate)
+    # leaf03's uplink to spine03 trained at 100G (both ends), carrying its share of a 100G link
+    by["leaf03"].port("Ethernet16").speed_mbps = 100000
+    by["spine03"].port("Ethernet8").speed_mbps = 100000
+    set_rate(sw, "leaf03", "Ethernet16", 80e9 / 8, 80e9 / 8)
+    # PFC storm: leaf02 sends pause frames to its host node03 on priority 3
+    by["leaf02"].port("Ethernet0").pause[(3, "tx")] = 5000.0
+    silent = f"127.0.0.1:{free_udp_ports(1)[0]}"
+    fab = SnmpSimFabric(sw, tmp / "sim").start()
+    d = _collector(tmp, [*fab.addresses(), silent])
+    try:
+        yield fab, d, by, silent
+    finally:
+        d.stop()
+        fab.stop()
+
+
+def _chassis(by, name: str) -> str:
+    return by[name].chassis
+
+
+def test_planted_faults_and_nothing_else(planted) -> None:
+    fab, d, by, silent = planted
+    s = wait_for_scrape(d.port, lambda s: sample_value(s, "fabricmon_ecmp_imbalanced", switch_guid=_chassis(by, "leaf01"),
+                                                       switch="leaf01", direction="up") == 1, 60)
+    leaf01, leaf02, leaf03 = (_chassis(by, f"leaf0{i}") for i in (1, 2, 3))
+    spine03 = _chassis(by, "spine03")
+    # the graph: every leaf has three uplinks, joined on spines whose LLDP port numbers are not ifIndex
+    for leaf, spine_port in (("leaf01", "Ethernet0"), ("leaf02", "Ethernet4"), ("leaf03", "Ethernet8")):
+        for port, spine in (("Ethernet8", "spine01"), ("Ethernet12", "spine02"), ("Ethernet16", "spine03")):
+            assert sample_value(s, "fabricmon_fabric_link_info", switch_guid=_chassis(by, leaf), port=port, role="up",
+                                remote_guid=_chassis(by, spine), remote_port=spine_port, remote_name=spine) == 1, \
+                (leaf, port, spine)
+    assert sample_value(s, "fabricmon_fabric_link_info", switch_guid=_chassis(by, "spine02"), port="mgmt0",
+                        role="unconnected", remote_guid="", remote_port="", remote_name="") == 1
+    assert sample_value(s, "fabricmon_fabric_switch_info", switch_guid=leaf01, switch="leaf01", level="1") == 1
+    assert sample_value(s, "fabricmon_fabric_switch_info", switch_guid=spine03, switch="spine03", level="2") == 1
+    # ECMP: leaf01 flagged, leaf02 balanced, leaf03's slow uplink kept out of its group
+    assert sample_value(s, "fabricmon_ecmp_imbalanced", switch_guid=leaf02, switch="leaf02", direction="up") == 0
+    assert sample_value(s, "fabricmon_ecmp_imbalanced", switch_guid=leaf03, switch="leaf03", direction="up") == 0
+    assert sample_value(s, "fabricmon_fabric_port_degraded", switch_guid=leaf03, port="Ethernet16", reason="speed") == 1
+    assert sample_value(s, "fabricmon_fabric_port_rate_bytes_per_second", switch_guid=leaf03, port="Ethernet16") == 100e9 / 8
+    rate = sample_value(s, "fabricmon_fabric_port_transmit_rate_bytes_per_second", switch_guid=leaf01, port="Ethernet8")
+    assert rate == pytest.approx(300e9 / 8, rel=0.1)
+    assert sample_value(s, "fabricmon_fabric_port_transmit_bytes_total", switch_guid=leaf01, port="Ethernet8") > 0
+    # the PFC storm, by priority and direction
+    s = wait_for_scrape(d.port, lambda s: sample_value(s, "fabricmon_fabric_check_status", check="pfc_storm",
+                                                       switch_guid=leaf02, switch="leaf02") == 1, 30)
+    assert sample_value(s, "fabricmon_fabric_port_pause_frames_total", switch_guid=leaf02, port="Ethernet0",
+                        priority="3", direction="tx") > 0
+    assert sample_value(s, "fabricmon_fabric_port_pause_frames_total", switch_guid=leaf02, port="Ethernet0",
+                        priority="3", direction="rx") == 0
+    # the switch that never answers: unreachable, counted, costs only itself
+    assert sample_value(s, "fabricmon_fabric_switch_reachable", switch_guid=silent, switch=silent) == 0
+    assert sample_value(s, "fabricmon_fabric_switch_reachable", switch_guid=leaf01, switch="leaf01") == 1
+    assert sample_value(s, "fabricmon_fabric_sweep_errors_total", kind="timeout") >= 1
+    duration = sample_value(s, "fabricmon_fabric_sweep_duration_seconds")
+    assert duration is not None and duration < SWEEP + 1.5
+    found = [f for f in _findings(d.port) if f["status"] > 0]
+    by_check: dict[str, list[dict]] = {}
+    for f in found:
+        by_check.setdefault(f["check"], []).append(f)
+    assert sorted(by_check) == ["ecmp_imbalance", "fabric_link", "fabric_pfc_storm", "fabric_unreachable",
+                                "source"], found
+    # the sources say why they are failing: the silent switch, and nothing else
+    assert all(silent in f["message"] and "no answer" in f["message"] for f in by_check["source"]), by_check["source"]
+    (ecmp,) = by_check["ecmp_imbalance"]
+    assert ecmp["message"].startswith('leaf01 uplinks: port Ethernet8 to "spine01"[Ethernet0] carries')
+    links = sorted(f["message"] for f in by_check["fabric_link"])
+    assert len(links) == 2 and all("runs at 100G, below the 400G of its link class (speed)" in m for m in links)
+    assert links[0].startswith('leaf03 port Ethernet16 (up to "spine03"[Ethernet8])')
+    assert links[1].startswith('spine03 port Ethernet8 (down to "leaf03"[Ethernet16])')
+    (pfc,) = by_check["fabric_pfc_storm"]
+    assert pfc["message"].startswith("PFC storm at leaf02 host port Ethernet0 priority 3 direction tx: ")
+    assert 'leaf02 sends pause frames to "node03"[eth0]' in pfc["message"]
+    (unr,) = by_check["fabric_unreachable"]
+    assert unr["device"] == silent and "does not answer SNMP" in unr["message"]
+
+
+def test_a_spine_port_down_shows_in_the_next_sweep(planted) -> None:
+    fab, d, by, _ = planted
+    spine01 = _chassis(by, "spine01")
+    wait_for_scrape(d.port, lambda s: sample_value(s, "fabricmon_fabric_port_up", switch_guid=spine01,
+                                                   port="Ethernet4") == 1, 60)
+    t0 = time.monotonic()
+    fab.set_oper_status("spine01", "Ethernet4", 2)
+    try:
+        s = wait_for_scrape(d.port, lambda s: sample_value(s, "fabricmon_fabric_port_up", switch_guid=spine01,
+                                                           port="Ethernet4") == 0, 3 * SWEEP + 10)
+        took = time.monotonic() - t0
+        assert took < 2 * SWEEP + 5, took          # the next sweep, not the next discovery (300 s)
+        assert sample_value(s, "fabricmon_fabric_port_degraded", switch_guid=spine01, port="Ethernet4",
+                            reason="down") == 1
+        down = [f for f in _findings(d.port) if f["check"] == "fabric_link" and f["device"] == spine01]
+        assert len(down) == 1 and down[0]["status"] == 2
+        assert down[0]["message"].startswith('spine01 port Ethernet4 (down to "leaf02"[Ethernet8]): link is down')
+    finally:
+        fab.set_oper_status("spine01", "Ethernet4", 1)
+    wait_for_scrape(d.port, lambda s: sample_value(s, "fabricmon_fabric_port_up", switch_guid=spine01,
+                                                   port="Ethernet4") == 1, 3 * SWEEP + 10)
+
+
+def test_an_idle_fabric_is_never_flagged(tmp_path) -> None:
+    _require()
+    sw = leaf_spine(spines=2, leaves=2, hosts_per_leaf=1, uplink_rate=0.0)
+    with SnmpSimFabric(sw, tmp_path / "sim") as fab:
+        d = _collector(tmp_path, fab.addresses())
+        try:
+            leaf = sw[2].chassis
+            s = wait_for_scrape(d.port, lambda s: (sample_value(s, "fabricmon_ecmp_utilisation_ratio", switch_guid=leaf,
+                                                                switch="leaf01", direction="up") is not None), 30)
+            time.sleep(3 * SWEEP)
+            s = scrape_samples(d.port)
+            assert sample_value(s, "fabricmon_ecmp_imbalanced", switch_guid=leaf, switch="leaf01", direction="up") == 0
+            assert [f for f in _findings(d.port) if f["status"] > 0] == []
+        finally:
+            d.stop()
+
+
+def test_snmpv3_authpriv_works_and_a_wrong_pass_phrase_is_a_counted_error(tmp_path) -> None:
+    """snmpsimd in v3 mode (one process per switch, context "public"): the right credentials read
+    the fabric; a wrong privacy pass phrase is an error for each switch (counted, reported
+    unreachable), never a crash; no pass phrase in any argv the collector ran, nor in its errors."""
+    _require()
+    from fabricmon.config import from_dict
+    from fabricmon.host import LiveIO
+    from fabricmon.host.bundle import RecordingIO
+    from fabricmon.pipeline.fabric import fabric_pipeline
+    auth, priv = "auth-Pass-1234", "priv-Pass-5678"
+    sw = leaf_spine(spines=1, leaves=1, hosts_per_leaf=1, uplink_rate=1e9)
+    with SnmpSimFabric(sw, v3=("fabmon", "SHA", auth, "AES", priv)) as fab:
+        for name, p in (("auth", auth), ("priv", priv), ("wrong", "wrong-Pass-0000")):
+            (tmp_path / name).write_text(p + "\n")
+            (tmp_path / name).chmod(0o600)
+
+        def run(priv_file: str):
+            cfg = from_dict({"paths": {"state_dir": str(tmp_path / "state")},
+                             "fabric": {"kind": "ethernet", "ethernet": {"switches": fab.addresses(), "snmp": {
+                                 "version": "3", "user": "fabmon", "auth_protocol": "SHA",
+                                 "auth_password_file": str(tmp_path / "auth"), "priv_protocol": "AES",
+                                 "priv_password_file": str(tmp_path / priv_file), "context": "public",
+                                 "timeout": 1, "retries": 0}}}})
+            rec = RecordingIO(LiveIO(), tmp_path / f"rec-{priv_file}")
+            pipe = fabric_pipeline(cfg, rec)
+            try:
+                return pipe.collect(), rec.commands
+            finally:
+                pipe.close()
+
+        snap, commands = run("priv")
+        assert {s.name for s in snap.fabric.switches.values()} == {"spine01", "leaf01"}
+        assert not snap.fabric.unreachable and snap.sources["sweep"].up
+        assert snap.fabric.levels[sw[0].chassis] == 2
+        bad, bad_commands = run("wrong")
+        assert set(bad.fabric.unreachable) == set(fab.addresses())
+        assert bad.sources["discovery"].errors_total["timeout"] + bad.sources["discovery"].errors_total["exit_code"] == 2
+        for cmd in commands + bad_commands:
+            assert not any(secret in arg for arg in cmd["argv"] for secret in (auth, priv, "wrong-Pass"))
+        texts = [f.message for f in bad.findings] + [e for s in bad.sources.values() for e in s.active_errors]
+        assert texts and not any(secret in t for t in texts for secret in (auth, priv, "wrong-Pass"))
