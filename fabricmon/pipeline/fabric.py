@@ -18,18 +18,19 @@ source name:
 from __future__ import annotations
 
 import time
+from collections import deque
 from collections.abc import Callable, Mapping
 from dataclasses import replace
 
 import structlog
 
 from fabricmon import ibspec
-from fabricmon.checks import OK, Finding
+from fabricmon.checks import OK, WARNING, Finding
 from fabricmon.checks import fabric_ecmp, fabric_links, fabric_routing, fabric_sm, fabric_symmetry, link_errors
 from fabricmon.config import Config
 from fabricmon.model.fabric import (
     DiscoveryData, FabricPort, FabricSection, LftData, PortInfo, SmData, SweepData, Topology, build_topology,
-    in_shard,
+    in_shard, merge_discovery,
 )
 from fabricmon.model.history import CounterHistory
 from fabricmon.model.ports import PortView
@@ -37,13 +38,14 @@ from fabricmon.model.snapshot import SourceState
 from fabricmon.pipeline.node import CHECKED_COUNTERS
 
 log = structlog.get_logger("fabricmon.fabric")
+STALE_CHECK = "fabric_stale"
 
 RATE_COUNTERS = ("transmit_bytes", "receive_bytes")
 MAX_CHANGE_LINES = 20       # topology changes logged one by one per discovery, then summarised
 # fabricmon_fabric_check_status{check}: a finding's check -> the name alerts select
 CHECK_NAMES = {fabric_links.CHECK: "degraded_link", fabric_ecmp.CHECK: "ecmp", fabric_routing.CHECK: "routing",
-               fabric_symmetry.CHECK: "uplinks", fabric_sm.CHECK: "sm"}
-SWITCH_CHECKS = ("degraded_link", "link_errors", "ecmp", "uplinks")     # + "routing" once tables were read
+               fabric_symmetry.CHECK: "uplinks", fabric_sm.CHECK: "sm", "fabric_stale": "stale"}
+SWITCH_CHECKS = ("degraded_link", "link_errors", "ecmp", "uplinks", "stale")     # + "routing" once tables were read
 
 
 def _state_of(states: Mapping[str, SourceState], records: type) -> SourceState | None:
@@ -73,6 +75,13 @@ class FabricModel:
         self._sweep_time: float | None = None
         self._prev_sweep_time: float | None = None
         self._ecmp_counts: dict[tuple[str, str], int] = {}
+        self._view = None                                        # the merged discovery view (DiscoveryData)
+        self._view_complete = False                              # some discovery so far was complete
+        # the last read of each cabled port's link state: (up, data time); the newest read wins
+        self._link_state: dict[tuple[str, int], tuple[bool, float]] = {}
+        # per switch: the last sweeps' (unanswered, queries, what failed), and the data time of its last full read
+        self._reads: dict[str, deque[tuple[int, int, tuple[str, ...]]]] = {}
+        self._last_read: dict[str, float] = {}
 
     # --- topology -----------------------------------------------------------------------
     def inventory(self, states: Mapping[str, SourceState]) -> Topology:
@@ -82,13 +91,27 @@ class FabricModel:
             return self._topo if self._topo is not None else Topology()
         if self._topo_time == st.data_time and self._topo is not None:
             return self._topo
-        topo = build_topology(st.data, st.data_time)
-        if self._topo is not None:
+        data: DiscoveryData = st.data
+        view = merge_discovery(self._view, data)
+        if not data.complete:
+            log.info("partial discovery merged with the last complete view", unanswered=data.unanswered,
+                     switches_reached=len(data.switches), switches_kept=len(view.switches) - len(data.switches))
+        topo = build_topology(view, st.data_time)
+        if self._topo is not None and self._view_complete:
             self._log_changes(self._topo, topo)
+        self._view, self._view_complete = view, self._view_complete or data.complete
+        reached = {(g, p) for g, sw in data.switches.items() for p in sw.links}
         for key, p in topo.ports.items():
             if p.link is not None:
                 self._remembered[key] = p
                 self._seen[key] = st.data_time
+                if key in reached:          # seen cabled now: up, unless a later read says otherwise
+                    self._read_state(key, True, st.data_time)
+        for key in self._remembered:
+            if key not in topo.ports or topo.ports[key].link is None:
+                topo.down_links[key] = self._remembered[key].link
+                if data.complete:           # gone from a complete discovery: positive evidence
+                    self._read_state(key, False, st.data_time)
         max_age = self.config.fabric.down_port_max_age
         if max_age is not None:         # a port down for longer than the age limit is forgotten
             for key in [k for k, t in self._seen.items() if st.data_time - t > max_age]:
@@ -123,6 +146,11 @@ class FabricModel:
             log.warning("topology change", change=c)
         if len(changes) > MAX_CHANGE_LINES:
             log.warning("topology changes", more=len(changes) - MAX_CHANGE_LINES)
+
+    def _read_state(self, key: tuple[str, int], up: bool, t: float) -> None:
+        old = self._link_state.get(key)
+        if old is None or old[1] <= t:
+            self._link_state[key] = (up, t)
 
     # --- counters -----------------------------------------------------------------------
     def _record(self, sweep: SweepData, t: float, keep: set[tuple[str, int]]) -> None:
@@ -182,9 +210,14 @@ class FabricModel:
         if new_sweep:
             self._record(sweep, sweep_st.data_time, set(sec.ports))
             self._prev_sweep_time, self._sweep_time = self._sweep_time, sweep_st.data_time
+            for key, up in sweep.link_up.items():
+                self._read_state(key, up, sweep_st.data_time)
+            self._note_reads(sweep, sweep_st.data_time, sec)
         findings: list[Finding] = []
+        self._apply_state(sec)
         if sweep is not None:
             sec.counter_scale = dict(sweep.scale)
+            sec.link_state_method = sweep.state_method
             self._fresh_state(sweep, sec)
             for key, vals in sweep.ports.items():
                 p = sec.ports.get(key)
@@ -197,6 +230,7 @@ class FabricModel:
                         scale = sweep.scale.get(name, ibspec.COUNTER_BY_NAME[name].scale)
                         setattr(p, attr, step[0] * scale / step[1])
         findings += fabric_links.evaluate(sec.ports, sec.switches, sec.levels, self.config)
+        findings += self._staleness(sec, now)
         for key, p in sec.ports.items():
             if p.counters and any(self.history.has((key[0], key[1], c)) for c in CHECKED_COUNTERS):
                 pv = PortView(device=key[0], port=key[1], counters=p.counters, counter_bits=dict(sweep.bits))
@@ -215,14 +249,67 @@ class FabricModel:
         self._check_status(sec, findings, states)
         return {"fabric": sec}, findings
 
+    def _apply_state(self, sec: FabricSection) -> None:
+        """Each cabled port's state is its newest read (a sweep's PortInfo or ifOperStatus, or the
+        discovery that saw it cabled); a port not read keeps its last known state, never turns down
+        for lack of an answer. The peer's newer read counts too: a switch-to-switch link whose far
+        end reads down is down (a read of the same time: down if either end says so)."""
+        for key, p in sec.ports.items():
+            if p.link is None:
+                continue
+            own = self._link_state.get(key)
+            peer = self._link_state.get((p.link.remote_guid, p.link.remote_port)) \
+                if p.link.remote_type == "Switch" else None
+            if own is not None:
+                p.up = own[0]
+            if peer is not None and not peer[0] and (own is None or peer[1] >= own[1]):
+                p.up = False
+
+    def _note_reads(self, sweep: SweepData, t: float, sec: FabricSection) -> None:
+        n = self.config.fabric.stale_sweeps + 2
+        for g in sec.switches:
+            queries = sweep.queries.get(g, 0)
+            if not queries and g not in sweep.switches:
+                continue
+            lost = sweep.unanswered.get(g, 0)
+            self._reads.setdefault(g, deque(maxlen=n)).append((lost, queries, tuple(sorted(sweep.failed.get(g, ())))))
+            if not lost:
+                self._last_read[g] = t
+        for g in [g for g in self._reads if g not in sec.switches]:
+            del self._reads[g]
+            self._last_read.pop(g, None)
+
+    def _staleness(self, sec: FabricSection, now: float) -> list[Finding]:
+        """A switch whose queries went unanswered in stale_sweeps of its last stale_sweeps + 2 sweeps is
+        stale (WARNING): named, with what failed, its share of unanswered queries and the age of its
+        last complete read; its ports keep their last known state."""
+        out = []
+        need = self.config.fabric.stale_sweeps
+        for g, sw in sec.switches.items():
+            reads = self._reads.get(g)
+            sec.last_read[g] = self._last_read.get(g)
+            if not reads:
+                continue
+            bad = [r for r in reads if r[0]]
+            stale = len(bad) >= need
+            sec.stale[g] = stale
+            if not stale:
+                continue
+            lost, total = sum(r[0] for r in reads), sum(r[1] for r in reads)
+            what = sorted({w for r in bad for w in r[2]})
+            last = self._last_read.get(g)
+            age = f"last complete read {now - last:.0f} s ago" if last is not None else "never read completely"
+            out.append(Finding(STALE_CHECK, g, None, WARNING,
+                               f"{sw.name or g} (0x{g}) unreadable in {len(bad)} of its last {len(reads)} sweeps "
+                               f"({100 * lost / max(total, 1):.0f}% of its queries unanswered: {', '.join(what) or 'queries'}; "
+                               f"{age}): its ports keep their last known state, none is taken as down; check the "
+                               f"switch's management CPU and the path to it"))
+        return out
+
     @staticmethod
     def _fresh_state(sweep: SweepData, sec: FabricSection) -> None:
-        """The sweep's own view of a cabled port (Ethernet: ifOperStatus, ifHighSpeed) wins over
-        the last discovery's: a port that went down shows in this sweep, one that came back too."""
-        for key, up in sweep.link_up.items():
-            p = sec.ports.get(key)
-            if p is not None and p.link is not None:
-                p.up = up
+        """The sweep's own view of a port's speed (Ethernet: ifHighSpeed) wins over the last
+        discovery's."""
         for key, mbps in sweep.rate_mbps.items():
             p = sec.ports.get(key)
             if p is not None and p.link is not None and p.link.rate_mbps is not None and mbps and mbps != p.link.rate_mbps:
