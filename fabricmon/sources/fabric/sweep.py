@@ -39,7 +39,8 @@ re-linked cable shows without a rediscovery. `state_method` says which path answ
 (fabricmon_fabric_link_state_method).
 
 Unreached is not down: a query that went unanswered is retried with backoff (RETRY_BACKOFF)
-while the sweep's deadline allows; what stays unanswered is counted per switch
+while the sweep's deadline allows (a port's PortInfo up to twice; a switch the fabric pass got no
+counters from, once, per switch with perfquery); what stays unanswered is counted per switch
 (`unanswered`, fabricmon_fabric_sweep_errors_total{kind="unanswered"}) and leaves that port's
 last known state in place (the model marks the switch stale), never a port down.
 """
@@ -92,10 +93,12 @@ class SweepSource(Source):
         data = SweepData(bits={c.name: 64 if c.kind == "traffic" else c.bits for c in ibspec.COUNTERS})
         # link state first: the counters are read last, closest to the sweep's data time (rates)
         self._link_states(io, inputs, out, topo, mine, data)
+        retried: set[str] = set()
         if fc.shard[1] > 1:
             counters, errors, err_failed = self._sweep_switches(io, inputs, out, sorted(mine), topo)
         else:
             counters, errors, err_failed = self._sweep_fabric(io, inputs, out, base, by_lid)
+            counters, errors, err_failed, retried = self._retry(io, inputs, topo, mine, counters, errors, err_failed)
         for guid in sorted(mine):
             sw = topo.switches[guid]
             ports = {}
@@ -116,17 +119,21 @@ class SweepSource(Source):
             data.switches.add(guid)
             for p, vals in ports.items():
                 data.ports[(guid, p)] = vals
-        # the queries that went unanswered (ibqueryerrors names the switch's LID in each)
+        # the counter queries that went unanswered (ibqueryerrors names the switch's LID in each); a
+        # switch without counters lost all of its own (one per port and the error aggregate)
+        lost: dict[str, int] = {}
         if fc.shard[1] <= 1:
             for res in self._results:
                 for m in _FAILED_LID.finditer(res.stderr):
                     g = by_lid.get(int(m.group(1)))
-                    if g in mine:
-                        self._lost(data, g, "counters")
+                    if g in mine and g not in retried:
+                        lost[g] = lost.get(g, 0) + 1
         for g in mine:
-            data.queries[g] = data.queries.get(g, 0) + topo.switches[g].nports + 1
-            if g in data.missing:
-                data.unanswered[g] = data.queries[g]
+            n = topo.switches[g].nports + 1
+            data.queries[g] = data.queries.get(g, 0) + n
+            k = n if g in data.missing else min(lost.get(g, 0), n)
+            if k:
+                data.unanswered[g] = data.unanswered.get(g, 0) + k
                 data.failed.setdefault(g, set()).add("counters")
         for g in sorted(data.unanswered):
             sw = topo.switches[g]
@@ -137,6 +144,25 @@ class SweepSource(Source):
         if data.ports or data.link_up or not mine:
             out.data = data
         return out
+
+    def _retry(self, io: HostIO, inputs: Inputs, topo: Topology, mine: set[str], counters, errors, err_failed):
+        """The switches the fabric pass got no counters from (their queries went unanswered), read once
+        more after a backoff, per switch by LID (_sweep_switches), while the deadline allows. Returns the
+        merged reports and the switches read again successfully."""
+        if counters is None:
+            return counters, errors, err_failed, set()
+        missing = [g for g in sorted(mine) if topo.switches[g].lid is not None
+                   and not any((g, p) in counters.ports for p in range(1, topo.switches[g].nports + 1))]
+        if not missing or inputs.remaining(self.sc.timeout) < RETRY_BACKOFF[0] + 4 * self.config.fabric.mad_timeout_ms / 1000 + 1:
+            return counters, errors, err_failed, set()
+        time.sleep(RETRY_BACKOFF[0])
+        c2, e2, f2 = self._sweep_switches(io, inputs, SourceOutput(), missing, topo)
+        got = {g for g, _ in c2.ports}
+        counters.ports.update(c2.ports)
+        if errors is not None:
+            errors.ports.update(e2.ports)
+        err_failed = (set(err_failed) - got) | (set(f2) & got)
+        return counters, errors, err_failed, got
 
     @staticmethod
     def _lost(data: SweepData, g: str, what: str) -> None:
