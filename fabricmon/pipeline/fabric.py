@@ -3,8 +3,14 @@ Snapshot's fabric section. Records are picked by type (DiscoveryData, SweepData)
 source name:
 
 1. the topology: levels and roles from the latest discovery, rebuilt only when a new one
-   arrived; links that appear or vanish between discoveries are logged and counted, and a
-   port that was cabled and is no longer stays known (reported down, never dropped);
+   arrived; a partial discovery (queries unanswered) is merged into the last complete view
+   (model.fabric.merge_discovery), never replaces it; links that appear or vanish between complete
+   views are logged and counted, and a port that was cabled and is no longer stays known
+   (reported down, never dropped);
+1b. link state: each cabled port's newest read (the sweep's PortInfo, or the discovery that saw it
+   cabled), the peer's read included; a port not read keeps its last state (unreached is not
+   down); a switch whose queries go unanswered in stale_sweeps of its recent sweeps is stale
+   (fabric_stale, WARNING);
 2. every counter of a new sweep enters a CounterHistory through record() (saturation and reset
    rules), keyed (switch_guid, port, counter); transmit/receive rates from the last step;
 3. the checks: fabric_links (down, width, speed), link_errors (the node daemon's thresholds),
@@ -117,6 +123,7 @@ class FabricModel:
             for key in [k for k, t in self._seen.items() if st.data_time - t > max_age]:
                 del self._seen[key]
                 self._remembered.pop(key, None)
+                self._link_state.pop(key, None)
                 log.info("down port forgotten (fabric.down_port_max_age)", switch_guid=key[0], port=key[1])
         self._topo, self._topo_time = topo, st.data_time
         return topo
