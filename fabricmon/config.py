@@ -195,6 +195,8 @@ class FabricConfig:
     routing_imbalance_threshold: float = 1.5     # route imbalance (max/mean over active uplinks) above which a switch is flagged
     sm_stalled_polls: int = 2            # polls in a row with the master's activity count unchanged: a hung SM
     down_port_max_age: float | None = 604800.0   # seconds a cabled port that went down stays reported; None: until restart
+    link_state_max_ports: int = 512      # PortInfo SMP reads per sweep when the SM's records do not cover the ports (0: none)
+    stale_sweeps: int = 3                # sweeps (of the last stale_sweeps + 2) with unanswered queries: a switch is stale
     sources: dict[str, SourceConfig] = field(default_factory=dict)
     kind: str = "infiniband"             # or "ethernet": which sources the collector runs
     ethernet: EthernetConfig = field(default_factory=EthernetConfig)
@@ -493,7 +495,8 @@ def _fabric(raw: Any, state_dir: str, check_paths: bool = True) -> FabricConfig:
     m = _mapping(raw, "fabric", ("port", "sweep_interval", "discovery_interval", "timeouts", "concurrency",
                                  "shard", "cache_dir", "mad_timeout_ms", "thresholds", "sources",
                                  "routing_interval", "sm_interval", "routing_imbalance_threshold",
-                                 "sm_stalled_polls", "down_port_max_age", "kind", "ethernet"))
+                                 "sm_stalled_polls", "down_port_max_age", "link_state_max_ports",
+                                 "stale_sweeps", "kind", "ethernet"))
     kind = m.get("kind", d.kind)
     if kind not in ("infiniband", "ethernet"):
         raise ConfigError("fabric.kind", f"expected infiniband or ethernet, got {kind!r}")
@@ -512,6 +515,12 @@ def _fabric(raw: Any, state_dir: str, check_paths: bool = True) -> FabricConfig:
     max_age = _number(m.get("down_port_max_age", d.down_port_max_age), "fabric.down_port_max_age", 1,
                       allow_none=True)
     timeouts = _mapping(m.get("timeouts"), "fabric.timeouts", ("sweep", "discovery", "routing", "sm"))
+    ls_max = m.get("link_state_max_ports", d.link_state_max_ports)
+    if isinstance(ls_max, bool) or not isinstance(ls_max, int) or ls_max < 0:
+        raise ConfigError("fabric.link_state_max_ports", f"expected an integer >= 0, got {ls_max!r}")
+    stale = m.get("stale_sweeps", d.stale_sweeps)
+    if isinstance(stale, bool) or not isinstance(stale, int) or stale < 1:
+        raise ConfigError("fabric.stale_sweeps", f"expected an integer >= 1, got {stale!r}")
     conc = m.get("concurrency", d.concurrency)
     if isinstance(conc, bool) or not isinstance(conc, int) or not 1 <= conc <= 2:
         raise ConfigError("fabric.concurrency", f"expected 1 (the two sweep passes one after the other) or 2 "
@@ -549,6 +558,7 @@ def _fabric(raw: Any, state_dir: str, check_paths: bool = True) -> FabricConfig:
         cache_dir=_string(m.get("cache_dir", f"{state_dir.rstrip('/')}/fabric"), "fabric.cache_dir"),
         mad_timeout_ms=mad, thresholds=thresholds, routing_interval=routing, sm_interval=sm,
         routing_imbalance_threshold=imb, sm_stalled_polls=stalled, down_port_max_age=max_age,
+        link_state_max_ports=ls_max, stale_sweeps=stale,
         # an Ethernet fabric runs its own two sources (SNMP), named and timed as InfiniBand's
         sources=_sources(m.get("sources"), "ethernet" if kind == "ethernet" else "fabric", "fabric.sources",
                          defaults),

@@ -101,6 +101,7 @@ FOR = {
     "sm_hung": "5m",
     "fabric_pfc_storm": "5m",
     "switch_unreachable": "10m",
+    "switch_unreadable": "5m",
 }
 # Windows of the recording rules the dashboard reads.
 RECORD_WINDOW = "5m"
@@ -535,6 +536,12 @@ def fabric_alerts(base: str) -> list[dict]:
               "warning", FOR["sm_unknown"], "The fabric collector does not report the subnet manager.",
               f'The fabric collector (job "{F}") is scraped but exports no fabricmon_fabric_sm_master_present:'
               " its subnet manager source is off or failing, so a lost master SM would go unnoticed.", base),
+        alert("FabricmonFabricSwitchUnreadable", "fabricmon_fabric_switch_stale == 1", "warning",
+              FOR["switch_unreadable"], "The collector cannot read a switch: its queries go unanswered.",
+              SW + ": queries to this switch went unanswered in most of the collector's recent sweeps"
+              " (its management CPU is busy or the path to it drops MADs). Its ports keep their last known"
+              " state and none is reported down for it; the collector's fabric_stale finding says what failed and"
+              " when the switch was last read completely.", base),
         alert("FabricmonSubnetManagerHung", 'fabricmon_fabric_check_status{check="sm"} == 1', "warning",
               FOR["sm_hung"], "The master subnet manager looks hung.",
               "{{ $labels.instance }}: the collector's sm check is not OK: the master SM answers but its activity"

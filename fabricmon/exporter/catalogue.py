@@ -496,8 +496,9 @@ CATALOGUE: tuple[Metric, ...] = (
     Metric("fabricmon_fabric_link_info", G, "Switch port role (host, up, down, unconnected) and its remote end; "
            "join on switch_guid,port with group_left.",
            ("switch_guid", "port", "role", "remote_guid", "remote_port", "remote_name"), _fabric(_fab_link_info)),
-    Metric("fabricmon_fabric_port_up", G, "1 if the switch port's link is up, else 0 (as the last sweep read it "
-           "where it reads the port state, Ethernet's ifOperStatus; else at the last discovery).",
+    Metric("fabricmon_fabric_port_up", G, "1 if the switch port's link is up, else 0: its newest read (the sweep's "
+           "PortInfo from the SM or the port, Ethernet's ifOperStatus, or the discovery); a port that could not "
+           "be read keeps its last known state.",
            SW_PORT, _fab_ports(lambda p: 1 if p.up else 0)),
     Metric("fabricmon_fabric_port_rate_bytes_per_second", G,
            "Link data rate in bytes/s (lanes x nominal lane rate / 8, or Ethernet's ifHighSpeed; 0 while down; "
@@ -531,7 +532,18 @@ CATALOGUE: tuple[Metric, ...] = (
     Metric("fabricmon_fabric_sweep_duration_seconds", G, "Duration of the last counter sweep.", (),
            _fabric(lambda fab: [((), fab.sweep_duration)])),
     Metric("fabricmon_fabric_sweep_errors", C, "Sweep errors by kind (a switch that returned no counters in a "
-           "sweep counts once as read).", ("kind",), _fabric(_fab_sweep_errors)),
+           "sweep counts once as read; unanswered: once per switch with queries unanswered after retries).", ("kind",), _fabric(_fab_sweep_errors)),
+    Metric("fabricmon_fabric_switch_stale", G, "1 while queries to the switch went unanswered in fabric.stale_sweeps "
+           "of its last sweeps (its ports keep their last known state, none is taken as down), else 0.",
+           ("switch_guid", "switch"), _fab_per_switch(lambda fab, g: 1 if fab.stale.get(g) else 0)),
+    Metric("fabricmon_fabric_switch_last_read_timestamp_seconds", G, "Unix time of the last sweep in which every "
+           "query to the switch was answered (absent: none yet).", ("switch_guid", "switch"),
+           _fab_per_switch(lambda fab, g: fab.last_read.get(g))),
+    Metric("fabricmon_fabric_link_state_method", G, "1 for how the last sweep read the switch ports' link state: "
+           "sa (the subnet manager's PortInfoRecords), smp (PortInfo from each port: no SM, or its records did "
+           "not cover the ports), none (not read: link state from the discovery only).", ("method",),
+           _fabric(lambda fab: [((m,), 1 if (fab.link_state_method or "none") == m else 0)
+                                for m in ("sa", "smp", "none")] if fab.switches else [])),
     Metric("fabricmon_fabric_switches", G, "Switches this collector (shard) sweeps.", (),
            _fabric(lambda fab: [((), len(fab.switches))])),
     Metric("fabricmon_fabric_ports", G, "Switch ports this collector (shard) sweeps.", (),

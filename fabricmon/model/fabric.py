@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from fabricmon import ibspec
 
@@ -101,6 +101,45 @@ class DiscoveryData:
     cas: dict[str, str] = field(default_factory=dict)          # guid -> node description
     cache_file: str | None = None                              # the ibnetdiscover cache the sweep loads
     unreachable: dict[str, str] = field(default_factory=dict)  # switch guid -> why this discovery missed it
+    # False when some queries of the run went unanswered: what it saw is true, what it did not see
+    # is unknown (merge_discovery keeps the last complete view for it), never "gone"
+    complete: bool = True
+    unanswered: int = 0                                        # queries that went unanswered
+
+
+_LINK_DETAILS = ("remote_name", "remote_lid", "width", "speed", "rate_mbps", "remote_port_name", "remote_type")
+
+
+def merge_discovery(base: DiscoveryData | None, new: DiscoveryData) -> DiscoveryData:
+    """The view after `new`: a complete discovery is the truth (a link it no longer shows between
+    switches it reached is gone); a partial one only adds what it saw to the last complete view
+    `base`: every switch, link, name and CA it did not see is kept as it was, and a name or a
+    remote name it could not read (empty) keeps its last known value. Kind-neutral."""
+    if new.complete or base is None:
+        return new
+    switches = {g: SwitchNode(sw.guid, sw.name, sw.nports, sw.lid, dict(sw.links), sw.kind, dict(sw.port_names),
+                              sw.address) for g, sw in base.switches.items()}
+    for g, sw in new.switches.items():
+        old = switches.get(g)
+        if old is None:
+            switches[g] = sw
+            continue
+        old.name = sw.name or old.name
+        old.lid = sw.lid if sw.lid is not None else old.lid
+        old.nports = max(old.nports, sw.nports)
+        old.port_names.update(sw.port_names)
+        for port, lk in sw.links.items():
+            was = old.links.get(port)
+            if was is not None and was.remote_guid == lk.remote_guid and was.remote_port == lk.remote_port:
+                # the same cable: what this run could not read (a remote name, a width) keeps its last value
+                keep = {f: getattr(was, f) for f in _LINK_DETAILS if not getattr(lk, f) and getattr(was, f)}
+                if keep:
+                    lk = replace(lk, **keep)
+            old.links[port] = lk
+    cas = dict(base.cas)
+    cas.update({g: d or cas.get(g, "") for g, d in new.cas.items()})
+    return DiscoveryData(switches=switches, cas=cas, cache_file=base.cache_file, complete=False,
+                         unanswered=new.unanswered)
 
 
 @dataclass(slots=True)
@@ -122,6 +161,9 @@ class Topology:
     cas: dict[str, str] = field(default_factory=dict)
     cache_file: str | None = None
     time: float = 0.0                # data time of the discovery it came from
+    # ports cabled at an earlier discovery and not in this one (reported down): the sweep keeps
+    # reading their state, so a cable plugged back in shows before the next discovery
+    down_links: dict[Key, Link] = field(default_factory=dict)
 
     @property
     def top_level(self) -> int:
@@ -188,6 +230,12 @@ class SweepData:
     wrapping: set[str] = field(default_factory=set)            # counters that wrap at their width (not saturate)
     # PFC pause frames: (priority, direction) -> frames; priority -1: every priority (a per-port MIB)
     pause: dict[Key, dict[tuple[int, str], int]] = field(default_factory=dict)
+    # per switch: queries sent and queries left unanswered after retries (unreached is not down:
+    # a port whose state was not read keeps its last known state, marked by the switch's staleness)
+    queries: dict[str, int] = field(default_factory=dict)
+    unanswered: dict[str, int] = field(default_factory=dict)
+    failed: dict[str, set[str]] = field(default_factory=dict)  # switch -> what went unanswered (counters, state)
+    state_method: str = ""           # how link_up was read: "sa" (the SM's PortInfoRecords), "smp", "" (not read)
 
 
 # --- forwarding tables and the subnet manager ---------------------------------------------
@@ -295,6 +343,11 @@ class FabricSection:
     counter_scale: dict[str, int] = field(default_factory=dict)     # as SweepData.scale
     kind: str = "infiniband"         # or "ethernet"
     unreachable: dict[str, str] = field(default_factory=dict)       # switch guid -> why it was not read
+    # unreached is not down: per switch, stale (queries unanswered in most recent sweeps) and the data
+    # time of its last sweep with every query answered (None: never)
+    stale: dict[str, bool] = field(default_factory=dict)
+    last_read: dict[str, float | None] = field(default_factory=dict)
+    link_state_method: str = ""      # how the last sweep read link states: "sa", "smp", "" (not read)
 
     def port_label(self, guid: str, port: int) -> str:
         p = self.ports.get((guid, port))
@@ -303,7 +356,7 @@ class FabricSection:
 
 __all__ = ["NO_ROUTE", "ROLES", "DiscoveryData", "EcmpGroup", "FabricPort", "FabricSection", "LftData", "Link",
            "PortInfo", "RouteBalance", "SmData", "SmInfo", "SwitchNode", "SweepData", "Topology", "build_topology",
-           "port_role", "rate_class", "switch_levels"]
+           "merge_discovery", "port_role", "rate_class", "switch_levels"]
 
 
 def shard_hash(guid: str) -> int:

@@ -28,6 +28,17 @@ _COMMENT = re.compile(r'^"(?P<desc>.*)"\s+lid\s+(?P<lid>\d+)\s+(?P<width>\d+)x(?
 _LID = re.compile(r'\blid\s+(\d+)')
 
 
+# A MAD that went unanswered, as libibnetdisc and libibmad report it on stderr:
+# `./libibnetdisc/query_smp.c:186; umad (DR path slid 0; dlid 0; 0,1,4 Attr 0x11:0) bad status 110; ...`,
+# `ibwarn: [123] mad_rpc: _do_madrpc failed; dport (Lid 6)`.
+_UNANSWERED = re.compile(r"bad status \d+|_do_madrpc failed|query failed", re.I)
+
+
+def count_unanswered(stderr: str) -> int:
+    """How many MADs a tool's stderr says went unanswered (timed out or failed)."""
+    return sum(1 for line in stderr.splitlines() if _UNANSWERED.search(line))
+
+
 def guid_hex(text: str) -> str:
     """A GUID as 16 lower-case hex digits without 0x (`0x200003`, `0000000000200003`)."""
     return f"{int(text, 16):016x}"

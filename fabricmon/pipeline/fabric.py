@@ -3,8 +3,14 @@ Snapshot's fabric section. Records are picked by type (DiscoveryData, SweepData)
 source name:
 
 1. the topology: levels and roles from the latest discovery, rebuilt only when a new one
-   arrived; links that appear or vanish between discoveries are logged and counted, and a
-   port that was cabled and is no longer stays known (reported down, never dropped);
+   arrived; a partial discovery (queries unanswered) is merged into the last complete view
+   (model.fabric.merge_discovery), never replaces it; links that appear or vanish between complete
+   views are logged and counted, and a port that was cabled and is no longer stays known
+   (reported down, never dropped);
+1b. link state: each cabled port's newest read (the sweep's PortInfo, or the discovery that saw it
+   cabled), the peer's read included; a port not read keeps its last state (unreached is not
+   down); a switch whose queries go unanswered in stale_sweeps of its recent sweeps is stale
+   (fabric_stale, WARNING);
 2. every counter of a new sweep enters a CounterHistory through record() (saturation and reset
    rules), keyed (switch_guid, port, counter); transmit/receive rates from the last step;
 3. the checks: fabric_links (down, width, speed), link_errors (the node daemon's thresholds),
@@ -19,6 +25,7 @@ source name:
 from __future__ import annotations
 
 import time
+from collections import deque
 from collections.abc import Callable, Mapping
 from dataclasses import replace
 
@@ -32,7 +39,7 @@ from fabricmon.checks import (
 from fabricmon.config import Config
 from fabricmon.model.fabric import (
     DiscoveryData, FabricPort, FabricSection, LftData, PortInfo, SmData, SweepData, Topology, build_topology,
-    in_shard,
+    in_shard, merge_discovery,
 )
 from fabricmon.model.history import CounterHistory
 from fabricmon.model.ports import PortView
@@ -41,6 +48,7 @@ from fabricmon.pipeline.jobs import FabricJobs
 from fabricmon.pipeline.node import CHECKED_COUNTERS
 
 log = structlog.get_logger("fabricmon.fabric")
+STALE_CHECK = "fabric_stale"
 
 RATE_COUNTERS = ("transmit_bytes", "receive_bytes")
 MAX_CHANGE_LINES = 20       # topology changes logged one by one per discovery, then summarised
@@ -48,8 +56,8 @@ MAX_CHANGE_LINES = 20       # topology changes logged one by one per discovery, 
 UNREACHABLE = "fabric_unreachable"
 CHECK_NAMES = {fabric_links.CHECK: "degraded_link", fabric_ecmp.CHECK: "ecmp", fabric_routing.CHECK: "routing",
                fabric_symmetry.CHECK: "uplinks", fabric_sm.CHECK: "sm", fabric_pfc.CHECK: "pfc_storm",
-               UNREACHABLE: "reachable"}
-SWITCH_CHECKS = ("degraded_link", "link_errors", "ecmp", "uplinks")     # + "routing" once tables were read
+               UNREACHABLE: "reachable", STALE_CHECK: "stale"}
+SWITCH_CHECKS = ("degraded_link", "link_errors", "ecmp", "uplinks", "stale")     # + "routing" once tables were read
 ETHERNET_CHECKS = ("pfc_storm", "reachable")                           # + on an Ethernet fabric
 
 
@@ -83,6 +91,13 @@ class FabricModel:
         self.jobs = FabricJobs(config.slurm.max_job_switch_series)     # which jobs each finding hurts
         self._pfc_counts: dict[tuple[str, int, int, str], int] = {}
         self._wrap: dict[tuple[str, int, str], tuple[int, int]] = {}     # key -> (last raw value, offset)
+        self._view = None                                        # the merged discovery view (DiscoveryData)
+        self._view_complete = False                              # some discovery so far was complete
+        # the last read of each cabled port's link state: (up, data time); the newest read wins
+        self._link_state: dict[tuple[str, int], tuple[bool, float]] = {}
+        # per switch: the last sweeps' (unanswered, queries, what failed), and the data time of its last full read
+        self._reads: dict[str, deque[tuple[int, int, tuple[str, ...]]]] = {}
+        self._last_read: dict[str, float] = {}
 
     # --- topology -----------------------------------------------------------------------
     def inventory(self, states: Mapping[str, SourceState]) -> Topology:
@@ -92,18 +107,33 @@ class FabricModel:
             return self._topo if self._topo is not None else Topology()
         if self._topo_time == st.data_time and self._topo is not None:
             return self._topo
-        topo = build_topology(st.data, st.data_time)
-        if self._topo is not None:
+        data: DiscoveryData = st.data
+        view = merge_discovery(self._view, data)
+        if not data.complete:
+            log.info("partial discovery merged with the last complete view", unanswered=data.unanswered,
+                     switches_reached=len(data.switches), switches_kept=len(view.switches) - len(data.switches))
+        topo = build_topology(view, st.data_time)
+        if self._topo is not None and self._view_complete:
             self._log_changes(self._topo, topo)
+        self._view, self._view_complete = view, self._view_complete or data.complete
+        reached = {(g, p) for g, sw in data.switches.items() for p in sw.links}
         for key, p in topo.ports.items():
             if p.link is not None:
                 self._remembered[key] = p
                 self._seen[key] = st.data_time
+                if key in reached:          # seen cabled now: up, unless a later read says otherwise
+                    self._read_state(key, True, st.data_time)
+        for key in self._remembered:
+            if key not in topo.ports or topo.ports[key].link is None:
+                topo.down_links[key] = self._remembered[key].link
+                if data.complete:           # gone from a complete discovery: positive evidence
+                    self._read_state(key, False, st.data_time)
         max_age = self.config.fabric.down_port_max_age
         if max_age is not None:         # a port down for longer than the age limit is forgotten
             for key in [k for k, t in self._seen.items() if st.data_time - t > max_age]:
                 del self._seen[key]
                 self._remembered.pop(key, None)
+                self._link_state.pop(key, None)
                 log.info("down port forgotten (fabric.down_port_max_age)", switch_guid=key[0], port=key[1])
         self._topo, self._topo_time = topo, st.data_time
         return topo
@@ -133,6 +163,11 @@ class FabricModel:
             log.warning("topology change", change=c)
         if len(changes) > MAX_CHANGE_LINES:
             log.warning("topology changes", more=len(changes) - MAX_CHANGE_LINES)
+
+    def _read_state(self, key: tuple[str, int], up: bool, t: float) -> None:
+        old = self._link_state.get(key)
+        if old is None or old[1] <= t:
+            self._link_state[key] = (up, t)
 
     # --- counters -----------------------------------------------------------------------
     def _unwrap(self, key: tuple[str, int, str], raw: int, bits: int) -> int:
@@ -212,9 +247,14 @@ class FabricModel:
         if new_sweep:
             self._record(sweep, sweep_st.data_time, set(sec.ports))
             self._prev_sweep_time, self._sweep_time = self._sweep_time, sweep_st.data_time
+            for key, up in sweep.link_up.items():
+                self._read_state(key, up, sweep_st.data_time)
+            self._note_reads(sweep, sweep_st.data_time, sec)
         findings: list[Finding] = []
+        self._apply_state(sec)
         if sweep is not None:
             sec.counter_scale = dict(sweep.scale)
+            sec.link_state_method = sweep.state_method
             self._fresh_state(sweep, sec)
             for key, pause in sweep.pause.items():
                 p = sec.ports.get(key)
@@ -236,6 +276,7 @@ class FabricModel:
                         scale = sweep.scale.get(name, ibspec.COUNTER_BY_NAME[name].scale)
                         setattr(p, attr, step[0] * scale / step[1])
         findings += fabric_links.evaluate(sec.ports, sec.switches, sec.levels, self.config)
+        findings += self._staleness(sec, now)
         for key, p in sec.ports.items():
             if p.counters and any(self.history.has((key[0], key[1], c)) for c in CHECKED_COUNTERS):
                 pv = PortView(device=key[0], port=key[1], counters=p.counters, counter_bits=dict(sweep.bits))
@@ -261,14 +302,67 @@ class FabricModel:
         jobs, findings = self.jobs.apply(states, sec, topo, findings)
         return {"fabric": sec, "jobs": jobs}, findings
 
+    def _apply_state(self, sec: FabricSection) -> None:
+        """Each cabled port's state is its newest read (a sweep's PortInfo or ifOperStatus, or the
+        discovery that saw it cabled); a port not read keeps its last known state, never turns down
+        for lack of an answer. The peer's newer read counts too: a switch-to-switch link whose far
+        end reads down is down (a read of the same time: down if either end says so)."""
+        for key, p in sec.ports.items():
+            if p.link is None:
+                continue
+            own = self._link_state.get(key)
+            peer = self._link_state.get((p.link.remote_guid, p.link.remote_port)) \
+                if p.link.remote_type == "Switch" else None
+            if own is not None:
+                p.up = own[0]
+            if peer is not None and not peer[0] and (own is None or peer[1] >= own[1]):
+                p.up = False
+
+    def _note_reads(self, sweep: SweepData, t: float, sec: FabricSection) -> None:
+        n = self.config.fabric.stale_sweeps + 2
+        for g in sec.switches:
+            queries = sweep.queries.get(g, 0)
+            if not queries and g not in sweep.switches:
+                continue
+            lost = sweep.unanswered.get(g, 0)
+            self._reads.setdefault(g, deque(maxlen=n)).append((lost, queries, tuple(sorted(sweep.failed.get(g, ())))))
+            if not lost:
+                self._last_read[g] = t
+        for g in [g for g in self._reads if g not in sec.switches]:
+            del self._reads[g]
+            self._last_read.pop(g, None)
+
+    def _staleness(self, sec: FabricSection, now: float) -> list[Finding]:
+        """A switch whose queries went unanswered in stale_sweeps of its last stale_sweeps + 2 sweeps is
+        stale (WARNING): named, with what failed, its share of unanswered queries and the age of its
+        last complete read; its ports keep their last known state."""
+        out = []
+        need = self.config.fabric.stale_sweeps
+        for g, sw in sec.switches.items():
+            reads = self._reads.get(g)
+            sec.last_read[g] = self._last_read.get(g)
+            if not reads:
+                continue
+            bad = [r for r in reads if r[0]]
+            stale = len(bad) >= need
+            sec.stale[g] = stale
+            if not stale:
+                continue
+            lost, total = sum(r[0] for r in reads), sum(r[1] for r in reads)
+            what = sorted({w for r in bad for w in r[2]})
+            last = self._last_read.get(g)
+            age = f"last complete read {now - last:.0f} s ago" if last is not None else "never read completely"
+            out.append(Finding(STALE_CHECK, g, None, WARNING,
+                               f"{sw.name or g} (0x{g}) unreadable in {len(bad)} of its last {len(reads)} sweeps "
+                               f"({100 * lost / max(total, 1):.0f}% of its queries unanswered: {', '.join(what) or 'queries'}; "
+                               f"{age}): its ports keep their last known state, none is taken as down; check the "
+                               f"switch's management CPU and the path to it"))
+        return out
+
     @staticmethod
     def _fresh_state(sweep: SweepData, sec: FabricSection) -> None:
-        """The sweep's own view of a cabled port (Ethernet: ifOperStatus, ifHighSpeed) wins over
-        the last discovery's: a port that went down shows in this sweep, one that came back too."""
-        for key, up in sweep.link_up.items():
-            p = sec.ports.get(key)
-            if p is not None and p.link is not None:
-                p.up = up
+        """The sweep's own view of a port's speed (Ethernet: ifHighSpeed) wins over the last
+        discovery's."""
         for key, mbps in sweep.rate_mbps.items():
             p = sec.ports.get(key)
             if p is not None and p.link is not None and p.link.rate_mbps is not None and mbps and mbps != p.link.rate_mbps:

@@ -1,7 +1,8 @@
 """Fabric collector faults with fake tools (scripts replaying the recorded fat tree's outputs):
 a switch that does not answer costs only that switch for that sweep; a hung pass is killed
 with its process group at the timeout and counted, and the daemon keeps serving; `Query SA
-failed` with exit status 0 is an error."""
+failed` with exit status 0 is an error; link state from the SM's records, and the SMP fallback under loss
+(only what the pass missed is read, unanswered ports keep their state and are counted)."""
 
 from __future__ import annotations
 
@@ -122,3 +123,94 @@ def test_hung_sweep_is_killed_counted_and_the_daemon_keeps_serving(tmp_path) -> 
     for line in (tmp_path / "pids").read_text().split("\n"):
         for pid in map(int, line.split()):
             assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+
+
+def state_tools(tmp: Path, sa_body: str, disc_stderr: str = "", drop: tuple[str, ...] = (), smp_body: str = "") -> list[str]:
+    """The sweep with fake link-state tools beside it (the sweep looks for saquery, ibnetdiscover and
+    smpquery in its own tool's directory): saquery prints `sa_body`; ibnetdiscover prints the recorded
+    topology less the lines containing any of `drop`, with `disc_stderr`; smpquery runs `smp_body`."""
+    rec = recorded()
+    (tmp / "out.json").write_text(json.dumps(rec))
+    bindir = tmp / "bin"
+    bindir.mkdir()
+
+    def script(name: str, body: str) -> None:
+        p = bindir / name
+        p.write_text(f"#!{sys.executable}\n" + textwrap.dedent(body))
+        p.chmod(0o755)
+    script("ibqueryerrors", f"""
+        import json, sys
+        rec = json.load(open({str(tmp / 'out.json')!r}))
+        c = rec["counters"] if "--counters" in sys.argv else rec["ibqueryerrors"]
+        print(c["stdout"], end=""); sys.exit(c["returncode"])
+    """)
+    script("saquery", sa_body)
+    script("ibnetdiscover", f"""
+        import json, sys
+        text = json.load(open({str(tmp / 'out.json')!r}))["ibnetdiscover"]["stdout"]
+        if "--cache" in sys.argv:
+            open(sys.argv[sys.argv.index("--cache") + 1], "w").write("cache")
+            print(text, end="")
+        else:
+            print("".join(ln for ln in text.splitlines(True) if not any(d in ln for d in {drop!r})), end="")
+            print({disc_stderr!r}, file=sys.stderr, end="")
+    """)
+    script("smpquery", smp_body or "import sys; sys.exit(255)\n")
+    return [str(bindir / "ibqueryerrors")]
+
+
+def collect(cfg) -> object:
+    pipe = fabric_pipeline(cfg, LiveIO())
+    try:
+        return pipe.collect()
+    finally:
+        pipe.close()
+
+
+SPINE01, LEAF01 = "0000000000200000", "0000000000200002"
+PIR = "\tRID\n\t\tEndPortLid..............{lid}\n\t\tPortNum.................{port}\n\tPortInfo dump:\n" \
+      "\t\tLinkState:.......................{state}\n\t\tPhysLinkState:...................{phys}\n"
+
+
+def test_link_state_from_the_sm_records_when_they_cover_every_port(tmp_path) -> None:
+    from fabricmon.parsers.ibnetdiscover import parse_ibnetdiscover
+    topo = parse_ibnetdiscover(recorded()["ibnetdiscover"]["stdout"])
+    recs = "".join(PIR.format(lid=sw.lid, port=p, state="Down" if (g, p) == (SPINE01, 1) else "Active",
+                              phys="Polling" if (g, p) == (SPINE01, 1) else "LinkUp")
+                   for g, sw in topo.switches.items() for p in sw.links)
+    (tmp_path / "pir.txt").write_text(recs)
+    sweep = state_tools(tmp_path, f"print(open({str(tmp_path / 'pir.txt')!r}).read())\n")
+    snap = collect(config(tmp_path, sweep))
+    fab = snap.fabric
+    assert fab.link_state_method == "sa"
+    down = {k for k, p in fab.ports.items() if p.link is not None and not p.up}
+    assert down == {(SPINE01, 1), (LEAF01, 3)}          # the SM's record, and its peer through it
+
+
+def test_link_state_fallback_under_loss_reads_only_what_the_pass_missed(tmp_path) -> None:
+    """The SA answers 2 records (as ibsim's); the uncached ibnetdiscover pass lost queries and does not
+    show spine01[1] <-> leaf01[3] nor leaf02's port 1: smpquery says spine01[1] is Down, leaf01[3] and
+    leaf02[1] do not answer (retried, then counted). The cable is down at both ends (its peer's
+    PortInfo); leaf02[1], unread, keeps its last state: up."""
+    two = PIR.format(lid=1, port=1, state="Active", phys="LinkUp") * 2
+    smp = """
+        import sys
+        lid, port = sys.argv[-2], sys.argv[-1]
+        if (lid, port) == ("2", "1"):
+            print("# Port info: Lid 2 port 1\\nLinkState:.......................Down\\nPhysLinkState:...................Polling")
+        else:
+            print("ibwarn: [1] mad_rpc: _do_madrpc failed; dport (Lid %s)" % lid, file=sys.stderr); sys.exit(255)
+    """
+    sweep = state_tools(tmp_path, f"print({two!r})\n",
+                        drop=('"S-0000000000200002"[3]', '"S-0000000000200000"[1]', '"H-0000000000100004"[1]'),
+                        disc_stderr="umad (DR path slid 0; dlid 0; 0,1,3 Attr 0x15:0) bad status 110; Connection timed out\n",
+                        smp_body=smp)
+    snap = collect(config(tmp_path, sweep))
+    fab = snap.fabric
+    assert fab.link_state_method == "smp"
+    down = {k for k, p in fab.ports.items() if p.link is not None and not p.up}
+    assert down == {(SPINE01, 1), (LEAF01, 3)}
+    assert fab.ports[(LEAF02, 1)].up and fab.ports[(LEAF02, 1)].link is not None
+    assert fab.sweep_errors["unanswered"] == 2          # leaf01 and leaf02, once each
+    errs = snap.sources["sweep"].active_errors
+    assert any(e.startswith("switch leaf02 (0x0000000000200003): 1 of ") and "(port state)" in e for e in errs), errs

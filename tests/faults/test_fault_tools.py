@@ -103,3 +103,24 @@ def test_no_output_and_exit_0_is_no_adapter_not_an_error(harness):
     assert sum(val(s, "fabricmon_source_errors_total", source="ibstat", kind=k) or 0
                for k in ("parse", "exit_code")) == 0
     harness.assert_sysfs_keeps_reporting()
+
+
+@pytest.mark.parametrize("tool,body", [
+    ("iblinkinfo", "echo 'ibwarn: [77] _do_madrpc: recv failed: Connection timed out' >&2\n"
+                   "echo './libibnetdisc/query_smp.c:186; umad (DR path slid 0; dlid 0; 0 Attr 0x15:0) bad status 110; "
+                   "Connection timed out' >&2\nexit 255\n"),
+    ("iblinkinfo", "exec sleep 30\n"),
+    ("perfquery", "echo 'ibwarn: [77] mad_rpc: _do_madrpc failed; dport (Lid 1)' >&2\n"
+                  "echo 'perfquery: iberror: failed: perfquery' >&2\nexit 255\n"),
+], ids=["iblinkinfo-mad-timeout", "iblinkinfo-hangs", "perfquery-mad-timeout"])
+def test_a_mad_tool_that_timed_out_is_a_source_error_never_a_port_down(harness, tool, body):
+    """Issue 22 on the node: a MAD that went unanswered (or a tool killed at its timeout) costs that
+    source's data for the run, counted as its error; the port's state stays what sysfs says."""
+    exe = write_tool(harness.tools / tool, body)
+    harness.start(**{tool: {"enabled": True, "command": [str(exe)], "interval": 0.3, "timeout": 0.5}})
+    s = harness.wait(lambda s: (val(s, "fabricmon_source_errors_total", source=tool, kind="exit_code") or 0)
+                     + (val(s, "fabricmon_source_errors_total", source=tool, kind="timeout") or 0) >= 2, 15)
+    for dev in ("mlx5_0", "mlx5_1"):
+        assert val(s, "fabricmon_ib_port_up", device=dev, port=1) == 1
+        assert val(s, "fabricmon_check_status", check="degraded_link", device=dev, port=1) == 0
+    harness.assert_sysfs_keeps_reporting()

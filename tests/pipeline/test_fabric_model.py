@@ -40,7 +40,7 @@ def test_hung_sm_warns_after_the_configured_polls_and_check_status_is_per_switch
     assert statuses == [0, 0, 0, 1]
     sec = sec["fabric"]
     assert sec.check_status[("sm", "")] == 1 and sec.sm_activity == 50
-    assert {c for c, g in sec.check_status if g == LEAF} == {"degraded_link", "link_errors", "ecmp", "uplinks"}
+    assert {c for c, g in sec.check_status if g == LEAF} == {"degraded_link", "link_errors", "ecmp", "uplinks", "stale"}
     moved = SmInfo(1, "0000000000100001", 51, 0, "MASTER")
     _, findings = model.build({"discovery": disc, "sm": state(SmData, SmData([moved], True), 4.0)})
     assert next(f.status for f in findings if f.check == "sm") == 0
