@@ -6,9 +6,9 @@ VENV   ?= .venv
 # what `make demo` needs: the InfiniBand simulator, the real infiniband-diags tools and opensm
 DEMO_PACKAGES = python3-venv ibsim-utils libumad2sim0 infiniband-diags opensm
 # the Ethernet (RoCE) demo's switch simulator
-DEMO_ETHERNET_PACKAGES = snmpsim
+DEMO_ETHERNET_PACKAGES = snmpsim snmp
 # the test toolchain on top: real Prometheus/promtool, Alertmanager, systemd-analyze, headless Chromium, ...
-APT_PACKAGES = $(DEMO_PACKAGES) $(DEMO_ETHERNET_PACKAGES) ethtool iproute2 openssl prometheus prometheus-alertmanager systemd chromium slurm-wlm munge prometheus-node-exporter snmp prometheus-snmp-exporter
+APT_PACKAGES = $(DEMO_PACKAGES) $(DEMO_ETHERNET_PACKAGES) ethtool iproute2 openssl prometheus prometheus-alertmanager systemd chromium slurm-wlm munge prometheus-node-exporter prometheus-snmp-exporter
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 .PHONY: demo test deps deps-demo venv bench golden metrics-doc clean

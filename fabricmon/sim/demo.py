@@ -180,15 +180,24 @@ def _ethernet_fabric(wd: Path, port: int, on_snapshot):
     if not ok:
         _say(f"no Ethernet fabric beside it: {why}")
         return None, None
-    from fabricmon.pipeline.fabric import fabric_pipeline
-    from fabricmon.serve.daemon import Daemon
     switches = eth.leaf_spine(spines=2, leaves=4, hosts_per_leaf=2, uplink_rate=25e9, name_prefix="roce",
                               spine_styles=("sonic", "numbered"))
     by = {s.name: s for s in switches}
     eth.set_rate(switches, "rocel03", "Ethernet8", 45e9)           # polarised onto rspine01
     eth.set_rate(switches, "rocel03", "Ethernet12", 1e9)
     by["rocel04"].port("Ethernet0").pause[(3, "rx")] = 4000.0      # its host pauses the switch
-    sim = eth.SnmpSimFabric(switches).start()
+    sim = eth.SnmpSimFabric(switches)
+    try:            # a SIGTERM while it starts still ends snmpsimd and removes its directory
+        return sim, _ethernet_collector(sim, len(switches), wd, port, on_snapshot)
+    except BaseException:
+        sim.stop()
+        raise
+
+
+def _ethernet_collector(sim, count: int, wd: Path, port: int, on_snapshot):
+    from fabricmon.pipeline.fabric import fabric_pipeline
+    from fabricmon.serve.daemon import Daemon
+    sim.start()
     secret = wd / "snmp-community"
     secret.write_text("public\n")
     secret.chmod(0o600)
@@ -202,7 +211,7 @@ def _ethernet_fabric(wd: Path, port: int, on_snapshot):
     collector = Daemon(cfg, io, port=cfg.fabric.port, pipeline=fabric_pipeline(cfg, io))
     collector.on_snapshot = on_snapshot
     collector.start()
-    _say(f"the Ethernet (RoCE) fabric collector reads {len(switches)} simulated switches over SNMP: its map at "
+    _say(f"the Ethernet (RoCE) fabric collector reads {count} simulated switches over SNMP: its map at "
          f"http://127.0.0.1:{collector.port}/ , metrics at http://127.0.0.1:{collector.port}/metrics "
          f"(fabricmon_fabric_port_pause_frames_total, fabricmon_ecmp_*)")
-    return sim, collector
+    return collector

@@ -4,9 +4,11 @@ every simulator process it started is gone and its temp directory is removed (is
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -15,15 +17,17 @@ import psutil
 from fabricmon.sim.fabric import tools_available
 from helpers import unavailable
 
-READY = "the fabric collector sweeps every switch port"
+READY = "the Ethernet (RoCE) fabric collector reads"      # the last of the demo's parts to start
 
 
 def test_demo_under_sigterm_leaves_no_process_and_no_temp_dir(tmp_path: Path) -> None:
     ok, why = tools_available()
     if not ok:
         unavailable(f"the fabric simulator cannot run ({why}): install ibsim-utils libumad2sim0 infiniband-diags opensm")
-    tmp = tmp_path / "tmp"
-    tmp.mkdir()
+    # the demo's TMPDIR: its own directory under the system one, not under pytest's private tmp_path,
+    # since the Ethernet simulator (snmpsimd, run as nobody when started as root) must read its data there
+    tmp = Path(tempfile.mkdtemp(prefix="fabricmon-sigterm-test-"))
+    tmp.chmod(0o755)
     out = open(tmp_path / "demo.out", "w+")
     proc = subprocess.Popen([sys.executable, "-m", "fabricmon", "demo", "--port", "0", "--fault-after", "3600"],
                             stdout=out, stderr=subprocess.STDOUT, env={**os.environ, "TMPDIR": str(tmp)},
@@ -38,6 +42,7 @@ def test_demo_under_sigterm_leaves_no_process_and_no_temp_dir(tmp_path: Path) ->
         names = sorted({c.name() for c in children})
         assert "ibsim" in names and "opensm" in names, names
         [workdir] = list(tmp.glob("fabricmon-demo-*"))
+        assert list(tmp.glob("fabricmon-ethsim-*")), list(tmp.iterdir())     # the Ethernet simulator's data
         assert (workdir / "fabric").is_dir()
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(30) == 0, (tmp_path / "demo.out").read_text()
@@ -50,3 +55,4 @@ def test_demo_under_sigterm_leaves_no_process_and_no_temp_dir(tmp_path: Path) ->
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait(10)
         out.close()
+        shutil.rmtree(tmp, ignore_errors=True)
