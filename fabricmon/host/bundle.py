@@ -59,10 +59,10 @@ class RecordingIO:
                 "stderr": res.stderr, "duration": round(res.duration, 4), "error": res.error,
             })
 
-    def snmp_walks(self, specs: Sequence[WalkSpec], deadline: float, concurrency: int = 16
-                   ) -> list[CommandResult]:
+    def snmp_walks(self, specs: Sequence[WalkSpec], deadline: float, concurrency: int = 16,
+                   cancel: threading.Event | None = None) -> list[CommandResult]:
         """Recorded as commands under each walk's argv (WalkSpec.argv: no secret in it)."""
-        results = self.inner.snmp_walks(specs, deadline, concurrency)
+        results = self.inner.snmp_walks(specs, deadline, concurrency, cancel)
         for res in results:
             self._record(res)
         return results
@@ -204,8 +204,8 @@ class ReplayIO:
         return CommandResult(tuple(c["argv"]), c["returncode"], c["stdout"], c["stderr"],
                              c.get("duration", 0.0), c.get("error"))
 
-    def snmp_walks(self, specs: Sequence[WalkSpec], deadline: float, concurrency: int = 16
-                   ) -> list[CommandResult]:
+    def snmp_walks(self, specs: Sequence[WalkSpec], deadline: float, concurrency: int = 16,
+                   cancel: threading.Event | None = None) -> list[CommandResult]:
         """Each walk as recorded under its argv; a bundle recorded with net-snmp's tools answers
         with the whole-table walk the tool made (WalkSpec.tool_argv; the parser picks the columns)."""
         out = []

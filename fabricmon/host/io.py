@@ -28,8 +28,8 @@ class HostIO(Protocol):
     def which(self, program: str) -> str | None: ...
     # SNMPv2c walks in this process (host.snmp), one result per spec, in order, each shaped as the
     # `snmpbulkwalk -On -Oe -Ot` run it stands for (argv: spec.argv()); no child process
-    def snmp_walks(self, specs: Sequence[WalkSpec], deadline: float, concurrency: int = 16
-                   ) -> list[CommandResult]: ...
+    def snmp_walks(self, specs: Sequence[WalkSpec], deadline: float, concurrency: int = 16,
+                   cancel: threading.Event | None = None) -> list[CommandResult]: ...
     def read(self, root: str, rel: str) -> str: ...
     def read_many(self, root: str, rels: Sequence[str]) -> list[str | OSError]: ...
     def listdir(self, root: str, rel: str) -> list[str]: ...
@@ -88,9 +88,9 @@ class LiveIO:
                 self._programs.pop(argv[0], None)
         return res
 
-    def snmp_walks(self, specs: Sequence[WalkSpec], deadline: float, concurrency: int = 16
-                   ) -> list[CommandResult]:
-        return walk_many(specs, deadline, concurrency)
+    def snmp_walks(self, specs: Sequence[WalkSpec], deadline: float, concurrency: int = 16,
+                   cancel: threading.Event | None = None) -> list[CommandResult]:
+        return walk_many(specs, deadline, concurrency, cancel)
 
     def read(self, root: str, rel: str) -> str:
         if root != "sysfs":

@@ -23,6 +23,7 @@ import errno
 import os
 import selectors
 import socket
+import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -269,6 +270,7 @@ _NUMBER_TYPE = {INTEGER: "INTEGER", COUNTER32: "Counter32", GAUGE32: "Gauge32", 
 _EXCEPTION_TEXT = {NO_SUCH_OBJECT: "No Such Object available on this agent at this OID",
                    NO_SUCH_INSTANCE: "No Such Instance currently exists at this OID",
                    END_OF_MIB_VIEW: "No more variables left in this MIB View (It is past the end of the MIB tree)"}
+_UNSIGNED_TEXT = {t: f"{_NUMBER_TYPE[t]}: " for t in _UNSIGNED}
 _PRINTABLE = frozenset(range(0x20, 0x7F)) | {0x09}
 
 
@@ -323,6 +325,7 @@ class WalkSpec:
 
 
 INPROCESS_PROGRAM = "fabricmon-snmp-getbulk"
+CANCEL_CHECK = 0.1           # seconds between looks at the cancel event while waiting
 _suffix_cache: dict[bytes, tuple[str, tuple[int, ...]]] = {}
 _SUFFIX_CACHE_MAX = 1 << 16
 
@@ -386,7 +389,7 @@ class _Walk:
             for c in cols:
                 c.done = True
             return
-        suffix = _suffix
+        suffix, unsigned, from_bytes = _suffix, _UNSIGNED_TEXT, int.from_bytes
         for j, col in enumerate(cols):
             prefix, plen, lines = col.prefix, len(col.prefix), col.lines
             for k in range(j, len(vbs), n):
@@ -401,7 +404,11 @@ class _Walk:
                     break
                 col.last_subs = subs
                 col.last = oid
-                lines.append(f"{col.text}{text} = {value_text(tag, body)}\n")
+                kind = unsigned.get(tag)
+                if kind is not None and body:           # the common case: a counter or gauge
+                    lines.append(f"{col.text}{text} = {kind}{from_bytes(body, 'big')}\n")
+                else:
+                    lines.append(f"{col.text}{text} = {value_text(tag, body)}\n")
             # a column that got nothing in a short answer goes on in the next request
 
 
@@ -417,14 +424,16 @@ def _split_address(address: str) -> tuple[str, int]:
     return host, port
 
 
-def walk_many(specs: Sequence[WalkSpec], deadline: float, concurrency: int = 16) -> list[CommandResult]:
+def walk_many(specs: Sequence[WalkSpec], deadline: float, concurrency: int = 16,
+              cancel: threading.Event | None = None) -> list[CommandResult]:
     """Run every walk from this one thread: at most `concurrency` switches (addresses) at once,
     each switch's walks one after the other with one request in flight (as net-snmp's tool and
     snmp_exporter do: a switch's agent is not flooded), over one connected socket. A walk that
     gets no answer after its retries ends with net-snmp's "Timeout: No Response from ..." (exit
     status 1), and so do the switch's walks after it; one still running at `deadline` ends with
     error "timeout"; a datagram that is not SNMP, or a walk whose OIDs do not increase, with error
-    "parse". Results in the order of `specs`."""
+    "parse". `cancel` set (the daemon stopping) ends every walk at once, as the deadline does.
+    Results in the order of `specs`."""
     walks = [_Walk(s, i) for i, s in enumerate(specs)]
     by_address: dict[str, list[_Walk]] = {}
     for w in walks:
@@ -511,9 +520,9 @@ def walk_many(specs: Sequence[WalkSpec], deadline: float, concurrency: int = 16)
         start_next(time.monotonic())
         while live or queue:
             now = time.monotonic()
-            if now >= deadline:
+            if now >= deadline or (cancel is not None and cancel.is_set()):
                 break
-            wake = deadline
+            wake = deadline if cancel is None else min(deadline, now + CANCEL_CHECK)
             for address, group in list(live.items()):
                 w = group[0]                            # the switch's walk in flight
                 due = w.sent_at + w.spec.timeout

@@ -279,3 +279,14 @@ def test_an_empty_subtree_and_a_bad_address() -> None:
     assert empty.ok and empty.stdout == ""
     bad, = S.walk_many([S.WalkSpec("no-such-host.invalid:161", "1.3.6.1", community="x")], time.monotonic() + 10)
     assert bad.returncode == 1 and "unknown host" in bad.stderr and failure(bad)[0] == "exit_code"
+
+
+def test_cancel_ends_the_walks_at_once() -> None:
+    cancel = threading.Event()
+    with Agent({}, silent=True) as dead:
+        timer = threading.Timer(0.2, cancel.set)
+        timer.start()
+        t0 = time.monotonic()
+        res, = S.walk_many([spec(dead, timeout=5, retries=3)], time.monotonic() + 30, cancel=cancel)
+        timer.join()
+    assert res.error == "timeout" and time.monotonic() - t0 < 1.5

@@ -51,7 +51,7 @@ def _counters(texts: dict[str, str]) -> tuple[SwitchCounters | None, tuple[str, 
 
 
 def read_all_inprocess(access: SnmpAccess, io: HostIO, switches: list[tuple[str, str, tuple[str, ...]]],
-                       deadline: float, concurrency: int
+                       deadline: float, concurrency: int, cancel=None
                        ) -> list[tuple[str, SwitchCounters | None, tuple[str, str] | None]]:
     """Every switch's sweep walks (v2c) in one HostIO.snmp_walks call: switches are (key, address,
     PFC tables); -> (key, counters or None, error or None) per switch, in order. A switch's error
@@ -61,7 +61,7 @@ def read_all_inprocess(access: SnmpAccess, io: HostIO, switches: list[tuple[str,
         for name in (*SWEEP_WALKS, *tables):
             specs.append(access.spec(address, WALK_BY_NAME[name].root, SWEEP_COLUMNS[name]))
             owner.append((key, name))
-    results = io.snmp_walks(specs, deadline, concurrency)
+    results = io.snmp_walks(specs, deadline, concurrency, cancel)
     texts: dict[str, dict[str, str]] = {key: {} for key, _, _ in switches}
     errors: dict[str, tuple[str, str]] = {}
     for (key, name), res in zip(owner, results):
@@ -102,7 +102,7 @@ class SnmpSweepSource(Source):
         if mine and self.access.inprocess:
             results = read_all_inprocess(
                 self.access, io, [(g, topo.switches[g].address, topo.switches[g].counter_tables) for g in mine],
-                time.monotonic() + inputs.remaining(self.sc.timeout), fc.ethernet.concurrency)
+                time.monotonic() + inputs.remaining(self.sc.timeout), fc.ethernet.concurrency, inputs.cancel)
         elif mine:
             with ThreadPoolExecutor(max_workers=max(1, min(fc.ethernet.concurrency, len(mine))),
                                     thread_name_prefix="fabricmon-snmp-sweep") as pool:
