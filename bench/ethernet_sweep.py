@@ -3,8 +3,8 @@ switches (snmpsim), walking the same columns: ifTable (ifOperStatus, ifInDiscard
 ifOutDiscards), ifXTable (ifName, ifHCIn/OutOctets, ifHCIn/OutUcastPkts, ifHighSpeed) and the PFC
 table (CISCO-PFC-EXT-MIB requests and indications by priority).
 
-fabricmon: CPU of one Ethernet sweep run (this process and every snmpbulkwalk it started, from
-getrusage), wall time, and the process RSS. snmp_exporter: its CPU (/proc/<pid>/stat utime+stime)
+fabricmon (SNMPv2c, read in process by host.snmp): CPU of one Ethernet sweep run (this process
+and any child process it started, from getrusage: v2c starts none), wall time, and the process RSS. snmp_exporter: its CPU (/proc/<pid>/stat utime+stime)
 for one scrape of every switch, 16 at a time (as Prometheus scrapes in parallel), with a
 hand-written snmp.yml of numeric OIDs (Debian ships none). The ratio is fabricmon's CPU per sweep
 over snmp_exporter's per round of scrapes: the target is <= 1.0.

@@ -152,8 +152,9 @@ SNMP_SECRETS = ("community", "auth_password", "priv_password")
 @dataclass(frozen=True, slots=True)
 class SnmpConfig:
     """How the Ethernet collector reads its switches (fabric.ethernet.snmp). Secrets are read
-    from their files when the config loads and never shown (repr=False): they go to net-snmp in a
-    private config file, never in argv, a log line or an error message."""
+    from their files when the config loads and never shown (repr=False): v2c's community only into
+    the request datagrams (host.snmp), v3's to net-snmp in a private config file; never in argv, a
+    log line or an error message."""
     version: str = "2c"                  # "2c" or "3"
     community: str = field(default="", repr=False)
     user: str = ""
@@ -164,7 +165,7 @@ class SnmpConfig:
     context: str = ""
     timeout: float = 2.0                 # seconds per request (net-snmp -t)
     retries: int = 1                     # net-snmp -r
-    max_repetitions: int = 25            # GETBULK max-repetitions (net-snmp -Cr)
+    max_repetitions: int = 25            # GETBULK: values per answer (net-snmp -Cr)
     # secret files found group- or world-readable (warned about once at start)
     loose_files: tuple[str, ...] = ()
 

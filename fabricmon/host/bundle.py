@@ -15,6 +15,7 @@ from pathlib import Path
 from fabricmon.host.io import HostIO, read_answer
 from fabricmon.host.nvml import NvmlError, NvmlUnavailable
 from fabricmon.host.runner import CommandResult
+from fabricmon.host.snmp import WalkSpec
 
 BUNDLE_VERSION = 1
 
@@ -48,12 +49,23 @@ class RecordingIO:
 
     def run(self, argv: Sequence[str], timeout: float, env: Mapping[str, str] | None = None) -> CommandResult:
         res = self.inner.run(argv, timeout, env) if env else self.inner.run(argv, timeout)
+        self._record(res)
+        return res
+
+    def _record(self, res: CommandResult) -> None:
         with self._lock:
             self.commands.append({
                 "argv": list(res.argv), "returncode": res.returncode, "stdout": res.stdout,
                 "stderr": res.stderr, "duration": round(res.duration, 4), "error": res.error,
             })
-        return res
+
+    def snmp_walks(self, specs: Sequence[WalkSpec], deadline: float, concurrency: int = 16,
+                   cancel: threading.Event | None = None) -> list[CommandResult]:
+        """Recorded as commands under each walk's argv (WalkSpec.argv: no secret in it)."""
+        results = self.inner.snmp_walks(specs, deadline, concurrency, cancel)
+        for res in results:
+            self._record(res)
+        return results
 
     def read(self, root: str, rel: str) -> str:
         key = f"{root}/{rel}"
@@ -209,6 +221,20 @@ class ReplayIO:
             return CommandResult(tuple(argv), None, "", "not in the bundle", 0.0, "not_recorded")
         return CommandResult(tuple(c["argv"]), c["returncode"], c["stdout"], c["stderr"],
                              c.get("duration", 0.0), c.get("error"))
+
+    def snmp_walks(self, specs: Sequence[WalkSpec], deadline: float, concurrency: int = 16,
+                   cancel: threading.Event | None = None) -> list[CommandResult]:
+        """Each walk as recorded under its argv; a bundle recorded with net-snmp's tools answers
+        with the whole-table walk the tool made (WalkSpec.tool_argv; the parser picks the columns)."""
+        out = []
+        for spec in specs:
+            c = self._commands.get(_cmd_key(spec.argv())) or self._commands.get(_cmd_key(spec.tool_argv()))
+            if c is None:
+                out.append(CommandResult(spec.argv(), None, "", "not in the bundle", 0.0, "not_recorded"))
+            else:
+                out.append(CommandResult(tuple(c["argv"]), c["returncode"], c["stdout"], c["stderr"],
+                                         c.get("duration", 0.0), c.get("error")))
+        return out
 
     def read(self, root: str, rel: str) -> str:
         key = f"{root}/{rel}"

@@ -17,6 +17,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
 from fabricmon.host import nvml
+from fabricmon.host.snmp import WalkSpec, walk_many
 from fabricmon.host.runner import DEFAULT_TOOL_DIRS, CommandResult, resolve_program, run_command
 
 ROOTS = ("sysfs", "procfs")
@@ -26,6 +27,10 @@ class HostIO(Protocol):
     # env: variables added to the tool's environment (never recorded: e.g. where a secret file is)
     def run(self, argv: Sequence[str], timeout: float, env: Mapping[str, str] | None = None) -> CommandResult: ...
     def which(self, program: str) -> str | None: ...
+    # SNMPv2c walks in this process (host.snmp), one result per spec, in order, each shaped as the
+    # `snmpbulkwalk -On -Oe -Ot` run it stands for (argv: spec.argv()); no child process
+    def snmp_walks(self, specs: Sequence[WalkSpec], deadline: float, concurrency: int = 16,
+                   cancel: threading.Event | None = None) -> list[CommandResult]: ...
     def read(self, root: str, rel: str) -> str: ...
     def read_many(self, root: str, rels: Sequence[str]) -> list[str | OSError]: ...
     def listdir(self, root: str, rel: str) -> list[str]: ...
@@ -85,6 +90,10 @@ class LiveIO:
             with self._lock:
                 self._programs.pop(argv[0], None)
         return res
+
+    def snmp_walks(self, specs: Sequence[WalkSpec], deadline: float, concurrency: int = 16,
+                   cancel: threading.Event | None = None) -> list[CommandResult]:
+        return walk_many(specs, deadline, concurrency, cancel)
 
     def read(self, root: str, rel: str) -> str:
         if root != "sysfs":

@@ -305,6 +305,17 @@ class SwitchCounters:
     bits: dict[str, int] = field(default_factory=dict)
 
 
+def _reads(row: OidRow) -> bool:
+    return row.field in ("pause", "oper_status", "speed_mbps") or row.type in COUNTER_BITS
+
+
+# walk -> the columns counters_from_walks reads from it, in OID order (a client that can walk
+# columns reads only these; the parser takes a whole table's text as well)
+SWEEP_COLUMNS: dict[str, tuple[str, ...]] = {
+    w: tuple(sorted((r.oid for r in rows if _reads(r)), key=lambda o: tuple(map(int, o.split(".")))))
+    for w, rows in ROWS_BY_WALK.items()}
+
+
 def counters_from_walks(texts: dict[str, str]) -> SwitchCounters:
     """Sweep: the walks' texts (by walk name) -> counters, state and pause frames per ifIndex."""
     sc = SwitchCounters()
@@ -325,5 +336,5 @@ def counters_from_walks(texts: dict[str, str]) -> SwitchCounters:
 
 
 __all__ = ["ALL_PRIORITIES", "OIDS", "PFC_WALKS", "WALKS", "WALK_BY_NAME", "LldpNeighbour", "OidRow",
-           "SwitchCounters", "SwitchIdentity", "Walk", "counters_from_walks", "identity_from_walks",
+           "SWEEP_COLUMNS", "SwitchCounters", "SwitchIdentity", "Walk", "counters_from_walks", "identity_from_walks",
            "parse_lines", "parse_walk"]

@@ -223,6 +223,7 @@ def test_snmpv3_authpriv_works_and_a_wrong_pass_phrase_is_a_counted_error(tmp_pa
                 pipe.close()
 
         snap, commands = run("priv")
+        assert commands and all(c["argv"][0] == "snmpbulkwalk" for c in commands)    # v3: net-snmp's tools
         assert {s.name for s in snap.fabric.switches.values()} == {"spine01", "leaf01"}
         assert not snap.fabric.unreachable and snap.sources["sweep"].up
         assert snap.fabric.levels[sw[0].chassis] == 2
@@ -233,3 +234,45 @@ def test_snmpv3_authpriv_works_and_a_wrong_pass_phrase_is_a_counted_error(tmp_pa
             assert not any(secret in arg for arg in cmd["argv"] for secret in (auth, priv, "wrong-Pass"))
         texts = [f.message for f in bad.findings] + [e for s in bad.sources.values() for e in s.active_errors]
         assert texts and not any(secret in t for t in texts for secret in (auth, priv, "wrong-Pass"))
+
+
+def test_the_v2c_path_starts_no_process(tmp_path, monkeypatch) -> None:
+    """SNMPv2c is read in this process (host.snmp): a discovery and two sweeps start no child
+    process, and what `fabric capture` records are the in-process walks."""
+    _require()
+    import subprocess as sp
+
+    from fabricmon.config import from_dict
+    from fabricmon.host import LiveIO
+    from fabricmon.host import runner
+    from fabricmon.host.bundle import RecordingIO
+    from fabricmon.host.snmp import INPROCESS_PROGRAM
+    from fabricmon.pipeline.fabric import fabric_pipeline
+    sw = leaf_spine(spines=2, leaves=2, hosts_per_leaf=2, uplink_rate=1e9)
+    with SnmpSimFabric(sw) as fab:
+        started: list = []
+        real = sp.Popen
+
+        def popen(*a, **kw):
+            started.append(a[0] if a else kw.get("args"))
+            return real(*a, **kw)
+
+        monkeypatch.setattr(runner.subprocess, "Popen", popen)
+        comm = tmp_path / "community"
+        comm.write_text("public\n")
+        comm.chmod(0o600)
+        cfg = from_dict({"paths": {"state_dir": str(tmp_path / "state")},
+                         "fabric": {"kind": "ethernet", "ethernet": {"switches": fab.addresses(), "snmp": {
+                             "community_file": str(comm), "timeout": 1, "retries": 1}}}})
+        rec = RecordingIO(LiveIO(), tmp_path / "rec")
+        pipe = fabric_pipeline(cfg, rec)
+        try:
+            snaps = [pipe.collect() for _ in range(2)]
+        finally:
+            pipe.close()
+    assert started == []
+    assert rec.commands and {c["argv"][0] for c in rec.commands} == {INPROCESS_PROGRAM}
+    snap = snaps[-1]
+    assert {s.name for s in snap.fabric.switches.values()} == {"spine01", "spine02", "leaf01", "leaf02"}
+    assert not snap.fabric.unreachable and snap.sources["sweep"].up
+    assert not any(snap.sources[n].active_errors for n in ("discovery", "sweep"))

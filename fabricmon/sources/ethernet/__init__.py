@@ -2,7 +2,7 @@
 registered with collector="ethernet" under the InfiniBand sources' names, so that config keys,
 self-metrics and rules are the same: discovery (identity, interfaces and LLDP of every switch, on
 the discovery interval) and sweep (counters, state, speed and PFC pause frames, every sweep), both
-over net-snmp's tools (sources.ethernet.snmp).
+over SNMP: v2c in this process, v3 through net-snmp's tools (sources.ethernet.snmp).
 
 Importing this package registers them."""
 

@@ -1,8 +1,9 @@
 """discovery (Ethernet): every configured switch's identity, interfaces and LLDP neighbours, joined into
 the fabric graph (DiscoveryData, the records the InfiniBand discovery fills).
 
-Per switch, one process per walk (parsers.snmp.WALKS, phase "discovery" plus the interface tables
-and a probe of each PFC MIB until one answers), all switches at once up to
+Per switch, one walk after the other (parsers.snmp.WALKS, phase "discovery" plus the interface
+tables and a probe of each PFC MIB until one answers; v2c in this process, v3 one net-snmp process
+per walk: sources.ethernet.snmp), all switches at once up to
 `fabric.ethernet.concurrency`, under the source's one deadline. A switch that does not answer costs
 only itself: its error is counted (timeout, or a wrong credential) and it keeps the identity it
 had at its last answer (so its links are not called gone); one that never answered shows as

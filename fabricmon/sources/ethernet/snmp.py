@@ -1,17 +1,18 @@
-"""How the Ethernet sources reach a switch: net-snmp's command-line tools, one process per walk.
+"""How the Ethernet sources reach a switch: SNMPv2c in this process (host.snmp, through
+HostIO.snmp_walks), SNMPv3 through net-snmp's command-line tools, one process per walk.
 
-Why the tools (measured, bench/ethernet_sweep.py and docs/ethernet.md): a net-snmp process costs
-about 6 ms of CPU to start and next to nothing per value, and a whole table walked in one
-process (ifTable, ifXTable, a PFC table) is three processes per switch and sweep; the Python
-clients cost 55-60 us per value (pysnmp; ezsnmp, the maintained net-snmp binding, which re-runs
-the tool's argument parsing per call), four times snmp_exporter's 15-19 us. A tool is also
-killed with its process group at the deadline, and its output is what `fabric capture` records
-and a replay plays back.
+Why (measured, bench/ethernet_sweep.py and docs/ethernet.md): a net-snmp process costs about 6 ms
+of CPU to start, three per switch and sweep, which made a sweep 1.8-3.2x prometheus-snmp-exporter's
+CPU; the in-process GETBULK client (standard library, one thread for every switch) costs a few
+microseconds per value and starts nothing. Its answer is the tool's text, so the parser, `fabric
+capture` and a replay treat both paths alike. SNMPv3 authPriv needs AES/DES, which the standard
+library lacks, so v3 stays on the tools.
 
-Secrets never go in argv (any user reads it with `ps`): the community or the v3 user, protocols
-and pass phrases are written once to `snmp.conf` in a private directory (0700, the file 0600)
-named by SNMPCONFPATH in the tools' environment, which HostIO does not record. The argv names
-only the address, the OID and the timing options.
+Secrets never go in argv (any user reads it with `ps`) or in a recorded command: v2c's community
+goes only into the request datagrams; for v3 the user, protocols and pass phrases are written once
+to `snmp.conf` in a private directory (0700, the file 0600) named by SNMPCONFPATH in the tools'
+environment, which HostIO does not record. The argv names only the address, the OID and the
+timing options.
 """
 
 from __future__ import annotations
@@ -21,12 +22,14 @@ import re
 import shutil
 import tempfile
 import threading
+import time
 
 import structlog
 
 from fabricmon.config import SnmpConfig
 from fabricmon.host.io import HostIO
 from fabricmon.host.runner import CommandResult
+from fabricmon.host.snmp import WalkSpec
 
 log = structlog.get_logger("fabricmon.snmp")
 WALK_PROGRAM = "snmpbulkwalk"
@@ -64,12 +67,28 @@ class SnmpAccess:
                 lines.append(f"defContext {_quoted(s.context)}")
         return lines
 
+    @property
+    def inprocess(self) -> bool:
+        """v2c walks in this process (host.snmp); v3 runs net-snmp's tools."""
+        return self.snmp.version == "2c"
+
+    def _warn_loose(self) -> None:
+        loose = [f for f in self.snmp.loose_files if f not in _warned]
+        if loose:
+            _warned.update(loose)
+            log.warning("SNMP secret file is readable by group or others: chmod 600 it", files=loose)
+
+    def spec(self, address: str, root: str, columns: tuple[str, ...] = ()) -> WalkSpec:
+        """An in-process (v2c) walk of `root`, or of only those columns of it."""
+        with self._lock:
+            self._warn_loose()
+        s = self.snmp
+        return WalkSpec(address, root, columns, community=s.community, timeout=s.timeout, retries=s.retries,
+                        max_repetitions=s.max_repetitions)
+
     def env(self) -> dict[str, str]:
         with self._lock:
-            loose = [f for f in self.snmp.loose_files if f not in _warned]
-            if loose:
-                _warned.update(loose)
-                log.warning("SNMP secret file is readable by group or others: chmod 600 it", files=loose)
+            self._warn_loose()
             if self._dir is None:
                 d = tempfile.mkdtemp(prefix="fabricmon-snmp-")       # mode 0700
                 os.makedirs(os.path.join(d, "persist"), mode=0o700)
@@ -85,6 +104,9 @@ class SnmpAccess:
                 f"-Cr{s.max_repetitions}", address, root]
 
     def walk(self, io: HostIO, address: str, root: str, timeout: float) -> CommandResult:
+        """One walk of a whole subtree: in process (v2c) or by the tool (v3)."""
+        if self.inprocess:
+            return io.snmp_walks([self.spec(address, root)], time.monotonic() + timeout, 1)[0]
         return io.run(self.walk_argv(address, root), timeout, env=self.env())
 
     def close(self) -> None:
@@ -99,6 +121,8 @@ def failure(res: CommandResult) -> tuple[str, str] | None:
     switch that does not answer is `timeout`; a wrong credential says so."""
     if res.error == "timeout":
         return "timeout", "no answer before the sweep's deadline"
+    if res.error == "parse":            # a datagram that is not SNMP, or OIDs that do not increase
+        return "parse", (res.stderr.strip().splitlines() or ["not an SNMP answer"])[0][:200]
     if res.error:
         return "not_found", res.describe()
     text = res.stderr.strip()

@@ -1,9 +1,11 @@
 """sweep (Ethernet): every switch port's counters, state and speed, and its PFC pause frames, from the
 discovered topology (SweepData, the records the InfiniBand sweep fills).
 
-Per switch three processes (parsers.snmp.WALKS of phase "sweep": ifTable, ifXTable and the PFC
-MIB that switch answered at discovery), all switches at once up to `fabric.ethernet.concurrency`,
-under the sweep's one deadline. A switch that does not answer costs only itself: the walks after
+Per switch three walks (parsers.snmp.WALKS of phase "sweep": ifTable, ifXTable and the PFC MIB
+that switch answered at discovery). SNMPv2c: only the columns the parser reads
+(parsers.snmp.SWEEP_COLUMNS), every switch's walks driven in this process by one thread
+(HostIO.snmp_walks), at most `fabric.ethernet.concurrency` switches at once. SNMPv3: one net-snmp
+process per walk, as many switches at once from a thread pool. Both under the sweep's one deadline. A switch that does not answer costs only itself: the walks after
 its first failure are skipped, it is counted (`fabricmon_fabric_sweep_errors_total{kind}`) and
 listed as missing, and the model reports it unreachable.
 
@@ -19,7 +21,7 @@ from concurrent.futures import ThreadPoolExecutor
 from fabricmon.host.io import HostIO
 from fabricmon.model.fabric import SweepData, Topology, in_shard
 from fabricmon.parsers.errors import ParseError
-from fabricmon.parsers.snmp import OIDS, WALK_BY_NAME, SwitchCounters, counters_from_walks
+from fabricmon.parsers.snmp import OIDS, SWEEP_COLUMNS, WALK_BY_NAME, SwitchCounters, counters_from_walks
 from fabricmon.pipeline.source import INVENTORY, Inputs, Source, SourceOutput, register
 from fabricmon.sources.ethernet.snmp import SnmpAccess, failure
 
@@ -38,10 +40,40 @@ def read_counters(access: SnmpAccess, io: HostIO, address: str, tables: tuple[st
         if err is not None:
             return None, err
         texts[name] = res.stdout
+    return _counters(texts)
+
+
+def _counters(texts: dict[str, str]) -> tuple[SwitchCounters | None, tuple[str, str] | None]:
     try:
         return counters_from_walks(texts), None
     except ParseError as exc:
         return None, ("parse", str(exc))
+
+
+def read_all_inprocess(access: SnmpAccess, io: HostIO, switches: list[tuple[str, str, tuple[str, ...]]],
+                       deadline: float, concurrency: int, cancel=None
+                       ) -> list[tuple[str, SwitchCounters | None, tuple[str, str] | None]]:
+    """Every switch's sweep walks (v2c) in one HostIO.snmp_walks call: switches are (key, address,
+    PFC tables); -> (key, counters or None, error or None) per switch, in order. A switch's error
+    is its first failed walk's."""
+    specs, owner = [], []
+    for key, address, tables in switches:
+        for name in (*SWEEP_WALKS, *tables):
+            specs.append(access.spec(address, WALK_BY_NAME[name].root, SWEEP_COLUMNS[name]))
+            owner.append((key, name))
+    results = io.snmp_walks(specs, deadline, concurrency, cancel)
+    texts: dict[str, dict[str, str]] = {key: {} for key, _, _ in switches}
+    errors: dict[str, tuple[str, str]] = {}
+    for (key, name), res in zip(owner, results):
+        if key in errors:
+            continue
+        err = failure(res)
+        if err is not None:
+            errors[key] = err
+        else:
+            texts[key][name] = res.stdout
+    return [(key, None, errors[key]) if key in errors else (key, *_counters(texts[key]))
+            for key, _, _ in switches]
 
 
 @register("sweep", enabled=True, interval=15.0, timeout=30.0, command=(),
@@ -67,7 +99,11 @@ class SnmpSweepSource(Source):
             return guid, *read_counters(self.access, io, sw.address, sw.counter_tables,
                                         lambda: inputs.remaining(self.sc.timeout))
 
-        if mine:
+        if mine and self.access.inprocess:
+            results = read_all_inprocess(
+                self.access, io, [(g, topo.switches[g].address, topo.switches[g].counter_tables) for g in mine],
+                time.monotonic() + inputs.remaining(self.sc.timeout), fc.ethernet.concurrency, inputs.cancel)
+        elif mine:
             with ThreadPoolExecutor(max_workers=max(1, min(fc.ethernet.concurrency, len(mine))),
                                     thread_name_prefix="fabricmon-snmp-sweep") as pool:
                 results = list(pool.map(one, mine))
@@ -100,4 +136,4 @@ class SnmpSweepSource(Source):
         super().close()
 
 
-__all__ = ["SnmpSweepSource", "read_counters"]
+__all__ = ["SnmpSweepSource", "read_all_inprocess", "read_counters"]
