@@ -225,6 +225,41 @@ def skip_without_captures(path: Path) -> None:
         pytest.skip(captures_absent(path))
 
 
+H100 = CAPTURES / "sysfs" / "leptonai-gpud__sys-class-infiniband-h100.0"   # 8 NDR HCAs and a RoCE bond
+
+# `ibstat` of one healthy NDR port (mlx5_0 port 1): what a fake ibstat tool prints
+IBSTAT_ONE_PORT = """\
+CA 'mlx5_0'
+\tCA type: MT4129
+\tNumber of ports: 1
+\tFirmware version: 28.40.1000
+\tHardware version: 0
+\tNode GUID: 0xb83fd20300120000
+\tSystem image GUID: 0xb83fd20300120000
+\tPort 1:
+\t\tState: Active
+\t\tPhysical state: LinkUp
+\t\tRate: 400
+\t\tBase lid: 17
+\t\tLMC: 0
+\t\tSM lid: 1
+\t\tCapability mask: 0xa751e84a
+\t\tPort GUID: 0xb83fd20300120000
+\t\tLink layer: InfiniBand
+"""
+
+
+def h100_copy(tmp_path: Path) -> Path:
+    """A writable copy of the recorded H100 node's sysfs (8 NDR HCAs and a RoCE bond) under
+    tmp_path/sys; skips (fails under CI) without the captures."""
+    skip_without_captures(H100)
+    sysfs = tmp_path / "sys"
+    shutil.copytree(H100, sysfs / "class" / "infiniband")
+    for d, _, _ in os.walk(sysfs):                     # the captures are read-only
+        os.chmod(d, 0o755)
+    return sysfs
+
+
 def unavailable(why: str) -> NoReturn:
     """Skip a test whose system package is missing; under $CI (which installs every package) fail
     instead, so a broken CI image never passes as green."""

@@ -19,9 +19,8 @@ import yaml
 
 from fabricmon import cli, healthcheck
 from fabricmon.sim import sysfs_tree
-from helpers import CAPTURES, REPO, skip_without_captures
+from helpers import REPO, h100_copy
 
-H100 = CAPTURES / "sysfs" / "leptonai-gpud__sys-class-infiniband-h100.0"
 H100_IB = [f"mlx5_{i}" for i in (0, 1, 4, 5, 6, 7, 8, 9)]
 
 
@@ -55,12 +54,7 @@ def write_config(tmp_path: Path, sysfs: Path, name: str = "fabricmon.yml", **ext
 @pytest.fixture
 def h100(tmp_path: Path) -> Path:
     """A writable copy of the recorded H100 node (8 NDR HCAs and a RoCE bond)."""
-    skip_without_captures(H100)
-    sysfs = tmp_path / "sys"
-    shutil.copytree(H100, sysfs / "class" / "infiniband")
-    for d, dirs, _ in os.walk(sysfs):                   # the captures are read-only
-        os.chmod(d, 0o755)
-    return sysfs
+    return h100_copy(tmp_path)
 
 
 COUNT8 = [{"device": "mlx5_*", "width": "4X", "speed": "NDR", "count": 8}]

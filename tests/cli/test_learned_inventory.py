@@ -25,9 +25,8 @@ from fabricmon.model.ports import DeviceView, Inventory, PortView
 from fabricmon.pipeline import Pipeline
 from fabricmon.pipeline.learned import LearnedStore, inventory_path
 from fabricmon.sim import sysfs_tree
-from helpers import CAPTURES, REPO, skip_without_captures
+from helpers import REPO, h100_copy
 
-H100 = CAPTURES / "sysfs" / "leptonai-gpud__sys-class-infiniband-h100.0"
 
 
 def exe() -> list[str]:
@@ -58,12 +57,7 @@ def shipped_config(tmp_path: Path, sysfs: Path, **extra) -> str:
 @pytest.fixture
 def h100(tmp_path: Path) -> Path:
     """A writable copy of the recorded H100 node (8 NDR HCAs and a RoCE bond)."""
-    skip_without_captures(H100)
-    sysfs = tmp_path / "sys"
-    shutil.copytree(H100, sysfs / "class" / "infiniband")
-    for d, _, _ in os.walk(sysfs):                     # the captures are read-only
-        os.chmod(d, 0o755)
-    return sysfs
+    return h100_copy(tmp_path)
 
 
 def test_a_lost_adapter_fails_the_shipped_config_until_accepted(tmp_path: Path, h100: Path) -> None:

@@ -18,29 +18,11 @@ from fabricmon.sim import sysfs_tree as nodetree  # noqa: E402
 from fabricmon.config import from_dict  # noqa: E402
 from fabricmon.serve.daemon import Daemon  # noqa: E402
 from fabricmon.host import LiveIO  # noqa: E402
-from helpers import all_sources_ran  # noqa: E402
+from helpers import IBSTAT_ONE_PORT, all_sources_ran  # noqa: E402
 
 SCRAPE_BUDGET = 0.25   # seconds: a scrape must answer within this, whatever a source does
 
-GOOD_IBSTAT = """\
-CA 'mlx5_0'
-\tCA type: MT4129
-\tNumber of ports: 1
-\tFirmware version: 28.40.1000
-\tHardware version: 0
-\tNode GUID: 0xb83fd20300120000
-\tSystem image GUID: 0xb83fd20300120000
-\tPort 1:
-\t\tState: Active
-\t\tPhysical state: LinkUp
-\t\tRate: 400
-\t\tBase lid: 17
-\t\tLMC: 0
-\t\tSM lid: 1
-\t\tCapability mask: 0xa751e84a
-\t\tPort GUID: 0xb83fd20300120000
-\t\tLink layer: InfiniBand
-"""
+GOOD_IBSTAT = IBSTAT_ONE_PORT
 
 
 def write_tool(path: Path, body: str) -> Path:

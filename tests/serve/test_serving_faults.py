@@ -33,32 +33,14 @@ import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
 from fabricmon.sim import sysfs_tree
-from helpers import CAPTURES, REPO, skip_without_captures, unavailable
+from helpers import CAPTURES, IBSTAT_ONE_PORT, REPO, skip_without_captures, unavailable
 
 bcrypt = pytest.importorskip("bcrypt")      # a runtime dependency: installed with fabricmon
 
 USER, PASSWORD = "prometheus", "s3cret: with spaces"
 AUTH = "Basic " + base64.b64encode(f"{USER}:{PASSWORD}".encode()).decode()
 FD_LIMIT = 256
-IBSTAT = """\
-CA 'mlx5_0'
-\tCA type: MT4129
-\tNumber of ports: 1
-\tFirmware version: 28.40.1000
-\tHardware version: 0
-\tNode GUID: 0xb83fd20300120000
-\tSystem image GUID: 0xb83fd20300120000
-\tPort 1:
-\t\tState: Active
-\t\tPhysical state: LinkUp
-\t\tRate: 400
-\t\tBase lid: 17
-\t\tLMC: 0
-\t\tSM lid: 1
-\t\tCapability mask: 0xa751e84a
-\t\tPort GUID: 0xb83fd20300120000
-\t\tLink layer: InfiniBand
-"""
+IBSTAT = IBSTAT_ONE_PORT
 
 
 class Daemon:
