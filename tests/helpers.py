@@ -234,6 +234,14 @@ def unavailable(why: str) -> NoReturn:
     pytest.skip(why)
 
 
+def promtool() -> str:
+    """The path of promtool (Debian package prometheus); skips without it, fails under $CI."""
+    path = shutil.which("promtool")
+    if path is None:
+        unavailable("promtool not installed: it lints expositions (apt-get install prometheus, as make test does)")
+    return path
+
+
 def wait_for_scrape(port: int, pred, timeout: float) -> dict:
     """Scrapes /metrics on 127.0.0.1:port until pred(samples) holds; returns those samples."""
     import time
