@@ -29,9 +29,18 @@ $(VENV)/.installed: pyproject.toml
 	$(VENV)/bin/pip install -q -e '.[test]'
 	touch $@
 
-# regenerate the golden expositions (tests/golden/*.prom) after an intended metric change
+# regenerate the golden expositions (tests/golden/*.prom) after an intended metric change, and
+# print a unified diff of every golden file it changed (nothing when none changed): review it
 golden: venv
-	FABRICMON_UPDATE_GOLDEN=1 $(VENV)/bin/python -m pytest -q -p no:cacheprovider tests/exporter/test_golden.py
+	@before=$$(mktemp -d) && trap 'rm -rf "$$before"' EXIT && cp tests/golden/*.prom "$$before"/ && \
+	FABRICMON_UPDATE_GOLDEN=1 $(VENV)/bin/python -m pytest -q -p no:cacheprovider tests/exporter/test_golden.py; \
+	rc=$$?; changed=0; \
+	for n in $$( { (cd "$$before" && ls *.prom); (cd tests/golden && ls *.prom); } | sort -u ); do \
+		diff -uN --label "a/tests/golden/$$n" --label "b/tests/golden/$$n" "$$before/$$n" "tests/golden/$$n" \
+			&& continue; changed=$$((changed + 1)); \
+	done; \
+	if [ $$changed -gt 0 ]; then echo "make golden: $$changed golden file(s) changed (diff above): review before committing"; fi; \
+	exit $$rc
 
 bench: venv
 	$(VENV)/bin/python bench/scrape_latency.py
