@@ -41,6 +41,8 @@ class SimGuard:
         self.log.touch()
         self.seen = 0
         self.unnamed: list[str] = []
+        self.by_test: dict[str, int] = {}       # test id -> ibsim starts
+        self.unmarked: list[str] = []           # tests that started it without the sim marker
         wrapper = self.dir / "ibsim"
         wrapper.write_text("#!/bin/sh\n"
                            f"printf '%s\\n' \"${{PYTEST_CURRENT_TEST:-?}}\" >> '{self.log}'\n"
@@ -87,9 +89,21 @@ def _sim_marker_guard(request):
     starts = _guard.new_starts()
     ours = [s for s in starts if s.rsplit(" (", 1)[0] == nodeid]
     _guard.unnamed += [s for s in starts if s not in ours]
+    if ours:
+        _guard.by_test[nodeid] = len(ours)
     if ours and request.node.get_closest_marker("sim") is None:
+        _guard.unmarked.append(nodeid)
         pytest.fail(f"{nodeid} started the ibsim simulator ({len(ours)}x) but is not marked `sim`: "
                     "request the sim_fabric fixture or mark it @pytest.mark.sim", pytrace=False)
+
+
+def pytest_terminal_summary(terminalreporter) -> None:
+    if _guard is not None:
+        line = (f"sim guard: ibsim started {sum(_guard.by_test.values())} time(s), "
+                f"by {len(_guard.by_test)} test(s)")
+        if _guard.unmarked:
+            line += ", unmarked: " + " ".join(_guard.unmarked)
+        terminalreporter.write_line(line)
 
 
 def pytest_sessionfinish(session, exitstatus) -> None:
