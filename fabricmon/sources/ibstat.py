@@ -21,7 +21,7 @@ class IbstatSource(Source):
         err = command_error(res)
         if err:
             out.error(*err)
-        if res.error is None and (res.stdout.strip() or not err):     # empty output of a clean exit: a parse error
+        if res.error is None and res.stdout.strip():
             try:
                 parsed = parse_ibstat(res.stdout)
             except ParseError as exc:
