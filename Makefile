@@ -30,14 +30,17 @@ $(VENV)/.installed: pyproject.toml
 	touch $@
 
 # regenerate the golden expositions (tests/golden/*.prom) after an intended metric change, and
-# print a unified diff of every golden file it changed (nothing when none changed): review it
+# print a unified diff of every golden file it changed (nothing when none changed): review it.
+# GOLDEN_TESTS regenerate GOLDEN_FILES (shell globs) when FABRICMON_UPDATE_GOLDEN=1.
+GOLDEN_TESTS = tests/exporter/test_golden.py
+GOLDEN_FILES = tests/golden/*.prom
 golden: venv
-	@before=$$(mktemp -d) && trap 'rm -rf "$$before"' EXIT && cp tests/golden/*.prom "$$before"/ && \
-	FABRICMON_UPDATE_GOLDEN=1 $(VENV)/bin/python -m pytest -q -p no:cacheprovider tests/exporter/test_golden.py; \
+	@before=$$(mktemp -d) && trap 'rm -rf "$$before"' EXIT && \
+	for f in $(GOLDEN_FILES); do if [ -f "$$f" ]; then cp --parents "$$f" "$$before"/; fi; done; \
+	FABRICMON_UPDATE_GOLDEN=1 $(VENV)/bin/python -m pytest -q -p no:cacheprovider $(GOLDEN_TESTS); \
 	rc=$$?; changed=0; \
-	for n in $$( { (cd "$$before" && ls *.prom); (cd tests/golden && ls *.prom); } | sort -u ); do \
-		diff -uN --label "a/tests/golden/$$n" --label "b/tests/golden/$$n" "$$before/$$n" "tests/golden/$$n" \
-			&& continue; changed=$$((changed + 1)); \
+	for f in $$( { (cd "$$before" && find . -type f | sed 's|^\./||'); ls -d $(GOLDEN_FILES) 2>/dev/null; } | sort -u ); do \
+		diff -uN --label "a/$$f" --label "b/$$f" "$$before/$$f" "$$f" && continue; changed=$$((changed + 1)); \
 	done; \
 	if [ $$changed -gt 0 ]; then echo "make golden: $$changed golden file(s) changed (diff above): review before committing"; fi; \
 	exit $$rc
