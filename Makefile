@@ -48,9 +48,21 @@ $(VENV)/.installed-test: $(VENV)/.installed
 	touch $@
 
 # regenerate the golden expositions (tests/golden/*.prom) and the metrics reference (docs/metrics.md)
-# after an intended metric change; review the diff
+# after an intended metric change, and
+# print a unified diff of every golden file it changed (nothing when none changed): review it.
+# GOLDEN_TESTS regenerate GOLDEN_FILES (shell globs) when FABRICMON_UPDATE_GOLDEN=1.
+GOLDEN_TESTS = tests/exporter/test_golden.py tests/exporter/test_metrics_doc.py
+GOLDEN_FILES = tests/golden/*.prom docs/metrics.md
 golden: venv
-	FABRICMON_UPDATE_GOLDEN=1 $(VENV)/bin/python -m pytest -q -p no:cacheprovider tests/exporter/test_golden.py tests/exporter/test_metrics_doc.py
+	@before=$$(mktemp -d) && trap 'rm -rf "$$before"' EXIT && \
+	for f in $(GOLDEN_FILES); do if [ -f "$$f" ]; then cp --parents "$$f" "$$before"/; fi; done; \
+	FABRICMON_UPDATE_GOLDEN=1 $(VENV)/bin/python -m pytest -q -p no:cacheprovider $(GOLDEN_TESTS); \
+	rc=$$?; changed=0; \
+	for f in $$( { (cd "$$before" && find . -type f | sed 's|^\./||'); ls -d $(GOLDEN_FILES) 2>/dev/null; } | sort -u ); do \
+		diff -uN --label "a/$$f" --label "b/$$f" "$$before/$$f" "$$f" && continue; changed=$$((changed + 1)); \
+	done; \
+	if [ $$changed -gt 0 ]; then echo "make golden: $$changed golden file(s) changed (diff above): review before committing"; fi; \
+	exit $$rc
 
 # regenerate docs/metrics.md from the catalogue (fabricmon/exporter/catalogue.py)
 metrics-doc: venv

@@ -1,11 +1,121 @@
-"""Shared pytest fixtures."""
+"""Shared pytest fixtures, and the `sim` marker rule.
+
+Every test that starts the ibsim simulator carries the `sim` marker, so `-m "not sim"` runs
+no simulator: a test that requests `sim_fabric` (directly or through another fixture) is marked
+at collection, and a guard checks it. For the whole run `ibsim` is found first on a PATH
+directory holding a wrapper that notes which test started it (PYTEST_CURRENT_TEST) and then
+execs the real ibsim; a test that started one without the marker fails at teardown, and any
+start no test can be named for fails the session.
+"""
 
 from __future__ import annotations
 
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
 import pytest
 
+from fabricmon.sim import fabric as simfabric
 from fabricmon.sim.fabric import SimFabric, tools_available
 from helpers import unavailable
+
+#: fixtures that start the simulator: a test whose fixture closure holds one is marked `sim`.
+SIM_FIXTURES = frozenset({"sim_fabric"})
+
+
+@pytest.hookimpl(tryfirst=True)         # before -m deselects by marker
+def pytest_collection_modifyitems(config, items) -> None:
+    for item in items:
+        if SIM_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.sim)
+
+
+class SimGuard:
+    """Records every ibsim start of this run through a wrapper found first on PATH."""
+
+    def __init__(self, real: str) -> None:
+        self.dir = Path(tempfile.mkdtemp(prefix="fabricmon-simguard-"))
+        self.log = self.dir / "starts.log"
+        self.log.touch()
+        self.seen = 0
+        self.unnamed: list[str] = []
+        self.by_test: dict[str, int] = {}       # test id -> ibsim starts
+        self.unmarked: list[str] = []           # tests that started it without the sim marker
+        wrapper = self.dir / "ibsim"
+        wrapper.write_text("#!/bin/sh\n"
+                           f"printf '%s\\n' \"${{PYTEST_CURRENT_TEST:-?}}\" >> '{self.log}'\n"
+                           f"exec '{real}' \"$@\"\n")
+        wrapper.chmod(0o755)
+        self.old_path = os.environ.get("PATH", "")
+        os.environ["PATH"] = os.pathsep.join(filter(None, [str(self.dir), self.old_path]))
+
+    def new_starts(self) -> list[str]:
+        """The starts recorded since the last call: the test id and phase each ran under."""
+        lines = self.log.read_text().splitlines()
+        new, self.seen = lines[self.seen:], len(lines)
+        return new
+
+    def close(self) -> None:
+        os.environ["PATH"] = self.old_path
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+_guard: SimGuard | None = None
+
+
+def pytest_configure(config) -> None:
+    global _guard
+    real = simfabric._which("ibsim")
+    if real and _guard is None:
+        _guard = SimGuard(real)
+
+
+def pytest_unconfigure(config) -> None:
+    global _guard
+    if _guard is not None:
+        _guard.close()
+        _guard = None
+
+
+@pytest.fixture(autouse=True)
+def _sim_marker_guard(request):
+    """Fails a test that started ibsim without the `sim` marker."""
+    yield
+    if _guard is None:
+        return
+    nodeid = request.node.nodeid
+    starts = _guard.new_starts()
+    ours = [s for s in starts if s.rsplit(" (", 1)[0] == nodeid]
+    _guard.unnamed += [s for s in starts if s not in ours]
+    if ours:
+        _guard.by_test[nodeid] = len(ours)
+    if ours and request.node.get_closest_marker("sim") is None:
+        _guard.unmarked.append(nodeid)
+        pytest.fail(f"{nodeid} started the ibsim simulator ({len(ours)}x) but is not marked `sim`: "
+                    "request the sim_fabric fixture or mark it @pytest.mark.sim", pytrace=False)
+
+
+def pytest_terminal_summary(terminalreporter) -> None:
+    if _guard is not None:
+        line = (f"sim guard: ibsim started {sum(_guard.by_test.values())} time(s), "
+                f"by {len(_guard.by_test)} test(s)")
+        if _guard.unmarked:
+            line += ", unmarked: " + " ".join(_guard.unmarked)
+        terminalreporter.write_line(line)
+
+
+def pytest_sessionfinish(session, exitstatus) -> None:
+    if _guard is None:
+        return
+    unnamed = _guard.unnamed + _guard.new_starts()
+    if unnamed:
+        session.config.get_terminal_writer().line(
+            "ibsim was started outside any test's run or by a test that could not be named: "
+            + "; ".join(unnamed), red=True)
+        if session.exitstatus == 0:
+            session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
 def require_sim_tools() -> None:

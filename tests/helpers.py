@@ -212,17 +212,17 @@ def bundle_nvml(bundle: Path) -> list[dict]:
 
 
 def captures_absent(path: Path) -> str:
-    """Why a compatibility test skips without its real capture."""
+    """Why a compatibility test cannot run without its real capture."""
     return (f"real captures not present ({path}): ../shared/captures is public test data kept beside "
             "the repository, not shipped with fabricmon; CI has it")
 
 
 def skip_without_captures(path: Path) -> None:
-    """Skip a compatibility test whose real capture is absent: ../shared/captures is public test
-    data kept beside the repository (CI has it), never shipped with fabricmon."""
+    """A compatibility test whose real capture is absent skips, and fails instead under $CI (which
+    has ../shared/captures, public test data kept beside the repository, never shipped), like
+    every other missing prerequisite (`unavailable`)."""
     if not Path(path).exists():
-        import pytest
-        pytest.skip(captures_absent(path))
+        unavailable(captures_absent(path))
 
 
 H100 = CAPTURES / "sysfs" / "leptonai-gpud__sys-class-infiniband-h100.0"   # 8 NDR HCAs and a RoCE bond
@@ -267,6 +267,14 @@ def unavailable(why: str) -> NoReturn:
     if os.environ.get("CI", "").strip().lower() not in ("", "0", "false", "no"):
         pytest.fail(f"CI is set but {why}")
     pytest.skip(why)
+
+
+def promtool() -> str:
+    """The path of promtool (Debian package prometheus); skips without it, fails under $CI."""
+    path = shutil.which("promtool")
+    if path is None:
+        unavailable("promtool not installed: it lints expositions (apt-get install prometheus, as make test does)")
+    return path
 
 
 def wait_for_scrape(port: int, pred, timeout: float) -> dict:

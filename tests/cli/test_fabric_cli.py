@@ -3,14 +3,13 @@ the fabric: config section (every error names its key), --shard."""
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 import sys
 
 import pytest
 
 from fabricmon.config import DEFAULT_FABRIC_PORT, ConfigError, from_dict
-from helpers import FIXTURES, unavailable
+from helpers import FIXTURES, promtool
 
 BUNDLE = FIXTURES / "fabric" / "fat-tree"
 
@@ -30,10 +29,7 @@ def test_once_replay_exposition_passes_promtool() -> None:
     assert "fabricmon_fabric_switches 6.0" in body and "fabricmon_fabric_ports 48.0" in body
     assert "fabricmon_ib_port" not in body          # the node's families stay out of the collector
     assert "fabric_link" in r.stderr and "leaf03 port 5" in r.stderr      # the 1X uplink's finding
-    promtool = shutil.which("promtool")
-    if promtool is None:
-        unavailable("promtool not installed: it lints the fabric exposition (apt-get install prometheus, as make test does)")
-    lint = subprocess.run([promtool, "check", "metrics"], input=body, capture_output=True, text=True)
+    lint = subprocess.run([promtool(), "check", "metrics"], input=body, capture_output=True, text=True)
     assert lint.returncode == 0, lint.stdout + lint.stderr
 
 

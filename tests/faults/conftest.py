@@ -20,7 +20,12 @@ from fabricmon.serve.daemon import Daemon  # noqa: E402
 from fabricmon.host import LiveIO  # noqa: E402
 from helpers import IBSTAT_ONE_PORT, all_sources_ran  # noqa: E402
 
-SCRAPE_BUDGET = 0.25   # seconds: a scrape must answer within this, whatever a source does
+# seconds: a scrape must answer within this, whatever a source does. A scrape copies the cached
+# exposition; measured on the shared 2-core machine with a tool hanging: median 1.4 ms, p99 71 ms,
+# max 425 ms (other work on the machine); with four busy loops added median 6.6 ms, p99 155 ms,
+# max 229 ms. A scrape that waited for a source would wait for its timeout: the tests that guard
+# that give their hung tool a timeout well above this budget (scrape speed is bench/'s claim).
+SCRAPE_BUDGET = 1.0
 
 GOOD_IBSTAT = IBSTAT_ONE_PORT
 

@@ -87,7 +87,7 @@ def test_silent_client_does_not_block_other_scrapes(harness, pki):
         ctx = ssl.create_default_context(cafile=str(pki / "ca.crt"))
         t0 = time.monotonic()
         body = urllib.request.urlopen(f"https://127.0.0.1:{port}/metrics", context=ctx, timeout=5).read()
-        assert time.monotonic() - t0 < 1.0
+        assert time.monotonic() - t0 < 3.0         # a blocked server would wait the 10 s handshake timeout
         assert b"fabricmon_build_info" in body
     finally:
         silent.close()

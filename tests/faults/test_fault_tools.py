@@ -90,7 +90,13 @@ def test_bad_output_is_a_parse_error(harness, payload):
     out.write_bytes(payload.encode("latin-1"))
     tool = write_tool(harness.tools / "ibstat", f"cat {out}\n")
     harness.start(ibstat={"command": [str(tool)], "interval": 0.2})
-    harness.wait(lambda s: (val(s, "fabricmon_source_errors_total", source="ibstat", kind="parse") or 0) >= 1, 10)
+    # the tool exits 0: its output is the fault, so every error is a parse error and no other kind
+    s = harness.wait(lambda s: (val(s, "fabricmon_source_errors_total", source="ibstat", kind="parse") or 0) >= 2, 10)
+    # truncated output keeps the CA it names (partial data is data), garbage leaves nothing
+    assert val(s, "fabricmon_source_up", source="ibstat") == (1 if payload == GOOD_IBSTAT[:40] else 0)
+    others = {k: val(s, "fabricmon_source_errors_total", source="ibstat", kind=k)
+              for k in ("exit_code", "timeout", "not_found")}
+    assert not any(others.values()), others
     harness.assert_sysfs_keeps_reporting()
 
 

@@ -106,8 +106,21 @@ def test_env_is_passed_exactly() -> None:
 
 
 def test_stdin_is_not_inherited() -> None:
-    res = run_command([PY, "-c", "import sys; print(repr(sys.stdin.read()))"], 10)
-    assert res.stdout.strip() == "''"
+    """A tool must not read the daemon's stdin. pytest points fd 0 at /dev/null, which would hide
+    an inherited stdin, so fd 0 is made a real open pipe holding data here: a child that
+    inherited it would print that data (or block on it), one given /dev/null reads nothing."""
+    r, w = os.pipe()
+    saved = os.dup(0)
+    try:
+        os.write(w, b"the daemon's stdin\n")       # w stays open: an inherited stdin never ends
+        os.dup2(r, 0)
+        res = run_command([PY, "-c", "import os; print(repr(os.read(0, 64)))"], 10)
+    finally:
+        os.dup2(saved, 0)
+        for fd in (saved, r, w):
+            os.close(fd)
+    assert res.ok, res.describe()
+    assert res.stdout.strip() == "b''"
 
 
 def test_hanging_command_is_killed_at_the_timeout() -> None:

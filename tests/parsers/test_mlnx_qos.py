@@ -13,7 +13,7 @@ from fabricmon.parsers.mlnx_qos import (
     is_dcb_unsupported,
     parse_mlnx_qos,
 )
-from helpers import CAPTURES, FIXTURES, skip_without_captures
+from helpers import CAPTURES, FIXTURES, skip_without_captures, unavailable
 
 HERE = FIXTURES / "mlnx_qos"
 CAPTURED = CAPTURES / "mlnx_qos"
@@ -220,7 +220,7 @@ def test_real_capture_details() -> None:
     pcp = by_name.get("Mellanox-mlnx-tools__commit-b8c08c5_pcp_max_buffer_size.txt")
     dscp = by_name.get("Mellanox-mlnx-tools__commit-d477a17_dscp_trust_unsorted_tcs.txt")
     if pcp is None or dscp is None:
-        pytest.skip(f"the two mlnx-tools captures this test spot-checks are not in {CAPTURED} (renamed or removed upstream of this checkout)")
+        unavailable(f"the two mlnx-tools captures this test spot-checks are not in {CAPTURED} (renamed or removed upstream of this checkout)")
     a = parse_mlnx_qos(pcp.read_text())
     assert a.trust == "pcp" and a.buffer_total_size == 2044224
     assert a.pfc_priorities() == () and a.pfc_buffer == (1,) * 8

@@ -109,6 +109,7 @@ def test_default_and_line_mode_agree() -> None:
     line = facts(fixture("line_mode.txt"))
     default = facts(fixture("ca_ndr_4x.txt") + fixture("switch_p_mode.txt"))
     assert line == default
+    assert len(line) == 4         # line_mode.txt's four lines are four different links: none lost
 
 
 def test_fdr10_and_could_be_fdr10() -> None:

@@ -45,6 +45,15 @@ def value(samples, name, **labels) -> float | None:
     return samples.get((name, tuple(sorted((k, str(v)) for k, v in labels.items()))))
 
 
+def one_poll_bound(s: dict) -> float:
+    """How long a change may take to show: the poll in flight when it happened (up to one run),
+    the wait for the next poll (up to INTERVAL), that poll's own run, publishing and our own
+    scrape loop (0.5 s). The IB tools' runs are timed by the daemon itself (source_duration), so
+    the bound stretches with a loaded machine's slower runs and with nothing else."""
+    run = max(value(s, "fabricmon_source_duration_seconds", source=n) for n in ("ibstat", "perfquery", "iblinkinfo"))
+    return INTERVAL + 2 * run + 0.5
+
+
 def wait_for(port: int, pred, timeout: float) -> tuple[float, dict]:
     start = time.monotonic()
     while True:
@@ -126,7 +135,7 @@ def test_symbol_errors_show_within_one_poll_interval(fabric, daemon_for, tmp_pat
     fabric.set_counter(HEALTHY, 1, "PortCounters.SymbolErrorCounter", 5000)
     took, s = wait_for(d.port, lambda s: value(s, "fabricmon_check_status", check="symbol_errors", **lv) == 2,
                        timeout=10)
-    assert took <= INTERVAL + 0.5, f"took {took:.2f}s for a {INTERVAL}s poll interval"
+    assert took <= one_poll_bound(s), f"took {took:.2f}s for a {INTERVAL}s poll interval (bound {one_poll_bound(s):.2f}s)"
     assert value(s, "fabricmon_ib_port_symbol_errors_total", **lv) == 5000
     res = run_check(fabric, HEALTHY, tmp_path)                      # the delta comes from the saved state
     assert res.returncode == 2, res.stdout + res.stderr
@@ -138,7 +147,7 @@ def test_link_down_shows_and_port_does_not_vanish(fabric, daemon_for, tmp_path):
     lv = {"device": "ibsim0", "port": "1"}
     fabric.unlink(FLAPPER, 1)
     took, s = wait_for(d.port, lambda s: value(s, "fabricmon_ib_port_up", **lv) == 0, timeout=10)
-    assert took <= INTERVAL + 0.5
+    assert took <= one_poll_bound(s), f"took {took:.2f}s for a {INTERVAL}s poll interval (bound {one_poll_bound(s):.2f}s)"
     assert value(s, "fabricmon_ib_port_degraded", reason="down", **lv) == 1
     assert value(s, "fabricmon_ib_port_rate_bytes_per_second", **lv) == 0
     assert value(s, "fabricmon_ib_port_state_id", **lv) == 1
@@ -173,7 +182,7 @@ def test_healthz_and_scrape_not_blocked_by_hung_tool(fabric, tmp_path):
         assert value(s, "fabricmon_source_up", source="perfquery") == 1
         t0 = time.monotonic()
         scrape(d.port)
-        assert time.monotonic() - t0 < 0.5
+        assert time.monotonic() - t0 < 1.5       # half the hung tool's 3 s timeout
         assert urllib.request.urlopen(f"http://127.0.0.1:{d.port}/healthz", timeout=5).status == 200
     finally:
         d.stop()

@@ -13,9 +13,12 @@ import time
 from pathlib import Path
 
 import psutil
+import pytest
 
 from fabricmon.sim.fabric import tools_available
 from helpers import unavailable
+
+pytestmark = pytest.mark.sim      # the demo starts ibsim (and opensm, snmpsimd) itself
 
 READY = "the Ethernet (RoCE) fabric collector reads"      # the last of the demo's parts to start
 

@@ -61,7 +61,9 @@ def test_ecmp_imbalance_degraded_and_down_links_over_http(sim_fabric, tmp_path) 
         assert sample_value(s, "fabricmon_fabric_port_degraded", switch_guid=leaf04, port=6, reason="width") == 0
         assert sample_value(s, "fabricmon_fabric_port_rate_bytes_per_second", switch_guid=leaf04, port=5) == 6.25e9
         tx = sample_value(s, "fabricmon_fabric_port_transmit_rate_bytes_per_second", switch_guid=g(LEAVES["leaf03"]), port=3)
-        assert 0.7 * HDR4X < tx < 0.9 * HDR4X
+        # driven at 0.8: the driver's counter updates and the sweep's reads jitter under load (0.96
+        # measured with four busy loops); a unit slip (words not bytes, per sweep not per second) falls outside
+        assert 0.6 * HDR4X < tx < 1.05 * HDR4X
         assert sample_value(s, "fabricmon_fabric_switch_info", switch_guid=leaf04, switch="leaf04", level=1) == 1
         assert sample_value(s, "fabricmon_fabric_link_info", switch_guid=leaf04, port=5, role="up",
                             remote_guid=g(SPINES["spine02"]), remote_port=7, remote_name="spine02") == 1

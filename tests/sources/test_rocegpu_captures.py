@@ -15,9 +15,13 @@ from fabricmon.host.runner import CommandResult
 from fabricmon.sources.ethtool import EthtoolSource
 from fabricmon.sources.mlnx_qos import MlnxQosSource
 from fabricmon.model.roce import RoceTarget
-from helpers import CAPTURES, captures_absent, roce_inputs, run_inputs
+from helpers import CAPTURES, roce_inputs, run_inputs, skip_without_captures
 
-pytestmark = pytest.mark.skipif(not CAPTURES.is_dir(), reason=captures_absent(CAPTURES))
+
+@pytest.fixture(autouse=True)
+def _captures() -> None:
+    """Every test here reads ../shared/captures: skip without it (fail under $CI)."""
+    skip_without_captures(CAPTURES)
 
 
 class OneCommand:
@@ -28,8 +32,11 @@ class OneCommand:
         return CommandResult(tuple(argv), self.rc, self.text, "", 0.0)
 
 
-@pytest.mark.parametrize("path", sorted(CAPTURES.glob("mlnx_qos/*")) if CAPTURES.is_dir() else [])
+# One placeholder case when the folder is absent, so the skip (or CI failure) carries a clear reason.
+@pytest.mark.parametrize("path", sorted(CAPTURES.glob("mlnx_qos/*")) or [None],
+                         ids=lambda p: p.name if p else "absent")
 def test_mlnx_qos_captures(path):
+    assert path is not None, f"{CAPTURES / 'mlnx_qos'} holds no capture"
     out = MlnxQosSource(from_dict({})).collect(OneCommand(path.read_text()), roce_inputs([RoceTarget("mlx5_0", 1, "eth2")]))
     assert not out.errors, out.errors
     q = out.data.netdevs["eth2"].qos
