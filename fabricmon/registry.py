@@ -51,7 +51,7 @@ def register(name: str, *, enabled: bool | str = True, interval: float = 15.0, t
 
 
 # The package whose import registers each configuration's sources.
-SOURCE_PACKAGES = {"node": "fabricmon.sources", "fabric": "fabricmon.sources.fabric",
+SOURCE_PACKAGES = {"node": "fabricmon.sources", "fabric": "fabricmon.sources.infiniband",
                    "ethernet": "fabricmon.sources.ethernet"}
 
 

@@ -1,4 +1,4 @@
-"""The fabric collector's sources (`fabricmon fabric`), registered with collector="fabric":
+"""The InfiniBand fabric collector's sources (`fabricmon fabric` with fabric.kind: infiniband), registered with collector="fabric":
 discovery (ibnetdiscover, cached, on its own interval), sweep (every switch port's
 counters from the cached topology, in two batched ibqueryerrors passes), routing (every
 switch's forwarding table, one dump_fts run), sm (the subnet manager, sminfo) and slurm_jobs
@@ -6,4 +6,4 @@ switch's forwarding table, one dump_fts run), sm (the subnet manager, sminfo) an
 
 Importing this package registers them; the order here is the order they are listed in."""
 
-from fabricmon.sources.fabric import discovery, jobs, routing, sm, sweep  # noqa: F401 - imported to register
+from fabricmon.sources.infiniband import discovery, jobs, routing, sm, sweep  # noqa: F401 - imported to register
