@@ -274,7 +274,8 @@ def node_alerts(base: str) -> list[dict]:
         out.append(alert(
             "FabricmonPortDegraded",
             f'fabricmon_check_status{{check="degraded_link"}} == {st}\n'
-            f"  unless on ({PORT}) {down}",
+            # a node port (the fabric collector's switch ports share the check's name, not its metrics)
+            f'  and on ({PORT}) fabricmon_ib_port_degraded{{reason="down"}} == 0',
             sev, FOR["port_degraded"], "RDMA port runs below its expected width or speed.",
             f"{WHERE} runs at "
             + value_of("8 * " + port_sel("fabricmon_ib_port_rate_bytes_per_second") + " / 1e9",
@@ -540,7 +541,7 @@ def fabric_alerts(base: str) -> list[dict]:
               FOR["switch_unreadable"], "The collector cannot read a switch: its queries go unanswered.",
               SW + ": queries to this switch went unanswered in most of the collector's recent sweeps"
               " (its management CPU is busy or the path to it drops MADs). Its ports keep their last known"
-              " state and none is reported down for it; the collector's fabric_stale finding says what failed and"
+              " state and none is reported down for it; the collector's stale finding says what failed and"
               " when the switch was last read completely.", base),
         alert("FabricmonSubnetManagerHung", 'fabricmon_fabric_check_status{check="sm"} == 1', "warning",
               FOR["sm_hung"], "The master subnet manager looks hung.",

@@ -3,7 +3,7 @@ its `down` ports towards the level below) are one group. The imbalance is max/me
 coefficient of variation beside it. A group is flagged when max/mean exceeds the threshold
 (and, if set, the CV its own) for N consecutive sweeps, and only while the group's mean
 utilisation is above a floor of link rate, so an idle fabric never pages. Down and degraded
-links are left out of the group (and reported by fabric_link).
+links are left out of the group (and reported by degraded_link).
 
 Records in (FabricPort rates, levels), groups and findings out; nothing here parses or fetches."""
 
@@ -16,7 +16,7 @@ from fabricmon.checks import OK, WARNING, Finding
 from fabricmon.config import FabricThresholds
 from fabricmon.model.fabric import EcmpGroup, FabricPort, SwitchNode
 
-CHECK = "ecmp_imbalance"
+CHECK = "ecmp"
 
 
 def _gbps(bps: float) -> str:

@@ -15,7 +15,7 @@ from fabricmon.config import Config
 from fabricmon.model.fabric import FabricPort, Link, SwitchNode
 
 REASONS = ("down", "width", "speed")
-CHECK = "fabric_link"
+CHECK = "degraded_link"          # the node's link check's name: one idea, one name
 
 
 def _speed(lk: Link) -> str | int | None:

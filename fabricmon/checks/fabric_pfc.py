@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from fabricmon.checks import OK, WARNING, Finding
 from fabricmon.model.fabric import FabricPort, SwitchNode
 
-CHECK = "fabric_pfc_storm"
+CHECK = "pfc_storm"
 Key = tuple[str, int, int, str]          # (switch, port, priority, direction)
 
 

@@ -566,8 +566,9 @@ CATALOGUE: tuple[Metric, ...] = (
            "of its level.", ("switch_guid", "switch"),
            _fab_per_switch(lambda fab, g: fab.uplinks.get(g, (None, None))[1])),
     Metric("fabricmon_fabric_check_status", G, "Fabric check result per switch (0 OK, 1 WARNING, 2 CRITICAL), OK "
-           "included; check is ecmp, routing, uplinks, degraded_link, link_errors, pfc_storm and reachable (Ethernet), "
-           "or sm (fabric-wide: switch_guid and switch empty).", ("check", "switch_guid", "switch"), _fabric(_fab_check_status)),
+           "included; check is the finding's own check: degraded_link, the counter checks (symbol_errors, link_flap, "
+           "...), ecmp, uplinks, stale, routing (once forwarding tables were read), pfc_storm and reachable "
+           "(Ethernet), or sm (fabric-wide: switch_guid and switch empty).", ("check", "switch_guid", "switch"), _fabric(_fab_check_status)),
     Metric("fabricmon_fabric_sm_master_present", G, "1 if a subnet manager answers as master (sminfo), else 0.",
            (), _fabric(_fab_sm_master)),
     Metric("fabricmon_fabric_sm_info", G, "1 per subnet manager seen (the master, and every other port that "

@@ -36,7 +36,7 @@ from fabricmon.checks import OK, WARNING, Finding
 from fabricmon.checks import (
     fabric_ecmp, fabric_links, fabric_pfc, fabric_routing, fabric_sm, fabric_symmetry, link_errors,
 )
-from fabricmon.config import Config
+from fabricmon.config import COUNTER_CHECKS, Config
 from fabricmon.model.fabric import (
     DiscoveryData, FabricPort, FabricSection, LftData, PortInfo, SmData, SweepData, Topology, build_topology,
     in_shard, merge_discovery,
@@ -48,17 +48,16 @@ from fabricmon.pipeline.jobs import FabricJobs
 from fabricmon.pipeline.node import CHECKED_COUNTERS
 
 log = structlog.get_logger("fabricmon.fabric")
-STALE_CHECK = "fabric_stale"
+STALE_CHECK = "stale"
 
 RATE_COUNTERS = ("transmit_bytes", "receive_bytes")
 MAX_CHANGE_LINES = 20       # topology changes logged one by one per discovery, then summarised
-# fabricmon_fabric_check_status{check}: a finding's check -> the name alerts select
-UNREACHABLE = "fabric_unreachable"
-CHECK_NAMES = {fabric_links.CHECK: "degraded_link", fabric_ecmp.CHECK: "ecmp", fabric_routing.CHECK: "routing",
-               fabric_symmetry.CHECK: "uplinks", fabric_sm.CHECK: "sm", fabric_pfc.CHECK: "pfc_storm",
-               UNREACHABLE: "reachable", STALE_CHECK: "stale"}
-SWITCH_CHECKS = ("degraded_link", "link_errors", "ecmp", "uplinks", "stale")     # + "routing" once tables were read
-ETHERNET_CHECKS = ("pfc_storm", "reachable")                           # + on an Ethernet fabric
+UNREACHABLE = "reachable"
+# fabricmon_fabric_check_status{check}: every finding's own check name (the name alerts select); these
+# are reported per switch, OK included
+COUNTER_CHECK_NAMES = (*COUNTER_CHECKS, link_errors.SATURATION_CHECK)
+SWITCH_CHECKS = (fabric_links.CHECK, *COUNTER_CHECK_NAMES, fabric_ecmp.CHECK, fabric_symmetry.CHECK, STALE_CHECK)
+ETHERNET_CHECKS = (fabric_pfc.CHECK, UNREACHABLE)                       # + on an Ethernet fabric
 
 
 def _state_of(states: Mapping[str, SourceState], records: type) -> SourceState | None:
@@ -280,11 +279,9 @@ class FabricModel:
         for key, p in sec.ports.items():
             if p.counters and any(self.history.has((key[0], key[1], c)) for c in CHECKED_COUNTERS):
                 pv = PortView(device=key[0], port=key[1], counters=p.counters, counter_bits=dict(sweep.bits))
-                name = sec.switches[key[0]].name
-                for f in link_errors.evaluate_port(pv, self.history, self.config, now):
-                    if f.status != OK:
-                        findings.append(Finding(f.check, f.device, f.port, f.status,
-                                                f.message.replace(pv.label(), f"{name} (0x{key[0]}) port {p.label}", 1)))
+                label = f"{sec.switches[key[0]].name} (0x{key[0]}) port {p.label}"
+                findings += [f for f in link_errors.evaluate_port(pv, self.history, self.config, now, label=label)
+                             if f.status != OK]
         sec.groups = fabric_ecmp.groups(sec.ports, sec.switches, topo.levels)
         ecmp_findings, self._ecmp_counts = fabric_ecmp.judge(sec.groups, self._ecmp_counts,
                                                             self.config.fabric.thresholds, new_sweep, sec.ports)
@@ -418,15 +415,13 @@ class FabricModel:
         return out
 
     def _check_status(self, sec: FabricSection, findings: list[Finding], states: Mapping[str, SourceState]) -> None:
-        checks = SWITCH_CHECKS + (("routing",) if sec.routes or _has_data(states, LftData) else ())
+        checks = SWITCH_CHECKS + ((fabric_routing.CHECK,) if sec.routes or _has_data(states, LftData) else ())
         checks += ETHERNET_CHECKS if sec.kind == "ethernet" else ()
         status = {(c, g): OK for g in sec.switches for c in checks}
-        for f in findings:
-            name = CHECK_NAMES.get(f.check, "link_errors" if f.device in sec.switches else None)
-            if name is None:
-                continue
-            key = (name, f.device if f.device in sec.switches else "")
-            status[key] = max(status.get(key, OK), f.status)
+        for f in findings:      # a switch's findings by their own check name; fabric-wide ones (sm) with ""
+            if f.device in sec.switches or f.device == "":
+                key = (f.check, f.device)
+                status[key] = max(status.get(key, OK), f.status)
         sec.check_status = status
 
 

@@ -85,9 +85,9 @@ def test_partial_discoveries_and_unanswered_reads_turn_nothing_down_and_change_n
         secs, findings = model.build({"discovery": state(DiscoveryData, partial(), t),
                                       "sweep": state(SweepData, sweep(unanswered={L2: 4}), t + 1)})
         sec = secs["fabric"]
-        assert not cabled_down(sec) and not [f for f in findings if f.check == "fabric_link"]
+        assert not cabled_down(sec) and not [f for f in findings if f.check == "degraded_link"]
         assert sec.switches[SP].name == "spine01" and sec.topology_changes == 0
-    stale = [f for f in findings if f.check == "fabric_stale"]
+    stale = [f for f in findings if f.check == "stale"]
     assert [(f.device, f.status) for f in stale] == [(L2, 1)]
     assert stale[0].message.startswith("leaf02 (0x00000000000000a2) unreadable in 3 of its last 3 sweeps (40% of "
                                        "its queries unanswered: port state; never read completely)")
@@ -96,7 +96,7 @@ def test_partial_discoveries_and_unanswered_reads_turn_nothing_down_and_change_n
     # answered again: the finding clears once fewer than stale_sweeps of the window failed
     for t in (41.0, 51.0, 61.0):
         secs, findings = model.build({"sweep": state(SweepData, sweep(), t)})
-    assert not [f for f in findings if f.check == "fabric_stale"] and secs["fabric"].last_read[L2] == 61.0
+    assert not [f for f in findings if f.check == "stale"] and secs["fabric"].last_read[L2] == 61.0
 
 
 def test_link_state_positive_evidence_own_port_peer_port_and_the_last_state_is_kept() -> None:
@@ -106,13 +106,13 @@ def test_link_state_positive_evidence_own_port_peer_port_and_the_last_state_is_k
     # the spine's end reads down, leaf01's end was not answered: the link is down at both ends
     secs, findings = model.build({"discovery": disc, "sweep": state(SweepData, sweep({(SP, 1): False}), 5.0)})
     assert cabled_down(secs["fabric"]) == {(SP, 1), (L1, 3)}
-    assert {(f.device, f.port) for f in findings if f.check == "fabric_link"} == {(SP, 1), (L1, 3)}
+    assert {(f.device, f.port) for f in findings if f.check == "degraded_link"} == {(SP, 1), (L1, 3)}
     # a later sweep that reads neither end keeps them down (unreached is not up either)
     secs, _ = model.build({"discovery": disc, "sweep": state(SweepData, sweep(unanswered={SP: 1, L1: 1}), 6.0)})
     assert cabled_down(secs["fabric"]) == {(SP, 1), (L1, 3)}
     # both ends read up again (re-linked): up, no rediscovery needed
     secs, findings = model.build({"discovery": disc, "sweep": state(SweepData, sweep({(SP, 1): True, (L1, 3): True}), 7.0)})
-    assert not cabled_down(secs["fabric"]) and not [f for f in findings if f.check == "fabric_link"]
+    assert not cabled_down(secs["fabric"]) and not [f for f in findings if f.check == "degraded_link"]
 
 
 def test_a_link_gone_from_a_complete_discovery_is_down_and_its_state_is_still_read() -> None:

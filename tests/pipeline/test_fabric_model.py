@@ -40,7 +40,10 @@ def test_hung_sm_warns_after_the_configured_polls_and_check_status_is_per_switch
     assert statuses == [0, 0, 0, 1]
     sec = sec["fabric"]
     assert sec.check_status[("sm", "")] == 1 and sec.sm_activity == 50
-    assert {c for c, g in sec.check_status if g == LEAF} == {"degraded_link", "link_errors", "ecmp", "uplinks", "stale"}
+    # every switch check by its own name (the counter checks' too), OK included
+    assert {c for c, g in sec.check_status if g == LEAF} == {
+        "degraded_link", "symbol_errors", "link_flap", "link_error_recovery", "link_integrity", "receive_errors",
+        "transmit_discards", "counter_saturation", "ecmp", "uplinks", "stale"}
     moved = SmInfo(1, "0000000000100001", 51, 0, "MASTER")
     _, findings = model.build({"discovery": disc, "sm": state(SmData, SmData([moved], True), 4.0)})
     assert next(f.status for f in findings if f.check == "sm") == 0
@@ -110,7 +113,7 @@ def test_ethernet_ports_are_named_speeds_compare_in_mbps_and_the_sweep_state_is_
     assert slow.degraded["speed"] and slow.expected == "400G" and slow.rate_bps == 100000 * 1e6 / 8
     assert not down.up and down.degraded["down"]            # from this sweep, no rediscovery
     assert busy.tx_rate == 1000.0                           # octets are bytes (scale 1), not 4-octet words
-    msgs = [f.message for f in findings if f.check == "fabric_link"]
+    msgs = [f.message for f in findings if f.check == "degraded_link"]
     assert any('leaf01 port Ethernet12 (up to "spine03"[Ethernet0]): runs at 100G, below the 400G' in m for m in msgs)
     assert any('leaf01 port Ethernet8 (up to "spine02"[Ethernet0]): link is down' in m for m in msgs)
     text = render(Snapshot(time=11.0, findings=findings, sources={}, builds=BuildStats(), fabric=sec)).decode()

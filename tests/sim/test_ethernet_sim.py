@@ -135,20 +135,19 @@ def test_planted_faults_and_nothing_else(planted) -> None:
     by_check: dict[str, list[dict]] = {}
     for f in found:
         by_check.setdefault(f["check"], []).append(f)
-    assert sorted(by_check) == ["ecmp_imbalance", "fabric_link", "fabric_pfc_storm", "fabric_unreachable",
-                                "source"], found
+    assert sorted(by_check) == ["degraded_link", "ecmp", "pfc_storm", "reachable", "source"], found
     # the sources say why they are failing: the silent switch, and nothing else
     assert all(silent in f["message"] and "no answer" in f["message"] for f in by_check["source"]), by_check["source"]
-    (ecmp,) = by_check["ecmp_imbalance"]
+    (ecmp,) = by_check["ecmp"]
     assert ecmp["message"].startswith('leaf01 uplinks: port Ethernet8 to "spine01"[Ethernet0] carries')
-    links = sorted(f["message"] for f in by_check["fabric_link"])
+    links = sorted(f["message"] for f in by_check["degraded_link"])
     assert len(links) == 2 and all("runs at 100G, below the 400G of its link class (speed)" in m for m in links)
     assert links[0].startswith('leaf03 port Ethernet16 (up to "spine03"[Ethernet8])')
     assert links[1].startswith('spine03 port Ethernet8 (down to "leaf03"[Ethernet16])')
-    (pfc,) = by_check["fabric_pfc_storm"]
+    (pfc,) = by_check["pfc_storm"]
     assert pfc["message"].startswith("PFC storm at leaf02 host port Ethernet0 priority 3 direction tx: ")
     assert 'leaf02 sends pause frames to "node03"[eth0]' in pfc["message"]
-    (unr,) = by_check["fabric_unreachable"]
+    (unr,) = by_check["reachable"]
     assert unr["device"] == silent and "does not answer SNMP" in unr["message"]
 
 
@@ -166,7 +165,7 @@ def test_a_spine_port_down_shows_in_the_next_sweep(planted) -> None:
         assert took < 2 * SWEEP + 5, took          # the next sweep, not the next discovery (300 s)
         assert sample_value(s, "fabricmon_fabric_port_degraded", switch_guid=spine01, port="Ethernet4",
                             reason="down") == 1
-        down = [f for f in _findings(d.port) if f["check"] == "fabric_link" and f["device"] == spine01]
+        down = [f for f in _findings(d.port) if f["check"] == "degraded_link" and f["device"] == spine01]
         assert len(down) == 1 and down[0]["status"] == 2
         assert down[0]["message"].startswith('spine01 port Ethernet4 (down to "leaf02"[Ethernet8]): link is down')
     finally:
