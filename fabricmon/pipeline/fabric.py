@@ -43,7 +43,7 @@ from fabricmon.model.fabric import (
 )
 from fabricmon.model.history import CounterHistory
 from fabricmon.model.ports import PortView
-from fabricmon.model.snapshot import SourceState
+from fabricmon.model.snapshot import SourceState, source_data, source_state
 from fabricmon.pipeline.jobs import FabricJobs
 from fabricmon.pipeline.node import CHECKED_COUNTERS
 
@@ -58,10 +58,6 @@ UNREACHABLE = "reachable"
 COUNTER_CHECK_NAMES = (*COUNTER_CHECKS, link_errors.SATURATION_CHECK)
 SWITCH_CHECKS = (fabric_links.CHECK, *COUNTER_CHECK_NAMES, fabric_ecmp.CHECK, fabric_symmetry.CHECK, STALE_CHECK)
 ETHERNET_CHECKS = (fabric_pfc.CHECK, UNREACHABLE)                       # + on an Ethernet fabric
-
-
-def _state_of(states: Mapping[str, SourceState], records: type) -> SourceState | None:
-    return next((s for s in states.values() if s.records is records and s.enabled), None)
 
 
 class FabricModel:
@@ -101,7 +97,7 @@ class FabricModel:
     # --- topology -----------------------------------------------------------------------
     def inventory(self, states: Mapping[str, SourceState]) -> Topology:
         """The latest topology (empty before the first discovery): the sweep's input."""
-        st = _state_of(states, DiscoveryData)
+        st = source_state(states, DiscoveryData)
         if st is None or st.data is None:
             return self._topo if self._topo is not None else Topology()
         if self._topo_time == st.data_time and self._topo is not None:
@@ -219,7 +215,7 @@ class FabricModel:
         now = self.clock()
         topo = self.inventory(states)
         sec = FabricSection(shard=self.shard, topology_changes=self.topology_changes)
-        sweep_st = _state_of(states, SweepData)
+        sweep_st = source_state(states, SweepData)
         if sweep_st is not None:
             sec.sweep_errors = dict(sweep_st.errors_total)
             sec.sweep_duration = sweep_st.duration if sweep_st.ran else None
@@ -373,7 +369,7 @@ class FabricModel:
         return fabric_symmetry.evaluate(sec.uplinks, sec.ports, sec.switches, sec.levels)
 
     def _routing(self, states: Mapping[str, SourceState], sec: FabricSection, topo: Topology) -> list[Finding]:
-        st = _state_of(states, LftData)
+        st = source_state(states, LftData)
         if st is None or st.data is None:
             return []
         threshold = self.config.fabric.routing_imbalance_threshold
@@ -381,7 +377,7 @@ class FabricModel:
         return fabric_routing.evaluate(sec.routes, sec.ports, threshold)
 
     def _sm(self, states: Mapping[str, SourceState], sec: FabricSection) -> list[Finding]:
-        st = _state_of(states, SmData)
+        st = source_state(states, SmData)
         if st is None or st.data is None:
             return []
         sec.sms = list(st.data.sms)
@@ -397,7 +393,7 @@ class FabricModel:
                      sweep: SweepData | None) -> list[Finding]:
         """A switch that did not answer the latest discovery or sweep: WARNING, naming it and why
         (its links keep their last state: a switch we cannot read is not a cable that is down)."""
-        st = _state_of(states, DiscoveryData)
+        st = source_state(states, DiscoveryData)
         why = dict(st.data.unreachable) if st is not None and st.data is not None else {}
         if sweep is not None:
             for g in sweep.missing:
@@ -415,7 +411,7 @@ class FabricModel:
         return out
 
     def _check_status(self, sec: FabricSection, findings: list[Finding], states: Mapping[str, SourceState]) -> None:
-        checks = SWITCH_CHECKS + ((fabric_routing.CHECK,) if sec.routes or _has_data(states, LftData) else ())
+        checks = SWITCH_CHECKS + ((fabric_routing.CHECK,) if sec.routes or source_data(states, LftData) is not None else ())
         checks += ETHERNET_CHECKS if sec.kind == "ethernet" else ()
         status = {(c, g): OK for g in sec.switches for c in checks}
         for f in findings:      # a switch's findings by their own check name; fabric-wide ones (sm) with ""
@@ -423,11 +419,6 @@ class FabricModel:
                 key = (f.check, f.device)
                 status[key] = max(status.get(key, OK), f.status)
         sec.check_status = status
-
-
-def _has_data(states: Mapping[str, SourceState], records: type) -> bool:
-    st = _state_of(states, records)
-    return st is not None and st.data is not None
 
 
 def fabric_pipeline(config: Config, io: object, clock: Callable[[], float] = time.time) -> object:

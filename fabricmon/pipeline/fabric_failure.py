@@ -9,16 +9,11 @@ from __future__ import annotations
 
 import glob
 import os
-from collections.abc import Mapping
 
 from fabricmon.model.fabric import DiscoveryData, SmData, SweepData
-from fabricmon.model.snapshot import Snapshot, SourceState
+from fabricmon.model.snapshot import Snapshot, source_state
 
 UMAD_GLOB = "/dev/infiniband/umad*"
-
-
-def _state(states: Mapping[str, SourceState], records: type) -> SourceState | None:
-    return next((s for s in states.values() if s.records is records and s.enabled), None)
 
 
 def _umad_reason(umad_glob: str) -> str:
@@ -35,7 +30,7 @@ def _umad_reason(umad_glob: str) -> str:
 
 def why_nothing_read(snap: Snapshot, umad_glob: str = UMAD_GLOB) -> str | None:
     """None when the last sweep read at least one switch; otherwise the reason, one line."""
-    sweep, disc, sm = (_state(snap.sources, t) for t in (SweepData, DiscoveryData, SmData))
+    sweep, disc, sm = (source_state(snap.sources, t) for t in (SweepData, DiscoveryData, SmData))
     if sweep is not None and isinstance(sweep.data, SweepData) and (sweep.data.switches or not sweep.data.missing):
         return None         # switches read, or a shard without switches: nothing it should have read
     errors = [(st.name, e) for st in (disc, sweep, sm) if st is not None for e in sorted(st.active_errors)]

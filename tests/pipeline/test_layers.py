@@ -116,3 +116,24 @@ def test_hostio_declares_every_method_sources_call() -> None:
                 called.add(node.attr)
     assert called and called <= declared, called - declared
     assert "getattr(io" not in "".join(p.read_text() for p in (PKG / "sources").rglob("*.py"))
+
+
+def test_no_module_imports_a_private_name_of_another_package() -> None:
+    """A helper two modules share is public and named where it belongs (routing and symmetry once
+    imported the ECMP check's _ranges): `from fabricmon.x import _name` only within one package."""
+    bad = []
+    for path in sorted(PKG.rglob("*.py")):
+        pkg = ".".join(path.relative_to(REPO).parts[:-1])
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("fabricmon"):
+                if node.module.rpartition(".")[0] == pkg:
+                    continue            # a sibling module of the same package
+                bad += [f"{path.relative_to(REPO)} imports {node.module}.{a.name}" for a in node.names
+                        if a.name.startswith("_") and not a.name.startswith("__")]
+    assert not bad, "\n".join(bad)
+
+
+def test_one_helper_finds_a_source_state_by_record_type() -> None:
+    """`states.values() ... records is` is written once (model.snapshot.source_state)."""
+    users = [str(p.relative_to(REPO)) for p in PKG.rglob("*.py") if ".records is " in p.read_text()]
+    assert users == ["fabricmon/model/snapshot.py"], users
