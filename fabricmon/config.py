@@ -197,7 +197,10 @@ class FabricConfig:
     sm_stalled_polls: int = 2            # polls in a row with the master's activity count unchanged: a hung SM
     down_port_max_age: float | None = 604800.0   # seconds a cabled port that went down stays reported; None: until restart
     link_state_max_ports: int = 512      # PortInfo SMP reads per sweep when the SM's records do not cover the ports (0: none)
-    stale_sweeps: int = 3                # sweeps (of the last stale_sweeps + 2) with unanswered queries: a switch is stale
+    # a switch whose queries went unanswered in unresponsive_sweeps of its last unresponsive_window sweeps is
+    # unresponsive (OpenSM's rule: 5 of 7); its ports keep their last known state
+    unresponsive_sweeps: int = 5
+    unresponsive_window: int = 7
     sources: dict[str, SourceConfig] = field(default_factory=dict)
     kind: str = "infiniband"             # or "ethernet": which sources the collector runs
     ethernet: EthernetConfig = field(default_factory=EthernetConfig)
@@ -497,7 +500,7 @@ def _fabric(raw: Any, state_dir: str, check_paths: bool = True) -> FabricConfig:
                                  "shard", "cache_dir", "mad_timeout_ms", "thresholds", "sources",
                                  "routing_interval", "sm_interval", "routing_imbalance_threshold",
                                  "sm_stalled_polls", "down_port_max_age", "link_state_max_ports",
-                                 "stale_sweeps", "kind", "ethernet"))
+                                 "unresponsive_sweeps", "unresponsive_window", "kind", "ethernet"))
     kind = m.get("kind", d.kind)
     if kind not in ("infiniband", "ethernet"):
         raise ConfigError("fabric.kind", f"expected infiniband or ethernet, got {kind!r}")
@@ -519,9 +522,13 @@ def _fabric(raw: Any, state_dir: str, check_paths: bool = True) -> FabricConfig:
     ls_max = m.get("link_state_max_ports", d.link_state_max_ports)
     if isinstance(ls_max, bool) or not isinstance(ls_max, int) or ls_max < 0:
         raise ConfigError("fabric.link_state_max_ports", f"expected an integer >= 0, got {ls_max!r}")
-    stale = m.get("stale_sweeps", d.stale_sweeps)
-    if isinstance(stale, bool) or not isinstance(stale, int) or stale < 1:
-        raise ConfigError("fabric.stale_sweeps", f"expected an integer >= 1, got {stale!r}")
+    window = m.get("unresponsive_window", d.unresponsive_window)
+    if isinstance(window, bool) or not isinstance(window, int) or not 1 <= window <= 100:
+        raise ConfigError("fabric.unresponsive_window", f"expected an integer 1-100 (sweeps), got {window!r}")
+    unresp = m.get("unresponsive_sweeps", d.unresponsive_sweeps)
+    if isinstance(unresp, bool) or not isinstance(unresp, int) or not 1 <= unresp <= window:
+        raise ConfigError("fabric.unresponsive_sweeps", f"expected an integer from 1 to fabric.unresponsive_window "
+                                                        f"({window}), got {unresp!r}")
     conc = m.get("concurrency", d.concurrency)
     if isinstance(conc, bool) or not isinstance(conc, int) or not 1 <= conc <= 2:
         raise ConfigError("fabric.concurrency", f"expected 1 (the two sweep passes one after the other) or 2 "
@@ -559,7 +566,8 @@ def _fabric(raw: Any, state_dir: str, check_paths: bool = True) -> FabricConfig:
         cache_dir=_string(m.get("cache_dir", f"{state_dir.rstrip('/')}/fabric"), "fabric.cache_dir"),
         mad_timeout_ms=mad, thresholds=thresholds, routing_interval=routing, sm_interval=sm,
         routing_imbalance_threshold=imb, sm_stalled_polls=stalled, down_port_max_age=max_age,
-        link_state_max_ports=ls_max, stale_sweeps=stale,
+        link_state_max_ports=ls_max,
+        unresponsive_sweeps=unresp, unresponsive_window=window,
         # an Ethernet fabric runs its own two sources (SNMP), named and timed as InfiniBand's
         sources=_sources(m.get("sources"), "ethernet" if kind == "ethernet" else "fabric", "fabric.sources",
                          defaults),

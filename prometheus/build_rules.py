@@ -100,8 +100,7 @@ FOR = {
     "sm_unknown": "15m",
     "sm_hung": "5m",
     "fabric_pfc_storm": "5m",
-    "switch_unreachable": "10m",
-    "switch_unreadable": "5m",
+    "switch_unresponsive": "5m",  # on top of the collector's own rule (fabric.unresponsive_sweeps of _window)
 }
 # Windows of the recording rules the dashboard reads.
 RECORD_WINDOW = "5m"
@@ -488,11 +487,6 @@ def fabric_alerts(base: str) -> list[dict]:
               " direction {{ $labels.direction }} (tx: the switch pauses its peer, its buffer is full; rx: the peer"
               " pauses the switch, it cannot drain): lossless traffic on that priority stalls and the pauses"
               " spread upstream. Check the peer's RoCE counters and PFC watchdog.", base),
-        alert("FabricmonFabricSwitchUnreachable", "fabricmon_fabric_switch_reachable == 0", "warning",
-              FOR["switch_unreachable"], "The fabric collector cannot read a switch.",
-              SW + " did not answer SNMP at the collector's last discovery or sweep: its ports keep their last"
-              " state and are not watched. Check the switch, its management address and ACL, and the SNMP"
-              " credentials (fabric.ethernet.snmp); fabricmon_fabric_sweep_errors_total says which kind.", base),
         alert("FabricmonFabricSweepFailing",
               f'fabricmon_source_up{{job="{F}",source=~"sweep|discovery"}} == 0\n'
               "  and on (instance, job, source) fabricmon_source_enabled == 1",
@@ -537,12 +531,15 @@ def fabric_alerts(base: str) -> list[dict]:
               "warning", FOR["sm_unknown"], "The fabric collector does not report the subnet manager.",
               f'The fabric collector (job "{F}") is scraped but exports no fabricmon_fabric_sm_master_present:'
               " its subnet manager source is off or failing, so a lost master SM would go unnoticed.", base),
-        alert("FabricmonFabricSwitchUnreadable", "fabricmon_fabric_switch_stale == 1", "warning",
-              FOR["switch_unreadable"], "The collector cannot read a switch: its queries go unanswered.",
-              SW + ": queries to this switch went unanswered in most of the collector's recent sweeps"
-              " (its management CPU is busy or the path to it drops MADs). Its ports keep their last known"
-              " state and none is reported down for it; the collector's stale finding says what failed and"
-              " when the switch was last read completely.", base),
+        # one alert for a switch that does not answer, on either fabric kind (MADs or SNMP)
+        alert("FabricmonFabricSwitchUnresponsive", "fabricmon_fabric_switch_unresponsive == 1", "warning",
+              FOR["switch_unresponsive"], "A switch does not answer the fabric collector.",
+              SW + ": queries to this switch (MADs, or SNMP walks) went unanswered in most of the collector's"
+              " recent sweeps (fabric.unresponsive_sweeps of fabric.unresponsive_window): the switch is down or"
+              " rebooting, its management CPU is busy, or the path to it drops queries (over SNMP also its"
+              " management address, ACL or credentials). Its ports keep their last known state and none is"
+              " reported down for it; the collector's unresponsive finding says what failed and when the switch"
+              " was last read completely.", base),
         alert("FabricmonSubnetManagerHung", 'fabricmon_fabric_check_status{check="sm"} == 1', "warning",
               FOR["sm_hung"], "The master subnet manager looks hung.",
               "{{ $labels.instance }}: the collector's sm check is not OK: the master SM answers but its activity"

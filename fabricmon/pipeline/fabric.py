@@ -9,8 +9,8 @@ source name:
    (reported down, never dropped);
 1b. link state: each cabled port's newest read (the sweep's PortInfo, or the discovery that saw it
    cabled), the peer's read included; a port not read keeps its last state (unreached is not
-   down); a switch whose queries go unanswered in stale_sweeps of its recent sweeps is stale
-   (fabric_stale, WARNING);
+   down); a switch whose queries go unanswered in unresponsive_sweeps of its last unresponsive_window
+   sweeps is unresponsive (checks.fabric_unresponsive, WARNING), on either fabric kind;
 2. every counter of a new sweep enters a CounterHistory through record() (saturation and reset
    rules), keyed (switch_guid, port, counter); transmit/receive rates from the last step;
 3. the checks: fabric_links (down, width, speed), link_errors (the node daemon's thresholds),
@@ -34,8 +34,9 @@ import structlog
 from fabricmon import ibspec
 from fabricmon.checks import OK, WARNING, Finding
 from fabricmon.checks import (
-    fabric_ecmp, fabric_links, fabric_pfc, fabric_routing, fabric_sm, fabric_symmetry, link_errors,
+    fabric_ecmp, fabric_links, fabric_pfc, fabric_routing, fabric_sm, fabric_symmetry, fabric_unresponsive, link_errors,
 )
+from fabricmon.checks.fabric_unresponsive import SweepRead
 from fabricmon.config import COUNTER_CHECKS, Config
 from fabricmon.model.fabric import (
     DiscoveryData, FabricPort, FabricSection, LftData, PortInfo, SmData, SweepData, Topology, build_topology,
@@ -48,16 +49,15 @@ from fabricmon.pipeline.jobs import FabricJobs
 from fabricmon.pipeline.node import CHECKED_COUNTERS
 
 log = structlog.get_logger("fabricmon.fabric")
-STALE_CHECK = "stale"
 
 RATE_COUNTERS = ("transmit_bytes", "receive_bytes")
 MAX_CHANGE_LINES = 20       # topology changes logged one by one per discovery, then summarised
-UNREACHABLE = "reachable"
 # fabricmon_fabric_check_status{check}: every finding's own check name (the name alerts select); these
 # are reported per switch, OK included
 COUNTER_CHECK_NAMES = (*COUNTER_CHECKS, link_errors.SATURATION_CHECK)
-SWITCH_CHECKS = (fabric_links.CHECK, *COUNTER_CHECK_NAMES, fabric_ecmp.CHECK, fabric_symmetry.CHECK, STALE_CHECK)
-ETHERNET_CHECKS = (fabric_pfc.CHECK, UNREACHABLE)                       # + on an Ethernet fabric
+SWITCH_CHECKS = (fabric_links.CHECK, *COUNTER_CHECK_NAMES, fabric_ecmp.CHECK, fabric_symmetry.CHECK,
+                 fabric_unresponsive.CHECK)
+ETHERNET_CHECKS = (fabric_pfc.CHECK,)                                   # + on an Ethernet fabric
 
 
 class FabricModel:
@@ -91,7 +91,7 @@ class FabricModel:
         # the last read of each cabled port's link state: (up, data time); the newest read wins
         self._link_state: dict[tuple[str, int], tuple[bool, float]] = {}
         # per switch: the last sweeps' (unanswered, queries, what failed), and the data time of its last full read
-        self._reads: dict[str, deque[tuple[int, int, tuple[str, ...]]]] = {}
+        self._reads: dict[str, deque[SweepRead]] = {}
         self._last_read: dict[str, float] = {}
 
     # --- topology -----------------------------------------------------------------------
@@ -271,7 +271,7 @@ class FabricModel:
                         scale = sweep.scale.get(name, ibspec.COUNTER_BY_NAME[name].scale)
                         setattr(p, attr, step[0] * scale / step[1])
         findings += fabric_links.evaluate(sec.ports, sec.switches, sec.levels, self.config)
-        findings += self._staleness(sec, now)
+        findings += self._unresponsive(sec, now)
         for key, p in sec.ports.items():
             if p.counters and any(self.history.has((key[0], key[1], c)) for c in CHECKED_COUNTERS):
                 pv = PortView(device=key[0], port=key[1], counters=p.counters, counter_bits=dict(sweep.bits))
@@ -290,7 +290,6 @@ class FabricModel:
             pfc, self._pfc_counts = fabric_pfc.evaluate(sec.ports, sec.switches, self._pfc_counts,
                                                         eth.pfc_storm_rate, eth.pfc_storm_sweeps, new_sweep)
             findings += pfc
-            findings += self._unreachable(states, sec, sweep)
         self._check_status(sec, findings, states)
         jobs, findings = self.jobs.apply(states, sec, topo, findings)
         return {"fabric": sec, "jobs": jobs}, findings
@@ -312,44 +311,26 @@ class FabricModel:
                 p.up = False
 
     def _note_reads(self, sweep: SweepData, t: float, sec: FabricSection) -> None:
-        n = self.config.fabric.stale_sweeps + 2
+        n = self.config.fabric.unresponsive_window
         for g in sec.switches:
             queries = sweep.queries.get(g, 0)
             if not queries and g not in sweep.switches:
                 continue
             lost = sweep.unanswered.get(g, 0)
-            self._reads.setdefault(g, deque(maxlen=n)).append((lost, queries, tuple(sorted(sweep.failed.get(g, ())))))
+            self._reads.setdefault(g, deque(maxlen=n)).append(
+                SweepRead(lost, queries, tuple(sorted(sweep.failed.get(g, ())))))
             if not lost:
                 self._last_read[g] = t
         for g in [g for g in self._reads if g not in sec.switches]:
             del self._reads[g]
             self._last_read.pop(g, None)
 
-    def _staleness(self, sec: FabricSection, now: float) -> list[Finding]:
-        """A switch whose queries went unanswered in stale_sweeps of its last stale_sweeps + 2 sweeps is
-        stale (WARNING): named, with what failed, its share of unanswered queries and the age of its
-        last complete read; its ports keep their last known state."""
-        out = []
-        need = self.config.fabric.stale_sweeps
-        for g, sw in sec.switches.items():
-            reads = self._reads.get(g)
+    def _unresponsive(self, sec: FabricSection, now: float) -> list[Finding]:
+        """Unresponsive switches (checks.fabric_unresponsive); their ports keep their last known state."""
+        for g in sec.switches:
             sec.last_read[g] = self._last_read.get(g)
-            if not reads:
-                continue
-            bad = [r for r in reads if r[0]]
-            stale = len(bad) >= need
-            sec.stale[g] = stale
-            if not stale:
-                continue
-            lost, total = sum(r[0] for r in reads), sum(r[1] for r in reads)
-            what = sorted({w for r in bad for w in r[2]})
-            last = self._last_read.get(g)
-            age = f"last complete read {now - last:.0f} s ago" if last is not None else "never read completely"
-            out.append(Finding(STALE_CHECK, g, None, WARNING,
-                               f"{sw.name or g} (0x{g}) unreadable in {len(bad)} of its last {len(reads)} sweeps "
-                               f"({100 * lost / max(total, 1):.0f}% of its queries unanswered: {', '.join(what) or 'queries'}; "
-                               f"{age}): its ports keep their last known state, none is taken as down; check the "
-                               f"switch's management CPU and the path to it"))
+        sec.unresponsive, out = fabric_unresponsive.evaluate(self._reads, self._last_read, sec.switches,
+                                                             self.config.fabric.unresponsive_sweeps, now)
         return out
 
     @staticmethod
@@ -388,27 +369,6 @@ class FabricModel:
             self._sm_stalled = self._sm_stalled + 1 if cur is not None and cur == self._sm_last else 0
             self._sm_last, self._sm_time = cur, st.data_time
         return [fabric_sm.evaluate(sec.sms, self._sm_stalled, self.config.fabric.sm_stalled_polls)]
-
-    def _unreachable(self, states: Mapping[str, SourceState], sec: FabricSection,
-                     sweep: SweepData | None) -> list[Finding]:
-        """A switch that did not answer the latest discovery or sweep: WARNING, naming it and why
-        (its links keep their last state: a switch we cannot read is not a cable that is down)."""
-        st = source_state(states, DiscoveryData)
-        why = dict(st.data.unreachable) if st is not None and st.data is not None else {}
-        if sweep is not None:
-            for g in sweep.missing:
-                why.setdefault(g, "no answer to the last sweep")
-            for g in sweep.switches:
-                why.pop(g, None)
-        sec.unreachable = {g: w for g, w in why.items() if g in sec.switches}
-        out = []
-        for g, w in sorted(sec.unreachable.items()):
-            sw = sec.switches[g]
-            out.append(Finding(UNREACHABLE, g, None, WARNING,
-                               f"{sw.name} ({sw.address or g}) does not answer SNMP: {w}; its ports keep their last "
-                               f"state. Check that it is up, its management address and ACL, and the SNMP "
-                               f"credentials (fabric.ethernet.snmp)"))
-        return out
 
     def _check_status(self, sec: FabricSection, findings: list[Finding], states: Mapping[str, SourceState]) -> None:
         checks = SWITCH_CHECKS + ((fabric_routing.CHECK,) if sec.routes or source_data(states, LftData) is not None else ())

@@ -214,3 +214,14 @@ def test_run_with_bad_config_exits_2_naming_the_key(tmp_path: Path, text: str, k
     assert key in res.stderr
     assert "config error" in res.stderr
     assert "Traceback" not in res.stderr
+
+
+def test_the_unresponsive_rule_is_validated() -> None:
+    cfg = from_dict({}, check_paths=False)
+    assert (cfg.fabric.unresponsive_sweeps, cfg.fabric.unresponsive_window) == (5, 7)      # OpenSM's 5 of 7
+    assert from_dict({"fabric": {"unresponsive_sweeps": 3, "unresponsive_window": 3}},
+                     check_paths=False).fabric.unresponsive_sweeps == 3
+    assert error_of({"fabric": {"unresponsive_sweeps": 8}}, False).key == "fabric.unresponsive_sweeps"
+    assert error_of({"fabric": {"unresponsive_sweeps": 0}}, False).key == "fabric.unresponsive_sweeps"
+    assert error_of({"fabric": {"unresponsive_window": True}}, False).key == "fabric.unresponsive_window"
+    assert error_of({"fabric": {"stale_sweeps": 3}}, False).key.startswith("fabric")       # the old key is gone

@@ -43,7 +43,7 @@ def test_hung_sm_warns_after_the_configured_polls_and_check_status_is_per_switch
     # every switch check by its own name (the counter checks' too), OK included
     assert {c for c, g in sec.check_status if g == LEAF} == {
         "degraded_link", "symbol_errors", "link_flap", "link_error_recovery", "link_integrity", "receive_errors",
-        "transmit_discards", "counter_saturation", "ecmp", "uplinks", "stale"}
+        "transmit_discards", "counter_saturation", "ecmp", "uplinks", "unresponsive"}
     moved = SmInfo(1, "0000000000100001", 51, 0, "MASTER")
     _, findings = model.build({"discovery": disc, "sm": state(SmData, SmData([moved], True), 4.0)})
     assert next(f.status for f in findings if f.check == "sm") == 0

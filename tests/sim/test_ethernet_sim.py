@@ -125,9 +125,11 @@ def test_planted_faults_and_nothing_else(planted) -> None:
                         priority="3", direction="tx") > 0
     assert sample_value(s, "fabricmon_fabric_port_pause_frames_total", switch_guid=leaf02, port="Ethernet0",
                         priority="3", direction="rx") == 0
-    # the switch that never answers: unreachable, counted, costs only itself
-    assert sample_value(s, "fabricmon_fabric_switch_reachable", switch_guid=silent, switch=silent) == 0
-    assert sample_value(s, "fabricmon_fabric_switch_reachable", switch_guid=leaf01, switch="leaf01") == 1
+    # the switch that never answers: unresponsive after 5 of its last 7 sweeps, counted, costs only itself
+    s = wait_for_scrape(d.port, lambda s: sample_value(s, "fabricmon_fabric_switch_unresponsive", switch_guid=silent,
+                                                       switch=silent) == 1, 10 * SWEEP + 10)
+    assert sample_value(s, "fabricmon_fabric_switch_unresponsive", switch_guid=leaf01, switch="leaf01") == 0
+    assert sample_value(s, "fabricmon_fabric_check_status", check="unresponsive", switch_guid=silent, switch=silent) == 1
     assert sample_value(s, "fabricmon_fabric_sweep_errors_total", kind="timeout") >= 1
     duration = sample_value(s, "fabricmon_fabric_sweep_duration_seconds")
     assert duration is not None and duration < SWEEP + 1.5
@@ -135,7 +137,7 @@ def test_planted_faults_and_nothing_else(planted) -> None:
     by_check: dict[str, list[dict]] = {}
     for f in found:
         by_check.setdefault(f["check"], []).append(f)
-    assert sorted(by_check) == ["degraded_link", "ecmp", "pfc_storm", "reachable", "source"], found
+    assert sorted(by_check) == ["degraded_link", "ecmp", "pfc_storm", "source", "unresponsive"], found
     # the sources say why they are failing: the silent switch, and nothing else
     assert all(silent in f["message"] and "no answer" in f["message"] for f in by_check["source"]), by_check["source"]
     (ecmp,) = by_check["ecmp"]
@@ -147,8 +149,9 @@ def test_planted_faults_and_nothing_else(planted) -> None:
     (pfc,) = by_check["pfc_storm"]
     assert pfc["message"].startswith("PFC storm at leaf02 host port Ethernet0 priority 3 direction tx: ")
     assert 'leaf02 sends pause frames to "node03"[eth0]' in pfc["message"]
-    (unr,) = by_check["reachable"]
-    assert unr["device"] == silent and "does not answer SNMP" in unr["message"]
+    (unr,) = by_check["unresponsive"]
+    assert unr["device"] == silent and unr["message"].startswith(f"{silent} ({silent}) did not answer in ")
+    assert "100% of its queries unanswered: counters, state; never read completely" in unr["message"]
 
 
 def test_a_spine_port_down_shows_in_the_next_sweep(planted) -> None:
@@ -224,10 +227,10 @@ def test_snmpv3_authpriv_works_and_a_wrong_pass_phrase_is_a_counted_error(tmp_pa
         snap, commands = run("priv")
         assert commands and all(c["argv"][0] == "snmpbulkwalk" for c in commands)    # v3: net-snmp's tools
         assert {s.name for s in snap.fabric.switches.values()} == {"spine01", "leaf01"}
-        assert not snap.fabric.unreachable and snap.sources["sweep"].up
+        assert not snap.sources["discovery"].data.unreachable and snap.sources["sweep"].up
         assert snap.fabric.levels[sw[0].chassis] == 2
         bad, bad_commands = run("wrong")
-        assert set(bad.fabric.unreachable) == set(fab.addresses())
+        assert set(bad.sources["discovery"].data.unreachable) == set(fab.addresses())
         assert bad.sources["discovery"].errors_total["timeout"] + bad.sources["discovery"].errors_total["exit_code"] == 2
         for cmd in commands + bad_commands:
             assert not any(secret in arg for arg in cmd["argv"] for secret in (auth, priv, "wrong-Pass"))
@@ -273,5 +276,5 @@ def test_the_v2c_path_starts_no_process(tmp_path, monkeypatch) -> None:
     assert rec.commands and {c["argv"][0] for c in rec.commands} == {INPROCESS_PROGRAM}
     snap = snaps[-1]
     assert {s.name for s in snap.fabric.switches.values()} == {"spine01", "spine02", "leaf01", "leaf02"}
-    assert not snap.fabric.unreachable and snap.sources["sweep"].up
+    assert not snap.sources["discovery"].data.unreachable and snap.sources["sweep"].up
     assert not any(snap.sources[n].active_errors for n in ("discovery", "sweep"))
