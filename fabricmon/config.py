@@ -569,8 +569,7 @@ def _fabric(raw: Any, state_dir: str, check_paths: bool = True) -> FabricConfig:
         link_state_max_ports=ls_max,
         unresponsive_sweeps=unresp, unresponsive_window=window,
         # an Ethernet fabric runs its own two sources (SNMP), named and timed as InfiniBand's
-        sources=_sources(m.get("sources"), "ethernet" if kind == "ethernet" else "fabric", "fabric.sources",
-                         defaults),
+        sources=_sources(m.get("sources"), kind, "fabric.sources", defaults),   # fabric.kind names its collector
         kind=kind, ethernet=_ethernet(m.get("ethernet"), kind, check_paths),
     )
 

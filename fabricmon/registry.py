@@ -25,7 +25,7 @@ class SourceSpec:
     command: tuple[str, ...]        # () for sources that read files only
     needs: tuple[str, ...]
     provides_inventory: bool        # its records list devices and ports
-    collector: str                  # "node", "fabric" (InfiniBand) or "ethernet": which configuration runs it
+    collector: str                  # "node", "infiniband" or "ethernet": which configuration runs it
     concurrency: int                # commands in flight at once within one run
     records: type | None            # the record type its SourceOutput.data holds
 
@@ -50,8 +50,9 @@ def register(name: str, *, enabled: bool | str = True, interval: float = 15.0, t
     return deco
 
 
-# The package whose import registers each configuration's sources.
-SOURCE_PACKAGES = {"node": "fabricmon.sources", "fabric": "fabricmon.sources.infiniband",
+# The package whose import registers each configuration's sources: the node daemon, and the fabric
+# collector (`fabricmon fabric`) of each fabric kind (fabric.kind names its collector).
+SOURCE_PACKAGES = {"node": "fabricmon.sources", "infiniband": "fabricmon.sources.infiniband",
                    "ethernet": "fabricmon.sources.ethernet"}
 
 

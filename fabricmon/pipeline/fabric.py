@@ -13,10 +13,13 @@ source name:
    sweeps is unresponsive (checks.fabric_unresponsive, WARNING), on either fabric kind;
 2. every counter of a new sweep enters a CounterHistory through record() (saturation and reset
    rules), keyed (switch_guid, port, counter); transmit/receive rates from the last step;
-3. the checks: fabric_links (down, width, speed), link_errors (the node daemon's thresholds),
-   fabric_ecmp (imbalance over consecutive sweeps), fabric_symmetry (active uplinks against
-   the level's norm), fabric_routing (route balance of the latest forwarding tables, LftData)
-   and fabric_sm (the subnet manager, SmData; its activity count followed between polls);
+3. the checks, each run when its inputs are present (capabilities, never the fabric kind):
+   fabric_links (down, width, speed), link_errors (the node daemon's thresholds), fabric_ecmp
+   (imbalance over consecutive sweeps), fabric_symmetry (active uplinks against the level's norm),
+   fabric_unresponsive (a switch that does not answer), fabric_routing (route balance of the latest
+   forwarding tables, when a source yields LftData), fabric_sm (the subnet manager, when a source
+   yields SmData; its activity count followed between polls) and fabric_pfc (PFC storms, once a
+   sweep yielded pause frames);
 4. every check's status per switch (fabricmon_fabric_check_status, OK included);
 5. this collector's shard only: a switch belongs to exactly one shard (GUID hash);
 6. the jobs each WARNING/CRITICAL finding can hurt, when a job source runs (pipeline.jobs).
@@ -57,7 +60,8 @@ MAX_CHANGE_LINES = 20       # topology changes logged one by one per discovery, 
 COUNTER_CHECK_NAMES = (*COUNTER_CHECKS, link_errors.SATURATION_CHECK)
 SWITCH_CHECKS = (fabric_links.CHECK, *COUNTER_CHECK_NAMES, fabric_ecmp.CHECK, fabric_symmetry.CHECK,
                  fabric_unresponsive.CHECK)
-ETHERNET_CHECKS = (fabric_pfc.CHECK,)                                   # + on an Ethernet fabric
+# + routing once forwarding tables were read (LftData), pfc_storm once a sweep yielded pause frames: a check
+# runs when its inputs are present, whatever the fabric kind
 
 
 class FabricModel:
@@ -85,6 +89,7 @@ class FabricModel:
         self._ecmp_counts: dict[tuple[str, str], int] = {}
         self.jobs = FabricJobs(config.slurm.max_job_switch_series)     # which jobs each finding hurts
         self._pfc_counts: dict[tuple[str, int, int, str], int] = {}
+        self._reads_pause = False                                # some sweep yielded PFC pause frames
         self._wrap: dict[tuple[str, int, str], tuple[int, int]] = {}     # key -> (last raw value, offset)
         self._view = None                                        # the merged discovery view (DiscoveryData)
         self._view_complete = False                              # some discovery so far was complete
@@ -285,7 +290,8 @@ class FabricModel:
         findings += self._symmetry(sec, topo)
         findings += self._routing(states, sec, topo)
         findings += self._sm(states, sec)
-        if sec.kind == "ethernet":
+        self._reads_pause = self._reads_pause or bool(sweep is not None and sweep.pause)
+        if self._reads_pause:           # the sweep yields PFC pause frames: the PFC storm check runs
             eth = self.config.fabric.ethernet
             pfc, self._pfc_counts = fabric_pfc.evaluate(sec.ports, sec.switches, self._pfc_counts,
                                                         eth.pfc_storm_rate, eth.pfc_storm_sweeps, new_sweep)
@@ -372,7 +378,7 @@ class FabricModel:
 
     def _check_status(self, sec: FabricSection, findings: list[Finding], states: Mapping[str, SourceState]) -> None:
         checks = SWITCH_CHECKS + ((fabric_routing.CHECK,) if sec.routes or source_data(states, LftData) is not None else ())
-        checks += ETHERNET_CHECKS if sec.kind == "ethernet" else ()
+        checks += (fabric_pfc.CHECK,) if self._reads_pause else ()
         status = {(c, g): OK for g in sec.switches for c in checks}
         for f in findings:      # a switch's findings by their own check name; fabric-wide ones (sm) with ""
             if f.device in sec.switches or f.device == "":
@@ -384,8 +390,8 @@ class FabricModel:
 def fabric_pipeline(config: Config, io: object, clock: Callable[[], float] = time.time) -> object:
     """The fabric collector: the one Pipeline, with the fabric sources and this model."""
     from fabricmon.pipeline.scheduler import Pipeline
-    collector = "ethernet" if config.fabric.kind == "ethernet" else "fabric"
-    return Pipeline(config, io, clock=clock, collector=collector, model=FabricModel(config, clock),
+    # fabric.kind names the registry's collector (its sources); nothing here depends on which it is
+    return Pipeline(config, io, clock=clock, collector=config.fabric.kind, model=FabricModel(config, clock),
                     source_configs=config.fabric.sources)
 
 

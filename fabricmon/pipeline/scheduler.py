@@ -64,7 +64,7 @@ class Model:
 
 
 class Pipeline:
-    """collector: which registered sources run ("node" or "fabric"); source_configs: their
+    """collector: which registered sources run ("node", "infiniband" or "ethernet"); source_configs: their
     validated configs (default config.sources); model: how their records become a snapshot
     (default the node's); learned: where the node model keeps the learned inventory (default
     in memory)."""

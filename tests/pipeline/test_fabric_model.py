@@ -128,3 +128,22 @@ def test_a_32_bit_counter_that_wraps_is_a_wrap_and_a_drop_is_a_reset() -> None:
     top = 1 << 32
     seq = [top - 100, top - 10, 40, 90, 5]      # wraps once (+50), then a reboot (reset)
     assert [model._unwrap(key, v, 32) for v in seq] == [top - 100, top - 10, top + 40, top + 90, 5]
+
+
+def test_checks_run_by_their_inputs_not_by_the_fabric_kind() -> None:
+    """The PFC check runs once a sweep yielded pause frames, whatever the kind: an InfiniBand-modelled
+    switch whose sweep carries pause frames is judged for storms; an Ethernet sweep without them is not."""
+    from fabricmon.model.fabric import SweepData
+    config = from_dict({}, check_paths=False)         # pfc_storm_rate 1000/s for pfc_storm_sweeps (2) sweeps
+    ib = FabricModel(config)
+    disc = state(DiscoveryData, discovery(), 0.0)
+    for t, frames in ((1.0, 0), (2.0, 10000), (3.0, 20000), (4.0, 30000)):
+        sweep = SweepData(ports={(LEAF, 1): {}}, pause={(LEAF, 1): {(3, "tx"): frames}})
+        sec, findings = ib.build({"discovery": disc, "sweep": state(SweepData, sweep, t)})
+    assert sec["fabric"].check_status[("pfc_storm", LEAF)] == 1
+    assert [f.device for f in findings if f.check == "pfc_storm"] == [LEAF]
+    eth = FabricModel(config)
+    edisc = state(DiscoveryData, ethernet_discovery(), 0.0)
+    sweep = SweepData(ports={(ELEAF, p): {"transmit_bytes": 1} for p in SPINES}, scale={"transmit_bytes": 1})
+    sec, _ = eth.build({"discovery": edisc, "sweep": state(SweepData, sweep, 1.0)})
+    assert sec["fabric"].kind == "ethernet" and not [c for c, _ in sec["fabric"].check_status if c == "pfc_storm"]

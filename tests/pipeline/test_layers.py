@@ -134,3 +134,47 @@ def test_one_helper_finds_a_source_state_by_record_type() -> None:
     """`states.values() ... records is` is written once (model.snapshot.source_state)."""
     users = [str(p.relative_to(REPO)) for p in PKG.rglob("*.py") if ".records is " in p.read_text()]
     assert users == ["fabricmon/model/snapshot.py"], users
+
+
+FABRIC_KINDS = {"ethernet", "infiniband"}
+KIND_FREE = ("pipeline", "checks", "model", "exporter", "pages", "serve")
+
+
+def kind_comparisons(tree: ast.AST) -> list[int]:
+    """Lines that compare with a fabric-kind name (`== "ethernet"`, `in ("infiniband", ...)`, a match
+    case) or key a mapping by one."""
+    def kind_const(node: ast.AST) -> bool:
+        if isinstance(node, ast.Constant) and isinstance(node.value, str):
+            return node.value.lower() in FABRIC_KINDS and node.value == node.value.lower()
+        if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
+            return any(kind_const(e) for e in node.elts)
+        return False
+
+    lines = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Compare) and any(kind_const(x) for x in (node.left, *node.comparators)):
+            lines.append(node.lineno)
+        elif isinstance(node, ast.Dict) and any(k is not None and kind_const(k) for k in node.keys):
+            lines.append(node.lineno)
+        elif isinstance(node, ast.Subscript) and kind_const(node.slice):
+            lines.append(node.lineno)
+        elif isinstance(node, ast.match_case) and any(kind_const(getattr(p, "value", None))
+                                                        for p in ast.walk(node.pattern)):
+            lines.append(node.pattern.lineno)
+    return lines
+
+
+def test_no_fabric_kind_comparison_outside_the_sources_parsers_host_and_config() -> None:
+    """Capabilities, not kinds: a check runs because its inputs are present (pause frames, forwarding
+    tables), never because the fabric is Ethernet or InfiniBand. Only sources/, parsers/, host/ and the
+    config loader may know the kind; the fabric collector's registry name is the kind itself."""
+    bad = []
+    for layer in KIND_FREE:
+        for path in sorted((PKG / layer).rglob("*.py")):
+            bad += [f"{path.relative_to(REPO)}:{n}" for n in kind_comparisons(ast.parse(path.read_text()))]
+    assert not bad, "fabric-kind comparisons:\n" + "\n".join(bad)
+    # the detector itself finds each form it looks for
+    probe = ('if sec.kind == "ethernet": pass\nx = k in ("infiniband", "x")\ny = {"ethernet": 1}\n'
+             'w = t["infiniband"]\nmatch k:\n    case "ethernet": pass\n')
+    assert kind_comparisons(ast.parse(probe)) == [1, 2, 3, 4, 6]
+    assert not kind_comparisons(ast.parse('a = p.link_layer == "Ethernet"\nb = spec.kind != "traffic"\n'))

@@ -1,4 +1,4 @@
-"""The InfiniBand fabric collector's sources (`fabricmon fabric` with fabric.kind: infiniband), registered with collector="fabric":
+"""The InfiniBand fabric collector's sources (`fabricmon fabric` with fabric.kind: infiniband), registered with collector="infiniband":
 discovery (ibnetdiscover, cached, on its own interval), sweep (every switch port's
 counters from the cached topology, in two batched ibqueryerrors passes), routing (every
 switch's forwarding table, one dump_fts run), sm (the subnet manager, sminfo) and slurm_jobs

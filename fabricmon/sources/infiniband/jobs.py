@@ -19,7 +19,7 @@ from fabricmon.parsers.slurm import SQUEUE_FORMAT, ClusterJobsData, not_configur
 from fabricmon.pipeline.source import Inputs, Source, SourceOutput, register
 
 
-@register("slurm_jobs", enabled="auto", interval=15.0, timeout=10.0, command=("squeue",), collector="fabric",
+@register("slurm_jobs", enabled="auto", interval=15.0, timeout=10.0, command=("squeue",), collector="infiniband",
           records=ClusterJobsData)
 class SlurmJobsSource(Source):
     def collect(self, io: HostIO, inputs: Inputs) -> SourceOutput:
