@@ -290,6 +290,7 @@ def cmd_fabric_once(args: argparse.Namespace) -> int:
     sources' own error logs stay quiet unless --log-level asks for them."""
     from fabricmon.pipeline.fabric import fabric_pipeline
     from fabricmon.pipeline.fabric_failure import why_nothing_read
+    from fabricmon.registry import failure_hints
     from fabricmon.report import source_findings
     args.log_level = args.log_level or "error"
     cfg = _fabric_config(args)
@@ -303,7 +304,7 @@ def cmd_fabric_once(args: argparse.Namespace) -> int:
         write_atomic(args.output, body)
     else:
         sys.stdout.write(body.decode())
-    why = why_nothing_read(snap)
+    why = why_nothing_read(snap, failure_hints(cfg.fabric.kind))
     if why is not None:
         print(f"fabricmon: no switch could be read: {why}", file=sys.stderr)
         return 1

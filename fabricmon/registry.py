@@ -62,4 +62,27 @@ def registry(collector: str = "node") -> dict[str, SourceSpec]:
     return {n: s for (c, n), s in _REGISTRY.items() if c == collector}
 
 
-__all__ = ["SOURCE_PACKAGES", "SourceSpec", "register", "registry"]
+# A collector's failure hints: what its own tools' errors mean when nothing could be read (the umad
+# device of InfiniBand, say), registered by its source package so that the pipeline reads no tool's
+# error text and knows no device. A hint takes (snapshot, [(source name, error)]) -> one line or None.
+_HINTS: dict[str, list[Callable]] = {}
+F = TypeVar("F", bound=Callable)
+
+
+def failure_hint(collector: str) -> Callable[[F], F]:
+    """Decorator: register a failure hint of `collector`'s sources."""
+    def deco(fn: F) -> F:
+        hints = _HINTS.setdefault(collector, [])
+        if fn not in hints:
+            hints.append(fn)
+        return fn
+    return deco
+
+
+def failure_hints(collector: str) -> list[Callable]:
+    """The failure hints of one configuration, in registration order."""
+    importlib.import_module(SOURCE_PACKAGES[collector])
+    return list(_HINTS.get(collector, ()))
+
+
+__all__ = ["SOURCE_PACKAGES", "SourceSpec", "failure_hint", "failure_hints", "register", "registry"]

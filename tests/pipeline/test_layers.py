@@ -23,6 +23,10 @@ FORBIDDEN = {
     # pages read the published snapshot only: no data path of their own
     "pages": ("fabricmon.sources", "fabricmon.parsers", "fabricmon.host", "fabricmon.pipeline", "fabricmon.exporter",
               "fabricmon.serve"),
+    # the pipeline runs what the registry holds and reads records by type: it never imports a source
+    # (the registry does), never globs devices nor reads a tool's text (a source's failure hint does)
+    "pipeline": ("fabricmon.sources", "fabricmon.exporter", "fabricmon.serve", "fabricmon.pages", "fabricmon.cli",
+                 "glob"),
     # types flow down: the model holds findings and verdicts as its own types, never a check's
     "model": ("fabricmon.sources", "fabricmon.pipeline", "fabricmon.checks", "fabricmon.exporter", "fabricmon.serve",
               "fabricmon.config"),
@@ -178,3 +182,9 @@ def test_no_fabric_kind_comparison_outside_the_sources_parsers_host_and_config()
              'w = t["infiniband"]\nmatch k:\n    case "ethernet": pass\n')
     assert kind_comparisons(ast.parse(probe)) == [1, 2, 3, 4, 6]
     assert not kind_comparisons(ast.parse('a = p.link_layer == "Ethernet"\nb = spec.kind != "traffic"\n'))
+
+
+def test_the_pipeline_names_no_device() -> None:
+    """Kind-specific failure reading (the umad devices) lives in the InfiniBand sources."""
+    bad = [str(p.relative_to(REPO)) for p in (PKG / "pipeline").rglob("*.py") if "/dev/" in p.read_text()]
+    assert not bad, bad

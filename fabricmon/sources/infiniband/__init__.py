@@ -2,8 +2,9 @@
 discovery (ibnetdiscover, cached, on its own interval), sweep (every switch port's
 counters from the cached topology, in two batched ibqueryerrors passes), routing (every
 switch's forwarding table, one dump_fts run), sm (the subnet manager, sminfo) and slurm_jobs
-(every running Slurm job and its nodes, one squeue per run).
+(every running Slurm job and its nodes, one squeue per run); failure: what its tools' errors
+mean when no switch could be read (registry.failure_hint).
 
 Importing this package registers them; the order here is the order they are listed in."""
 
-from fabricmon.sources.infiniband import discovery, jobs, routing, sm, sweep  # noqa: F401 - imported to register
+from fabricmon.sources.infiniband import discovery, failure, jobs, routing, sm, sweep  # noqa: F401 - imported to register
