@@ -36,16 +36,22 @@ S = TypeVar("S", bound=type)
 
 def register(name: str, *, enabled: bool | str = True, interval: float = 15.0, timeout: float = 5.0,
              command: tuple[str, ...] = (), needs: tuple[str, ...] = (), provides_inventory: bool = False,
-             collector: str = "node", concurrency: int = 1, records: type | None = None) -> Callable[[S], S]:
-    """Class decorator: register a source once, with its defaults."""
+             collector: str | tuple[str, ...] = "node", concurrency: int = 1,
+             records: type | None = None) -> Callable[[S], S]:
+    """Class decorator: register a source once, with its defaults; a kind-neutral source names
+    every collector that runs it (`collector=("infiniband", "ethernet")`)."""
+    collectors = (collector,) if isinstance(collector, str) else tuple(collector)
+
     def deco(cls: S) -> S:
-        key = (collector, name)
-        if key in _REGISTRY and _REGISTRY[key].cls is not cls:
-            raise ValueError(f"source {name!r} registered twice for the {collector} collector")
-        spec = SourceSpec(name, cls, enabled, float(interval), float(timeout), tuple(command), tuple(needs),
-                          provides_inventory, collector, concurrency, records)
-        cls.spec = spec
-        _REGISTRY[key] = spec
+        for c in collectors:
+            key = (c, name)
+            if key in _REGISTRY and _REGISTRY[key].cls is not cls:
+                raise ValueError(f"source {name!r} registered twice for the {c} collector")
+            spec = SourceSpec(name, cls, enabled, float(interval), float(timeout), tuple(command), tuple(needs),
+                              provides_inventory, c, concurrency, records)
+            _REGISTRY[key] = spec
+            if c == collectors[0]:
+                cls.spec = spec      # the same defaults for every collector; `collector` names the first
         return cls
     return deco
 
@@ -57,9 +63,13 @@ SOURCE_PACKAGES = {"node": "fabricmon.sources", "infiniband": "fabricmon.sources
 
 
 def registry(collector: str = "node") -> dict[str, SourceSpec]:
-    """The registered sources of one configuration, in registration order."""
-    importlib.import_module(SOURCE_PACKAGES[collector])      # importing registers them
-    return {n: s for (c, n), s in _REGISTRY.items() if c == collector}
+    """The registered sources of one configuration: its own package's in registration order, then
+    the kind-neutral ones it shares (the same order whichever collector was imported first)."""
+    package = SOURCE_PACKAGES[collector]
+    importlib.import_module(package)      # importing registers them
+    specs = [s for (c, _), s in _REGISTRY.items() if c == collector]
+    own = [s for s in specs if s.cls.__module__.startswith(package + ".")]
+    return {s.name: s for s in own + [s for s in specs if s not in own]}
 
 
 # A collector's failure hints: what its own tools' errors mean when nothing could be read (the umad

@@ -29,7 +29,7 @@ import time
 from pathlib import Path
 
 from fabricmon.parsers.slurm import SQUEUE_FORMAT, parse_squeue
-from fabricmon.sim.fabric import pdeathsig_fn, stop_process, log_tail
+from fabricmon.sim.fabric import log_tail, pdeathsig_fn, stop_process
 
 PROGRAMS = ("munged", "slurmctld", "slurmd", "sbatch", "squeue", "scancel", "scontrol", "sinfo")
 

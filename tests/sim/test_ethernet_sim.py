@@ -25,6 +25,7 @@ from fabricmon.sim.ethernet import SnmpSimFabric, free_udp_ports, leaf_spine, se
 
 GBPS = 1e9 / 8
 SWEEP = 2.0
+NO_JOBS = {"slurm_jobs": {"enabled": False}}      # the SNMP path's own commands only (squeue is not SNMP)
 
 
 def _require() -> None:
@@ -52,6 +53,7 @@ def _collector(tmp: Path, addresses: list[str], extra: dict | None = None):
     comm.chmod(0o600)
     cfg = from_dict({"server": {"address": "127.0.0.1"}, "paths": {"state_dir": str(tmp / "state")},
                      "fabric": {"port": 0, "kind": "ethernet", "sweep_interval": SWEEP, "discovery_interval": 300,
+                                "sources": NO_JOBS,
                                 "timeouts": {"sweep": 8, "discovery": 20},
                                 "thresholds": {"consecutive_sweeps": 2, "utilisation_floor": 0.1},
                                 "ethernet": {"switches": addresses, "pfc_storm_sweeps": 2,
@@ -212,7 +214,7 @@ def test_snmpv3_authpriv_works_and_a_wrong_pass_phrase_is_a_counted_error(tmp_pa
 
         def run(priv_file: str):
             cfg = from_dict({"paths": {"state_dir": str(tmp_path / "state")},
-                             "fabric": {"kind": "ethernet", "ethernet": {"switches": fab.addresses(), "snmp": {
+                             "fabric": {"kind": "ethernet", "sources": NO_JOBS, "ethernet": {"switches": fab.addresses(), "snmp": {
                                  "version": "3", "user": "fabmon", "auth_protocol": "SHA",
                                  "auth_password_file": str(tmp_path / "auth"), "priv_protocol": "AES",
                                  "priv_password_file": str(tmp_path / priv_file), "context": "public",
@@ -264,7 +266,7 @@ def test_the_v2c_path_starts_no_process(tmp_path, monkeypatch) -> None:
         comm.write_text("public\n")
         comm.chmod(0o600)
         cfg = from_dict({"paths": {"state_dir": str(tmp_path / "state")},
-                         "fabric": {"kind": "ethernet", "ethernet": {"switches": fab.addresses(), "snmp": {
+                         "fabric": {"kind": "ethernet", "sources": NO_JOBS, "ethernet": {"switches": fab.addresses(), "snmp": {
                              "community_file": str(comm), "timeout": 1, "retries": 1}}}})
         rec = RecordingIO(LiveIO(), tmp_path / "rec")
         pipe = fabric_pipeline(cfg, rec)
