@@ -40,7 +40,7 @@ FABRIC_JOB = "fabricmon-fabric"
 
 # ---- every threshold and `for:` of the rules, in one place ------------------------------------
 THRESHOLDS = {
-    # IBTA's 1e-12 BER target is about 120 symbol errors per hour on a 4X link (GUIDE §3).
+    # IBTA's 1e-12 BER target is about 120 symbol errors per hour on a 4X link (docs/checks.md).
     "symbol_errors_per_hour": 120,
     "symbol_errors_window": "6h",             # sustained over this window (the daemon judges 1h)
     # fraction of time a RoCE priority is paused, sustained (the daemon judges 5 min windows)

@@ -1,4 +1,4 @@
-"""parsers.snmp: net-snmp's text to records, the LLDP local-port join (GUIDE section 9's trap), the
+"""parsers.snmp: net-snmp's text to records, the LLDP local-port join (lldpLocPortNum is not always the ifIndex: docs/ethernet.md), the
 PFC rows of every vendor MIB; and the SNMP access: secrets never in argv, a private config file."""
 
 from __future__ import annotations
