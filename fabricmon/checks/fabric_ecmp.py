@@ -18,6 +18,7 @@ from fabricmon.config import FabricThresholds
 from fabricmon.model.fabric import EcmpGroup, FabricPort, SwitchNode
 
 CHECK = "ecmp"
+NEEDS = ("topology",)             # the inputs it runs on (pipeline.fabric.CAPABILITIES)
 
 
 def _gbps(bps: float) -> str:
@@ -101,4 +102,4 @@ def judge(gs: list[EcmpGroup], previous: Mapping[tuple[str, str], int], th: Fabr
     return [f for f in findings if f.status != OK], counts
 
 
-__all__ = ["CHECK", "groups", "judge"]
+__all__ = ["CHECK", "NEEDS", "groups", "judge"]

@@ -20,6 +20,7 @@ from fabricmon.checks.port_text import port_ranges
 from fabricmon.model.fabric import NO_ROUTE, FabricPort, RouteBalance, Topology
 
 CHECK = "routing"
+NEEDS = ("forwarding_tables",)    # a source yielded LftData
 
 
 def ca_lids_below(topo: Topology) -> tuple[set[int], dict[str, set[int]]]:
@@ -100,4 +101,4 @@ def evaluate(balances: Mapping[str, RouteBalance], ports: Mapping[tuple[str, int
     return [f for f in findings if f.status != OK]
 
 
-__all__ = ["CHECK", "balance", "ca_lids_below", "evaluate"]
+__all__ = ["CHECK", "NEEDS", "balance", "ca_lids_below", "evaluate"]

@@ -16,6 +16,7 @@ from fabricmon.checks.port_text import port_ranges
 from fabricmon.model.fabric import FabricPort, PortInfo, SwitchNode
 
 CHECK = "uplinks"
+NEEDS = ("topology",)             # the inputs it runs on (pipeline.fabric.CAPABILITIES)
 
 
 def active_uplinks(ports: Iterable[PortInfo | FabricPort]) -> dict[str, int]:
@@ -62,4 +63,4 @@ def evaluate(uplinks: Mapping[str, tuple[int, int | None]], ports: Mapping[tuple
     return [f for f in findings if f.status != OK]
 
 
-__all__ = ["CHECK", "active_uplinks", "evaluate", "expected_uplinks"]
+__all__ = ["CHECK", "NEEDS", "active_uplinks", "evaluate", "expected_uplinks"]

@@ -17,6 +17,7 @@ from fabricmon.checks import WARNING, Finding
 from fabricmon.model.fabric import SwitchNode
 
 CHECK = "unresponsive"
+NEEDS = ("topology",)             # the inputs it runs on (pipeline.fabric.CAPABILITIES)
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,4 +60,4 @@ def evaluate(reads: Mapping[str, Sequence[SweepRead]], last_read: Mapping[str, f
     return state, out
 
 
-__all__ = ["CHECK", "SweepRead", "evaluate", "unresponsive"]
+__all__ = ["CHECK", "NEEDS", "SweepRead", "evaluate", "unresponsive"]

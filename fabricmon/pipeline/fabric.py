@@ -55,13 +55,19 @@ log = structlog.get_logger("fabricmon.fabric")
 
 RATE_COUNTERS = ("transmit_bytes", "receive_bytes")
 MAX_CHANGE_LINES = 20       # topology changes logged one by one per discovery, then summarised
-# fabricmon_fabric_check_status{check}: every finding's own check name (the name alerts select); these
-# are reported per switch, OK included
+# Capabilities, not kinds: each fabric check declares the inputs it needs (its module's NEEDS); the model
+# runs it, and reports it per switch in fabricmon_fabric_check_status (OK included, by the finding's own
+# check name), once the sources provide them, whatever the fabric kind:
+#   topology           a discovery (DiscoveryData)
+#   forwarding_tables  a source yielded LftData
+#   subnet_manager     a source yielded SmData
+#   pause_frames       a sweep yielded PFC pause frames (SweepData.pause)
+CAPABILITIES = ("topology", "forwarding_tables", "subnet_manager", "pause_frames")
+SWITCH_CHECK_MODULES = (fabric_links, fabric_ecmp, fabric_symmetry, fabric_unresponsive, fabric_routing, fabric_pfc)
+FABRIC_WIDE_CHECK_MODULES = (fabric_sm,)
+# the counter checks (checks.link_errors, shared with the node daemon) judge the sweep's counters per port
 COUNTER_CHECK_NAMES = (*COUNTER_CHECKS, link_errors.SATURATION_CHECK)
-SWITCH_CHECKS = (fabric_links.CHECK, *COUNTER_CHECK_NAMES, fabric_ecmp.CHECK, fabric_symmetry.CHECK,
-                 fabric_unresponsive.CHECK)
-# + routing once forwarding tables were read (LftData), pfc_storm once a sweep yielded pause frames: a check
-# runs when its inputs are present, whatever the fabric kind
+COUNTER_NEEDS = ("topology",)
 
 
 class FabricModel:
@@ -288,15 +294,17 @@ class FabricModel:
                                                             self.config.fabric.thresholds, new_sweep, sec.ports)
         findings += ecmp_findings
         findings += self._symmetry(sec, topo)
-        findings += self._routing(states, sec, topo)
-        findings += self._sm(states, sec)
-        self._reads_pause = self._reads_pause or bool(sweep is not None and sweep.pause)
-        if self._reads_pause:           # the sweep yields PFC pause frames: the PFC storm check runs
+        caps = self._capabilities(states, sweep)
+        if set(fabric_routing.NEEDS) <= caps:
+            findings += self._routing(states, sec, topo)
+        if set(fabric_sm.NEEDS) <= caps:
+            findings += self._sm(states, sec)
+        if set(fabric_pfc.NEEDS) <= caps:
             eth = self.config.fabric.ethernet
             pfc, self._pfc_counts = fabric_pfc.evaluate(sec.ports, sec.switches, self._pfc_counts,
                                                         eth.pfc_storm_rate, eth.pfc_storm_sweeps, new_sweep)
             findings += pfc
-        self._check_status(sec, findings, states)
+        self._check_status(sec, findings, caps)
         jobs, findings = self.jobs.apply(states, sec, topo, findings)
         return {"fabric": sec, "jobs": jobs}, findings
 
@@ -376,9 +384,22 @@ class FabricModel:
             self._sm_last, self._sm_time = cur, st.data_time
         return [fabric_sm.evaluate(sec.sms, self._sm_stalled, self.config.fabric.sm_stalled_polls)]
 
-    def _check_status(self, sec: FabricSection, findings: list[Finding], states: Mapping[str, SourceState]) -> None:
-        checks = SWITCH_CHECKS + ((fabric_routing.CHECK,) if sec.routes or source_data(states, LftData) is not None else ())
-        checks += (fabric_pfc.CHECK,) if self._reads_pause else ()
+    def _capabilities(self, states: Mapping[str, SourceState], sweep: SweepData | None) -> set[str]:
+        """What the sources provide now (CAPABILITIES); pause frames once any sweep yielded them (a sweep
+        that failed does not take the check away)."""
+        self._reads_pause = self._reads_pause or bool(sweep is not None and sweep.pause)
+        caps = {"topology"}
+        if source_data(states, LftData) is not None:
+            caps.add("forwarding_tables")
+        if source_data(states, SmData) is not None:
+            caps.add("subnet_manager")
+        if self._reads_pause:
+            caps.add("pause_frames")
+        return caps
+
+    def _check_status(self, sec: FabricSection, findings: list[Finding], caps: set[str]) -> None:
+        checks = [m.CHECK for m in SWITCH_CHECK_MODULES if set(m.NEEDS) <= caps]
+        checks += COUNTER_CHECK_NAMES if set(COUNTER_NEEDS) <= caps else ()
         status = {(c, g): OK for g in sec.switches for c in checks}
         for f in findings:      # a switch's findings by their own check name; fabric-wide ones (sm) with ""
             if f.device in sec.switches or f.device == "":

@@ -147,3 +147,27 @@ def test_checks_run_by_their_inputs_not_by_the_fabric_kind() -> None:
     sweep = SweepData(ports={(ELEAF, p): {"transmit_bytes": 1} for p in SPINES}, scale={"transmit_bytes": 1})
     sec, _ = eth.build({"discovery": edisc, "sweep": state(SweepData, sweep, 1.0)})
     assert sec["fabric"].kind == "ethernet" and not [c for c, _ in sec["fabric"].check_status if c == "pfc_storm"]
+
+
+def test_every_fabric_check_declares_its_inputs_and_is_run_by_them() -> None:
+    """Each checks/fabric_*.py declares CHECK and NEEDS (capabilities the pipeline knows), and the model
+    lists it in fabricmon_fabric_check_status exactly when its inputs are there."""
+    import importlib
+    from pathlib import Path
+
+    import fabricmon.checks as checks_pkg
+    from fabricmon.model.fabric import LftData
+    from fabricmon.pipeline import fabric as pf
+    mods = [importlib.import_module(f"fabricmon.checks.{p.stem}")
+            for p in sorted(Path(checks_pkg.__file__).parent.glob("fabric_*.py"))]
+    assert set(mods) == set(pf.SWITCH_CHECK_MODULES) | set(pf.FABRIC_WIDE_CHECK_MODULES)
+    for m in mods:
+        assert isinstance(m.CHECK, str) and m.NEEDS and set(m.NEEDS) <= set(pf.CAPABILITIES), m.__name__
+    model = FabricModel(from_dict({}, check_paths=False))
+    disc = state(DiscoveryData, discovery(), 0.0)
+    sec, _ = model.build({"discovery": disc})
+    listed = {c for c, g in sec["fabric"].check_status if g == LEAF}
+    assert "routing" not in listed and "pfc_storm" not in listed and "sm" not in {c for c, _ in sec["fabric"].check_status}
+    sec, _ = model.build({"discovery": disc, "routing": state(LftData, LftData(tables={}), 1.0),
+                          "sm": state(SmData, SmData([SmInfo(1, "0000000000100001", 5, 0, "MASTER")], True), 1.0)})
+    assert ("routing", LEAF) in sec["fabric"].check_status and ("sm", "") in sec["fabric"].check_status
