@@ -47,7 +47,8 @@ $(VENV)/.installed-test: $(VENV)/.installed
 	$(VENV)/bin/pip install -q --disable-pip-version-check -e '.[test]'
 	touch $@
 
-# regenerate the golden expositions (tests/golden/*.prom) and the metrics reference (docs/metrics.md)
+# regenerate the golden expositions (tests/golden/*.prom: the node bundles, and fabric-<kind>.prom: the fabric
+# collector on a replayed InfiniBand and Ethernet bundle) and the metrics reference (docs/metrics.md)
 # after an intended metric change, and
 # print a unified diff of every golden file it changed (nothing when none changed): review it.
 # GOLDEN_TESTS regenerate GOLDEN_FILES (shell globs) when FABRICMON_UPDATE_GOLDEN=1.
