@@ -61,4 +61,24 @@ def registry(collector: str = "node") -> dict[str, SourceSpec]:
     return {n: s for (c, n), s in _REGISTRY.items() if c == collector}
 
 
-__all__ = ["SOURCE_PACKAGES", "SourceSpec", "register", "registry"]
+# Config sections declared by the package that reads them (a fabricmon.schema.Schema each, held
+# untyped here): dotted key -> the module whose import declares it with declare_section().
+SECTION_MODULES = {"fabric.ethernet": SOURCE_PACKAGES["ethernet"] + ".settings"}
+_SECTIONS: dict[str, object] = {}
+
+
+def declare_section(key: str, schema: object) -> None:
+    """Declare the schema of the config section at `key` (once, by the module that reads it)."""
+    if key in _SECTIONS and _SECTIONS[key] is not schema:
+        raise ValueError(f"config section {key!r} declared twice")
+    _SECTIONS[key] = schema
+
+
+def section(key: str) -> object:
+    """The schema of the config section at `key` (its module imported on first use)."""
+    if key not in _SECTIONS:
+        importlib.import_module(SECTION_MODULES[key])
+    return _SECTIONS[key]
+
+
+__all__ = ["SECTION_MODULES", "SOURCE_PACKAGES", "SourceSpec", "declare_section", "register", "registry", "section"]
