@@ -39,6 +39,7 @@ class SourceConfig:
     interval: float
     timeout: float
     command: tuple[str, ...]
+    options: Any = None      # what the source's own keys built (its registered options schema), else None
 
 
 @dataclass(frozen=True, slots=True)
@@ -310,9 +311,20 @@ def source_schema(spec: SourceSpec) -> Schema:
     if spec.command:
         fields.append(custom("command", spec.command, "program name or argv list (never run through a shell)",
                              _command, "program or argv list"))
-    return Schema(tuple(fields), build=lambda v, key, ctx: SourceConfig(
-        name=spec.name, enabled=v["enabled"], interval=v["interval"], timeout=v["timeout"],
-        command=v.get("command", ())))
+    options: Schema | None = spec.options       # the source's own keys, declared where it is registered
+    own = tuple(f.name for f in options.fields) if options is not None else ()
+
+    def build(v: dict[str, Any], key: str, ctx: Context) -> SourceConfig:
+        opts = None
+        if options is not None:
+            o = {n: v[n] for n in own}
+            if options.check is not None:
+                options.check(o, o, key, ctx)
+            opts = options.build(o, key, ctx) if options.build is not None else o
+        return SourceConfig(name=spec.name, enabled=v["enabled"], interval=v["interval"], timeout=v["timeout"],
+                            command=v.get("command", ()), options=opts)
+    return Schema(tuple(fields) + (options.fields if options is not None else ()), build=build,
+                  extra=options.extra if options is not None else ())
 
 
 @functools.lru_cache(maxsize=None)
@@ -766,6 +778,11 @@ def reference() -> str:
         out.append(table(rows))
         if name == "sources":
             out.append("The registered sources and their defaults:\n\n" + _source_table())
+            for collector in ("node", *FABRIC_COLLECTORS.values()):
+                prefix = "sources" if collector == "node" else "fabric.sources"
+                for sname, spec in registry(collector).items():
+                    if spec.options is not None:
+                        out.append(f"`{prefix}.{sname}`'s own keys:\n\n" + table(spec.options.rows(f"{prefix}.{sname}")))
         if name == "fabric":
             eth = section("fabric.ethernet")
             out.append("`fabric.ethernet`, only with `fabric.kind: ethernet` ([ethernet.md](ethernet.md)):\n\n"

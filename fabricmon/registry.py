@@ -28,6 +28,9 @@ class SourceSpec:
     collector: str                  # "node", "fabric" (InfiniBand) or "ethernet": which configuration runs it
     concurrency: int                # commands in flight at once within one run
     records: type | None            # the record type its SourceOutput.data holds
+    # its own config keys beside enabled/interval/timeout/command (a fabricmon.schema.Schema, untyped
+    # here): validated under sources.<name>, built into SourceConfig.options
+    options: object | None = None
 
 
 _REGISTRY: dict[tuple[str, str], SourceSpec] = {}     # (collector, name) -> spec: a name is unique per collector
@@ -36,14 +39,15 @@ S = TypeVar("S", bound=type)
 
 def register(name: str, *, enabled: bool | str = True, interval: float = 15.0, timeout: float = 5.0,
              command: tuple[str, ...] = (), needs: tuple[str, ...] = (), provides_inventory: bool = False,
-             collector: str = "node", concurrency: int = 1, records: type | None = None) -> Callable[[S], S]:
+             collector: str = "node", concurrency: int = 1, records: type | None = None,
+             options: object | None = None) -> Callable[[S], S]:
     """Class decorator: register a source once, with its defaults."""
     def deco(cls: S) -> S:
         key = (collector, name)
         if key in _REGISTRY and _REGISTRY[key].cls is not cls:
             raise ValueError(f"source {name!r} registered twice for the {collector} collector")
         spec = SourceSpec(name, cls, enabled, float(interval), float(timeout), tuple(command), tuple(needs),
-                          provides_inventory, collector, concurrency, records)
+                          provides_inventory, collector, concurrency, records, options)
         cls.spec = spec
         _REGISTRY[key] = spec
         return cls

@@ -312,3 +312,32 @@ def test_the_ethernet_section_lives_with_the_ethernet_sources() -> None:
 def test_bounds_name_the_key_and_the_range(raw: dict, key: str, words: str) -> None:
     e = error_of(raw, check_paths=False)
     assert e.key == key and words in e.reason, e
+
+
+def test_a_source_declares_its_own_keys_where_it_is_registered() -> None:
+    """register(..., options=Schema(...)): the keys are validated under sources.<name> beside
+    enabled/interval/timeout/command, and arrive built in SourceConfig.options."""
+    from dataclasses import dataclass
+
+    from fabricmon.config import source_schema
+    from fabricmon.registry import SourceSpec
+    from fabricmon.schema import Context, Schema, from_class, integer, number
+
+    @dataclass(frozen=True)
+    class Budget:
+        ber_budget: float = 1e-12
+        lanes: int = 4
+
+    spec = SourceSpec("optics", object, "auto", 60.0, 10.0, ("mlxlink",), (), False, "node", 1, None,
+                      Schema((number("ber_budget", 1e-12, "pre-FEC BER budget", lo=0),
+                              integer("lanes", 4, "lanes per port", lo=1, hi=8)), build=from_class(Budget)))
+    schema = source_schema(spec)
+    sc = schema.load({"interval": 30, "lanes": 8}, "sources.optics", Context())
+    assert (sc.interval, sc.command, sc.options) == (30.0, ("mlxlink",), Budget(1e-12, 8))
+    assert schema.load(None, "sources.optics", Context()).options == Budget()
+    with pytest.raises(ConfigError) as exc:
+        schema.load({"lanes": 9}, "sources.optics", Context())
+    assert exc.value.key == "sources.optics.lanes" and "1-8" in exc.value.reason
+    with pytest.raises(ConfigError) as exc:
+        schema.load({"ber_budjet": 1}, "sources.optics", Context())
+    assert exc.value.key == "sources.optics.ber_budjet" and "did you mean 'ber_budget'" in exc.value.reason
