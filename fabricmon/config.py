@@ -22,7 +22,7 @@ import yaml
 
 from fabricmon import ibspec
 from fabricmon.host.runner import DEFAULT_TOOL_DIRS
-from fabricmon.registry import SourceSpec, registry, section
+from fabricmon.registry import SOURCE_PACKAGES, SourceSpec, registry, section
 from fabricmon.schema import (ConfigError, Context, Field, Schema, boolean, choice, custom, integer, listing,
                               mapping, number, string, table)
 from fabricmon.schema import section as subsection
@@ -224,8 +224,11 @@ COUNTER_CHECKS: dict[str, tuple[tuple[str, ...], float, float | None, float | No
 
 SEVERITIES = {"ok": 0, "warning": 1, "critical": 2}
 ROCE_MTUS = (256, 512, 1024, 2048, 4096)
-# the fabric collector's sources for each fabric.kind: the registry's collector names
-FABRIC_COLLECTORS = {"infiniband": "fabric", "ethernet": "ethernet"}
+# the registry's collector for each source package (its names are the registry's, not typed here):
+# the node daemon's, and the fabric collector's for each fabric.kind (fabricmon.sources.<kind>)
+NODE_COLLECTOR = next(c for c, pkg in SOURCE_PACKAGES.items() if pkg == "fabricmon.sources")
+FABRIC_COLLECTORS = {kind: next(c for c, pkg in SOURCE_PACKAGES.items() if pkg == f"fabricmon.sources.{kind}")
+                     for kind in ("infiniband", "ethernet")}
 
 
 # --- value checks shared by several keys ---------------------------------------------------
@@ -677,7 +680,7 @@ def from_dict(raw: Any, path: str | None = None, check_paths: bool = True) -> Co
     server = SERVER.load(top.get("server"), "server", ctx)
     paths = PATHS.load(top.get("paths"), "paths", ctx)
     ctx.built["state_dir"] = paths["state_dir"]
-    sources, _ = _sources(top.get("sources"), "sources", "node", ctx)
+    sources, _ = _sources(top.get("sources"), "sources", NODE_COLLECTOR, ctx)
     logging_ = LOGGING.load(top.get("logging"), "logging", ctx)
     return Config(
         address=server["address"], port=server["port"], tls=server["tls"],
@@ -748,11 +751,11 @@ _GENERIC_SOURCE = Schema(fields=(
 
 def _source_table() -> str:
     lines = ["| source | collector | enabled | interval | timeout | command |", "|---|---|---|---|---|---|"]
-    where = {"node": "node (`sources.`)", "fabric": "fabric, infiniband (`fabric.sources.`)",
-             "ethernet": "fabric, ethernet (`fabric.sources.`)"}
-    for collector in ("node", *FABRIC_COLLECTORS.values()):
+    where = {NODE_COLLECTOR: "node (`sources.`)",
+             **{c: f"fabric, {kind} (`fabric.sources.`)" for kind, c in FABRIC_COLLECTORS.items()}}
+    for collector in where:
         for name, spec in registry(collector).items():
-            interval = f"`fabric.{SOURCE_INTERVALS[name]}`" if collector != "node" and name in SOURCE_INTERVALS \
+            interval = f"`fabric.{SOURCE_INTERVALS[name]}`" if collector != NODE_COLLECTOR and name in SOURCE_INTERVALS \
                 else f"{spec.interval:g}"
             lines.append(f"| `{name}` | {where[collector]} | `{str(spec.enabled).lower()}` | {interval} | "
                          f"{spec.timeout:g} | {'`' + ' '.join(spec.command) + '`' if spec.command else 'none'} |")
@@ -778,8 +781,8 @@ def reference() -> str:
         out.append(table(rows))
         if name == "sources":
             out.append("The registered sources and their defaults:\n\n" + _source_table())
-            for collector in ("node", *FABRIC_COLLECTORS.values()):
-                prefix = "sources" if collector == "node" else "fabric.sources"
+            for collector in (NODE_COLLECTOR, *FABRIC_COLLECTORS.values()):
+                prefix = "sources" if collector == NODE_COLLECTOR else "fabric.sources"
                 for sname, spec in registry(collector).items():
                     if spec.options is not None:
                         out.append(f"`{prefix}.{sname}`'s own keys:\n\n" + table(spec.options.rows(f"{prefix}.{sname}")))
