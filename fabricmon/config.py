@@ -307,13 +307,14 @@ def _command(value: Any, key: str, ctx: Context) -> tuple[str, ...]:
 
 def source_schema(spec: SourceSpec) -> Schema:
     """A registered source's keys, with its registered defaults."""
-    fields = [custom("enabled", spec.enabled, "`auto`: run when its program is installed, quietly off when not",
+    fields = [custom("enabled", spec.enabled, "`auto`: run when its program is installed, quietly off when not "
+                     "(no run, no error, `fabricmon_source_active` 0); `true` makes a missing tool a source error",
                      _bool_or_auto, "true, false or auto"),
               number("interval", spec.interval, "seconds between runs", lo=0.1),
               number("timeout", spec.timeout, "seconds; then the tool's whole process group is killed", lo=0.1)]
     if spec.command:
-        fields.append(custom("command", spec.command, "program name or argv list (never run through a shell)",
-                             _command, "program or argv list"))
+        fields.append(custom("command", spec.command, "program name or argv list (e.g. a full path); never run "
+                             "through a shell", _command, "program or argv list"))
     options: Schema | None = spec.options       # the source's own keys, declared where it is registered
     own = tuple(f.name for f in options.fields) if options is not None else ()
 
@@ -378,11 +379,14 @@ SERVER = Schema(fields=(
            "with bcrypt hashes, `http_server_config`); see [serving.md](serving.md)", null=True,
            check=_existing_file, kind="path", default_doc="unset"),
     listing("unauthenticated_paths", _D_SERVE.unauthenticated_paths, "served without basic auth", _url_path, "paths"),
-    integer("max_connections", _D_SERVE.max_connections, "open connections at most (fewer when RLIMIT_NOFILE is low)", lo=8, hi=65536),
-    number("header_timeout", _D_SERVE.header_timeout, "seconds for the TLS handshake plus the whole request head", lo=0.1),
+    integer("max_connections", _D_SERVE.max_connections, "open connections at most (fewer when RLIMIT_NOFILE is low)",
+            lo=8, hi=65536),
+    number("header_timeout", _D_SERVE.header_timeout, "seconds for the TLS handshake plus the whole request head",
+           lo=0.1),
     number("idle_timeout", _D_SERVE.idle_timeout, "seconds a keep-alive connection may idle between requests", lo=0.1),
     boolean("access_log", _D_SERVE.access_log, "one structured log line per request"),
-    number("page_renders_per_second", _D_SERVE.page_renders_per_second, "uncached page renders per second, one at a time", lo=0.01),
+    number("page_renders_per_second", _D_SERVE.page_renders_per_second,
+           "uncached page renders per second, one at a time", lo=0.01),
 ))
 SERVE_KEYS = tuple(f.name for f in SERVER.fields if f.name not in ("address", "port", "tls"))
 
@@ -429,7 +433,8 @@ EXPECTED_LINK = Schema(
             number("rate_gbps", None, "expected rate in Gb/s (e.g. 400 for RoCE)", lo=0.1, default_doc="unset"),
             choice("link_layer", "InfiniBand", "which ports the entry applies to",
                    {"infiniband": "InfiniBand", "ethernet": "Ethernet", "any": "any"},
-                   reason="expected InfiniBand, Ethernet or any", fold=lambda v: v.lower() if isinstance(v, str) else v),
+                   reason="expected InfiniBand, Ethernet or any",
+                   fold=lambda v: v.lower() if isinstance(v, str) else v),
             integer("count", None, "how many ports must match (`expected_inventory`)", lo=1, default_doc="unset")),
     check=_expected_check, build=lambda v, key, ctx: ExpectedLink(**v))
 
@@ -489,14 +494,16 @@ def _roce_check(values: dict[str, Any], m: Mapping[str, Any], key: str, ctx: Con
     lossless = tuple(sorted(set(values["lossless_priorities"])))
     if lossless and prio not in lossless:
         raise ConfigError(f"{key}.lossless_priorities",
-                          f"must include roce.priority ({prio}), or be [] for lossy RoCE; got {list(m['lossless_priorities'])!r}")
+                          f"must include roce.priority ({prio}), or be [] for lossy RoCE; "
+                          f"got {list(m['lossless_priorities'])!r}")
     values["lossless_priorities"] = lossless
 
 
 _D_ROCE = RoceConfig()
 ROCE = Schema(fields=(
     custom("priority", _D_ROCE.priority, "the priority that carries RDMA traffic", _priority, "priority 0-7"),
-    listing("lossless_priorities", _D_ROCE.lossless_priorities, "PFC must be on exactly for these; `[]`: lossy RoCE", _priority,
+    listing("lossless_priorities", _D_ROCE.lossless_priorities, "PFC must be on exactly for these; `[]`: lossy RoCE",
+            _priority,
             "priorities 0-7", default_doc="`[roce.priority]`"),
     choice("trust", _D_ROCE.trust, "expected trust state; `null`: not checked", ("dscp", "pcp", None),
            reason="expected dscp, pcp or null (not checked)"),
@@ -534,8 +541,10 @@ _D_SLURM = SlurmConfig()
 SLURM = Schema(fields=(
     string("node_name", None, "this node's Slurm name", null=True, check=_slurm_node,
            default_doc="the short host name"),
-    number("lookup_retry", _D_SLURM.lookup_retry, "seconds before a failed job lookup (slurmctld down or slow) is tried again", lo=1),
-    integer("max_job_switch_series", _D_SLURM.max_job_switch_series, "fabric collector: `fabricmon_fabric_job_switch_info` series at most "
+    number("lookup_retry", _D_SLURM.lookup_retry,
+           "seconds before a failed job lookup (slurmctld down or slow) is tried again", lo=1),
+    integer("max_job_switch_series", _D_SLURM.max_job_switch_series,
+            "fabric collector: `fabricmon_fabric_job_switch_info` series at most "
             "(the rest counted)", lo=0),
 ), build=lambda v, key, ctx: SlurmConfig(**v))
 
@@ -550,10 +559,13 @@ _TIMED = ("sweep", "discovery", "routing", "sm")
 _D_THRESHOLDS = FabricThresholds()
 THRESHOLDS = Schema(fields=(
     number("ecmp_ratio", _D_THRESHOLDS.ecmp_ratio, "max/mean transmit rate of a group above which it is over", lo=1.0),
-    number("ecmp_cv", _D_THRESHOLDS.ecmp_cv, "coefficient of variation above which a group is over too (e.g. `0.2`); `null`: not used",
+    number("ecmp_cv", _D_THRESHOLDS.ecmp_cv,
+           "coefficient of variation above which a group is over too (e.g. `0.2`); `null`: not used",
            lo=0, null=True),
-    integer("consecutive_sweeps", _D_THRESHOLDS.consecutive_sweeps, "sweeps in a row over the threshold before a group is flagged", lo=1),
-    number("utilisation_floor", _D_THRESHOLDS.utilisation_floor, "judge a group only while its mean is above this share of link rate", lo=0, hi=1,
+    integer("consecutive_sweeps", _D_THRESHOLDS.consecutive_sweeps,
+            "sweeps in a row over the threshold before a group is flagged", lo=1),
+    number("utilisation_floor", _D_THRESHOLDS.utilisation_floor,
+           "judge a group only while its mean is above this share of link rate", lo=0, hi=1,
            hi_reason="a share of link rate must be"),
 ), build=lambda v, key, ctx: FabricThresholds(**v))
 
@@ -738,15 +750,12 @@ _SECTION_DOCS = {
               "ignores this section.",
     "slurm": "Which jobs a finding hurts ([jobs.md](jobs.md)).",
 }
-_GENERIC_SOURCE = Schema(fields=(
-    custom("enabled", "auto", "`auto`: run when its program is installed, quietly off when not (no run, no error, "
-           "`fabricmon_source_active` 0); `true` makes a missing tool a source error", _bool_or_auto,
-           "true, false or auto", default_doc="per source"),
-    number("interval", 15.0, "seconds between runs", lo=0.1, default_doc="per source"),
-    number("timeout", 5.0, "seconds; then the tool's whole process group is killed", lo=0.1, default_doc="per source"),
-    custom("command", (), "program name or argv list (e.g. a full path); never run through a shell", _command,
-           "program or argv list", default_doc="per source"),
-))
+def _generic_source_rows() -> list[tuple[str, str, str, str]]:
+    """The keys every source takes, as source_schema declares them (default: per source)."""
+    spec = next(s for s in registry(NODE_COLLECTOR).values() if s.command)
+    rows = source_schema(spec).rows("sources.<name>")
+    return [(k, kind, "per source", doc) for k, kind, _, doc in rows
+            if k.rsplit(".", 1)[1] in ("enabled", "interval", "timeout", "command")]
 
 
 def _source_table() -> str:
@@ -755,8 +764,8 @@ def _source_table() -> str:
              **{c: f"fabric, {kind} (`fabric.sources.`)" for kind, c in FABRIC_COLLECTORS.items()}}
     for collector in where:
         for name, spec in registry(collector).items():
-            interval = f"`fabric.{SOURCE_INTERVALS[name]}`" if collector != NODE_COLLECTOR and name in SOURCE_INTERVALS \
-                else f"{spec.interval:g}"
+            fabric_key = collector != NODE_COLLECTOR and name in SOURCE_INTERVALS
+            interval = f"`fabric.{SOURCE_INTERVALS[name]}`" if fabric_key else f"{spec.interval:g}"
             lines.append(f"| `{name}` | {where[collector]} | `{str(spec.enabled).lower()}` | {interval} | "
                          f"{spec.timeout:g} | {'`' + ' '.join(spec.command) + '`' if spec.command else 'none'} |")
     return "\n".join(lines) + "\n"
@@ -771,7 +780,7 @@ def reference() -> str:
         if _SECTION_DOCS[name]:
             out.append(_SECTION_DOCS[name] + "\n")
         if name == "sources":
-            rows = _GENERIC_SOURCE.rows("sources.<name>")
+            rows = _generic_source_rows()
         elif name == "exclude_devices":
             rows = [("exclude_devices", "list of globs", "`[]`", "HCA names never read")]
         elif name == "expected_links":
@@ -785,7 +794,8 @@ def reference() -> str:
                 prefix = "sources" if collector == NODE_COLLECTOR else "fabric.sources"
                 for sname, spec in registry(collector).items():
                     if spec.options is not None:
-                        out.append(f"`{prefix}.{sname}`'s own keys:\n\n" + table(spec.options.rows(f"{prefix}.{sname}")))
+                        out.append(f"`{prefix}.{sname}`'s own keys:\n\n"
+                                   + table(spec.options.rows(f"{prefix}.{sname}")))
         if name == "fabric":
             eth = section("fabric.ethernet")
             out.append("`fabric.ethernet`, only with `fabric.kind: ethernet` ([ethernet.md](ethernet.md)):\n\n"

@@ -61,7 +61,8 @@ def test_each_section_builds_every_field_of_its_dataclass_from_one_key() -> None
     eth = section("fabric.ethernet")
     derived = {"loose_files", "community", "auth_password", "priv_password"}      # from the secret keys
     cases = [
-        (config.SERVER, config.ServeConfig, {"write_timeout", "backlog", "page_render_budget"}, {"address", "port", "tls"}),
+        (config.SERVER, config.ServeConfig, {"write_timeout", "backlog", "page_render_budget"},
+         {"address", "port", "tls"}),
         (config.TLS, config.TLSConfig, set(), set()),
         (config.ROCE, config.RoceConfig, set(), set()),
         (config.GPU, config.GpuConfig, set(), set()),
