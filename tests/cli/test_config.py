@@ -341,3 +341,13 @@ def test_a_source_declares_its_own_keys_where_it_is_registered() -> None:
     with pytest.raises(ConfigError) as exc:
         schema.load({"ber_budjet": 1}, "sources.optics", Context())
     assert exc.value.key == "sources.optics.ber_budjet" and "did you mean 'ber_budget'" in exc.value.reason
+
+
+def test_fabric_collector_refuses_two_values_for_one_setting(tmp_path: Path) -> None:
+    f = tmp_path / "bad.yml"
+    f.write_text("fabric:\n  sweep_interval: 15\n  sources:\n    sweep: {interval: 30}\n")
+    res = subprocess.run([*_fabricmon(), "fabric", "once", "--config", str(f)], capture_output=True, text=True,
+                         timeout=60, cwd=tmp_path)
+    assert res.returncode == 2, res.stderr
+    assert "config error at fabric.sources.sweep.interval: 30 contradicts fabric.sweep_interval (15)" in res.stderr
+    assert "Traceback" not in res.stderr
