@@ -73,11 +73,6 @@ class Field:
     default_doc: str | None = None
     schema: Schema | None = None        # a nested section: its rows follow in the reference
 
-    def value(self, m: Mapping[str, Any], key: str, ctx: Context) -> Any:
-        if self.name in m or self.schema is not None:   # an absent section is built from its defaults
-            return self.parse(m.get(self.name), join(key, self.name), ctx)
-        return self.default
-
 
 @dataclass(frozen=True, slots=True)
 class Schema:
