@@ -318,7 +318,7 @@ def _copy_config_without_secrets(src: str, dst: Path) -> None:
     replaced by "<redacted>" (a bundle is shared for bug reports; secret files are not copied)."""
     import yaml
 
-    from fabricmon.config import SNMP_SECRETS
+    from fabricmon.sources.ethernet.settings import SNMP_SECRETS
     raw = yaml.safe_load(Path(src).read_text()) or {}
     snmp = ((raw.get("fabric") or {}).get("ethernet") or {}).get("snmp") if isinstance(raw, dict) else None
     if isinstance(snmp, dict) and any(k in snmp for k in SNMP_SECRETS):

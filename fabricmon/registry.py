@@ -28,6 +28,9 @@ class SourceSpec:
     collector: str                  # "node", "infiniband" or "ethernet": which configuration runs it
     concurrency: int                # commands in flight at once within one run
     records: type | None            # the record type its SourceOutput.data holds
+    # its own config keys beside enabled/interval/timeout/command (a fabricmon.schema.Schema, untyped
+    # here): validated under sources.<name>, built into SourceConfig.options
+    options: object | None = None
 
 
 _REGISTRY: dict[tuple[str, str], SourceSpec] = {}     # (collector, name) -> spec: a name is unique per collector
@@ -37,7 +40,7 @@ S = TypeVar("S", bound=type)
 def register(name: str, *, enabled: bool | str = True, interval: float = 15.0, timeout: float = 5.0,
              command: tuple[str, ...] = (), needs: tuple[str, ...] = (), provides_inventory: bool = False,
              collector: str | tuple[str, ...] = "node", concurrency: int = 1,
-             records: type | None = None) -> Callable[[S], S]:
+             records: type | None = None, options: object | None = None) -> Callable[[S], S]:
     """Class decorator: register a source once, with its defaults; a kind-neutral source names
     every collector that runs it (`collector=("infiniband", "ethernet")`)."""
     collectors = (collector,) if isinstance(collector, str) else tuple(collector)
@@ -48,7 +51,7 @@ def register(name: str, *, enabled: bool | str = True, interval: float = 15.0, t
             if key in _REGISTRY and _REGISTRY[key].cls is not cls:
                 raise ValueError(f"source {name!r} registered twice for the {c} collector")
             spec = SourceSpec(name, cls, enabled, float(interval), float(timeout), tuple(command), tuple(needs),
-                              provides_inventory, c, concurrency, records)
+                              provides_inventory, c, concurrency, records, options)
             _REGISTRY[key] = spec
             if c == collectors[0]:
                 cls.spec = spec      # the same defaults for every collector; `collector` names the first
@@ -95,4 +98,25 @@ def failure_hints(collector: str) -> list[Callable]:
     return list(_HINTS.get(collector, ()))
 
 
-__all__ = ["SOURCE_PACKAGES", "SourceSpec", "failure_hint", "failure_hints", "register", "registry"]
+# Config sections declared by the package that reads them (a fabricmon.schema.Schema each, held
+# untyped here): dotted key -> the module whose import declares it with declare_section().
+SECTION_MODULES = {"fabric.ethernet": SOURCE_PACKAGES["ethernet"] + ".settings"}
+_SECTIONS: dict[str, object] = {}
+
+
+def declare_section(key: str, schema: object) -> None:
+    """Declare the schema of the config section at `key` (once, by the module that reads it)."""
+    if key in _SECTIONS and _SECTIONS[key] is not schema:
+        raise ValueError(f"config section {key!r} declared twice")
+    _SECTIONS[key] = schema
+
+
+def section(key: str) -> object:
+    """The schema of the config section at `key` (its module imported on first use)."""
+    if key not in _SECTIONS:
+        importlib.import_module(SECTION_MODULES[key])
+    return _SECTIONS[key]
+
+
+__all__ = ["SECTION_MODULES", "SOURCE_PACKAGES", "SourceSpec", "declare_section", "failure_hint", "failure_hints",
+           "register", "registry", "section"]

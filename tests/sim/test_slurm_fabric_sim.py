@@ -19,8 +19,8 @@ TRAFFIC = {
     "leaf01": {3: 0.5, 4: 0.5, 5: 0.5, 6: 0.5},
     "leaf03": {3: 0.8, 4: 0.8, 5: 0.0, 6: 0.0},
 }
-FABRIC = {"sweep_interval": 1.5, "discovery_interval": 3.0, "thresholds": {"consecutive_sweeps": 2},
-          "sources": {"slurm_jobs": {"interval": 1.0}}}
+# slurm_jobs runs once per sweep (fabric.sweep_interval is its interval too)
+FABRIC = {"sweep_interval": 1.5, "discovery_interval": 3.0, "thresholds": {"consecutive_sweeps": 2}}
 
 
 def findings(port: int) -> list[dict]:
