@@ -11,7 +11,7 @@ DEMO_ETHERNET_PACKAGES = snmpsim snmp
 APT_PACKAGES = $(DEMO_PACKAGES) $(DEMO_ETHERNET_PACKAGES) ethtool iproute2 openssl prometheus prometheus-alertmanager systemd chromium slurm-wlm munge prometheus-node-exporter prometheus-snmp-exporter
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: demo test deps deps-demo venv bench golden metrics-doc clean
+.PHONY: demo test deps deps-demo venv wheel bench golden metrics-doc clean
 
 demo: deps-demo $(VENV)/.installed
 	$(VENV)/bin/fabricmon demo
@@ -47,6 +47,17 @@ $(VENV)/.installed-test: $(VENV)/.installed
 	$(VENV)/bin/pip install -q --disable-pip-version-check -e '.[test]'
 	touch $@
 
+# the wheel the README's install section installs: dist/fabricmon-VERSION-py3-none-any.whl, built by pip
+# (PEP 517, build isolation) from this checkout; it carries the units, udev rule, config, rules, dashboards
+# and wrappers. Needs only python3-venv: the build runs in $(VENV), created when missing (not the editable install).
+wheel: $(VENV)/bin/python
+	rm -rf build
+	$(VENV)/bin/python -m pip wheel --disable-pip-version-check --no-deps -w dist .
+	@ls dist/fabricmon-*.whl
+
+$(VENV)/bin/python:
+	$(PYTHON) -m venv $(VENV)
+
 # regenerate the golden expositions (tests/golden/*.prom) and the metrics reference (docs/metrics.md)
 # after an intended metric change, and
 # print a unified diff of every golden file it changed (nothing when none changed): review it.
@@ -72,4 +83,4 @@ bench: venv
 	$(VENV)/bin/python bench/scrape_latency.py
 
 clean:
-	rm -rf $(VENV) build *.egg-info
+	rm -rf $(VENV) build dist *.egg-info

@@ -1,11 +1,13 @@
 """From a built wheel alone, one command installs a node: build the wheel from a clean copy of the
-source, install it into a fresh venv, and run that venv's `fabricmon install --root` into a temporary
+source with the command the README names (`make wheel`), install it into a fresh venv, and run that venv's `fabricmon install --root` into a temporary
 root. Every file is there, ExecStart is that venv's fabricmon, `systemd-analyze verify` passes on the
 units it wrote, systemd-sysusers reads the user and groups the units run as from the file it wrote, a second run keeps an edited config, uninstall removes what install added, and the
 rules `install --print` hands out pass their own promtool tests."""
 
 from __future__ import annotations
 
+import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -14,9 +16,11 @@ from pathlib import Path
 
 import pytest
 
+from helpers import unavailable
 from ship_helpers import ROOT, require_tool
 
-SOURCE = ("pyproject.toml", "README.md", "LICENSE")
+SOURCE = ("pyproject.toml", "README.md", "LICENSE", "Makefile")
+WHEEL_MARK = "<!-- wheel: tested by tests/ship/test_wheel_install.py -->"
 UNITS = ("fabricmon.service", "fabricmon-fabric.service")
 
 
@@ -26,17 +30,45 @@ def run(argv: list, **kw) -> subprocess.CompletedProcess:
     return res
 
 
+def readme_wheel_command() -> list[str]:
+    """The one command of the README's wheel block (after its marker)."""
+    readme = (ROOT / "README.md").read_text()
+    assert WHEEL_MARK in readme, "the README no longer says how to build the wheel"
+    block = re.search(re.escape(WHEEL_MARK) + r"\n```sh\n(.*?)```", readme, re.S).group(1)
+    [cmd] = [ln.split("  #")[0].strip() for ln in block.splitlines() if ln.strip() and not ln.startswith("#")]
+    return shlex.split(cmd)
+
+
+def test_the_readme_names_the_wheel_build() -> None:
+    assert readme_wheel_command() == ["make", "wheel"]
+    install = (ROOT / "README.md").read_text().split("## Install", 1)[1].split("\n## ", 1)[0]
+    assert "make wheel" in install and "dist/fabricmon-" in install
+
+
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory) -> Path:
-    """The wheel, built the way an operator's CI would (pip wheel, build isolation) from a clean copy."""
+    """The wheel, built from a clean copy (what a fresh clone has) with the README's own command
+    (`make wheel`: pip wheel, build isolation); the venv it builds in is this test run's, so that
+    nothing is installed into a new one."""
     src = tmp_path_factory.mktemp("src")
     for name in SOURCE:
         shutil.copy(ROOT / name, src / name)
     shutil.copytree(ROOT / "fabricmon", src / "fabricmon", ignore=shutil.ignore_patterns("__pycache__"))
-    out = tmp_path_factory.mktemp("dist")
-    res = run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-w", out, src])
+    argv = readme_wheel_command()
+    make = shutil.which(argv[0]) or unavailable("make (Debian package make) is needed")
+    venv = Path(sys.prefix)
+    if not (venv / "bin" / "python").exists():
+        unavailable(f"the tests run outside a venv ({sys.prefix}): make wheel needs one")
+    res = run([make, "-C", src, *argv[1:], f"VENV={venv}"])
     assert "BuildBackendWarning" not in res.stderr and "SetuptoolsDeprecationWarning" not in res.stderr, res.stderr
-    return next(out.glob("fabricmon-*.whl"))
+    [whl] = (src / "dist").glob("fabricmon-*.whl")
+    assert whl.name == f"fabricmon-{version(src)}-py3-none-any.whl"
+    assert str(whl.relative_to(src)) in res.stdout, res.stdout        # it says where the wheel is
+    return whl
+
+
+def version(src: Path) -> str:
+    return re.search(r'^version = "([^"]+)"', (src / "pyproject.toml").read_text(), re.M).group(1)
 
 
 @pytest.fixture(scope="module")
