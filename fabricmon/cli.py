@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import errno
 import os
 import shutil
 import signal
@@ -24,6 +25,9 @@ from fabricmon.pipeline.learned import LearnedStore, inventory_path
 from fabricmon.host import BundleError, HostIO, LiveIO, RecordingIO, ReplayIO
 
 EXIT_CONFIG = 2
+# the listen port is held by another process (a previous instance still stopping, a clash): not a
+# config error, so the units' RestartPreventExitStatus=2 lets systemd retry it (EX_TEMPFAIL, sysexits.h)
+EXIT_PORT_IN_USE = 75
 
 
 class UsageError(ValueError):
@@ -70,6 +74,10 @@ def _serve(cfg: Config, io: HostIO, address: str | None, port: int | None, pipel
     except OSError as exc:      # cannot bind (in use, no such address, bad name) or load the TLS files
         io.close()
         where = f"{address or cfg.address}:{cfg.port if port is None else port}"
+        if exc.errno == errno.EADDRINUSE:
+            print(f"fabricmon: cannot listen on {where}: {exc.strerror or exc}: another process holds the port "
+                  f"(not a config error: exit {EXIT_PORT_IN_USE}, systemd retries)", file=sys.stderr)
+            return EXIT_PORT_IN_USE
         print(f"fabricmon: cannot listen on {where}: {exc.strerror or exc}", file=sys.stderr)
         return EXIT_CONFIG
 
@@ -479,9 +487,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"fabricmon: {exc}", file=sys.stderr)
         return EXIT_CONFIG
     except OSError as exc:
-        if getattr(exc, "errno", None) == 98 or "Address already in use" in str(exc):
-            print(f"fabricmon: cannot listen: {exc}", file=sys.stderr)
-            return EXIT_CONFIG
+        if getattr(exc, "errno", None) == errno.EADDRINUSE:
+            print(f"fabricmon: cannot listen: {exc} (not a config error: exit {EXIT_PORT_IN_USE}, systemd retries)",
+                  file=sys.stderr)
+            return EXIT_PORT_IN_USE
         raise
 
 
