@@ -177,7 +177,17 @@ def test_once_without_any_rdma_device(tmp_path: Path) -> None:
     s = samples(res.stdout)
     assert port_values(s, "fabricmon_ib_port_up") == {}
     assert s[("fabricmon_source_up", (("source", "sysfs"),))] == 1
-    assert s[("fabricmon_health_status", ())] == 0
+    # nothing to check: `once` exports what `check` answers, UNKNOWN (3), never OK
+    assert s[("fabricmon_health_status", ())] == 3
+    check = fabricmon("check", "--config", config(tmp_path, empty))
+    assert check.returncode == 3 and check.stdout.startswith("FABRICMON UNKNOWN - nothing to check: "), check.stdout
+    # with something to expect there is something to check: the missing port is CRITICAL in both
+    cfg = config(tmp_path, empty, "expect.yml", expected_links=NDR4)
+    assert samples(fabricmon("once", "--config", cfg).stdout)[("fabricmon_health_status", ())] == 2
+    assert fabricmon("check", "--config", cfg).returncode == 2
+    doc = (REPO / "docs" / "metrics.md").read_text()
+    [row] = [ln for ln in doc.splitlines() if ln.startswith("| `fabricmon_health_status` |")]
+    assert "3 UNKNOWN" in row and "nothing to check" in row, row
 
 
 # --- the real H100 node ----------------------------------------------------------------------
