@@ -13,8 +13,10 @@ SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 .PHONY: demo test deps deps-demo venv wheel bench golden metrics-doc clean
 
+# DEMO_ARGS: fabricmon demo's options, e.g. make demo DEMO_ARGS="--duration 60" (default: until Ctrl-C)
+DEMO_ARGS ?=
 demo: deps-demo $(VENV)/.installed
-	$(VENV)/bin/fabricmon demo
+	$(VENV)/bin/fabricmon demo $(DEMO_ARGS)
 
 test: deps venv
 	$(VENV)/bin/python -m pytest -q -p no:cacheprovider
