@@ -8,6 +8,7 @@ import os
 import re
 import shutil
 import subprocess
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -84,12 +85,16 @@ def test_fresh_clone_trial_make_demo(tmp_path: Path) -> None:
         unavailable(f"the fabric simulator cannot run ({why}): install ibsim-utils libumad2sim0 infiniband-diags opensm")
     clone = fresh_clone(tmp_path / "fabricmon")
     before = tree(clone)
-    tmp = tmp_path / "tmpdir"                  # the demo's TMPDIR: snmpsimd (as nobody when we are root) reads it
-    tmp.mkdir()
-    for p in (tmp_path, tmp):
-        p.chmod(0o755)
-    res = subprocess.run([make(), "-C", str(clone), "demo", "DEMO_ARGS=--port 0 --duration 25 --fault-after 2"],
-                         capture_output=True, text=True, timeout=600, env={**os.environ, "TMPDIR": str(tmp)})
+    # the demo's TMPDIR, under the system one: snmpsimd (run as nobody when we are root) reads its data there,
+    # and pytest's tmp_path is private to us
+    tmp = Path(tempfile.mkdtemp(prefix="fabricmon-clone-trial-"))
+    tmp.chmod(0o755)
+    try:
+        res = subprocess.run([make(), "-C", str(clone), "demo", "DEMO_ARGS=--port 0 --duration 25 --fault-after 2"],
+                             capture_output=True, text=True, timeout=600, env={**os.environ, "TMPDIR": str(tmp)})
+        left = [p.name for p in tmp.iterdir() if p.name.startswith("fabricmon-")]
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
     out = res.stdout + res.stderr
     assert res.returncode == 0, out[-5000:]
     lines = [ln for ln in res.stdout.splitlines() if re.match(r"\[\d\d:\d\d:\d\d\] ", ln)]
@@ -103,4 +108,4 @@ def test_fresh_clone_trial_make_demo(tmp_path: Path) -> None:
     made = tree(clone) - before
     stray = sorted(p for p in made if not p.startswith((".venv", "fabricmon.egg-info")))
     assert not stray, stray
-    assert [p.name for p in tmp.iterdir() if p.name.startswith("fabricmon-")] == []
+    assert left == [], left
