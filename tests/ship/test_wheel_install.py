@@ -6,6 +6,7 @@ rules `install --print` hands out pass their own promtool tests."""
 
 from __future__ import annotations
 
+import os
 import re
 import shlex
 import shutil
@@ -149,3 +150,34 @@ def test_print_hands_out_rules_that_pass_their_tests(venv: Path, tmp_path: Path)
     promtool = require_tool("promtool", "prometheus")
     run([promtool, "check", "rules", tmp_path / "fabricmon.rules.yml"])
     run([promtool, "test", "rules", "fabricmon.rules.test.yml"], cwd=tmp_path)
+
+
+def test_the_wheel_trial_as_an_operator(venv: Path, tmp_path: Path) -> None:
+    """The operator's first hour from the wheel alone: what issue 30 found, run from the installed venv."""
+    import socket
+
+    import yaml
+    exe = venv / "bin" / "fabricmon"
+    # install --dry-run on the running system (it changes nothing): a venv under /tmp would never start
+    res = subprocess.run([exe, "install", "--dry-run"], capture_output=True, text=True, timeout=120)
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert "would write /etc/systemd/system/fabricmon.service" in res.stdout
+    assert "fabricmon.service could not start" in res.stderr and "PrivateTmp=" in res.stderr, res.stderr
+    if os.geteuid() != 0:
+        assert "needs root" in res.stderr, res.stderr
+    # nothing to check: once and check agree on UNKNOWN
+    sysfs = tmp_path / "sys"
+    sysfs.mkdir()
+    cfg = tmp_path / "fabricmon.yml"
+    cfg.write_text(yaml.safe_dump({"paths": {"sysfs": str(sysfs), "state_dir": str(tmp_path / "state")}}))
+    once = run([exe, "once", "--config", cfg])
+    assert "\nfabricmon_health_status 3.0\n" in once.stdout, [ln for ln in once.stdout.splitlines() if "health" in ln]
+    check = subprocess.run([exe, "check", "--config", cfg], capture_output=True, text=True, timeout=120)
+    assert check.returncode == 3 and check.stdout.startswith("FABRICMON UNKNOWN - nothing to check"), check.stdout
+    # a port in use: a restartable failure (75), not a config error (2)
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        res = subprocess.run([exe, "run", "--config", cfg, "--listen", f"127.0.0.1:{busy.getsockname()[1]}"],
+                             capture_output=True, text=True, timeout=60)
+    assert res.returncode == 75 and res.stderr.count("\n") == 1, res.stderr
