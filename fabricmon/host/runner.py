@@ -120,7 +120,8 @@ def scratch_dir() -> str | None:
     (a checkout, an operator's home). None (the caller's) when no temporary directory can be made."""
     global _scratch
     with _live_lock:
-        if _scratch is None or _scratch[0] != os.getpid():
+        if _scratch is None or _scratch[0] != os.getpid() or (_scratch[1] and not os.path.isdir(_scratch[1])):
+            # first use, a forked child, or a temp cleaner (systemd-tmpfiles) removed it: a new one
             try:
                 path: str | None = tempfile.mkdtemp(prefix="fabricmon-tools-")
             except OSError:

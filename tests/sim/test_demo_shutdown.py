@@ -78,6 +78,14 @@ def test_tools_run_in_a_scratch_directory_not_the_callers(tmp_path: Path) -> Non
     assert res.ok and res.stdout == "hi\n", res
 
 
+def test_a_scratch_directory_removed_by_a_temp_cleaner_is_made_again() -> None:
+    first = scratch_dir()
+    shutil.rmtree(first)
+    res = run_command(["pwd"], 10)
+    assert res.ok, res
+    assert res.stdout.strip() == scratch_dir() != first and Path(scratch_dir()).is_dir()
+
+
 def test_the_scratch_directory_is_removed_when_the_process_exits(tmp_path: Path) -> None:
     code = ("from fabricmon.host.runner import run_command, scratch_dir\n"
             "run_command(['sh', '-c', 'mkdir sys-1'], 10)\nprint(scratch_dir())\n")
