@@ -347,6 +347,12 @@ def as_nobody(args: list[str], home: str) -> subprocess.CompletedProcess:
     if os.geteuid() == 0:
         setpriv = shutil.which("setpriv") or unavailable("setpriv (Debian package util-linux) is needed")
         prefix = [setpriv, "--reuid=65534", "--regid=65534", "--clear-groups"]
+        probe = subprocess.run([*prefix, sys.executable, "-c", "import fabricmon.cli, fabricmon.install as i; "
+                                "i.ROLES['node'].unit_src.read_text()"], capture_output=True, text=True, timeout=60,
+                               cwd="/")
+        if probe.returncode != 0:
+            unavailable("an ordinary user (nobody) cannot run this checkout's fabricmon (a checkout or Python "
+                        f"under a private directory?): {probe.stderr.strip()[-300:]}")
     env = {k: v for k, v in os.environ.items() if not k.startswith("XDG_")}
     env.update(HOME=home, PYTHONDONTWRITEBYTECODE="1")
     return subprocess.run([*prefix, sys.executable, "-m", "fabricmon", *args], capture_output=True, text=True,
