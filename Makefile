@@ -11,10 +11,12 @@ DEMO_ETHERNET_PACKAGES = snmpsim snmp
 APT_PACKAGES = $(DEMO_PACKAGES) $(DEMO_ETHERNET_PACKAGES) ethtool iproute2 openssl prometheus prometheus-alertmanager systemd chromium slurm-wlm munge prometheus-node-exporter prometheus-snmp-exporter
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: demo test deps deps-demo venv bench golden metrics-doc config-doc clean
+.PHONY: demo test deps deps-demo venv wheel bench golden metrics-doc config-doc clean
 
+# DEMO_ARGS: fabricmon demo's options, e.g. make demo DEMO_ARGS="--duration 60" (default: until Ctrl-C)
+DEMO_ARGS ?=
 demo: deps-demo $(VENV)/.installed
-	$(VENV)/bin/fabricmon demo
+	$(VENV)/bin/fabricmon demo $(DEMO_ARGS)
 
 test: deps venv
 	$(VENV)/bin/python -m pytest -q -p no:cacheprovider
@@ -46,6 +48,17 @@ $(VENV)/.installed: pyproject.toml
 $(VENV)/.installed-test: $(VENV)/.installed
 	$(VENV)/bin/pip install -q --disable-pip-version-check -e '.[test]'
 	touch $@
+
+# the wheel the README's install section installs: dist/fabricmon-VERSION-py3-none-any.whl, built by pip
+# (PEP 517, build isolation) from this checkout; it carries the units, udev rule, config, rules, dashboards
+# and wrappers. Needs only python3-venv: the build runs in $(VENV), created when missing (not the editable install).
+wheel: $(VENV)/bin/python
+	rm -rf build
+	$(VENV)/bin/python -m pip wheel --disable-pip-version-check --no-deps -w dist .
+	@ls dist/fabricmon-*.whl
+
+$(VENV)/bin/python:
+	$(PYTHON) -m venv $(VENV)
 
 # regenerate the golden expositions (tests/golden/*.prom: the node bundles, and fabric-<kind>.prom: the fabric
 # collector on a replayed InfiniBand and Ethernet bundle), the metrics reference (docs/metrics.md) and the
@@ -79,4 +92,4 @@ bench: venv
 	$(VENV)/bin/python bench/scrape_latency.py
 
 clean:
-	rm -rf $(VENV) build *.egg-info
+	rm -rf $(VENV) build dist *.egg-info

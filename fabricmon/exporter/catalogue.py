@@ -119,6 +119,13 @@ def _device_numa(snap: Snapshot) -> Iterator[Sample]:
         yield (name,), d.numa_node
 
 
+def _health_status(snap: Snapshot) -> int:
+    """What `fabricmon check` exits with (report.status_of): CRITICAL, else UNKNOWN (3) when the node
+    has nothing to check, else the worst finding."""
+    worst = min(2, snap.status)
+    return 3 if worst < 2 and snap.unknown else worst
+
+
 def _check_status(snap: Snapshot) -> Iterator[Sample]:
     for f in snap.findings:
         yield (f.check, f.device, "" if f.port is None else str(f.port)), f.status
@@ -441,8 +448,9 @@ CATALOGUE: tuple[Metric, ...] = (
     # Findings
     Metric("fabricmon_check_status", G, "Check result per port: 0 OK, 1 WARNING, 2 CRITICAL.",
            ("check", "device", "port"), _check_status),
-    Metric("fabricmon_health_status", G, "Worst check status on this node: 0 OK, 1 WARNING, 2 CRITICAL.", (),
-           lambda snap: [((), snap.status)]),
+    Metric("fabricmon_health_status", G, "Worst check status on this node: 0 OK, 1 WARNING, 2 CRITICAL, "
+           "3 UNKNOWN (nothing to check: no InfiniBand or RoCE port, no expected_links, none seen before); "
+           "what fabricmon check exits with.", (), lambda snap: [((), _health_status(snap))]),
     # RoCE
     Metric("fabricmon_roce_pfc_enabled", G, "1 if PFC is enabled on the priority (mlnx_qos).",
            ("device", "netdev", "priority"), _roce(_pfc)),

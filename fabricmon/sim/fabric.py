@@ -566,6 +566,7 @@ class SimFabric:
             timeout=timeout,
             check=check,
             start_new_session=True,
+            cwd=self.workdir,       # a killed tool leaves ./sys-<pid>/ (umad2sim) here, not in the caller's directory
         )
 
     # --------------------------------------------------------------- start
@@ -757,7 +758,7 @@ class SimFabric:
             while True:
                 try:
                     r = subprocess.run([_which("sminfo") or "sminfo"], env=sminfo_env, capture_output=True,
-                                       text=True, timeout=10, start_new_session=True)
+                                       text=True, timeout=10, start_new_session=True, cwd=self.workdir)
                     if r.returncode == 0 and "SMINFO_MASTER" in r.stdout:
                         break
                 except subprocess.TimeoutExpired:
