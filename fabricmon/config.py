@@ -198,6 +198,10 @@ class FabricConfig:
     down_port_max_age: float | None = 604800.0   # seconds a cabled port that went down stays reported; None: until restart
     link_state_max_ports: int = 512      # PortInfo SMP reads per sweep when the SM's records do not cover the ports (0: none)
     stale_sweeps: int = 3                # sweeps (of the last stale_sweeps + 2) with unanswered queries: a switch is stale
+    sweep_method: str = "auto"           # InfiniBand sweep: mad (in process), tools (infiniband-diags), auto (mad where a umad port opens)
+    mad_window: int = 32                 # MADs in flight at once (the engine's global window; docs/mad-engine.md)
+    mad_window_per_switch: int = 4       # MADs in flight to one switch at once
+    mad_retries: int = 2                 # tries after the first of a MAD left unanswered (each fabric.mad_timeout_ms)
     sources: dict[str, SourceConfig] = field(default_factory=dict)
     kind: str = "infiniband"             # or "ethernet": which sources the collector runs
     ethernet: EthernetConfig = field(default_factory=EthernetConfig)
@@ -497,7 +501,8 @@ def _fabric(raw: Any, state_dir: str, check_paths: bool = True) -> FabricConfig:
                                  "shard", "cache_dir", "mad_timeout_ms", "thresholds", "sources",
                                  "routing_interval", "sm_interval", "routing_imbalance_threshold",
                                  "sm_stalled_polls", "down_port_max_age", "link_state_max_ports",
-                                 "stale_sweeps", "kind", "ethernet"))
+                                 "stale_sweeps", "kind", "ethernet", "sweep_method", "mad_window",
+                                 "mad_window_per_switch", "mad_retries"))
     kind = m.get("kind", d.kind)
     if kind not in ("infiniband", "ethernet"):
         raise ConfigError("fabric.kind", f"expected infiniband or ethernet, got {kind!r}")
@@ -526,6 +531,12 @@ def _fabric(raw: Any, state_dir: str, check_paths: bool = True) -> FabricConfig:
     if isinstance(conc, bool) or not isinstance(conc, int) or not 1 <= conc <= 2:
         raise ConfigError("fabric.concurrency", f"expected 1 (the two sweep passes one after the other) or 2 "
                                                 f"(in parallel), got {conc!r}")
+    method = m.get("sweep_method", d.sweep_method)
+    if method not in ("auto", "mad", "tools"):
+        raise ConfigError("fabric.sweep_method", f"expected auto, mad or tools, got {method!r}")
+    mad_window = _int(m.get("mad_window", d.mad_window), "fabric.mad_window", 1, 1024)
+    mad_per_switch = _int(m.get("mad_window_per_switch", d.mad_window_per_switch), "fabric.mad_window_per_switch", 1, 64)
+    mad_retries = _int(m.get("mad_retries", d.mad_retries), "fabric.mad_retries", 0, 10)
     mad = m.get("mad_timeout_ms", d.mad_timeout_ms)
     if isinstance(mad, bool) or not isinstance(mad, int) or not 10 <= mad <= 60000:
         raise ConfigError("fabric.mad_timeout_ms", f"expected milliseconds 10-60000, got {mad!r}")
@@ -559,7 +570,8 @@ def _fabric(raw: Any, state_dir: str, check_paths: bool = True) -> FabricConfig:
         cache_dir=_string(m.get("cache_dir", f"{state_dir.rstrip('/')}/fabric"), "fabric.cache_dir"),
         mad_timeout_ms=mad, thresholds=thresholds, routing_interval=routing, sm_interval=sm,
         routing_imbalance_threshold=imb, sm_stalled_polls=stalled, down_port_max_age=max_age,
-        link_state_max_ports=ls_max, stale_sweeps=stale,
+        link_state_max_ports=ls_max, stale_sweeps=stale, sweep_method=method, mad_window=mad_window,
+        mad_window_per_switch=mad_per_switch, mad_retries=mad_retries,
         # an Ethernet fabric runs its own two sources (SNMP), named and timed as InfiniBand's
         sources=_sources(m.get("sources"), "ethernet" if kind == "ethernet" else "fabric", "fabric.sources",
                          defaults),
