@@ -227,7 +227,14 @@ class SweepSource(Source):
         if any(t.state_ports for t in targets):
             data.state_method = "smp"
         deadline = time.monotonic() + inputs.remaining(self.sc.timeout)
-        results = reader.read(targets, deadline, ERROR_COUNTERS)
+        try:
+            results = reader.read(targets, deadline, ERROR_COUNTERS)
+        except OSError as exc:          # the umad device failed under us: nothing read; the port is reopened next sweep
+            from fabricmon.sources.infiniband import mad
+            mad.close_reader()
+            out.error("read", f"MAD engine: {exc.strerror or exc}; no switch read this sweep")
+            data.missing.update(t.guid for t in targets)
+            return
         for t in targets:
             g, r, sw = t.guid, results[t.guid], topo.switches[t.guid]
             ports = {p: v for p, v in r.ports.items() if 1 <= p <= sw.nports}

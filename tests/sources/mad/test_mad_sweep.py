@@ -89,3 +89,16 @@ def test_a_silent_switch_is_missing_and_unanswered_never_down() -> None:
     assert data.unanswered[silent] == data.queries[silent] and data.failed[silent] == {"counters", "port state"}
     assert any("sw05" in e for _, e in out.errors)
     assert len(data.switches) == len(GUIDS) - 1
+
+
+def test_a_umad_device_error_costs_this_sweep_and_raises_nothing(monkeypatch) -> None:
+    from fabricmon.sources.infiniband import mad
+    closed = []
+    monkeypatch.setattr(mad, "close_reader", lambda: closed.append(True))
+
+    class Broken(FakeReader):
+        def read(self, targets, deadline, error_names):
+            raise OSError(5, "Input/output error")
+    data, out = sweep("0/1", Broken())
+    assert data.missing == set(GUIDS) and not data.ports and not data.link_up
+    assert closed and any("MAD engine: Input/output error" in e for _, e in out.errors)

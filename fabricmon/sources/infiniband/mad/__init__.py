@@ -30,5 +30,14 @@ def open_reader(window: int = 32, per_target: int = 4, timeout_ms: int = 200, re
         return _reader
 
 
+def close_reader() -> None:
+    """Close the process's umad port (after a device error); the next open_reader opens it again."""
+    global _reader
+    with _lock:
+        if _reader is not None:
+            _reader.engine.port.close()
+            _reader = None
+
+
 __all__ = ["FabricReader", "MadEngine", "Request", "RunStats", "SwitchResult", "SwitchTarget", "UmadPort",
-           "UmadUnavailable", "open_reader"]
+           "UmadUnavailable", "close_reader", "open_reader"]
