@@ -71,6 +71,8 @@ def inner(mode: str, repeat: int, state: str, baseline: bool) -> dict:
                 raise RuntimeError(f"ibqueryerrors --data failed: {r.stderr[-300:]}")
     body = render(snap)
     pipe.close()
+    from fabricmon.sources.infiniband import mad
+    engine = mad._reader.engine.totals if mad._reader is not None else {}
     sw = snap.sources["sweep"]
     text = body.decode()
     swept = sorted(set(re.findall(r'^fabricmon_fabric_port_receive_bytes_total\{port="\d+",switch_guid="(\w+)"\}', text, re.M)))
@@ -84,7 +86,7 @@ def inner(mode: str, repeat: int, state: str, baseline: bool) -> dict:
         "series": body.count(b"\n") - body.count(b"\n#"), "exposition_kib": len(body) / 1024,
         "rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
         "source_up": sw.up, "down_under_loss": len(down_seen), "names": len(names0 or ()),
-        "unanswered": float(unanswered[1]) if unanswered else 0.0,
+        "unanswered": float(unanswered[1]) if unanswered else 0.0, "engine": engine,
     }
 
 
@@ -163,8 +165,9 @@ def main() -> int:
     loss = rows["loss"]
     print(f"- 30% MAD loss on every port of one switch ({loss['mode']}, {max(3, args.repeat)} sweeps): "
           f"cabled ports read down: {loss['down_under_loss']}, switches named: {loss['names']} of {loss['switches']}, "
-          f"queries unanswered after retries (counted per switch and sweep): {loss['unanswered']:.0f}, "
-          f"sweep {loss['sweep_s']:.2f} s")
+          f"MADs sent {loss['engine'].get('sent', 0)}, retried {loss['engine'].get('retried', 0)}, unanswered after "
+          f"every try {loss['engine'].get('unanswered', 0)} (switches with some unanswered, summed over sweeps: "
+          f"{loss['unanswered']:.0f}), read {loss['source_s']:.2f} s")
     ok = once and loss["down_under_loss"] == 0 and loss["names"] == loss["switches"] and whole["method"] == "mad"
     return 0 if ok else 1
 

@@ -66,6 +66,7 @@ class MadEngine:
         self.clock = clock
         self._tid = 0
         self.stats = RunStats()
+        self.totals = {"sent": 0, "answered": 0, "retried": 0, "unanswered": 0}   # over every run of this engine
 
     def run(self, requests: list[Request], deadline: float) -> list[bytes | None]:
         """Answers in the order of `requests` (None: unanswered by the deadline or after every try)."""
@@ -203,6 +204,8 @@ class MadEngine:
         # the deadline: what is still queued or in flight is unanswered
         st.sent = sum(tries)
         st.unanswered += len(pending) + sum(len(q) for q in queues.values())
+        for k in self.totals:
+            self.totals[k] += getattr(st, k)
         return answers
 
 
