@@ -5,8 +5,9 @@ bytes) or None (unanswered). The fabric is kept safe and one switch's silence co
 requests:
 
 - a window per target (`per_target`: at most that many requests to one switch in flight) and a
-  global one (`window`); targets are served round-robin, so no switch gets a flood and a switch that
-  does not answer holds only its own window;
+  global one (`window`); requests go out one target after another in turn (a request whose target
+  has its window full waits in that target's own queue, O(1) a request), so no switch gets a flood
+  and a switch that does not answer holds only its own window;
 - each request has its timeout (`timeout_ms`, also given to the kernel, which answers a request it
   timed out with status ETIMEDOUT) and `retries` further tries, sent again at the back of its target's
   queue (first in it) while the sweep's one `deadline` allows; a target whose `give_up_after` tries
@@ -25,6 +26,7 @@ from __future__ import annotations
 
 import ctypes
 import errno
+import itertools
 import struct
 import time
 from collections import deque
@@ -81,10 +83,10 @@ class MadEngine:
         size, mad_off = port.hdr + codec.MAD_SIZE, port.mad_offset
         block = bytearray(size * n)
         agents: dict[int, int] = {}
-        queues: dict[str, deque[int]] = {}
-        tries = [0] * n
-        target_of = [""] * n
+        names: dict[str, int] = {}                    # target -> its index
+        tk = [0] * n                                  # request -> its target's index
         agent_of = [0] * n
+        per: list[list[int]] = []                     # target index -> its requests, in order
         for i, r in enumerate(requests):
             off = i * size
             cls = r.mad[1]
@@ -94,18 +96,24 @@ class MadEngine:
             qp, qkey = (QP_GSI, codec.GSI_QKEY) if cls == codec.CLASS_PERF else (QP_SMP, 0)
             pack_address(block, off, r.lid, qp, qkey)
             block[off + mad_off:off + mad_off + len(r.mad)] = r.mad
-            target_of[i] = r.target
-            q = queues.get(r.target)
-            if q is None:
-                q = queues[r.target] = deque()
-            q.append(i)
-        for t, q in queues.items():
-            st.by_target[t] = len(q)
+            k = names.get(r.target)
+            if k is None:
+                k = names[r.target] = len(per)
+                per.append([])
+            tk[i] = k
+            per[k].append(i)
+        for t, k in names.items():
+            st.by_target[t] = len(per[k])
+        # the send order: one request of each target in turn; a request whose target has its window
+        # full waits in that target's `held` queue and moves to `ready` when one of its own completes
+        seq = [i for group in itertools.zip_longest(*per) for i in group if i is not None]
         base = ctypes.addressof((ctypes.c_char * len(block)).from_buffer(block))
-        ready: deque[str] = deque(queues)             # targets with queued requests and room in their window
-        ready_set = set(ready)
-        in_target: dict[str, int] = dict.fromkeys(queues, 0)
-        silent: dict[str, int] = dict.fromkeys(queues, 0)   # tries in a row unanswered (reset by an answer)
+        nt = len(per)
+        in_t = [0] * nt
+        silent = [0] * nt                             # tries in a row unanswered (reset by an answer)
+        held: list[deque[int] | None] = [None] * nt
+        ready: deque[int] = deque()                   # retries and held requests whose target has room
+        tries = [0] * n
         pending: dict[int, int] = {}                  # tid -> request index
         order: deque[tuple[float, int]] = deque()     # (expiry, tid) in send order (one timeout: expiry order)
         timeout = self.timeout_ms / 1000.0
@@ -114,60 +122,76 @@ class MadEngine:
         window, per_target = self.window, self.per_target
         pack_tid = _TID.pack_into
         tid = self._tid
+        pos = 0
+        skipped = 0
+
+        def hold(i: int, k: int, first: bool) -> None:
+            h = held[k]
+            if h is None:
+                h = held[k] = deque()
+            if first:
+                h.appendleft(i)
+            else:
+                h.append(i)
+
+        def freed(k: int) -> None:
+            """One of target k's requests completed: its next held one may go."""
+            in_t[k] -= 1
+            h = held[k]
+            if h:
+                ready.append(h.popleft())
 
         def lost(i: int) -> None:
-            t = target_of[i]
-            in_target[t] -= 1
-            silent[t] += 1
-            if tries[i] <= retries and clock() + timeout < deadline and silent[t] < give_up:
+            k = tk[i]
+            silent[k] += 1
+            if tries[i] <= retries and clock() + timeout < deadline and silent[k] < give_up:
                 st.retried += 1
-                queues[t].appendleft(i)             # retries first: a lossy switch is known sooner
+                hold(i, k, True)                      # retries first: a lossy switch is known sooner
             else:
                 st.unanswered += 1
-            if t not in ready_set and queues[t]:
-                ready.append(t)
-                ready_set.add(t)
+            freed(k)
 
         while True:
-            # send while both windows allow, one request per target in turn
-            expiry = clock() + timeout
-            while ready and len(pending) < window:
-                t = ready.popleft()
-                ready_set.discard(t)
-                q = queues[t]
-                if silent[t] >= give_up:              # stopped answering: the rest is unanswered
-                    st.skipped += len(q)
-                    st.unanswered += len(q)
-                    q.clear()
-                    continue
-                if not q or in_target[t] >= per_target:
-                    continue
-                i = q.popleft()
-                tid = (tid + 1) & 0xFFFFFFFF or 1
-                off = i * size
-                pack_tid(block, off + mad_off + 12, tid)
-                try:
-                    send(agent_of[i], base + off, timeout_ms, 0)
-                except OSError as exc:
-                    if exc.errno in (errno.EAGAIN, errno.ENOBUFS, errno.ENOMEM):
-                        q.appendleft(i)                 # the device is full: wait for answers
-                        ready.appendleft(t)
-                        ready_set.add(t)
+            # send while both windows allow: ready ones (retries, held) first, then the sequence
+            if len(pending) < window and (ready or pos < n):
+                expiry = clock() + timeout
+                while len(pending) < window:
+                    if ready:
+                        i = ready.popleft()
+                        first = True
+                    elif pos < n:
+                        i = seq[pos]
+                        pos += 1
+                        first = False
+                    else:
                         break
-                    raise
-                tries[i] += 1
-                pending[tid] = i
-                order.append((expiry, tid))
-                in_target[t] += 1
-                if q and in_target[t] < per_target:
-                    ready.append(t)
-                    ready_set.add(t)
-            if len(pending) > st.peak_in_flight:
-                st.peak_in_flight = len(pending)
+                    k = tk[i]
+                    if silent[k] >= give_up:          # stopped answering: the rest is unanswered
+                        skipped += 1
+                        continue
+                    if in_t[k] >= per_target:
+                        hold(i, k, first)
+                        continue
+                    tid = (tid + 1) & 0xFFFFFFFF or 1
+                    off = i * size
+                    pack_tid(block, off + mad_off + 12, tid)
+                    try:
+                        send(agent_of[i], base + off, timeout_ms, 0)
+                    except OSError as exc:
+                        if exc.errno in (errno.EAGAIN, errno.ENOBUFS, errno.ENOMEM):
+                            ready.appendleft(i)             # the device is full: wait for answers
+                            break
+                        raise
+                    tries[i] += 1
+                    pending[tid] = i
+                    order.append((expiry, tid))
+                    in_t[k] += 1
+                if len(pending) > st.peak_in_flight:
+                    st.peak_in_flight = len(pending)
             if not pending:
-                if not ready:
-                    break
-                continue
+                if ready or pos < n:
+                    continue
+                break
             # wait for one answer, at most until the oldest request expires
             now = clock()
             if now >= deadline:
@@ -185,25 +209,24 @@ class MadEngine:
                             st.errors += 1
                         answers[i] = mad
                         st.answered += 1
-                        t = target_of[i]
-                        silent[t] = 0
-                        in_target[t] -= 1
-                        if t not in ready_set and queues[t]:
-                            ready.append(t)
-                            ready_set.add(t)
-            # expire what is overdue
-            now = clock()
-            while order and (order[0][1] not in pending or order[0][0] <= now):
-                _, old = order.popleft()
-                i = pending.pop(old, None)
-                if i is not None:
-                    lost(i)
+                        silent[tk[i]] = 0
+                        freed(tk[i])
+            # expire what is overdue (and drop answered ones from the front)
+            if order and (order[0][1] not in pending or order[0][0] <= now):
+                now = clock()
+                while order and (order[0][1] not in pending or order[0][0] <= now):
+                    _, old = order.popleft()
+                    i = pending.pop(old, None)
+                    if i is not None:
+                        lost(i)
             if now >= deadline:
                 break
         self._tid = tid
-        # the deadline: what is still queued or in flight is unanswered
+        # the deadline: what is still queued, held or in flight is unanswered
+        left = len(pending) + len(ready) + (n - pos) + sum(len(h) for h in held if h)
+        st.skipped = skipped + sum(len(h) for k, h in enumerate(held) if h and silent[k] >= give_up)
         st.sent = sum(tries)
-        st.unanswered += len(pending) + sum(len(q) for q in queues.values())
+        st.unanswered += skipped + left
         for k in self.totals:
             self.totals[k] += getattr(st, k)
         return answers
