@@ -65,6 +65,8 @@ import re
 import time
 from concurrent.futures import ThreadPoolExecutor
 
+import structlog
+
 from fabricmon import ibspec
 from fabricmon.host.io import HostIO, LiveIO
 from fabricmon.model.fabric import SweepData, Topology, in_shard
@@ -85,6 +87,7 @@ RETRY_BACKOFF = (0.2, 0.5)          # seconds before each retry of the queries t
 MAD_RECHECK = 60.0                  # seconds before a umad port that could not be opened is tried again
 # what decides which fabric the tools reach: the engine's process must reach the same one
 _FABRIC_ENV = ("LD_PRELOAD", "IBSIM_SOCKNAME", "SIM_HOST")
+log = structlog.get_logger("fabricmon.sources.sweep")
 
 
 @register("sweep", enabled=True, interval=15.0, timeout=30.0, command=("ibqueryerrors",),
@@ -173,6 +176,15 @@ class SweepSource(Source):
         return out
 
     _mad_failed_at: float | None = None      # when the last attempt to open a umad port failed
+    _method: str = ""                         # the method of the last sweep (logged when it changes)
+
+    def _note_method(self, method: str, why: str = "") -> None:
+        if method != self._method:
+            if method == "mad":
+                log.info("sweeping with the in-process MAD engine")
+            else:
+                log.info("sweeping with the infiniband-diags tools", why=why or None)
+            self._method = method
 
     def _mad_reader(self, io: HostIO, out: SourceOutput):
         """The process's MAD reader when this sweep may use it (module doc), else None. The engine
@@ -201,8 +213,10 @@ class SweepSource(Source):
             if self._mad_failed_at is None and fc.sweep_method == "mad":
                 out.error("read", f"fabric.sweep_method is mad, but no umad port opens: {exc.strerror or exc}")
             self._mad_failed_at = now
+            self._note_method("tools", f"no umad port: {exc.strerror or exc}")
             return None
         self._mad_failed_at = None
+        self._note_method("mad")
         return reader
 
     def _sweep_mad(self, reader, inputs: Inputs, out: SourceOutput, topo: Topology, mine: set[str],
