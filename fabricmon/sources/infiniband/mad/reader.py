@@ -19,6 +19,7 @@ this sweep, never as zero)."""
 from __future__ import annotations
 
 import functools
+import threading
 from dataclasses import dataclass, field
 
 from fabricmon.sources.infiniband.mad import codec
@@ -59,8 +60,13 @@ class FabricReader:
     def __init__(self, engine: MadEngine) -> None:
         self.engine = engine
         self.caps: dict[str, int] = {}
+        self._lock = threading.Lock()       # one read at a time on the one port (two pipelines in a process)
 
     def read(self, targets: list[SwitchTarget], deadline: float, error_names: tuple[str, ...]) -> dict[str, SwitchResult]:
+        with self._lock:
+            return self._read(targets, deadline, error_names)
+
+    def _read(self, targets: list[SwitchTarget], deadline: float, error_names: tuple[str, ...]) -> dict[str, SwitchResult]:
         eng = self.engine
         out = {t.guid: SwitchResult() for t in targets}
         # 1. capability masks not known yet
