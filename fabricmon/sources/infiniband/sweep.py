@@ -224,10 +224,11 @@ class SweepSource(Source):
         """This sweep's switches through the MAD engine, counters and link state in one pass."""
         from fabricmon.sources.infiniband.mad import SwitchTarget
         fc = self.config.fabric
-        state = set()
+        state: dict[str, set[int]] = {}          # switch -> the ports whose PortInfo is read
         if fc.link_state_max_ports:
-            state = ({k for k, info in topo.ports.items() if info.link is not None and k[0] in mine}
-                     | {k for k in topo.down_links if k[0] in mine})
+            for g, p in [k for k, info in topo.ports.items() if info.link is not None] + list(topo.down_links):
+                if g in mine:
+                    state.setdefault(g, set()).add(p)
         targets = []
         for g in sorted(mine):
             sw = topo.switches[g]
@@ -237,7 +238,7 @@ class SweepSource(Source):
                 out.error("read", f"switch {sw.name or g} (0x{g}) has no LID in the discovered topology")
                 data.missing.add(g)
                 continue
-            targets.append(SwitchTarget(g, sw.lid, sw.nports, tuple(sorted(p for h, p in state if h == g))))
+            targets.append(SwitchTarget(g, sw.lid, sw.nports, tuple(sorted(state.get(g, ())))))
         if any(t.state_ports for t in targets):
             data.state_method = "smp"
         deadline = time.monotonic() + inputs.remaining(self.sc.timeout)
