@@ -88,7 +88,9 @@ def test_a_pulled_cable_reads_down_and_30_percent_loss_on_a_switch_reads_no_port
     for p in range(1, disc.switches[spine01].nports + 1):
         fab.console(f'Error "spine01"[{p}] 30')
     for _ in range(2):
-        out = engine_read(fab, topo)["switches"]
+        res = engine_read(fab, topo)
+        assert res["engine"]["retried"] > 0             # the loss happened, and was retried
+        out = res["switches"]
         assert set(out) == set(disc.switches)
         down = [(g, p) for g, r in out.items() for p, v in r["link_up"].items() if not v]
         assert not down, f"30% loss on spine01: ports read down: {down}"

@@ -39,7 +39,7 @@ def main(argv: list[str] | None = None) -> int:
     t0, c0 = time.monotonic(), time.process_time()
     res = reader.read(targets, time.monotonic() + a.deadline, ERRORS)
     wall, cpu = time.monotonic() - t0, time.process_time() - c0
-    out = {"wall": wall, "cpu": cpu, "switches": {
+    out = {"wall": wall, "cpu": cpu, "engine": reader.engine.totals, "switches": {
         g: {"ports": {str(p): v for p, v in r.ports.items()}, "errors_ok": r.errors_ok,
             "link_up": {str(p): v for p, v in r.link_up.items()}, "queries": r.queries,
             "unanswered": r.unanswered, "failed": sorted(r.failed)} for g, r in res.items()}}
