@@ -12,8 +12,10 @@ requests:
   timed out with status ETIMEDOUT) and `retries` further tries, sent again at the back of its target's
   queue (first in it) while the sweep's one `deadline` allows; a target whose `give_up_after` tries
   in a row went unanswered (it answered nothing in between) is not asked the rest: they are
-  unanswered too, so a dead switch costs about give_up_after / per_target timeouts, not one per
-  port (at 30% loss, 8 losses in a row are a 7e-5 chance);
+  unanswered too, so a dead switch costs about give_up_after / per_target timeouts (4 x 200 ms by
+  default), not one per port and try. ibsim's 30% loss on a switch's ports drops the request or
+  its answer, about 51% of the exchanges: 16 losses in a row are then a 2e-5 chance a try (8 were
+  too few: on the director the lossy switch was given up within most sweeps);
 - answers match their request by the low 32 bits of the transaction ID (the kernel owns the high
   half); an answer to a request already timed out is dropped.
 
@@ -59,7 +61,7 @@ class RunStats:
 
 class MadEngine:
     def __init__(self, port, window: int = 32, per_target: int = 4, timeout_ms: int = 200, retries: int = 2,
-                 give_up_after: int = 8, clock=time.monotonic) -> None:
+                 give_up_after: int = 16, clock=time.monotonic) -> None:
         if window < 1 or per_target < 1:
             raise ValueError("window and per_target must be >= 1")
         self.port = port
