@@ -5,6 +5,8 @@ libibumad reaches the simulator (docs/mad-engine.md "Under the simulator").
 - the engine's exposition has the same series as the tools' (fabric.sweep_method tools) with the same
   error counters and link states; fabricmon_fabric_sweep_method says which ran;
 - four shards report every switch exactly once, each through the engine;
+- where the collector's own process opens no umad port (here: the test process, not preloaded, with the
+  tools' fabric environment), `auto` sweeps with the tools and says so;
 - the daemon under 30% MAD loss on a spine reads no port down and loses no switch name, and a cable
   pulled meanwhile reads down."""
 
@@ -19,6 +21,10 @@ import time
 
 import pytest
 
+from fabricmon.config import from_dict
+from fabricmon.exporter.render import render
+from fabricmon.host import LiveIO
+from fabricmon.pipeline.fabric import fabric_pipeline
 from fabricmon.sim.fabric import fat_tree_netfile
 from helpers import sample_value, scrape_samples
 
@@ -75,6 +81,29 @@ def test_four_shards_report_every_switch_exactly_once(sim_fabric, tmp_path) -> N
         assert not swept or 'fabricmon_fabric_sweep_method{method="mad"} 1.0' in text
         seen += sorted(swept)
     assert sorted(seen) == sorted(SWITCHES)          # all of them, none twice
+
+
+def test_auto_sweeps_with_the_tools_where_no_umad_port_opens(sim_fabric, tmp_path, monkeypatch) -> None:
+    fab = sim_fabric(fat_tree_netfile(**NET))
+    fab.run_sm()
+    env = fab.env(fab.hosts[0])
+    # this process is not preloaded: its own libibumad finds no umad port (a host without one), while
+    # the tools run under umad2sim; the process's environment names the same fabric, so the engine
+    # is tried (not skipped for another fabric's environment) and fails for real
+    for k in ("LD_PRELOAD", "IBSIM_SOCKNAME", "SIM_HOST"):
+        monkeypatch.setenv(k, env[k])
+    cfg = from_dict({"paths": {"state_dir": str(tmp_path)}, "fabric": {"cache_dir": str(tmp_path)}})
+    pipe = fabric_pipeline(cfg, LiveIO(env=env))
+    try:
+        snap = pipe.collect()
+    finally:
+        pipe.close()
+    assert snap.fabric.sweep_method == "tools"
+    assert set(snap.fabric.switches) == SWITCHES and snap.sources["sweep"].up
+    assert all(p.counters for p in snap.fabric.ports.values() if p.link is not None)
+    text = render(snap).decode()
+    assert 'fabricmon_fabric_sweep_method{method="tools"} 1.0' in text
+    assert 'fabricmon_fabric_sweep_method{method="mad"} 0.0' in text
 
 
 def free_port() -> int:
