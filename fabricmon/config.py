@@ -162,6 +162,10 @@ class FabricConfig:
     link_state_max_ports: int = 512      # PortInfo SMP reads per sweep when the SM's records do not cover the ports (0: none)
     unresponsive_sweeps: int = 5         # a switch that did not answer in this many ...
     unresponsive_window: int = 7         # ... of its last this many sweeps is unresponsive (OpenSM's rule)
+    sweep_method: str = "auto"           # InfiniBand sweep: mad (in process), tools (infiniband-diags), auto (mad where a umad port opens)
+    mad_window: int = 32                 # MADs in flight at once (the engine's global window; docs/mad-engine.md)
+    mad_window_per_switch: int = 4       # MADs in flight to one switch at once
+    mad_retries: int = 2                 # tries after the first of a MAD left unanswered (each fabric.mad_timeout_ms)
     sources: dict[str, SourceConfig] = field(default_factory=dict)
     kind: str = "infiniband"             # or "ethernet": which sources the collector runs
     # fabric.ethernet as configured (kind: ethernet), else None: read it as `ethernet`
@@ -631,8 +635,8 @@ FABRIC = Schema(
                "overrides)", parse_shard, "`i/n`", default_doc='`"0/1"`'),
         string("cache_dir", None, "where the topology cache lives (created on start)", kind="directory",
                default_doc="`<paths.state_dir>/fabric`"),
-        integer("mad_timeout_ms", _D_FABRIC.mad_timeout_ms, "ibqueryerrors/dump_fts/sminfo `-t`: what a switch that "
-                "does not answer costs per query", lo=10, hi=60000),
+        integer("mad_timeout_ms", _D_FABRIC.mad_timeout_ms, "ibqueryerrors/dump_fts/sminfo `-t`, and the MAD "
+                "engine's timeout per MAD: what a switch that does not answer costs per query", lo=10, hi=60000),
         subsection("thresholds", THRESHOLDS, ""),
         number("routing_imbalance_threshold", _D_FABRIC.routing_imbalance_threshold, "route imbalance (max/mean "
                "remote destinations over active uplinks) above which a switch is flagged", lo=1.0),
@@ -646,6 +650,16 @@ FABRIC = Schema(
                 "of its last `unresponsive_window` sweeps is unresponsive (OpenSM's rule: 5 of 7)", lo=1),
         integer("unresponsive_window", _D_FABRIC.unresponsive_window, "the sweeps `unresponsive_sweeps` counts in",
                 lo=1),
+        choice("sweep_method", _D_FABRIC.sweep_method, "`mad`: the in-process [MAD engine](mad-engine.md); `tools`: "
+               "the infiniband-diags processes; `auto`: the engine where the collector's process opens a umad port, "
+               "else the tools (`fabricmon_fabric_sweep_method` says which ran)", ("auto", "mad", "tools"),
+               reason="expected auto, mad or tools"),
+        integer("mad_window", _D_FABRIC.mad_window, "MADs in flight at once (the MAD engine's global window)",
+                lo=1, hi=1024),
+        integer("mad_window_per_switch", _D_FABRIC.mad_window_per_switch, "MADs in flight to one switch at once "
+                "(the MAD engine)", lo=1, hi=64),
+        integer("mad_retries", _D_FABRIC.mad_retries, "further tries of a MAD left unanswered (each "
+                "`mad_timeout_ms`), while the sweep's deadline allows", lo=0, hi=10),
     ),
     extra=("sources", "ethernet"),
     extra_doc=(

@@ -550,6 +550,11 @@ CATALOGUE: tuple[Metric, ...] = (
            "not cover the ports), none (not read: link state from the discovery only).", ("method",),
            _fabric(lambda fab: [((m,), 1 if (fab.link_state_method or "none") == m else 0)
                                 for m in ("sa", "smp", "none")] if fab.switches else [])),
+    Metric("fabricmon_fabric_sweep_method", G, "1 for how the last InfiniBand sweep read the switches: mad (the "
+           "in-process MAD engine over a umad port), tools (infiniband-diags processes: no umad port could be opened "
+           "by the collector, or fabric.sweep_method says so).", ("method",),
+           _fabric(lambda fab: [((m,), 1 if fab.sweep_method == m else 0) for m in ("mad", "tools")]
+                   if fab.switches and fab.sweep_method else [])),
     Metric("fabricmon_fabric_switches", G, "Switches this collector (shard) sweeps.", (),
            _fabric(lambda fab: [((), len(fab.switches))])),
     Metric("fabricmon_fabric_ports", G, "Switch ports this collector (shard) sweeps.", (),

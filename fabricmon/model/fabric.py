@@ -236,6 +236,7 @@ class SweepData:
     unanswered: dict[str, int] = field(default_factory=dict)
     failed: dict[str, set[str]] = field(default_factory=dict)  # switch -> what went unanswered (counters, state)
     state_method: str = ""           # how link_up was read: "sa" (the SM's PortInfoRecords), "smp", "" (not read)
+    method: str = ""                 # how the InfiniBand sweep read the switches: "mad" (in process), "tools"; "": another kind
 
 
 # --- forwarding tables and the subnet manager ---------------------------------------------
@@ -348,6 +349,7 @@ class FabricSection:
     unresponsive: dict[str, bool] = field(default_factory=dict)
     last_read: dict[str, float | None] = field(default_factory=dict)
     link_state_method: str = ""      # how the last sweep read link states: "sa", "smp", "" (not read)
+    sweep_method: str = ""           # how the last InfiniBand sweep read the switches: "mad", "tools" ("": not one)
 
     def port_label(self, guid: str, port: int) -> str:
         p = self.ports.get((guid, port))

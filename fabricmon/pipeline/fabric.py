@@ -261,6 +261,7 @@ class FabricModel:
         if sweep is not None:
             sec.counter_scale = dict(sweep.scale)
             sec.link_state_method = sweep.state_method
+            sec.sweep_method = sweep.method
             self._fresh_state(sweep, sec)
             for key, pause in sweep.pause.items():
                 p = sec.ports.get(key)

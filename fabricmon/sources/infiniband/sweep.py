@@ -1,5 +1,18 @@
 """sweep: every switch port's counters, in batches, never a process per port.
 
+Two ways, said by `method` (fabricmon_fabric_sweep_method):
+
+- **mad** (fabric.sweep_method auto or mad, where the collector's own process opens a umad port): the
+  in-process MAD engine (sources/infiniband/mad/, docs/mad-engine.md) reads every switch of the
+  sweep (the whole fabric, or a shard's switches) from the cached topology's LIDs in one pass:
+  PortCountersExtended of every port, the PortCounters aggregate (AllPortSelect) and per port only
+  where it is non-zero, and PortInfo (link state, by SMP) of every cabled port, with many MADs in
+  flight under a window per switch and a global one. No process is spawned, no ibnetdiscover per
+  sweep; a shard costs its share. Unanswered queries are retried, then counted per switch, and
+  leave that port's last known state in place (never a port down).
+- **tools** (no umad port here, fabric.sweep_method tools, or a capture/replay bundle): the
+  infiniband-diags processes, as follows.
+
 Measured on the real 400-switch director topology in ibsim (16,568 switch ports; docs/benchmarks.md
 "Fabric collector"): a process per switch (`perfquery -x -l`, 4-8 in parallel) took 4.7-12 s,
 because spawning a MAD client costs more than its queries; `ibqueryerrors` on the cached
@@ -52,8 +65,10 @@ import re
 import time
 from concurrent.futures import ThreadPoolExecutor
 
+import structlog
+
 from fabricmon import ibspec
-from fabricmon.host.io import HostIO
+from fabricmon.host.io import HostIO, LiveIO
 from fabricmon.model.fabric import SweepData, Topology, in_shard
 from fabricmon.parsers.errors import ParseError
 from fabricmon.parsers.ibqueryerrors import IbqueryerrorsReport, parse_ibqueryerrors
@@ -69,6 +84,10 @@ _FAILED_LID = re.compile(r"query failed on .*?,?\s*Lid (\d+)", re.I)
 SHARD_CONCURRENCY = 8
 LINK_STATE_CONCURRENCY = 6          # smpquery processes at once (the two ibqueryerrors passes have ended)
 RETRY_BACKOFF = (0.2, 0.5)          # seconds before each retry of the queries that went unanswered
+MAD_RECHECK = 60.0                  # seconds before a umad port that could not be opened is tried again
+# what decides which fabric the tools reach: the engine's process must reach the same one
+_FABRIC_ENV = ("LD_PRELOAD", "IBSIM_SOCKNAME", "SIM_HOST")
+log = structlog.get_logger("fabricmon.sources.sweep")
 
 
 @register("sweep", enabled=True, interval=15.0, timeout=30.0, command=("ibqueryerrors",),
@@ -91,6 +110,17 @@ class SweepSource(Source):
         mine = {g for g in topo.switches if in_shard(g, *fc.shard)}
         by_lid = {sw.lid: g for g, sw in topo.switches.items() if sw.lid is not None}
         data = SweepData(bits={c.name: 64 if c.kind == "traffic" else c.bits for c in ibspec.COUNTERS})
+        reader = self._mad_reader(io, out)
+        if reader is not None:
+            data.method = "mad"
+            self._sweep_mad(reader, inputs, out, topo, mine, data)
+            data.duration = time.monotonic() - t0
+            if data.ports or data.link_up or not mine:
+                out.data = data
+            return out
+        if fc.sweep_method == "mad":
+            return out                  # _mad_reader said why
+        data.method = "tools"
         # link state first: the counters are read last, closest to the sweep's data time (rates)
         self._link_states(io, inputs, out, topo, mine, data)
         retried: set[str] = set()
@@ -144,6 +174,103 @@ class SweepSource(Source):
         if data.ports or data.link_up or not mine:
             out.data = data
         return out
+
+    _mad_failed_at: float | None = None      # when the last attempt to open a umad port failed
+    _method: str = ""                         # the method of the last sweep (logged when it changes)
+
+    def _note_method(self, method: str, why: str = "") -> None:
+        if method != self._method:
+            if method == "mad":
+                log.info("sweeping with the in-process MAD engine")
+            else:
+                log.info("sweeping with the infiniband-diags tools", why=why or None)
+            self._method = method
+
+    def _mad_reader(self, io: HostIO, out: SourceOutput):
+        """The process's MAD reader when this sweep may use it (module doc), else None. The engine
+        runs in this process: it must reach the fabric the tools would reach (io's environment for
+        them, umad2sim's preload included, is this process's own), and a capture or replay bundle
+        records the tools."""
+        fc = self.config.fabric
+        if fc.sweep_method == "tools" or type(io) is not LiveIO:
+            if fc.sweep_method == "mad":
+                out.error("read", "fabric.sweep_method is mad, but this run records or replays the tools")
+            return None
+        live: LiveIO = io                       # the live host (checked above): its tools' environment
+        env = live.env
+        if env is not None and any(env.get(k) != os.environ.get(k) for k in _FABRIC_ENV):
+            if fc.sweep_method == "mad":
+                out.error("read", "fabric.sweep_method is mad, but the tools run with another fabric's "
+                                  "environment (LD_PRELOAD/IBSIM_SOCKNAME) than this process")
+            return None
+        now = time.monotonic()
+        if self._mad_failed_at is not None and now - self._mad_failed_at < MAD_RECHECK and fc.sweep_method != "mad":
+            return None
+        from fabricmon.sources.infiniband import mad
+        try:
+            reader = mad.open_reader(fc.mad_window, fc.mad_window_per_switch, fc.mad_timeout_ms, fc.mad_retries)
+        except mad.UmadUnavailable as exc:
+            if self._mad_failed_at is None and fc.sweep_method == "mad":
+                out.error("read", f"fabric.sweep_method is mad, but no umad port opens: {exc.strerror or exc}")
+            self._mad_failed_at = now
+            self._note_method("tools", f"no umad port: {exc.strerror or exc}")
+            return None
+        self._mad_failed_at = None
+        self._note_method("mad")
+        return reader
+
+    def _sweep_mad(self, reader, inputs: Inputs, out: SourceOutput, topo: Topology, mine: set[str],
+                   data: SweepData) -> None:
+        """This sweep's switches through the MAD engine, counters and link state in one pass."""
+        from fabricmon.sources.infiniband.mad import SwitchTarget
+        fc = self.config.fabric
+        state: dict[str, set[int]] = {}          # switch -> the ports whose PortInfo is read
+        if fc.link_state_max_ports:
+            for g, p in [k for k, info in topo.ports.items() if info.link is not None] + list(topo.down_links):
+                if g in mine:
+                    state.setdefault(g, set()).add(p)
+        targets = []
+        for g in sorted(mine):
+            sw = topo.switches[g]
+            if sw.kind != "infiniband":
+                continue
+            if sw.lid is None:
+                out.error("read", f"switch {sw.name or g} (0x{g}) has no LID in the discovered topology")
+                data.missing.add(g)
+                continue
+            targets.append(SwitchTarget(g, sw.lid, sw.nports, tuple(sorted(state.get(g, ())))))
+        if any(t.state_ports for t in targets):
+            data.state_method = "smp"
+        deadline = time.monotonic() + inputs.remaining(self.sc.timeout)
+        try:
+            results = reader.read(targets, deadline, ERROR_COUNTERS)
+        except OSError as exc:          # the umad device failed under us: nothing read; the port is reopened next sweep
+            from fabricmon.sources.infiniband import mad
+            mad.close_reader()
+            out.error("read", f"MAD engine: {exc.strerror or exc}; no switch read this sweep")
+            data.missing.update(t.guid for t in targets)
+            return
+        for t in targets:
+            g, r, sw = t.guid, results[t.guid], topo.switches[t.guid]
+            ports = {p: v for p, v in r.ports.items() if 1 <= p <= sw.nports}
+            if ports:
+                data.switches.add(g)
+                for p, vals in ports.items():
+                    data.ports[(g, p)] = vals
+            else:
+                data.missing.add(g)
+                out.error("read", f"switch {sw.name or g} (0x{g}) returned no counters this sweep")
+            for p, up in r.link_up.items():
+                data.link_up[(g, p)] = up
+            data.queries[g] = r.queries
+            if r.unanswered:
+                data.unanswered[g] = r.unanswered
+                data.failed[g] = set(r.failed)
+        for g in sorted(data.unanswered):
+            sw = topo.switches[g]
+            out.error("unanswered", f"switch {sw.name or g} (0x{g}): {data.unanswered[g]} of {data.queries[g]} queries "
+                                    f"unanswered ({', '.join(sorted(data.failed.get(g, ())))}); its last known "
+                                    f"state is kept")
 
     def _retry(self, io: HostIO, inputs: Inputs, topo: Topology, mine: set[str], counters, errors, err_failed):
         """The switches the fabric pass got no counters from (their queries went unanswered), read once

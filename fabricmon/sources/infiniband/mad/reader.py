@@ -1,0 +1,164 @@
+"""What one sweep reads from each switch over the MAD engine, in as few round trips as the data allows.
+
+Per switch (the topology's LID; one engine, one pass for the whole fabric or a shard's switches):
+1. PerfMgt ClassPortInfo, once per switch and cached across sweeps: whether the switch supports
+   AllPortSelect (bit 8) and the extended counters (bit 9). Until a switch answers it, both are
+   assumed (a switch without them answers those Gets with an error status: no data, never zeros).
+2. In one engine run: PortCountersExtended of every port (64-bit data and packet counters; the
+   32-bit PortCounters per port where the switch lacks the extended ones), the PortCounters
+   aggregate (PortSelect 255) where AllPortSelect is supported, and PortInfo (SMP) of every port
+   whose link state is asked for.
+3. PortCounters of each port of the switches whose aggregate shows a non-zero error counter or
+   PortXmitWait: error counters are sums (saturating), so an aggregate of zero proves every port's
+   are zero, as infiniband-diags' ibqueryerrors reasons.
+
+Unreached is not down: a PortInfo that went unanswered leaves that port out of `link_up`; a switch
+whose error aggregate went unanswered has `errors_ok` False (its error counters are not reported
+this sweep, never as zero)."""
+
+from __future__ import annotations
+
+import functools
+import threading
+from dataclasses import dataclass, field
+
+from fabricmon.sources.infiniband.mad import codec
+from fabricmon.sources.infiniband.mad.engine import MadEngine, Request
+
+TRAFFIC = frozenset(codec.PCE_NAMES)
+ASSUMED_CAPS = codec.CAP_ALL_PORT_SELECT | codec.CAP_EXT_WIDTH
+
+
+@functools.lru_cache(maxsize=2048)
+def _tmpl(encode, *args) -> bytes:
+    """One request's MAD, TID 0 (the engine writes the TID into its own copy): shared by every switch."""
+    return bytes(encode(*args, 0))
+
+
+@dataclass(slots=True)
+class SwitchTarget:
+    guid: str
+    lid: int
+    nports: int
+    state_ports: tuple[int, ...] = ()    # ports whose PortInfo (link state) this sweep reads
+
+
+@dataclass(slots=True)
+class SwitchResult:
+    ports: dict[int, dict[str, int]] = field(default_factory=dict)   # traffic (+ errors when errors_ok)
+    errors_ok: bool = False
+    link_up: dict[int, bool] = field(default_factory=dict)
+    port_info: dict[int, codec.PortInfoState] = field(default_factory=dict)
+    queries: int = 0
+    unanswered: int = 0
+    failed: set[str] = field(default_factory=set)                    # "counters", "port state"
+
+
+class FabricReader:
+    """Reads switches through one MadEngine; keeps each switch's PerfMgt capability mask between sweeps."""
+
+    def __init__(self, engine: MadEngine) -> None:
+        self.engine = engine
+        self.caps: dict[str, int] = {}
+        self._lock = threading.Lock()       # one read at a time on the one port (two pipelines in a process)
+
+    def read(self, targets: list[SwitchTarget], deadline: float, error_names: tuple[str, ...]) -> dict[str, SwitchResult]:
+        with self._lock:
+            return self._read(targets, deadline, error_names)
+
+    def _read(self, targets: list[SwitchTarget], deadline: float, error_names: tuple[str, ...]) -> dict[str, SwitchResult]:
+        eng = self.engine
+        out = {t.guid: SwitchResult() for t in targets}
+        # 1. capability masks not known yet
+        ask = [t for t in targets if t.guid not in self.caps]
+        if ask:
+            reqs = [Request(t.guid, t.lid, _tmpl(codec.encode_class_port_info)) for t in ask]
+            for t, ans in zip(ask, eng.run(reqs, deadline)):
+                out[t.guid].queries += 1
+                try:
+                    if ans is None:
+                        raise codec.MadError("unanswered")
+                    self.caps[t.guid] = codec.decode_class_port_info(ans)
+                except codec.MadError:
+                    out[t.guid].unanswered += ans is None
+        # 2. counters, aggregates and link state in one run
+        reqs, what = [], []
+        drill: list[SwitchTarget] = []
+        for t in targets:
+            # no ClassPortInfo answer yet: assume both (asked again next sweep); a switch without them
+            # answers those requests with an error status, which reads as no data, never as zeros
+            cap = self.caps.get(t.guid, ASSUMED_CAPS)
+            ext = bool(cap & codec.CAP_EXT_WIDTH)
+            for p in range(1, t.nports + 1):
+                enc = codec.encode_port_counters_ext if ext else codec.encode_port_counters
+                reqs.append(Request(t.guid, t.lid, _tmpl(enc, p)))
+                what.append((t, "pce" if ext else "pc", p))
+            if cap & codec.CAP_ALL_PORT_SELECT:
+                reqs.append(Request(t.guid, t.lid, _tmpl(codec.encode_port_counters, codec.ALL_PORTS)))
+                what.append((t, "agg", codec.ALL_PORTS))
+            elif ext:                             # no aggregate: every port's PortCounters
+                drill.append(t)
+            for p in t.state_ports:
+                reqs.append(Request(t.guid, t.lid, _tmpl(codec.encode_port_info, p)))
+                what.append((t, "pi", p))
+        answers = eng.run(reqs, deadline) if reqs else []
+        per_port_errors: dict[str, dict[int, dict[str, int]]] = {}
+        agg_seen: set[str] = set()
+        for (t, kind, p), ans in zip(what, answers):
+            res = out[t.guid]
+            res.queries += 1
+            if ans is None:
+                res.unanswered += 1
+                res.failed.add("port state" if kind == "pi" else "counters")
+                continue
+            try:
+                if kind == "pce":
+                    sel, vals = codec.decode_port_counters_ext(ans)
+                    res.ports[p] = vals
+                elif kind == "pc":
+                    sel, vals = codec.decode_port_counters(ans)
+                    res.ports[p] = {k: v for k, v in vals.items() if k in TRAFFIC}
+                    per_port_errors.setdefault(t.guid, {})[p] = {k: vals[k] for k in error_names}
+                elif kind == "agg":
+                    sel, vals = codec.decode_port_counters(ans)
+                    agg_seen.add(t.guid)
+                    if any(vals.get(k, 0) for k in error_names):
+                        drill.append(t)
+                else:
+                    st = codec.decode_port_info(ans)
+                    res.port_info[p] = st
+                    res.link_up[p] = st.up
+            except codec.MadError:
+                res.failed.add("port state" if kind == "pi" else "counters")
+        # 3. per-port error counters where the aggregate is not zero
+        if drill:
+            reqs = [Request(t.guid, t.lid, _tmpl(codec.encode_port_counters, p)) for t in drill for p in range(1, t.nports + 1)]
+            keys = [(t, p) for t in drill for p in range(1, t.nports + 1)]
+            bad: set[str] = set()
+            for (t, p), ans in zip(keys, eng.run(reqs, deadline)):
+                out[t.guid].queries += 1
+                try:
+                    if ans is None:
+                        out[t.guid].unanswered += 1
+                        raise codec.MadError("unanswered")
+                    _sel, vals = codec.decode_port_counters(ans)
+                    per_port_errors.setdefault(t.guid, {})[p] = {k: vals[k] for k in error_names}
+                except codec.MadError:
+                    bad.add(t.guid)
+                    out[t.guid].failed.add("counters")
+            for g in bad:
+                per_port_errors.pop(g, None)
+        drilled = {t.guid for t in drill}
+        for t in targets:
+            res = out[t.guid]
+            if t.guid in per_port_errors and (t.guid in drilled or self.caps.get(t.guid, ASSUMED_CAPS) & codec.CAP_ALL_PORT_SELECT == 0):
+                errs = per_port_errors[t.guid]
+                res.errors_ok = all(p in errs for p in res.ports)
+                if res.errors_ok:
+                    for p, vals in res.ports.items():
+                        vals.update(errs[p])
+            elif t.guid in agg_seen and t.guid not in drilled:
+                res.errors_ok = True
+                for vals in res.ports.values():
+                    vals.update(dict.fromkeys(error_names, 0))
+        return out

@@ -1,0 +1,177 @@
+"""The InfiniBand sweep through the in-process MAD engine, end to end on ibsim: the collector process is
+itself started under umad2sim (LD_PRELOAD and IBSIM_SOCKNAME, as fab.env gives them), so its own
+libibumad reaches the simulator (docs/mad-engine.md "Under the simulator").
+
+- the engine's exposition has the same series as the tools' (fabric.sweep_method tools) with the same
+  error counters and link states; fabricmon_fabric_sweep_method says which ran;
+- four shards report every switch exactly once, each through the engine;
+- where the collector's own process opens no umad port (here: the test process, not preloaded, with the
+  tools' fabric environment), `auto` sweeps with the tools and says so;
+- the daemon under 30% MAD loss on a spine reads no port down and loses no switch name, and a cable
+  pulled meanwhile reads down."""
+
+from __future__ import annotations
+
+import json
+import re
+import socket
+import subprocess
+import sys
+import time
+
+import pytest
+
+from fabricmon.config import from_dict
+from fabricmon.exporter.render import render
+from fabricmon.host import LiveIO
+from fabricmon.pipeline.fabric import fabric_pipeline
+from fabricmon.sim.fabric import fat_tree_netfile
+from helpers import sample_value, scrape_samples
+
+pytestmark = pytest.mark.sim
+
+NET = dict(spines=2, leaves=4, hosts_per_leaf=2, uplinks_per_spine=2)
+SWITCHES = {f"{0x200000 + i:016x}" for i in range(6)}
+
+
+def once(fab, tmp_path, name: str, fabric: dict, *args: str) -> str:
+    state = tmp_path / name
+    state.mkdir()
+    cfg = tmp_path / f"{name}.yml"
+    cfg.write_text(json.dumps({"paths": {"state_dir": str(state)}, "fabric": fabric}))
+    r = subprocess.run([sys.executable, "-m", "fabricmon", "fabric", "once", "--config", str(cfg), *args],
+                       env=fab.env(fab.hosts[0]), capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    return r.stdout
+
+
+def series(text: str) -> dict[tuple[str, str], str]:
+    return {(m[1], m[2]): m[3] for m in re.finditer(r"^(fabricmon_fabric_\w+)(\{[^}]*\})? (\S+)$", text, re.M)}
+
+
+MOVING = ("_bytes_total", "_packets_total", "duration", "timestamp", "_seconds")
+
+
+def test_the_engine_exports_what_the_tools_export(sim_fabric, tmp_path) -> None:
+    fab = sim_fabric(fat_tree_netfile(**NET))
+    fab.run_sm()
+    fab.set_counter("leaf01", 3, "PortCounters.SymbolErrorCounter", 7)
+    fab.set_counter("spine02", 2, "PortCounters.LinkDownedCounter", 3)
+    tools = series(once(fab, tmp_path, "tools", {"sweep_method": "tools"}))
+    engine = series(once(fab, tmp_path, "mad", {"sweep_method": "auto"}))
+    assert tools[("fabricmon_fabric_sweep_method", '{method="tools"}')] == "1.0"
+    assert engine[("fabricmon_fabric_sweep_method", '{method="mad"}')] == "1.0"
+    assert set(tools) == set(engine)
+    same = {k for k in tools if not any(w in k[0] for w in MOVING)}
+    differ = {k: (tools[k], engine[k]) for k in same if tools[k] != engine[k] and k[0] != "fabricmon_fabric_sweep_method"}
+    assert not differ
+    assert engine[("fabricmon_fabric_port_symbol_errors_total", '{port="3",switch_guid="0000000000200002"}')] == "7.0"
+    assert engine[("fabricmon_fabric_port_link_downed_total", '{port="2",switch_guid="0000000000200001"}')] == "3.0"
+    ups = [k for k in engine if k[0] == "fabricmon_fabric_port_up"]
+    assert ups and all(engine[k] == tools[k] for k in ups)
+
+
+def test_four_shards_report_every_switch_exactly_once(sim_fabric, tmp_path) -> None:
+    fab = sim_fabric(fat_tree_netfile(**NET))
+    fab.run_sm()
+    seen: list[str] = []
+    for i in range(4):
+        text = once(fab, tmp_path, f"shard{i}", {}, "--shard", f"{i}/4")
+        swept = set(re.findall(r'^fabricmon_fabric_port_receive_bytes_total\{port="\d+",switch_guid="(\w+)"\}', text, re.M))
+        assert not swept or 'fabricmon_fabric_sweep_method{method="mad"} 1.0' in text
+        seen += sorted(swept)
+    assert sorted(seen) == sorted(SWITCHES)          # all of them, none twice
+
+
+def test_auto_sweeps_with_the_tools_where_no_umad_port_opens(sim_fabric, tmp_path, monkeypatch) -> None:
+    fab = sim_fabric(fat_tree_netfile(**NET))
+    fab.run_sm()
+    env = fab.env(fab.hosts[0])
+    # this process is not preloaded: its own libibumad finds no umad port (a host without one), while
+    # the tools run under umad2sim; the process's environment names the same fabric, so the engine
+    # is tried (not skipped for another fabric's environment) and fails for real
+    for k in ("LD_PRELOAD", "IBSIM_SOCKNAME", "SIM_HOST"):
+        monkeypatch.setenv(k, env[k])
+    cfg = from_dict({"paths": {"state_dir": str(tmp_path)}, "fabric": {"cache_dir": str(tmp_path)}})
+    pipe = fabric_pipeline(cfg, LiveIO(env=env))
+    try:
+        snap = pipe.collect()
+    finally:
+        pipe.close()
+    assert snap.fabric.sweep_method == "tools"
+    assert set(snap.fabric.switches) == SWITCHES and snap.sources["sweep"].up
+    assert all(p.counters for p in snap.fabric.ports.values() if p.link is not None)
+    text = render(snap).decode()
+    assert 'fabricmon_fabric_sweep_method{method="tools"} 1.0' in text
+    assert 'fabricmon_fabric_sweep_method{method="mad"} 0.0' in text
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def scrape_until(proc, port: int, pred, timeout: float) -> dict:
+    end = time.monotonic() + timeout
+    while True:
+        assert proc.poll() is None, proc.stderr.read()
+        try:
+            s = scrape_samples(port)
+            if pred(s):
+                return s
+        except OSError:
+            pass
+        assert time.monotonic() < end, f"condition not met within {timeout}s"
+        time.sleep(0.3)
+
+
+def cabled_up(s: dict) -> dict[tuple[str, str], float]:
+    cabled = {(dict(lbl)["switch_guid"], dict(lbl)["port"]) for (n, lbl) in s
+              if n == "fabricmon_fabric_link_info" and dict(lbl)["role"] != "unconnected"}
+    return {(dict(lbl)["switch_guid"], dict(lbl)["port"]): v for (n, lbl), v in s.items()
+            if n == "fabricmon_fabric_port_up" and (dict(lbl)["switch_guid"], dict(lbl)["port"]) in cabled}
+
+
+def names(s: dict) -> dict[str, str]:
+    return {dict(lbl)["switch_guid"]: dict(lbl)["switch"] for (n, lbl) in s if n == "fabricmon_fabric_switch_info"}
+
+
+def test_30_percent_mad_loss_reads_no_port_down_and_loses_no_name(sim_fabric, tmp_path) -> None:
+    fab = sim_fabric(fat_tree_netfile(**NET))
+    fab.start_sm()
+    (tmp_path / "state").mkdir()
+    cfg = tmp_path / "fabricmon.yml"
+    cfg.write_text(json.dumps({"paths": {"state_dir": str(tmp_path / "state")},
+                               "fabric": {"sweep_interval": 1.0, "discovery_interval": 2.0}}))
+    port = free_port()
+    proc = subprocess.Popen([sys.executable, "-m", "fabricmon", "fabric", "run", "--config", str(cfg), "--listen",
+                             f"127.0.0.1:{port}"], env=fab.env(fab.hosts[0]), stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        s = scrape_until(proc, port, lambda s: len(cabled_up(s)) == 40 and all(cabled_up(s).values())
+                         and len(names(s)) == 6 and sample_value(s, "fabricmon_fabric_sweep_method", method="mad") == 1, 60)
+        before = names(s)
+        for p in range(1, 9):
+            fab.console(f'Error "spine01"[{p}] 30')
+        end = time.monotonic() + 6
+        while time.monotonic() < end:                # several sweeps and discoveries under loss
+            s = scrape_samples(port)
+            down = [k for k, v in cabled_up(s).items() if v != 1]
+            assert not down, f"30% loss: ports read down: {down}"
+            assert names(s) == before
+            assert sample_value(s, "fabricmon_fabric_sweep_method", method="mad") == 1
+            time.sleep(0.4)
+        leaf01, spine01 = f"{0x200002:016x}", f"{0x200000:016x}"
+        fab.unlink("leaf01", 3)                      # leaf01[3] <-> spine01[1], under the loss
+        s = scrape_until(proc, port, lambda s: cabled_up(s).get((leaf01, "3")) == 0
+                         and cabled_up(s).get((spine01, "1")) == 0, 60)
+        assert sorted(k for k, v in cabled_up(s).items() if v != 1) == sorted([(leaf01, "3"), (spine01, "1")])
+        assert names(s) == before
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()

@@ -1,0 +1,115 @@
+"""The engine's scheduling on a port that answers in Python: TID matching (answers out of order),
+windows per target and global, retries, the deadline, a silent target costing only its own requests.
+The same engine against the simulator is tests/sim/test_mad_sim.py."""
+
+from __future__ import annotations
+
+import ctypes
+import random
+from collections import Counter
+
+from fabricmon.sources.infiniband.mad import codec
+from fabricmon.sources.infiniband.mad.engine import MadEngine, Request
+
+
+class FakePort:
+    """Answers each sent MAD (a GetResp echoing its TID and modifier, the LID in the data) in a shuffled
+    order; drops what `drop(lid, n)` says (n: the how-manieth try of that request it is)."""
+
+    hdr = 64
+    mad_offset = 64
+
+    def __init__(self, drop=lambda lid, n: False, seed: int = 1) -> None:
+        self.drop = drop
+        self.rng = random.Random(seed)
+        self.queue: list[bytes] = []
+        self.in_flight: Counter = Counter()
+        self.peak_target = 0
+        self.peak = 0
+        self.sent: Counter = Counter()
+        self.tries: Counter = Counter()
+        self.now = 0.0
+        self.lid_of: dict[int, int] = {}
+
+    def register(self, cls: int, version: int) -> int:
+        return cls
+
+    def send_raw(self, agent: int, address: int, timeout_ms: int, retries: int = 0) -> None:
+        raw = ctypes.string_at(address, self.hdr + 256)
+        lid = int.from_bytes(raw[28:30], "big")
+        qp = int.from_bytes(raw[20:24], "big")
+        mad = bytearray(raw[self.hdr:])
+        assert qp == (1 if mad[1] == codec.CLASS_PERF else 0)
+        self.sent[lid] += 1
+        self.tries[(lid, bytes(mad[20:24]))] += 1
+        tid = codec.tid_low(mad)
+        self.lid_of[tid] = lid
+        self.in_flight[lid] += 1
+        self.peak_target = max(self.peak_target, self.in_flight[lid])
+        self.peak = max(self.peak, sum(self.in_flight.values()))
+        if self.drop(lid, self.tries[(lid, bytes(mad[20:24]))]):
+            return
+        mad[3] = codec.METHOD_GET_RESP
+        mad[64:66] = lid.to_bytes(2, "big")
+        self.queue.append(bytes(mad))
+
+    def recv(self, timeout_ms: int):
+        if not self.queue:
+            self.now += timeout_ms / 1000          # nothing comes: the wait passes
+            return None
+        mad = self.queue.pop(self.rng.randrange(len(self.queue)))
+        self.in_flight[self.lid_of[codec.tid_low(mad)]] -= 1
+        return 0, mad
+
+    def clock(self) -> float:
+        return self.now
+
+
+def requests(lids, per_lid: int) -> list[Request]:
+    return [Request(f"sw{lid}", lid, bytes(codec.encode_port_info(p, 0))) for lid in lids for p in range(1, per_lid + 1)]
+
+
+def test_answers_match_their_requests_by_tid_out_of_order_within_both_windows() -> None:
+    port = FakePort()
+    eng = MadEngine(port, window=16, per_target=3, clock=port.clock)
+    reqs = requests(range(1, 21), 10)
+    answers = eng.run(reqs, deadline=100.0)
+    assert all(a is not None for a in answers)
+    for r, a in zip(reqs, answers):
+        assert int.from_bytes(a[64:66], "big") == r.lid                  # the answer of its own LID
+        assert a[20:24] == r.mad[20:24]                                  # and of its own port
+    assert port.peak_target <= 3 and port.peak <= 16
+    assert eng.stats.sent == 200 and eng.stats.answered == 200 and eng.stats.unanswered == 0
+
+
+def test_few_switches_never_get_more_than_their_window() -> None:
+    port = FakePort()
+    eng = MadEngine(port, window=32, per_target=4, clock=port.clock)
+    answers = eng.run(requests([1, 2, 3], 40), deadline=100.0)
+    assert None not in answers
+    assert port.peak_target == 4 and port.peak == 12
+
+
+def test_lost_answers_are_retried_and_a_silent_target_costs_only_its_own_requests() -> None:
+    # LID 5 never answers; LID 7 loses the first try of every request
+    port = FakePort(drop=lambda lid, n: lid == 5 or (lid == 7 and n == 1))
+    eng = MadEngine(port, window=8, per_target=2, timeout_ms=100, retries=2, give_up_after=5, clock=port.clock)
+    reqs = requests(range(1, 11), 20)
+    answers = eng.run(reqs, deadline=100.0)
+    by_lid = Counter(r.lid for r, a in zip(reqs, answers) if a is not None)
+    assert by_lid[5] == 0 and all(by_lid[lid] == 20 for lid in range(1, 11) if lid != 5)
+    # the silent switch: tries until 5 in a row went unanswered (a window of 2 at a time), the rest is not sent
+    assert port.sent[5] <= 5 + 2
+    assert eng.stats.skipped >= 20 - 4
+    assert eng.stats.retried >= 20            # LID 7's first tries
+    assert eng.stats.unanswered == 20
+    assert port.now < 2.0                   # a few timeouts of 100 ms, not one per request
+
+
+def test_the_deadline_ends_the_run_with_what_is_left_unanswered() -> None:
+    port = FakePort(drop=lambda lid, n: True)
+    eng = MadEngine(port, window=4, per_target=4, timeout_ms=100, retries=5, give_up_after=1000, clock=port.clock)
+    answers = eng.run(requests([1, 2], 50), deadline=0.35)
+    assert answers == [None] * 100
+    assert port.now <= 0.5
+    assert eng.stats.unanswered == 100

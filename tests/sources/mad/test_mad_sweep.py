@@ -1,0 +1,186 @@
+"""The sweep source's MAD path on a reader that answers in Python: a shard asks only for its own
+switches, counters and link states land in SweepData as the tools path fills it, and what went
+unanswered is counted, never a port down. The same path on ibsim: tests/sim/test_mad_sweep_sim.py."""
+
+from __future__ import annotations
+
+import time
+
+from fabricmon.config import from_dict
+from fabricmon.model.fabric import Link, PortInfo, SwitchNode, SweepData, Topology, in_shard
+from fabricmon.pipeline.source import Inputs, SourceOutput
+from fabricmon.sources.infiniband.mad import SwitchResult
+from fabricmon.sources.infiniband.sweep import ERROR_COUNTERS, SweepSource
+
+GUIDS = [f"{0x200000 + i:016x}" for i in range(16)]
+
+
+def topology() -> Topology:
+    topo = Topology()
+    for i, g in enumerate(GUIDS):
+        topo.switches[g] = SwitchNode(g, f"sw{i:02d}", 4, 10 + i)
+        for p in (1, 2):                    # ports 1-2 cabled, 3-4 not
+            link = Link(p, GUIDS[(i + 1) % len(GUIDS)], p, "Switch", "peer", 4, "HDR")
+            topo.ports[(g, p)] = PortInfo(g, p, "uplink", link, True)
+        for p in (3, 4):
+            topo.ports[(g, p)] = PortInfo(g, p, "unconnected", None, False)
+    return topo
+
+
+class FakeReader:
+    def __init__(self, silent: set[str] = frozenset()) -> None:
+        self.targets = []
+        self.silent = silent
+
+    def read(self, targets, deadline, error_names):
+        self.targets = list(targets)
+        out = {}
+        for t in targets:
+            r = out[t.guid] = SwitchResult()
+            r.queries = t.nports + 1 + len(t.state_ports)
+            if t.guid in self.silent:       # nothing answered
+                r.unanswered, r.failed = r.queries, {"counters", "port state"}
+                continue
+            r.errors_ok = True
+            r.ports = {p: {"transmit_bytes": 100 * p, **dict.fromkeys(error_names, 0)} for p in range(1, t.nports + 1)}
+            r.link_up = {p: p != 2 for p in t.state_ports}           # port 2 reads down
+        return out
+
+
+def sweep(shard: str, reader: FakeReader) -> tuple[SweepData, SourceOutput]:
+    cfg = from_dict({"fabric": {"shard": shard}})
+    src = SweepSource(cfg, cfg.fabric.sources["sweep"])
+    topo = topology()
+    mine = {g for g in topo.switches if in_shard(g, *cfg.fabric.shard)}
+    data, out = SweepData(), SourceOutput()
+    src._sweep_mad(reader, Inputs(deadline=time.monotonic() + 10), out, topo, mine, data)
+    return data, out
+
+
+def test_a_shard_asks_only_for_its_own_switches_and_the_shards_cover_the_fabric_once() -> None:
+    seen = []
+    for i in range(4):
+        reader = FakeReader()
+        data, _ = sweep(f"{i}/4", reader)
+        asked = [t.guid for t in reader.targets]
+        assert asked == sorted(g for g in GUIDS if in_shard(g, i, 4))
+        assert data.switches == set(asked)
+        seen += asked
+    assert sorted(seen) == GUIDS
+
+
+def test_counters_and_link_state_land_as_the_tools_path_fills_them() -> None:
+    reader = FakeReader()
+    data, out = sweep("0/1", reader)
+    assert all(t.state_ports == (1, 2) for t in reader.targets)      # the cabled ports' PortInfo
+    g = GUIDS[3]
+    assert data.ports[(g, 4)]["transmit_bytes"] == 400
+    assert all(data.ports[(g, 1)][c] == 0 for c in ERROR_COUNTERS)
+    assert data.link_up[(g, 1)] is True and data.link_up[(g, 2)] is False
+    assert (g, 3) not in data.link_up                                 # not cabled: not read
+    assert data.state_method == "smp" and not data.missing and not out.errors
+
+
+def test_a_silent_switch_is_missing_and_unanswered_never_down() -> None:
+    silent = GUIDS[5]
+    data, out = sweep("0/1", FakeReader(silent={silent}))
+    assert silent in data.missing and silent not in data.switches
+    assert not any(k[0] == silent for k in data.link_up)              # its ports keep their last state
+    assert data.unanswered[silent] == data.queries[silent] and data.failed[silent] == {"counters", "port state"}
+    assert any("sw05" in e for _, e in out.errors)
+    assert len(data.switches) == len(GUIDS) - 1
+
+
+def test_a_umad_device_error_costs_this_sweep_and_raises_nothing(monkeypatch) -> None:
+    from fabricmon.sources.infiniband import mad
+    closed = []
+    monkeypatch.setattr(mad, "close_reader", lambda: closed.append(True))
+
+    class Broken(FakeReader):
+        def read(self, targets, deadline, error_names):
+            raise OSError(5, "Input/output error")
+    data, out = sweep("0/1", Broken())
+    assert data.missing == set(GUIDS) and not data.ports and not data.link_up
+    assert closed and any("MAD engine: Input/output error" in e for _, e in out.errors)
+
+
+def no_umad(monkeypatch) -> list[bool]:
+    """mad.open_reader raising as it does where no umad port opens; returns the list of its calls."""
+    from fabricmon.sources.infiniband import mad
+    calls: list[bool] = []
+
+    def refuse(*a, **k):
+        calls.append(True)
+        raise mad.UmadUnavailable(95, "umad_open_port(default, 0) failed: Operation not supported")
+    monkeypatch.setattr(mad, "open_reader", refuse)
+    return calls
+
+
+def fallback_source(method: str):
+    cfg = from_dict({"fabric": {"sweep_method": method}})
+    return SweepSource(cfg, cfg.fabric.sources["sweep"])
+
+
+def test_auto_falls_back_to_the_tools_where_no_umad_port_opens_and_tries_again_later(monkeypatch) -> None:
+    from fabricmon.host.io import LiveIO
+    from fabricmon.sources.infiniband import sweep as sweep_mod
+    calls = no_umad(monkeypatch)
+    src, io = fallback_source("auto"), LiveIO()
+    out = SourceOutput()
+    assert src._mad_reader(io, out) is None and not out.errors       # auto: the tools, no error
+    assert src._method == "tools" and len(calls) == 1
+    assert src._mad_reader(io, out) is None and len(calls) == 1      # not tried again within MAD_RECHECK
+    src._mad_failed_at -= sweep_mod.MAD_RECHECK + 1
+    assert src._mad_reader(io, out) is None and len(calls) == 2      # tried again after it
+    assert fallback_source("tools")._mad_reader(io, out) is None and len(calls) == 2    # tools: never tried
+
+
+def test_sweep_method_mad_without_a_umad_port_says_why_and_never_runs_the_tools(monkeypatch) -> None:
+    from fabricmon.host.io import LiveIO
+    no_umad(monkeypatch)
+    ran = []
+    monkeypatch.setattr(LiveIO, "run", lambda self, argv, *a, **k: ran.append(argv))
+    topo = topology()
+    topo.cache_file = "/nonexistent/topology.cache"
+    out = fallback_source("mad").collect(LiveIO(), Inputs(deadline=time.monotonic() + 10, inventory=topo))
+    assert out.data is None and not ran
+    assert [k for k, _ in out.errors] == ["read"] and "no umad port opens: " in out.errors[0][1]
+
+
+def test_a_capture_or_replay_io_sweeps_with_the_tools(monkeypatch) -> None:
+    calls = no_umad(monkeypatch)
+    out = SourceOutput()
+
+    class Recording:            # any HostIO that is not the live host (RecordingIO, ReplayIO)
+        env = None
+    assert fallback_source("auto")._mad_reader(Recording(), out) is None and not calls and not out.errors
+    assert fallback_source("mad")._mad_reader(Recording(), out) is None
+    assert "records or replays the tools" in out.errors[0][1]
+
+
+def test_a_silent_switch_through_the_engine_is_unresponsive_as_through_the_tools_and_never_down() -> None:
+    """The engine's unanswered queries feed the `unresponsive` check (5 of the last 7 sweeps by default)
+    as the tools' do: WARNING at the fifth silent sweep, its ports keep their state."""
+    from fabricmon.model.fabric import DiscoveryData
+    from fabricmon.model.snapshot import SourceState
+    from fabricmon.pipeline.fabric import FabricModel
+
+    def state(records, data, t):
+        return SourceState(name=records.__name__, enabled=True, interval=1, timeout=1, records=records, up=True,
+                           ran=True, data=data, data_time=t)
+    topo = topology()
+    disc = DiscoveryData(switches={g: SwitchNode(g, sw.name, sw.nports, sw.lid,
+                                                 {p: topo.ports[(g, p)].link for p in (1, 2)})
+                                   for g, sw in topo.switches.items()})
+    model = FabricModel(from_dict({}, check_paths=False))
+    model.build({"discovery": state(DiscoveryData, disc, 0.0)})
+    silent = GUIDS[5]
+    for t in (1.0, 2.0, 3.0, 4.0, 5.0):
+        data, _ = sweep("0/1", FakeReader(silent={silent}))
+        secs, findings = model.build({"sweep": state(SweepData, data, t)})
+        sec = secs["fabric"]
+        unresp = [f for f in findings if f.check == "unresponsive"]
+        assert [f.device for f in unresp] == ([silent] if t == 5.0 else []), t
+        assert sec.ports[(silent, 1)].up                      # unreached is not down
+    assert unresp[0].status == 1 and "sw05" in unresp[0].message
+    assert sec.check_status[("unresponsive", silent)] == 1 and sec.check_status[("unresponsive", GUIDS[4])] == 0
