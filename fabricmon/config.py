@@ -136,7 +136,7 @@ class ServeConfig:
 
 @dataclass(frozen=True, slots=True)
 class FabricThresholds:
-    """ECMP imbalance judgement (GUIDE.md section 3: defaults, not standards)."""
+    """ECMP imbalance judgement: operational defaults, not standards (docs/fabric-collector.md)."""
     ecmp_ratio: float = 1.2              # max/mean transmit rate of a group
     ecmp_cv: float | None = None         # coefficient of variation; None: not used to flag
     consecutive_sweeps: int = 3          # over the threshold this many sweeps in a row

@@ -80,7 +80,7 @@ from fabricmon.pipeline.source import INVENTORY, Inputs, Source, SourceOutput, c
 ERROR_COUNTERS = tuple(c.name for c in ibspec.COUNTERS if c.kind in ("error", "congestion"))
 TRAFFIC_COUNTERS = frozenset(c.name for c in ibspec.COUNTERS if c.kind == "traffic")
 _FAILED_LID = re.compile(r"query failed on .*?,?\s*Lid (\d+)", re.I)
-# processes in flight at once on a sharded sweep (ibsim serves about 10 MAD clients; GUIDE section 6)
+# processes in flight at once on a sharded sweep (ibsim serves about 10 MAD clients: docs/fabric-collector.md)
 SHARD_CONCURRENCY = 8
 LINK_STATE_CONCURRENCY = 6          # smpquery processes at once (the two ibqueryerrors passes have ended)
 RETRY_BACKOFF = (0.2, 0.5)          # seconds before each retry of the queries that went unanswered

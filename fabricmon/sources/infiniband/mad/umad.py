@@ -8,7 +8,7 @@ header (agent id, status, timeout_ms, retries, length, the address) followed by 
 
 Under ibsim the process must run with LD_PRELOAD=umad2sim (and IBSIM_SOCKNAME): umad2sim interposes
 libc's open/ioctl/read/write/poll as libibumad calls them, so the port opened here is the
-simulator's (GUIDE section 11). Without the preload, on a host with no /dev/infiniband/umad*,
+simulator's (docs/mad-engine.md, "Under the simulator"). Without the preload, on a host with no /dev/infiniband/umad*,
 `UmadPort.open` raises UmadUnavailable and the sweep uses the infiniband-diags tools instead.
 
 No privilege beyond the umad device: the port is opened read/write as the tools open it; QP0 (SMPs)
