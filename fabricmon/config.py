@@ -198,6 +198,7 @@ class FabricConfig:
     down_port_max_age: float | None = 604800.0   # seconds a cabled port that went down stays reported; None: until restart
     link_state_max_ports: int = 512      # PortInfo SMP reads per sweep when the SM's records do not cover the ports (0: none)
     stale_sweeps: int = 3                # sweeps (of the last stale_sweeps + 2) with unanswered queries: a switch is stale
+    uplinks_critical_fraction: float = 0.5   # share of a switch's expected uplinks down from which its uplinks check is CRITICAL
     sources: dict[str, SourceConfig] = field(default_factory=dict)
     kind: str = "infiniband"             # or "ethernet": which sources the collector runs
     ethernet: EthernetConfig = field(default_factory=EthernetConfig)
@@ -497,7 +498,7 @@ def _fabric(raw: Any, state_dir: str, check_paths: bool = True) -> FabricConfig:
                                  "shard", "cache_dir", "mad_timeout_ms", "thresholds", "sources",
                                  "routing_interval", "sm_interval", "routing_imbalance_threshold",
                                  "sm_stalled_polls", "down_port_max_age", "link_state_max_ports",
-                                 "stale_sweeps", "kind", "ethernet"))
+                                 "stale_sweeps", "kind", "ethernet", "uplinks_critical_fraction"))
     kind = m.get("kind", d.kind)
     if kind not in ("infiniband", "ethernet"):
         raise ConfigError("fabric.kind", f"expected infiniband or ethernet, got {kind!r}")
@@ -519,6 +520,10 @@ def _fabric(raw: Any, state_dir: str, check_paths: bool = True) -> FabricConfig:
     ls_max = m.get("link_state_max_ports", d.link_state_max_ports)
     if isinstance(ls_max, bool) or not isinstance(ls_max, int) or ls_max < 0:
         raise ConfigError("fabric.link_state_max_ports", f"expected an integer >= 0, got {ls_max!r}")
+    up_crit = _number(m.get("uplinks_critical_fraction", d.uplinks_critical_fraction),
+                      "fabric.uplinks_critical_fraction", 0.0)
+    if up_crit > 1:
+        raise ConfigError("fabric.uplinks_critical_fraction", f"expected a share from 0 to 1, got {up_crit!r}")
     stale = m.get("stale_sweeps", d.stale_sweeps)
     if isinstance(stale, bool) or not isinstance(stale, int) or stale < 1:
         raise ConfigError("fabric.stale_sweeps", f"expected an integer >= 1, got {stale!r}")
@@ -559,7 +564,7 @@ def _fabric(raw: Any, state_dir: str, check_paths: bool = True) -> FabricConfig:
         cache_dir=_string(m.get("cache_dir", f"{state_dir.rstrip('/')}/fabric"), "fabric.cache_dir"),
         mad_timeout_ms=mad, thresholds=thresholds, routing_interval=routing, sm_interval=sm,
         routing_imbalance_threshold=imb, sm_stalled_polls=stalled, down_port_max_age=max_age,
-        link_state_max_ports=ls_max, stale_sweeps=stale,
+        link_state_max_ports=ls_max, stale_sweeps=stale, uplinks_critical_fraction=up_crit,
         # an Ethernet fabric runs its own two sources (SNMP), named and timed as InfiniBand's
         sources=_sources(m.get("sources"), "ethernet" if kind == "ethernet" else "fabric", "fabric.sources",
                          defaults),

@@ -40,9 +40,13 @@ def test_committed_rules_are_generated():
 
 
 def test_promtool_check_rules():
+    """With every lint on and lint errors fatal (issue 30: a duplicate-rule lint failure made the shipped rules
+    look broken)."""
     promtool = require_tool("promtool", "prometheus")
-    res = subprocess.run([promtool, "check", "rules", str(RULES)], capture_output=True, text=True, timeout=60)
-    assert res.returncode == 0, res.stdout + res.stderr
+    res = subprocess.run([promtool, "check", "rules", "--lint=all", "--lint-fatal", str(RULES)],
+                         capture_output=True, text=True, timeout=60)
+    assert res.returncode == 0 and "SUCCESS" in res.stdout, res.stdout + res.stderr
+    assert "lint" not in (res.stdout + res.stderr).lower(), res.stdout + res.stderr
 
 
 def test_promtool_unit_tests():
@@ -113,7 +117,7 @@ def test_every_daemon_check_has_an_alert(bundle_expositions):
     exprs = "\n".join(a["expr"] for a in alerts())
     covered = set(re.findall(r'check="([a-z_]+)"', exprs))
     # counter_saturation's default status is ok: its alert reads fabricmon_ib_port_saturated directly
-    covered |= {"counter_saturation"} if "fabricmon_ib_port_saturated == 1" in exprs else set()
+    covered |= {"counter_saturation"} if re.search(r"fabricmon_ib_port_saturated(\{[^}]*\})? == 1", exprs) else set()
     assert checks - covered == set(), f"daemon checks without an alert: {sorted(checks - covered)}"
 
 
@@ -135,11 +139,31 @@ def test_rules_read_only_exported_metrics(bundle_expositions, fabric_exposition)
 def test_fabric_alerts_cover_what_the_collector_judges():
     """Every kind of fabric verdict has an alert: the ECMP flag, down and degraded switch ports, the sweep."""
     exprs = "\n".join(a["expr"] for a in alerts())
-    for needle in ("fabricmon_ecmp_imbalanced == 1", 'fabricmon_fabric_port_degraded{reason="down"}',
-                   'fabricmon_fabric_port_degraded{reason=~"width|speed"}', f'up{{job="{build_rules.FABRIC_JOB}"}}',
-                   f'absent(up{{job="{build_rules.FABRIC_JOB}"}})', "fabricmon_fabric_port_symbol_errors_total",
-                   "fabricmon_fabric_port_link_downed_total", 'source=~"sweep|discovery"'):
+    f = build_rules.FABRIC_SELECTOR
+    for needle in (f"fabricmon_ecmp_imbalanced{{{f}}} == 1", f'fabricmon_fabric_port_degraded{{{f},reason="down"}}',
+                   f'fabricmon_fabric_port_degraded{{{f},reason=~"width|speed"}}', f"up{{{f}}}", f"absent(up{{{f}}})",
+                   f'fabricmon_check_status{{{f},check=~"symbol_errors"}}', f'fabricmon_check_status{{{f},check=~"link_flap"}}',
+                   f'fabricmon_fabric_check_status{{{f},check="unresponsive"}}', 'source=~"sweep|discovery"'):
         assert needle in exprs, needle
+
+
+# The only alerts that judge raw counters in Prometheus: what no daemon judges (issue 27, one set of thresholds).
+RAW_COUNTER_ALERTS = {"FabricmonSourceErrors", "FabricmonQpTransportRetriesExceeded"}
+
+
+def test_alerts_page_on_verdicts_not_on_raw_counters():
+    """Every threshold that pages is fabricmon.yml's: no alert takes rate()/increase() of a counter and compares
+    it with a number of its own, except the few no daemon judges; every expression names its scrape job, so the
+    collector's findings (fabricmon_check_status by switch GUID) never fire a node alert and the other way round."""
+    judged = sorted(a["alert"] for a in alerts() if re.search(r"\b(rate|increase|irate|delta)\(", a["expr"]))
+    assert set(judged) <= RAW_COUNTER_ALERTS, judged
+    for a in alerts():
+        for sel in re.findall(r"(?<![:\w])(?:fabricmon_check_status|up)\{([^}]*)\}", a["expr"]):
+            assert sel.startswith((build_rules.SELECTOR, build_rules.FABRIC_SELECTOR)), (a["alert"], sel)
+    text = RULES.read_text()
+    for gone in ("* 3600 >", "> 1000", "symbol_errors_total[", "pause_frames_total["):
+        assert gone not in "\n".join(a["expr"] for a in alerts()), gone
+    assert "FabricmonFabricSwitchUnreachable" not in text and "FabricmonFabricSwitchUnreadable" not in text
 
 
 @pytest.mark.parametrize("base", ["https://git.example.org/hpc/fabricmon/-/blob/main/docs/runbooks.md"])
