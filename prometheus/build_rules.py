@@ -5,6 +5,12 @@ for the per-node daemon (`fabricmon run`) and the fabric collector (`fabricmon f
     python prometheus/build_rules.py                      # rewrite the committed rules file
     python prometheus/build_rules.py --check              # exit 1 if the committed file is stale
     python prometheus/build_rules.py --runbook-base URL   # point runbook_url at your copy of the docs
+
+It also copies docs/runbooks.md into the package (fabricmon/pages/runbooks.md), which the daemons serve at
+/runbooks: every runbook_url defaults to http://<instance>/runbooks#<alert>, the daemon that raised it.
+A site sets another base, and its scrape selectors, when it prints the rules:
+`fabricmon install --print rules DIR --runbook-base URL --selector 'job="..."' --fabric-selector '...'`
+(fabricmon/deploy/rules.py rewrites the shipped file; the shipped file is valid as it is).
     python prometheus/build_rules.py --map-scheme https   # map_url for collectors serving HTTPS
 
 Two kinds of alert:
@@ -30,7 +36,11 @@ import yaml
 
 HERE = Path(__file__).resolve().parent
 OUT = HERE.parent / "fabricmon" / "deploy" / "prometheus" / "fabricmon.rules.yml"
-DEFAULT_RUNBOOK_BASE = "docs/runbooks.md"
+RUNBOOKS = HERE.parent / "docs" / "runbooks.md"
+RUNBOOKS_COPY = HERE.parent / "fabricmon" / "pages" / "runbooks.md"      # shipped in the wheel, served at /runbooks
+# runbook_url: the daemon that raised the alert serves the runbooks (fabricmon/pages/runbooks.py)
+INSTANCE = "{{ $labels.instance }}"
+DEFAULT_RUNBOOK_BASE = "SCHEME://" + INSTANCE + "/runbooks"
 
 # The job names the README's scrape config uses, and the selectors every expression carries: the node
 # daemons' (SELECTOR) and the fabric collectors' (FABRIC_SELECTOR, every shard). Both export
@@ -231,13 +241,24 @@ def anchor(name: str) -> str:
     return name.lower()
 
 
+def runbook_url(name: str, expr: str, base: str) -> str:
+    """base#<alert>; an absent() alert has no instance, so by default it links to the runbooks of any
+    fabricmon target that is up (a node daemon or a collector)."""
+    url = f"{base}#{anchor(name)}"
+    if INSTANCE in base and expr.startswith("absent("):
+        live = ("{{ with query `up{%s} == 1 or up{%s} == 1` }}{{ (index . 0).Labels.instance }}{{ else }}"
+                "no-fabricmon-target-is-up{{ end }}" % (SELECTOR, FABRIC_SELECTOR))
+        url = url.replace(INSTANCE, live)
+    return url
+
+
 def alert(name, expr, severity, for_, summary, description, base) -> dict:
     rule = {"alert": name, "expr": expr}
     if for_ != "0m":
         rule["for"] = for_
     rule["labels"] = {"severity": severity}
     rule["annotations"] = {"summary": summary, "description": description,
-                           "runbook_url": f"{base}#{anchor(name)}"}
+                           "runbook_url": runbook_url(name, expr, base)}
     return rule
 
 
@@ -593,7 +614,8 @@ def records() -> list[dict]:
     return r
 
 
-def build(base: str = DEFAULT_RUNBOOK_BASE, map_scheme: str = "http") -> str:
+def build(base: str | None = None, map_scheme: str = "http") -> str:
+    base = base or DEFAULT_RUNBOOK_BASE.replace("SCHEME", map_scheme)
     doc = {"groups": [
         {"name": "fabricmon.rules", "rules": records()},
         {"name": "fabricmon.node.alerts", "rules": node_alerts(base)},
@@ -620,18 +642,19 @@ def build(base: str = DEFAULT_RUNBOOK_BASE, map_scheme: str = "http") -> str:
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--check", action="store_true", help="exit 1 if the committed file differs")
-    p.add_argument("--runbook-base", default=DEFAULT_RUNBOOK_BASE,
-                   help="URL of docs/runbooks.md for runbook_url (default: the repository path)")
+    p.add_argument("--runbook-base", default=None,
+                   help="URL of the runbooks for runbook_url (default: the daemon's own /runbooks page)")
     p.add_argument("--map-scheme", default="http", choices=("http", "https"),
                    help="scheme of the fabric collectors' pages in map_url (https with server.tls)")
     p.add_argument("--output", default=str(OUT))
     a = p.parse_args()
     text = build(a.runbook_base, a.map_scheme)
     if a.check:
-        same = Path(a.output).read_text() == text
-        print("up to date" if same else f"{a.output} is stale: run python prometheus/build_rules.py")
+        same = Path(a.output).read_text() == text and RUNBOOKS_COPY.read_text() == RUNBOOKS.read_text()
+        print("up to date" if same else f"{a.output} or {RUNBOOKS_COPY} is stale: run python prometheus/build_rules.py")
         return 0 if same else 1
     Path(a.output).write_text(text)
+    RUNBOOKS_COPY.write_text(RUNBOOKS.read_text())
     return 0
 
 

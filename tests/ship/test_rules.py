@@ -10,7 +10,7 @@ import subprocess
 import pytest
 import yaml
 
-from ship_helpers import ROOT, ethernet_exposition, exported_names, load_generator, require_tool
+from ship_helpers import FABRICMON, ROOT, ethernet_exposition, exported_names, load_generator, require_tool
 
 RULES = ROOT / "fabricmon" / "deploy" / "prometheus" / "fabricmon.rules.yml"
 RULE_TESTS = ROOT / "fabricmon" / "deploy" / "prometheus" / "fabricmon.rules.test.yml"
@@ -68,9 +68,13 @@ def test_every_alert_follows_the_conventions():
         ann = a["annotations"]
         assert set(ann) >= {"summary", "description", "runbook_url"}, name
         assert ann["summary"].strip() and ann["description"].strip(), name
+        # absolute: the daemon that raised it serves the runbooks (an absent() alert: any fabricmon target up)
         url = ann["runbook_url"]
-        assert url.startswith("docs/runbooks.md#"), url
-        assert url.split("#", 1)[1] in anchors, f"{name}: no heading for {url} in docs/runbooks.md"
+        if a["expr"].startswith("absent("):
+            assert re.fullmatch(r"http://\{\{ with query `up\{[^`]+` \}\}.+\{\{ end \}\}/runbooks#\w+", url), url
+        else:
+            assert url.startswith("http://{{ $labels.instance }}/runbooks#"), url
+        assert url.split("#", 1)[1] == name.lower() and name.lower() in anchors, f"{name}: no heading in docs/runbooks.md"
         if not a["expr"].startswith("absent("):       # absent() has no instance to name
             assert "{{ $labels.instance }}" in ann["description"], name
         fabric = re.search(r"fabricmon_(fabric|ecmp)_", a["expr"])
@@ -170,6 +174,62 @@ def test_alerts_page_on_verdicts_not_on_raw_counters():
 def test_runbook_base_is_configurable(base):
     text = build_rules.build(base)
     assert f"runbook_url: {base}#fabricmonportdown" in text
+
+
+def test_the_wheel_carries_the_runbooks_it_serves():
+    """fabricmon/pages/runbooks.md (served at /runbooks) is docs/runbooks.md, written by build_rules.py."""
+    assert (ROOT / "fabricmon" / "pages" / "runbooks.md").read_text() == RUNBOOKS.read_text(), \
+        "run: python prometheus/build_rules.py"
+
+
+SITE = ("https://wiki.example.org/hpc/fabricmon", 'cluster="a",job="ib-nodes"', 'job=~"ibfab-.*"')
+
+
+def test_print_fits_the_rules_to_a_site(tmp_path):
+    """`install --print rules DIR --runbook-base URL --selector ... --fabric-selector ...`: every runbook_url is
+    URL#<alert>, every job matcher the site's, the rules pass promtool with every lint fatal, and the tests
+    written for the shipped selectors are left out."""
+    from fabricmon.install import print_files
+    print_files("rules", str(tmp_path), out=open(tmp_path / "out", "w"),
+                rules_options=dict(zip(("runbook_base", "selector", "fabric_selector"), SITE)))
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["fabricmon.rules.yml", "out"]
+    text = (tmp_path / "fabricmon.rules.yml").read_text()
+    assert 'job="fabricmon"' not in text and 'job="fabricmon-fabric"' not in text
+    doc = [r for g in yaml.safe_load(text)["groups"] for r in g["rules"] if "alert" in r]
+    assert len(doc) == len(alerts())
+    for a in doc:
+        assert a["annotations"]["runbook_url"] == f"{SITE[0]}#{a['alert'].lower()}"
+    assert 'up{cluster="a",job="ib-nodes"} == 0' in text and 'absent(up{job=~"ibfab-.*"})' in text
+    promtool = require_tool("promtool", "prometheus")
+    res = subprocess.run([promtool, "check", "rules", "--lint=all", "--lint-fatal", str(tmp_path / "fabricmon.rules.yml")],
+                         capture_output=True, text=True, timeout=60)
+    assert res.returncode == 0 and "SUCCESS" in res.stdout, res.stdout + res.stderr
+
+
+def test_site_selector_pages_for_its_job_only(tmp_path):
+    """The fitted rules' expressions select the site's job and no longer the default one (promtool, both
+    directions): FabricmonSymbolErrors (critical) evaluated over a series of each job."""
+    from fabricmon.deploy.rules import render
+    fitted = [r for g in yaml.safe_load(render(selector='job="ib-nodes"'))["groups"] for r in g["rules"]
+              if r.get("alert") == "FabricmonSymbolErrors" and r["labels"]["severity"] == "critical"]
+    series = 'fabricmon_check_status{{instance="{i}",job="{j}",device="mlx5_0",port="1",check="symbol_errors"}}'
+    (tmp_path / "t.yml").write_text(yaml.safe_dump({"rule_files": [], "evaluation_interval": "1m", "tests": [
+        {"interval": "1m", "input_series": [{"series": series.format(i="a:9879", j="ib-nodes"), "values": "2x10"},
+                                            {"series": series.format(i="b:9879", j="fabricmon"), "values": "2x10"}],
+         "promql_expr_test": [{"expr": fitted[0]["expr"], "eval_time": "5m", "exp_samples": [
+             {"labels": series.format(i="a:9879", j="ib-nodes"), "value": 2}]}]}]}))
+    promtool = require_tool("promtool", "prometheus")
+    res = subprocess.run([promtool, "test", "rules", "t.yml"], capture_output=True, text=True, timeout=60, cwd=tmp_path)
+    assert res.returncode == 0 and "SUCCESS" in res.stdout, res.stdout + res.stderr
+
+
+@pytest.mark.parametrize("opt, value", [("--selector", "job=fabricmon"), ("--fabric-selector", '"x"'),
+                                        ("--runbook-base", "wiki/runbooks")])
+def test_bad_print_options_name_the_option(tmp_path, opt, value):
+    res = subprocess.run([*FABRICMON, "install", "--print", "rules", str(tmp_path / "out"), opt, value],
+                         capture_output=True, text=True, timeout=60, cwd=ROOT)
+    assert res.returncode == 2 and opt in res.stderr, res.stderr
+    assert not (tmp_path / "out").exists()
 
 
 def test_fabric_alerts_about_a_switch_link_to_its_map():

@@ -57,6 +57,7 @@ def test_the_wheel_carries_every_deploy_file(wheel: Path) -> None:
             "fabricmon/deploy/slurm/fabricmon-healthcheck.sh", "fabricmon/deploy/nhc/fabricmon.nhc",
             "fabricmon/deploy/fabricmon.yml"} <= shipped
     assert shipped <= names, sorted(shipped - names)
+    assert "fabricmon/pages/runbooks.md" in names, "the runbooks every runbook_url opens (/runbooks)"
     assert any(n.endswith(".dist-info/licenses/LICENSE") for n in names), "LICENSE is not in the wheel"
 
 
