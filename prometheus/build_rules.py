@@ -96,7 +96,7 @@ FOR = {
     "sm_unknown": "15m",
     "sm_hung": "5m",
     "fabric_pfc_storm": "5m",
-    "switch_unresponsive": "5m",
+    "switch_unresponsive": "5m",  # no longer than fabric_port_down: the parent is there before its children
 }
 # Windows of the recording rules the dashboard reads.
 RECORD_WINDOW = "5m"
@@ -262,14 +262,27 @@ def alert(name, expr, severity, for_, summary, description, base) -> dict:
     return rule
 
 
+# What a node port is cabled to (the daemon learns it: fabricmon_ib_port_peer_info), as the labels the
+# fabric alerts name a switch port with: `switch` (its node description) and `switch_port`. Alertmanager
+# groups by `switch` and mutes a node's port alert under its switch's alert (docs/alerting.md); a port
+# whose peer is not known keeps its alert, without those labels.
+PEER = ('label_replace(label_replace(fabricmon_ib_port_peer_info{%s}, "switch", "$1", "peer", "(.+)"),'
+        ' "switch_port", "$1", "peer_port", "(.+)")')
+
+
+def with_peer(expr: str) -> str:
+    return (f"(\n    {expr}\n  )\n  * on ({PORT}) group_left (switch, switch_port) {PEER % SELECTOR}\n"
+            f"or on ({PORT})\n  (\n    {expr}\n  )")
+
+
 def node_alerts(base: str) -> list[dict]:
     T, out = THRESHOLDS, []
     down = f'fabricmon_ib_port_degraded{{{N},reason="down"}} == 1'
     for sev, st in STATUS.items():
         out.append(alert(
             "FabricmonPortDown",
-            f'fabricmon_check_status{{{N},check="degraded_link"}} == {st}\n'
-            f"  and on ({PORT}) {down}",
+            with_peer(f'fabricmon_check_status{{{N},check="degraded_link"}} == {st}\n'
+                      f"    and on ({PORT}) {down}"),
             sev, FOR["port_down"], "RDMA port is down.",
             f"{WHERE} is down: PortState "
             + value_of(port_sel("fabricmon_ib_port_state_id"), INT)
@@ -279,8 +292,8 @@ def node_alerts(base: str) -> list[dict]:
     for sev, st in STATUS.items():
         out.append(alert(
             "FabricmonPortDegraded",
-            f'fabricmon_check_status{{{N},check="degraded_link"}} == {st}\n'
-            f"  unless on ({PORT}) {down}",
+            with_peer(f'fabricmon_check_status{{{N},check="degraded_link"}} == {st}\n'
+                      f"    unless on ({PORT}) {down}"),
             sev, FOR["port_degraded"], "RDMA port runs below its expected width or speed.",
             f"{WHERE} runs at "
             + value_of("8 * " + port_sel("fabricmon_ib_port_rate_bytes_per_second") + " / 1e9",
@@ -294,7 +307,8 @@ def node_alerts(base: str) -> list[dict]:
     for name, check, sevs, for_key, summary, desc in VERDICTS:
         for sev in sevs.split():
             d = f"{WHERE}: {desc}" if check in PORT_DESC_CHECKS else desc
-            out.append(alert(name, f'fabricmon_check_status{{{N},check="{check}"}} == {STATUS[sev]}',
+            e = f'fabricmon_check_status{{{N},check="{check}"}} == {STATUS[sev]}'
+            out.append(alert(name, with_peer(e) if check in PORT_DESC_CHECKS else e,
                              sev, FOR[for_key], summary, d, base))
     out.append(alert(
         "FabricmonCounterSaturated", f"fabricmon_ib_port_saturated{{{N}}} == 1", "warning", FOR["counter_saturated"],
@@ -357,8 +371,9 @@ WITH_NAMES = ("\n  * on (instance, job, switch_guid) group_left (switch) fabricm
 
 
 def named(cond: str) -> str:
-    """The condition with the switch's name and the port's remote end as labels (the value stays the condition's)."""
-    return f"(\n  {cond}\n)" + WITH_NAMES
+    """The condition with the switch's name and the port's remote end as labels (the value stays the condition's),
+    and the port also as `switch_port`, the label a node's alert names the switch port it is cabled to with."""
+    return f'label_replace(\n(\n  {cond}\n){WITH_NAMES},\n"switch_port", "$1", "port", "(.+)")'
 
 
 REMOTE = ' ({{ $labels.role }} link to "{{ $labels.remote_name }}"[{{ $labels.remote_port }}])'
@@ -426,6 +441,63 @@ def port_finding(checks: str, status: int) -> str:
                  f' == {status},\n    "switch_guid", "$1", "device", "(.+)"\n  ))')
 
 
+# A switch is down when every switch-to-switch link its peers have to it is down (at least two: a leaf
+# whose one uplink is pulled is a cable, not a dead switch), whether or not the switch itself is still
+# in the topology. Labelled as the switch (switch_guid, switch) and as the peer of every port that
+# faces it (remote_guid): Alertmanager mutes both kinds of children under it.
+def switch_down() -> str:
+    F = FABRIC_SELECTOR
+    links = f'fabricmon_fabric_link_info{{{F},role=~"up|down"}}'
+    dead = (f"(\n    min by (instance, job, remote_guid, remote_name) (\n"
+            f'      fabricmon_fabric_port_degraded{{{F},reason="down"}}\n'
+            f"      * on (instance, job, switch_guid, port) group_left (remote_guid, remote_name) {links}\n"
+            f"    ) == 1\n"
+            f"  )\n  and on (instance, job, remote_guid) (count by (instance, job, remote_guid) ({links}) >= 2)")
+    return ('max by (instance, job, switch_guid, switch, remote_guid) (label_replace(label_replace(\n  '
+            + dead + ',\n  "switch_guid", "$1", "remote_guid", "(.+)"), "switch", "$1", "remote_name", "(.+)"))')
+
+
+def unresponsive(status: int) -> str:
+    return ('label_replace(max by (instance, job, switch_guid, switch) (\n  '
+            + fsel_("fabricmon_fabric_check_status", ',check="unresponsive"') + f" == {status}\n"
+            '), "remote_guid", "$1", "switch_guid", "(.+)")')
+
+
+def switch_parent(severity: str) -> str:
+    if severity == "critical":
+        return switch_down() + "\nor\n" + unresponsive(2)
+    return unresponsive(1) + "\nunless on (job, switch_guid)\n" + switch_down()
+
+
+def missing_uplinks(status: int) -> str:
+    """The uplinks verdict, once per switch the missing uplinks lead to (remote_guid, so that a dead
+    spine mutes every leaf's verdict about it), or once when none of them is known."""
+    F = FABRIC_SELECTOR
+    verdict = fsel_("fabricmon_fabric_check_status", ',check="uplinks"') + f" == {status}"
+    towards = (f'count by (instance, job, switch_guid, remote_guid) (\n    (fabricmon_fabric_port_degraded{{{F},reason="down"}} == 1)\n'
+               f'    * on (instance, job, switch_guid, port) group_left (remote_guid) fabricmon_fabric_link_info{{{F},role="up"}}\n  )')
+    return (f"({verdict})\n  * on (instance, job, switch_guid) group_right (check, switch) clamp_max({towards}, 1)\n"
+            f"or on (instance, job, switch_guid)\n  {verdict}")
+
+
+# What a parent hides: the ports down with it, the hosts cabled to it (their node daemons' learned
+# peers), the Slurm jobs on those hosts (the collector's own jobs annotation adds the jobs crossing it).
+HIDES = ("It hides: "
+         "{{ with printf \"count(fabricmon_fabric_link_info{job='%[2]s',remote_guid='%[3]s'} * on (instance, job,"
+         " switch_guid, port) group_left () (fabricmon_fabric_port_degraded{job='%[2]s',reason='down'} == 1))\""
+         " $labels.instance $labels.job $labels.switch_guid | query }}{{ . | first | value | printf \"%.0f\" }}"
+         "{{ else }}0{{ end }} switch port(s) facing it, down; "
+         "{{ with printf \"fabricmon_ib_port_peer_info{peer='%s'}\" $labels.switch | query }}"
+         "{{ len . }} host port(s) cabled to it ({{ range $i, $s := sortByLabel \"instance\" . }}{{ if $i }}, {{ end }}"
+         "{{ $s.Labels.instance }} {{ $s.Labels.device }}{{ end }}){{ else }}no host port a node daemon knows"
+         " cabled to it{{ end }}; "
+         "{{ with printf \"fabricmon_slurm_job_info and on (instance) fabricmon_ib_port_peer_info{peer='%s'}\""
+         " $labels.switch | query }}Slurm jobs on those hosts: {{ range $i, $s := sortByLabel \"job_id\" . }}"
+         "{{ if $i }}, {{ end }}{{ $s.Labels.job_id }} ({{ $s.Labels.user }}/{{ $s.Labels.job_name }}){{ end }}"
+         "{{ else }}no Slurm job known on them{{ end }}. Their own alerts are muted under this one"
+         " (the shipped Alertmanager inhibit_rules).")
+
+
 def fabric_alerts(base: str) -> list[dict]:
     T, F = THRESHOLDS, FABRIC_SELECTOR
     one_end = ONE_END % F
@@ -483,20 +555,25 @@ def fabric_alerts(base: str) -> list[dict]:
                          " port, for fabric.ethernet.pfc_storm_sweeps sweeps): lossless traffic on that priority"
                          " stalls and the pauses spread upstream; the map names the port. Check the peer's RoCE"
                          " counters and PFC watchdog.", base))
-        out.append(alert("FabricmonMissingUplinks", fsel_("fabricmon_fabric_check_status", ',check="uplinks"')
-                         + f" == {st}", sev, FOR["missing_uplinks"], "A switch has fewer uplinks than its peers.",
+        out.append(alert("FabricmonMissingUplinks", missing_uplinks(st), sev, FOR["missing_uplinks"],
+                         "A switch has fewer uplinks than its peers.",
                          SW + ": " + fabric_value_of(fsel("fabricmon_fabric_switch_uplinks", port=False), 'printf "%.0f"')
                          + " uplinks up, expected "
                          + fabric_value_of(fsel("fabricmon_fabric_switch_uplinks_expected", port=False), 'printf "%.0f"')
                          + " (the collector's uplinks check; critical from fabric.uplinks_critical_fraction of them"
-                           " missing): this switch's traffic shares fewer paths.", base))
-        out.append(alert("FabricmonFabricSwitchUnresponsive",
-                         fsel_("fabricmon_fabric_check_status", ',check="unresponsive"') + f" == {st}",
-                         sev, FOR["switch_unresponsive"], "A switch does not answer the fabric collector.",
-                         SW + ": no answer in most of the collector's recent sweeps (the unresponsive check,"
-                         " OpenSM's rule: 5 of the last 7): the switch is down, rebooting, or its management path"
-                         " drops queries. Its ports keep their last known state and none is reported down for it.",
-                         base))
+                           " missing){{ with $labels.remote_guid }}, down towards {{ . }}{{ end }}: this switch's"
+                           " traffic shares fewer paths.", base))
+    # the parent: a switch that is down (every link to it down, seen from its peers) or does not answer
+    out[:0] = [alert("FabricmonFabricSwitchUnresponsive", switch_parent("critical"), "critical",
+                     FOR["switch_unresponsive"], "A switch is down or does not answer the fabric collector.",
+                     SW + " is down (every link its peers have to it is down) or does not answer the collector"
+                     " (the unresponsive check, OpenSM's rule: no answer in 5 of the last 7 sweeps). " + HIDES, base),
+               alert("FabricmonFabricSwitchUnresponsive", switch_parent("warning"), "warning",
+                     FOR["switch_unresponsive"], "A switch does not answer the fabric collector.",
+                     SW + ": no answer in most of the collector's recent sweeps (the unresponsive check, OpenSM's"
+                     " rule: 5 of the last 7), while its links are up: its management path drops queries, or it is"
+                     " rebooting. Its ports keep their last known state and none is reported down for it. " + HIDES,
+                     base)]
     out += [
         alert("FabricmonFabricSweepFailing",
               fsel_("fabricmon_source_up", ',source=~"sweep|discovery"') + " == 0\n"

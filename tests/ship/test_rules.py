@@ -82,7 +82,7 @@ def test_every_alert_follows_the_conventions():
             # switch-level alerts name the switch; switch-port alerts the port and its remote end too
             if not a["expr"].startswith("absent(") and "sm_master" not in a["expr"] and "check_status" not in a["expr"]:
                 assert "{{ $labels.switch }}" in ann["description"], name
-            if "fabricmon_fabric_port_" in a["expr"]:
+            if '"switch_port", "$1", "port"' in a["expr"]:          # a switch-port alert (build_rules.named)
                 assert "{{ $labels.port }}" in ann["description"] and "{{ $labels.remote_name }}" in ann["description"], name
         # port-level alerts of the node daemon name the device and the port
         elif re.search(r"\bport\b", a["expr"]) and "by (instance, job, device, netdev" not in a["expr"]:
@@ -244,3 +244,25 @@ def test_fabric_alerts_about_a_switch_link_to_its_map():
             assert "switch_guid" not in a["annotations"]["description"], a["alert"]
     text = build_rules.build(build_rules.DEFAULT_RUNBOOK_BASE, "https")
     assert "map_url: https://{{ $labels.instance }}/#select=switch:{{ $labels.switch_guid }}" in text
+
+
+def test_children_carry_the_labels_their_parents_mute_them_by():
+    """Issue 27: a switch port alert carries its switch and its peer (switch_guid, switch, remote_guid) and the
+    port as switch_port; a node's port alert carries the switch and port it is cabled to (switch, switch_port,
+    from fabricmon_ib_port_peer_info); the parent carries the switch both as itself and as the peer of the
+    ports facing it. The shipped Alertmanager example's inhibit_rules use exactly these (test_alertmanager.py)."""
+    by_name: dict[str, list[str]] = {}
+    for a in alerts():
+        by_name.setdefault(a["alert"], []).append(a["expr"])
+    for name in ("FabricmonFabricPortDown", "FabricmonFabricPortDegraded", "FabricmonFabricSymbolErrors",
+                 "FabricmonFabricLinkFlapping", "FabricmonFabricReceiveErrors", "FabricmonFabricPortErrors"):
+        for e in by_name[name]:
+            assert "group_left (role, remote_guid, remote_name, remote_port)" in e and '"switch_port", "$1", "port"' in e
+            assert "group_left (switch)" in e, name
+    for name in ("FabricmonPortDown", "FabricmonPortDegraded", "FabricmonSymbolErrors", "FabricmonLinkFlapping",
+                 "FabricmonReceiveErrors", "FabricmonLinkErrorRecovery", "FabricmonLinkIntegrityErrors"):
+        for e in by_name[name]:
+            assert "group_left (switch, switch_port)" in e and "fabricmon_ib_port_peer_info" in e, name
+            assert e.count("or on (instance, job, device, port)") == 1, name      # no peer known: still pages
+    for e in by_name["FabricmonFabricSwitchUnresponsive"]:
+        assert '"remote_guid", "$1", "switch_guid"' in e or '"switch_guid", "$1", "remote_guid"' in e
