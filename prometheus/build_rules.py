@@ -96,7 +96,7 @@ FOR = {
     "sm_unknown": "15m",
     "sm_hung": "5m",
     "fabric_pfc_storm": "5m",
-    "switch_unresponsive": "5m",  # no longer than fabric_port_down: the parent is there before its children
+    "switch_unresponsive": "3m",  # shorter than fabric_port_down (5m): the parent is there before its children
 }
 # Windows of the recording rules the dashboard reads.
 RECORD_WINDOW = "5m"
