@@ -166,6 +166,7 @@ class FabricConfig:
     mad_window: int = 32                 # MADs in flight at once (the engine's global window; docs/mad-engine.md)
     mad_window_per_switch: int = 4       # MADs in flight to one switch at once
     mad_retries: int = 2                 # tries after the first of a MAD left unanswered (each fabric.mad_timeout_ms)
+    uplinks_critical_fraction: float = 0.5   # share of a switch's expected uplinks down from which its uplinks check is CRITICAL
     sources: dict[str, SourceConfig] = field(default_factory=dict)
     kind: str = "infiniband"             # or "ethernet": which sources the collector runs
     # fabric.ethernet as configured (kind: ethernet), else None: read it as `ethernet`
@@ -660,6 +661,8 @@ FABRIC = Schema(
                 "(the MAD engine)", lo=1, hi=64),
         integer("mad_retries", _D_FABRIC.mad_retries, "further tries of a MAD left unanswered (each "
                 "`mad_timeout_ms`), while the sweep's deadline allows", lo=0, hi=10),
+        number("uplinks_critical_fraction", _D_FABRIC.uplinks_critical_fraction, "share of a switch's expected "
+               "uplinks missing from which its `uplinks` check is CRITICAL (fewer missing: WARNING)", lo=0.0, hi=1.0),
     ),
     extra=("sources", "ethernet"),
     extra_doc=(

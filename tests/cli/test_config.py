@@ -362,3 +362,12 @@ def test_fabric_collector_refuses_two_values_for_one_setting(tmp_path: Path) -> 
     assert res.returncode == 2, res.stderr
     assert "config error at fabric.sources.sweep.interval: 30 contradicts fabric.sweep_interval (15)" in res.stderr
     assert "Traceback" not in res.stderr
+
+
+def test_uplinks_critical_fraction_is_a_share() -> None:
+    """fabric.uplinks_critical_fraction (issue 27): from this share of its expected uplinks missing a switch's
+    uplinks check is CRITICAL; a share outside 0-1 is an error naming the key."""
+    assert from_dict({}, check_paths=False).fabric.uplinks_critical_fraction == 0.5
+    assert from_dict({"fabric": {"uplinks_critical_fraction": 1}}, check_paths=False).fabric.uplinks_critical_fraction == 1.0
+    for bad in (1.5, -0.1, "half", True):
+        assert error_of({"fabric": {"uplinks_critical_fraction": bad}}, False).key == "fabric.uplinks_critical_fraction"
