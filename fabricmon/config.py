@@ -74,6 +74,18 @@ class CounterCheckConfig:
     window: float
     warning: float | None
     critical: float | None
+    # symbol_errors only: budgets as bit error ratios (errors / bits the link carried in the window,
+    # from its rate), docs/optics.md#ber-budget. None: the counts above are the thresholds.
+    ber_warning: float | None = None
+    ber_critical: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class OpticsCheckConfig:
+    """The optics checks' settings (docs/optics.md)."""
+    lane_spread_db: float = 4.0     # a lane this far below its siblings' median: a dirty/damaged connector
+    dimming_db: float = 3.0         # receive power this far below the lane's learned baseline: dimming
+    no_light_dbm: float = -30.0     # at or below: no light at all
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,6 +95,7 @@ class ChecksConfig:
     degraded_severity: int
     saturation_severity: int
     counters: dict[str, CounterCheckConfig]
+    optics: OpticsCheckConfig = field(default_factory=OpticsCheckConfig)
 
 
 @dataclass(frozen=True, slots=True)
@@ -247,6 +260,10 @@ COUNTER_CHECKS: dict[str, tuple[tuple[str, ...], float, float | None, float | No
     "receive_errors": (("receive_errors", "receive_remote_physical_errors"), 3600.0, 120.0, 1200.0),
     "transmit_discards": (("transmit_discards",), 3600.0, 1000.0, None),
 }
+# symbol_errors as a bit error ratio (warning, critical): IBTA's 1e-12 BER target, and ten times it
+# (the ratio of the count defaults above). Used when the link's rate is known and no count
+# threshold is configured; docs/optics.md#ber-budget.
+SYMBOL_BER_DEFAULTS = (1e-12, 1e-11)
 
 SEVERITIES = {"ok": 0, "warning": 1, "critical": 2}
 
@@ -609,7 +626,7 @@ def _expected(raw: Any) -> tuple[ExpectedLink, ...]:
 
 def _checks(raw: Any) -> ChecksConfig:
     allowed = ("compare_with_supported", "down_severity", "degraded_severity",
-               "saturation_severity", *COUNTER_CHECKS)
+               "saturation_severity", "optics", *COUNTER_CHECKS)
     m = _mapping(raw, "checks", allowed)
     cws = m.get("compare_with_supported", True)
     if not isinstance(cws, bool):
@@ -617,15 +634,36 @@ def _checks(raw: Any) -> ChecksConfig:
     counters = {}
     for name, (_, window, warn, crit) in COUNTER_CHECKS.items():
         key = f"checks.{name}"
-        c = _mapping(m.get(name), key, ("window", "warning", "critical"))
+        ber_keys = ("ber_warning", "ber_critical") if name == "symbol_errors" else ()
+        c = _mapping(m.get(name), key, ("window", "warning", "critical", *ber_keys))
+        ber: tuple[float | None, float | None] = (None, None)
+        if ber_keys:
+            # A configured count keeps working: the BER defaults apply only while no count is set.
+            counted = "warning" in c or "critical" in c
+            dflt = (None, None) if counted else SYMBOL_BER_DEFAULTS
+            ber = (_number(c.get("ber_warning", dflt[0]), f"{key}.ber_warning", 0, allow_none=True),
+                   _number(c.get("ber_critical", dflt[1]), f"{key}.ber_critical", 0, allow_none=True))
+            for k, v in zip(ber_keys, ber):
+                if v is not None and not 0 < v < 1:
+                    raise ConfigError(f"{key}.{k}", f"expected a bit error ratio between 0 and 1, got {v!r}")
         cc = CounterCheckConfig(
             window=_number(c.get("window", window), f"{key}.window", 1),
             warning=_number(c.get("warning", warn), f"{key}.warning", 0, allow_none=True),
             critical=_number(c.get("critical", crit), f"{key}.critical", 0, allow_none=True),
+            ber_warning=ber[0], ber_critical=ber[1],
         )
         if cc.warning is not None and cc.critical is not None and cc.warning > cc.critical:
             raise ConfigError(f"{key}.warning", f"{cc.warning:g} is above critical ({cc.critical:g})")
+        if cc.ber_warning is not None and cc.ber_critical is not None and cc.ber_warning > cc.ber_critical:
+            raise ConfigError(f"{key}.ber_warning", f"{cc.ber_warning:g} is above ber_critical ({cc.ber_critical:g})")
         counters[name] = cc
+    o = _mapping(m.get("optics"), "checks.optics", ("lane_spread_db", "dimming_db", "no_light_dbm"))
+    do = OpticsCheckConfig()
+    optics = OpticsCheckConfig(
+        lane_spread_db=_number(o.get("lane_spread_db", do.lane_spread_db), "checks.optics.lane_spread_db", 0.1),
+        dimming_db=_number(o.get("dimming_db", do.dimming_db), "checks.optics.dimming_db", 0.1),
+        no_light_dbm=_number(o.get("no_light_dbm", do.no_light_dbm), "checks.optics.no_light_dbm", -60),
+    )
     return ChecksConfig(
         compare_with_supported=cws,
         down_severity=_severity(m.get("down_severity", "critical"), "checks.down_severity"),
@@ -633,6 +671,7 @@ def _checks(raw: Any) -> ChecksConfig:
         saturation_severity=_severity(m.get("saturation_severity", "ok"),
                                       "checks.saturation_severity"),
         counters=counters,
+        optics=optics,
     )
 
 
