@@ -164,5 +164,51 @@ class RxBaseline:
         return cls(lanes)
 
 
-__all__ = ["BASELINE_VERSION", "DBM_FLOOR", "LaneBaseline", "LaneDiag", "Limits", "ModuleDiag", "OpticsPort",
+
+
+# --- the node's modules (sources.optics) -------------------------------------------------------
+@dataclass(slots=True)
+class NodeModule:
+    """`ethtool -m <netdev>` of one RDMA port's netdev."""
+    device: str
+    port: int
+    netdev: str
+    module: ModuleDiag | None = None    # None: no data (no module, no DOM, a NIC that cannot read it)
+    note: str = ""                      # why there is no data
+
+
+@dataclass(slots=True)
+class OpticsData:
+    modules: dict[str, NodeModule] = field(default_factory=dict)     # netdev -> module
+    tool_missing: bool = False
+
+
+@dataclass(slots=True)
+class OpticsSection:
+    """What the node snapshot exports: every module read (with or without data)."""
+    modules: list[NodeModule] = field(default_factory=list)
+
+
+def netdev_ports(devices: dict, ports: dict) -> list[tuple[str, int, str]]:
+    """(device, port, netdev) of every RDMA port with a netdev, RoCE and IPoIB alike: with as many
+    netdevs as ports they pair up in order, otherwise every netdev belongs to the first port."""
+    by_dev: dict[str, list[int]] = {}
+    for dev, num in ports:
+        by_dev.setdefault(dev, []).append(num)
+    out = []
+    for dev in sorted(by_dev):
+        d = devices.get(dev)
+        netdevs = sorted(n for n in (getattr(d, "netdev", "") or "").split(",") if n)
+        nums = sorted(by_dev[dev])
+        if not netdevs:
+            continue
+        if len(netdevs) == len(nums):
+            out += [(dev, num, nd) for num, nd in zip(nums, netdevs)]
+        else:
+            out += [(dev, nums[0], nd) for nd in netdevs]
+    return out
+
+
+__all__ = ["BASELINE_VERSION", "DBM_FLOOR", "LaneBaseline", "LaneDiag", "Limits", "ModuleDiag", "NodeModule",
+           "OpticsData", "OpticsPort", "OpticsSection", "netdev_ports",
            "QUANTITIES", "RxBaseline", "dbm_to_mw", "mw_to_dbm"]
