@@ -279,7 +279,8 @@ class FabricModel:
         findings += self._staleness(sec, now)
         for key, p in sec.ports.items():
             if p.counters and any(self.history.has((key[0], key[1], c)) for c in CHECKED_COUNTERS):
-                pv = PortView(device=key[0], port=key[1], counters=p.counters, counter_bits=dict(sweep.bits))
+                pv = PortView(device=key[0], port=key[1], counters=p.counters, counter_bits=dict(sweep.bits),
+                              rate_gbps=p.rate_bps * 8 / 1e9 if p.rate_bps else None)   # the BER budget's rate
                 name = sec.switches[key[0]].name
                 for f in link_errors.evaluate_port(pv, self.history, self.config, now):
                     if f.status != OK:
