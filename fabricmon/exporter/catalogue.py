@@ -257,6 +257,33 @@ def _fab_ports(get: Callable[[object], float | None]) -> Callable[[Snapshot], It
     return _fabric(fn)
 
 
+def _fab_optics_lane(get: Callable[[object], float | None]) -> Callable[[Snapshot], Iterator[Sample]]:
+    def fn(fab: object) -> Iterator[Sample]:
+        for (guid, port), m in sorted(fab.optics.items()):
+            label = fab.port_label(guid, port)
+            for n, ln in sorted(m.lanes.items()):
+                yield (guid, label, str(n) if n else ""), get(ln)
+    return _fabric(fn)
+
+
+def _fab_optics_port(get: Callable[[object], float | None]) -> Callable[[Snapshot], Iterator[Sample]]:
+    def fn(fab: object) -> Iterator[Sample]:
+        for (guid, port), m in sorted(fab.optics.items()):
+            yield (guid, fab.port_label(guid, port)), get(m)
+    return _fabric(fn)
+
+
+def _fab_optics_thresholds(fab: object) -> Iterator[Sample]:
+    for (guid, port), m in sorted(fab.optics.items()):
+        label = fab.port_label(guid, port)
+        for (q, lane), lim in sorted(m.lane_limits.items()):
+            name, scale = _OPT_QUANTITY[q]
+            for level in ("high_alarm", "high_warning", "low_warning", "low_alarm"):
+                v = getattr(lim, level)
+                if v is not None and v == v and abs(v) != float("inf"):
+                    yield (guid, label, str(lane) if lane else "", name, level), v * scale
+
+
 def _fab_switch_info(fab: object) -> Iterator[Sample]:
     for guid, sw in fab.switches.items():
         yield (guid, sw.name, str(fab.levels.get(guid, 0))), 1
@@ -677,6 +704,25 @@ CATALOGUE: tuple[Metric, ...] = (
     Metric("fabricmon_fabric_job_hosts_unmapped", G, "Hosts of running jobs with no CA in the fabric topology "
            "(named differently, or on another fabric): their jobs are not placed on it.", (),
            _jobs(lambda j: [((), j.unmapped_hosts)] if j.scope == "fabric" else [])),
+    Metric("fabricmon_fabric_port_optics_rx_power_dbm", G, "Receive power of the switch port's transceiver lane in "
+           "dBm (lane empty for a sensor of the whole port; ENTITY-SENSOR-MIB or CISCO-ENTITY-SENSOR-MIB).",
+           ("switch_guid", "port", "lane"), _fab_optics_lane(lambda ln: ln.rx_power_dbm)),
+    Metric("fabricmon_fabric_port_optics_tx_power_dbm", G, "Transmit power of the switch port's transceiver lane in dBm.",
+           ("switch_guid", "port", "lane"), _fab_optics_lane(lambda ln: ln.tx_power_dbm)),
+    Metric("fabricmon_fabric_port_optics_tx_bias_amperes", G, "Laser bias current of the switch port's transceiver "
+           "lane.", ("switch_guid", "port", "lane"),
+           _fab_optics_lane(lambda ln: None if ln.tx_bias_ma is None else ln.tx_bias_ma * 1e-3)),
+    Metric("fabricmon_fabric_port_optics_temperature_celsius", G, "Temperature of the switch port's transceiver.",
+           SW_PORT, _fab_optics_port(lambda m: m.temperature_c)),
+    Metric("fabricmon_fabric_port_optics_voltage_volts", G, "Supply voltage of the switch port's transceiver.",
+           SW_PORT, _fab_optics_port(lambda m: m.voltage_v)),
+    Metric("fabricmon_fabric_port_optics_threshold", G, "The switch's own alarm and warning thresholds for the "
+           "transceiver sensor, by the quantity they bound (rx_power_dbm, tx_power_dbm, tx_bias_amperes, "
+           "temperature_celsius, voltage_volts) and level (high_alarm, high_warning, low_warning, low_alarm).",
+           ("switch_guid", "port", "lane", "quantity", "level"), _fabric(_fab_optics_thresholds)),
+    Metric("fabricmon_fabric_optics_unjoined_sensors", G, "Transceiver sensors of the switch whose name names no "
+           "interface, or more than one: counted, never guessed (docs/optics.md).", ("switch_guid",),
+           _fabric(lambda fab: (((g,), n) for g, n in sorted(fab.optics_unjoined.items())))),
     # fabricmon itself
     Metric("fabricmon_source_enabled", G, "1 if the source is enabled.", ("source",),
            _sources(lambda s: 1 if s.enabled else 0, enabled_only=False)),

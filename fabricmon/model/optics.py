@@ -209,6 +209,17 @@ def netdev_ports(devices: dict, ports: dict) -> list[tuple[str, int, str]]:
     return out
 
 
+
+
+# --- the switches' transceivers (sources.ethernet.optics) --------------------------------------
+@dataclass(slots=True)
+class SwitchOpticsData:
+    """The optics source's records: per switch GUID, its joined transceivers (parsers.entity_sensor
+    SwitchOptics) and how many transceiver sensors named no (or more than one) interface."""
+    switches: dict[str, object] = field(default_factory=dict)      # guid -> SwitchOptics
+    missing: set[str] = field(default_factory=set)                  # switches that did not answer
+
+
 __all__ = ["BASELINE_VERSION", "DBM_FLOOR", "LaneBaseline", "LaneDiag", "Limits", "ModuleDiag", "NodeModule",
-           "OpticsData", "OpticsPort", "OpticsSection", "netdev_ports",
+           "OpticsData", "OpticsPort", "OpticsSection", "SwitchOpticsData", "netdev_ports",
            "QUANTITIES", "RxBaseline", "dbm_to_mw", "mw_to_dbm"]

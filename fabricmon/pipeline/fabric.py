@@ -24,6 +24,7 @@ source name:
 
 from __future__ import annotations
 
+import os
 import time
 from collections import deque
 from collections.abc import Callable, Mapping
@@ -33,6 +34,7 @@ import structlog
 
 from fabricmon import ibspec
 from fabricmon.checks import OK, WARNING, Finding
+from fabricmon.checks import optics as optics_checks
 from fabricmon.checks import (
     fabric_ecmp, fabric_links, fabric_pfc, fabric_routing, fabric_sm, fabric_symmetry, link_errors,
 )
@@ -43,8 +45,10 @@ from fabricmon.model.fabric import (
 )
 from fabricmon.model.history import CounterHistory
 from fabricmon.model.ports import PortView
+from fabricmon.model.optics import OpticsPort, SwitchOpticsData
 from fabricmon.model.snapshot import SourceState
 from fabricmon.pipeline.jobs import FabricJobs
+from fabricmon.pipeline.optics_baseline import BaselineStore
 from fabricmon.pipeline.node import CHECKED_COUNTERS
 
 log = structlog.get_logger("fabricmon.fabric")
@@ -54,11 +58,14 @@ RATE_COUNTERS = ("transmit_bytes", "receive_bytes")
 MAX_CHANGE_LINES = 20       # topology changes logged one by one per discovery, then summarised
 # fabricmon_fabric_check_status{check}: a finding's check -> the name alerts select
 UNREACHABLE = "fabric_unreachable"
-CHECK_NAMES = {fabric_links.CHECK: "degraded_link", fabric_ecmp.CHECK: "ecmp", fabric_routing.CHECK: "routing",
+CHECK_NAMES = {**{c: c for c in optics_checks.CHECKS}, fabric_links.CHECK: "degraded_link", fabric_ecmp.CHECK: "ecmp", fabric_routing.CHECK: "routing",
                fabric_symmetry.CHECK: "uplinks", fabric_sm.CHECK: "sm", fabric_pfc.CHECK: "pfc_storm",
                UNREACHABLE: "reachable", STALE_CHECK: "stale"}
 SWITCH_CHECKS = ("degraded_link", "link_errors", "ecmp", "uplinks", "stale")     # + "routing" once tables were read
 ETHERNET_CHECKS = ("pfc_storm", "reachable")                           # + on an Ethernet fabric
+
+
+OPTICS_CHECKS = optics_checks.CHECKS                                   # + where the optics source read the switch
 
 
 def _state_of(states: Mapping[str, SourceState], records: type) -> SourceState | None:
@@ -98,6 +105,9 @@ class FabricModel:
         # per switch: the last sweeps' (unanswered, queries, what failed), and the data time of its last full read
         self._reads: dict[str, deque[tuple[int, int, tuple[str, ...]]]] = {}
         self._last_read: dict[str, float] = {}
+        # each switch lane's learned receive power (checks.optics), in the state directory
+        self.optics_baseline = BaselineStore(os.path.join(config.state_dir, "fabric_optics_baseline.json")
+                                             if os.path.isdir(config.state_dir) else None)
 
     # --- topology -----------------------------------------------------------------------
     def inventory(self, states: Mapping[str, SourceState]) -> Topology:
@@ -299,6 +309,7 @@ class FabricModel:
                                                         eth.pfc_storm_rate, eth.pfc_storm_sweeps, new_sweep)
             findings += pfc
             findings += self._unreachable(states, sec, sweep)
+        findings += self._optics(states, sec, now)
         self._check_status(sec, findings, states)
         jobs, findings = self.jobs.apply(states, sec, topo, findings)
         return {"fabric": sec, "jobs": jobs}, findings
@@ -418,10 +429,35 @@ class FabricModel:
                                f"credentials (fabric.ethernet.snmp)"))
         return out
 
+    def _optics(self, states: Mapping[str, SourceState], sec: FabricSection, now: float) -> list[Finding]:
+        """The switches' transceivers (sources.ethernet.optics), judged by checks.optics, the node's logic."""
+        st = _state_of(states, SwitchOpticsData)
+        if st is None or st.data is None:
+            return []
+        judged = []
+        for g, so in sorted(st.data.switches.items()):
+            sw = sec.switches.get(g)
+            if sw is None:
+                continue
+            sec.optics_unjoined[g] = len(so.unjoined)
+            for if_index, mod in sorted(so.ports.items()):
+                sec.optics[(g, if_index)] = mod
+                fp = sec.ports.get((g, if_index))
+                name = so.port_names.get(if_index) or (fp.label if fp is not None else str(if_index))
+                link = fp.link if fp is not None else None
+                peer = (f"{link.remote_name or link.remote_guid} {link.remote_port_name or link.remote_port or ''}".strip()
+                        if link is not None else "")
+                judged.append(OpticsPort(g, if_index, f"switch {sw.name} {name}", mod, up=so.oper_up.get(if_index),
+                                         peer=peer, key=f"switch:{g}:{name}"))
+        findings, learn = optics_checks.evaluate(judged, self.config.checks.optics, self.optics_baseline.baseline)
+        self.optics_baseline.learn(learn, now)
+        return findings
+
     def _check_status(self, sec: FabricSection, findings: list[Finding], states: Mapping[str, SourceState]) -> None:
         checks = SWITCH_CHECKS + (("routing",) if sec.routes or _has_data(states, LftData) else ())
         checks += ETHERNET_CHECKS if sec.kind == "ethernet" else ()
         status = {(c, g): OK for g in sec.switches for c in checks}
+        status.update({(c, g): OK for g in sec.optics_unjoined for c in OPTICS_CHECKS})
         for f in findings:
             name = CHECK_NAMES.get(f.check, "link_errors" if f.device in sec.switches else None)
             if name is None:

@@ -7,3 +7,4 @@ over SNMP: v2c in this process, v3 through net-snmp's tools (sources.ethernet.sn
 Importing this package registers them."""
 
 from fabricmon.sources.ethernet import discovery, sweep  # noqa: F401 - imported to register
+from fabricmon.sources.ethernet import optics  # noqa: F401,E402 - registered after the sweep
