@@ -616,6 +616,45 @@ def records() -> list[dict]:
     return r
 
 
+# ---- optics (docs/optics.md): the daemons' and collectors' optics checks, one group of their own ----
+OPTICS_FOR = {"critical": "5m", "warning": "15m"}       # light changes over hours: a blip is not an alert
+OPTICS_NODE = (
+    ("FabricmonOpticsThreshold", "optics_thresholds", "critical warning",
+     "A transceiver reading is beyond its module's threshold.",
+     "a transceiver reading (receive or transmit power, laser bias, temperature or voltage) is beyond the"
+     " module's own {level} threshold; weakest lane receives "),
+    ("FabricmonOpticsLaneImbalance", "optics_lane_imbalance", "warning",
+     "One transceiver lane receives far less light than its siblings.",
+     "one lane receives much less light than its sibling lanes (a dirty or damaged connector or fibre);"
+     " weakest lane receives "),
+    ("FabricmonOpticsDimming", "optics_dimming", "warning",
+     "A transceiver's received light fell below its learned baseline.",
+     "received light fell from the lane's learned baseline before any threshold; weakest lane receives "),
+    ("FabricmonOpticsNoLight", "optics_no_light", "warning",
+     "An up port's transceiver reports no light.",
+     "a lane reports no light while the port is up, which is impossible: the module's diagnostics or the"
+     " port mapping are wrong; weakest lane receives "),
+)
+
+
+def optics_alerts(base: str) -> list[dict]:
+    out = []
+    weakest = value_of("min(" + port_sel("fabricmon_optics_rx_power_dbm") + ")", 'printf "%.2f"') + " dBm"
+    for name, check, sevs, summary, desc in OPTICS_NODE:
+        for sev in sevs.split():
+            out.append(alert(name, f'fabricmon_check_status{{check="{check}"}} == {STATUS[sev]}', sev,
+                             OPTICS_FOR[sev], summary, f"{WHERE}: " + desc.replace("{level}", "alarm" if sev ==
+                             "critical" else "warning") + f"{weakest} (the finding names the lane,"
+                             " the reading and the threshold).", base))
+    for sev, st in STATUS.items():
+        out.append(alert("FabricmonFabricOptics", f'fabricmon_fabric_check_status{{check=~"optics_.*"}} == {st}',
+                         sev, OPTICS_FOR[sev], "A switch's transceiver is beyond its thresholds, dimming or unbalanced.",
+                         "{{ $labels.instance }}: switch {{ $labels.switch_guid }}: {{ $labels.check }} is "
+                         + sev.upper() + " on a port's transceiver; the collector's finding names the port, the lane,"
+                         " the reading, the threshold and the LLDP neighbour at the other end.", base))
+    return out
+
+
 def build(base: str = DEFAULT_RUNBOOK_BASE, map_scheme: str = "http") -> str:
     doc = {"groups": [
         {"name": "fabricmon.rules", "rules": records()},
@@ -623,6 +662,7 @@ def build(base: str = DEFAULT_RUNBOOK_BASE, map_scheme: str = "http") -> str:
         {"name": "fabricmon.self.alerts", "rules": self_alerts(base)},
         {"name": "fabricmon.fabric.rules", "rules": fabric_records()},
         {"name": "fabricmon.fabric.alerts", "rules": with_map_urls(fabric_alerts(base), map_scheme)},
+        {"name": "fabricmon.optics.alerts", "rules": with_map_urls(optics_alerts(base), map_scheme)},
     ]}
 
     class Dumper(yaml.SafeDumper):
