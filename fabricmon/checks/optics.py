@@ -192,14 +192,14 @@ def no_light(port: OpticsPort, cfg: OpticsCheckConfig) -> Finding:
         return Finding("optics_no_light", port.owner, port.port, OK, f"{port.label}: no receive power reported")
     if not dark:
         return Finding("optics_no_light", port.owner, port.port, OK, f"{port.label}: light on every used lane")
-    lanes = ", ".join(str(n) for n in dark)
+    lanes = "the port" if dark == [0] else "lane(s) " + ", ".join(str(n) for n in dark)
     if port.up:
         return Finding("optics_no_light", port.owner, port.port, WARNING,
-                       f"{port.label}: no light (at or below {cfg.no_light_dbm:g} dBm) on lane(s) {lanes} while the "
+                       f"{port.label}: no light (at or below {cfg.no_light_dbm:g} dBm) on {lanes} while the "
                        f"port is up: impossible, so the module's diagnostics are wrong or the reading belongs to "
                        f"another port{_peer(port)}")
     return Finding("optics_no_light", port.owner, port.port, OK,
-                   f"{port.label}: no light on lane(s) {lanes}; the port is "
+                   f"{port.label}: no light on {lanes}; the port is "
                    f"{'down' if port.up is False else 'of unknown state'}: the far end is dark or the fibre is cut"
                    f"{_peer(port)}")
 

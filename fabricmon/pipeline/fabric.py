@@ -445,8 +445,11 @@ class FabricModel:
                 fp = sec.ports.get((g, if_index))
                 name = so.port_names.get(if_index) or (fp.label if fp is not None else str(if_index))
                 link = fp.link if fp is not None else None
-                peer = (f"{link.remote_name or link.remote_guid} {link.remote_port_name or link.remote_port or ''}".strip()
-                        if link is not None else "")
+                peer = ""
+                if link is not None:     # printable names only (an LLDP port ID may be raw octets)
+                    rport = link.remote_port_name if link.remote_port_name.isprintable() else ""
+                    rname = link.remote_name if link.remote_name.isprintable() else ""
+                    peer = f"{rname or link.remote_guid} {rport or link.remote_port or ''}".strip()
                 judged.append(OpticsPort(g, if_index, f"switch {sw.name} {name}", mod, up=so.oper_up.get(if_index),
                                          peer=peer, key=f"switch:{g}:{name}"))
         findings, learn = optics_checks.evaluate(judged, self.config.checks.optics, self.optics_baseline.baseline)
