@@ -159,10 +159,13 @@ class NodeModel:
         if data is None:
             return None, []
         mods = sorted(data.modules.values(), key=lambda m: (m.device, m.port, m.netdev))
-        judged = []
+        judged, seen = [], set()
         for m in mods:
             if m.module is None or not m.module.has_readings or self.config.device_excluded(m.device):
                 continue
+            if (m.device, m.port) in seen:      # one finding per port and check: the first netdev's module
+                continue
+            seen.add((m.device, m.port))
             p = ports.get((m.device, m.port))
             up = p.up if p is not None and p.state_id is not None else None
             judged.append(OpticsPort(m.device, m.port, f"{m.device} port {m.port} ({m.netdev})", m.module, up=up,

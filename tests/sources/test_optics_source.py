@@ -155,3 +155,16 @@ def test_node_pipeline_exports_per_lane_readings_and_a_planted_low_lane_is_a_fin
     model.optics_baseline.flush(force=True)
     doc = json.loads((tmp_path / "optics_baseline.json").read_text())
     assert doc["lanes"]["node:mlx5_3:1:ens3f0np0#1"]["rx_dbm"] == -0.12
+
+
+def test_two_netdevs_of_one_port_give_one_finding_per_check() -> None:
+    inv = Inventory()
+    inv.devices["mlx5_0"] = DeviceView(device="mlx5_0", netdev="eth0,eth1")
+    inv.ports[("mlx5_0", 1)] = PortView(device="mlx5_0", port=1, link_layer="Ethernet", state_id=4, phys_state_id=5)
+    data = collect({("ethtool", "-m", "eth0"): (0, QSFP, ""), ("ethtool", "-m", "eth1"): (0, QSFP, "")}, inv).data
+    assert sorted(data.modules) == ["eth0", "eth1"]
+    model = NodeModel(from_dict({}))
+    model.inventory = lambda _states: inv
+    _, findings = model.build(states(data))
+    keys = [(f.check, f.device, f.port) for f in findings if f.check.startswith("optics_")]
+    assert len(keys) == 4 and len(set(keys)) == 4
