@@ -236,7 +236,8 @@ def test_a_receiver_under_the_switchs_own_low_alarm_is_a_finding(served, tmp_pat
 def test_fabric_once_reads_exports_and_judges_the_recorded_switches(tmp_path) -> None:
     """End to end: `fabricmon fabric once` (discovery, sweep and optics over SNMPv2c) against the three
     recordings and the planted NX-OS copy: every receive-power sensor is in the exposition on its
-    interface, and the planted receiver is a CRITICAL finding on stderr."""
+    interface, and the planted receiver is a CRITICAL finding on stderr; `fabric capture` of the same
+    switches replays to the same readings."""
     ok, why = tools_available()
     if not ok:
         unavailable(why)
@@ -253,11 +254,19 @@ def test_fabric_once_reads_exports_and_judges_the_recorded_switches(tmp_path) ->
                        f"    snmp: {{community_file: {comm}}}\n")
         (tmp_path / "state").mkdir()
         t0 = time.monotonic()
-        r = subprocess.run([str(REPO / ".venv" / "bin" / "python"), "-m", "fabricmon", "fabric", "once", "--config",
-                            str(cfg)], capture_output=True, text=True, timeout=300, cwd=REPO)
+        py = [str(REPO / ".venv" / "bin" / "python"), "-m", "fabricmon", "fabric"]
+        r = subprocess.run([*py, "once", "--config", str(cfg)], capture_output=True, text=True, timeout=300, cwd=REPO)
         took = time.monotonic() - t0
+        # a capture bundle carries the readings: replayed without the switches, the same values
+        cap = subprocess.run([*py, "capture", "--config", str(cfg), str(tmp_path / "bundle")], capture_output=True,
+                             text=True, timeout=300, cwd=REPO)
+        assert cap.returncode == 0, cap.stderr[-2000:]
     finally:
         sim.stop()
+    replay = subprocess.run([*py, "once", "--replay", str(tmp_path / "bundle")], capture_output=True, text=True,
+                            timeout=300, cwd=REPO)
+    assert samples(replay.stdout, "fabricmon_fabric_port_optics_rx_power_dbm") == \
+        samples(r.stdout, "fabricmon_fabric_port_optics_rx_power_dbm")
     got = samples(r.stdout, "fabricmon_fabric_port_optics_rx_power_dbm")
     total = 0
     for vendor in (*VENDORS, "nxos-planted"):
