@@ -30,6 +30,7 @@ from fabricmon.model.roce import NetdevData, RoceView, record_roce_counters, roc
 from fabricmon.model.snapshot import GpuSection, IbSection, RoceSection, SourceState
 from fabricmon.pipeline.jobs import node_jobs
 from fabricmon.parsers.ethtool import EthtoolData
+from fabricmon.parsers.iblinkinfo import LinkData
 from fabricmon.parsers.ibstat import IbstatData
 from fabricmon.parsers.mlnx_qos import MlnxQosData
 from fabricmon.parsers.sysfs_ib import HwCountersData, SysfsData
@@ -159,6 +160,7 @@ class NodeModel:
         if data is None:
             return None, []
         mods = sorted(data.modules.values(), key=lambda m: (m.device, m.port, m.netdev))
+        links = _data(states, LinkData)
         judged, seen = [], set()
         for m in mods:
             if m.module is None or not m.module.has_readings or self.config.device_excluded(m.device):
@@ -168,8 +170,10 @@ class NodeModel:
             seen.add((m.device, m.port))
             p = ports.get((m.device, m.port))
             up = p.up if p is not None and p.state_id is not None else None
+            ln = links.links.get((m.device, m.port)) if links is not None else None     # the switch port opposite (IB)
+            peer = f"{ln.remote_desc} port {ln.remote_port}".strip() if ln is not None and ln.remote_desc else ""
             judged.append(OpticsPort(m.device, m.port, f"{m.device} port {m.port} ({m.netdev})", m.module, up=up,
-                                     key=f"node:{m.device}:{m.port}:{m.netdev}"))
+                                     peer=peer, key=f"node:{m.device}:{m.port}:{m.netdev}"))
         findings, learn = optics_checks.evaluate(judged, self.config.checks.optics, self.optics_baseline.baseline)
         self.optics_baseline.learn(learn, now)
         return OpticsSection(mods), findings

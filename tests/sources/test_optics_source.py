@@ -168,3 +168,21 @@ def test_two_netdevs_of_one_port_give_one_finding_per_check() -> None:
     _, findings = model.build(states(data))
     keys = [(f.check, f.device, f.port) for f in findings if f.check.startswith("optics_")]
     assert len(keys) == 4 and len(set(keys)) == 4
+
+
+def test_an_ipoib_ports_finding_names_the_switch_port_opposite() -> None:
+    from fabricmon.parsers.iblinkinfo import LinkData, LinkInfo
+    low = QSFP.replace("Rcvr signal avg optical power(Channel 3)  : 1.1340 mW / 0.55 dBm",
+                       "Rcvr signal avg optical power(Channel 3)  : 0.0350 mW / -14.56 dBm")
+    inv = inventory({"mlx5_1": ("ib0", "InfiniBand")})
+    data = collect({("ethtool", "-m", "ib0"): (0, low, "")}, inv).data
+    links = LinkData({("mlx5_1", 1): LinkInfo(1, 1, 4, 25.78125, "EDR", 4, 5, 7, 17, "leaf03 (Quantum)", None, None)})
+    st = states(data)
+    st["iblinkinfo"] = SourceState("iblinkinfo", True, 60.0, 10.0, records=LinkData, up=True, ran=True, data=links,
+                                   data_time=1.0)
+    model = NodeModel(from_dict({}))
+    model.inventory = lambda _states: inv
+    _, findings = model.build(st)
+    (f,) = [f for f in findings if f.check == "optics_thresholds"]
+    assert f.status == 2 and "lane 3 receive power -14.56 dBm" in f.message
+    assert "the other end: leaf03 (Quantum) port 17" in f.message
