@@ -94,38 +94,35 @@ def _text(val: str) -> str:
     return val
 
 
-def _columns(text: str, root: str) -> dict[int, dict[tuple[int, ...], str]]:
-    """A walk of a table -> column number -> index -> raw value text (quotes kept off)."""
-    out: dict[int, dict[tuple[int, ...], str]] = {}
-    n = len(root) + 1
+def _columns(text: str, root: str) -> dict[int, dict[str, str]]:
+    """A walk of a table -> column number -> index (as printed, "300000013" or "300000013.1") -> value
+    text (quotes taken off). The hot loop of a big switch: no per-line int parsing of the index."""
+    out: dict[int, dict[str, str]] = {}
+    prefix = root + "."
+    n = len(prefix)
     for oid, typ, val in parse_lines(text):
-        if not oid.startswith(root + "."):
+        if not oid.startswith(prefix):
             continue
-        parts = oid[n:].split(".")
-        try:
-            col, idx = int(parts[0]), tuple(int(p) for p in parts[1:])
-        except ValueError:
-            raise ParseError(f"bad index in {oid!r}") from None
+        col, _, idx = oid[n:].partition(".")
         if typ == "Hex-STRING":
             val = bytes.fromhex(val.replace(" ", "")).decode("utf-8", "replace").rstrip("\x00")
-        out.setdefault(col, {})[idx] = _text(val)
+        elif val[:1] == '"':
+            val = _text(val)
+        try:
+            out.setdefault(int(col), {})[idx] = val
+        except ValueError:
+            raise ParseError(f"bad index in {oid!r}") from None
     return out
 
 
 def _column(text: str, root: str) -> dict[int, str]:
     """A walk of one column -> index (one number) -> value."""
     out = {}
-    n = len(root) + 1
-    for oid, typ, val in parse_lines(text):
-        if not oid.startswith(root + "."):
-            continue
+    for idx, val in _columns(text, root.rsplit(".", 1)[0]).get(int(root.rsplit(".", 1)[1]), {}).items():
         try:
-            idx = int(oid[n:].split(".")[0])
+            out[int(idx.split(".")[0])] = val
         except ValueError:
-            raise ParseError(f"bad index in {oid!r}") from None
-        if typ == "Hex-STRING":
-            val = bytes.fromhex(val.replace(" ", "")).decode("utf-8", "replace").rstrip("\x00")
-        out[idx] = _text(val)
+            raise ParseError(f"bad index {idx!r} under {root}") from None
     return out
 
 
@@ -203,7 +200,7 @@ def sensors_from_walks(texts: dict[str, str]) -> tuple[list[Sensor], dict[int, s
     arista = _columns(texts.get("arista_threshold", ""), WALK_ROOT["arista_threshold"])
     for idx, t in ent.get(1, {}).items():
         unit = _TYPES.get(_int(t) or 0)
-        i = idx[0] if idx else 0
+        i = int(idx.split(".")[0])
         name = label.get(i, "")
         q = quantity(name, unit) if unit else None
         if q is None:
@@ -223,9 +220,12 @@ def sensors_from_walks(texts: dict[str, str]) -> tuple[list[Sensor], dict[int, s
         out.append(s)
     cis = _columns(texts.get("cisco_sensor", ""), WALK_ROOT["cisco_sensor"])
     thr = _columns(texts.get("cisco_threshold", ""), WALK_ROOT["cisco_threshold"])
+    by_sensor: dict[str, list[str]] = {}
+    for tidx in thr.get(2, {}):
+        by_sensor.setdefault(tidx.split(".")[0], []).append(tidx)
     for idx, t in cis.get(1, {}).items():
         unit = _TYPES.get(_int(t) or 0)
-        i = idx[0] if idx else 0
+        i = int(idx.split(".")[0])
         name = label.get(i, "")
         q = quantity(name, unit) if unit else None
         if q is None:
@@ -236,11 +236,9 @@ def sensors_from_walks(texts: dict[str, str]) -> tuple[list[Sensor], dict[int, s
             continue
         s = Sensor(i, name, q, _to_unit(q, unit, _scaled(raw, scale, prec)))
         lim = {}
-        for tidx, sev in thr.get(2, {}).items():
-            if tidx[:1] != (i,):
-                continue
+        for tidx in by_sensor.get(idx, ()):
             rel, v = _int(thr.get(3, {}).get(tidx)), _int(thr.get(4, {}).get(tidx))
-            sv = _int(sev)
+            sv = _int(thr[2][tidx])
             if rel is None or v is None or sv is None or rel not in (1, 2, 3, 4):
                 continue
             level = ("low" if rel in (1, 2) else "high") + ("_alarm" if sv >= 20 else "_warning")
