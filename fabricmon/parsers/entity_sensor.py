@@ -10,7 +10,9 @@
 - the sensor's name: ENTITY-MIB entPhysicalName `.47.1.1.1.1.7`, else entPhysicalDescr `.2`.
 
 A value is `value x 10^(3 x (scale - 9)) x 10^-precision` in the sensor type's unit (watts, amperes,
-volts, Celsius; dBm for Cisco's type 14). Sensors that are not a transceiver's (fans, CPU) are not
+volts, Celsius; dBm for Cisco's type 14). A value of -1000000000 or 1000000000 is out of the sensor's
+range (RFC 3433): a power below range is no light (0 mW; Arista reports a dark receiver so), any other
+is no reading. Sensors that are not a transceiver's (fans, CPU) are not
 optics. A transceiver sensor is joined to an interface by ENTITY-MIB entAliasMappingIdentifier
 (`1.3.6.1.2.1.47.1.3.2.1.2.<entity>.0 = ifIndex.N`) where the switch maps the sensor itself, else by
 the port its name names, against ifName, then ifDescr, then ifAlias (exactly one interface):
@@ -56,6 +58,7 @@ WALK_ROOT = dict(SENSOR_WALKS)
 # sensor type -> the unit it measures (ENTITY-SENSOR-MIB EntitySensorDataType; Cisco adds 14 dBm)
 _TYPES = {3: "volts", 4: "volts", 5: "amperes", 6: "watts", 8: "celsius", 14: "dBm"}
 ARISTA_UNSET = -1000000000
+RANGE_LIMIT = 1000000000        # EntitySensorValue's bounds (RFC 3433): a value at them is out of range
 OK_STATUS = 1
 
 _OPTIC = re.compile(r"\b(dom|transceiver|xcvr|sfp|qsfp)\b|\b(rx|tx|receive|transmit)\s+power\b|\bbias\b", re.I)
@@ -209,7 +212,13 @@ def sensors_from_walks(texts: dict[str, str]) -> tuple[list[Sensor], dict[int, s
         status = _int(ent.get(5, {}).get(idx))
         if raw is None or scale is None or prec is None or (status is not None and status != OK_STATUS):
             continue
-        s = Sensor(i, name, q, _to_unit(q, unit, _scaled(raw, scale, prec)))
+        if abs(raw) == RANGE_LIMIT:         # RFC 3433: the value is out of the sensor's range
+            if not (raw < 0 and q in ("rx_power", "tx_power")):
+                continue
+            value = 0.0                     # power below range (Arista: -1000000000 on a dark receiver): no light
+        else:
+            value = _to_unit(q, unit, _scaled(raw, scale, prec))
+        s = Sensor(i, name, q, value)
         lim = {}
         for col, level in ((1, "low_warning"), (2, "low_alarm"), (3, "high_warning"), (4, "high_alarm")):
             v = _int(arista.get(col, {}).get(idx))
@@ -234,7 +243,13 @@ def sensors_from_walks(texts: dict[str, str]) -> tuple[list[Sensor], dict[int, s
         status = _int(cis.get(5, {}).get(idx))
         if raw is None or scale is None or prec is None or (status is not None and status != OK_STATUS):
             continue
-        s = Sensor(i, name, q, _to_unit(q, unit, _scaled(raw, scale, prec)))
+        if abs(raw) == RANGE_LIMIT and unit != "dBm":     # out of range (a dBm value is a logarithm: kept)
+            if not (raw < 0 and q in ("rx_power", "tx_power")):
+                continue
+            value = 0.0
+        else:
+            value = _to_unit(q, unit, _scaled(raw, scale, prec))
+        s = Sensor(i, name, q, value)
         lim = {}
         for tidx in by_sensor.get(idx, ()):
             rel, v = _int(thr.get(3, {}).get(tidx)), _int(thr.get(4, {}).get(tidx))

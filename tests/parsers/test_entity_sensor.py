@@ -100,3 +100,13 @@ def test_quantity_only_for_transceiver_sensors() -> None:
     assert quantity("Ethernet1/1 Lane 1 Transceiver Transmit Power Sensor", "dBm") == "tx_power"
     assert quantity("Cpu temp sensor", "celsius") is None
     assert quantity("PwrCon1 Rail16 POS12V", "volts") is None
+
+
+def test_a_power_below_range_is_no_light_never_a_negative_power() -> None:
+    """Arista reports a dark receiver as -1000000000 (RFC 3433's lower bound), status ok: 0 mW, not -100 W."""
+    so = join(walks(rec("arista_eos")))
+    idx = next(i for i, n in so.port_names.items() if n == "Ethernet2")
+    ln = so.ports[idx].lanes[0]
+    assert ln.rx_power_mw == 0.0 and ln.rx_power_dbm == -40.0
+    assert ln.tx_power_mw == pytest.approx(0.2471)
+    assert all(lane.rx_power_mw is None or lane.rx_power_mw >= 0 for m in so.ports.values() for lane in m.lanes.values())
