@@ -31,6 +31,7 @@ from fabricmon.config import OpticsCheckConfig
 from fabricmon.model.optics import LaneDiag, Limits, OpticsPort, RxBaseline
 
 CHECKS = ("optics_thresholds", "optics_lane_imbalance", "optics_dimming", "optics_no_light")
+NEEDS = ("transceiver_readings",)   # the fabric collector runs them once a source read the switches' optics
 
 # Defaults for a module (or switch) that reports no thresholds, per module class. Power in dBm,
 # temperature in C, voltage in V. Sources (docs/optics.md#thresholds): receive power, the alarm and
@@ -221,4 +222,4 @@ def evaluate(ports: Iterable[OpticsPort], cfg: OpticsCheckConfig, baseline: RxBa
     return findings, learn
 
 
-__all__ = ["CHECKS", "DEFAULT_LIMITS", "Learn", "evaluate", "limits"]
+__all__ = ["CHECKS", "DEFAULT_LIMITS", "NEEDS", "Learn", "evaluate", "limits"]

@@ -35,7 +35,7 @@ def setup(tmp_path, rx_dbm: float):
 def test_switch_finding_names_port_lane_reading_threshold_and_peer(tmp_path) -> None:
     model, sec, states = setup(tmp_path, -13.0)
     findings = model._optics(states, sec, 1000.0)
-    model._check_status(sec, findings, states)
+    model._check_status(sec, findings, model._capabilities(states, None))
     (f,) = [f for f in findings if f.check == "optics_thresholds"]
     assert f.status == 2 and f.device == "aa:bb" and f.port == 7
     assert "switch leaf1 Ethernet7: lane 2 receive power -13.00 dBm is beyond the switch's low alarm threshold " \
