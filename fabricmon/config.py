@@ -175,6 +175,7 @@ class FabricConfig:
     link_state_max_ports: int = 512      # PortInfo SMP reads per sweep when the SM's records do not cover the ports (0: none)
     unresponsive_sweeps: int = 5         # a switch that did not answer in this many ...
     unresponsive_window: int = 7         # ... of its last this many sweeps is unresponsive (OpenSM's rule)
+    uplinks_critical_fraction: float = 0.5   # share of a switch's expected uplinks down from which its uplinks check is CRITICAL
     sources: dict[str, SourceConfig] = field(default_factory=dict)
     kind: str = "infiniband"             # or "ethernet": which sources the collector runs
     # fabric.ethernet as configured (kind: ethernet), else None: read it as `ethernet`
@@ -709,6 +710,9 @@ FABRIC = Schema(
                 "of its last `unresponsive_window` sweeps is unresponsive (OpenSM's rule: 5 of 7)", lo=1),
         integer("unresponsive_window", _D_FABRIC.unresponsive_window, "the sweeps `unresponsive_sweeps` counts in",
                 lo=1),
+        number("uplinks_critical_fraction", _D_FABRIC.uplinks_critical_fraction, "share of a switch's expected "
+               "uplinks down from which its `uplinks` check is CRITICAL (below it: WARNING)", lo=0, hi=1,
+               hi_reason="a share must be"),
     ),
     extra=("sources", "ethernet"),
     extra_doc=(

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from fabricmon import __version__, deploy
+from fabricmon.deploy import rules as deploy_rules
 from fabricmon.host.runner import resolve_program, run_command
 
 COMMAND_TIMEOUT = 60.0          # seconds for one systemctl/udevadm/useradd; the process group is killed after
@@ -356,16 +357,27 @@ def uninstall(args: argparse.Namespace, out=None) -> int:
     return 0
 
 
-def print_files(kind: str, dest: str, out=None) -> int:
-    """Copy the shipped files of one kind (rules, dashboards, ...) of this version into `dest`."""
+def print_files(kind: str, dest: str, out=None, rules_options: dict | None = None) -> int:
+    """Copy the shipped files of one kind (rules, dashboards, ...) of this version into `dest`. With
+    rules_options (runbook_base, selector, fabric_selector) the rules are fitted to the site
+    (deploy/rules.py); their promtool tests, written for the shipped selectors, are then left out."""
     out = out or sys.stdout
+    opts = {k: v for k, v in (rules_options or {}).items() if v}
     kinds = list(deploy.PRINTABLE) if kind == "all" else [kind]
+    fitted = deploy_rules.render(**opts) if opts and "rules" in kinds else None      # bad options: nothing written
     d = Path(dest)
     d.mkdir(parents=True, exist_ok=True)
     for k in kinds:
         for src in deploy.PRINTABLE[k]:
             target = d / src.name
-            shutil.copyfile(src, target)
+            if fitted is not None and src == deploy.RULE_TESTS:
+                print(f"left out {src.name}: its tests are written for the shipped selectors and runbook URLs",
+                      file=out)
+                continue
+            if fitted is not None and src == deploy.RULES:
+                target.write_text(fitted)
+            else:
+                shutil.copyfile(src, target)
             os.chmod(target, 0o755 if src.suffix == ".sh" else 0o644)
             print(target, file=out)
     return 0
@@ -382,6 +394,12 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     sp.add_argument("--now", action="store_true", help="also systemctl enable --now the unit(s)")
     sp.add_argument("--print", nargs=2, metavar=("KIND", "DIR"), dest="print_files",
                     help=f"copy this version's files of KIND ({', '.join(kinds)}) into DIR, and nothing else")
+    sp.add_argument("--runbook-base", metavar="URL", help="with --print rules: runbook_url is URL#<alert> (default: "
+                    "http://<instance>/runbooks#<alert>, served by the daemon that raised the alert)")
+    sp.add_argument("--selector", metavar="MATCHERS", help="with --print rules: the node daemons' scrape selector "
+                    "(default: 'job=\"fabricmon\"')")
+    sp.add_argument("--fabric-selector", metavar="MATCHERS", help="with --print rules: the fabric collectors' "
+                    "scrape selector (default: 'job=\"fabricmon-fabric\"')")
     sp.set_defaults(func=_cmd_install)
     sp = sub.add_parser("uninstall", help="as root: remove the units, udev rule and sysusers file; "
                                           "keep config and state unless --purge")
@@ -400,7 +418,13 @@ def _cmd_install(args: argparse.Namespace) -> int:
             kind, dest = args.print_files
             if kind not in deploy.PRINTABLE and kind != "all":
                 raise InstallError(f"--print: unknown kind {kind!r} (one of {', '.join([*deploy.PRINTABLE, 'all'])})")
-            return print_files(kind, dest)
+            try:
+                return print_files(kind, dest, rules_options={"runbook_base": args.runbook_base, "selector": args.selector,
+                                                              "fabric_selector": args.fabric_selector})
+            except deploy_rules.RulesError as exc:
+                raise InstallError(str(exc)) from exc
+        if args.runbook_base or args.selector or args.fabric_selector:
+            raise InstallError("--runbook-base, --selector and --fabric-selector go with --print rules DIR")
         return install(args)
     except OSError as exc:           # a file that cannot be written: one line, not a traceback
         raise InstallError(str(exc)) from exc

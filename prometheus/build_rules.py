@@ -5,6 +5,12 @@ for the per-node daemon (`fabricmon run`) and the fabric collector (`fabricmon f
     python prometheus/build_rules.py                      # rewrite the committed rules file
     python prometheus/build_rules.py --check              # exit 1 if the committed file is stale
     python prometheus/build_rules.py --runbook-base URL   # point runbook_url at your copy of the docs
+
+It also copies docs/runbooks.md into the package (fabricmon/pages/runbooks.md), which the daemons serve at
+/runbooks: every runbook_url defaults to http://<instance>/runbooks#<alert>, the daemon that raised it.
+A site sets another base, and its scrape selectors, when it prints the rules:
+`fabricmon install --print rules DIR --runbook-base URL --selector 'job="..."' --fabric-selector '...'`
+(fabricmon/deploy/rules.py rewrites the shipped file; the shipped file is valid as it is).
     python prometheus/build_rules.py --map-scheme https   # map_url for collectors serving HTTPS
 
 Two kinds of alert:
@@ -30,43 +36,36 @@ import yaml
 
 HERE = Path(__file__).resolve().parent
 OUT = HERE.parent / "fabricmon" / "deploy" / "prometheus" / "fabricmon.rules.yml"
-DEFAULT_RUNBOOK_BASE = "docs/runbooks.md"
+RUNBOOKS = HERE.parent / "docs" / "runbooks.md"
+RUNBOOKS_COPY = HERE.parent / "fabricmon" / "pages" / "runbooks.md"      # shipped in the wheel, served at /runbooks
+# runbook_url: the daemon that raised the alert serves the runbooks (fabricmon/pages/runbooks.py)
+INSTANCE = "{{ $labels.instance }}"
+DEFAULT_RUNBOOK_BASE = "SCHEME://" + INSTANCE + "/runbooks"
 
-# The job name the README's scrape config uses. FabricmonDown matches any job containing
-# "fabricmon"; FabricmonAbsent needs the exact name (absent() cannot take a regex usefully).
+# The job names the README's scrape config uses, and the selectors every expression carries: the node
+# daemons' (SELECTOR) and the fabric collectors' (FABRIC_SELECTOR, every shard). Both export
+# fabricmon_check_status (the collector for its own findings, by switch GUID), so every selector names
+# its job. `fabricmon install --print rules DIR --selector ... --fabric-selector ...` rewrites them
+# (fabricmon/deploy/rules.py), so the rules fit an existing Prometheus without an edit.
 JOB = "fabricmon"
-# The fabric collector's job (every shard of it): its own Down/Absent guards and the fabric alerts.
 FABRIC_JOB = "fabricmon-fabric"
+SELECTOR = f'job="{JOB}"'
+FABRIC_SELECTOR = f'job="{FABRIC_JOB}"'
+N, F_ = SELECTOR, FABRIC_SELECTOR
 
 # ---- every threshold and `for:` of the rules, in one place ------------------------------------
 THRESHOLDS = {
-    # IBTA's 1e-12 BER target is about 120 symbol errors per hour on a 4X link (docs/checks.md).
-    "symbol_errors_per_hour": 120,
-    "symbol_errors_window": "6h",             # sustained over this window (the daemon judges 1h)
-    # fraction of time a RoCE priority is paused, sustained (the daemon judges 5 min windows)
-    "pause_fraction": 0.05,
-    "pause_window": "30m",
-    # RoCE transport loss signals (hw_counters) per second on one port, sustained
-    "roce_loss_per_second": 1,
-    "roce_loss_window": "15m",
-    # fatal QP errors (req_transport_retries_exceeded): any increase within this window
+    # Only what no daemon judges: every verdict (symbol errors, flaps, PFC storms, ...) is judged by the
+    # node daemon or the fabric collector with the thresholds of fabricmon.yml, and the alerts fire on
+    # those verdicts (fabricmon_check_status, fabricmon_fabric_check_status), never on raw counters again.
+    # fatal QP errors (req_transport_retries_exceeded): any increase within this window (no daemon check)
     "qp_fatal_window": "15m",
     # a source is "erroring" when its errors rose within this window ...
     "source_errors_window": "15m",
     # ... and the snapshot is stale when older than this (seconds; 20x the default 15 s poll)
     "snapshot_stale_seconds": 300,
-    # ---- fabric (switch ports, from the fabric collector's raw counters) ----
-    "fabric_symbol_errors_per_hour": 120,     # the same BER budget as a host port
-    "fabric_symbol_errors_window": "1h",
-    "fabric_receive_errors_per_hour": 120,    # PortRcvErrors + PortRcvRemotePhysicalErrors
-    "fabric_receive_errors_window": "1h",
-    "fabric_flap_window": "1h",               # any LinkDowned increase within this window
     # no sweep that read every switch of the shard within this long (seconds; 60x the 15 s sweep)
     "fabric_sweep_stale_seconds": 900,
-    # Ethernet: PFC pause frames/s at one switch port, priority and direction (the collector's
-    # fabric.ethernet.pfc_storm_rate default), sustained over the window
-    "fabric_pfc_pause_per_second": 1000,
-    "fabric_pfc_window": "5m",
 }
 FOR = {
     "port_down": "1m",
@@ -75,9 +74,6 @@ FOR = {
     "verdict": "5m",              # any other daemon verdict must hold this long
     "gpu": "15m",                 # GPUDirect / affinity: configuration, not transient
     "counter_saturated": "15m",
-    "symbol_error_budget": "1h",
-    "pause_sustained": "1h",
-    "roce_loss": "15m",
     "qp_fatal": "0m",
     "source_failing": "15m",
     "source_errors": "30m",
@@ -100,7 +96,10 @@ FOR = {
     "sm_unknown": "15m",
     "sm_hung": "5m",
     "fabric_pfc_storm": "5m",
-    "switch_unresponsive": "5m",  # on top of the collector's own rule (fabric.unresponsive_sweeps of _window)
+    "switch_unresponsive": "3m",  # shorter than fabric_port_down (5m): the parent is there before its children
+    # optics (node and switch): light changes over hours, a blip is not an alert
+    "optics_critical": "5m",
+    "optics_warning": "15m",
 }
 # Windows of the recording rules the dashboard reads.
 RECORD_WINDOW = "5m"
@@ -245,24 +244,48 @@ def anchor(name: str) -> str:
     return name.lower()
 
 
+def runbook_url(name: str, expr: str, base: str) -> str:
+    """base#<alert>; an absent() alert has no instance, so by default it links to the runbooks of any
+    fabricmon target that is up (a node daemon or a collector)."""
+    url = f"{base}#{anchor(name)}"
+    if INSTANCE in base and expr.startswith("absent("):
+        live = ("{{ with query `up{%s} == 1 or up{%s} == 1` }}{{ (index . 0).Labels.instance }}{{ else }}"
+                "no-fabricmon-target-is-up{{ end }}" % (SELECTOR, FABRIC_SELECTOR))
+        url = url.replace(INSTANCE, live)
+    return url
+
+
 def alert(name, expr, severity, for_, summary, description, base) -> dict:
     rule = {"alert": name, "expr": expr}
     if for_ != "0m":
         rule["for"] = for_
     rule["labels"] = {"severity": severity}
     rule["annotations"] = {"summary": summary, "description": description,
-                           "runbook_url": f"{base}#{anchor(name)}"}
+                           "runbook_url": runbook_url(name, expr, base)}
     return rule
+
+
+# What a node port is cabled to (the daemon learns it: fabricmon_ib_port_peer_info), as the labels the
+# fabric alerts name a switch port with: `switch` (its node description) and `switch_port`. Alertmanager
+# groups by `switch` and mutes a node's port alert under its switch's alert (docs/alerting.md); a port
+# whose peer is not known keeps its alert, without those labels.
+PEER = ('label_replace(label_replace(fabricmon_ib_port_peer_info{%s}, "switch", "$1", "peer", "(.+)"),'
+        ' "switch_port", "$1", "peer_port", "(.+)")')
+
+
+def with_peer(expr: str) -> str:
+    return (f"(\n    {expr}\n  )\n  * on ({PORT}) group_left (switch, switch_port) {PEER % SELECTOR}\n"
+            f"or on ({PORT})\n  (\n    {expr}\n  )")
 
 
 def node_alerts(base: str) -> list[dict]:
     T, out = THRESHOLDS, []
-    down = f'fabricmon_ib_port_degraded{{reason="down"}} == 1'
+    down = f'fabricmon_ib_port_degraded{{{N},reason="down"}} == 1'
     for sev, st in STATUS.items():
         out.append(alert(
             "FabricmonPortDown",
-            f'fabricmon_check_status{{check="degraded_link"}} == {st}\n'
-            f"  and on ({PORT}) {down}",
+            with_peer(f'fabricmon_check_status{{{N},check="degraded_link"}} == {st}\n'
+                      f"    and on ({PORT}) {down}"),
             sev, FOR["port_down"], "RDMA port is down.",
             f"{WHERE} is down: PortState "
             + value_of(port_sel("fabricmon_ib_port_state_id"), INT)
@@ -272,9 +295,8 @@ def node_alerts(base: str) -> list[dict]:
     for sev, st in STATUS.items():
         out.append(alert(
             "FabricmonPortDegraded",
-            f'fabricmon_check_status{{check="degraded_link"}} == {st}\n'
-            # a node port (the fabric collector's switch ports share the check's name, not its metrics)
-            f'  and on ({PORT}) fabricmon_ib_port_degraded{{reason="down"}} == 0',
+            with_peer(f'fabricmon_check_status{{{N},check="degraded_link"}} == {st}\n'
+                      f"    unless on ({PORT}) {down}"),
             sev, FOR["port_degraded"], "RDMA port runs below its expected width or speed.",
             f"{WHERE} runs at "
             + value_of("8 * " + port_sel("fabricmon_ib_port_rate_bytes_per_second") + " / 1e9",
@@ -288,45 +310,18 @@ def node_alerts(base: str) -> list[dict]:
     for name, check, sevs, for_key, summary, desc in VERDICTS:
         for sev in sevs.split():
             d = f"{WHERE}: {desc}" if check in PORT_DESC_CHECKS else desc
-            out.append(alert(name, f'fabricmon_check_status{{check="{check}"}} == {STATUS[sev]}',
+            e = f'fabricmon_check_status{{{N},check="{check}"}} == {STATUS[sev]}'
+            out.append(alert(name, with_peer(e) if check in PORT_DESC_CHECKS else e,
                              sev, FOR[for_key], summary, d, base))
     out.append(alert(
-        "FabricmonCounterSaturated", "fabricmon_ib_port_saturated == 1", "warning", FOR["counter_saturated"],
+        "FabricmonCounterSaturated", f"fabricmon_ib_port_saturated{{{N}}} == 1", "warning", FOR["counter_saturated"],
         "An InfiniBand error counter is saturated.",
         f"{WHERE}: counter {{{{ $labels.counter }}}} sits at its maximum, so its rate is unknown and"
         " new errors are invisible; find the cause, then clear it in a maintenance window.", base))
-    # ---- trends the daemon cannot see: long windows on raw counters ----
-    sat = 'fabricmon_ib_port_saturated{counter="symbol_errors"} == 1'
-    out.append(alert(
-        "FabricmonSymbolErrorBudgetExceeded",
-        f"rate(fabricmon_ib_port_symbol_errors_total[{T['symbol_errors_window']}]) * 3600"
-        f" > {T['symbol_errors_per_hour']}\n  unless on ({PORT}) {sat}",
-        "warning", FOR["symbol_error_budget"], "Symbol error rate above the BER budget for hours.",
-        f"{WHERE}: {{{{ $value | printf \"%.0f\" }}}} symbol errors per hour averaged over"
-        f" {T['symbol_errors_window']} (budget {T['symbol_errors_per_hour']}/h, IBTA 1e-12 BER):"
-        " a cable or transceiver going bad slowly.", base))
-    out.append(alert(
-        "FabricmonRocePauseSustained",
-        f"max by (instance, job, device, netdev, priority, direction) (\n"
-        f"  rate(fabricmon_roce_pause_duration_seconds_total[{T['pause_window']}])\n) > {T['pause_fraction']}",
-        "warning", FOR["pause_sustained"], "A RoCE priority has been paused for a long time.",
-        "{{ $labels.instance }} {{ $labels.device }} ({{ $labels.netdev }}) priority {{ $labels.priority }}"
-        " {{ $labels.direction }}: paused {{ $value | humanizePercentage }} of the time over "
-        f"{T['pause_window']}, for more than {FOR['pause_sustained']}: persistent congestion"
-        " (rx) or a host that cannot drain (tx).", base))
-    out.append(alert(
-        "FabricmonRocePacketLoss",
-        f"sum by ({PORT}) (\n"
-        f"  rate(fabricmon_ib_port_hw_counters_total{{counter=~\"{RoCE_LOSS_COUNTERS}\"}}[{T['roce_loss_window']}])\n"
-        f") > {T['roce_loss_per_second']}\n"
-        f"  and on ({PORT}) fabricmon_ib_port_info{{link_layer=\"Ethernet\"}}",
-        "warning", FOR["roce_loss"], "RoCE transport sees packet loss.",
-        f"{WHERE}: {{{{ $value | humanize }}}} loss signals/s (out_of_sequence, packet_seq_err,"
-        " local_ack_timeout_err, implied_nak_seq_err) over "
-        f"{T['roce_loss_window']}: retransmissions slow every collective.", base))
+    # ---- no daemon judges these: QP fatal errors (any increase); every other counter has its check ----
     out.append(alert(
         "FabricmonQpTransportRetriesExceeded",
-        f"increase(fabricmon_ib_port_hw_counters_total{{counter=\"req_transport_retries_exceeded\"}}"
+        f"increase(fabricmon_ib_port_hw_counters_total{{{N},counter=\"req_transport_retries_exceeded\"}}"
         f"[{T['qp_fatal_window']}]) > 0",
         "warning", FOR["qp_fatal"], "RDMA queue pairs failed after exhausting retries.",
         f"{WHERE}: {{{{ $value | printf \"%.0f\" }}}} queue pair(s) hit the transport retry limit in"
@@ -337,22 +332,22 @@ def node_alerts(base: str) -> list[dict]:
 def self_alerts(base: str) -> list[dict]:
     T = THRESHOLDS
     return [
-        alert("FabricmonDown", f'up{{job=~".*{JOB}.*",job!="{FABRIC_JOB}"}} == 0', "warning", FOR["down"],
+        alert("FabricmonDown", f'up{{{N}}} == 0', "warning", FOR["down"],
               "fabricmon cannot be scraped.",
               "{{ $labels.instance }} (job {{ $labels.job }}) has not answered scrapes for "
               f"{FOR['down']}: nothing on this node's fabric health is known.", base),
-        alert("FabricmonAbsent", f'absent(up{{job="{JOB}"}})', "critical", FOR["absent"],
+        alert("FabricmonAbsent", f'absent(up{{{N}}})', "critical", FOR["absent"],
               "No fabricmon target is scraped at all.",
-              f'Prometheus has no target in job "{JOB}": the whole fabric is unmonitored and every'
+              f'Prometheus has no target matching {{{N}}}: the whole fabric is unmonitored and every'
               " fabricmon alert is silent.", base),
         alert("FabricmonSourceFailing",
-              f'fabricmon_source_up{{job!="{FABRIC_JOB}"}} == 0\n'
+              f'fabricmon_source_up{{{N}}} == 0\n'
               "  and on (instance, job, source) fabricmon_source_enabled == 1",
               "warning", FOR["source_failing"], "A fabricmon source produces no data.",
               "{{ $labels.instance }}: source {{ $labels.source }} is enabled but its last run produced"
               " no data: the checks that need it cannot judge.", base),
         alert("FabricmonSourceErrors",
-              f'sum by (instance, job, source) (increase(fabricmon_source_errors_total{{job!="{FABRIC_JOB}"}}'
+              f'sum by (instance, job, source) (increase(fabricmon_source_errors_total{{{N}}}'
               f"[{T['source_errors_window']}]))"
               " > 0\n  and on (instance, job, source) fabricmon_source_up == 1",
               "warning", FOR["source_errors"], "A fabricmon source keeps failing.",
@@ -360,7 +355,8 @@ def self_alerts(base: str) -> list[dict]:
               f" in {T['source_errors_window']}, continuously for {FOR['source_errors']}"
               " (fabricmon_source_errors_total{kind=...} says which kind).", base),
         alert("FabricmonSnapshotStale",
-              f"time() - fabricmon_snapshot_timestamp_seconds > {T['snapshot_stale_seconds']}",
+              f"time() - (fabricmon_snapshot_timestamp_seconds{{{N}}} or fabricmon_snapshot_timestamp_seconds{{{F_}}})"
+              f" > {T['snapshot_stale_seconds']}",
               "warning", FOR["snapshot_stale"], "fabricmon serves an old snapshot.",
               "{{ $labels.instance }}: the snapshot is {{ $value | humanizeDuration }} old: the poll loop is"
               " stuck, so the values served are frozen.", base),
@@ -373,13 +369,14 @@ SWPORT = SW + " port {{ $labels.port }}"
 FPORT = "instance, job, switch_guid, port"
 # a switch port's name and its remote end, joined from the _info series (topology stays out of the counters)
 WITH_NAMES = ("\n  * on (instance, job, switch_guid) group_left (switch) fabricmon_fabric_switch_info"
-              "\n  * on (instance, job, switch_guid, port) group_left (role, remote_name, remote_port)"
+              "\n  * on (instance, job, switch_guid, port) group_left (role, remote_guid, remote_name, remote_port)"
               " fabricmon_fabric_link_info")
 
 
 def named(cond: str) -> str:
-    """The condition with the switch's name and the port's remote end as labels (the value stays the condition's)."""
-    return f"(\n  {cond}\n)" + WITH_NAMES
+    """The condition with the switch's name and the port's remote end as labels (the value stays the condition's),
+    and the port also as `switch_port`, the label a node's alert names the switch port it is cabled to with."""
+    return f'label_replace(\n(\n  {cond}\n){WITH_NAMES},\n"switch_port", "$1", "port", "(.+)")'
 
 
 REMOTE = ' ({{ $labels.role }} link to "{{ $labels.remote_name }}"[{{ $labels.remote_port }}])'
@@ -429,10 +426,86 @@ def with_map_urls(rules: list[dict], scheme: str) -> list[dict]:
     return rules
 
 
+def fsel_(metric: str, extra: str = "") -> str:
+    """A fabric collector series with the fabric selector (extra: more matchers, comma first)."""
+    return f"{metric}{{{FABRIC_SELECTOR}{extra}}}"
+
+
+# One end of a switch-to-switch link speaks for the cable: the lower switch's `up` port. The upper
+# switch's `down` port of the same cable is left out of the port alerts (both ends are one incident);
+# when the lower switch itself is gone, FabricmonFabricSwitchUnresponsive speaks for all its links.
+ONE_END = "\n  unless on (instance, job, switch_guid, port) " + 'fabricmon_fabric_link_info{%s,role="down"}'
+
+
+def port_finding(checks: str, status: int) -> str:
+    """The collector's own finding on a switch port (fabricmon_check_status, device = the switch GUID), at
+    one status, with the switch's name and the port's remote end as labels."""
+    return named(f'max without (device) (label_replace(\n    fabricmon_check_status{{{FABRIC_SELECTOR},check=~"{checks}"}}'
+                 f' == {status},\n    "switch_guid", "$1", "device", "(.+)"\n  ))')
+
+
+# A switch is down when every switch-to-switch link its peers have to it is down (at least two: a leaf
+# whose one uplink is pulled is a cable, not a dead switch), whether or not the switch itself is still
+# in the topology. Labelled as the switch (switch_guid, switch) and as the peer of every port that
+# faces it (remote_guid): Alertmanager mutes both kinds of children under it.
+def switch_down() -> str:
+    F = FABRIC_SELECTOR
+    links = f'fabricmon_fabric_link_info{{{F},role=~"up|down"}}'
+    dead = (f"(\n    min by (instance, job, remote_guid, remote_name) (\n"
+            f'      fabricmon_fabric_port_degraded{{{F},reason="down"}}\n'
+            f"      * on (instance, job, switch_guid, port) group_left (remote_guid, remote_name) {links}\n"
+            f"    ) == 1\n"
+            f"  )\n  and on (instance, job, remote_guid) (count by (instance, job, remote_guid) ({links}) >= 2)")
+    return ('max by (instance, job, switch_guid, switch, remote_guid) (label_replace(label_replace(\n  '
+            + dead + ',\n  "switch_guid", "$1", "remote_guid", "(.+)"), "switch", "$1", "remote_name", "(.+)"))')
+
+
+def unresponsive(status: int) -> str:
+    return ('label_replace(max by (instance, job, switch_guid, switch) (\n  '
+            + fsel_("fabricmon_fabric_check_status", ',check="unresponsive"') + f" == {status}\n"
+            '), "remote_guid", "$1", "switch_guid", "(.+)")')
+
+
+def switch_parent(severity: str) -> str:
+    if severity == "critical":
+        return switch_down() + "\nor\n" + unresponsive(2)
+    return unresponsive(1) + "\nunless on (job, switch_guid)\n" + switch_down()
+
+
+def missing_uplinks(status: int) -> str:
+    """The uplinks verdict, once per switch the missing uplinks lead to (remote_guid, so that a dead
+    spine mutes every leaf's verdict about it), or once when none of them is known."""
+    F = FABRIC_SELECTOR
+    verdict = fsel_("fabricmon_fabric_check_status", ',check="uplinks"') + f" == {status}"
+    towards = (f'count by (instance, job, switch_guid, remote_guid) (\n    (fabricmon_fabric_port_degraded{{{F},reason="down"}} == 1)\n'
+               f'    * on (instance, job, switch_guid, port) group_left (remote_guid) fabricmon_fabric_link_info{{{F},role="up"}}\n  )')
+    return (f"({verdict})\n  * on (instance, job, switch_guid) group_right (check, switch) clamp_max({towards}, 1)\n"
+            f"or on (instance, job, switch_guid)\n  {verdict}")
+
+
+# What a parent hides: the ports down with it, the hosts cabled to it (their node daemons' learned
+# peers), the Slurm jobs on those hosts (the collector's own jobs annotation adds the jobs crossing it).
+HIDES = ("It hides: "
+         "{{ with printf \"count(fabricmon_fabric_link_info{job='%[2]s',remote_guid='%[3]s'} * on (instance, job,"
+         " switch_guid, port) group_left () (fabricmon_fabric_port_degraded{job='%[2]s',reason='down'} == 1))\""
+         " $labels.instance $labels.job $labels.switch_guid | query }}{{ . | first | value | printf \"%.0f\" }}"
+         "{{ else }}0{{ end }} switch port(s) facing it, down; "
+         "{{ with printf \"fabricmon_ib_port_peer_info{peer='%s'}\" $labels.switch | query }}"
+         "{{ len . }} host port(s) cabled to it ({{ range $i, $s := sortByLabel \"instance\" . }}{{ if $i }}, {{ end }}"
+         "{{ $s.Labels.instance }} {{ $s.Labels.device }}{{ end }}){{ else }}no host port a node daemon knows"
+         " cabled to it{{ end }}; "
+         "{{ with printf \"fabricmon_slurm_job_info and on (instance) fabricmon_ib_port_peer_info{peer='%s'}\""
+         " $labels.switch | query }}Slurm jobs on those hosts: {{ range $i, $s := sortByLabel \"job_id\" . }}"
+         "{{ if $i }}, {{ end }}{{ $s.Labels.job_id }} ({{ $s.Labels.user }}/{{ $s.Labels.job_name }}){{ end }}"
+         "{{ else }}no Slurm job known on them{{ end }}. Their own alerts are muted under this one"
+         " (the shipped Alertmanager inhibit_rules).")
+
+
 def fabric_alerts(base: str) -> list[dict]:
-    T, F = THRESHOLDS, FABRIC_JOB
+    T, F = THRESHOLDS, FABRIC_SELECTOR
+    one_end = ONE_END % F
     out = [
-        alert("FabricmonEcmpImbalance", "fabricmon_ecmp_imbalanced == 1", "warning", FOR["ecmp_imbalance"],
+        alert("FabricmonEcmpImbalance", f"fabricmon_ecmp_imbalanced{{{F}}} == 1", "warning", FOR["ecmp_imbalance"],
               "ECMP traffic is unbalanced across a switch's uplinks.",
               SW + " {{ $labels.direction }} ports: the hottest carries "
               + fabric_value_of(fsel("fabricmon_ecmp_imbalance_ratio", ",direction='%[4]s'", port=False), 'printf "%.2f"')
@@ -445,103 +518,108 @@ def fabric_alerts(base: str) -> list[dict]:
                                 "humanizePercentage").replace("$labels.port", "$labels.direction")
               + "), judged by the collector over consecutive sweeps: check ECMP hashing / adaptive routing"
                 " on this switch; the collector's finding names the hottest and coldest ports.", base),
-        alert("FabricmonFabricPortDown", named('fabricmon_fabric_port_degraded{reason="down"} == 1'),
+        alert("FabricmonFabricPortDown", named(fsel_("fabricmon_fabric_port_degraded", ',reason="down"') + " == 1"
+                                              + one_end),
               "warning", FOR["fabric_port_down"], "A cabled switch port is down.",
               SWPORT + REMOTE + " was cabled at an earlier discovery and is down now"
-              " (fabricmon_fabric_port_up 0): the fabric lost this link's bandwidth and ECMP spreads over fewer"
-              " paths.", base),
+              " (the collector's degraded_link verdict): the fabric lost this link's bandwidth and ECMP spreads"
+              " over fewer paths.", base),
         alert("FabricmonFabricPortDegraded",
-              named('fabricmon_fabric_port_degraded{reason=~"width|speed"} == 1'),
+              named(fsel_("fabricmon_fabric_port_degraded", ',reason=~"width|speed"') + " == 1" + one_end),
               "warning", FOR["fabric_port_degraded"], "A switch link runs below the width or speed of its class.",
               SWPORT + REMOTE + " runs at "
               + fabric_value_of("8 * " + fsel("fabricmon_fabric_port_rate_bytes_per_second") + " / 1e9",
                                 'printf "%.0f"')
               + " Gb/s, below the norm of its link class ({{ $labels.reason }}): reseat or replace the cable or"
                 " transceiver. The collector leaves it out of its ECMP group.", base),
-        alert("FabricmonFabricSymbolErrors",
-              named(f"rate(fabricmon_fabric_port_symbol_errors_total[{T['fabric_symbol_errors_window']}]) * 3600"
-                    f" > {T['fabric_symbol_errors_per_hour']}"),
-              "warning", FOR["fabric_errors"], "Switch port symbol errors above the BER budget.",
-              SWPORT + REMOTE + ": {{ $value | printf \"%.0f\" }} symbol errors per hour over "
-              f"{T['fabric_symbol_errors_window']} (budget {T['fabric_symbol_errors_per_hour']}/h, IBTA 1e-12 BER):"
-              " a cable or transceiver going bad.", base),
-        alert("FabricmonFabricReceiveErrors",
-              named(f"sum by ({FPORT}) (increase(fabricmon_fabric_port_receive_errors_total"
-                    f"[{T['fabric_receive_errors_window']}]))\n"
-                    f"  + sum by ({FPORT}) (increase(fabricmon_fabric_port_receive_remote_physical_errors_total"
-                    f"[{T['fabric_receive_errors_window']}]))\n  > {T['fabric_receive_errors_per_hour']}"),
-              "warning", FOR["fabric_errors"], "Switch port receive errors.",
-              SWPORT + REMOTE + ": PortRcvErrors + PortRcvRemotePhysicalErrors rose by {{ $value | printf \"%.0f\" }}"
-              f" in {T['fabric_receive_errors_window']}: the cable, or the port at the other end.", base),
-        alert("FabricmonFabricLinkFlapping",
-              named(f"increase(fabricmon_fabric_port_link_downed_total[{T['fabric_flap_window']}]) > 0"),
-              "warning", FOR["fabric_flap"], "A switch link went down and came back.",
-              SWPORT + REMOTE + ": LinkDownedCounter rose by {{ $value | printf \"%.0f\" }} in "
-              f"{T['fabric_flap_window']}: every flap kills the RDMA connections over the link.", base),
-        # ---- Ethernet (RoCE) switches: PFC and reachability ----
-        alert("FabricmonFabricPfcStorm",
-              named(f"rate(fabricmon_fabric_port_pause_frames_total[{T['fabric_pfc_window']}])"
-                    f" > {T['fabric_pfc_pause_per_second']}"),
-              "warning", FOR["fabric_pfc_storm"], "A switch port sends or receives a storm of PFC pause frames.",
-              SWPORT + REMOTE + ": {{ $value | printf \"%.0f\" }} pause frames/s on priority {{ $labels.priority }},"
-              " direction {{ $labels.direction }} (tx: the switch pauses its peer, its buffer is full; rx: the peer"
-              " pauses the switch, it cannot drain): lossless traffic on that priority stalls and the pauses"
-              " spread upstream. Check the peer's RoCE counters and PFC watchdog.", base),
+    ]
+    # the collector's counter verdicts on switch ports (fabric.yml checks.*: the node daemon's thresholds)
+    for name, checks, summary, what in (
+            ("FabricmonFabricSymbolErrors", "symbol_errors", "Switch port symbol errors above the configured budget.",
+             "symbol errors above the budget of fabricmon.yml (checks.symbol_errors): a cable or transceiver going bad."),
+            ("FabricmonFabricReceiveErrors", "receive_errors", "Switch port receive errors.",
+             "PortRcvErrors + PortRcvRemotePhysicalErrors above checks.receive_errors: the cable, or the port at"
+             " the other end."),
+            ("FabricmonFabricLinkFlapping", "link_flap", "A switch link goes down and comes back.",
+             "LinkDownedCounter rose past checks.link_flap: every flap kills the RDMA connections over the link."),
+            ("FabricmonFabricPortErrors", "link_error_recovery|link_integrity|transmit_discards",
+             "Switch port link errors.",
+             "the collector's {{ $labels.check }} check (link error recoveries, local link integrity or buffer"
+             " overruns, transmit discards) is over its fabricmon.yml threshold: a marginal cable or congestion.")):
+        for sev, st in STATUS.items():
+            out.append(alert(name, port_finding(checks, st), sev, FOR["fabric_errors"], summary,
+                             SWPORT + REMOTE + ": " + what + " The collector's map (map_url) shows the finding"
+                             " with its count.", base))
+    for sev, st in STATUS.items():
+        out.append(alert("FabricmonFabricPfcStorm", fsel_("fabricmon_fabric_check_status", ',check="pfc_storm"')
+                         + f" == {st}", sev, FOR["fabric_pfc_storm"],
+                         "A switch sends or receives a storm of PFC pause frames.",
+                         SW + ": the collector's pfc_storm check (fabric.ethernet.pfc_storm_rate pause frames/s at a"
+                         " port, for fabric.ethernet.pfc_storm_sweeps sweeps): lossless traffic on that priority"
+                         " stalls and the pauses spread upstream; the map names the port. Check the peer's RoCE"
+                         " counters and PFC watchdog.", base))
+        out.append(alert("FabricmonMissingUplinks", missing_uplinks(st), sev, FOR["missing_uplinks"],
+                         "A switch has fewer uplinks than its peers.",
+                         SW + ": " + fabric_value_of(fsel("fabricmon_fabric_switch_uplinks", port=False), 'printf "%.0f"')
+                         + " uplinks up, expected "
+                         + fabric_value_of(fsel("fabricmon_fabric_switch_uplinks_expected", port=False), 'printf "%.0f"')
+                         + " (the collector's uplinks check; critical from fabric.uplinks_critical_fraction of them"
+                           " missing){{ with $labels.remote_guid }}, down towards {{ . }}{{ end }}: this switch's"
+                           " traffic shares fewer paths.", base))
+    # the parent: a switch that is down (every link to it down, seen from its peers) or does not answer
+    out[:0] = [alert("FabricmonFabricSwitchUnresponsive", switch_parent("critical"), "critical",
+                     FOR["switch_unresponsive"], "A switch is down or does not answer the fabric collector.",
+                     SW + " is down (every link its peers have to it is down) or does not answer the collector"
+                     " (the unresponsive check, OpenSM's rule: no answer in 5 of the last 7 sweeps). " + HIDES, base),
+               alert("FabricmonFabricSwitchUnresponsive", switch_parent("warning"), "warning",
+                     FOR["switch_unresponsive"], "A switch does not answer the fabric collector.",
+                     SW + ": no answer in most of the collector's recent sweeps (the unresponsive check, OpenSM's"
+                     " rule: 5 of the last 7), while its links are up: its management path drops queries, or it is"
+                     " rebooting. Its ports keep their last known state and none is reported down for it. " + HIDES,
+                     base)]
+    out += [
         alert("FabricmonFabricSweepFailing",
-              f'fabricmon_source_up{{job="{F}",source=~"sweep|discovery"}} == 0\n'
+              fsel_("fabricmon_source_up", ',source=~"sweep|discovery"') + " == 0\n"
               "  and on (instance, job, source) fabricmon_source_enabled == 1",
               "critical", FOR["fabric_sweep_failing"], "The fabric collector cannot read the fabric.",
               "{{ $labels.instance }}: the collector's {{ $labels.source }} produced no data in its last run:"
               " every switch port of this shard is unmonitored (fabricmon_source_errors_total says which kind).",
               base),
         alert("FabricmonFabricSweepStale",
-              f'time() - fabricmon_source_last_success_timestamp_seconds{{job="{F}",source="sweep"}}'
-              f" > {T['fabric_sweep_stale_seconds']}",
+              "time() - " + fsel_("fabricmon_source_last_success_timestamp_seconds", ',source="sweep"')
+              + f" > {T['fabric_sweep_stale_seconds']}",
               "warning", FOR["fabric_sweep_stale"], "No complete fabric sweep for a long time.",
               "{{ $labels.instance }}: the last sweep that read every switch without an error is "
               "{{ $value | humanizeDuration }} old: some switches return no counters"
               " (fabricmon_fabric_sweep_errors_total{kind=\"read\"}) or sweeps time out.", base),
-        alert("FabricmonFabricCollectorDown", f'up{{job="{F}"}} == 0', "critical", FOR["fabric_down"],
+        alert("FabricmonFabricCollectorDown", f"up{{{F}}} == 0", "critical", FOR["fabric_down"],
               "The fabric collector cannot be scraped.",
               "{{ $labels.instance }} (job {{ $labels.job }}) has not answered scrapes for "
               f"{FOR['fabric_down']}: its shard of the fabric (switch ports, ECMP balance) is unmonitored.", base),
-        alert("FabricmonFabricCollectorAbsent", f'absent(up{{job="{F}"}})', "critical", FOR["fabric_absent"],
+        alert("FabricmonFabricCollectorAbsent", f"absent(up{{{F}}})", "critical", FOR["fabric_absent"],
               "No fabric collector is scraped at all.",
-              f'Prometheus has no target in job "{F}": no switch port, ECMP group or subnet manager is watched.',
+              f"Prometheus has no target matching {{{F}}}: no switch port, ECMP group or subnet manager is watched.",
               base),
-        # ---- routing, uplinks and the subnet manager (issue 10's metrics) ----
-        alert("FabricmonRoutingImbalance", "fabricmon_fabric_routing_imbalanced == 1", "warning",
+        # ---- routing, the subnet manager ----
+        alert("FabricmonRoutingImbalance", fsel_("fabricmon_fabric_routing_imbalanced") + " == 1", "warning",
               FOR["routing_imbalance"], "A switch's forwarding table routes unevenly over its up ports.",
               SW + ": its up ports carry unequal numbers of destination LIDs (most/least "
               + fabric_value_of(fsel("fabricmon_fabric_route_imbalance_ratio", port=False), 'printf "%.2f"')
               + "), so ECMP cannot balance whatever the traffic: check the subnet manager's routing engine"
                 " (ftree/updn) and its log, then re-route.", base),
-        alert("FabricmonMissingUplinks",
-              "fabricmon_fabric_switch_uplinks\n  < on (instance, job, switch_guid) group_left () fabricmon_fabric_switch_uplinks_expected",
-              "warning", FOR["missing_uplinks"], "A switch has fewer uplinks than its peers.",
-              SW + ": {{ $value | printf \"%.0f\" }} uplinks up, expected "
-              + fabric_value_of(fsel("fabricmon_fabric_switch_uplinks_expected", port=False), 'printf "%.0f"')
-              + ": a cable or a spine port is missing, so this switch's traffic shares fewer paths.", base),
-        alert("FabricmonNoMasterSubnetManager", "fabricmon_fabric_sm_master_present == 0", "critical",
-              FOR["no_master_sm"], "No master subnet manager answers on the fabric.",
-              "{{ $labels.instance }}: no subnet manager answers as master (sminfo): new links and nodes are"
-              " not brought up, and a fabric change is not re-routed. Start or fail over opensm.", base),
+        alert("FabricmonNoMasterSubnetManager", fsel_("fabricmon_fabric_check_status", ',check="sm"') + " == 2",
+              "critical", FOR["no_master_sm"], "No master subnet manager answers on the fabric.",
+              "{{ $labels.instance }}: the collector's sm check: no subnet manager answers as master (sminfo),"
+              " or more than one does: new links and nodes are not brought up, and a fabric change is not"
+              " re-routed. Start or fail over opensm.", base),
         alert("FabricmonSubnetManagerUnknown",
-              f'absent(fabricmon_fabric_sm_master_present{{job="{F}"}})\n  unless on () absent(up{{job="{F}"}})',
+              f"up{{{F}}} == 1\n  unless on (instance, job) fabricmon_fabric_sm_master_present",
               "warning", FOR["sm_unknown"], "The fabric collector does not report the subnet manager.",
-              f'The fabric collector (job "{F}") is scraped but exports no fabricmon_fabric_sm_master_present:'
-              " its subnet manager source is off or failing, so a lost master SM would go unnoticed.", base),
-        # one alert for a switch that does not answer, on either fabric kind (MADs or SNMP)
-        alert("FabricmonFabricSwitchUnresponsive", "fabricmon_fabric_switch_unresponsive == 1", "warning",
-              FOR["switch_unresponsive"], "A switch does not answer the fabric collector.",
-              SW + ": queries to this switch (MADs, or SNMP walks) went unanswered in most of the collector's"
-              " recent sweeps (fabric.unresponsive_sweeps of fabric.unresponsive_window): the switch is down or"
-              " rebooting, its management CPU is busy, or the path to it drops queries (over SNMP also its"
-              " management address, ACL or credentials). Its ports keep their last known state and none is"
-              " reported down for it; the collector's unresponsive finding says what failed and when the switch"
-              " was last read completely.", base),
-        alert("FabricmonSubnetManagerHung", 'fabricmon_fabric_check_status{check="sm"} == 1', "warning",
-              FOR["sm_hung"], "The master subnet manager looks hung.",
+              "{{ $labels.instance }}: the fabric collector is scraped but exports no"
+              " fabricmon_fabric_sm_master_present: its subnet manager source is off or failing, so a lost master"
+              " SM would go unnoticed.", base),
+        alert("FabricmonSubnetManagerHung", fsel_("fabricmon_fabric_check_status", ',check="sm"') + " == 1",
+              "warning", FOR["sm_hung"], "The master subnet manager looks hung.",
               "{{ $labels.instance }}: the collector's sm check is not OK: the master SM answers but its activity"
               " count no longer moves (or it keeps changing hands). Check the opensm log and its host.", base),
     ]
@@ -552,8 +630,8 @@ def fabric_records() -> list[dict]:
     w = RECORD_WINDOW
     r = []
 
-    def rec(name, expr):
-        r.append({"record": name, "expr": expr})
+    def rec(name, expr, labels=None):
+        r.append({"record": name, "expr": expr, **({"labels": labels} if labels else {})})
 
     for d in ("transmit", "receive"):
         rec(f"switch_port:fabricmon_fabric_port_{d}_bytes:rate{w}",
@@ -574,8 +652,10 @@ def fabric_records() -> list[dict]:
     for c in ("symbol_errors", "link_error_recovery", "link_downed", "receive_errors",
               "receive_remote_physical_errors", "transmit_discards", "local_link_integrity_errors",
               "excessive_buffer_overrun_errors"):
+        # one record name, told apart by a static `counter` label (promtool's duplicate-rule lint: the same
+        # name with the same static labels, as label_replace in the expression had, is a duplicate)
         rec(f"switch_port_counter:fabricmon_fabric_port_errors:rate{w}",
-            f'label_replace(rate(fabricmon_fabric_port_{c}_total[{w}]), "counter", "{c}", "", "")')
+            f"rate(fabricmon_fabric_port_{c}_total[{w}])", {"counter": c})
     rec(f"switch_port:fabricmon_fabric_port_errors:rate{w}",
         f"sum by ({FPORT}) (switch_port_counter:fabricmon_fabric_port_errors:rate{w})")
     rec(f"switch:fabricmon_fabric_port_errors:rate{w}",
@@ -614,53 +694,63 @@ def records() -> list[dict]:
     return r
 
 
-# ---- optics (docs/optics.md): the daemons' and collectors' optics checks, one group of their own ----
-OPTICS_FOR = {"critical": "5m", "warning": "15m"}       # light changes over hours: a blip is not an alert
-OPTICS_NODE = (
+# ---- optics (docs/optics.md): verdict alerts on the daemons' and collectors' optics checks ----------
+# (thresholds, lane spread, dimming are fabricmon.yml's checks.optics and the modules' own: never re-judged here)
+# name, check, severities, summary, description (after "<where>: ")
+OPTICS_CHECKS = (
     ("FabricmonOpticsThreshold", "optics_thresholds", "critical warning",
      "A transceiver reading is beyond its module's threshold.",
      "a transceiver reading (receive or transmit power, laser bias, temperature or voltage) is beyond the"
-     " module's own {level} threshold; weakest lane receives "),
+     " module's own {level} threshold (the daemon's optics_thresholds check); weakest lane receives "),
     ("FabricmonOpticsLaneImbalance", "optics_lane_imbalance", "warning",
      "One transceiver lane receives far less light than its siblings.",
-     "one lane receives much less light than its sibling lanes (a dirty or damaged connector or fibre);"
-     " weakest lane receives "),
+     "one lane receives checks.optics.lane_spread_db or more below its sibling lanes (a dirty or damaged"
+     " connector or fibre); weakest lane receives "),
     ("FabricmonOpticsDimming", "optics_dimming", "warning",
      "A transceiver's received light fell below its learned baseline.",
-     "received light fell from the lane's learned baseline before any threshold; weakest lane receives "),
+     "received light fell checks.optics.dimming_db or more below the lane's learned baseline, before any"
+     " threshold; weakest lane receives "),
     ("FabricmonOpticsNoLight", "optics_no_light", "warning",
      "An up port's transceiver reports no light.",
      "a lane reports no light while the port is up, which is impossible: the module's diagnostics or the"
      " port mapping are wrong; weakest lane receives "),
 )
+OPTICS_FABRIC_CHECKS = "|".join(c for _, c, *_ in OPTICS_CHECKS)
 
 
-def optics_alerts(base: str) -> list[dict]:
+def optics_node_alerts(base: str) -> list[dict]:
+    """The node daemon's optics verdicts (ethtool -m), per port, with the switch port it is cabled to."""
     out = []
     weakest = value_of("min(" + port_sel("fabricmon_optics_rx_power_dbm") + ")", 'printf "%.2f"') + " dBm"
-    for name, check, sevs, summary, desc in OPTICS_NODE:
+    for name, check, sevs, summary, desc in OPTICS_CHECKS:
         for sev in sevs.split():
-            out.append(alert(name, f'fabricmon_check_status{{check="{check}"}} == {STATUS[sev]}', sev,
-                             OPTICS_FOR[sev], summary, f"{WHERE}: " + desc.replace("{level}", "alarm" if sev ==
-                             "critical" else "warning") + f"{weakest} (the finding names the lane,"
-                             " the reading and the threshold).", base))
-    for sev, st in STATUS.items():
-        out.append(alert("FabricmonFabricOptics", f'fabricmon_fabric_check_status{{check=~"optics_.*"}} == {st}',
-                         sev, OPTICS_FOR[sev], "A switch's transceiver is beyond its thresholds, dimming or unbalanced.",
-                         "{{ $labels.instance }}: switch {{ $labels.switch_guid }}: {{ $labels.check }} is "
-                         + sev.upper() + " on a port's transceiver; the collector's finding names the port, the lane,"
-                         " the reading, the threshold and the LLDP neighbour at the other end.", base))
+            e = f'fabricmon_check_status{{{N},check="{check}"}} == {STATUS[sev]}'
+            out.append(alert(name, with_peer(e), sev, FOR[f"optics_{sev}"], summary,
+                             f"{WHERE}: " + desc.replace("{level}", "alarm" if sev == "critical" else "warning")
+                             + f"{weakest} (the finding names the lane, the reading and the threshold).", base))
     return out
 
 
-def build(base: str = DEFAULT_RUNBOOK_BASE, map_scheme: str = "http") -> str:
+def optics_fabric_alerts(base: str) -> list[dict]:
+    """The fabric collector's optics verdicts (ENTITY-SENSOR-MIB), per switch port, with its remote end."""
+    return [alert("FabricmonFabricOptics", port_finding(OPTICS_FABRIC_CHECKS, st), sev, FOR[f"optics_{sev}"],
+                  "A switch's transceiver is beyond its thresholds, dimming or unbalanced.",
+                  SWPORT + REMOTE + ": the collector's {{ $labels.check }} check is " + sev.upper()
+                  + " on this port's transceiver; its finding (the map, map_url) names the lane, the reading,"
+                  " the threshold and the LLDP neighbour at the other end.", base)
+            for sev, st in STATUS.items()]
+
+
+def build(base: str | None = None, map_scheme: str = "http") -> str:
+    base = base or DEFAULT_RUNBOOK_BASE.replace("SCHEME", map_scheme)
     doc = {"groups": [
         {"name": "fabricmon.rules", "rules": records()},
         {"name": "fabricmon.node.alerts", "rules": node_alerts(base)},
         {"name": "fabricmon.self.alerts", "rules": self_alerts(base)},
         {"name": "fabricmon.fabric.rules", "rules": fabric_records()},
         {"name": "fabricmon.fabric.alerts", "rules": with_map_urls(fabric_alerts(base), map_scheme)},
-        {"name": "fabricmon.optics.alerts", "rules": with_map_urls(optics_alerts(base), map_scheme)},
+        {"name": "fabricmon.optics.alerts",
+         "rules": optics_node_alerts(base) + with_map_urls(optics_fabric_alerts(base), map_scheme)},
     ]}
 
     class Dumper(yaml.SafeDumper):
@@ -681,18 +771,19 @@ def build(base: str = DEFAULT_RUNBOOK_BASE, map_scheme: str = "http") -> str:
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--check", action="store_true", help="exit 1 if the committed file differs")
-    p.add_argument("--runbook-base", default=DEFAULT_RUNBOOK_BASE,
-                   help="URL of docs/runbooks.md for runbook_url (default: the repository path)")
+    p.add_argument("--runbook-base", default=None,
+                   help="URL of the runbooks for runbook_url (default: the daemon's own /runbooks page)")
     p.add_argument("--map-scheme", default="http", choices=("http", "https"),
                    help="scheme of the fabric collectors' pages in map_url (https with server.tls)")
     p.add_argument("--output", default=str(OUT))
     a = p.parse_args()
     text = build(a.runbook_base, a.map_scheme)
     if a.check:
-        same = Path(a.output).read_text() == text
-        print("up to date" if same else f"{a.output} is stale: run python prometheus/build_rules.py")
+        same = Path(a.output).read_text() == text and RUNBOOKS_COPY.read_text() == RUNBOOKS.read_text()
+        print("up to date" if same else f"{a.output} or {RUNBOOKS_COPY} is stale: run python prometheus/build_rules.py")
         return 0 if same else 1
     Path(a.output).write_text(text)
+    RUNBOOKS_COPY.write_text(RUNBOOKS.read_text())
     return 0
 
 

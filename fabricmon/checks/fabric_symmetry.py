@@ -2,7 +2,8 @@
 uplinks. Each switch's count is compared with the most common count at its level (its
 peers'); a switch below its peers is a WARNING naming the uplinks that were cabled at an
 earlier discovery and are down now (a leaf that lost an uplink runs every job at a fraction of
-its bandwidth).
+its bandwidth), and CRITICAL once `critical_fraction` (fabric.uplinks_critical_fraction) of its
+expected uplinks or more are missing: one uplink of many is a ticket, half of them a page.
 
 Records in (FabricPort, the topology's ports and levels), counts and findings out."""
 
@@ -11,7 +12,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable, Mapping
 
-from fabricmon.checks import OK, WARNING, Finding
+from fabricmon.checks import CRITICAL, OK, WARNING, Finding
 from fabricmon.checks.port_text import port_ranges
 from fabricmon.model.fabric import FabricPort, PortInfo, SwitchNode
 
@@ -40,8 +41,10 @@ def expected_uplinks(counts: Mapping[str, int], levels: Mapping[str, int]) -> di
 
 
 def evaluate(uplinks: Mapping[str, tuple[int, int | None]], ports: Mapping[tuple[str, int], FabricPort],
-             switches: Mapping[str, SwitchNode], levels: Mapping[str, int]) -> list[Finding]:
-    """A WARNING for every switch with fewer active uplinks than its level's norm (non-OK only)."""
+             switches: Mapping[str, SwitchNode], levels: Mapping[str, int],
+             critical_fraction: float = 0.5) -> list[Finding]:
+    """A WARNING for every switch with fewer active uplinks than its level's norm, CRITICAL from
+    `critical_fraction` of the norm missing (non-OK only)."""
     findings = []
     for guid, (active, expected) in uplinks.items():
         if guid not in switches or expected is None or active >= expected:
@@ -56,7 +59,8 @@ def evaluate(uplinks: Mapping[str, tuple[int, int | None]], ports: Mapping[tuple
         else:
             where = "no uplink of it was seen cabled since the collector started"
         findings.append(Finding(
-            CHECK, guid, missing[0] if missing else None, WARNING,
+            CHECK, guid, missing[0] if missing else None,
+            CRITICAL if expected and (expected - active) / expected >= critical_fraction else WARNING,
             f"{switches[guid].name} has {active} active uplinks where the switches of level {levels.get(guid, 0)} "
             f"have {expected}; {where}: its hosts get {active}/{expected} of the uplink bandwidth; check the "
             f"cables and both ports"))

@@ -1,7 +1,7 @@
 """The files an operator deploys, shipped in the wheel as package data (one copy: the repository keeps
 them here and nowhere else): the systemd units and their defaults files, the udev rule, the example
-config, the sysusers.d file (user and group), the Prometheus rules and their promtool tests, the Grafana dashboards and the Slurm/NHC
-wrappers. `fabricmon install` lays them down; `fabricmon install --print KIND DIR` copies them out.
+config, the sysusers.d file (user and group), the Prometheus rules and their promtool tests, the Alertmanager
+example (route and inhibit rules), the Grafana dashboards and the Slurm/NHC wrappers. `fabricmon install` lays them down; `fabricmon install --print KIND DIR` copies them out.
 
 prometheus/build_rules.py and grafana/build_dashboards.py (development tools, not shipped) write the
 rules and dashboards here."""
@@ -25,16 +25,18 @@ NODE_DASHBOARD = HERE / "grafana" / "fabricmon-node.json"
 FABRIC_DASHBOARD = HERE / "grafana" / "fabricmon-fabric.json"
 SLURM_HEALTHCHECK = HERE / "slurm" / "fabricmon-healthcheck.sh"
 NHC_CHECK = HERE / "nhc" / "fabricmon.nhc"
+ALERTMANAGER = HERE / "alertmanager" / "fabricmon.alertmanager.yml"
 
 # what `fabricmon install --print KIND DIR` copies out
 PRINTABLE: dict[str, tuple[Path, ...]] = {
     "rules": (RULES, RULE_TESTS),
+    "alertmanager": (ALERTMANAGER,),
     "dashboards": (NODE_DASHBOARD, FABRIC_DASHBOARD),
     "wrappers": (SLURM_HEALTHCHECK, NHC_CHECK),
     "config": (EXAMPLE_CONFIG,),
     "units": (NODE_UNIT, NODE_DEFAULTS, FABRIC_UNIT, FABRIC_DEFAULTS, UDEV_RULE, SYSUSERS),
 }
 
-__all__ = ["EXAMPLE_CONFIG", "FABRIC_DASHBOARD", "FABRIC_DEFAULTS", "FABRIC_UNIT", "HERE", "NHC_CHECK",
+__all__ = ["ALERTMANAGER", "EXAMPLE_CONFIG", "FABRIC_DASHBOARD", "FABRIC_DEFAULTS", "FABRIC_UNIT", "HERE", "NHC_CHECK",
            "NODE_DASHBOARD", "NODE_DEFAULTS", "NODE_UNIT", "PRINTABLE", "RULES", "RULE_TESTS",
            "SLURM_HEALTHCHECK", "SYSUSERS", "UDEV_RULE"]

@@ -70,6 +70,12 @@ def _port_info(snap: Snapshot) -> Iterator[Sample]:
                d.firmware_version if d else ""), 1
 
 
+def _port_peer(snap: Snapshot) -> Iterator[Sample]:
+    for (dev, port), p in snap.ib.ports.items():
+        if p.peer and p.peer_port is not None:
+            yield (dev, str(port), p.peer, str(p.peer_port)), 1
+
+
 def _expected_rate(snap: Snapshot) -> Iterator[Sample]:
     for lv, p in _ports(snap):
         v = snap.ib.verdicts.get(p.key)
@@ -496,6 +502,10 @@ CATALOGUE: tuple[Metric, ...] = (
     # InfiniBand ports (every RDMA port; link_layer says whether it is IB or RoCE)
     Metric("fabricmon_ib_port_info", G, "Port identity; join on device,port with group_left.",
            ("device", "port", "port_guid", "link_layer", "netdev", "hca_type", "firmware_version"), _port_info),
+    Metric("fabricmon_ib_port_peer_info", G, "What the port is cabled to: the switch's node description (peer) "
+           "and port, from iblinkinfo while the link is up, remembered in the learned inventory while it is down; "
+           "the alerts carry them as switch and switch_port (Alertmanager inhibition and grouping).",
+           ("device", "port", "peer", "peer_port"), _port_peer),
     Metric("fabricmon_ib_port_up", G, "1 if the port is ACTIVE and LinkUp, else 0.", PORT,
            _port_gauge(lambda p: 1 if p.up else 0)),
     Metric("fabricmon_ib_port_state_id", G, "PortState: 1 DOWN, 2 INIT, 3 ARMED, 4 ACTIVE, 5 ACTIVE_DEFER.", PORT,

@@ -1,7 +1,9 @@
 """The learned inventory: the RDMA ports seen healthy on this node, so that one that was there
 and is gone fails the node without any configuration.
 
-"Seen healthy" is ACTIVE and LinkUp at least once. A port that is down at first sight is not
+"Seen healthy" is ACTIVE and LinkUp at least once. A healthy port also keeps what it is cabled to
+(its link peer from iblinkinfo: the switch and port), so that while its link is down the alerts
+still name the switch port it hangs off (and Alertmanager can mute it under that switch's alert). A port that is down at first sight is not
 learned (an uncabled second port, a spare adapter): it is never called missing, and while it
 exists the link checks judge it. A learned port that is down stays a port (the link checks judge
 it); only a learned port absent from the inventory is missing.
@@ -35,6 +37,8 @@ class LearnedPort:
     rate_gbps: float | None = None
     netdev: str = ""
     learned_at: float = 0.0     # wall-clock time it was first seen healthy (or accepted)
+    peer: str = ""              # the switch (node description) and port it was cabled to while up
+    peer_port: int | None = None
 
     @property
     def key(self) -> str:
@@ -51,6 +55,12 @@ class LearnedPort:
         if self.netdev:
             parts.append(f"netdev {self.netdev}")
         return "; ".join(parts)
+
+
+def _keep_peer(rec: LearnedPort, old: LearnedPort) -> None:
+    """A healthy port whose peer is not known now (iblinkinfo off or failing) keeps the one learned."""
+    if not rec.peer and old.peer:
+        rec.peer, rec.peer_port = old.peer, old.peer_port
 
 
 def identity(device: str, port: int, node_guid: str) -> str:
@@ -73,7 +83,7 @@ class LearnedInventory:
                                    node_guid=d.node_guid if d is not None else "", port_guid=p.port_guid,
                                    link=p.link_text() if p.width or p.generation else "",
                                    rate_gbps=p.rate_gbps or None, netdev=d.netdev if d is not None else "",
-                                   learned_at=now))
+                                   learned_at=now, peer=p.peer, peer_port=p.peer_port))
         return out
 
     def _known(self, rec: LearnedPort) -> LearnedPort | None:
@@ -91,6 +101,7 @@ class LearnedInventory:
                     return True
                 continue
             rec.learned_at = old.learned_at
+            _keep_peer(rec, old)
             if rec != old:
                 return True
         return False
@@ -103,6 +114,7 @@ class LearnedInventory:
             old = self._known(rec)
             if old is not None:
                 rec.learned_at = old.learned_at
+                _keep_peer(rec, old)
                 if rec == old:
                     continue
                 del self.ports[old.key]
@@ -111,6 +123,18 @@ class LearnedInventory:
             self.ports[rec.key] = rec
             changed.append(rec)
         return changed
+
+    def recall_peers(self, inv: Inventory) -> None:
+        """Give every port of `inv` whose link peer is not known now (a link that is down) the peer it
+        was learned with."""
+        for (dev, num), p in inv.ports.items():
+            if p.peer:
+                continue
+            d = inv.devices.get(dev)
+            rec = self.ports.get(identity(dev, num, d.node_guid if d is not None else "")) \
+                or self.ports.get(identity(dev, num, ""))
+            if rec is not None and rec.peer:
+                p.peer, p.peer_port = rec.peer, rec.peer_port
 
     def gone(self, inv: Inventory, excluded: Callable[[str], bool] = lambda name: False) -> list[LearnedPort]:
         """The learned ports that are not in `inv` (by node GUID and port where known, else by
@@ -150,7 +174,9 @@ class LearnedInventory:
                             node_guid=str(raw.get("node_guid", "")), port_guid=str(raw.get("port_guid", "")),
                             link=str(raw.get("link", "")),
                             rate_gbps=float(raw["rate_gbps"]) if raw.get("rate_gbps") is not None else None,
-                            netdev=str(raw.get("netdev", "")), learned_at=float(raw.get("learned_at", 0.0)))
+                            netdev=str(raw.get("netdev", "")), learned_at=float(raw.get("learned_at", 0.0)),
+                            peer=str(raw.get("peer", "")),
+                            peer_port=int(raw["peer_port"]) if raw.get("peer_port") is not None else None)
             ports[p.key] = p
         acc = doc.get("accepted_at")
         return cls(ports, float(acc) if acc is not None else None)

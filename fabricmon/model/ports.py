@@ -53,6 +53,10 @@ class PortView:
     counter_bits: dict[str, int] = field(default_factory=dict)
     counter_source: str | None = None
     hw_counters: dict[str, int] = field(default_factory=dict)
+    # what the port is cabled to (iblinkinfo's remote end while the link is up; the learned
+    # inventory's memory of it while it is down): the switch's node description and port
+    peer: str = ""
+    peer_port: int | None = None
 
     @property
     def key(self) -> tuple[str, int]:
@@ -179,6 +183,8 @@ def merge(records: Iterable[Any]) -> Inventory:
             p.width, p.generation = li.width, li.generation
         p.could_be_width = li.could_be_width
         p.could_be_generation = li.could_be_generation
+        if li.remote_desc and li.remote_port is not None:
+            p.peer, p.peer_port = li.remote_desc, li.remote_port
     for p in ports.values():
         if p.width and p.generation:
             g = ibspec.generation(p.generation)

@@ -374,7 +374,8 @@ class FabricModel:
         counts = fabric_symmetry.active_uplinks(topo.ports.values())
         expected = fabric_symmetry.expected_uplinks(counts, topo.levels)
         sec.uplinks = {g: (counts.get(g, 0), expected.get(g)) for g in sec.switches}
-        return fabric_symmetry.evaluate(sec.uplinks, sec.ports, sec.switches, sec.levels)
+        return fabric_symmetry.evaluate(sec.uplinks, sec.ports, sec.switches, sec.levels,
+                                        self.config.fabric.uplinks_critical_fraction)
 
     def _routing(self, states: Mapping[str, SourceState], sec: FabricSection, topo: Topology) -> list[Finding]:
         st = source_state(states, LftData)

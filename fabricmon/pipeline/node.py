@@ -181,6 +181,7 @@ class NodeModel:
             out = inventory_checks.evaluate_learned(self.learned.inventory.gone(inv, self.config.device_excluded),
                                                     self.config)
         self.learned.learn(Inventory(inv.devices, dict(ports)), now)
+        self.learned.inventory.recall_peers(Inventory(inv.devices, dict(ports)))
         return out
 
     def _where(self, states: Mapping[str, SourceState]) -> str:

@@ -45,7 +45,7 @@ import structlog
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
 from fabricmon.config import ServeConfig, TLSConfig
-from fabricmon.pages import Busy, Pages, static_file
+from fabricmon.pages import Busy, Pages, runbooks, static_file
 from fabricmon.report import FINDINGS_PATH
 from fabricmon.serve.webconfig import BasicAuth, TLSSettings, WebConfig, from_tls_keys
 
@@ -100,6 +100,7 @@ class Exposition:
 
 # Pages load nothing from elsewhere: same-origin script and style only (an air-gapped cluster
 # sees the same page), and no framing.
+RUNBOOKS_PATH = "/runbooks"
 PAGE_HEADERS = {
     "Content-Security-Policy": "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
                                "connect-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'none'",
@@ -746,6 +747,8 @@ class MetricsServer:
             return 200, doc, {"Content-Type": "application/json"}
         if path == "/":
             return self._page(query)
+        if path == RUNBOOKS_PATH:       # the shipped runbooks: every alert's default runbook_url
+            return 200, runbooks.page(), {**PAGE_HEADERS, "Content-Type": HTML}
         if path.startswith("/static/") and (asset := static_file(path[len("/static/"):])) is not None:
             return 200, asset[0], {"Content-Type": asset[1], "X-Content-Type-Options": "nosniff",
                                    "Cache-Control": "max-age=300"}

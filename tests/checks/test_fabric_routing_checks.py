@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from fabricmon.checks import CRITICAL, OK, WARNING, fabric_routing, fabric_sm, fabric_symmetry
 from fabricmon.model.fabric import NO_ROUTE, DiscoveryData, FabricPort, Link, SmInfo, SwitchNode, build_topology
 
@@ -90,3 +92,24 @@ def test_sm_master_none_two_and_hung() -> None:
     assert fabric_sm.evaluate([m], 1, 2).status == OK
     f = fabric_sm.evaluate([m], 2, 2)
     assert f.status == WARNING and "stayed at 100 for 2 polls" in f.message
+
+
+def test_symmetry_severity_follows_the_share_of_uplinks_lost() -> None:
+    """One uplink of four is a WARNING; from fabric.uplinks_critical_fraction of them missing, CRITICAL."""
+    topo, ports = fabric()
+    for p in (7, 8):
+        ports[(LF[0], p)].up = False
+    for frac, status in ((0.5, CRITICAL), (0.75, WARNING)):
+        (f,) = fabric_symmetry.evaluate({LF[0]: (2, 4)}, ports, topo.switches, topo.levels, frac)
+        assert f.status == status, frac
+    (f,) = fabric_symmetry.evaluate({LF[0]: (3, 4)}, ports, topo.switches, topo.levels, 0.5)
+    assert f.status == WARNING
+
+
+def test_uplinks_critical_fraction_is_config() -> None:
+    from fabricmon.config import ConfigError, from_dict
+    cfg = from_dict({"fabric": {"uplinks_critical_fraction": 0.25}}, None, False)
+    assert cfg.fabric.uplinks_critical_fraction == 0.25
+    assert from_dict({}, None, False).fabric.uplinks_critical_fraction == 0.5
+    with pytest.raises(ConfigError, match="fabric.uplinks_critical_fraction"):
+        from_dict({"fabric": {"uplinks_critical_fraction": 2}}, None, False)

@@ -297,3 +297,26 @@ def test_pages_cache_the_rendered_parts(broken):
     assert a is not None and pages.get("live", {}) is a
     assert pages.get("port", {"port": "mlx5_2/1"}) is not None
     assert pages.get("switch", {}) is None
+
+
+def test_daemon_serves_the_runbooks_every_alert_links_to(daemon):
+    """Every alert's default runbook_url is http://<instance>/runbooks#<alert>: the daemon serves the runbooks
+    shipped in the wheel, one anchor per alert of the shipped rules (issue 27: links that open)."""
+    from fabricmon.deploy import RULES
+    code, headers, body = get(daemon + "/runbooks")
+    assert code == 200 and headers["Content-Type"].startswith("text/html")
+    assert "script-src 'self'" in headers["Content-Security-Policy"]
+    html = body.decode()
+    alerts = {r["alert"] for g in yaml.safe_load(RULES.read_text())["groups"] for r in g["rules"] if "alert" in r}
+    assert len(alerts) >= 40
+    for name in alerts:
+        assert f'<h3 id="{name.lower()}">{name}<a class="anchor" href="#{name.lower()}">#</a></h3>' in html, name
+    assert "<script" not in html and 'style="' not in html
+    assert "<pre><code>fabricmon check -v" in html        # the runbooks' commands, escaped, in code blocks
+
+
+def test_runbooks_markdown_is_escaped():
+    from fabricmon.pages.runbooks import render
+    html = render('### Fabricmon<X>\nA `<b>` and [x](javascript:alert(1)) and [y](#fabricmonx) **z**\n')
+    assert '<h3 id="fabricmonx">Fabricmon&lt;X&gt;' in html and "<code>&lt;b&gt;</code>" in html
+    assert "javascript:" not in html and '<a href="#fabricmonx">y</a>' in html and "<strong>z</strong>" in html

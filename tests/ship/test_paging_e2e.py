@@ -134,25 +134,30 @@ def test_port_down_pages_and_resolves(sim_fabric, processes, webhook, tmp_path):
     # 1. the 1X link pages, named by instance, device and port, with the rates in the description
     page = wait_until(lambda: webhook.find("firing", alertname="FabricmonPortDegraded"), 45,
                       "FabricmonPortDegraded at the webhook")
+    # ... and the leaf port it is cabled to, which the daemon learned from iblinkinfo (issue 27)
     assert page["labels"] == {"alertname": "FabricmonPortDegraded", "severity": "critical", "check": "degraded_link",
                               "instance": f"127.0.0.1:{degraded}", "job": "fabricmon", "device": "ibsim0",
-                              "port": "1"}
+                              "port": "1", "switch": "leaf01", "switch_port": "2"}
     assert page["annotations"]["description"] == (
         f"127.0.0.1:{degraded} ibsim0 port 1 runs at 50 Gb/s over 1 lane(s); expected 200 Gb/s "
         "(or what both ends could do).")
-    assert page["annotations"]["runbook_url"] == "docs/runbooks.md#fabricmonportdegraded"
+    # the runbook link opens: the daemon that raised the alert serves the runbooks, with the alert's anchor
+    assert page["annotations"]["runbook_url"] == f"http://127.0.0.1:{degraded}/runbooks#fabricmonportdegraded"
+    assert b'id="fabricmonportdegraded"' in http_get(page["annotations"]["runbook_url"].split("#")[0])
     assert webhook.find("firing", alertname="FabricmonPortDown") is None
 
     # 2. pull node01's cable: FabricmonPortDown pages
     fabric.unlink(HEALTHY, 1)
     down = wait_until(lambda: webhook.find("firing", alertname="FabricmonPortDown"), 45,
                       "FabricmonPortDown at the webhook")
+    # the link is down, so iblinkinfo names no peer now: the switch port is the one learned while it was up
     assert down["labels"] == {"alertname": "FabricmonPortDown", "severity": "critical", "check": "degraded_link",
-                              "instance": f"127.0.0.1:{healthy}", "job": "fabricmon", "device": "ibsim0", "port": "1"}
+                              "instance": f"127.0.0.1:{healthy}", "job": "fabricmon", "device": "ibsim0", "port": "1",
+                              "switch": "leaf01", "switch_port": "1"}
     assert down["annotations"]["summary"] == "RDMA port is down."
     assert re.fullmatch(rf"127\.0\.0\.1:{healthy} ibsim0 port 1 is down: PortState 1 \(1 DOWN, 2 INIT, 3 ARMED\), "
                         r"PhysState \d \(2 Polling, 3 Disabled\)\.", down["annotations"]["description"]), down
-    assert down["annotations"]["runbook_url"] == "docs/runbooks.md#fabricmonportdown"
+    assert down["annotations"]["runbook_url"] == f"http://127.0.0.1:{healthy}/runbooks#fabricmonportdown"
 
     # 3. put it back: the page resolves
     fabric.relink(HEALTHY, 1)

@@ -10,7 +10,7 @@ import subprocess
 import pytest
 import yaml
 
-from ship_helpers import ROOT, ethernet_exposition, exported_names, load_generator, require_tool
+from ship_helpers import FABRICMON, ROOT, ethernet_exposition, exported_names, load_generator, require_tool
 
 RULES = ROOT / "fabricmon" / "deploy" / "prometheus" / "fabricmon.rules.yml"
 RULE_TESTS = ROOT / "fabricmon" / "deploy" / "prometheus" / "fabricmon.rules.test.yml"
@@ -40,9 +40,13 @@ def test_committed_rules_are_generated():
 
 
 def test_promtool_check_rules():
+    """With every lint on and lint errors fatal (issue 30: a duplicate-rule lint failure made the shipped rules
+    look broken)."""
     promtool = require_tool("promtool", "prometheus")
-    res = subprocess.run([promtool, "check", "rules", str(RULES)], capture_output=True, text=True, timeout=60)
-    assert res.returncode == 0, res.stdout + res.stderr
+    res = subprocess.run([promtool, "check", "rules", "--lint=all", "--lint-fatal", str(RULES)],
+                         capture_output=True, text=True, timeout=60)
+    assert res.returncode == 0 and "SUCCESS" in res.stdout, res.stdout + res.stderr
+    assert "lint" not in (res.stdout + res.stderr).lower(), res.stdout + res.stderr
 
 
 def test_promtool_unit_tests():
@@ -64,9 +68,13 @@ def test_every_alert_follows_the_conventions():
         ann = a["annotations"]
         assert set(ann) >= {"summary", "description", "runbook_url"}, name
         assert ann["summary"].strip() and ann["description"].strip(), name
+        # absolute: the daemon that raised it serves the runbooks (an absent() alert: any fabricmon target up)
         url = ann["runbook_url"]
-        assert url.startswith("docs/runbooks.md#"), url
-        assert url.split("#", 1)[1] in anchors, f"{name}: no heading for {url} in docs/runbooks.md"
+        if a["expr"].startswith("absent("):
+            assert re.fullmatch(r"http://\{\{ with query `up\{[^`]+` \}\}.+\{\{ end \}\}/runbooks#\w+", url), url
+        else:
+            assert url.startswith("http://{{ $labels.instance }}/runbooks#"), url
+        assert url.split("#", 1)[1] == name.lower() and name.lower() in anchors, f"{name}: no heading in docs/runbooks.md"
         if not a["expr"].startswith("absent("):       # absent() has no instance to name
             assert "{{ $labels.instance }}" in ann["description"], name
         fabric = re.search(r"fabricmon_(fabric|ecmp)_", a["expr"])
@@ -74,7 +82,7 @@ def test_every_alert_follows_the_conventions():
             # switch-level alerts name the switch; switch-port alerts the port and its remote end too
             if not a["expr"].startswith("absent(") and "sm_master" not in a["expr"] and "check_status" not in a["expr"]:
                 assert "{{ $labels.switch }}" in ann["description"], name
-            if "fabricmon_fabric_port_" in a["expr"]:
+            if '"switch_port", "$1", "port"' in a["expr"]:          # a switch-port alert (build_rules.named)
                 assert "{{ $labels.port }}" in ann["description"] and "{{ $labels.remote_name }}" in ann["description"], name
         # port-level alerts of the node daemon name the device and the port
         elif re.search(r"\bport\b", a["expr"]) and "by (instance, job, device, netdev" not in a["expr"]:
@@ -113,7 +121,7 @@ def test_every_daemon_check_has_an_alert(bundle_expositions):
     exprs = "\n".join(a["expr"] for a in alerts())
     covered = set(re.findall(r'check="([a-z_]+)"', exprs))
     # counter_saturation's default status is ok: its alert reads fabricmon_ib_port_saturated directly
-    covered |= {"counter_saturation"} if "fabricmon_ib_port_saturated == 1" in exprs else set()
+    covered |= {"counter_saturation"} if re.search(r"fabricmon_ib_port_saturated(\{[^}]*\})? == 1", exprs) else set()
     assert checks - covered == set(), f"daemon checks without an alert: {sorted(checks - covered)}"
 
 
@@ -135,17 +143,93 @@ def test_rules_read_only_exported_metrics(bundle_expositions, fabric_exposition)
 def test_fabric_alerts_cover_what_the_collector_judges():
     """Every kind of fabric verdict has an alert: the ECMP flag, down and degraded switch ports, the sweep."""
     exprs = "\n".join(a["expr"] for a in alerts())
-    for needle in ("fabricmon_ecmp_imbalanced == 1", 'fabricmon_fabric_port_degraded{reason="down"}',
-                   'fabricmon_fabric_port_degraded{reason=~"width|speed"}', f'up{{job="{build_rules.FABRIC_JOB}"}}',
-                   f'absent(up{{job="{build_rules.FABRIC_JOB}"}})', "fabricmon_fabric_port_symbol_errors_total",
-                   "fabricmon_fabric_port_link_downed_total", 'source=~"sweep|discovery"'):
+    f = build_rules.FABRIC_SELECTOR
+    for needle in (f"fabricmon_ecmp_imbalanced{{{f}}} == 1", f'fabricmon_fabric_port_degraded{{{f},reason="down"}}',
+                   f'fabricmon_fabric_port_degraded{{{f},reason=~"width|speed"}}', f"up{{{f}}}", f"absent(up{{{f}}})",
+                   f'fabricmon_check_status{{{f},check=~"symbol_errors"}}', f'fabricmon_check_status{{{f},check=~"link_flap"}}',
+                   f'fabricmon_fabric_check_status{{{f},check="unresponsive"}}', 'source=~"sweep|discovery"'):
         assert needle in exprs, needle
+
+
+# The only alerts that judge raw counters in Prometheus: what no daemon judges (issue 27, one set of thresholds).
+RAW_COUNTER_ALERTS = {"FabricmonSourceErrors", "FabricmonQpTransportRetriesExceeded"}
+
+
+def test_alerts_page_on_verdicts_not_on_raw_counters():
+    """Every threshold that pages is fabricmon.yml's: no alert takes rate()/increase() of a counter and compares
+    it with a number of its own, except the few no daemon judges; every expression names its scrape job, so the
+    collector's findings (fabricmon_check_status by switch GUID) never fire a node alert and the other way round."""
+    judged = sorted(a["alert"] for a in alerts() if re.search(r"\b(rate|increase|irate|delta)\(", a["expr"]))
+    assert set(judged) <= RAW_COUNTER_ALERTS, judged
+    for a in alerts():
+        for sel in re.findall(r"(?<![:\w])(?:fabricmon_check_status|up)\{([^}]*)\}", a["expr"]):
+            assert sel.startswith((build_rules.SELECTOR, build_rules.FABRIC_SELECTOR)), (a["alert"], sel)
+    text = RULES.read_text()
+    for gone in ("* 3600 >", "> 1000", "symbol_errors_total[", "pause_frames_total["):
+        assert gone not in "\n".join(a["expr"] for a in alerts()), gone
+    assert "FabricmonFabricSwitchUnreachable" not in text and "FabricmonFabricSwitchUnreadable" not in text
 
 
 @pytest.mark.parametrize("base", ["https://git.example.org/hpc/fabricmon/-/blob/main/docs/runbooks.md"])
 def test_runbook_base_is_configurable(base):
     text = build_rules.build(base)
     assert f"runbook_url: {base}#fabricmonportdown" in text
+
+
+def test_the_wheel_carries_the_runbooks_it_serves():
+    """fabricmon/pages/runbooks.md (served at /runbooks) is docs/runbooks.md, written by build_rules.py."""
+    assert (ROOT / "fabricmon" / "pages" / "runbooks.md").read_text() == RUNBOOKS.read_text(), \
+        "run: python prometheus/build_rules.py"
+
+
+SITE = ("https://wiki.example.org/hpc/fabricmon", 'cluster="a",job="ib-nodes"', 'job=~"ibfab-.*"')
+
+
+def test_print_fits_the_rules_to_a_site(tmp_path):
+    """`install --print rules DIR --runbook-base URL --selector ... --fabric-selector ...`: every runbook_url is
+    URL#<alert>, every job matcher the site's, the rules pass promtool with every lint fatal, and the tests
+    written for the shipped selectors are left out."""
+    from fabricmon.install import print_files
+    print_files("rules", str(tmp_path), out=open(tmp_path / "out", "w"),
+                rules_options=dict(zip(("runbook_base", "selector", "fabric_selector"), SITE)))
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["fabricmon.rules.yml", "out"]
+    text = (tmp_path / "fabricmon.rules.yml").read_text()
+    assert 'job="fabricmon"' not in text and 'job="fabricmon-fabric"' not in text
+    doc = [r for g in yaml.safe_load(text)["groups"] for r in g["rules"] if "alert" in r]
+    assert len(doc) == len(alerts())
+    for a in doc:
+        assert a["annotations"]["runbook_url"] == f"{SITE[0]}#{a['alert'].lower()}"
+    assert 'up{cluster="a",job="ib-nodes"} == 0' in text and 'absent(up{job=~"ibfab-.*"})' in text
+    promtool = require_tool("promtool", "prometheus")
+    res = subprocess.run([promtool, "check", "rules", "--lint=all", "--lint-fatal", str(tmp_path / "fabricmon.rules.yml")],
+                         capture_output=True, text=True, timeout=60)
+    assert res.returncode == 0 and "SUCCESS" in res.stdout, res.stdout + res.stderr
+
+
+def test_site_selector_pages_for_its_job_only(tmp_path):
+    """The fitted rules' expressions select the site's job and no longer the default one (promtool, both
+    directions): FabricmonSymbolErrors (critical) evaluated over a series of each job."""
+    from fabricmon.deploy.rules import render
+    fitted = [r for g in yaml.safe_load(render(selector='job="ib-nodes"'))["groups"] for r in g["rules"]
+              if r.get("alert") == "FabricmonSymbolErrors" and r["labels"]["severity"] == "critical"]
+    series = 'fabricmon_check_status{{instance="{i}",job="{j}",device="mlx5_0",port="1",check="symbol_errors"}}'
+    (tmp_path / "t.yml").write_text(yaml.safe_dump({"rule_files": [], "evaluation_interval": "1m", "tests": [
+        {"interval": "1m", "input_series": [{"series": series.format(i="a:9879", j="ib-nodes"), "values": "2x10"},
+                                            {"series": series.format(i="b:9879", j="fabricmon"), "values": "2x10"}],
+         "promql_expr_test": [{"expr": fitted[0]["expr"], "eval_time": "5m", "exp_samples": [
+             {"labels": series.format(i="a:9879", j="ib-nodes"), "value": 2}]}]}]}))
+    promtool = require_tool("promtool", "prometheus")
+    res = subprocess.run([promtool, "test", "rules", "t.yml"], capture_output=True, text=True, timeout=60, cwd=tmp_path)
+    assert res.returncode == 0 and "SUCCESS" in res.stdout, res.stdout + res.stderr
+
+
+@pytest.mark.parametrize("opt, value", [("--selector", "job=fabricmon"), ("--fabric-selector", '"x"'),
+                                        ("--runbook-base", "wiki/runbooks")])
+def test_bad_print_options_name_the_option(tmp_path, opt, value):
+    res = subprocess.run([*FABRICMON, "install", "--print", "rules", str(tmp_path / "out"), opt, value],
+                         capture_output=True, text=True, timeout=60, cwd=ROOT)
+    assert res.returncode == 2 and opt in res.stderr, res.stderr
+    assert not (tmp_path / "out").exists()
 
 
 def test_fabric_alerts_about_a_switch_link_to_its_map():
@@ -160,3 +244,25 @@ def test_fabric_alerts_about_a_switch_link_to_its_map():
             assert "switch_guid" not in a["annotations"]["description"], a["alert"]
     text = build_rules.build(build_rules.DEFAULT_RUNBOOK_BASE, "https")
     assert "map_url: https://{{ $labels.instance }}/#select=switch:{{ $labels.switch_guid }}" in text
+
+
+def test_children_carry_the_labels_their_parents_mute_them_by():
+    """Issue 27: a switch port alert carries its switch and its peer (switch_guid, switch, remote_guid) and the
+    port as switch_port; a node's port alert carries the switch and port it is cabled to (switch, switch_port,
+    from fabricmon_ib_port_peer_info); the parent carries the switch both as itself and as the peer of the
+    ports facing it. The shipped Alertmanager example's inhibit_rules use exactly these (test_alertmanager.py)."""
+    by_name: dict[str, list[str]] = {}
+    for a in alerts():
+        by_name.setdefault(a["alert"], []).append(a["expr"])
+    for name in ("FabricmonFabricPortDown", "FabricmonFabricPortDegraded", "FabricmonFabricSymbolErrors",
+                 "FabricmonFabricLinkFlapping", "FabricmonFabricReceiveErrors", "FabricmonFabricPortErrors"):
+        for e in by_name[name]:
+            assert "group_left (role, remote_guid, remote_name, remote_port)" in e and '"switch_port", "$1", "port"' in e
+            assert "group_left (switch)" in e, name
+    for name in ("FabricmonPortDown", "FabricmonPortDegraded", "FabricmonSymbolErrors", "FabricmonLinkFlapping",
+                 "FabricmonReceiveErrors", "FabricmonLinkErrorRecovery", "FabricmonLinkIntegrityErrors"):
+        for e in by_name[name]:
+            assert "group_left (switch, switch_port)" in e and "fabricmon_ib_port_peer_info" in e, name
+            assert e.count("or on (instance, job, device, port)") == 1, name      # no peer known: still pages
+    for e in by_name["FabricmonFabricSwitchUnresponsive"]:
+        assert '"remote_guid", "$1", "switch_guid"' in e or '"switch_guid", "$1", "remote_guid"' in e

@@ -90,6 +90,7 @@ def test_the_wheel_carries_every_deploy_file(wheel: Path) -> None:
             "fabricmon/deploy/slurm/fabricmon-healthcheck.sh", "fabricmon/deploy/nhc/fabricmon.nhc",
             "fabricmon/deploy/fabricmon.yml"} <= shipped
     assert shipped <= names, sorted(shipped - names)
+    assert "fabricmon/pages/runbooks.md" in names, "the runbooks every runbook_url opens (/runbooks)"
     assert any(n.endswith(".dist-info/licenses/LICENSE") for n in names), "LICENSE is not in the wheel"
 
 
@@ -148,7 +149,9 @@ def test_install_from_the_wheel_into_a_root(venv: Path, tmp_path: Path) -> None:
 def test_print_hands_out_rules_that_pass_their_tests(venv: Path, tmp_path: Path) -> None:
     run([venv / "bin" / "fabricmon", "install", "--print", "rules", tmp_path])
     promtool = require_tool("promtool", "prometheus")
-    run([promtool, "check", "rules", tmp_path / "fabricmon.rules.yml"])
+    # issue 30: what the wheel ships passes `promtool check rules` with every lint fatal, and says SUCCESS
+    res = run([promtool, "check", "rules", "--lint=all", "--lint-fatal", tmp_path / "fabricmon.rules.yml"])
+    assert "SUCCESS" in res.stdout and "lint" not in (res.stdout + res.stderr).lower(), res.stdout + res.stderr
     run([promtool, "test", "rules", "fabricmon.rules.test.yml"], cwd=tmp_path)
 
 

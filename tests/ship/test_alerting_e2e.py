@@ -1,0 +1,256 @@
+"""One incident, one page, measured (issue 27): the shipped rules and the shipped Alertmanager example, in the real
+Prometheus and the real Alertmanager, on a simulated fat tree (ibsim + a running opensm, the real
+infiniband-diags), with `fabricmon fabric run`'s collector and two `fabricmon run` node daemons under one leaf.
+A webhook receiver in the test keeps every notification; the incidents come one after another on the same
+fabric, each on switches the earlier ones left alone, and for each the test counts the notification groups
+that paged with an alert not paged before:
+
+  quiet fabric 0; symbol errors under the configured threshold 0, over it 1; a flapping port 1 (however often
+  it flaps); a pulled leaf-spine cable 1; a dead spine 1 (naming it); a dead leaf under two node daemons 1.
+
+`for:` is cut to 1/30 in a test-time copy of the rules (the parent's 3m to 6 s, the ports' 5m to 10 s), the
+Alertmanager example's group_wait and group_interval to 2 s; nothing else changes. docs/alerting.md records the
+counts."""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+import yaml
+
+from fabricmon.deploy import ALERTMANAGER, RULES
+from fabricmon.sim.fabric import fat_tree_netfile
+from helpers import fabric_collector
+from ship_helpers import FABRICMON, ROOT, free_port, http_get, require_tool, start_prometheus, wait_until
+
+pytestmark = pytest.mark.sim
+
+SCALE = 30                      # every `for:` divided by this
+# ibsim takes at most 10 clients at once: two node daemons and the collector poll slowly enough to stay
+# under it (a refused client is a source error, which would page FabricmonSourceErrors for the simulator)
+NODE_INTERVAL = 3.0
+COLLECTOR = {"sweep_interval": 2.0, "discovery_interval": 4.0, "routing_interval": 10.0, "sm_interval": 5.0,
+             "concurrency": 1}
+SETTLE = 15.0                   # seconds with nothing new before an incident is counted
+DEAD_LEAF_HOSTS = ("node07 mlx5_0", "node08 mlx5_0")
+
+
+class Pager:
+    """Alertmanager's webhook receiver: every notification, and which groups paged a new firing alert."""
+
+    def __init__(self):
+        self.notifications: list[dict] = []
+        self.lock = threading.Lock()
+        pager = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self):
+                body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+                with pager.lock:
+                    pager.notifications.append({"at": time.monotonic(), **json.loads(body)})
+                self.send_response(200)
+                self.end_headers()
+
+            def log_message(self, *a):
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.port = self.server.server_address[1]
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def paged(self, since: float, before: set) -> dict[str, list[dict]]:
+        """groupKey -> the firing alerts it paged after `since` that were not paged before."""
+        out: dict[str, list[dict]] = {}
+        with self.lock:
+            for n in self.notifications:
+                if n["at"] < since:
+                    continue
+                for a in n["alerts"]:
+                    key = json.dumps(a["labels"], sort_keys=True)
+                    if a["status"] == "firing" and key not in before:
+                        out.setdefault(n["groupKey"], []).append(a)
+        return out
+
+    def seen(self) -> set:
+        with self.lock:
+            return {json.dumps(a["labels"], sort_keys=True) for n in self.notifications for a in n["alerts"]
+                    if a["status"] == "firing"}
+
+    def last(self) -> float:
+        with self.lock:
+            return max((n["at"] for n in self.notifications), default=0.0)
+
+    def close(self):
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def test_copy_for():
+    assert shorten_for("    for: 5m\n    for: 1h\n    for: 30s\n") == "    for: 10s\n    for: 120s\n    for: 1s\n"
+
+
+def shorten_for(text: str) -> str:
+    def cut(m):
+        n, unit = int(m.group(2)), m.group(3)
+        seconds = n * {"s": 1, "m": 60, "h": 3600}[unit]
+        return f"{m.group(1)} {max(1, seconds // SCALE)}s"
+    return re.sub(r"^(\s+for:) (\d+)([smh])$", cut, text, flags=re.M)
+
+
+def start_alertmanager(processes, tmp_path, webhook_port: int) -> int:
+    """The shipped example with its receiver pointed at the test's webhook and its waits cut."""
+    exe = require_tool("prometheus-alertmanager", "prometheus-alertmanager")
+    cfg = yaml.safe_load(ALERTMANAGER.read_text())
+    cfg["receivers"] = [{"name": r["name"], "webhook_configs": [
+        {"url": f"http://127.0.0.1:{webhook_port}/", "send_resolved": True}]} for r in cfg["receivers"]]
+    cfg["route"].update(group_wait="2s", group_interval="2s", repeat_interval="1h")
+    for r in cfg["route"]["routes"]:
+        r.update(group_wait="2s", group_interval="2s")
+    path = tmp_path / "alertmanager.yml"
+    path.write_text(yaml.safe_dump(cfg))
+    port = free_port()
+    p = processes.start("alertmanager", [exe, f"--config.file={path}", f"--storage.path={tmp_path / 'am'}",
+                                         f"--web.listen-address=127.0.0.1:{port}", "--cluster.listen-address=",
+                                         "--log.level=warn"])
+
+    def ready():
+        assert p.poll() is None, processes.log(p)
+        return http_get(f"http://127.0.0.1:{port}/-/ready") is not None
+    wait_until(ready, 30, "alertmanager ready")
+    return port
+
+
+def start_node(processes, fab, host: str, tmp_path) -> int:
+    """`fabricmon run` as one simulated host, its sources every NODE_INTERVAL seconds."""
+    work = tmp_path / host.split()[0]
+    (work / "sys").mkdir(parents=True)
+    cfg = {"paths": {"sysfs": str(work / "sys"), "state_dir": str(work / "state")},
+           "sources": {n: {"interval": NODE_INTERVAL} for n in ("sysfs", "ibstat", "perfquery", "iblinkinfo")},
+           "expected_links": [{"device": "*", "width": "4X", "speed": "HDR"}]}
+    (work / "fabricmon.yml").write_text(yaml.safe_dump(cfg))
+    (work / "state").mkdir()
+    port = free_port()
+    p = processes.start(f"fabricmon-{host.split()[0]}",
+                        [*FABRICMON, "run", "--config", str(work / "fabricmon.yml"), "--listen", f"127.0.0.1:{port}",
+                         "--log-level", "warning"], env=fab.env(host), cwd=ROOT)
+
+    def polled():
+        assert p.poll() is None, processes.log(p)
+        return b'fabricmon_ib_port_up{device="ibsim0",port="1"} 1' in http_get(f"http://127.0.0.1:{port}/metrics")
+    wait_until(polled, 60, f"fabricmon on {host}")
+    return port
+
+
+def firing(prom_url: str) -> list[dict]:
+    doc = json.loads(http_get(f"{prom_url}/api/v1/alerts"))
+    return [a for a in doc["data"]["alerts"] if a["state"] == "firing"]
+
+
+def settle(pager: Pager, start: float, until=None, timeout: float = 90.0) -> None:
+    """Wait for `until` (if any), then until no notification came for SETTLE seconds."""
+    deadline = time.monotonic() + timeout
+    if until is not None:
+        wait_until(until, timeout, "the incident's alert")
+    start = max(start, time.monotonic())        # counted from when the incident's alert fires in Prometheus
+    while time.monotonic() < deadline:
+        quiet_for = time.monotonic() - max(pager.last(), start)
+        if quiet_for >= SETTLE:
+            return
+        time.sleep(1.0)
+
+
+def test_one_incident_one_page(sim_fabric, processes, tmp_path):
+    for tool in ("prometheus", "prometheus-alertmanager"):
+        require_tool(tool, tool)
+    fab = sim_fabric(fat_tree_netfile(spines=3, leaves=4, hosts_per_leaf=2, uplinks_per_spine=1))
+    fab.start_sm()
+    nodes = [start_node(processes, fab, h, tmp_path) for h in DEAD_LEAF_HOSTS]
+    pager = Pager()
+    results: dict[str, dict[str, list[dict]]] = {}
+    try:
+        with fabric_collector(fab, tmp_path / "collector", COLLECTOR, journal=False) as collector:
+            am = start_alertmanager(processes, tmp_path, pager.port)
+            rules = tmp_path / "fabricmon.rules.yml"
+            rules.write_text(shorten_for(RULES.read_text()))
+            prom = start_prometheus(processes, tmp_path, [
+                {"job_name": "fabricmon", "static_configs": [{"targets": [f"127.0.0.1:{p}" for p in nodes]}]},
+                {"job_name": "fabricmon-fabric", "static_configs": [{"targets": [f"127.0.0.1:{collector.port}"]}]}],
+                rule_files=[rules], alertmanager_port=am)
+
+            def incident(name: str, act, until=None) -> dict[str, list[dict]]:
+                before, start = pager.seen(), time.monotonic()
+                act()
+                settle(pager, start, until)
+                results[name] = pager.paged(start, before)
+                return results[name]
+
+            def fires(alert: str, **labels):
+                return lambda: any(a["labels"]["alertname"] == alert
+                                   and all(a["labels"].get(k) == v for k, v in labels.items())
+                                   for a in firing(prom.url))
+
+            # 0. a quiet fabric: both daemon kinds scraped, the node daemons have learned their leaf
+            wait_until(lambda: len([t for t in json.loads(http_get(f"{prom.url}/api/v1/targets"))["data"]["activeTargets"]
+                                    if t["health"] == "up"]) == 3, 60, "three targets up")
+            wait_until(lambda: b'peer="leaf04"' in http_get(f"http://127.0.0.1:{nodes[0]}/metrics"), 60,
+                       "node07 learned its leaf")
+            quiet = incident("quiet fabric", lambda: time.sleep(20))
+            assert quiet == {}, quiet
+
+            # 1. symbol errors under checks.symbol_errors' warning (120 in the window), then over it
+            under = incident("symbol errors under the threshold", lambda: (
+                fab.set_counter("leaf01", 1, "PortCounters.SymbolErrorCounter", 100), time.sleep(15)))
+            assert under == {}, under
+            over = incident("symbol errors over the threshold",
+                            lambda: fab.set_counter("leaf01", 2, "PortCounters.SymbolErrorCounter", 500),
+                            fires("FabricmonFabricSymbolErrors", switch="leaf01", port="2"))
+            assert len(over) == 1, over
+
+            # 2. a flapping port: its LinkDownedCounter rises three times
+            def flap():
+                for n in (1, 2, 3):
+                    fab.set_counter("leaf02", 1, "PortCounters.LinkDownedCounter", n)
+                    time.sleep(5)
+            flapping = incident("flapping port", flap, fires("FabricmonFabricLinkFlapping", switch="leaf02"))
+            assert len(flapping) == 1, flapping
+
+            # 3. a pulled leaf-spine cable (leaf03 port 5 to spine03): both ends go down
+            cable = incident("pulled cable", lambda: fab.unlink("leaf03", 5),
+                             fires("FabricmonFabricPortDown", switch="leaf03", port="5"))
+            assert len(cable) == 1, cable
+            # put it back (the running opensm brings it up), so that the next incidents meet a whole fabric
+            fab.console('ReLink "leaf03"[5]')
+            wait_until(lambda: not any(a["labels"].get("switch") == "leaf03" for a in firing(prom.url)), 120,
+                       "leaf03's alerts resolved")
+
+            # 4. a dead spine: every cable of spine01 goes down
+            spine = incident("dead spine", lambda: [fab.unlink("spine01", p) for p in (1, 2, 3, 4)],
+                             fires("FabricmonFabricSwitchUnresponsive", switch="spine01"))
+            assert len(spine) == 1, spine
+            (alerts,) = spine.values()
+            assert {a["labels"]["alertname"] for a in alerts} == {"FabricmonFabricSwitchUnresponsive"}, alerts
+            assert {a["labels"]["switch"] for a in alerts} == {"spine01"}
+            assert "It hides: " in alerts[0]["annotations"]["description"]
+
+            # 5. a dead leaf under two node daemons: every cable of leaf04 goes down
+            leaf = incident("dead leaf under node daemons", lambda: [fab.unlink("leaf04", p) for p in (1, 2, 4, 5)],
+                            fires("FabricmonFabricSwitchUnresponsive", switch="leaf04"))
+            assert len(leaf) == 1, leaf
+            parent = [a for a in next(iter(leaf.values())) if a["labels"]["alertname"] == "FabricmonFabricSwitchUnresponsive"]
+            assert parent and parent[0]["labels"]["switch"] == "leaf04", leaf
+            hides = parent[0]["annotations"]["description"]
+            assert "2 host port(s) cabled to it" in hides and "ibsim0" in hides, hides
+    finally:
+        pager.close()
+        lines = [f"{name}: {len(groups)} notification group(s): "
+                 + "; ".join(f"{k} -> {sorted({a['labels']['alertname'] for a in v})}" for k, v in groups.items())
+                 for name, groups in results.items()]
+        lines += [f"{a['labels']} {a['annotations'].get('description')}" for groups in results.values()
+                  for v in groups.values() for a in v if a["labels"]["alertname"] == "FabricmonFabricSwitchUnresponsive"]
+        (tmp_path / "counts.txt").write_text("\n".join(lines) + "\n")
+        print("\n".join(lines))
