@@ -58,3 +58,21 @@ def test_switch_lane_dimming_against_the_fabric_baseline(tmp_path) -> None:
     (d,) = [f for f in findings if f.check == "optics_dimming"]
     assert d.status == 1 and "lane 2 receives -5.50 dBm, 3.5 dB below its baseline -2.00 dBm" in d.message
     assert [f.status for f in findings if f.check == "optics_thresholds"] == [0]
+
+
+def test_the_optics_checks_run_when_a_source_yields_switch_optics_never_by_fabric_kind(tmp_path) -> None:
+    """checks.optics declares its input (NEEDS, a capability of pipeline.fabric): without a source of
+    SwitchOpticsData the collector lists no optics check for a switch, even on an Ethernet fabric; with
+    one, every optics check of each switch read is listed, OK included."""
+    from fabricmon.checks import optics as optics_checks
+    from fabricmon.pipeline import fabric as pf
+    assert set(optics_checks.NEEDS) <= set(pf.CAPABILITIES)
+    model, sec, states = setup(tmp_path, -2.0)
+    model._optics(states, sec, 1000.0)                 # the switch was read: sec.optics_unjoined names it
+    assert "transceiver_readings" not in model._capabilities({}, None)
+    model._check_status(sec, [], model._capabilities({}, None))
+    assert not {c for c, _ in sec.check_status} & set(optics_checks.CHECKS)
+    assert "transceiver_readings" in model._capabilities(states, None)
+    model._check_status(sec, [], model._capabilities(states, None))
+    assert {(c, s) for (c, g), s in sec.check_status.items() if c in optics_checks.CHECKS} == \
+        {(c, 0) for c in optics_checks.CHECKS}
