@@ -73,6 +73,18 @@ class CounterCheckConfig:
     window: float
     warning: float | None
     critical: float | None
+    # symbol_errors only: budgets as bit error ratios (errors / bits the link carried in the window,
+    # from its rate), docs/optics.md#ber-budget. None: the counts above are the thresholds.
+    ber_warning: float | None = None
+    ber_critical: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class OpticsCheckConfig:
+    """The optics checks' settings (docs/optics.md)."""
+    lane_spread_db: float = 4.0     # a lane this far below its siblings' median: a dirty/damaged connector
+    dimming_db: float = 3.0         # receive power this far below the lane's learned baseline: dimming
+    no_light_dbm: float = -30.0     # at or below: no light at all
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,6 +94,7 @@ class ChecksConfig:
     degraded_severity: int
     saturation_severity: int
     counters: dict[str, CounterCheckConfig]
+    optics: OpticsCheckConfig = field(default_factory=OpticsCheckConfig)
 
 
 @dataclass(frozen=True, slots=True)
@@ -223,6 +236,10 @@ COUNTER_CHECKS: dict[str, tuple[tuple[str, ...], float, float | None, float | No
     "receive_errors": (("receive_errors", "receive_remote_physical_errors"), 3600.0, 120.0, 1200.0),
     "transmit_discards": (("transmit_discards",), 3600.0, 1000.0, None),
 }
+# symbol_errors as a bit error ratio (warning, critical): IBTA's 1e-12 BER target, and ten times it
+# (the ratio of the count defaults above). Used when the link's rate is known and no count
+# threshold is configured; docs/optics.md#ber-budget.
+SYMBOL_BER_DEFAULTS = (1e-12, 1e-11)
 
 SEVERITIES = {"ok": 0, "warning": 1, "critical": 2}
 ROCE_MTUS = (256, 512, 1024, 2048, 4096)
@@ -456,6 +473,50 @@ def _counter_check(name: str, window: float, warning: float | None, critical: fl
                   check=_warning_below_critical, build=lambda v, key, ctx: CounterCheckConfig(**v))
 
 
+def _symbol_ber_check(values: dict[str, Any], m: Mapping[str, Any], key: str, ctx: Context) -> None:
+    """checks.symbol_errors: a configured count keeps working (the BER defaults apply only while no
+    count is set); a bit error ratio is between 0 and 1, its warning not above its critical."""
+    _warning_below_critical(values, m, key, ctx)
+    if ("warning" in m or "critical" in m):
+        for k in ("ber_warning", "ber_critical"):
+            if k not in m:
+                values[k] = None
+    for k in ("ber_warning", "ber_critical"):
+        v = values[k]
+        if v is not None and not 0 < v < 1:
+            raise ConfigError(f"{key}.{k}", f"expected a bit error ratio between 0 and 1, got {v!r}")
+    w, c = values["ber_warning"], values["ber_critical"]
+    if w is not None and c is not None and w > c:
+        raise ConfigError(f"{key}.ber_warning", f"{w:g} is above ber_critical ({c:g})")
+
+
+def _symbol_errors_check(window: float, warning: float | None, critical: float | None) -> Schema:
+    """The symbol_errors counter check: counts as the others, plus its budget as a bit error
+    ratio of the bits the link carried in the window (docs/optics.md#ber-budget)."""
+    return Schema(fields=(
+        number("window", window, "seconds of the trailing window", lo=1),
+        number("warning", warning, "increase within the window that is a WARNING (used as is when the link's "
+               "rate is unknown, or when ber_warning is null)", lo=0, null=True),
+        number("critical", critical, "... a CRITICAL", lo=0, null=True),
+        number("ber_warning", SYMBOL_BER_DEFAULTS[0], "bit error ratio over the bits the link carried in the "
+               "window that is a WARNING (IBTA's 1e-12; unset when `warning` or `critical` is configured and "
+               "this is not); [optics.md](optics.md#ber-budget)", lo=0, hi=1, null=True),
+        number("ber_critical", SYMBOL_BER_DEFAULTS[1], "... a CRITICAL (ten times IBTA's target)", lo=0, hi=1,
+               null=True),
+    ), check=_symbol_ber_check, build=lambda v, key, ctx: CounterCheckConfig(**v))
+
+
+_D_OPTICS = OpticsCheckConfig()
+OPTICS_CHECKS = Schema(fields=(
+    number("lane_spread_db", _D_OPTICS.lane_spread_db, "dB a lane's receive power may sit below its siblings' "
+           "median before `optics_lane_imbalance` (a dirty or damaged connector)", lo=0.1),
+    number("dimming_db", _D_OPTICS.dimming_db, "dB a lane's receive power may fall below its learned baseline "
+           "before `optics_dimming`", lo=0.1),
+    number("no_light_dbm", _D_OPTICS.no_light_dbm, "receive power (dBm) at or below which an up port has no "
+           "light (`optics_no_light`)", lo=-60),
+), build=lambda v, key, ctx: OpticsCheckConfig(**v))
+
+
 def _severity(name: str, default: str, doc: str) -> Field:
     return choice(name, SEVERITIES[default], doc, SEVERITIES)
 
@@ -465,13 +526,15 @@ CHECKS = Schema(fields=(
     _severity("down_severity", "critical", "a port that is down"),
     _severity("degraded_severity", "critical", "a port below its expected width or speed"),
     _severity("saturation_severity", "ok", "a saturated port"),
-    *(subsection(name, _counter_check(name, w, warn, crit), f"the `{name}` counter check (thresholds on the "
+    *(subsection(name, (_symbol_errors_check if name == "symbol_errors" else functools.partial(_counter_check, name))(
+                     w, warn, crit), f"the `{name}` counter check (thresholds on the "
                  "increase within the trailing window; `null` disables a level)")
       for name, (_, w, warn, crit) in COUNTER_CHECKS.items()),
+    subsection("optics", OPTICS_CHECKS, "the optics checks ([optics.md](optics.md#checks))"),
 ), build=lambda v, key, ctx: ChecksConfig(
     compare_with_supported=v["compare_with_supported"], down_severity=v["down_severity"],
     degraded_severity=v["degraded_severity"], saturation_severity=v["saturation_severity"],
-    counters={n: v[n] for n in COUNTER_CHECKS}))
+    counters={n: v[n] for n in COUNTER_CHECKS}, optics=v["optics"]))
 
 LOGGING = Schema(fields=(
     choice("level", "info", "structlog level", ("debug", "info", "warning", "error"),

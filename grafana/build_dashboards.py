@@ -234,6 +234,22 @@ def node_dashboard() -> dict:
                  target(f"fabricmon_netdev_up{{{PORT}}}", "up", "D", table=True)],
                 hide=("Time", "job")), 12, 8)
 
+    L.row("Optics")
+    L.add(table("Weakest receivers", "The 10 lanes with the least receive power (ethtool -m), and their margin "
+                "above the module's own low warning threshold (docs/optics.md).",
+                [target(f"bottomk(10, fabricmon_optics_rx_power_dbm{{{PORT}}})", "dBm", "A", table=True),
+                 target(f"fabricmon_optics_rx_power_dbm{{{PORT}}} - on (instance, job, device, port, netdev) "
+                        f'group_left fabricmon_optics_threshold{{{PORT}, quantity="rx_power_dbm", level="low_warning"}}',
+                        "margin dB", "B", table=True)],
+                hide=("Time", "job", "__name__")), 8, 8)
+    L.add(timeseries("Receive power per lane", "Receive power of each transceiver lane in dBm: a lane falling "
+                     "below its siblings is a dirty connector, all lanes falling together a dimming module or fibre.",
+                     [target(f"fabricmon_optics_rx_power_dbm{{{PORT}}}", "{{instance}} {{netdev}} lane {{lane}}")],
+                     "dBm"), 8, 8)
+    L.add(timeseries("Transceiver temperature", "Module temperature of each RDMA netdev's transceiver.",
+                     [target(f"fabricmon_optics_temperature_celsius{{{PORT}}}", "{{instance}} {{netdev}}")],
+                     "celsius"), 8, 8)
+
     L.row("GPUDirect RDMA and GPU-NIC affinity")
     L.add(table("GPUDirect RDMA paths", "Which GPUDirect RDMA method is available (1) on each node: peermem, "
                 "nv_peer_mem, dmabuf.",

@@ -97,6 +97,9 @@ FOR = {
     "sm_hung": "5m",
     "fabric_pfc_storm": "5m",
     "switch_unresponsive": "3m",  # shorter than fabric_port_down (5m): the parent is there before its children
+    # optics (node and switch): light changes over hours, a blip is not an alert
+    "optics_critical": "5m",
+    "optics_warning": "15m",
 }
 # Windows of the recording rules the dashboard reads.
 RECORD_WINDOW = "5m"
@@ -691,6 +694,53 @@ def records() -> list[dict]:
     return r
 
 
+# ---- optics (docs/optics.md): verdict alerts on the daemons' and collectors' optics checks ----------
+# (thresholds, lane spread, dimming are fabricmon.yml's checks.optics and the modules' own: never re-judged here)
+# name, check, severities, summary, description (after "<where>: ")
+OPTICS_CHECKS = (
+    ("FabricmonOpticsThreshold", "optics_thresholds", "critical warning",
+     "A transceiver reading is beyond its module's threshold.",
+     "a transceiver reading (receive or transmit power, laser bias, temperature or voltage) is beyond the"
+     " module's own {level} threshold (the daemon's optics_thresholds check); weakest lane receives "),
+    ("FabricmonOpticsLaneImbalance", "optics_lane_imbalance", "warning",
+     "One transceiver lane receives far less light than its siblings.",
+     "one lane receives checks.optics.lane_spread_db or more below its sibling lanes (a dirty or damaged"
+     " connector or fibre); weakest lane receives "),
+    ("FabricmonOpticsDimming", "optics_dimming", "warning",
+     "A transceiver's received light fell below its learned baseline.",
+     "received light fell checks.optics.dimming_db or more below the lane's learned baseline, before any"
+     " threshold; weakest lane receives "),
+    ("FabricmonOpticsNoLight", "optics_no_light", "warning",
+     "An up port's transceiver reports no light.",
+     "a lane reports no light while the port is up, which is impossible: the module's diagnostics or the"
+     " port mapping are wrong; weakest lane receives "),
+)
+OPTICS_FABRIC_CHECKS = "|".join(c for _, c, *_ in OPTICS_CHECKS)
+
+
+def optics_node_alerts(base: str) -> list[dict]:
+    """The node daemon's optics verdicts (ethtool -m), per port, with the switch port it is cabled to."""
+    out = []
+    weakest = value_of("min(" + port_sel("fabricmon_optics_rx_power_dbm") + ")", 'printf "%.2f"') + " dBm"
+    for name, check, sevs, summary, desc in OPTICS_CHECKS:
+        for sev in sevs.split():
+            e = f'fabricmon_check_status{{{N},check="{check}"}} == {STATUS[sev]}'
+            out.append(alert(name, with_peer(e), sev, FOR[f"optics_{sev}"], summary,
+                             f"{WHERE}: " + desc.replace("{level}", "alarm" if sev == "critical" else "warning")
+                             + f"{weakest} (the finding names the lane, the reading and the threshold).", base))
+    return out
+
+
+def optics_fabric_alerts(base: str) -> list[dict]:
+    """The fabric collector's optics verdicts (ENTITY-SENSOR-MIB), per switch port, with its remote end."""
+    return [alert("FabricmonFabricOptics", port_finding(OPTICS_FABRIC_CHECKS, st), sev, FOR[f"optics_{sev}"],
+                  "A switch's transceiver is beyond its thresholds, dimming or unbalanced.",
+                  SWPORT + REMOTE + ": the collector's {{ $labels.check }} check is " + sev.upper()
+                  + " on this port's transceiver; its finding (the map, map_url) names the lane, the reading,"
+                  " the threshold and the LLDP neighbour at the other end.", base)
+            for sev, st in STATUS.items()]
+
+
 def build(base: str | None = None, map_scheme: str = "http") -> str:
     base = base or DEFAULT_RUNBOOK_BASE.replace("SCHEME", map_scheme)
     doc = {"groups": [
@@ -699,6 +749,8 @@ def build(base: str | None = None, map_scheme: str = "http") -> str:
         {"name": "fabricmon.self.alerts", "rules": self_alerts(base)},
         {"name": "fabricmon.fabric.rules", "rules": fabric_records()},
         {"name": "fabricmon.fabric.alerts", "rules": with_map_urls(fabric_alerts(base), map_scheme)},
+        {"name": "fabricmon.optics.alerts",
+         "rules": optics_node_alerts(base) + with_map_urls(optics_fabric_alerts(base), map_scheme)},
     ]}
 
     class Dumper(yaml.SafeDumper):

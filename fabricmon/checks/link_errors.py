@@ -3,6 +3,12 @@
 Each counter check sums the increases of its counters over a trailing window and compares
 them with warning/critical thresholds. Saturated counters are reported, never turned into a
 rate; a decrease is a reset, never a negative rate; any link_downed increase is a flap.
+
+symbol_errors is judged as a bit error ratio where the link's rate is known and the config sets
+`ber_warning`/`ber_critical` (the default: IBTA's 1e-12, and 1e-11): the budget is the ratio
+times the bits the link carries in the window (its data rate x the window), so a 4X NDR link may
+show 1,440 symbol errors an hour where a 4X EDR link may show 360 (docs/optics.md#ber-budget).
+Without a rate, or with count thresholds configured, the counts apply as before.
 """
 
 from __future__ import annotations
@@ -43,6 +49,16 @@ def saturated(p: PortView) -> dict[str, bool]:
     return out
 
 
+def ber_limits(cc, rate_gbps: float | None) -> tuple[float | None, float | None] | None:
+    """(warning, critical) symbol-error counts per window from the BER budget and the link's data
+    rate, or None when the counts apply (no BER configured, rate unknown or 0: a down port)."""
+    if (cc.ber_warning is None and cc.ber_critical is None) or not rate_gbps:
+        return None
+    bits = rate_gbps * 1e9 * cc.window
+    return (None if cc.ber_warning is None else cc.ber_warning * bits,
+            None if cc.ber_critical is None else cc.ber_critical * bits)
+
+
 def evaluate_port(p: PortView, history: CounterHistory, config: Config, now: float,
                   sat: dict[str, bool] | None = None, label: str | None = None) -> list[Finding]:
     """sat: the port's saturated() result when the caller has it already; label: how the messages
@@ -61,16 +77,26 @@ def evaluate_port(p: PortView, history: CounterHistory, config: Config, now: flo
             covered = max(covered, cov)
         status = OK
         limit = None
-        if cc.critical is not None and total >= cc.critical:
-            status, limit = CRITICAL, cc.critical
-        elif cc.warning is not None and total >= cc.warning:
-            status, limit = WARNING, cc.warning
+        warn, crit = cc.warning, cc.critical
+        ber = ber_limits(cc, p.rate_gbps) if check == "symbol_errors" else None
+        if ber is not None:
+            warn, crit = ber
+        if crit is not None and total >= crit:
+            status, limit = CRITICAL, crit
+        elif warn is not None and total >= warn:
+            status, limit = WARNING, warn
         names = "+".join(counters)
+        budget = ""
+        if ber is not None:
+            ratio = cc.ber_critical if status == CRITICAL else cc.ber_warning
+            seen = total / (p.rate_gbps * 1e9 * max(covered, 1.0))
+            budget = (f", bit error ratio {seen:.1e} over the {p.rate_gbps:g} Gb/s link"
+                      + (f"; budget {ratio:g}" if status != OK and ratio is not None else ""))
         if status == OK:
-            msg = f"{where}: {total} {names} in the last {_fmt_window(covered)}"
+            msg = f"{where}: {total} {names} in the last {_fmt_window(covered)}{budget}"
         else:
             msg = (f"{where}: {names} rose by {total} in the last {_fmt_window(covered)} "
-                   f"(threshold {limit:g} per {_fmt_window(cc.window)}): {ACTIONS[check]}")
+                   f"(threshold {limit:g} per {_fmt_window(cc.window)}{budget}): {ACTIONS[check]}")
         findings.append(Finding(check, p.device, p.port, status, msg))
     sat = [n for n, s in (saturated(p) if sat is None else sat).items() if s]
     if sat:
@@ -82,4 +108,4 @@ def evaluate_port(p: PortView, history: CounterHistory, config: Config, now: flo
     return findings
 
 
-__all__ = ["evaluate_port", "saturated", "SATURATION_CHECK"]
+__all__ = ["ber_limits", "evaluate_port", "saturated", "SATURATION_CHECK"]

@@ -270,6 +270,33 @@ def _fab_ports(get: Callable[[object], float | None]) -> Callable[[Snapshot], It
     return _fabric(fn)
 
 
+def _fab_optics_lane(get: Callable[[object], float | None]) -> Callable[[Snapshot], Iterator[Sample]]:
+    def fn(fab: object) -> Iterator[Sample]:
+        for (guid, port), m in sorted(fab.optics.items()):
+            label = fab.port_label(guid, port)
+            for n, ln in sorted(m.lanes.items()):
+                yield (guid, label, str(n) if n else ""), get(ln)
+    return _fabric(fn)
+
+
+def _fab_optics_port(get: Callable[[object], float | None]) -> Callable[[Snapshot], Iterator[Sample]]:
+    def fn(fab: object) -> Iterator[Sample]:
+        for (guid, port), m in sorted(fab.optics.items()):
+            yield (guid, fab.port_label(guid, port)), get(m)
+    return _fabric(fn)
+
+
+def _fab_optics_thresholds(fab: object) -> Iterator[Sample]:
+    for (guid, port), m in sorted(fab.optics.items()):
+        label = fab.port_label(guid, port)
+        for (q, lane), lim in sorted(m.lane_limits.items()):
+            name, scale = _OPT_QUANTITY[q]
+            for level in ("high_alarm", "high_warning", "low_warning", "low_alarm"):
+                v = getattr(lim, level)
+                if v is not None and v == v and abs(v) != float("inf"):
+                    yield (guid, label, str(lane) if lane else "", name, level), v * scale
+
+
 def _fab_switch_info(fab: object) -> Iterator[Sample]:
     for guid, sw in fab.switches.items():
         yield (guid, sw.name, str(fab.levels.get(guid, 0))), 1
@@ -416,6 +443,59 @@ def _build_info(snap: Snapshot) -> Iterator[Sample]:
     yield (__version__, platform.python_version()), 1
 
 
+OPT_PORT = ("device", "port", "netdev")
+OPT_LANE = ("device", "port", "netdev", "lane")
+# threshold series: the quantity as its reading's metric names it, in that metric's unit
+_OPT_QUANTITY = {"rx_power": ("rx_power_dbm", 1.0), "tx_power": ("tx_power_dbm", 1.0),
+                 "tx_bias": ("tx_bias_amperes", 1e-3), "temperature": ("temperature_celsius", 1.0),
+                 "voltage": ("voltage_volts", 1.0)}
+
+
+def _optics(fn: Callable[[Labels, object], Iterable[Sample]]) -> Callable[[Snapshot], Iterator[Sample]]:
+    def samples(snap: Snapshot) -> Iterator[Sample]:
+        if snap.optics is None:
+            return
+        for m in snap.optics.modules:
+            yield from fn((m.device, str(m.port), m.netdev), m)
+    return samples
+
+
+def _opt_diag(lv: Labels, m: object) -> Iterator[Sample]:
+    yield lv, 1 if m.module is not None and m.module.has_readings else 0
+
+
+def _opt_info(lv: Labels, m: object) -> Iterator[Sample]:
+    d = m.module
+    if d is not None:
+        yield (*lv, d.module_class, d.identifier, d.vendor, d.part_number, d.serial), 1
+
+
+def _opt_port(get: Callable[[object], float | None]) -> Callable[[Labels, object], Iterator[Sample]]:
+    def fn(lv: Labels, m: object) -> Iterator[Sample]:
+        if m.module is not None:
+            yield lv, get(m.module)
+    return fn
+
+
+def _opt_lane(get: Callable[[object], float | None]) -> Callable[[Labels, object], Iterator[Sample]]:
+    def fn(lv: Labels, m: object) -> Iterator[Sample]:
+        if m.module is not None:
+            for n, ln in sorted(m.module.lanes.items()):
+                yield (*lv, str(n)), get(ln)
+    return fn
+
+
+def _opt_thresholds(lv: Labels, m: object) -> Iterator[Sample]:
+    if m.module is None:
+        return
+    for q, lim in sorted(m.module.limits.items()):
+        name, scale = _OPT_QUANTITY[q]
+        for level in ("high_alarm", "high_warning", "low_warning", "low_alarm"):
+            v = getattr(lim, level)
+            if v is not None:
+                yield (*lv, name, level), v * scale
+
+
 G, C = "gauge", "counter"
 
 CATALOGUE: tuple[Metric, ...] = (
@@ -494,6 +574,31 @@ CATALOGUE: tuple[Metric, ...] = (
            "(absent while down).", ND, _roce(_netdev(_speed))),
     Metric("fabricmon_netdev_up", G, "1 if the RoCE netdev's operstate is up.", ND,
            _roce(_netdev(lambda v: None if v.netdev.operstate is None else (1 if v.netdev.operstate == "up" else 0)))),
+    # Transceivers of the RDMA ports' netdevs (ethtool -m; docs/optics.md)
+    Metric("fabricmon_optics_diagnostics", G, "1 if the netdev's transceiver reports digital diagnostics, 0 when "
+           "there is no data (no module, a copper cable without DOM, a NIC that cannot read it).", OPT_PORT,
+           _optics(_opt_diag)),
+    Metric("fabricmon_optics_module_info", G, "Transceiver identity: module class (SFP, QSFP, CMIS), SFF-8024 "
+           "identifier, vendor, part and serial number.",
+           (*OPT_PORT, "module_class", "identifier", "vendor", "part_number", "serial"), _optics(_opt_info)),
+    Metric("fabricmon_optics_rx_power_dbm", G, "Receive power of the lane in dBm (floored at -40: below the "
+           "register's 0.1 uW step).", OPT_LANE, _optics(_opt_lane(lambda ln: ln.rx_power_dbm))),
+    Metric("fabricmon_optics_rx_power_watts", G, "Receive power of the lane in watts.", OPT_LANE,
+           _optics(_opt_lane(lambda ln: None if ln.rx_power_mw is None else ln.rx_power_mw * 1e-3))),
+    Metric("fabricmon_optics_tx_power_dbm", G, "Transmit power of the lane in dBm (floored at -40).", OPT_LANE,
+           _optics(_opt_lane(lambda ln: ln.tx_power_dbm))),
+    Metric("fabricmon_optics_tx_power_watts", G, "Transmit power of the lane in watts.", OPT_LANE,
+           _optics(_opt_lane(lambda ln: None if ln.tx_power_mw is None else ln.tx_power_mw * 1e-3))),
+    Metric("fabricmon_optics_tx_bias_amperes", G, "Laser bias current of the lane in amperes.", OPT_LANE,
+           _optics(_opt_lane(lambda ln: None if ln.tx_bias_ma is None else ln.tx_bias_ma * 1e-3))),
+    Metric("fabricmon_optics_temperature_celsius", G, "Transceiver temperature.", OPT_PORT,
+           _optics(_opt_port(lambda d: d.temperature_c))),
+    Metric("fabricmon_optics_voltage_volts", G, "Transceiver supply voltage.", OPT_PORT,
+           _optics(_opt_port(lambda d: d.voltage_v))),
+    Metric("fabricmon_optics_threshold", G, "The module's own alarm and warning thresholds, by the quantity they "
+           "bound (rx_power_dbm, tx_power_dbm, tx_bias_amperes, temperature_celsius, voltage_volts: the unit of "
+           "that reading's metric) and level (high_alarm, high_warning, low_warning, low_alarm).",
+           (*OPT_PORT, "quantity", "level"), _optics(_opt_thresholds)),
     # GPUDirect RDMA and GPU-NIC affinity
     Metric("fabricmon_gpudirect_rdma_path_available", G,
            "1 if this GPUDirect RDMA method is available (peermem, nv_peer_mem, dmabuf).", ("method",), _gdr),
@@ -621,6 +726,25 @@ CATALOGUE: tuple[Metric, ...] = (
     Metric("fabricmon_fabric_job_hosts_unmapped", G, "Hosts of running jobs with no CA in the fabric topology "
            "(named differently, or on another fabric): their jobs are not placed on it.", (),
            _jobs(lambda j: [((), j.unmapped_hosts)] if j.scope == "fabric" else [])),
+    Metric("fabricmon_fabric_port_optics_rx_power_dbm", G, "Receive power of the switch port's transceiver lane in "
+           "dBm (lane empty for a sensor of the whole port; ENTITY-SENSOR-MIB or CISCO-ENTITY-SENSOR-MIB).",
+           ("switch_guid", "port", "lane"), _fab_optics_lane(lambda ln: ln.rx_power_dbm)),
+    Metric("fabricmon_fabric_port_optics_tx_power_dbm", G, "Transmit power of the switch port's transceiver lane in dBm.",
+           ("switch_guid", "port", "lane"), _fab_optics_lane(lambda ln: ln.tx_power_dbm)),
+    Metric("fabricmon_fabric_port_optics_tx_bias_amperes", G, "Laser bias current of the switch port's transceiver "
+           "lane.", ("switch_guid", "port", "lane"),
+           _fab_optics_lane(lambda ln: None if ln.tx_bias_ma is None else ln.tx_bias_ma * 1e-3)),
+    Metric("fabricmon_fabric_port_optics_temperature_celsius", G, "Temperature of the switch port's transceiver.",
+           SW_PORT, _fab_optics_port(lambda m: m.temperature_c)),
+    Metric("fabricmon_fabric_port_optics_voltage_volts", G, "Supply voltage of the switch port's transceiver.",
+           SW_PORT, _fab_optics_port(lambda m: m.voltage_v)),
+    Metric("fabricmon_fabric_port_optics_threshold", G, "The switch's own alarm and warning thresholds for the "
+           "transceiver sensor, by the quantity they bound (rx_power_dbm, tx_power_dbm, tx_bias_amperes, "
+           "temperature_celsius, voltage_volts) and level (high_alarm, high_warning, low_warning, low_alarm).",
+           ("switch_guid", "port", "lane", "quantity", "level"), _fabric(_fab_optics_thresholds)),
+    Metric("fabricmon_fabric_optics_unjoined_sensors", G, "Transceiver sensors of the switch whose name names no "
+           "interface, or more than one: counted, never guessed (docs/optics.md).", ("switch_guid",),
+           _fabric(lambda fab: (((g,), n) for g, n in sorted(fab.optics_unjoined.items())))),
     # fabricmon itself
     Metric("fabricmon_source_enabled", G, "1 if the source is enabled.", ("source",),
            _sources(lambda s: 1 if s.enabled else 0, enabled_only=False)),

@@ -350,6 +350,10 @@ class FabricSection:
     last_read: dict[str, float | None] = field(default_factory=dict)
     link_state_method: str = ""      # how the last sweep read link states: "sa", "smp", "" (not read)
     sweep_method: str = ""           # how the last InfiniBand sweep read the switches: "mad", "tools" ("": not one)
+    # transceivers (sources.ethernet.optics): (guid, ifIndex) -> model.optics.ModuleDiag, and per switch
+    # the transceiver sensors that named no interface (or more than one)
+    optics: dict[Key, object] = field(default_factory=dict)
+    optics_unjoined: dict[str, int] = field(default_factory=dict)
 
     def port_label(self, guid: str, port: int) -> str:
         p = self.ports.get((guid, port))

@@ -18,8 +18,9 @@ source name:
    (imbalance over consecutive sweeps), fabric_symmetry (active uplinks against the level's norm),
    fabric_unresponsive (a switch that does not answer), fabric_routing (route balance of the latest
    forwarding tables, when a source yields LftData), fabric_sm (the subnet manager, when a source
-   yields SmData; its activity count followed between polls) and fabric_pfc (PFC storms, once a
-   sweep yielded pause frames);
+   yields SmData; its activity count followed between polls), fabric_pfc (PFC storms, once a
+   sweep yielded pause frames) and the optics checks (checks.optics, the node daemon's logic, when a
+   source yields SwitchOpticsData; each lane's baseline kept in <state_dir>/fabric_optics_baseline.json);
 4. every check's status per switch (fabricmon_fabric_check_status, OK included);
 5. this collector's shard only: a switch belongs to exactly one shard (GUID hash);
 6. the jobs each WARNING/CRITICAL finding can hurt, when a job source runs (pipeline.jobs).
@@ -27,6 +28,7 @@ source name:
 
 from __future__ import annotations
 
+import os
 import time
 from collections import deque
 from collections.abc import Callable, Mapping
@@ -35,7 +37,8 @@ from dataclasses import replace
 import structlog
 
 from fabricmon import ibspec
-from fabricmon.checks import OK, WARNING, Finding
+from fabricmon.checks import OK, Finding
+from fabricmon.checks import optics as optics_checks
 from fabricmon.checks import (
     fabric_ecmp, fabric_links, fabric_pfc, fabric_routing, fabric_sm, fabric_symmetry, fabric_unresponsive, link_errors,
 )
@@ -47,8 +50,10 @@ from fabricmon.model.fabric import (
 )
 from fabricmon.model.history import CounterHistory
 from fabricmon.model.ports import PortView
+from fabricmon.model.optics import OpticsPort, SwitchOpticsData
 from fabricmon.model.snapshot import SourceState, source_data, source_state
 from fabricmon.pipeline.jobs import FabricJobs
+from fabricmon.pipeline.optics_baseline import BaselineStore
 from fabricmon.pipeline.node import CHECKED_COUNTERS
 
 log = structlog.get_logger("fabricmon.fabric")
@@ -62,7 +67,9 @@ MAX_CHANGE_LINES = 20       # topology changes logged one by one per discovery, 
 #   forwarding_tables  a source yielded LftData
 #   subnet_manager     a source yielded SmData
 #   pause_frames       a sweep yielded PFC pause frames (SweepData.pause)
-CAPABILITIES = ("topology", "forwarding_tables", "subnet_manager", "pause_frames")
+#   transceiver_readings  a source yielded the switches' optics (SwitchOpticsData): the optics checks
+#                      (checks.optics, shared with the node daemon), per switch whose sensors were read
+CAPABILITIES = ("topology", "forwarding_tables", "subnet_manager", "pause_frames", "transceiver_readings")
 SWITCH_CHECK_MODULES = (fabric_links, fabric_ecmp, fabric_symmetry, fabric_unresponsive, fabric_routing, fabric_pfc)
 FABRIC_WIDE_CHECK_MODULES = (fabric_sm,)
 # the counter checks (checks.link_errors, shared with the node daemon) judge the sweep's counters per port
@@ -104,6 +111,9 @@ class FabricModel:
         # per switch: the last sweeps' (unanswered, queries, what failed), and the data time of its last full read
         self._reads: dict[str, deque[SweepRead]] = {}
         self._last_read: dict[str, float] = {}
+        # each switch lane's learned receive power (checks.optics), in the state directory
+        self.optics_baseline = BaselineStore(os.path.join(config.state_dir, "fabric_optics_baseline.json")
+                                             if os.path.isdir(config.state_dir) else None)
 
     # --- topology -----------------------------------------------------------------------
     def inventory(self, states: Mapping[str, SourceState]) -> Topology:
@@ -286,7 +296,8 @@ class FabricModel:
         findings += self._unresponsive(sec, now)
         for key, p in sec.ports.items():
             if p.counters and any(self.history.has((key[0], key[1], c)) for c in CHECKED_COUNTERS):
-                pv = PortView(device=key[0], port=key[1], counters=p.counters, counter_bits=dict(sweep.bits))
+                pv = PortView(device=key[0], port=key[1], counters=p.counters, counter_bits=dict(sweep.bits),
+                              rate_gbps=p.rate_bps * 8 / 1e9 if p.rate_bps else None)   # the BER budget's rate
                 label = f"{sec.switches[key[0]].name} (0x{key[0]}) port {p.label}"
                 findings += [f for f in link_errors.evaluate_port(pv, self.history, self.config, now, label=label)
                              if f.status != OK]
@@ -305,6 +316,8 @@ class FabricModel:
             pfc, self._pfc_counts = fabric_pfc.evaluate(sec.ports, sec.switches, self._pfc_counts,
                                                         eth.pfc_storm_rate, eth.pfc_storm_sweeps, new_sweep)
             findings += pfc
+        if set(optics_checks.NEEDS) <= caps:
+            findings += self._optics(states, sec, now)
         self._check_status(sec, findings, caps)
         jobs, findings = self.jobs.apply(states, sec, topo, findings)
         return {"fabric": sec, "jobs": jobs}, findings
@@ -397,12 +410,43 @@ class FabricModel:
             caps.add("subnet_manager")
         if self._reads_pause:
             caps.add("pause_frames")
+        if source_data(states, SwitchOpticsData) is not None:
+            caps.add("transceiver_readings")
         return caps
+
+    def _optics(self, states: Mapping[str, SourceState], sec: FabricSection, now: float) -> list[Finding]:
+        """The switches' transceivers (sources.ethernet.optics), judged by checks.optics, the node's logic."""
+        data = source_data(states, SwitchOpticsData)
+        if data is None:
+            return []
+        judged = []
+        for g, so in sorted(data.switches.items()):
+            sw = sec.switches.get(g)
+            if sw is None:
+                continue
+            sec.optics_unjoined[g] = len(so.unjoined)
+            for if_index, mod in sorted(so.ports.items()):
+                sec.optics[(g, if_index)] = mod
+                fp = sec.ports.get((g, if_index))
+                name = so.port_names.get(if_index) or (fp.label if fp is not None else str(if_index))
+                link = fp.link if fp is not None else None
+                peer = ""
+                if link is not None:     # printable names only (an LLDP port ID may be raw octets)
+                    rport = link.remote_port_name if link.remote_port_name.isprintable() else ""
+                    rname = link.remote_name if link.remote_name.isprintable() else ""
+                    peer = f"{rname or link.remote_guid} {rport or link.remote_port or ''}".strip()
+                judged.append(OpticsPort(g, if_index, f"switch {sw.name} {name}", mod, up=so.oper_up.get(if_index),
+                                         peer=peer, key=f"switch:{g}:{name}"))
+        findings, learn = optics_checks.evaluate(judged, self.config.checks.optics, self.optics_baseline.baseline)
+        self.optics_baseline.learn(learn, now)
+        return findings
 
     def _check_status(self, sec: FabricSection, findings: list[Finding], caps: set[str]) -> None:
         checks = [m.CHECK for m in SWITCH_CHECK_MODULES if set(m.NEEDS) <= caps]
         checks += COUNTER_CHECK_NAMES if set(COUNTER_NEEDS) <= caps else ()
         status = {(c, g): OK for g in sec.switches for c in checks}
+        if set(optics_checks.NEEDS) <= caps:     # the switches whose transceiver sensors were read
+            status.update({(c, g): OK for g in sec.optics_unjoined for c in optics_checks.CHECKS})
         for f in findings:      # a switch's findings by their own check name; fabric-wide ones (sm) with ""
             if f.device in sec.switches or f.device == "":
                 key = (f.check, f.device)

@@ -3,7 +3,7 @@ a Snapshot. Records are picked by their type, never by the name of the source th
 
 1. merge the port records (sysfs, ibstat, perfquery, iblinkinfo) into an Inventory;
 2. sample every checked counter into the CounterHistory (IB and RoCE alike, one rule);
-3. run the checks (degraded_link, link_errors, roce, gpudirect, affinity) on records + deltas;
+3. run the checks (degraded_link, link_errors, roce, optics, gpudirect, affinity) on records + deltas;
 4. name the jobs running on the node in every WARNING/CRITICAL finding (pipeline.jobs);
 5. return the typed Snapshot.
 """
@@ -19,19 +19,23 @@ from fabricmon.checks import Finding
 from fabricmon.checks import affinity as affinity_checks
 from fabricmon.checks import degraded_link, inventory as inventory_checks, link_errors
 from fabricmon.checks import gpudirect as gpudirect_checks
+from fabricmon.checks import optics as optics_checks
 from fabricmon.checks import roce as roce_checks
 from fabricmon.config import COUNTER_CHECKS, Config
 from fabricmon.model.gpu import GpuData, GpudirectFacts
 from fabricmon.model.history import CounterHistory
+from fabricmon.model.optics import OpticsData, OpticsPort, OpticsSection
 from fabricmon.model.ports import DeviceView, Inventory, PortView, merge
 from fabricmon.model.roce import NetdevData, RoceView, record_roce_counters, roce_targets
 from fabricmon.model.snapshot import GpuSection, IbSection, RoceSection, SourceState, source_data, source_state
 from fabricmon.pipeline.jobs import node_jobs
 from fabricmon.parsers.ethtool import EthtoolData
+from fabricmon.parsers.iblinkinfo import LinkData
 from fabricmon.parsers.ibstat import IbstatData
 from fabricmon.parsers.mlnx_qos import MlnxQosData
 from fabricmon.parsers.sysfs_ib import HwCountersData, SysfsData
 from fabricmon.pipeline.learned import LearnedStore
+from fabricmon.pipeline.optics_baseline import BaselineStore, baseline_path
 
 log = structlog.get_logger("fabricmon.pipeline")
 
@@ -51,11 +55,15 @@ class NodeModel:
     """Builds node snapshots; keeps the counter history between builds."""
 
     def __init__(self, config: Config, history: CounterHistory | None = None,
-                 clock: Callable[[], float] = time.time, learned: LearnedStore | None = None):
+                 clock: Callable[[], float] = time.time, learned: LearnedStore | None = None,
+                 optics_baseline: BaselineStore | None = None):
         self.config = config
         # The ports seen healthy on this node (in state_dir for the daemon and `check`; in memory
         # otherwise): one that was there and is gone is CRITICAL without any configuration.
         self.learned = learned if learned is not None else LearnedStore()
+        # Each lane's learned receive power, kept beside the learned inventory (in memory when it is).
+        self.optics_baseline = optics_baseline if optics_baseline is not None else \
+            BaselineStore(baseline_path(self.learned.path))
         self.clock = clock
         self.history = history or CounterHistory(
             horizon=max(*(c.window for c in config.checks.counters.values()), *config.roce.windows()))
@@ -135,6 +143,32 @@ class NodeModel:
                 usable=usable, ports=tuple(sorted(p.port for p in mine)) or (1,))
         return out
 
+    # --- optics -------------------------------------------------------------------------
+    def _optics(self, states: Mapping[str, SourceState], ports: Mapping[tuple[str, int], PortView],
+                now: float) -> tuple[OpticsSection | None, list[Finding]]:
+        """The modules `ethtool -m` read, judged by checks.optics (the same logic as the switches')."""
+        data = source_data(states, OpticsData)
+        if data is None:
+            return None, []
+        mods = sorted(data.modules.values(), key=lambda m: (m.device, m.port, m.netdev))
+        links = source_data(states, LinkData)
+        judged, seen = [], set()
+        for m in mods:
+            if m.module is None or not m.module.has_readings or self.config.device_excluded(m.device):
+                continue
+            if (m.device, m.port) in seen:      # one finding per port and check: the first netdev's module
+                continue
+            seen.add((m.device, m.port))
+            p = ports.get((m.device, m.port))
+            up = p.up if p is not None and p.state_id is not None else None
+            ln = links.links.get((m.device, m.port)) if links is not None else None     # the switch port opposite (IB)
+            peer = f"{ln.remote_desc} port {ln.remote_port}".strip() if ln is not None and ln.remote_desc else ""
+            judged.append(OpticsPort(m.device, m.port, f"{m.device} port {m.port} ({m.netdev})", m.module, up=up,
+                                     peer=peer, key=f"node:{m.device}:{m.port}:{m.netdev}"))
+        findings, learn = optics_checks.evaluate(judged, self.config.checks.optics, self.optics_baseline.baseline)
+        self.optics_baseline.learn(learn, now)
+        return OpticsSection(mods), findings
+
     # --- the learned inventory ------------------------------------------------------------
     def _learned(self, states: Mapping[str, SourceState], inv: Inventory,
                  ports: Mapping[tuple[str, int], PortView], now: float) -> list[Finding]:
@@ -199,6 +233,8 @@ class NodeModel:
                              eth_st.data_time if eth_st is not None and eth_st.data is not None else None,
                              hw_st.data_time if hw_st is not None and hw_st.data is not None else None)
         findings += roce_checks.evaluate(views, self.history, self.config, now)
+        optics, optics_findings = self._optics(states, ib.ports, now)
+        findings += optics_findings
 
         facts = source_data(states, GpudirectFacts)
         gpus = source_data(states, GpuData)
@@ -210,7 +246,7 @@ class NodeModel:
         gpu = GpuSection(gpudirect=gd if facts is not None else None, gpus=gpus, affinity=aff)
         jobs, findings = node_jobs(states, findings)
         return ({"ib": ib, "roce": RoceSection(views), "gpu": gpu, "inventory_known": inventory_known,
-                 "jobs": jobs, "unknown": unknown}, findings)
+                 "jobs": jobs, "unknown": unknown, "optics": optics}, findings)
 
 
 __all__ = ["NodeModel", "CHECKED_COUNTERS", "unlisted"]

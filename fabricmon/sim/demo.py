@@ -30,7 +30,7 @@ from fabricmon.config import from_dict
 from fabricmon.host import LiveIO
 
 DEMO_HOST = "node01 mlx5_0"
-FAULT_SYMBOL_ERRORS = 5000
+FAULT_SYMBOL_ERRORS = 8000          # above 4X HDR's 1e-11 critical budget (7,200 an hour)
 
 
 def demo_config(sysfs: str, port: int) -> dict:

@@ -212,7 +212,9 @@ def _status(snap, check: str, dev: str = "mlx5_0", port_: int = 1) -> int:
 
 
 def test_collector_detects_a_flap_and_symbol_errors_between_polls(tree: Path) -> None:
-    config = from_dict({"paths": {"sysfs": str(tree)}, "sources": _only_sysfs()})
+    # counts, as configured before the BER budget (tests/checks/test_ber_budget.py): this tests the collector
+    config = from_dict({"paths": {"sysfs": str(tree)}, "sources": _only_sysfs(),
+                        "checks": {"symbol_errors": {"warning": 120, "critical": 1200}}})
     clock = Clock()
     col = Pipeline(config, LiveIO(str(tree)), clock=clock)
     try:
@@ -232,7 +234,9 @@ def test_collector_detects_a_flap_and_symbol_errors_between_polls(tree: Path) ->
 
 
 def test_collector_never_computes_a_rate_from_a_saturated_counter(tree: Path) -> None:
-    config = from_dict({"paths": {"sysfs": str(tree)}, "sources": _only_sysfs()})
+    # counts, as configured before the BER budget (tests/checks/test_ber_budget.py): this tests the collector
+    config = from_dict({"paths": {"sysfs": str(tree)}, "sources": _only_sysfs(),
+                        "checks": {"symbol_errors": {"warning": 120, "critical": 1200}}})
     clock = Clock()
     col = Pipeline(config, LiveIO(str(tree)), clock=clock)
     try:
@@ -259,7 +263,9 @@ def test_collector_never_computes_a_rate_from_a_saturated_counter(tree: Path) ->
 
 def test_collector_sees_the_flap_that_saturates_link_downed(tree: Path) -> None:
     _counter(tree, "mlx5_0", 1, "link_downed", 254)
-    config = from_dict({"paths": {"sysfs": str(tree)}, "sources": _only_sysfs()})
+    # counts, as configured before the BER budget (tests/checks/test_ber_budget.py): this tests the collector
+    config = from_dict({"paths": {"sysfs": str(tree)}, "sources": _only_sysfs(),
+                        "checks": {"symbol_errors": {"warning": 120, "critical": 1200}}})
     clock = Clock()
     col = Pipeline(config, LiveIO(str(tree)), clock=clock)
     try:

@@ -213,12 +213,12 @@ def test_one_incident_one_page(sim_fabric, processes, tmp_path):
             quiet = incident("quiet fabric", lambda: time.sleep(5))
             assert quiet == {}, quiet
 
-            # 1-3. at once, each on its own port: symbol errors under checks.symbol_errors' warning (120 in its
+            # 1-3. at once, each on its own port: symbol errors under checks.symbol_errors' warning (720 in its
             # window) on leaf01 port 1, over it on leaf02 port 1, and leaf01 port 2 flapping (LinkDownedCounter
             # rises three times)
             def counters():
                 fab.set_counter("leaf01", 1, "PortCounters.SymbolErrorCounter", 100)
-                fab.set_counter("leaf02", 1, "PortCounters.SymbolErrorCounter", 500)
+                fab.set_counter("leaf02", 1, "PortCounters.SymbolErrorCounter", 1000)
                 for n in (1, 2, 3):
                     fab.set_counter("leaf01", 2, "PortCounters.LinkDownedCounter", n)
                     time.sleep(3)

@@ -9,4 +9,5 @@ LLDP neighbours).
 Importing this package registers them."""
 
 from fabricmon.sources.ethernet import discovery, sweep  # noqa: F401 - imported to register
+from fabricmon.sources.ethernet import optics  # noqa: F401,E402 - registered after the sweep
 from fabricmon.sources import cluster_jobs  # noqa: F401,E402 - slurm_jobs, kind-neutral (sources/cluster_jobs.py)
