@@ -170,6 +170,11 @@ class SnmpConfig:
     loose_files: tuple[str, ...] = ()
 
 
+# management ports carry LLDP neighbours too (GUIDE section 9): SONiC/Cumulus eth0, Dell OS10 mgmt1/1/1,
+# Arista Management1, Dell OS9 ManagementEthernet 1/1, Junos em0
+DEFAULT_EXCLUDE_PORTS: tuple[str, ...] = ("eth0", "mgmt.*", "Management.*", "em0")
+
+
 @dataclass(frozen=True, slots=True)
 class EthernetConfig:
     """fabric.ethernet: the switches of an Ethernet (RoCE) fabric, read over SNMP."""
@@ -178,6 +183,8 @@ class EthernetConfig:
     concurrency: int = 16                # switches read at once
     pfc_storm_rate: float = 1000.0       # pause frames/s on one port, priority and direction ...
     pfc_storm_sweeps: int = 2            # ... for this many sweeps in a row: a PFC storm
+    # interfaces that are never fabric ports: regexes matched whole against the ifName (else ifDescr)
+    exclude_ports: tuple[str, ...] = DEFAULT_EXCLUDE_PORTS
 
 
 @dataclass(frozen=True, slots=True)
@@ -464,7 +471,8 @@ def _switch_list(values: Any, key: str) -> tuple[str, ...]:
 def _ethernet(raw: Any, kind: str, check_paths: bool) -> EthernetConfig:
     key = "fabric.ethernet"
     d = EthernetConfig()
-    m = _mapping(raw, key, ("switches", "switches_file", "snmp", "concurrency", "pfc_storm_rate", "pfc_storm_sweeps"))
+    m = _mapping(raw, key, ("switches", "switches_file", "snmp", "concurrency", "pfc_storm_rate", "pfc_storm_sweeps",
+                            "exclude_ports"))
     if kind != "ethernet":
         if m:
             raise ConfigError(key, "set fabric.kind: ethernet to use it")
@@ -488,7 +496,24 @@ def _ethernet(raw: Any, kind: str, check_paths: bool) -> EthernetConfig:
         switches=switches, snmp=_snmp(m.get("snmp"), check_paths),
         concurrency=_int(m.get("concurrency", d.concurrency), f"{key}.concurrency", 1, 256),
         pfc_storm_rate=_number(m.get("pfc_storm_rate", d.pfc_storm_rate), f"{key}.pfc_storm_rate", 0),
-        pfc_storm_sweeps=_int(m.get("pfc_storm_sweeps", d.pfc_storm_sweeps), f"{key}.pfc_storm_sweeps", 1, 1000))
+        pfc_storm_sweeps=_int(m.get("pfc_storm_sweeps", d.pfc_storm_sweeps), f"{key}.pfc_storm_sweeps", 1, 1000),
+        exclude_ports=_regex_list(m.get("exclude_ports", list(d.exclude_ports)), f"{key}.exclude_ports"))
+
+
+def _regex_list(raw: Any, key: str) -> tuple[str, ...]:
+    """A list of regular expressions (each compiled here, so a bad one is a config error)."""
+    if not isinstance(raw, list):
+        raise ConfigError(key, f"expected a list of regular expressions, got {type(raw).__name__}")
+    out = []
+    for i, item in enumerate(raw):
+        if not isinstance(item, str):
+            raise ConfigError(f"{key}[{i}]", f"expected a regular expression (a string), got {type(item).__name__}")
+        try:
+            re.compile(item)
+        except re.error as exc:
+            raise ConfigError(f"{key}[{i}]", f"not a regular expression: {exc}") from None
+        out.append(item)
+    return tuple(out)
 
 
 def _fabric(raw: Any, state_dir: str, check_paths: bool = True) -> FabricConfig:

@@ -120,8 +120,16 @@ def _device_numa(snap: Snapshot) -> Iterator[Sample]:
 
 
 def _check_status(snap: Snapshot) -> Iterator[Sample]:
+    fab = snap.fabric
+    switches = fab.switches if fab is not None else {}
     for f in snap.findings:
-        yield (f.check, f.device, "" if f.port is None else str(f.port)), f.status
+        if f.port is None:
+            port = ""
+        elif f.device in switches:      # a fabric switch port: the label every fabric series uses (its ifName)
+            port = fab.port_label(f.device, f.port)
+        else:
+            port = str(f.port)
+        yield (f.check, f.device, port), f.status
 
 
 # --- RoCE -----------------------------------------------------------------------------------
