@@ -138,3 +138,27 @@ def test_switch_names_an_operator_can_tell_apart() -> None:
     assert switch_names(idents) == {"10.0.0.1": "sonic (10.0.0.1)", "10.0.0.2": "SONiC (10.0.0.2)",
                                     "10.0.0.3": "10.0.0.3", "10.0.0.4": "leaf01", "10.0.0.5": "spine (10.0.0.5)",
                                     "10.0.0.6": "spine (10.0.0.6)", "10.0.0.7": "switch (10.0.0.7)"}
+
+
+def test_the_map_shows_an_external_switch_apart_from_hosts() -> None:
+    """The fabric map counts a port to a bridge outside the fabric as external, not as a host."""
+    from fabricmon.config import from_dict as cfg_of
+    from fabricmon.model.fabric import DiscoveryData
+    from fabricmon.model.snapshot import SourceState
+    from fabricmon.pages.fabric_layout import layout
+    from fabricmon.pages.fabric_map import svg
+    from fabricmon.pipeline.fabric import FabricModel
+    leaf = _ident({1: {"name": "Ethernet0"}, 2: {"name": "Ethernet4"}},
+                  _rem(1, 1, "AA BB CC 00 00 01", 'STRING: "eth0"', "node01")
+                  + _rem(2, 1, "AA BB CC 00 00 02", 'STRING: "xe-0/0/1"', "border01", caps="08 00"), sys_name="leaf01")
+    d = build_graph({"10.0.0.1": leaf}, {})
+    cfg = cfg_of({"fabric": {"kind": "ethernet", "ethernet": {"switches": ["10.0.0.1"], "snmp": {"community": "x"}}}})
+    st = SourceState(name="DiscoveryData", enabled=True, interval=1, timeout=1, records=DiscoveryData, up=True,
+                     data=d, data_time=1.0, ran=True)
+    sec, findings = FabricModel(cfg, clock=lambda: 2.0).build({"discovery": st})
+    sec = sec["fabric"]
+    assert {p.role for p in sec.ports.values()} == {"host", "external"}
+    lay = layout(sec, findings)
+    (box,) = lay.switches.values()
+    assert (box.hosts, box.external) == (1, 1)
+    assert "1 hosts, 1 external" in svg(lay, sec)
