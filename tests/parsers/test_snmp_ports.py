@@ -162,3 +162,28 @@ def test_the_map_shows_an_external_switch_apart_from_hosts() -> None:
     (box,) = lay.switches.values()
     assert (box.hosts, box.external) == (1, 1)
     assert "1 hosts, 1 external" in svg(lay, sec)
+
+
+def test_an_slx_with_a_shared_ifname_exposes_no_series_twice() -> None:
+    """Two interfaces named `Ethernet 0/1` (each with a neighbour) render as two distinct series
+    of every port family; the exposition has no label set twice (before the port model: 501
+    duplicated series on a real SLX, one of each pair silently dropped by Prometheus)."""
+    from fabricmon.config import from_dict as cfg_of
+    from fabricmon.exporter.render import render
+    from fabricmon.model.fabric import DiscoveryData
+    from fabricmon.model.snapshot import BuildStats, Snapshot, SourceState
+    from fabricmon.pipeline.fabric import FabricModel
+    from helpers import duplicate_series
+    slx = _ident({201334784: {"name": "Ethernet 0/1"}, 402661376: {"name": "Ethernet 0/1"}},
+                 _rem(201334784, 1, "AA BB CC 00 00 01", 'STRING: "eth0"', "node01")
+                 + _rem(402661376, 1, "AA BB CC 00 00 02", 'STRING: "eth0"', "node02"), sys_name="slx01")
+    d = build_graph({"10.0.0.1": slx}, {})
+    cfg = cfg_of({"fabric": {"kind": "ethernet", "ethernet": {"switches": ["10.0.0.1"], "snmp": {"community": "x"}}}})
+    st = SourceState(name="DiscoveryData", enabled=True, interval=1, timeout=1, records=DiscoveryData, up=True,
+                     data=d, data_time=1.0, ran=True)
+    sections, findings = FabricModel(cfg, clock=lambda: 2.0).build({"discovery": st})
+    snap = Snapshot(time=2.0, findings=findings, sources={}, builds=BuildStats(), fabric=sections["fabric"])
+    body = render(snap).decode()
+    assert duplicate_series(body) == []
+    assert 'port="Ethernet 0/1#201334784"' in body and 'port="Ethernet 0/1#402661376"' in body
+    assert duplicate_series('a{x="1"} 1\na{x="1"} 2\n') == [("a", (("x", "1"),))]
