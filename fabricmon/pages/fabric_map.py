@@ -310,7 +310,9 @@ def switch(snap: Snapshot, query: Mapping[str, str]) -> str | None:
         errs = ", ".join(f"{k} {v}" for k, v in sorted(p.counters.items())
                          if v and (spec := ibspec.COUNTER_BY_NAME.get(k)) is not None and spec.kind != "traffic")
         why = "<br>".join([esc(f.message) for f in by_port.get(port, ())]
-                          + (["hot port of an imbalanced ECMP group"] if port in hot else []))
+                          + (["hot port of an imbalanced ECMP group"] if port in hot else [])
+                          + ([esc(f"{len(sw.neighbours[port])} LLDP neighbours: " + ", ".join(sw.neighbours[port]))]
+                             if port in sw.neighbours else []))
         rows.append(f'<tr data-port="{port}" data-state="{state_name(st)}"><td class="num">{esc(p.label)}</td><td>{p.role}</td>'
                     f'<td>{"up" if p.up else "DOWN"}</td><td>{esc(lk.rate_class)}'
                     f'{" / " + esc(p.expected) if p.expected else ""}</td>'

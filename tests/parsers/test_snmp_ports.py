@@ -7,9 +7,13 @@ from __future__ import annotations
 
 import pytest
 
+from helpers import duplicate_series
+
 from fabricmon.config import ConfigError, from_dict
-from fabricmon.model.fabric import build_topology
+from fabricmon.model.fabric import DiscoveryData, build_topology
+from fabricmon.model.snapshot import BuildStats, Snapshot, SourceState
 from fabricmon.parsers.snmp import Octets, SwitchIdentity, decode_caps, decode_id, identity_from_walks
+from fabricmon.pipeline.fabric import FabricModel
 from fabricmon.sources.ethernet.discovery import build_graph, switch_names
 
 
@@ -140,23 +144,24 @@ def test_switch_names_an_operator_can_tell_apart() -> None:
                                     "10.0.0.6": "spine (10.0.0.6)", "10.0.0.7": "switch (10.0.0.7)"}
 
 
+def _snapshot(d: DiscoveryData) -> Snapshot:
+    """The fabric collector's snapshot of one discovery (no sweep yet), built by the real model."""
+    cfg = from_dict({"fabric": {"kind": "ethernet", "ethernet": {"switches": ["10.0.0.1"], "snmp": {"community": "x"}}}})
+    st = SourceState(name="DiscoveryData", enabled=True, interval=1, timeout=1, records=DiscoveryData, up=True,
+                     data=d, data_time=1.0, ran=True)
+    sections, findings = FabricModel(cfg, clock=lambda: 2.0).build({"discovery": st})
+    return Snapshot(time=2.0, findings=findings, sources={}, builds=BuildStats(), fabric=sections["fabric"])
+
+
 def test_the_map_shows_an_external_switch_apart_from_hosts() -> None:
     """The fabric map counts a port to a bridge outside the fabric as external, not as a host."""
-    from fabricmon.config import from_dict as cfg_of
-    from fabricmon.model.fabric import DiscoveryData
-    from fabricmon.model.snapshot import SourceState
     from fabricmon.pages.fabric_layout import layout
     from fabricmon.pages.fabric_map import svg
-    from fabricmon.pipeline.fabric import FabricModel
     leaf = _ident({1: {"name": "Ethernet0"}, 2: {"name": "Ethernet4"}},
                   _rem(1, 1, "AA BB CC 00 00 01", 'STRING: "eth0"', "node01")
                   + _rem(2, 1, "AA BB CC 00 00 02", 'STRING: "xe-0/0/1"', "border01", caps="08 00"), sys_name="leaf01")
-    d = build_graph({"10.0.0.1": leaf}, {})
-    cfg = cfg_of({"fabric": {"kind": "ethernet", "ethernet": {"switches": ["10.0.0.1"], "snmp": {"community": "x"}}}})
-    st = SourceState(name="DiscoveryData", enabled=True, interval=1, timeout=1, records=DiscoveryData, up=True,
-                     data=d, data_time=1.0, ran=True)
-    sec, findings = FabricModel(cfg, clock=lambda: 2.0).build({"discovery": st})
-    sec = sec["fabric"]
+    snap = _snapshot(build_graph({"10.0.0.1": leaf}, {}))
+    sec, findings = snap.fabric, snap.findings
     assert {p.role for p in sec.ports.values()} == {"host", "external"}
     lay = layout(sec, findings)
     (box,) = lay.switches.values()
@@ -168,22 +173,20 @@ def test_an_slx_with_a_shared_ifname_exposes_no_series_twice() -> None:
     """Two interfaces named `Ethernet 0/1` (each with a neighbour) render as two distinct series
     of every port family; the exposition has no label set twice (before the port model: 501
     duplicated series on a real SLX, one of each pair silently dropped by Prometheus)."""
-    from fabricmon.config import from_dict as cfg_of
     from fabricmon.exporter.render import render
-    from fabricmon.model.fabric import DiscoveryData
-    from fabricmon.model.snapshot import BuildStats, Snapshot, SourceState
-    from fabricmon.pipeline.fabric import FabricModel
-    from helpers import duplicate_series
     slx = _ident({201334784: {"name": "Ethernet 0/1"}, 402661376: {"name": "Ethernet 0/1"}},
                  _rem(201334784, 1, "AA BB CC 00 00 01", 'STRING: "eth0"', "node01")
                  + _rem(402661376, 1, "AA BB CC 00 00 02", 'STRING: "eth0"', "node02"), sys_name="slx01")
-    d = build_graph({"10.0.0.1": slx}, {})
-    cfg = cfg_of({"fabric": {"kind": "ethernet", "ethernet": {"switches": ["10.0.0.1"], "snmp": {"community": "x"}}}})
-    st = SourceState(name="DiscoveryData", enabled=True, interval=1, timeout=1, records=DiscoveryData, up=True,
-                     data=d, data_time=1.0, ran=True)
-    sections, findings = FabricModel(cfg, clock=lambda: 2.0).build({"discovery": st})
-    snap = Snapshot(time=2.0, findings=findings, sources={}, builds=BuildStats(), fabric=sections["fabric"])
-    body = render(snap).decode()
+    body = render(_snapshot(build_graph({"10.0.0.1": slx}, {}))).decode()
     assert duplicate_series(body) == []
     assert 'port="Ethernet 0/1#201334784"' in body and 'port="Ethernet 0/1#402661376"' in body
     assert duplicate_series('a{x="1"} 1\na{x="1"} 2\n') == [("a", (("x", "1"),))]
+
+
+def test_the_switch_page_lists_every_neighbour_of_a_shared_port() -> None:
+    from fabricmon.pages.fabric_map import switch
+    leaf = _ident({1: {"name": "Ethernet0"}},
+                  _rem(1, 1, "AA BB CC 00 00 03", 'STRING: "eth1"', "node02")
+                  + _rem(1, 2, "AA BB CC 00 00 04", 'STRING: "eth1"', "node03"), sys_name="leaf01")
+    html = switch(_snapshot(build_graph({"10.0.0.1": leaf}, {})), {"guid": "0c:42:a1:00:00:01"})
+    assert "2 LLDP neighbours: node02[eth1] (aa:bb:cc:00:00:03), node03[eth1] (aa:bb:cc:00:00:04)" in html
