@@ -94,6 +94,8 @@ class SwitchNode:
     # Ethernet: ports with several LLDP neighbours (port -> every neighbour, "name[port] (chassis)"):
     # the link is one of them (a configured switch first), the others are kept here and reported
     neighbours: dict[int, tuple[str, ...]] = field(default_factory=dict)
+    # Ethernet: LAG members (port -> the LAG's name, from ifStackTable); the member is the fabric port
+    lags: dict[int, str] = field(default_factory=dict)
 
     def ports(self) -> Iterable[int]:
         """Every port number of the switch."""
@@ -127,7 +129,8 @@ def merge_discovery(base: DiscoveryData | None, new: DiscoveryData) -> Discovery
     if new.complete or base is None:
         return new
     switches = {g: SwitchNode(sw.guid, sw.name, sw.nports, sw.lid, dict(sw.links), sw.kind, dict(sw.port_names),
-                              sw.address, sw.counter_tables, dict(sw.excluded_ports), dict(sw.neighbours))
+                              sw.address, sw.counter_tables, dict(sw.excluded_ports), dict(sw.neighbours),
+                              dict(sw.lags))
                 for g, sw in base.switches.items()}
     for g, sw in new.switches.items():
         old = switches.get(g)

@@ -313,7 +313,8 @@ def switch(snap: Snapshot, query: Mapping[str, str]) -> str | None:
                           + (["hot port of an imbalanced ECMP group"] if port in hot else [])
                           + ([esc(f"{len(sw.neighbours[port])} LLDP neighbours: " + ", ".join(sw.neighbours[port]))]
                              if port in sw.neighbours else []))
-        rows.append(f'<tr data-port="{port}" data-state="{state_name(st)}"><td class="num">{esc(p.label)}</td><td>{p.role}</td>'
+        rows.append(f'<tr data-port="{port}" data-state="{state_name(st)}"><td class="num">{esc(p.label)}'
+                    f'{" (" + esc(sw.lags[port]) + ")" if port in sw.lags else ""}</td><td>{p.role}</td>'
                     f'<td>{"up" if p.up else "DOWN"}</td><td>{esc(lk.rate_class)}'
                     f'{" / " + esc(p.expected) if p.expected else ""}</td>'
                     f'<td>{esc(lk.remote_name)} [{esc(lk.remote_port_label)}]</td><td class="num">{_gbps(p.tx_rate)}</td>'

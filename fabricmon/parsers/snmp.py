@@ -45,6 +45,7 @@ WALKS: tuple[Walk, ...] = (
     Walk("lldp_local", "1.0.8802.1.1.2.1.3", "discovery"),
     Walk("lldp_remote", "1.0.8802.1.1.2.1.4.1", "discovery"),
     Walk("bridge_ports", "1.3.6.1.2.1.17.1.4.1", "discovery"),
+    Walk("if_stack", "1.3.6.1.2.1.31.1.2.1.3", "discovery"),
     Walk("if_table", "1.3.6.1.2.1.2.2.1", "sweep"),
     Walk("ifx_table", "1.3.6.1.2.1.31.1.1.1", "sweep"),
     Walk("pfc_ieee", "1.3.111.2.802.1.1.21.1.1.1", "sweep", "ieee8021-pfc"),
@@ -77,6 +78,8 @@ OIDS: tuple[OidRow, ...] = (
     OidRow("lldpRemSysCapEnabled", "1.0.8802.1.1.2.1.4.1.1.12", "lldp_remote", "lldpRem", "octets", "caps"),
     # BRIDGE-MIB dot1dBasePortIfIndex: bridge port number -> ifIndex
     OidRow("dot1dBasePortIfIndex", "1.3.6.1.2.1.17.1.4.1.2", "bridge_ports", "port", "int", "if_index"),
+    # IF-MIB ifStackTable ifStackStatus, indexed by (higher, lower) ifIndex: a LAG above its members
+    OidRow("ifStackStatus", "1.3.6.1.2.1.31.1.2.1.3", "if_stack", "ifStack", "int", "stack"),
     # IF-MIB ifTable (32-bit error and discard counters wrap)
     OidRow("ifDescr", "1.3.6.1.2.1.2.2.1.2", "if_table", "ifIndex", "string", "descr"),
     OidRow("ifType", "1.3.6.1.2.1.2.2.1.3", "if_table", "ifIndex", "int", "type"),
@@ -166,7 +169,7 @@ def _value(typ: str, text: str, want: str) -> int | str | None:
     return s
 
 
-_INDEX_LEN = {"ifIndex": 1, "ifIndex.prio": 2, "port": 1, "lldpRem": 3, "scalar": 1}
+_INDEX_LEN = {"ifIndex": 1, "ifIndex.prio": 2, "port": 1, "lldpRem": 3, "scalar": 1, "ifStack": 2}
 # walk -> (row OID -> row, the index lengths its rows have): a line finds its row by one dict lookup
 _ROW_LOOKUP = {w: ({r.oid: r for r in rows}, sorted({_INDEX_LEN[r.index] for r in rows}))
                for w, rows in ROWS_BY_WALK.items()}
@@ -335,6 +338,7 @@ class PortSet:
     labels: dict[int, str] = field(default_factory=dict)
     excluded: dict[int, str] = field(default_factory=dict)
     disambiguated: int = 0           # fabric ports whose name is shared, labelled <name>#<ifIndex>
+    lags: dict[int, str] = field(default_factory=dict)   # fabric port -> the LAG it is a member of (its name)
 
 
 @dataclass(slots=True)
@@ -348,6 +352,7 @@ class SwitchIdentity:
     bridge_ports: dict[int, int] = field(default_factory=dict)                  # dot1dBasePort -> ifIndex
     neighbours: list[LldpNeighbour] = field(default_factory=list)
     pfc_walk: str = ""               # the PFC walk the switch answers ("" none)
+    stack: set[tuple[int, int]] = field(default_factory=set)   # ifStackTable (higher, lower), active rows
 
     def base_name(self, if_index: int) -> str:
         """An interface's name: ifName, else ifDescr, else "ifIndex N"."""
@@ -384,6 +389,9 @@ class SwitchIdentity:
                 out.disambiguated += 1
             else:
                 out.labels[i] = name
+        for higher, lower in self.stack:    # a LAG's members: fabric ports that carry its name
+            if lower in out.labels and self.ifaces.get(higher, {}).get("type") == 161:
+                out.lags[lower] = self.base_name(higher)
         return out
 
     def if_index_of_lldp_port(self, num: int) -> int | None:
@@ -445,6 +453,9 @@ def identity_from_walks(texts: dict[str, str]) -> SwitchIdentity:
                     scalars[row.field] = value
             elif row.walk == "bridge_ports":
                 ident.bridge_ports[index[0]] = int(value)
+            elif row.walk == "if_stack":
+                if len(index) == 2 and value == 1 and index[0] and index[1]:    # active(1); 0: top/bottom
+                    ident.stack.add((index[0], index[1]))
             elif row.index == "port":
                 ident.lldp_ports.setdefault(index[0], {})[row.field] = value
             elif row.index == "lldpRem" and len(index) == 3:

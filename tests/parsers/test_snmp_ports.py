@@ -49,8 +49,8 @@ def test_system_capabilities_are_bits_and_text_recordings_are_unknown() -> None:
     assert decode_caps(None) is None and decode_caps(Octets(b"", True)) is None
 
 
-def _ident(ifaces: dict[int, dict], neighbours: str = "", sys_name: str = "sw", chassis: str = "0C 42 A1 00 00 01"
-           ) -> SwitchIdentity:
+def _ident(ifaces: dict[int, dict], neighbours: str = "", sys_name: str = "sw", chassis: str = "0C 42 A1 00 00 01",
+           stack: str = "") -> SwitchIdentity:
     ift = "".join(f'.1.3.6.1.2.1.2.2.1.2.{i} = STRING: "{f["name"]}"\n'
                   f".1.3.6.1.2.1.2.2.1.3.{i} = INTEGER: {f.get('type', 6)}\n" for i, f in ifaces.items())
     ifx = "".join(f'.1.3.6.1.2.1.31.1.1.1.1.{i} = STRING: "{f["name"]}"\n' for i, f in ifaces.items())
@@ -59,7 +59,7 @@ def _ident(ifaces: dict[int, dict], neighbours: str = "", sys_name: str = "sw", 
     return identity_from_walks({"system": f'.1.3.6.1.2.1.1.5.0 = STRING: "{sys_name}"\n',
                                 "lldp_local": ".1.0.8802.1.1.2.1.3.1.0 = INTEGER: 4\n"
                                               f".1.0.8802.1.1.2.1.3.2.0 = Hex-STRING: {chassis} \n",
-                                "if_table": ift, "ifx_table": ifx, "lldp_remote": neighbours})
+                                "if_table": ift, "ifx_table": ifx, "lldp_remote": neighbours, "if_stack": stack})
 
 
 def test_a_fabric_port_is_physical_and_its_label_is_unique() -> None:
@@ -190,3 +190,21 @@ def test_the_switch_page_lists_every_neighbour_of_a_shared_port() -> None:
                   + _rem(1, 2, "AA BB CC 00 00 04", 'STRING: "eth1"', "node03"), sys_name="leaf01")
     html = switch(_snapshot(build_graph({"10.0.0.1": leaf}, {})), {"guid": "0c:42:a1:00:00:01"})
     assert "2 LLDP neighbours: node02[eth1] (aa:bb:cc:00:00:03), node03[eth1] (aa:bb:cc:00:00:04)" in html
+
+
+def test_a_lags_members_are_fabric_ports_that_carry_its_name() -> None:
+    """ifStackTable puts port-channel1 above ethernet1/1/1 and 1/1/2: the members stay fabric ports
+    under their own names and carry the LAG's name (SwitchNode.lags, the switch page); the LAG is
+    no port; a VLAN above a port is no LAG; inactive rows and the 0 (top/bottom) rows are ignored."""
+    from fabricmon.pages.fabric_map import switch
+    ident = _ident({13: {"name": "ethernet1/1/1"}, 14: {"name": "ethernet1/1/2"}, 15: {"name": "ethernet1/1/3"},
+                    43: {"name": "port-channel1", "type": 161}, 47: {"name": "vlan1", "type": 135}},
+                   _rem(13, 1, "AA BB CC 00 00 01", 'STRING: "eth0"', "node01"),
+                   stack="".join(f".1.3.6.1.2.1.31.1.2.1.3.{h}.{lo} = INTEGER: {st}\n" for h, lo, st in
+                                 ((0, 43, 1), (43, 13, 1), (43, 14, 1), (43, 15, 2), (47, 15, 1), (13, 0, 1))))
+    ports = ident.fabric_ports()
+    assert set(ports.labels) == {13, 14, 15} and ports.lags == {13: "port-channel1", 14: "port-channel1"}
+    d = build_graph({"10.0.0.1": ident}, {})
+    assert d.switches["0c:42:a1:00:00:01"].lags == {13: "port-channel1", 14: "port-channel1"}
+    html = switch(_snapshot(d), {"guid": "0c:42:a1:00:00:01"})
+    assert "ethernet1/1/1 (port-channel1)</td>" in html

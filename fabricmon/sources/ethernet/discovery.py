@@ -36,7 +36,7 @@ from fabricmon.sources.ethernet.snmp import SnmpAccess, failure
 
 log = structlog.get_logger("fabricmon.fabric")
 
-IDENTITY_WALKS = ("system", "lldp_local", "lldp_remote", "bridge_ports", "if_table", "ifx_table")
+IDENTITY_WALKS = ("system", "lldp_local", "lldp_remote", "bridge_ports", "if_stack", "if_table", "ifx_table")
 
 
 def read_identity(access: SnmpAccess, io: HostIO, address: str, timeout: Callable[[], float]
@@ -50,7 +50,7 @@ def read_identity(access: SnmpAccess, io: HostIO, address: str, timeout: Callabl
         if err is not None:
             if name == "system" or err[0] == "timeout":
                 return None, err
-            continue                 # an optional table the switch refuses (BRIDGE-MIB on a router)
+            continue                 # an optional table the switch refuses (BRIDGE-MIB on a router, ifStackTable)
         texts[name] = res.stdout
     for w in PFC_WALKS:              # the first PFC MIB that answers is the one the sweep reads
         res = access.walk(io, address, w.root, timeout())
@@ -115,7 +115,7 @@ def build_graph(idents: dict[str, SwitchIdentity], unreachable: dict[str, str],
         excluded = {ident.base_name(i): why for i, why in ports.excluded.items()}
         sw = SwitchNode(guid, names[address], len(ports.labels), None, kind="ethernet", port_names=dict(ports.labels),
                         address=address, counter_tables=(ident.pfc_walk,) if ident.pfc_walk else (),
-                        excluded_ports=excluded)
+                        excluded_ports=excluded, lags=dict(ports.lags))
         on_port: dict[int, list] = {}
         for n in ident.neighbours:
             local = ident.if_index_of_lldp_port(n.local_port_num)
