@@ -160,7 +160,11 @@ def _value(typ: str, text: str, want: str) -> int | str | None:
             raise ParseError(f"not a Hex-STRING: {text[:60]!r}") from None
         if want == "octets":
             return Octets(raw, False)
-        return raw.decode("utf-8", "replace").rstrip("\x00")
+        try:                        # UTF-8 text (net-snmp prints only ASCII as STRING), else hex
+            text = raw.decode("utf-8").rstrip("\x00")
+        except UnicodeDecodeError:
+            return ":".join(f"{b:02x}" for b in raw)
+        return text if text.isprintable() else ":".join(f"{b:02x}" for b in raw)
     s = text
     if len(s) >= 2 and s[0] == '"' and s[-1] == '"':
         s = s[1:-1].replace('\\"', '"').replace("\\\\", "\\")

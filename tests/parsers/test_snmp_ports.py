@@ -39,6 +39,17 @@ def test_lldp_ids_read_by_subtype() -> None:
     assert decode_id(None, Octets(mac, False), 3, 4) == "00:1b:21:aa:bb:cc"
 
 
+def test_names_that_are_not_text_read_as_hex_never_mangled() -> None:
+    """A sysName or port description an agent sends as unprintable octets (Hex-STRING) reads as
+    hex; UTF-8 text (which net-snmp prints as Hex-STRING when it is not ASCII) as its text."""
+    ident = identity_from_walks({"lldp_remote":
+                                 ".1.0.8802.1.1.2.1.4.1.1.5.0.1.1 = Hex-STRING: 0C 42 A1 00 02 00 \n"
+                                 ".1.0.8802.1.1.2.1.4.1.1.8.0.1.1 = Hex-STRING: FF FE 01 \n"
+                                 ".1.0.8802.1.1.2.1.4.1.1.9.0.1.1 = Hex-STRING: 73 77 C3 A9 00 \n"})
+    (n,) = ident.neighbours
+    assert (n.port_desc, n.sys_name) == ("ff:fe:01", "sw\u00e9")
+
+
 def test_system_capabilities_are_bits_and_text_recordings_are_unknown() -> None:
     assert decode_caps(Octets(b"\x28\x00", False)) == {"bridge", "router"}
     assert decode_caps(Octets(b"\x20", False)) == {"bridge"}
