@@ -15,7 +15,8 @@ from fabricmon.config import Config
 from fabricmon.model.fabric import FabricPort, Link, SwitchNode
 
 REASONS = ("down", "width", "speed")
-CHECK = "fabric_link"
+CHECK = "degraded_link"          # the node's link check's name: one idea, one name
+NEEDS = ("topology",)             # the inputs it runs on (pipeline.fabric.CAPABILITIES)
 
 
 def _speed(lk: Link) -> str | int | None:
@@ -73,11 +74,10 @@ def evaluate(ports: Mapping[tuple[str, int], FabricPort], switches: Mapping[str,
         name = switches[guid].name if guid in switches else guid
         where = f'{name} port {p.label} ({p.role} to "{lk.remote_name}"[{lk.remote_port_label}])'
         if p.degraded["down"]:
-            ethernet = guid in switches and switches[guid].kind == "ethernet"
             if not p.seen_up:           # a first discovery claims no history
                 was = "no read has seen it up; the switch still lists its LLDP neighbour"
             else:
-                was = f"was up at an earlier {'sweep' if ethernet else 'discovery'}"
+                was = f"was up at an earlier {p.seen_by}"
             findings.append(Finding(CHECK, guid, port, config.checks.down_severity,
                                     f"{where}: link is down ({was}): check the cable, "
                                     f"the transceivers and both ports"))
@@ -89,4 +89,4 @@ def evaluate(ports: Mapping[tuple[str, int], FabricPort], switches: Mapping[str,
     return [f for f in findings if f.status != OK]
 
 
-__all__ = ["CHECK", "REASONS", "evaluate", "link_class_norms"]
+__all__ = ["CHECK", "NEEDS", "REASONS", "evaluate", "link_class_norms"]

@@ -116,6 +116,10 @@ class DiscoveryData:
     # is unknown (merge_discovery keeps the last complete view for it), never "gone"
     complete: bool = True
     unanswered: int = 0                                        # queries that went unanswered
+    # a link it shows is evidence that the link is up (ibnetdiscover walks only active links). Not
+    # so for LLDP's neighbour tables (an entry outlives its link by its TTL; a host need not run
+    # LLDP): there a port's state is only what a sweep reads (ifOperStatus)
+    links_are_up: bool = True
 
 
 _LINK_DETAILS = ("remote_name", "remote_lid", "width", "speed", "rate_mbps", "remote_port_name", "remote_type")
@@ -152,7 +156,7 @@ def merge_discovery(base: DiscoveryData | None, new: DiscoveryData) -> Discovery
     cas = dict(base.cas)
     cas.update({g: d or cas.get(g, "") for g, d in new.cas.items()})
     return DiscoveryData(switches=switches, cas=cas, cache_file=base.cache_file, complete=False,
-                         unanswered=new.unanswered)
+                         unanswered=new.unanswered, links_are_up=new.links_are_up)
 
 
 @dataclass(slots=True)
@@ -316,8 +320,9 @@ class FabricPort:
     pause: dict[tuple[int, str], int] = field(default_factory=dict)           # (priority, direction) -> frames
     pause_rates: dict[tuple[int, str], float] = field(default_factory=dict)   # ... -> frames/s, last two sweeps
     # an earlier read saw this port up (InfiniBand: cabled at a discovery; Ethernet: ifOperStatus up
-    # at an earlier sweep): what a down finding may claim about its history
+    # at an earlier sweep): what a down finding may claim about its history; `seen_by` names that read
     seen_up: bool = True
+    seen_by: str = "discovery"
 
     @property
     def label(self) -> str:
@@ -360,10 +365,10 @@ class FabricSection:
     check_status: dict[tuple[str, str], int] = field(default_factory=dict)     # (check, switch guid or "") -> status
     counter_scale: dict[str, int] = field(default_factory=dict)     # as SweepData.scale
     kind: str = "infiniband"         # or "ethernet"
-    unreachable: dict[str, str] = field(default_factory=dict)       # switch guid -> why it was not read
-    # unreached is not down: per switch, stale (queries unanswered in most recent sweeps) and the data
-    # time of its last sweep with every query answered (None: never)
-    stale: dict[str, bool] = field(default_factory=dict)
+    # unreached is not down: per switch, unresponsive (queries unanswered in fabric.unresponsive_sweeps of
+    # its last fabric.unresponsive_window sweeps) and the data time of its last sweep with every query
+    # answered (None: never)
+    unresponsive: dict[str, bool] = field(default_factory=dict)
     last_read: dict[str, float | None] = field(default_factory=dict)
     link_state_method: str = ""      # how the last sweep read link states: "sa", "smp", "" (not read)
 

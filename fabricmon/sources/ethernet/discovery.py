@@ -26,7 +26,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import structlog
 
-from fabricmon.config import DEFAULT_EXCLUDE_PORTS
+from fabricmon.sources.ethernet.settings import DEFAULT_EXCLUDE_PORTS
 from fabricmon.host.io import HostIO
 from fabricmon.model.fabric import DiscoveryData, Link, SwitchNode
 from fabricmon.parsers.errors import ParseError
@@ -99,7 +99,7 @@ def build_graph(idents: dict[str, SwitchIdentity], unreachable: dict[str, str],
     link is the neighbour that is a configured switch, else one that says it bridges or routes,
     else the first; a port with several keeps every one in SwitchNode.neighbours. A neighbour that
     is not a configured switch is a host, or `External` when its capabilities say bridge or router."""
-    d = DiscoveryData()
+    d = DiscoveryData(links_are_up=False)      # LLDP is no evidence of a link's state
     names = switch_names(idents)
     by_chassis: dict[str, tuple[str, SwitchIdentity]] = {}
     guid_of: dict[str, str] = {}
