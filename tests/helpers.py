@@ -77,6 +77,22 @@ def duplicate_series(body: str) -> list[tuple[str, tuple]]:
     return dups
 
 
+def repeated_series(body: str | bytes) -> list[str]:
+    """duplicate_series for fabricmon's own renderer, cheap enough to run on every render: it writes a
+    series as `name{labels sorted by name} value`, so one label set is one line prefix."""
+    text = body.decode() if isinstance(body, bytes) else body
+    seen: set[str] = set()
+    dups = []
+    for line in text.splitlines():
+        if not line or line[0] == "#":
+            continue
+        series = line[:line.rindex(" ")]
+        if series in seen:
+            dups.append(series)
+        seen.add(series)
+    return dups
+
+
 def scrape_samples(port: int, timeout: float = 5.0) -> dict:
     """GET /metrics on 127.0.0.1:port, parsed into {(name, sorted label items): value}. Every
     exposition scraped this way is also checked: no series twice with one label set."""
