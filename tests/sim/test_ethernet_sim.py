@@ -175,7 +175,8 @@ def test_a_spine_port_down_shows_in_the_next_sweep(planted) -> None:
                             reason="down") == 1
         down = [f for f in _findings(d.port) if f["check"] == "degraded_link" and f["device"] == spine01]
         assert len(down) == 1 and down[0]["status"] == 2
-        assert down[0]["message"].startswith('spine01 port Ethernet4 (down to "leaf02"[Ethernet8]): link is down')
+        assert down[0]["message"].startswith('spine01 port Ethernet4 (down to "leaf02"[Ethernet8]): link is down '
+                                             '(was up at an earlier sweep)')
     finally:
         fab.set_oper_status("spine01", "Ethernet4", 1)
     wait_for_scrape(d.port, lambda s: sample_value(s, "fabricmon_fabric_port_up", switch_guid=spine01,
