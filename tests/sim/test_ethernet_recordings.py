@@ -1,15 +1,15 @@
 """The Ethernet collector against real switches: LibreNMS's recordings of an Arista EOS, a Dell
-OS10, a Dell Enterprise SONiC, a Dell OS9 and a Junos QFX switch (tests/fixtures/snmprec/librenms,
-PROVENANCE.md there), served by the real snmpsim, read by the real collector over SNMPv2c, asserted
-over real HTTP against what the files hold.
+OS10, a Dell Enterprise SONiC, a Dell OS9, a Junos QFX, an Extreme SLX and a Cisco NX-OS switch
+(five vendors; tests/fixtures/snmprec/librenms, PROVENANCE.md there), served by the real snmpsim,
+read by the real collector over SNMPv2c, asserted over real HTTP against what the files hold.
 
 What the files hold and the collector must get right (docs/ethernet.md): only physical ports are
 fabric ports (LAGs, VLAN interfaces, loopbacks, tunnels, Junos logical units and management ports
 are not); `port_up` is ifOperStatus on every fabric port, neighbour or not; LLDP IDs are decoded by
 their subtype (a MAC written as text or as octets reads aa:bb:cc:dd:ee:ff, a local port ID as its
-text); the text-recorded lldpRemSysCapEnabled is unknown (so those neighbours are hosts); the
-five switches share the sanitised sysName "<private>", so each is named with its address; and no
-series is written twice. The recordings' counters are static."""
+text); the text-recorded lldpRemSysCapEnabled is unknown (so those neighbours are hosts); a name
+two fabric ports share is labelled apart (SLX); the seven switches share the sanitised sysName
+"<private>", so each is named with its address; and no series is written twice. The recordings' counters are static."""
 
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ from helpers import REPO, duplicate_series, sample_value, scrape_text, unavailab
 from fabricmon.sim.ethernet import SnmpSimFabric, recorded, tools_available
 
 DIR = REPO / "tests" / "fixtures" / "snmprec" / "librenms"
-VENDORS = ("arista_eos_vrf", "dell-os10", "dell-sonic", "dnos", "junos_qfx5100")
+VENDORS = ("arista_eos_vrf", "dell-os10", "dell-sonic", "dnos", "junos_qfx5100", "slxos_slx9150", "nxos_n3k-3064pq")
 SWEEP = 2.0
 
 
@@ -43,8 +43,9 @@ def column(rec: dict, prefix: str) -> dict[int, str]:
 
 
 def physical(rec: dict) -> dict[int, str]:
-    """What the files hold, by the rule of docs/ethernet.md: ifIndex -> name of each fabric port
-    (ifType 6, ifConnectorPresent not false, not a management port)."""
+    """What the files hold, by the rule of docs/ethernet.md: ifIndex -> label of each fabric port
+    (ifType 6, ifConnectorPresent not false, not a management port): its name, or `name#ifIndex`
+    where two fabric ports share the name."""
     types = column(rec, "1.3.6.1.2.1.2.2.1.3")
     names = column(rec, "1.3.6.1.2.1.31.1.1.1.1")
     descr = column(rec, "1.3.6.1.2.1.2.2.1.2")
@@ -54,7 +55,8 @@ def physical(rec: dict) -> dict[int, str]:
         name = names.get(i) or descr.get(i) or f"ifIndex {i}"
         if t == "6" and conn.get(i) != "2" and not re.fullmatch(r"eth0|mgmt.*|Management.*|em0", name):
             out[i] = name
-    return out
+    shared = {n for n in out.values() if list(out.values()).count(n) > 1}
+    return {i: f"{n}#{i}" if n in shared else n for i, n in out.items()}
 
 
 def _require() -> None:
@@ -132,6 +134,15 @@ def test_only_physical_ports_are_fabric_ports_and_their_state_is_ifoperstatus(re
                                            "xe-0/0/2", "xe-0/0/3", "xe-0/0/4", "xe-0/0/5"]
     assert len(by["dnos"]) == 94 and not any(p.startswith(("Port-channel", "Vlan", "Management", "NULL"))
                                              for p in by["dnos"])
+    # Extreme SLX: 25 names that two fabric ports share (IF-MIB does not promise a unique ifName), each
+    # labelled name#ifIndex; a name whose twin has no connector stays plain
+    slx = by["slxos_slx9150"]
+    assert len(slx) == 77 and sum("#" in p for p in slx) == 50
+    assert {"Ethernet 0/3#201351168", "Ethernet 0/3#201351488", "Ethernet 0/1"} <= set(slx)
+    assert not any(p.startswith(("Port-channel", "Loopback", "eth0", "Ethernet 0/1#")) for p in slx)
+    # Cisco NX-OS: the ten ports with a connector; mgmt0 and port-channel10 are no fabric ports
+    nxos = by["nxos_n3k-3064pq"]
+    assert len(nxos) == 10 and "mgmt0" not in nxos and "port-channel10" not in nxos
     # up with no LLDP neighbour (SONiC Eth1/1 has none): up, not down; a down port reads down
     links = _series(s, "fabricmon_fabric_link_info", fab.endpoints["dell-sonic"])
     assert links["Eth1/1"]["role"] == "unconnected" and by["dell-sonic"]["Eth1/1"]["value"] == 1
@@ -165,6 +176,15 @@ def test_lldp_ids_are_decoded_by_subtype_and_every_neighbour_is_a_host_or_a_swit
     junos = _series(s, "fabricmon_fabric_link_info", fab.endpoints["junos_qfx5100"])
     assert (junos["xe-0/0/0"]["remote_guid"], junos["xe-0/0/0"]["remote_port"], junos["xe-0/0/0"]["remote_name"]) == \
         ("50:c5:8d:12:34:56", "2150", "devicea")
+    # NX-OS: a Hex-STRING MAC chassis ID, a port ID by name
+    nxos = _series(s, "fabricmon_fabric_link_info", fab.endpoints["nxos_n3k-3064pq"])
+    assert (nxos["Ethernet1/49"]["remote_guid"], nxos["Ethernet1/49"]["remote_port"], nxos["Ethernet1/49"]["role"]) \
+        == ("18:e7:28:92:28:78", "Ethernet1/49", "host")
+    # SLX: LLDP local port 3 is the second of the two "Ethernet 0/3" (BRIDGE-MIB: ifIndex 201351488); its
+    # neighbour is on that one, not on both, and no neighbour is lost to a shared name
+    slx = _series(s, "fabricmon_fabric_link_info", fab.endpoints["slxos_slx9150"])
+    assert slx["Ethernet 0/3#201351488"]["role"] == "host" and slx["Ethernet 0/3#201351168"]["role"] == "unconnected"
+    assert sum(1 for v in slx.values() if v["role"] != "unconnected") == 31
     # every label printable, no MAC as mangled text, no empty ID as "0"
     for k, v in s.items():
         if k[0] == "fabricmon_fabric_link_info":
