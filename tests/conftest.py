@@ -97,6 +97,41 @@ def _sim_marker_guard(request):
                     "request the sim_fabric fixture or mark it @pytest.mark.sim", pytrace=False)
 
 
+# Never two series with one label set (Prometheus keeps one of them silently): every exposition the
+# suite renders in process (each Daemon's /metrics, `fabricmon check`, the goldens, the bundles) goes
+# through Renderer.render, which is wrapped here; the test that rendered one fails.
+_repeated: list[str] = []
+
+
+def _guard_renderer() -> None:
+    from fabricmon.exporter.render import Renderer
+    from helpers import repeated_series
+    if getattr(Renderer.render, "guarded", False):
+        return
+    real = Renderer.render
+
+    def render(self, snap):
+        body = real(self, snap)
+        dups = repeated_series(body)
+        if dups:
+            _repeated.append(f"{len(dups)} series twice, e.g. {dups[:3]}")
+        return body
+    render.guarded = True
+    Renderer.render = render
+
+
+@pytest.fixture(autouse=True)
+def _no_series_twice():
+    """Fails a test during which an exposition was rendered with a series twice."""
+    _guard_renderer()
+    _repeated.clear()
+    yield
+    if _repeated:
+        found, _repeated[:] = list(_repeated), []
+        pytest.fail("an exposition rendered during this test has a series twice with one label set: "
+                    + "; ".join(found[:3]), pytrace=False)
+
+
 def pytest_terminal_summary(terminalreporter) -> None:
     if _guard is not None:
         line = (f"sim guard: ibsim started {sum(_guard.by_test.values())} time(s), "

@@ -91,7 +91,8 @@ def ethernet_discovery() -> DiscoveryData:
         sp.links[7] = Link(7, ELEAF, port, "Switch", "leaf01", None, None, rate_mbps=mbps,
                            remote_port_name=names[port])
         switches[guid] = sp
-    return DiscoveryData(switches=switches, cas={"host01": "host01"})
+    # LLDP: its links are no evidence of their state (sources/ethernet/discovery.py says so too)
+    return DiscoveryData(switches=switches, cas={"host01": "host01"}, links_are_up=False)
 
 
 def test_ethernet_ports_are_named_speeds_compare_in_mbps_and_the_sweep_state_is_fresh() -> None:
@@ -115,11 +116,31 @@ def test_ethernet_ports_are_named_speeds_compare_in_mbps_and_the_sweep_state_is_
     assert busy.tx_rate == 1000.0                           # octets are bytes (scale 1), not 4-octet words
     msgs = [f.message for f in findings if f.check == "degraded_link"]
     assert any('leaf01 port Ethernet12 (up to "spine03"[Ethernet0]): runs at 100G, below the 400G' in m for m in msgs)
-    assert any('leaf01 port Ethernet8 (up to "spine02"[Ethernet0]): link is down' in m for m in msgs)
+    # the first sweep read it up: its history is that sweep's, not the discovery's
+    assert any('leaf01 port Ethernet8 (up to "spine02"[Ethernet0]): link is down (was up at an earlier sweep)'
+               in m for m in msgs), msgs
     text = render(Snapshot(time=11.0, findings=findings, sources={}, builds=BuildStats(), fabric=sec)).decode()
     assert 'fabricmon_fabric_port_up{port="Ethernet8",switch_guid="leaf-chassis"} 0.0' in text
     assert 'fabricmon_fabric_port_transmit_bytes_total{port="Ethernet4",switch_guid="leaf-chassis"} 11000.0' in text
     assert 'remote_port="Ethernet0"' in text
+
+
+def test_an_lldp_discovery_is_no_evidence_of_a_ports_state() -> None:
+    """Issue 26: an LLDP neighbour's absence never means down. A port a sweep read up stays up when its
+    neighbour leaves a complete discovery (InfiniBand's discovery, links_are_up, would take it down)."""
+    from fabricmon.model.fabric import SweepData
+    model = FabricModel(from_dict({}, check_paths=False))
+    sweep = SweepData(link_up={(ELEAF, p): True for p in SPINES}, scale={"transmit_bytes": 1})
+    model.build({"discovery": state(DiscoveryData, ethernet_discovery(), 1.0), "sweep": state(SweepData, sweep, 2.0)})
+    gone = ethernet_discovery()
+    del gone.switches[ELEAF].links[1003]                  # spine02 no longer listed by LLDP (TTL ran out)
+    sec, findings = model.build({"discovery": state(DiscoveryData, gone, 3.0), "sweep": state(SweepData, sweep, 2.0)})
+    p = sec["fabric"].ports[(ELEAF, 1003)]
+    assert p.up and not p.degraded.get("down"), p
+    assert not [f for f in findings if f.check == "degraded_link" and f.port == 1003]
+    ib = FabricModel(from_dict({}, check_paths=False))   # InfiniBand: a link ibnetdiscover walks is up
+    sec, _ = ib.build({"discovery": state(DiscoveryData, discovery(), 1.0)})
+    assert sec["fabric"].ports[(LEAF, 2)].up
 
 
 def test_a_32_bit_counter_that_wraps_is_a_wrap_and_a_drop_is_a_reset() -> None:

@@ -42,7 +42,8 @@ def _collector(tmp: Path, addresses: list[str]):
                      "fabric": {"port": 0, "kind": "ethernet", "sweep_interval": SWEEP, "discovery_interval": 300,
                                 "timeouts": {"sweep": 8, "discovery": 20},
                                 "thresholds": {"consecutive_sweeps": 2, "utilisation_floor": 0.1},
-                                "sources": {"slurm_jobs": {"enabled": True}},     # at fabric.sweep_interval
+                                # slurm_jobs runs once per sweep (fabric.sweep_interval is its interval too)
+                                "sources": {"slurm_jobs": {"enabled": True}},
                                 "ethernet": {"switches": addresses,
                                              "snmp": {"community_file": str(comm), "timeout": 0.5, "retries": 0}}}})
     assert cfg.fabric.sources["slurm_jobs"].enabled is True          # accepted with kind: ethernet
