@@ -441,10 +441,12 @@ class FabricModel:
                 continue
             sec.optics_unjoined[g] = len(so.unjoined)
             for if_index, mod in sorted(so.ports.items()):
-                sec.optics[(g, if_index)] = mod
                 fp = sec.ports.get((g, if_index))
-                name = so.port_names.get(if_index) or (fp.label if fp is not None else str(if_index))
-                link = fp.link if fp is not None else None
+                if fp is None:      # no fabric port (an empty cage, a management port, a LAG): no readings of it
+                    continue
+                sec.optics[(g, if_index)] = mod
+                name = so.port_names.get(if_index) or fp.label
+                link = fp.link
                 peer = ""
                 if link is not None:     # printable names only (an LLDP port ID may be raw octets)
                     rport = link.remote_port_name if link.remote_port_name.isprintable() else ""

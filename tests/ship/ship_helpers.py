@@ -135,6 +135,23 @@ def start_prometheus(processes: Processes, tmp_path: Path, scrape_configs: list[
     return prom
 
 
+
+def start_alertmanager(processes: Processes, tmp_path: Path, cfg: dict) -> int:
+    """The real prometheus-alertmanager with `cfg` on a loopback port, no cluster; its port once ready."""
+    exe = require_tool("prometheus-alertmanager", "prometheus-alertmanager")
+    path = tmp_path / "alertmanager.yml"
+    path.write_text(json.dumps(cfg))           # JSON is YAML
+    port = free_port()
+    p = processes.start("alertmanager", [exe, f"--config.file={path}", f"--storage.path={tmp_path / 'am'}",
+                                         f"--web.listen-address=127.0.0.1:{port}", "--cluster.listen-address=",
+                                         "--log.level=warn"])
+
+    def ready():
+        assert p.poll() is None, processes.log(p)
+        return http_get(f"http://127.0.0.1:{port}/-/ready") is not None
+    wait_until(ready, 30, "alertmanager ready")
+    return port
+
 def start_replay_daemon(processes: Processes, bundle: str) -> int:
     """`fabricmon run --replay <bundle>` on a free loopback port; returns the port once /metrics answers."""
     port = free_port()

@@ -30,7 +30,8 @@ import yaml
 from fabricmon.deploy import ALERTMANAGER, RULES
 from fabricmon.sim.fabric import fat_tree_netfile
 from helpers import fabric_collector
-from ship_helpers import FABRICMON, ROOT, free_port, http_get, require_tool, start_prometheus, wait_until
+from ship_helpers import (FABRICMON, ROOT, free_port, http_get, require_tool, start_alertmanager,
+                          start_prometheus, wait_until)
 
 pytestmark = pytest.mark.sim
 
@@ -106,27 +107,15 @@ def shorten_for(text: str) -> str:
     return re.sub(r"^(\s+for:) (\d+)([smh])$", cut, text, flags=re.M)
 
 
-def start_alertmanager(processes, tmp_path, webhook_port: int) -> int:
+def shipped_alertmanager(processes, tmp_path, webhook_port: int) -> int:
     """The shipped example with its receiver pointed at the test's webhook and its waits cut."""
-    exe = require_tool("prometheus-alertmanager", "prometheus-alertmanager")
     cfg = yaml.safe_load(ALERTMANAGER.read_text())
     cfg["receivers"] = [{"name": r["name"], "webhook_configs": [
         {"url": f"http://127.0.0.1:{webhook_port}/", "send_resolved": True}]} for r in cfg["receivers"]]
     cfg["route"].update(group_wait="2s", group_interval="2s", repeat_interval="1h")
     for r in cfg["route"]["routes"]:
         r.update(group_wait="2s", group_interval="2s")
-    path = tmp_path / "alertmanager.yml"
-    path.write_text(yaml.safe_dump(cfg))
-    port = free_port()
-    p = processes.start("alertmanager", [exe, f"--config.file={path}", f"--storage.path={tmp_path / 'am'}",
-                                         f"--web.listen-address=127.0.0.1:{port}", "--cluster.listen-address=",
-                                         "--log.level=warn"])
-
-    def ready():
-        assert p.poll() is None, processes.log(p)
-        return http_get(f"http://127.0.0.1:{port}/-/ready") is not None
-    wait_until(ready, 30, "alertmanager ready")
-    return port
+    return start_alertmanager(processes, tmp_path, cfg)
 
 
 def start_node(processes, fab, host: str, tmp_path) -> int:
@@ -185,7 +174,7 @@ def test_one_incident_one_page(sim_fabric, processes, tmp_path):
     results: dict[str, dict[str, list[dict]]] = {}
     try:
         with fabric_collector(fab, tmp_path / "collector", COLLECTOR, journal=False) as collector:
-            am = start_alertmanager(processes, tmp_path, pager.port)
+            am = shipped_alertmanager(processes, tmp_path, pager.port)
             rules = tmp_path / "fabricmon.rules.yml"
             rules.write_text(shorten_for(RULES.read_text()))
             prom = start_prometheus(processes, tmp_path, [

@@ -22,7 +22,7 @@ import yaml
 
 from fabricmon.sim.fabric import fat_tree_netfile
 from ship_helpers import (FABRICMON, ROOT, free_port, http_get, make_apt_packages, require_tool, start_prometheus,
-                          wait_until, load_generator)
+                          start_alertmanager, wait_until, load_generator)
 
 build_rules = load_generator("prometheus/build_rules.py")
 
@@ -94,26 +94,14 @@ def start_daemon(processes, fabric, host: str, tmp_path) -> int:
     return port
 
 
-def start_alertmanager(processes, tmp_path, webhook_port: int) -> int:
-    exe = require_tool("prometheus-alertmanager", "prometheus-alertmanager")
-    cfg = {
+def grouping_alertmanager(processes, tmp_path, webhook_port: int) -> int:
+    """Alertmanager grouping by alert and port, its waits cut."""
+    return start_alertmanager(processes, tmp_path, {
         "route": {"receiver": "test", "group_by": ["alertname", "instance", "device", "port"],
                   "group_wait": "1s", "group_interval": "1s", "repeat_interval": "1h"},
         "receivers": [{"name": "test", "webhook_configs": [
             {"url": f"http://127.0.0.1:{webhook_port}/", "send_resolved": True}]}],
-    }
-    path = tmp_path / "alertmanager.yml"
-    path.write_text(yaml.safe_dump(cfg))
-    port = free_port()
-    p = processes.start("alertmanager", [exe, f"--config.file={path}", f"--storage.path={tmp_path / 'am'}",
-                                         f"--web.listen-address=127.0.0.1:{port}", "--cluster.listen-address=",
-                                         "--log.level=warn"])
-
-    def ready():
-        assert p.poll() is None, processes.log(p)
-        return http_get(f"http://127.0.0.1:{port}/-/ready") is not None
-    wait_until(ready, 30, "alertmanager ready")
-    return port
+    })
 
 
 def test_port_down_pages_and_resolves(sim_fabric, processes, webhook, tmp_path):
@@ -122,7 +110,7 @@ def test_port_down_pages_and_resolves(sim_fabric, processes, webhook, tmp_path):
     fabric = sim_fabric(fat_tree_netfile(spines=1, leaves=1, hosts_per_leaf=2, degraded={f"{DEGRADED}[1]": "1x"}))
     healthy = start_daemon(processes, fabric, HEALTHY, tmp_path)
     degraded = start_daemon(processes, fabric, DEGRADED, tmp_path)
-    am = start_alertmanager(processes, tmp_path, webhook.port)
+    am = grouping_alertmanager(processes, tmp_path, webhook.port)
 
     # the shipped rules with every `for:` shortened to 2s
     rules = tmp_path / "fabricmon.rules.yml"
@@ -192,7 +180,7 @@ def test_fabric_alert_names_its_jobs(processes, webhook, tmp_path):
         assert p.poll() is None, processes.log(p)
         return b"fabricmon_fabric_finding_job_info{" in (http_get(f"http://127.0.0.1:{port}/metrics") or b"")
     wait_until(served, 30, "the fabric collector replaying the fat tree")
-    am = start_alertmanager(processes, tmp_path, webhook.port)
+    am = grouping_alertmanager(processes, tmp_path, webhook.port)
     rules = tmp_path / "fabricmon.rules.yml"
     rules.write_text(re.sub(r"^(\s+for:) \S+$", r"\1 2s", build_rules.build(), flags=re.M))
     start_prometheus(processes, tmp_path, [{"job_name": "fabricmon-fabric", "static_configs": [
