@@ -166,6 +166,7 @@ class SnmpConfig:
     timeout: float = 2.0                 # seconds per request (net-snmp -t)
     retries: int = 1                     # net-snmp -r
     max_repetitions: int = 25            # GETBULK: values per answer (net-snmp -Cr)
+    max_rows: int = 50000                # rows of one table column a walk reads at most (a broken agent's end)
     # secret files found group- or world-readable (warned about once at start)
     loose_files: tuple[str, ...] = ()
 
@@ -398,7 +399,7 @@ def _snmp(raw: Any, check_paths: bool) -> SnmpConfig:
     d = SnmpConfig()
     m = _mapping(raw, key, ("version", "community", "community_file", "user", "auth_protocol", "auth_password",
                             "auth_password_file", "priv_protocol", "priv_password", "priv_password_file", "context",
-                            "timeout", "retries", "max_repetitions"))
+                            "timeout", "retries", "max_repetitions", "max_rows"))
     version = str(m.get("version", d.version))
     if version not in ("2c", "3"):
         raise ConfigError(f"{key}.version", f"expected \"2c\" or \"3\", got {m.get('version')!r}")
@@ -438,6 +439,7 @@ def _snmp(raw: Any, check_paths: bool) -> SnmpConfig:
         context=context, timeout=_number(m.get("timeout", d.timeout), f"{key}.timeout", 0.1),
         retries=_int(m.get("retries", d.retries), f"{key}.retries", 0, 10),
         max_repetitions=_int(m.get("max_repetitions", d.max_repetitions), f"{key}.max_repetitions", 1, 1000),
+        max_rows=_int(m.get("max_rows", d.max_rows), f"{key}.max_rows", 1, 10_000_000),
         loose_files=tuple(loose))
 
 

@@ -1,0 +1,363 @@
+"""SNMPv3's User-based Security Model for the in-process client (host.snmp): engine discovery,
+keys localised once per switch, HMAC authentication and DES/AES privacy.
+
+What it implements: RFC 3414 (USM: password to key, key localisation, HMAC-MD5-96 and
+HMAC-SHA-96, CBC-DES, the timeliness window), RFC 7860 (HMAC-SHA-2: 224/128, 256/192, 384/256,
+512/384 bits) and RFC 3826 (CFB128-AES-128). AES-192 and AES-256 are not in an RFC: their keys
+are extended as in draft-blumenthal-aes-usm-04 (Kul || H(Kul) ...), which is what net-snmp's
+`-x AES-192/AES-256` does (and snmpsim's `AES192BLMT`/`AES256BLMT`); the other scheme (the Reeder
+3DES draft, net-snmp's `AES-256-C`, snmpsim's plain `AES256`, Cisco's) is not the configured one.
+The protocol names are the config's (config.SNMP_AUTH_PROTOCOLS, SNMP_PRIV_PROTOCOLS).
+
+HMAC and the hashes are the standard library's; AES and DES come from the `cryptography`
+package (the one runtime dependency added for SNMPv3: the standard library has no block cipher).
+Without it, or without DES in it, `supported()` says why and the collector falls back to
+net-snmp's tools (sources.ethernet.snmp).
+
+Secrets: the pass phrases are turned into keys (Ku) once when a Usm is made and are not kept;
+the keys live only in this object (repr shows none), never in an error message, a log line or a
+recorded argv. Localised keys (Kul) are cached per engine ID; an agent's engine ID, boots and
+time are cached per address, so a sweep costs no discovery after the first.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import os
+import threading
+import time
+from dataclasses import dataclass, field
+
+from fabricmon.host.snmp import (
+    OCTET_STRING, SEQUENCE, BerError, Response, _header, _int_at, decode_pdu, encode_integer, oid_text, tlv,
+)
+
+# auth protocol -> (hash name, MAC length in octets)
+AUTH = {"MD5": ("md5", 12), "SHA": ("sha1", 12), "SHA224": ("sha224", 16), "SHA256": ("sha256", 24),
+        "SHA384": ("sha384", 32), "SHA512": ("sha512", 48)}
+# priv protocol -> key length in octets (DES: 8 key + 8 pre-IV)
+PRIV = {"DES": 16, "AES": 16, "AES192": 24, "AES256": 32}
+VERSION_3 = 3
+USM = 3
+FLAG_AUTH, FLAG_PRIV, FLAG_REPORTABLE = 0x01, 0x02, 0x04
+REPORT = 0xA8
+MAX_SIZE = 65507
+TIME_WINDOW = 150            # seconds (RFC 3414 3.2 step 7)
+# usmStats counters an agent reports (1.3.6.1.6.3.15.1.1.N.0)
+USM_STATS = "1.3.6.1.6.3.15.1.1."
+USM_REPORTS = {1: "usmStatsUnsupportedSecLevels", 2: "usmStatsNotInTimeWindows", 3: "usmStatsUnknownUserNames",
+               4: "usmStatsUnknownEngineIDs", 5: "usmStatsWrongDigests", 6: "usmStatsDecryptionErrors"}
+NOT_IN_TIME_WINDOW, UNKNOWN_ENGINE_ID = 2, 4
+_KEY_CACHE_MAX = 4096
+
+try:                                           # the one optional import (pyproject lists it)
+    from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
+    try:                                       # where cryptography 43 and later keep them
+        from cryptography.hazmat.decrepit.ciphers.algorithms import TripleDES
+    except ImportError:
+        TripleDES = getattr(algorithms, "TripleDES", None)
+    try:
+        from cryptography.hazmat.decrepit.ciphers.modes import CFB
+    except ImportError:
+        CFB = modes.CFB
+    _CRYPTO_ERROR = ""
+except ImportError as exc:                     # pragma: no cover - exercised by the fallback test's monkeypatch
+    Cipher = algorithms = modes = TripleDES = CFB = None
+    _CRYPTO_ERROR = f"the cryptography package is not installed ({exc})"
+
+
+def supported(priv_protocol: str) -> tuple[bool, str]:
+    """Whether this process can speak SNMPv3 with that privacy protocol: (yes, "") or (no, why)."""
+    if _CRYPTO_ERROR:
+        return False, _CRYPTO_ERROR
+    if priv_protocol == "DES" and TripleDES is None:
+        return False, "this cryptography package has no DES"
+    return True, ""
+
+
+def password_to_key(password: bytes, hash_name: str) -> bytes:
+    """Ku (RFC 3414 A.2): the hash of the pass phrase repeated to 1 MiB."""
+    if not password:
+        raise ValueError("empty pass phrase")
+    return hashlib.new(hash_name, (password * ((1 << 20) // len(password) + 1))[:1 << 20]).digest()
+
+
+def localize(ku: bytes, engine_id: bytes, hash_name: str) -> bytes:
+    """Kul (RFC 3414 A.2.2): H(Ku || engineID || Ku)."""
+    return hashlib.new(hash_name, ku + engine_id + ku).digest()
+
+
+def priv_key(ku: bytes, engine_id: bytes, hash_name: str, length: int) -> bytes:
+    """The localised privacy key, extended when the hash is shorter than the cipher needs
+    (draft-blumenthal-aes-usm-04 3.1.2.1: Kul || H(Kul) || H(Kul || H(Kul)) ...)."""
+    key = localize(ku, engine_id, hash_name)
+    while len(key) < length:
+        key += hashlib.new(hash_name, key).digest()
+    return key[:length]
+
+
+class UsmError(BerError):
+    """A v3 message that is well-formed but cannot be accepted (wrong digest, unknown engine...)."""
+
+
+@dataclass(slots=True)
+class Engine:
+    """What we know of one agent's SNMP engine (RFC 3414 2.3: the non-authoritative side's cache)."""
+    engine_id: bytes
+    boots: int
+    time: int
+    learned: float                  # time.monotonic() when `time` was current
+    auth_key: bytes = field(default=b"", repr=False)
+    priv_key: bytes = field(default=b"", repr=False)
+
+    def now(self, at: float) -> int:
+        return max(0, min(0x7FFFFFFF, self.time + int(at - self.learned)))
+
+
+@dataclass(slots=True)
+class V3Message:
+    msg_id: int
+    flags: int
+    engine_id: bytes
+    boots: int
+    time: int
+    authenticated: bool
+    pdu: Response | None            # None: encrypted and not ours to read
+
+
+class Usm:
+    """One user's credentials as keys, and the engines it has met (by address). Thread-safe for
+    the caches; one walk_many call drives one address at a time."""
+
+    def __init__(self, user: str, auth_protocol: str, auth_password: str, priv_protocol: str,
+                 priv_password: str, context: str = ""):
+        if auth_protocol not in AUTH:
+            raise ValueError(f"unknown SNMPv3 auth protocol {auth_protocol!r}")
+        if priv_protocol not in PRIV:
+            raise ValueError(f"unknown SNMPv3 privacy protocol {priv_protocol!r}")
+        ok, why = supported(priv_protocol)
+        if not ok:
+            raise RuntimeError(why)
+        self.user = user.encode()
+        self.context = context.encode()
+        self.auth_protocol, self.priv_protocol = auth_protocol, priv_protocol
+        self.hash_name, self.mac_len = AUTH[auth_protocol]
+        self._digest = getattr(hashlib, self.hash_name)
+        self._auth_ku = password_to_key(auth_password.encode(), self.hash_name)
+        self._priv_ku = password_to_key(priv_password.encode(), self.hash_name)
+        self._keys: dict[bytes, tuple[bytes, bytes]] = {}
+        self.engines: dict[str, Engine] = {}
+        self._lock = threading.Lock()
+        self._salt = int.from_bytes(os.urandom(8), "big")
+        self.localisations = 0      # how many engine IDs keys were localised for (tests, bench)
+
+    def __repr__(self) -> str:
+        return f"Usm(user={self.user.decode()!r}, auth={self.auth_protocol}, priv={self.priv_protocol})"
+
+    def argv(self) -> tuple[str, ...]:
+        """How a recorded walk names the security (no user, no secret)."""
+        out = ("-v3", "-l", "authPriv", "-a", self.auth_protocol, "-x", self.priv_protocol)
+        return out + ("-n", self.context.decode()) if self.context else out
+
+    # --- engines and keys -------------------------------------------------------------------
+
+    def engine(self, address: str) -> Engine | None:
+        return self.engines.get(address)
+
+    def learn(self, address: str, engine_id: bytes, boots: int, engine_time: int, now: float) -> Engine:
+        """An engine ID from a discovery (or an unknownEngineID report): keys for it, localised
+        once per engine ID and cached."""
+        with self._lock:
+            keys = self._keys.get(engine_id)
+            if keys is None:
+                if len(self._keys) >= _KEY_CACHE_MAX:
+                    self._keys.clear()
+                keys = (localize(self._auth_ku, engine_id, self.hash_name),
+                        priv_key(self._priv_ku, engine_id, self.hash_name, PRIV[self.priv_protocol]))
+                self._keys[engine_id] = keys
+                self.localisations += 1
+            e = Engine(engine_id, boots, engine_time, now, *keys)
+            self.engines[address] = e
+            return e
+
+    def forget(self, address: str) -> None:
+        self.engines.pop(address, None)
+
+    # --- requests ---------------------------------------------------------------------------
+
+    def discovery(self, msg_id: int) -> bytes:
+        """RFC 3414 4: a reportable noAuthNoPriv request with an empty engine ID and no user; the
+        agent answers with a report carrying its engine ID, boots and time."""
+        sec = tlv(SEQUENCE, tlv(OCTET_STRING, b"") + encode_integer(0) + encode_integer(0)
+                  + tlv(OCTET_STRING, b"") + tlv(OCTET_STRING, b"") + tlv(OCTET_STRING, b""))
+        pdu = tlv(0xA0, encode_integer(msg_id) + encode_integer(0) + encode_integer(0) + tlv(SEQUENCE, b""))
+        scoped = tlv(SEQUENCE, tlv(OCTET_STRING, b"") + tlv(OCTET_STRING, b"") + pdu)
+        return self._message(msg_id, FLAG_REPORTABLE, tlv(OCTET_STRING, sec), scoped)
+
+    def request(self, e: Engine, msg_id: int, pdu: bytes, now: float) -> bytes:
+        """An authPriv message carrying `pdu` (an encoded PDU) to engine `e`."""
+        boots, etime = e.boots, e.now(now)
+        scoped = tlv(SEQUENCE, tlv(OCTET_STRING, e.engine_id) + tlv(OCTET_STRING, self.context) + pdu)
+        self._salt = (self._salt + 1) & 0xFFFFFFFFFFFFFFFF
+        if self.priv_protocol == "DES":
+            salt = boots.to_bytes(4, "big") + (self._salt & 0xFFFFFFFF).to_bytes(4, "big")
+            iv = bytes(a ^ b for a, b in zip(e.priv_key[8:16], salt))
+            pad = -len(scoped) % 8
+            # single DES is triple DES with one key thrice (EDE: E_k D_k E_k = E_k)
+            enc = Cipher(TripleDES(e.priv_key[:8] * 3), modes.CBC(iv)).encryptor()
+            data = enc.update(scoped + bytes(pad)) + enc.finalize()
+        else:
+            salt = self._salt.to_bytes(8, "big")
+            iv = boots.to_bytes(4, "big") + etime.to_bytes(4, "big") + salt
+            enc = Cipher(algorithms.AES(e.priv_key), CFB(iv)).encryptor()
+            data = enc.update(scoped) + enc.finalize()
+        before = (tlv(OCTET_STRING, e.engine_id) + encode_integer(boots) + encode_integer(etime)
+                  + tlv(OCTET_STRING, self.user) + bytes((OCTET_STRING, self.mac_len)))
+        after = tlv(OCTET_STRING, salt)
+        body = before + bytes(self.mac_len) + after
+        sec = tlv(OCTET_STRING, tlv(SEQUENCE, body))
+        # where the MAC goes: the headers of the OCTET STRING and the SEQUENCE, then `before`
+        mac_at_in_sec = (len(sec) - len(body)) + len(before)
+        msg, sec_at = self._message(msg_id, FLAG_AUTH | FLAG_PRIV | FLAG_REPORTABLE, sec,
+                                    tlv(OCTET_STRING, data), where=True)
+        at = sec_at + mac_at_in_sec
+        mac = hmac.new(e.auth_key, msg, self._digest).digest()[:self.mac_len]
+        return msg[:at] + mac + msg[at + self.mac_len:]
+
+    @staticmethod
+    def _message(msg_id: int, flags: int, sec: bytes, data: bytes, where: bool = False):
+        head = encode_integer(VERSION_3) + tlv(SEQUENCE, encode_integer(msg_id) + encode_integer(MAX_SIZE)
+                                               + tlv(OCTET_STRING, bytes((flags,))) + encode_integer(USM))
+        body = head + sec + data
+        msg = tlv(SEQUENCE, body)
+        return (msg, len(msg) - len(body) + len(head)) if where else msg
+
+    # --- answers ----------------------------------------------------------------------------
+
+    def decode(self, data: bytes, e: Engine | None) -> V3Message:
+        """An SNMPv3 message from the agent whose engine we know as `e` (None: not yet). Raises
+        BerError on anything malformed, UsmError on a message that fails authentication. An
+        unauthenticated message is returned with authenticated False (only reports are)."""
+        end = len(data)
+        tag, pos, mend = _header(data, 0, end)
+        if tag != SEQUENCE or mend != end:
+            raise BerError("not an SNMP message" if tag != SEQUENCE else "trailing bytes after the message")
+        version, pos = _int_at(data, pos, mend)
+        if version != VERSION_3:
+            raise BerError(f"not SNMPv3 (version {version})")
+        tag, pos, hend = _header(data, pos, mend)
+        if tag != SEQUENCE:
+            raise BerError("expected the header")
+        msg_id, pos = _int_at(data, pos, hend)
+        _max, pos = _int_at(data, pos, hend)
+        tag, s, pos = _header(data, pos, hend)
+        if tag != OCTET_STRING or pos - s != 1:
+            raise BerError("bad msgFlags")
+        flags = data[s]
+        model, pos = _int_at(data, pos, hend)
+        if model != USM or pos != hend:
+            raise BerError("not the user-based security model")
+        tag, spos, send_ = _header(data, pos, mend)
+        if tag != OCTET_STRING:
+            raise BerError("expected the security parameters")
+        tag, p, psend = _header(data, spos, send_)
+        if tag != SEQUENCE or psend != send_:
+            raise BerError("bad security parameters")
+        tag, s, p = _header(data, p, psend)
+        if tag != OCTET_STRING:
+            raise BerError("expected the engine ID")
+        engine_id = data[s:p]
+        boots, p = _int_at(data, p, psend)
+        etime, p = _int_at(data, p, psend)
+        tag, s, p = _header(data, p, psend)          # user name
+        if tag != OCTET_STRING:
+            raise BerError("expected the user name")
+        tag, mac_at, p = _header(data, p, psend)
+        if tag != OCTET_STRING:
+            raise BerError("expected the authentication parameters")
+        mac = data[mac_at:p]
+        tag, s, p = _header(data, p, psend)
+        if tag != OCTET_STRING or p != psend:
+            raise BerError("bad privacy parameters")
+        salt = data[s:p]
+        pos = send_
+        authenticated = False
+        if flags & FLAG_AUTH and (e is None or engine_id != e.engine_id) and not flags & FLAG_PRIV:
+            pass                                     # a report signed by an engine we do not know: unauthenticated
+        elif flags & FLAG_AUTH:
+            if e is None or engine_id != e.engine_id:
+                raise UsmError("an authenticated message from an engine we have not discovered")
+            if len(mac) != self.mac_len:
+                raise UsmError("authentication parameters of the wrong length")
+            want = hmac.new(e.auth_key, data[:mac_at] + bytes(self.mac_len) + data[mac_at + self.mac_len:],
+                            self._digest).digest()
+            # a digest that does not match: not from that agent, or its key differs from ours (a
+            # wrong pass phrase: the agent's report of it is signed with its key). Plaintext is
+            # still returned, unauthenticated: the client believes only reports of errors from it
+            authenticated = hmac.compare_digest(want[:self.mac_len], mac)
+            if not authenticated and flags & FLAG_PRIV:
+                raise UsmError("wrong digest (not from that agent, or its key differs)")
+        elif flags & FLAG_PRIV:
+            raise BerError("privacy without authentication")
+        if flags & FLAG_PRIV:
+            tag, s, pos = _header(data, pos, mend)
+            if tag != OCTET_STRING or pos != mend:
+                raise BerError("expected the encrypted scoped PDU")
+            plain = self._decrypt(e, boots, etime, salt, data[s:pos])
+            if plain is None:
+                return V3Message(msg_id, flags, engine_id, boots, etime, authenticated, None)
+            # a cipher block of padding may follow (DES pads by RFC 3414 8.1.1.2; pysnmp, snmpsim's
+            # engine, pads AES too, with 1 to 16 zeros): nothing more
+            sdata, spos, pend_limit, padding = plain, 0, len(plain), 8 if self.priv_protocol == "DES" else 16
+        else:
+            sdata, spos, pend_limit, padding = data, pos, mend, 0
+        tag, q, qend = _header(sdata, spos, pend_limit)
+        if tag != SEQUENCE:
+            raise BerError("expected the scoped PDU")
+        if pend_limit - qend > padding:
+            raise BerError("trailing bytes after the scoped PDU")
+        tag, s, q = _header(sdata, q, qend)           # contextEngineID
+        if tag != OCTET_STRING:
+            raise BerError("expected the context engine ID")
+        tag, s, q = _header(sdata, q, qend)           # contextName
+        if tag != OCTET_STRING:
+            raise BerError("expected the context name")
+        pdu = decode_pdu(sdata, q, qend, (0xA2, REPORT))
+        return V3Message(msg_id, flags, engine_id, boots, etime, authenticated, pdu)
+
+    def _decrypt(self, e: Engine | None, boots: int, etime: int, salt: bytes, data: bytes) -> bytes | None:
+        if e is None:
+            return None
+        if len(salt) != 8:
+            raise UsmError("privacy parameters are not 8 octets")
+        if self.priv_protocol == "DES":
+            if len(data) % 8:
+                raise UsmError("DES data is not a multiple of 8 octets")
+            iv = bytes(a ^ b for a, b in zip(e.priv_key[8:16], salt))
+            dec = Cipher(TripleDES(e.priv_key[:8] * 3), modes.CBC(iv)).decryptor()
+        else:
+            if not (0 <= boots < 1 << 32 and 0 <= etime < 1 << 32):
+                raise UsmError("engine boots or time out of range")
+            iv = boots.to_bytes(4, "big") + etime.to_bytes(4, "big") + salt
+            dec = Cipher(algorithms.AES(e.priv_key), CFB(iv)).decryptor()
+        return dec.update(data) + dec.finalize()
+
+    def report_name(self, pdu: Response) -> tuple[int, str]:
+        """(usmStats number or 0, a name) of the counter a report carries."""
+        for oid, _tag, _body in pdu.varbinds:
+            text = oid_text(oid)
+            if text.startswith(USM_STATS):
+                n = int(text[len(USM_STATS):].split(".")[0] or 0)
+                return n, USM_REPORTS.get(n, text)
+            return 0, text
+        return 0, "an empty report"
+
+    def synchronise(self, e: Engine, boots: int, etime: int, now: float) -> None:
+        """RFC 3414 3.2 step 7b: an authentic message with a later boots/time moves our notion on."""
+        if boots > e.boots or (boots == e.boots and etime > e.now(now)):
+            e.boots, e.time, e.learned = boots, etime, now
+
+
+__all__ = ["AUTH", "PRIV", "Engine", "Usm", "UsmError", "V3Message", "localize", "password_to_key", "priv_key",
+           "supported"]
