@@ -24,13 +24,13 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import itertools
 import os
 import threading
-import time
 from dataclasses import dataclass, field
 
 from fabricmon.host.snmp import (
-    OCTET_STRING, SEQUENCE, BerError, Response, _header, _int_at, decode_pdu, encode_integer, oid_text, tlv,
+    OCTET_STRING, SEQUENCE, BerError, Response, _header, _int_at, decode_pdu, encode_integer, tlv,
 )
 
 # auth protocol -> (hash name, MAC length in octets)
@@ -43,12 +43,6 @@ USM = 3
 FLAG_AUTH, FLAG_PRIV, FLAG_REPORTABLE = 0x01, 0x02, 0x04
 REPORT = 0xA8
 MAX_SIZE = 65507
-TIME_WINDOW = 150            # seconds (RFC 3414 3.2 step 7)
-# usmStats counters an agent reports (1.3.6.1.6.3.15.1.1.N.0)
-USM_STATS = "1.3.6.1.6.3.15.1.1."
-USM_REPORTS = {1: "usmStatsUnsupportedSecLevels", 2: "usmStatsNotInTimeWindows", 3: "usmStatsUnknownUserNames",
-               4: "usmStatsUnknownEngineIDs", 5: "usmStatsWrongDigests", 6: "usmStatsDecryptionErrors"}
-NOT_IN_TIME_WINDOW, UNKNOWN_ENGINE_ID = 2, 4
 _KEY_CACHE_MAX = 4096
 
 try:                                           # the one optional import (pyproject lists it)
@@ -149,7 +143,9 @@ class Usm:
         self._keys: dict[bytes, tuple[bytes, bytes]] = {}
         self.engines: dict[str, Engine] = {}
         self._lock = threading.Lock()
-        self._salt = int.from_bytes(os.urandom(8), "big")
+        # salts (the IV's per-message part) never repeat under one key: a counter from a random
+        # start, shared by the threads that walk with this Usm (next() on a count is atomic)
+        self._salts = itertools.count(int.from_bytes(os.urandom(8), "big") >> 1)
         self.localisations = 0      # how many engine IDs keys were localised for (tests, bench)
 
     def __repr__(self) -> str:
@@ -199,16 +195,16 @@ class Usm:
         """An authPriv message carrying `pdu` (an encoded PDU) to engine `e`."""
         boots, etime = e.boots, e.now(now)
         scoped = tlv(SEQUENCE, tlv(OCTET_STRING, e.engine_id) + tlv(OCTET_STRING, self.context) + pdu)
-        self._salt = (self._salt + 1) & 0xFFFFFFFFFFFFFFFF
+        n = next(self._salts) & 0xFFFFFFFFFFFFFFFF
         if self.priv_protocol == "DES":
-            salt = boots.to_bytes(4, "big") + (self._salt & 0xFFFFFFFF).to_bytes(4, "big")
+            salt = boots.to_bytes(4, "big") + (n & 0xFFFFFFFF).to_bytes(4, "big")
             iv = bytes(a ^ b for a, b in zip(e.priv_key[8:16], salt))
             pad = -len(scoped) % 8
             # single DES is triple DES with one key thrice (EDE: E_k D_k E_k = E_k)
             enc = Cipher(TripleDES(e.priv_key[:8] * 3), modes.CBC(iv)).encryptor()
             data = enc.update(scoped + bytes(pad)) + enc.finalize()
         else:
-            salt = self._salt.to_bytes(8, "big")
+            salt = n.to_bytes(8, "big")
             iv = boots.to_bytes(4, "big") + etime.to_bytes(4, "big") + salt
             enc = Cipher(algorithms.AES(e.priv_key), CFB(iv)).encryptor()
             data = enc.update(scoped) + enc.finalize()
@@ -342,16 +338,6 @@ class Usm:
             iv = boots.to_bytes(4, "big") + etime.to_bytes(4, "big") + salt
             dec = Cipher(algorithms.AES(e.priv_key), CFB(iv)).decryptor()
         return dec.update(data) + dec.finalize()
-
-    def report_name(self, pdu: Response) -> tuple[int, str]:
-        """(usmStats number or 0, a name) of the counter a report carries."""
-        for oid, _tag, _body in pdu.varbinds:
-            text = oid_text(oid)
-            if text.startswith(USM_STATS):
-                n = int(text[len(USM_STATS):].split(".")[0] or 0)
-                return n, USM_REPORTS.get(n, text)
-            return 0, text
-        return 0, "an empty report"
 
     def synchronise(self, e: Engine, boots: int, etime: int, now: float) -> None:
         """RFC 3414 3.2 step 7b: an authentic message with a later boots/time moves our notion on."""
