@@ -51,13 +51,9 @@ try:                                           # the one optional import (pyproj
         from cryptography.hazmat.decrepit.ciphers.algorithms import TripleDES
     except ImportError:
         TripleDES = getattr(algorithms, "TripleDES", None)
-    try:
-        from cryptography.hazmat.decrepit.ciphers.modes import CFB
-    except ImportError:
-        CFB = modes.CFB
     _CRYPTO_ERROR = ""
 except ImportError as exc:                     # pragma: no cover - exercised by the fallback test's monkeypatch
-    Cipher = algorithms = modes = TripleDES = CFB = None
+    Cipher = algorithms = modes = TripleDES = None
     _CRYPTO_ERROR = f"the cryptography package is not installed ({exc})"
 
 
@@ -104,6 +100,10 @@ class Engine:
     learned: float                  # time.monotonic() when `time` was current
     auth_key: bytes = field(default=b"", repr=False)
     priv_key: bytes = field(default=b"", repr=False)
+    # the cipher in ECB, made once per engine (making a CFB/CBC context per message costs more
+    # than the crypto): CFB and CBC are done on it below. One walk_many thread uses it at a time.
+    ecb_enc: object = field(default=None, repr=False, compare=False)
+    ecb_dec: object = field(default=None, repr=False, compare=False)
 
     def now(self, at: float) -> int:
         return max(0, min(0x7FFFFFFF, self.time + int(at - self.learned)))
@@ -174,6 +174,10 @@ class Usm:
                 self._keys[engine_id] = keys
                 self.localisations += 1
             e = Engine(engine_id, boots, engine_time, now, *keys)
+            algo = TripleDES(keys[1][:8] * 3) if self.priv_protocol == "DES" else algorithms.AES(keys[1])
+            e.ecb_enc = Cipher(algo, modes.ECB()).encryptor()
+            if self.priv_protocol == "DES":
+                e.ecb_dec = Cipher(algo, modes.ECB()).decryptor()
             self.engines[address] = e
             return e
 
@@ -198,16 +202,10 @@ class Usm:
         n = next(self._salts) & 0xFFFFFFFFFFFFFFFF
         if self.priv_protocol == "DES":
             salt = boots.to_bytes(4, "big") + (n & 0xFFFFFFFF).to_bytes(4, "big")
-            iv = bytes(a ^ b for a, b in zip(e.priv_key[8:16], salt))
-            pad = -len(scoped) % 8
-            # single DES is triple DES with one key thrice (EDE: E_k D_k E_k = E_k)
-            enc = Cipher(TripleDES(e.priv_key[:8] * 3), modes.CBC(iv)).encryptor()
-            data = enc.update(scoped + bytes(pad)) + enc.finalize()
+            data = _cbc_encrypt(e.ecb_enc, _xor(e.priv_key[8:16], salt), scoped + bytes(-len(scoped) % 8))
         else:
             salt = n.to_bytes(8, "big")
-            iv = boots.to_bytes(4, "big") + etime.to_bytes(4, "big") + salt
-            enc = Cipher(algorithms.AES(e.priv_key), CFB(iv)).encryptor()
-            data = enc.update(scoped) + enc.finalize()
+            data = _cfb_encrypt(e.ecb_enc, boots.to_bytes(4, "big") + etime.to_bytes(4, "big") + salt, scoped)
         before = (tlv(OCTET_STRING, e.engine_id) + encode_integer(boots) + encode_integer(etime)
                   + tlv(OCTET_STRING, self.user) + bytes((OCTET_STRING, self.mac_len)))
         after = tlv(OCTET_STRING, salt)
@@ -330,19 +328,53 @@ class Usm:
         if self.priv_protocol == "DES":
             if len(data) % 8:
                 raise UsmError("DES data is not a multiple of 8 octets")
-            iv = bytes(a ^ b for a, b in zip(e.priv_key[8:16], salt))
-            dec = Cipher(TripleDES(e.priv_key[:8] * 3), modes.CBC(iv)).decryptor()
-        else:
-            if not (0 <= boots < 1 << 32 and 0 <= etime < 1 << 32):
-                raise UsmError("engine boots or time out of range")
-            iv = boots.to_bytes(4, "big") + etime.to_bytes(4, "big") + salt
-            dec = Cipher(algorithms.AES(e.priv_key), CFB(iv)).decryptor()
-        return dec.update(data) + dec.finalize()
+            return _cbc_decrypt(e.ecb_dec, _xor(e.priv_key[8:16], salt), data)
+        if not (0 <= boots < 1 << 32 and 0 <= etime < 1 << 32):
+            raise UsmError("engine boots or time out of range")
+        return _cfb_decrypt(e.ecb_enc, boots.to_bytes(4, "big") + etime.to_bytes(4, "big") + salt, data)
 
     def synchronise(self, e: Engine, boots: int, etime: int, now: float) -> None:
         """RFC 3414 3.2 step 7b: an authentic message with a later boots/time moves our notion on."""
         if boots > e.boots or (boots == e.boots and etime > e.now(now)):
             e.boots, e.time, e.learned = boots, etime, now
+
+
+# --- CFB128 and CBC on a block cipher in ECB -----------------------------------------------------
+# (single DES is triple DES with its one key thrice: E_k D_k E_k = E_k)
+
+def _xor(a: bytes, b: bytes) -> bytes:
+    """a XOR the first len(a) octets of b."""
+    n = len(a)
+    return (int.from_bytes(a, "big") ^ int.from_bytes(b[:n], "big")).to_bytes(n, "big")
+
+
+def _cfb_encrypt(ecb, iv: bytes, plain: bytes) -> bytes:
+    """CFB128 (RFC 3826): C_i = P_i XOR E(C_i-1), C_0 the IV; the last block may be short."""
+    out, prev = [], iv
+    for i in range(0, len(plain), 16):
+        prev = _xor(plain[i:i + 16], ecb.update(prev))
+        out.append(prev)
+    return b"".join(out)
+
+
+def _cfb_decrypt(ecb, iv: bytes, data: bytes) -> bytes:
+    """Every keystream block is E(the ciphertext block before): one ECB call for the message."""
+    if not data:
+        return b""
+    full = (len(data) - 1) // 16 * 16
+    return _xor(data, ecb.update(iv + data[:full]))
+
+
+def _cbc_encrypt(ecb, iv: bytes, plain: bytes) -> bytes:
+    out, prev = [], iv
+    for i in range(0, len(plain), 8):
+        prev = ecb.update(_xor(plain[i:i + 8], prev))
+        out.append(prev)
+    return b"".join(out)
+
+
+def _cbc_decrypt(ecb_dec, iv: bytes, data: bytes) -> bytes:
+    return _xor(ecb_dec.update(data), iv + data[:-8]) if data else b""
 
 
 __all__ = ["AUTH", "PRIV", "Engine", "Usm", "UsmError", "V3Message", "localize", "password_to_key", "priv_key",

@@ -82,6 +82,28 @@ def test_a_request_authenticates_and_encrypts() -> None:
     assert hmac.new(e.auth_key, zeroed, hashlib.sha1).digest()[:12] == mac
 
 
+@pytest.mark.parametrize("n", [0, 1, 15, 16, 17, 100, 703])
+def test_cfb_and_cbc_on_ecb_are_cryptographys_own(n) -> None:
+    """The client runs CFB128 and CBC on one ECB context per engine (cheaper than a context per
+    message): the same bytes as cryptography's own modes, for short and ragged messages."""
+    import warnings
+
+    from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
+    warnings.simplefilter("ignore")          # CFB and TripleDES are deprecated where they live
+    k, iv, plain = os.urandom(16), os.urandom(16), os.urandom(n)
+    ref = Cipher(algorithms.AES(k), modes.CFB(iv)).encryptor()
+    ref = ref.update(plain) + ref.finalize()
+    ecb = Cipher(algorithms.AES(k), modes.ECB()).encryptor()
+    assert U._cfb_encrypt(ecb, iv, plain) == ref and U._cfb_decrypt(ecb, iv, ref) == plain
+    if n % 8 == 0 and U.TripleDES is not None:
+        k8, iv8 = os.urandom(8), os.urandom(8)
+        ref = Cipher(U.TripleDES(k8 * 3), modes.CBC(iv8)).encryptor()
+        ref = ref.update(plain) + ref.finalize()
+        des = Cipher(U.TripleDES(k8 * 3), modes.ECB())
+        assert U._cbc_encrypt(des.encryptor(), iv8, plain) == ref
+        assert U._cbc_decrypt(des.decryptor(), iv8, ref) == plain
+
+
 # --- against snmpsim in SNMPv3 mode ---------------------------------------------------------------
 
 AUTH_PASS, PRIV_PASS = "auth-Pass-1234", "priv-Pass-5678"
