@@ -390,7 +390,7 @@ def _suffix(raw: bytes) -> tuple[str, tuple[int, ...]]:
 
 
 class _Column:
-    __slots__ = ("prefix", "text", "last", "last_subs", "lines", "done", "n", "rows")
+    __slots__ = ("prefix", "text", "last", "last_subs", "lines", "done", "rows")
 
     def __init__(self, oid: str, subtree: bool):
         self.prefix = oid_body(oid)
@@ -399,7 +399,6 @@ class _Column:
         self.last_subs: tuple[int, ...] = ()
         self.lines: list[str] = []
         self.done = False
-        self.n = 0                          # objects read (a column walk)
         self.rows: dict[int, int] | None = {} if subtree else None    # a subtree walk: per table column
 
 
@@ -475,18 +474,11 @@ class _Walk:
                     break
                 col.last_subs = subs
                 col.last = oid
-                if rows is None:
-                    col.n += 1
-                    over = col.n > cap
-                else:                               # a subtree: count each table column's rows
+                if rows is not None:                # a subtree: count each table column's rows
                     c = rows[subs[0]] = rows.get(subs[0], 0) + 1
-                    over = c > cap
-                if over:                            # an agent that never ends a table
-                    where = col.text if rows is None else f"{col.text}.{subs[0]}"
-                    self.error, self.stderr = "parse", (f"Error: more than {cap} rows in {where} "
-                                                        f"(fabric.ethernet.snmp.max_rows)")
-                    col.done = True
-                    break
+                    if c > cap:                     # an agent that never ends a table
+                        self.over_cap(col, f"{col.text}.{subs[0]}")
+                        break
                 kind = unsigned.get(tag)
                 if kind is not None:                # the common case: a counter or gauge
                     w, blen = width[tag], len(body)
@@ -499,7 +491,16 @@ class _Walk:
                     lines.append(f"{col.text}{text} = {value_text(tag, body)}\n")
                 except (BerError, ValueError) as exc:
                     self.bad_value(col.text + text, str(exc))
+            # a column walk counts its rows once per answer (the hot path stays per value):
+            # it may pass the cap by one answer's rows before it ends
+            if rows is None and not col.done and len(lines) + self.bad_values > cap:
+                self.over_cap(col, col.text)
             # a column that got nothing in a short answer goes on in the next request
+
+    def over_cap(self, col: _Column, where: str) -> None:
+        cap = self.spec.max_rows
+        self.error, self.stderr = "parse", f"Error: more than {cap} rows in {where} (fabric.ethernet.snmp.max_rows)"
+        col.done = True
 
 
 def _split_address(address: str) -> tuple[str, int]:
