@@ -250,7 +250,8 @@ def main() -> int:
                 rows.append(run_size(n, args.sweeps, args.hosts, tmp, version))
                 r = rows[-1]
                 print(f"{r['switches']} switches, v{version} done: ratio {r['ratio']:.2f} (values: ours {r['values']}, "
-                      f"snmp_exporter {r['exporter_values']})", file=sys.stderr)
+                      f"snmp_exporter {r['exporter_values']}; CPU s ours {r['cpu']:.3f}, theirs {r['exp_cpu']:.3f}; "
+                      f"wall s ours {r['wall']:.2f}, theirs {r['exp_wall']:.2f})", file=sys.stderr, flush=True)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     print("| SNMP | switches | ports | values/sweep | fabricmon sweep wall s | fabricmon CPU s/sweep (with children) | "

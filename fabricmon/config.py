@@ -145,7 +145,7 @@ class FabricThresholds:
 
 
 SNMP_AUTH_PROTOCOLS = ("MD5", "SHA", "SHA224", "SHA256", "SHA384", "SHA512")
-SNMP_PRIV_PROTOCOLS = ("DES", "AES", "AES192", "AES256")
+SNMP_PRIV_PROTOCOLS = ("DES", "AES", "AES192", "AES256", "AES192C", "AES256C")   # C: Cisco's key extension
 SNMP_SECRETS = ("community", "auth_password", "priv_password")
 
 

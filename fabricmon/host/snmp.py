@@ -787,13 +787,13 @@ class _Run:
         usm, address = w.spec.usm, w.spec.address
         engine = usm.engine(address)
         try:
-            m = usm.decode(data, engine)
+            m = usm.decode(data, engine, w.request_id)
         except (BerError, IndexError, ValueError) as exc:
             w.bad = str(exc) or type(exc).__name__
             w.bad_auth = w.bad_auth or type(exc).__name__ == "UsmError"
             return
-        if m.msg_id != w.request_id:
-            return
+        if m is None:
+            return                       # an answer to an earlier request
         pdu = m.pdu
         if pdu is None:
             w.bad = "an encrypted message from an engine not yet discovered"

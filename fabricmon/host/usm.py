@@ -5,8 +5,9 @@ What it implements: RFC 3414 (USM: password to key, key localisation, HMAC-MD5-9
 HMAC-SHA-96, CBC-DES, the timeliness window), RFC 7860 (HMAC-SHA-2: 224/128, 256/192, 384/256,
 512/384 bits) and RFC 3826 (CFB128-AES-128). AES-192 and AES-256 are not in an RFC: their keys
 are extended as in draft-blumenthal-aes-usm-04 (Kul || H(Kul) ...), which is what net-snmp's
-`-x AES-192/AES-256` does (and snmpsim's `AES192BLMT`/`AES256BLMT`); the other scheme (the Reeder
-3DES draft, net-snmp's `AES-256-C`, snmpsim's plain `AES256`, Cisco's) is not the configured one.
+`-x AES-192/AES-256` does (and snmpsim's `AES192BLMT`/`AES256BLMT`); `AES192C`/`AES256C` extend them
+as the Reeder 3DES draft does (Cisco's, net-snmp's `AES-192-C`/`AES-256-C`, snmpsim's plain
+`AES192`/`AES256`).
 The protocol names are the config's (config.SNMP_AUTH_PROTOCOLS, SNMP_PRIV_PROTOCOLS).
 
 HMAC and the hashes are the standard library's; AES and DES come from the `cryptography`
@@ -36,8 +37,11 @@ from fabricmon.host.snmp import (
 # auth protocol -> (hash name, MAC length in octets)
 AUTH = {"MD5": ("md5", 12), "SHA": ("sha1", 12), "SHA224": ("sha224", 16), "SHA256": ("sha256", 24),
         "SHA384": ("sha384", 32), "SHA512": ("sha512", 48)}
-# priv protocol -> key length in octets (DES: 8 key + 8 pre-IV)
-PRIV = {"DES": 16, "AES": 16, "AES192": 24, "AES256": 32}
+# priv protocol -> key length in octets (DES: 8 key + 8 pre-IV). AES192/AES256 extend the key as
+# Blumenthal's draft says (net-snmp's AES-192/AES-256); AES192C/AES256C as Reeder's 3DES draft says
+# (Cisco's, net-snmp's AES-192-C/AES-256-C, snmpsim's AES192/AES256)
+PRIV = {"DES": 16, "AES": 16, "AES192": 24, "AES256": 32, "AES192C": 24, "AES256C": 32}
+_REEDER = frozenset(("AES192C", "AES256C"))
 VERSION_3 = 3
 USM = 3
 FLAG_AUTH, FLAG_PRIV, FLAG_REPORTABLE = 0x01, 0x02, 0x04
@@ -78,12 +82,16 @@ def localize(ku: bytes, engine_id: bytes, hash_name: str) -> bytes:
     return hashlib.new(hash_name, ku + engine_id + ku).digest()
 
 
-def priv_key(ku: bytes, engine_id: bytes, hash_name: str, length: int) -> bytes:
-    """The localised privacy key, extended when the hash is shorter than the cipher needs
-    (draft-blumenthal-aes-usm-04 3.1.2.1: Kul || H(Kul) || H(Kul || H(Kul)) ...)."""
+def priv_key(ku: bytes, engine_id: bytes, hash_name: str, length: int, reeder: bool = False) -> bytes:
+    """The localised privacy key, extended when the hash is shorter than the cipher needs:
+    draft-blumenthal-aes-usm-04 3.1.2.1, Kul || H(Kul) || H(Kul || H(Kul)) ...; or (reeder)
+    draft-reeder-snmpv3-usm-3desede 2.1, Kul || localize(password_to_key(Kul)) ..."""
     key = localize(ku, engine_id, hash_name)
     while len(key) < length:
-        key += hashlib.new(hash_name, key).digest()
+        if reeder:
+            key += localize(password_to_key(key, hash_name), engine_id, hash_name)
+        else:
+            key += hashlib.new(hash_name, key).digest()
     return key[:length]
 
 
@@ -104,6 +112,7 @@ class Engine:
     # than the crypto): CFB and CBC are done on it below. One walk_many thread uses it at a time.
     ecb_enc: object = field(default=None, repr=False, compare=False)
     ecb_dec: object = field(default=None, repr=False, compare=False)
+    engine_tlv: bytes = b""         # the engine ID as an OCTET STRING, made once (every request has it twice)
 
     def now(self, at: float) -> int:
         return max(0, min(0x7FFFFFFF, self.time + int(at - self.learned)))
@@ -137,7 +146,11 @@ class Usm:
         self.context = context.encode()
         self.auth_protocol, self.priv_protocol = auth_protocol, priv_protocol
         self.hash_name, self.mac_len = AUTH[auth_protocol]
-        self._digest = getattr(hashlib, self.hash_name)
+        # what every request has, made once: the user and the zeroed MAC; the header's tail
+        self._user_mac = tlv(OCTET_STRING, self.user) + bytes((OCTET_STRING, self.mac_len))
+        self._context_tlv = tlv(OCTET_STRING, self.context)
+        self._head_tail = (encode_integer(MAX_SIZE) + tlv(OCTET_STRING, bytes((FLAG_AUTH | FLAG_PRIV | FLAG_REPORTABLE,)))
+                           + encode_integer(USM))
         self._auth_ku = password_to_key(auth_password.encode(), self.hash_name)
         self._priv_ku = password_to_key(priv_password.encode(), self.hash_name)
         self._keys: dict[bytes, tuple[bytes, bytes]] = {}
@@ -170,10 +183,12 @@ class Usm:
                 if len(self._keys) >= _KEY_CACHE_MAX:
                     self._keys.clear()
                 keys = (localize(self._auth_ku, engine_id, self.hash_name),
-                        priv_key(self._priv_ku, engine_id, self.hash_name, PRIV[self.priv_protocol]))
+                        priv_key(self._priv_ku, engine_id, self.hash_name, PRIV[self.priv_protocol],
+                                 self.priv_protocol in _REEDER))
                 self._keys[engine_id] = keys
                 self.localisations += 1
             e = Engine(engine_id, boots, engine_time, now, *keys)
+            e.engine_tlv = tlv(OCTET_STRING, engine_id)
             algo = TripleDES(keys[1][:8] * 3) if self.priv_protocol == "DES" else algorithms.AES(keys[1])
             e.ecb_enc = Cipher(algo, modes.ECB()).encryptor()
             if self.priv_protocol == "DES":
@@ -198,7 +213,7 @@ class Usm:
     def request(self, e: Engine, msg_id: int, pdu: bytes, now: float) -> bytes:
         """An authPriv message carrying `pdu` (an encoded PDU) to engine `e`."""
         boots, etime = e.boots, e.now(now)
-        scoped = tlv(SEQUENCE, tlv(OCTET_STRING, e.engine_id) + tlv(OCTET_STRING, self.context) + pdu)
+        scoped = tlv(SEQUENCE, e.engine_tlv + self._context_tlv + pdu)
         n = next(self._salts) & 0xFFFFFFFFFFFFFFFF
         if self.priv_protocol == "DES":
             salt = boots.to_bytes(4, "big") + (n & 0xFFFFFFFF).to_bytes(4, "big")
@@ -206,17 +221,15 @@ class Usm:
         else:
             salt = n.to_bytes(8, "big")
             data = _cfb_encrypt(e.ecb_enc, boots.to_bytes(4, "big") + etime.to_bytes(4, "big") + salt, scoped)
-        before = (tlv(OCTET_STRING, e.engine_id) + encode_integer(boots) + encode_integer(etime)
-                  + tlv(OCTET_STRING, self.user) + bytes((OCTET_STRING, self.mac_len)))
-        after = tlv(OCTET_STRING, salt)
-        body = before + bytes(self.mac_len) + after
+        before = e.engine_tlv + encode_integer(boots) + encode_integer(etime) + self._user_mac
+        body = before + bytes(self.mac_len) + b"\x04\x08" + salt
         sec = tlv(OCTET_STRING, tlv(SEQUENCE, body))
-        # where the MAC goes: the headers of the OCTET STRING and the SEQUENCE, then `before`
-        mac_at_in_sec = (len(sec) - len(body)) + len(before)
-        msg, sec_at = self._message(msg_id, FLAG_AUTH | FLAG_PRIV | FLAG_REPORTABLE, sec,
-                                    tlv(OCTET_STRING, data), where=True)
-        at = sec_at + mac_at_in_sec
-        mac = hmac.new(e.auth_key, msg, self._digest).digest()[:self.mac_len]
+        head = encode_integer(VERSION_3) + tlv(SEQUENCE, encode_integer(msg_id) + self._head_tail)
+        encrypted = tlv(OCTET_STRING, data)
+        msg = tlv(SEQUENCE, head + sec + encrypted)
+        # where the MAC goes: the message ends with `sec` then `encrypted`, and `body` ends `sec`
+        at = len(msg) - len(encrypted) - len(body) + len(before)
+        mac = hmac.digest(e.auth_key, msg, self.hash_name)[:self.mac_len]
         return msg[:at] + mac + msg[at + self.mac_len:]
 
     @staticmethod
@@ -229,7 +242,7 @@ class Usm:
 
     # --- answers ----------------------------------------------------------------------------
 
-    def decode(self, data: bytes, e: Engine | None) -> V3Message:
+    def decode(self, data: bytes, e: Engine | None, expect: int | None = None) -> V3Message | None:
         """An SNMPv3 message from the agent whose engine we know as `e` (None: not yet). Raises
         BerError on anything malformed, UsmError on a message that fails authentication. An
         unauthenticated message is returned with authenticated False (only reports are)."""
@@ -244,6 +257,8 @@ class Usm:
         if tag != SEQUENCE:
             raise BerError("expected the header")
         msg_id, pos = _int_at(data, pos, hend)
+        if expect is not None and msg_id != expect:
+            return None                 # for an earlier request (a retry's second answer): no MAC, no AES
         _max, pos = _int_at(data, pos, hend)
         tag, s, pos = _header(data, pos, hend)
         if tag != OCTET_STRING or pos - s != 1:
@@ -284,8 +299,8 @@ class Usm:
                 raise UsmError("an authenticated message from an engine we have not discovered")
             if len(mac) != self.mac_len:
                 raise UsmError("authentication parameters of the wrong length")
-            want = hmac.new(e.auth_key, data[:mac_at] + bytes(self.mac_len) + data[mac_at + self.mac_len:],
-                            self._digest).digest()
+            want = hmac.digest(e.auth_key, data[:mac_at] + bytes(self.mac_len) + data[mac_at + self.mac_len:],
+                               self.hash_name)
             # a digest that does not match: not from that agent, or its key differs from ours (a
             # wrong pass phrase: the agent's report of it is signed with its key). Plaintext is
             # still returned, unauthenticated: the client believes only reports of errors from it

@@ -57,6 +57,9 @@ def test_aes256_keys_are_extended_as_blumenthals_draft_says() -> None:
     assert U.priv_key(ku, ENGINE_A3, "md5", 16) == kul
     k24 = U.priv_key(U.password_to_key(b"maplesyrup", "sha1"), ENGINE_A3, "sha1", 24)
     assert k24[:20] == bytes.fromhex("6695febc9288e36282235fc7151f128497b38f3f") and len(k24) == 24
+    # Reeder's (Cisco's): the second part is the first run through password-to-key and localised
+    reeder = U.priv_key(ku, ENGINE_A3, "md5", 32, reeder=True)
+    assert reeder == kul + U.localize(U.password_to_key(kul, "md5"), ENGINE_A3, "md5")
 
 
 def test_a_usm_shows_no_secret() -> None:
@@ -107,10 +110,11 @@ def test_cfb_and_cbc_on_ecb_are_cryptographys_own(n) -> None:
 # --- against snmpsim in SNMPv3 mode ---------------------------------------------------------------
 
 AUTH_PASS, PRIV_PASS = "auth-Pass-1234", "priv-Pass-5678"
-# the config's names -> snmpsim's (its AES192/AES256 are the Reeder scheme; net-snmp's and ours
-# are Blumenthal's, snmpsim's *BLMT)
-SIM_PRIV = {"DES": "DES", "AES": "AES", "AES192": "AES192BLMT", "AES256": "AES256BLMT"}
-COMBOS = [(a, p) for a in U.AUTH for p in U.PRIV]
+# the config's names -> snmpsim's (its AES192/AES256 are the Reeder scheme, our AES192C/AES256C;
+# net-snmp's AES-192/AES-256 and ours are Blumenthal's, snmpsim's *BLMT)
+SIM_PRIV = {"DES": "DES", "AES": "AES", "AES192": "AES192BLMT", "AES256": "AES256BLMT", "AES192C": "AES192",
+            "AES256C": "AES256"}
+COMBOS = [(a, p) for a in U.AUTH for p in U.PRIV]          # 6 x 6
 ENGINE_ID = "8000000001020304"
 SYSNAME = "1.3.6.1.2.1.1"
 IFX = "1.3.6.1.2.1.31.1.1.1"
