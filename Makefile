@@ -11,10 +11,12 @@ DEMO_ETHERNET_PACKAGES = snmpsim snmp
 APT_PACKAGES = $(DEMO_PACKAGES) $(DEMO_ETHERNET_PACKAGES) ethtool iproute2 openssl prometheus prometheus-alertmanager systemd chromium slurm-wlm munge prometheus-node-exporter prometheus-snmp-exporter
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: demo test deps deps-demo venv bench golden metrics-doc clean
+.PHONY: demo test deps deps-demo venv wheel bench golden metrics-doc config-doc clean
 
+# DEMO_ARGS: fabricmon demo's options, e.g. make demo DEMO_ARGS="--duration 60" (default: until Ctrl-C)
+DEMO_ARGS ?=
 demo: deps-demo $(VENV)/.installed
-	$(VENV)/bin/fabricmon demo
+	$(VENV)/bin/fabricmon demo $(DEMO_ARGS)
 
 test: deps venv
 	$(VENV)/bin/python -m pytest -q -p no:cacheprovider
@@ -47,12 +49,25 @@ $(VENV)/.installed-test: $(VENV)/.installed
 	$(VENV)/bin/pip install -q --disable-pip-version-check -e '.[test]'
 	touch $@
 
-# regenerate the golden expositions (tests/golden/*.prom) and the metrics reference (docs/metrics.md)
+# the wheel the README's install section installs: dist/fabricmon-VERSION-py3-none-any.whl, built by pip
+# (PEP 517, build isolation) from this checkout; it carries the units, udev rule, config, rules, dashboards
+# and wrappers. Needs only python3-venv: the build runs in $(VENV), created when missing (not the editable install).
+wheel: $(VENV)/bin/python
+	rm -rf build
+	$(VENV)/bin/python -m pip wheel --disable-pip-version-check --no-deps -w dist .
+	@ls dist/fabricmon-*.whl
+
+$(VENV)/bin/python:
+	$(PYTHON) -m venv $(VENV)
+
+# regenerate the golden expositions (tests/golden/*.prom: the node bundles, and fabric-<kind>.prom: the fabric
+# collector on a replayed InfiniBand and Ethernet bundle), the metrics reference (docs/metrics.md) and the
+# configuration reference (docs/configuration.md)
 # after an intended metric change, and
 # print a unified diff of every golden file it changed (nothing when none changed): review it.
 # GOLDEN_TESTS regenerate GOLDEN_FILES (shell globs) when FABRICMON_UPDATE_GOLDEN=1.
-GOLDEN_TESTS = tests/exporter/test_golden.py tests/exporter/test_metrics_doc.py
-GOLDEN_FILES = tests/golden/*.prom docs/metrics.md
+GOLDEN_TESTS = tests/exporter/test_golden.py tests/exporter/test_metrics_doc.py tests/cli/test_config_doc.py
+GOLDEN_FILES = tests/golden/*.prom docs/metrics.md docs/configuration.md
 golden: venv
 	@before=$$(mktemp -d) && trap 'rm -rf "$$before"' EXIT && \
 	for f in $(GOLDEN_FILES); do if [ -f "$$f" ]; then cp --parents "$$f" "$$before"/; fi; done; \
@@ -68,8 +83,13 @@ golden: venv
 metrics-doc: venv
 	FABRICMON_UPDATE_GOLDEN=1 $(VENV)/bin/python -m pytest -q -p no:cacheprovider tests/exporter/test_metrics_doc.py
 
+# regenerate docs/configuration.md's reference tables from the config schemas (fabricmon/config.py,
+# fabricmon/sources/ethernet/settings.py) and the source registry
+config-doc: venv
+	FABRICMON_UPDATE_GOLDEN=1 $(VENV)/bin/python -m pytest -q -p no:cacheprovider tests/cli/test_config_doc.py
+
 bench: venv
 	$(VENV)/bin/python bench/scrape_latency.py
 
 clean:
-	rm -rf $(VENV) build *.egg-info
+	rm -rf $(VENV) build dist *.egg-info

@@ -5,10 +5,10 @@ For each loss rate: an ibsim fat tree (4 spines x 8 leaves, 2 hosts per leaf, 2 
 as in issue 22) with a running opensm; the collector (in this process, the real tools) with
 --sweep/--discovery intervals; once its first view is complete, `rate` % of the MADs through every
 port of spine01 and through two uplinks of leaf02 are dropped (ibsim `Error`). For --observe
-seconds every build is checked: cabled ports reported down, fabric_link findings, topology changes,
-switches without their name, stale switches. Then leaf01's cable to spine01 is pulled (still under
+seconds every build is checked: cabled ports reported down, degraded_link findings, topology changes,
+switches without their name, unresponsive switches. Then leaf01's cable to spine01 is pulled (still under
 loss) and the time until both ends read down is measured; then the loss is lifted and the time until
-no switch is stale and nothing but the pulled cable is down.
+no switch is unresponsive and nothing but the pulled cable is down.
 
     .venv/bin/python bench/fabric_loss.py [--rates 10,30,50,70,90] [--sweep 15] [--discovery 300] [--observe 60]
 
@@ -40,8 +40,8 @@ def view(pipe) -> tuple:
         return None, [], 0, set(), [], []
     down = sorted(k for k, p in fab.ports.items() if p.link is not None and not p.up)
     nameless = {g for g, sw in fab.switches.items() if not sw.name}
-    stale = sorted(fab.switches[g].name for g, s in fab.stale.items() if s)
-    links = [f for f in snap.findings if f.check == "fabric_link"]
+    stale = sorted(fab.switches[g].name for g, s in fab.unresponsive.items() if s)
+    links = [f for f in snap.findings if f.check == "degraded_link"]
     return fab, down, fab.topology_changes, nameless, stale, links
 
 
@@ -109,7 +109,7 @@ def run_rate(rate: int, args, work: Path) -> dict:
             return {"loss_percent": rate, "observe_s": args.observe, "sweep_s": args.sweep,
                     "discovery_s": args.discovery, "max_ports_down": worst_down, "max_link_findings": links,
                     "max_topology_changes": worst_changes, "max_nameless_switches": worst_nameless,
-                    "stale_switches": sorted(stale_seen), "unanswered_errors": unanswered,
+                    "unresponsive_switches": sorted(stale_seen), "unanswered_errors": unanswered,
                     "pulled_cable_down_s": None if pulled is None else round(pulled, 1),
                     "converged_after_loss_s": None if converged is None else round(converged, 1)}
         finally:

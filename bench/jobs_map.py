@@ -54,7 +54,7 @@ def main() -> int:
     sec = FabricSection(switches=dict(topo.switches), levels=dict(topo.levels),
                         ports={k: FabricPort(k[0], k[1], p.role, p.link, p.up) for k, p in topo.ports.items()})
     pick = random.Random(3)
-    findings = [Finding("ecmp_imbalance", g, None, WARNING, "x")
+    findings = [Finding("ecmp", g, None, WARNING, "x")
                 for g in pick.sample(leaves, 5) + pick.sample([g for g in topo.switches if topo.levels[g] >= 2], 5)]
     print(f"{name}: {len(topo.switches)} switches, {len(leaves)} leaves, {sum(map(len, by_leaf.values()))} hosts")
     rng = random.Random(7)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import errno
 import os
 import shutil
 import signal
@@ -24,6 +25,9 @@ from fabricmon.pipeline.learned import LearnedStore, inventory_path
 from fabricmon.host import BundleError, HostIO, LiveIO, RecordingIO, ReplayIO
 
 EXIT_CONFIG = 2
+# the listen port is held by another process (a previous instance still stopping, a clash): not a
+# config error, so the units' RestartPreventExitStatus=2 lets systemd retry it (EX_TEMPFAIL, sysexits.h)
+EXIT_PORT_IN_USE = 75
 
 
 class UsageError(ValueError):
@@ -70,6 +74,10 @@ def _serve(cfg: Config, io: HostIO, address: str | None, port: int | None, pipel
     except OSError as exc:      # cannot bind (in use, no such address, bad name) or load the TLS files
         io.close()
         where = f"{address or cfg.address}:{cfg.port if port is None else port}"
+        if exc.errno == errno.EADDRINUSE:
+            print(f"fabricmon: cannot listen on {where}: {exc.strerror or exc}: another process holds the port "
+                  f"(not a config error: exit {EXIT_PORT_IN_USE}, systemd retries)", file=sys.stderr)
+            return EXIT_PORT_IN_USE
         print(f"fabricmon: cannot listen on {where}: {exc.strerror or exc}", file=sys.stderr)
         return EXIT_CONFIG
 
@@ -149,6 +157,36 @@ def _daemon_auth(args: argparse.Namespace) -> dict:
     return out
 
 
+def _can_write_dir(path: str) -> bool:
+    """This user can write `path`, or create it (its nearest existing ancestor is writable)."""
+    d = os.path.abspath(path)
+    while not os.path.exists(d) and os.path.dirname(d) != d:
+        d = os.path.dirname(d)
+    return os.path.isdir(d) and os.access(d, os.W_OK | os.X_OK)
+
+
+def user_state_dir() -> str | None:
+    """The user's own state directory for fabricmon: $XDG_STATE_HOME/fabricmon, by default
+    ~/.local/state/fabricmon (None without a home)."""
+    base = os.environ.get("XDG_STATE_HOME") or (
+        os.path.join(os.path.expanduser("~"), ".local", "state") if os.path.isabs(os.path.expanduser("~")) else "")
+    return os.path.join(base, "fabricmon") if os.path.isabs(base) else None
+
+
+def _check_state_dir(state_dir: str) -> str | None:
+    """Where `check` keeps its counter history and learned inventory: paths.state_dir, or, for a user
+    who cannot write it (an ordinary user beside the daemon's /var/lib/fabricmon), the user state
+    directory, silently. None (no state, said in one plain line) when neither can be written."""
+    if _can_write_dir(state_dir):
+        return state_dir
+    user = user_state_dir()
+    if user and _can_write_dir(user):
+        return user
+    print(f"fabricmon: note: no state kept between runs ({state_dir} and {user or 'the home directory'} are not "
+          "writable by this user): rate checks need --sample-window", file=sys.stderr)
+    return None
+
+
 def cmd_check(args: argparse.Namespace) -> int:
     """Exit 0 OK, 1 WARNING, 2 CRITICAL, 3 UNKNOWN (main() turns errors into UNKNOWN)."""
     note = ""
@@ -164,9 +202,11 @@ def cmd_check(args: argparse.Namespace) -> int:
             return healthcheck.status_of(doc)
     cfg = _load(args)
     stateless = args.no_state or args.replay
-    state_path = None if stateless else (args.state or os.path.join(cfg.state_dir, "check-state.json"))
+    state_dir = cfg.state_dir if stateless or args.state else _check_state_dir(cfg.state_dir)
+    stateless = stateless or state_dir is None
+    state_path = None if stateless else (args.state or os.path.join(state_dir, "check-state.json"))
     doc = healthcheck.local_verdict(cfg, _io(args, cfg), state_path, args.sample_window,
-                                    None if stateless else inventory_path(cfg.state_dir))
+                                    None if stateless else inventory_path(state_dir))
     print("\n".join(healthcheck.check_lines(doc, args.verbose, note)))
     return healthcheck.status_of(doc)
 
@@ -290,6 +330,7 @@ def cmd_fabric_once(args: argparse.Namespace) -> int:
     sources' own error logs stay quiet unless --log-level asks for them."""
     from fabricmon.pipeline.fabric import fabric_pipeline
     from fabricmon.pipeline.fabric_failure import why_nothing_read
+    from fabricmon.registry import failure_hints
     from fabricmon.report import source_findings
     args.log_level = args.log_level or "error"
     cfg = _fabric_config(args)
@@ -303,7 +344,7 @@ def cmd_fabric_once(args: argparse.Namespace) -> int:
         write_atomic(args.output, body)
     else:
         sys.stdout.write(body.decode())
-    why = why_nothing_read(snap)
+    why = why_nothing_read(snap, failure_hints(cfg.fabric.kind))
     if why is not None:
         print(f"fabricmon: no switch could be read: {why}", file=sys.stderr)
         return 1
@@ -317,7 +358,7 @@ def _copy_config_without_secrets(src: str, dst: Path) -> None:
     replaced by "<redacted>" (a bundle is shared for bug reports; secret files are not copied)."""
     import yaml
 
-    from fabricmon.config import SNMP_SECRETS
+    from fabricmon.sources.ethernet.settings import SNMP_SECRETS
     raw = yaml.safe_load(Path(src).read_text()) or {}
     snmp = ((raw.get("fabric") or {}).get("ethernet") or {}).get("snmp") if isinstance(raw, dict) else None
     if isinstance(snmp, dict) and any(k in snmp for k in SNMP_SECRETS):
@@ -395,7 +436,7 @@ def build_parser() -> argparse.ArgumentParser:
                     "basic_auth_users)")
     sp.add_argument("--daemon-password-file", metavar="FILE", help="file holding that user's password")
     sp.add_argument("--daemon-ca-file", metavar="FILE", help="CA certificate to verify an https daemon with")
-    sp.add_argument("--state", metavar="FILE", help="counter history between runs (default <state_dir>/check-state.json)")
+    sp.add_argument("--state", metavar="FILE", help="counter history between runs (default <state_dir>/check-state.json; ~/.local/state/fabricmon/ for a user who cannot write state_dir)")
     sp.add_argument("--no-state", action="store_true", help="do not read or write the state file")
     sp.add_argument("--sample-window", type=float, metavar="SECONDS", default=0.0,
                     help="poll twice this many seconds apart, so rate checks work without state")
@@ -479,9 +520,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"fabricmon: {exc}", file=sys.stderr)
         return EXIT_CONFIG
     except OSError as exc:
-        if getattr(exc, "errno", None) == 98 or "Address already in use" in str(exc):
-            print(f"fabricmon: cannot listen: {exc}", file=sys.stderr)
-            return EXIT_CONFIG
+        if getattr(exc, "errno", None) == errno.EADDRINUSE:
+            print(f"fabricmon: cannot listen: {exc} (not a config error: exit {EXIT_PORT_IN_USE}, systemd retries)",
+                  file=sys.stderr)
+            return EXIT_PORT_IN_USE
         raise
 
 

@@ -1,37 +1,35 @@
 """Configuration: YAML in, validated frozen dataclasses out.
 
-Every error names the key (as a dotted path) and the reason, so `fabricmon run` can refuse to
-start with exit 2 and a message an operator can act on.
+Each section is a declarative Schema (fabricmon.schema: field, type, bounds, default, doc line)
+that validates its mapping and builds its dataclass; a section read by one package is declared
+there (fabric.ethernet in fabricmon/sources/ethernet/settings.py, found through the registry), and
+the sources' own keys come from the source registry. docs/configuration.md's reference is rendered
+from the same schemas (`make config-doc`). Every error names the key (as a dotted path) and the
+reason, so `fabricmon run` can refuse to start with exit 2 and a message an operator can act on.
 """
 
 from __future__ import annotations
 
-import difflib
 import fnmatch
+import functools
 import os
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
 
 import yaml
 
 from fabricmon import ibspec
 from fabricmon.host.runner import DEFAULT_TOOL_DIRS
-from fabricmon.registry import registry
+from fabricmon.registry import SOURCE_PACKAGES, SourceSpec, registry, section
+from fabricmon.schema import (ConfigError, Context, Field, Schema, boolean, choice, custom, integer, listing,
+                              mapping, number, string, table)
+from fabricmon.schema import section as subsection
 
 DEFAULT_PORT = 9879
 DEFAULT_FABRIC_PORT = 9881      # the fabric collector (9880 is fluentd's in_http default)
 DEFAULT_CONFIG_PATH = "/etc/fabricmon/fabricmon.yml"
-
-
-class ConfigError(ValueError):
-    """A configuration problem at `key`."""
-
-    def __init__(self, key: str, reason: str):
-        self.key = key
-        self.reason = reason
-        super().__init__(f"config error at {key or '<top>'}: {reason}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,6 +39,7 @@ class SourceConfig:
     interval: float
     timeout: float
     command: tuple[str, ...]
+    options: Any = None      # what the source's own keys built (its registered options schema), else None
 
 
 @dataclass(frozen=True, slots=True)
@@ -144,43 +143,6 @@ class FabricThresholds:
     utilisation_floor: float = 0.3       # judge a group only while its mean is above this share of link rate
 
 
-SNMP_AUTH_PROTOCOLS = ("MD5", "SHA", "SHA224", "SHA256", "SHA384", "SHA512")
-SNMP_PRIV_PROTOCOLS = ("DES", "AES", "AES192", "AES256", "AES192C", "AES256C")   # C: Cisco's key extension
-SNMP_SECRETS = ("community", "auth_password", "priv_password")
-
-
-@dataclass(frozen=True, slots=True)
-class SnmpConfig:
-    """How the Ethernet collector reads its switches (fabric.ethernet.snmp). Secrets are read
-    from their files when the config loads and never shown (repr=False): v2c's community only into
-    the request datagrams (host.snmp), v3's to net-snmp in a private config file; never in argv, a
-    log line or an error message."""
-    version: str = "2c"                  # "2c" or "3"
-    community: str = field(default="", repr=False)
-    user: str = ""
-    auth_protocol: str = "SHA"
-    auth_password: str = field(default="", repr=False)
-    priv_protocol: str = "AES"
-    priv_password: str = field(default="", repr=False)
-    context: str = ""
-    timeout: float = 2.0                 # seconds per request (net-snmp -t)
-    retries: int = 1                     # net-snmp -r
-    max_repetitions: int = 25            # GETBULK: values per answer (net-snmp -Cr)
-    max_rows: int = 50000                # rows of one table column a walk reads at most (a broken agent's end)
-    # secret files found group- or world-readable (warned about once at start)
-    loose_files: tuple[str, ...] = ()
-
-
-@dataclass(frozen=True, slots=True)
-class EthernetConfig:
-    """fabric.ethernet: the switches of an Ethernet (RoCE) fabric, read over SNMP."""
-    switches: tuple[str, ...] = ()       # host[:port]
-    snmp: SnmpConfig = field(default_factory=SnmpConfig)
-    concurrency: int = 16                # switches read at once
-    pfc_storm_rate: float = 1000.0       # pause frames/s on one port, priority and direction ...
-    pfc_storm_sweeps: int = 2            # ... for this many sweeps in a row: a PFC storm
-
-
 @dataclass(frozen=True, slots=True)
 class FabricConfig:
     """The fabric collector (`fabricmon fabric`)."""
@@ -198,10 +160,18 @@ class FabricConfig:
     sm_stalled_polls: int = 2            # polls in a row with the master's activity count unchanged: a hung SM
     down_port_max_age: float | None = 604800.0   # seconds a cabled port that went down stays reported; None: until restart
     link_state_max_ports: int = 512      # PortInfo SMP reads per sweep when the SM's records do not cover the ports (0: none)
-    stale_sweeps: int = 3                # sweeps (of the last stale_sweeps + 2) with unanswered queries: a switch is stale
+    unresponsive_sweeps: int = 5         # a switch that did not answer in this many ...
+    unresponsive_window: int = 7         # ... of its last this many sweeps is unresponsive (OpenSM's rule)
     sources: dict[str, SourceConfig] = field(default_factory=dict)
     kind: str = "infiniband"             # or "ethernet": which sources the collector runs
-    ethernet: EthernetConfig = field(default_factory=EthernetConfig)
+    # fabric.ethernet as configured (kind: ethernet), else None: read it as `ethernet`
+    _ethernet: Any = None
+
+    @property
+    def ethernet(self) -> Any:
+        """fabric.ethernet (fabricmon.sources.ethernet.settings.EthernetConfig): as configured with
+        kind: ethernet, else its defaults; the Ethernet package is imported only when this is read."""
+        return self._ethernet if self._ethernet is not None else _ethernet_defaults()
 
 
 @dataclass(frozen=True, slots=True)
@@ -238,7 +208,7 @@ class Config:
         return any(fnmatch.fnmatchcase(device, pat) for pat in self.exclude_devices)
 
 
-# Counter checks: name -> (counters summed, window s, warning, critical, what to do)
+# Counter checks: name -> (counters summed, window s, warning, critical)
 COUNTER_CHECKS: dict[str, tuple[tuple[str, ...], float, float | None, float | None]] = {
     "symbol_errors": (("symbol_errors",), 3600.0, 120.0, 1200.0),
     "link_flap": (("link_downed",), 43200.0, 1.0, 3.0),
@@ -250,45 +220,23 @@ COUNTER_CHECKS: dict[str, tuple[tuple[str, ...], float, float | None, float | No
 }
 
 SEVERITIES = {"ok": 0, "warning": 1, "critical": 2}
-
-_TOP_KEYS = ("server", "paths", "sources", "exclude_devices", "expected_links", "checks", "logging",
-             "roce", "gpu", "fabric", "slurm")
-
-
-def _suggest(key: str, allowed: tuple[str, ...] | list[str]) -> str:
-    close = difflib.get_close_matches(key, allowed, n=1)
-    return f" (did you mean {close[0]!r}?)" if close else f" (allowed: {', '.join(allowed)})"
+ROCE_MTUS = (256, 512, 1024, 2048, 4096)
+# the registry's collector for each source package (its names are the registry's, not typed here):
+# the node daemon's, and the fabric collector's for each fabric.kind (fabricmon.sources.<kind>)
+NODE_COLLECTOR = next(c for c, pkg in SOURCE_PACKAGES.items() if pkg == "fabricmon.sources")
+FABRIC_COLLECTORS = {kind: next(c for c, pkg in SOURCE_PACKAGES.items() if pkg == f"fabricmon.sources.{kind}")
+                     for kind in ("infiniband", "ethernet")}
 
 
-def _mapping(value: Any, key: str, allowed: tuple[str, ...]) -> dict[str, Any]:
-    if value is None:
-        return {}
-    if not isinstance(value, dict):
-        raise ConfigError(key, f"expected a mapping, got {type(value).__name__}")
-    for k in value:
-        if not isinstance(k, str) or k not in allowed:
-            raise ConfigError(f"{key}.{k}" if key else str(k), "unknown key" + _suggest(str(k), allowed))
-    return value
+# --- value checks shared by several keys ---------------------------------------------------
 
-
-def _number(value: Any, key: str, minimum: float | None = None, allow_none: bool = False) -> float | None:
-    if value is None and allow_none:
-        return None
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise ConfigError(key, f"expected a number, got {value!r}")
-    if minimum is not None and value < minimum:
-        raise ConfigError(key, f"must be >= {minimum}, got {value!r}")
-    return float(value)
-
-
-def _string(value: Any, key: str) -> str:
-    if not isinstance(value, str) or not value:
+def _glob(value: Any, key: str, ctx: Context | None = None) -> str:
+    if isinstance(value, int) and not isinstance(value, bool):
+        pat = str(value)
+    elif not isinstance(value, str) or not value:
         raise ConfigError(key, f"expected a non-empty string, got {value!r}")
-    return value
-
-
-def _glob(value: Any, key: str) -> str:
-    pat = _string(value, key) if not isinstance(value, int) else str(value)
+    else:
+        pat = value
     depth = 0
     for ch in pat:   # fnmatch silently treats an unclosed '[' as a literal: refuse it instead
         if ch == "[":
@@ -300,56 +248,37 @@ def _glob(value: Any, key: str) -> str:
     return pat
 
 
-def _bool_or_auto(value: Any, key: str) -> bool | str:
+def _bool_or_auto(value: Any, key: str, ctx: Context) -> bool | str:
     if isinstance(value, bool) or value == "auto":
         return value
     raise ConfigError(key, f"expected true, false or 'auto', got {value!r}")
 
 
-def _severity(value: Any, key: str) -> int:
-    if value not in SEVERITIES:
-        raise ConfigError(key, f"expected one of {', '.join(SEVERITIES)}, got {value!r}")
-    return SEVERITIES[value]
+def _existing_dir(value: str, key: str, ctx: Context) -> str:
+    if ctx.check_paths and not Path(value).is_dir():
+        raise ConfigError(key, f"{value} is not an existing directory")
+    return value
 
 
-def _dir(value: Any, key: str, must_exist: bool) -> str:
-    path = _string(value, key)
-    if must_exist and not Path(path).is_dir():
-        raise ConfigError(key, f"{path} is not an existing directory")
-    return path
+def _existing_file(value: str, key: str, ctx: Context) -> str:
+    if ctx.check_paths and not Path(value).is_file():
+        raise ConfigError(key, f"{value} is not a readable file")
+    return value
 
 
-def _sources(raw: Any, collector: str = "node", prefix: str = "sources",
-             defaults: dict[str, dict[str, Any]] | None = None) -> dict[str, SourceConfig]:
-    """Validate `<prefix>.<name>` against the sources registered for `collector` and their
-    defaults (`defaults` overrides a registered default, e.g. fabric.sweep_interval)."""
-    specs = registry(collector)
-    m = _mapping(raw, prefix, tuple(specs))
-    out = {}
-    for name, spec in specs.items():
-        key = f"{prefix}.{name}"
-        dflt = {"enabled": spec.enabled, "interval": spec.interval, "timeout": spec.timeout,
-                "command": list(spec.command), **(defaults or {}).get(name, {})}
-        takes_command = bool(spec.command)
-        allowed = ("enabled", "interval", "timeout", "command") if takes_command else ("enabled", "interval", "timeout")
-        s = _mapping(m.get(name), key, allowed)
-        cmd = s.get("command", dflt["command"])
-        if takes_command:
-            if isinstance(cmd, str):
-                cmd = [cmd]
-            if not isinstance(cmd, list) or not cmd or not all(isinstance(c, str) and c for c in cmd):
-                raise ConfigError(f"{key}.command", f"expected a program name or an argv list, got {cmd!r}")
-        out[name] = SourceConfig(
-            name=name,
-            enabled=_bool_or_auto(s.get("enabled", dflt["enabled"]), f"{key}.enabled"),
-            interval=_number(s.get("interval", dflt["interval"]), f"{key}.interval", 0.1),
-            timeout=_number(s.get("timeout", dflt["timeout"]), f"{key}.timeout", 0.1),
-            command=tuple(cmd) if takes_command else (),
-        )
-    return out
+def _absolute_dir(value: Any, key: str, ctx: Context) -> str:
+    if not isinstance(value, str) or not os.path.isabs(value):
+        raise ConfigError(key, f"expected an absolute directory, got {value!r}")
+    return value
 
 
-def parse_shard(value: Any, key: str) -> tuple[int, int]:
+def _absolute(value: str, key: str, ctx: Context) -> str:
+    if not os.path.isabs(value):
+        raise ConfigError(key, f"expected an absolute path, got {value!r}")
+    return value
+
+
+def parse_shard(value: Any, key: str, ctx: Context | None = None) -> tuple[int, int]:
     """`i/n` (0 <= i < n): this collector sweeps the switches whose GUID hash % n == i."""
     text = str(value).strip() if isinstance(value, (str, int)) and not isinstance(value, bool) else ""
     m = re.fullmatch(r"(\d+)\s*/\s*(\d+)", text)
@@ -358,456 +287,427 @@ def parse_shard(value: Any, key: str) -> tuple[int, int]:
     return int(m.group(1)), int(m.group(2))
 
 
-def _int(value: Any, key: str, lo: int, hi: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= hi:
-        raise ConfigError(key, f"expected an integer {lo}-{hi}, got {value!r}")
+def _warning_below_critical(values: dict[str, Any], m: Mapping[str, Any], key: str, ctx: Context) -> None:
+    w, c = values["warning"], values["critical"]
+    if w is not None and c is not None and w > c:
+        raise ConfigError(f"{key}.warning", f"{w:g} is above critical ({c:g})")
+
+
+# --- sources.<name> (and fabric.sources.<name>): from the source registry -------------------
+
+def _command(value: Any, key: str, ctx: Context) -> tuple[str, ...]:
+    cmd = [value] if isinstance(value, str) else value
+    if not isinstance(cmd, list) or not cmd or not all(isinstance(c, str) and c for c in cmd):
+        raise ConfigError(key, f"expected a program name or an argv list, got {value!r}")
+    return tuple(cmd)
+
+
+def source_schema(spec: SourceSpec) -> Schema:
+    """A registered source's keys, with its registered defaults."""
+    fields = [custom("enabled", spec.enabled, "`auto`: run when its program is installed, quietly off when not "
+                     "(no run, no error, `fabricmon_source_active` 0); `true` makes a missing tool a source error",
+                     _bool_or_auto, "true, false or auto"),
+              number("interval", spec.interval, "seconds between runs", lo=0.1),
+              number("timeout", spec.timeout, "seconds; then the tool's whole process group is killed", lo=0.1)]
+    if spec.command:
+        fields.append(custom("command", spec.command, "program name or argv list (e.g. a full path); never run "
+                             "through a shell", _command, "program or argv list"))
+    options: Schema | None = spec.options       # the source's own keys, declared where it is registered
+    own = tuple(f.name for f in options.fields) if options is not None else ()
+
+    def build(v: dict[str, Any], key: str, ctx: Context) -> SourceConfig:
+        opts = None
+        if options is not None:
+            o = {n: v[n] for n in own}
+            if options.check is not None:
+                options.check(o, o, key, ctx)
+            opts = options.build(o, key, ctx) if options.build is not None else o
+        return SourceConfig(name=spec.name, enabled=v["enabled"], interval=v["interval"], timeout=v["timeout"],
+                            command=v.get("command", ()), options=opts)
+    return Schema(tuple(fields) + (options.fields if options is not None else ()), build=build,
+                  extra=options.extra if options is not None else ())
+
+
+@functools.lru_cache(maxsize=None)
+def source_schemas(collector: str) -> dict[str, Schema]:
+    return {name: source_schema(spec) for name, spec in registry(collector).items()}
+
+
+def _sources(raw: Any, key: str, collector: str, ctx: Context) -> tuple[dict[str, SourceConfig], dict[str, Any]]:
+    """`key.<name>` for every source of `collector`; also the mapping given (to tell a default from a setting)."""
+    schemas = source_schemas(collector)
+    m = mapping(raw, key, tuple(schemas))
+    return {name: s.load(m.get(name), f"{key}.{name}", ctx) for name, s in schemas.items()}, m
+
+
+# --- server ---------------------------------------------------------------------------------
+
+def _tls_check(values: dict[str, Any], m: Mapping[str, Any], key: str, ctx: Context) -> None:
+    if bool(values["cert_file"]) != bool(values["key_file"]):
+        raise ConfigError(key, "cert_file and key_file must be set together")
+    if values["client_ca_file"] and not values["cert_file"]:
+        raise ConfigError(f"{key}.client_ca_file", "needs cert_file and key_file")
+    for k in ("cert_file", "key_file", "client_ca_file"):
+        if values[k]:
+            _existing_file(values[k], f"{key}.{k}", ctx)
+
+
+TLS = Schema(
+    fields=(string("cert_file", None, "HTTPS: the server certificate (PEM), with `key_file`", null=True,
+                   kind="path", default_doc="unset"),
+            string("key_file", None, "HTTPS: its private key", null=True, kind="path", default_doc="unset"),
+            string("client_ca_file", None, "clients must present a certificate signed by this CA", null=True,
+                   kind="path", default_doc="unset")),
+    check=_tls_check, build=lambda v, key, ctx: TLSConfig(**v))
+
+
+def _url_path(value: Any, key: str, ctx: Context) -> str:
+    if not isinstance(value, str) or not value.startswith("/"):
+        raise ConfigError(key, f"expected a path such as /healthz, got {value!r}")
     return value
 
 
-def _secret(m: dict[str, Any], key: str, name: str, check_paths: bool, loose: list[str]) -> str:
-    """A secret inline (`name`) or from `name_file` (first line). The value never appears in an
-    error; a file readable by group or others is noted in `loose` (a warning at start)."""
-    inline, path = m.get(name), m.get(f"{name}_file")
-    if inline is not None and path is not None:
-        raise ConfigError(f"{key}.{name}", f"give {name} or {name}_file, not both")
-    if inline is not None:
-        if not isinstance(inline, str) or not inline:
-            raise ConfigError(f"{key}.{name}", "expected a non-empty string")
-        return inline
-    if path is None:
-        return ""
-    path = _string(path, f"{key}.{name}_file")
-    if not check_paths:
-        return ""
-    try:
-        st = os.stat(path)
-        with open(path, encoding="utf-8") as fh:
-            text = fh.readline().strip()
-    except OSError as exc:
-        raise ConfigError(f"{key}.{name}_file", f"cannot read {path}: {exc.strerror or exc}") from None
-    except UnicodeDecodeError:
-        raise ConfigError(f"{key}.{name}_file", f"{path} is not UTF-8 text") from None
-    if not text:
-        raise ConfigError(f"{key}.{name}_file", f"{path} is empty")
-    if st.st_mode & 0o077:
-        loose.append(f"{path} (mode {st.st_mode & 0o777:o})")
-    return text
+_D_SERVE = ServeConfig()
+SERVER = Schema(fields=(
+    string("address", "0.0.0.0", "listen address for `/metrics`, `/healthz` and the pages"),
+    integer("port", DEFAULT_PORT, "the node daemon's TCP port", lo=0, hi=65535),
+    subsection("tls", TLS, ""),
+    string("web_config_file", None, "exporter-toolkit web config (`tls_server_config`, `basic_auth_users` "
+           "with bcrypt hashes, `http_server_config`); see [serving.md](serving.md)", null=True,
+           check=_existing_file, kind="path", default_doc="unset"),
+    listing("unauthenticated_paths", _D_SERVE.unauthenticated_paths, "served without basic auth", _url_path, "paths"),
+    integer("max_connections", _D_SERVE.max_connections, "open connections at most (fewer when RLIMIT_NOFILE is low)",
+            lo=8, hi=65536),
+    number("header_timeout", _D_SERVE.header_timeout, "seconds for the TLS handshake plus the whole request head",
+           lo=0.1),
+    number("idle_timeout", _D_SERVE.idle_timeout, "seconds a keep-alive connection may idle between requests", lo=0.1),
+    boolean("access_log", _D_SERVE.access_log, "one structured log line per request"),
+    number("page_renders_per_second", _D_SERVE.page_renders_per_second,
+           "uncached page renders per second, one at a time", lo=0.01),
+))
+SERVE_KEYS = tuple(f.name for f in SERVER.fields if f.name not in ("address", "port", "tls"))
+
+PATHS = Schema(fields=(
+    string("sysfs", "/sys", "sysfs root (`/host/sys` in a container; a recorded tree in tests)",
+           check=_existing_dir, kind="directory"),
+    string("procfs", "/proc", "procfs root", check=_existing_dir, kind="directory"),
+    string("state_dir", "/var/lib/fabricmon", "`check`'s counter history between runs, the learned inventory "
+           "(`inventory.json`, [inventory.md](inventory.md)) and the fabric topology cache", kind="directory"),
+    listing("tool_dirs", DEFAULT_TOOL_DIRS, "where tools are looked for after `PATH` (each program is resolved "
+            "once; a missing one is looked for again every 60 s)", _absolute_dir, "absolute directories"),
+))
 
 
-def _snmp(raw: Any, check_paths: bool) -> SnmpConfig:
-    key = "fabric.ethernet.snmp"
-    d = SnmpConfig()
-    m = _mapping(raw, key, ("version", "community", "community_file", "user", "auth_protocol", "auth_password",
-                            "auth_password_file", "priv_protocol", "priv_password", "priv_password_file", "context",
-                            "timeout", "retries", "max_repetitions", "max_rows"))
-    version = str(m.get("version", d.version))
-    if version not in ("2c", "3"):
-        raise ConfigError(f"{key}.version", f"expected \"2c\" or \"3\", got {m.get('version')!r}")
-    loose: list[str] = []
-    secrets = {n: _secret(m, key, n, check_paths, loose) for n in SNMP_SECRETS}
-    auth = str(m.get("auth_protocol", d.auth_protocol)).upper()
-    priv = str(m.get("priv_protocol", d.priv_protocol)).upper()
-    if auth not in SNMP_AUTH_PROTOCOLS:
-        raise ConfigError(f"{key}.auth_protocol", f"expected one of {', '.join(SNMP_AUTH_PROTOCOLS)}, got {auth!r}")
-    if priv not in SNMP_PRIV_PROTOCOLS:
-        raise ConfigError(f"{key}.priv_protocol", f"expected one of {', '.join(SNMP_PRIV_PROTOCOLS)}, got {priv!r}")
-    user = _string(m.get("user", ""), f"{key}.user") if "user" in m else ""
-    if version == "2c":
-        if not secrets["community"] and "community_file" not in m:
-            raise ConfigError(f"{key}.community_file", "SNMP v2c needs a community (community_file, or community)")
-        for n in ("user", "auth_password", "auth_password_file", "priv_password", "priv_password_file"):
-            if n in m:
-                raise ConfigError(f"{key}.{n}", "only for SNMP version 3")
-    else:
-        if not user:
-            raise ConfigError(f"{key}.user", "SNMP v3 needs a user (security name)")
-        for n in ("auth_password", "priv_password"):
-            if not secrets[n] and f"{n}_file" not in m:
-                raise ConfigError(f"{key}.{n}_file", "SNMP v3 authPriv needs it (or " + n + ")")
-            if check_paths and len(secrets[n]) < 8:
-                raise ConfigError(f"{key}.{n}_file" if f"{n}_file" in m else f"{key}.{n}",
-                                  "an SNMPv3 pass phrase has at least 8 characters")
-        if "community" in m or "community_file" in m:
-            raise ConfigError(f"{key}.community", "only for SNMP version 2c")
-    context = _string(m.get("context", ""), f"{key}.context") if m.get("context") else ""
-    for n, v in (("user", user), ("context", context)):
-        if any(c.isspace() or not c.isprintable() for c in v):
-            raise ConfigError(f"{key}.{n}", "must not contain spaces or control characters")
-    return SnmpConfig(
-        version=version, community=secrets["community"], user=user, auth_protocol=auth,
-        auth_password=secrets["auth_password"], priv_protocol=priv, priv_password=secrets["priv_password"],
-        context=context, timeout=_number(m.get("timeout", d.timeout), f"{key}.timeout", 0.1),
-        retries=_int(m.get("retries", d.retries), f"{key}.retries", 0, 10),
-        max_repetitions=_int(m.get("max_repetitions", d.max_repetitions), f"{key}.max_repetitions", 1, 1000),
-        max_rows=_int(m.get("max_rows", d.max_rows), f"{key}.max_rows", 1, 10_000_000),
-        loose_files=tuple(loose))
+# --- expected_links[] -----------------------------------------------------------------------
+
+def _width(value: Any, key: str, ctx: Context) -> int:
+    width = ibspec.parse_width(str(value))
+    if width is None:
+        raise ConfigError(key, f"expected a width like 4X, got {value!r}")
+    return width
 
 
-_HOST_PORT = re.compile(r"^(?:\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9][A-Za-z0-9.-]*)(?::[0-9]{1,5})?$")
+def _speed(value: Any, key: str, ctx: Context) -> str:
+    gen = ibspec.generation(str(value))
+    if gen is None:
+        names = ", ".join(g.name for g in ibspec.GENERATIONS)
+        raise ConfigError(key, f"unknown speed {value!r} (one of {names})")
+    return gen.name
 
 
-def _switch_list(values: Any, key: str) -> tuple[str, ...]:
-    if not isinstance(values, list):
-        raise ConfigError(key, f"expected a list of host[:port], got {values!r}")
-    out = []
-    for i, v in enumerate(values):
-        if not isinstance(v, str) or not _HOST_PORT.match(v.strip()):
-            raise ConfigError(f"{key}[{i}]", f"expected host[:port] (e.g. 10.0.0.11 or spine01:161), got {v!r}")
-        port = v.strip().rsplit(":", 1)[1] if ":" in v.strip().rsplit("]", 1)[-1] else "161"
-        if not 1 <= int(port) <= 65535:
-            raise ConfigError(f"{key}[{i}]", f"UDP port {port} is not 1-65535")
-        out.append(v.strip())
-    if len(set(out)) != len(out):
-        dup = next(x for x in out if out.count(x) > 1)
-        raise ConfigError(key, f"{dup} is listed twice")
-    return tuple(out)
+def _expected_check(values: dict[str, Any], m: Mapping[str, Any], key: str, ctx: Context) -> None:
+    if "device" not in m:
+        raise ConfigError(f"{key}.device", "required (a glob on the HCA name, e.g. 'mlx5_*')")
+    if all(values[k] is None for k in ("width", "speed", "rate_gbps", "count")):
+        raise ConfigError(key, "needs at least one of width, speed, rate_gbps or count")
 
 
-def _ethernet(raw: Any, kind: str, check_paths: bool) -> EthernetConfig:
-    key = "fabric.ethernet"
-    d = EthernetConfig()
-    m = _mapping(raw, key, ("switches", "switches_file", "snmp", "concurrency", "pfc_storm_rate", "pfc_storm_sweeps"))
-    if kind != "ethernet":
-        if m:
-            raise ConfigError(key, "set fabric.kind: ethernet to use it")
-        return d
-    if "switches" in m and "switches_file" in m:
-        raise ConfigError(f"{key}.switches", "give switches or switches_file, not both")
-    if "switches_file" in m:
-        path = _string(m["switches_file"], f"{key}.switches_file")
-        try:
-            lines = [ln.split("#", 1)[0].strip() for ln in Path(path).read_text().splitlines()]
-        except OSError as exc:
-            if check_paths:
-                raise ConfigError(f"{key}.switches_file", f"cannot read {path}: {exc.strerror or exc}") from None
-            lines = []
-        switches = _switch_list([ln for ln in lines if ln], f"{key}.switches_file")
-    else:
-        switches = _switch_list(m.get("switches", []), f"{key}.switches")
-    if not switches and check_paths:
-        raise ConfigError(f"{key}.switches", "an Ethernet fabric needs at least one switch (switches or switches_file)")
-    return EthernetConfig(
-        switches=switches, snmp=_snmp(m.get("snmp"), check_paths),
-        concurrency=_int(m.get("concurrency", d.concurrency), f"{key}.concurrency", 1, 256),
-        pfc_storm_rate=_number(m.get("pfc_storm_rate", d.pfc_storm_rate), f"{key}.pfc_storm_rate", 0),
-        pfc_storm_sweeps=_int(m.get("pfc_storm_sweeps", d.pfc_storm_sweeps), f"{key}.pfc_storm_sweeps", 1, 1000))
+EXPECTED_LINK = Schema(
+    fields=(custom("device", None, "glob on the HCA name (required)", _glob, "glob", default_doc="required"),
+            custom("port", "*", "glob on the port number", _glob, "glob"),
+            custom("width", None, "expected width (`4X`)", _width, "width", default_doc="unset"),
+            custom("speed", None, "expected speed (`NDR`, `HDR`, ...)", _speed, "speed", default_doc="unset"),
+            number("rate_gbps", None, "expected rate in Gb/s (e.g. 400 for RoCE)", lo=0.1, default_doc="unset"),
+            choice("link_layer", "InfiniBand", "which ports the entry applies to",
+                   {"infiniband": "InfiniBand", "ethernet": "Ethernet", "any": "any"},
+                   reason="expected InfiniBand, Ethernet or any",
+                   fold=lambda v: v.lower() if isinstance(v, str) else v),
+            integer("count", None, "how many ports must match (`expected_inventory`)", lo=1, default_doc="unset")),
+    check=_expected_check, build=lambda v, key, ctx: ExpectedLink(**v))
 
 
-def _fabric(raw: Any, state_dir: str, check_paths: bool = True) -> FabricConfig:
-    d = FabricConfig()
-    m = _mapping(raw, "fabric", ("port", "sweep_interval", "discovery_interval", "timeouts", "concurrency",
-                                 "shard", "cache_dir", "mad_timeout_ms", "thresholds", "sources",
-                                 "routing_interval", "sm_interval", "routing_imbalance_threshold",
-                                 "sm_stalled_polls", "down_port_max_age", "link_state_max_ports",
-                                 "stale_sweeps", "kind", "ethernet"))
-    kind = m.get("kind", d.kind)
-    if kind not in ("infiniband", "ethernet"):
-        raise ConfigError("fabric.kind", f"expected infiniband or ethernet, got {kind!r}")
-    port = m.get("port", d.port)
-    if isinstance(port, bool) or not isinstance(port, int) or not 0 <= port <= 65535:
-        raise ConfigError("fabric.port", f"expected a TCP port number 0-65535, got {port!r}")
-    sweep = _number(m.get("sweep_interval", d.sweep_interval), "fabric.sweep_interval", 0.1)
-    disc = _number(m.get("discovery_interval", d.discovery_interval), "fabric.discovery_interval", 0.1)
-    routing = _number(m.get("routing_interval", d.routing_interval), "fabric.routing_interval", 0.1)
-    sm = _number(m.get("sm_interval", d.sm_interval), "fabric.sm_interval", 0.1)
-    imb = _number(m.get("routing_imbalance_threshold", d.routing_imbalance_threshold),
-                  "fabric.routing_imbalance_threshold", 1.0)
-    stalled = m.get("sm_stalled_polls", d.sm_stalled_polls)
-    if isinstance(stalled, bool) or not isinstance(stalled, int) or stalled < 1:
-        raise ConfigError("fabric.sm_stalled_polls", f"expected an integer >= 1, got {stalled!r}")
-    max_age = _number(m.get("down_port_max_age", d.down_port_max_age), "fabric.down_port_max_age", 1,
-                      allow_none=True)
-    timeouts = _mapping(m.get("timeouts"), "fabric.timeouts", ("sweep", "discovery", "routing", "sm"))
-    ls_max = m.get("link_state_max_ports", d.link_state_max_ports)
-    if isinstance(ls_max, bool) or not isinstance(ls_max, int) or ls_max < 0:
-        raise ConfigError("fabric.link_state_max_ports", f"expected an integer >= 0, got {ls_max!r}")
-    stale = m.get("stale_sweeps", d.stale_sweeps)
-    if isinstance(stale, bool) or not isinstance(stale, int) or stale < 1:
-        raise ConfigError("fabric.stale_sweeps", f"expected an integer >= 1, got {stale!r}")
-    conc = m.get("concurrency", d.concurrency)
-    if isinstance(conc, bool) or not isinstance(conc, int) or not 1 <= conc <= 2:
-        raise ConfigError("fabric.concurrency", f"expected 1 (the two sweep passes one after the other) or 2 "
-                                                f"(in parallel), got {conc!r}")
-    mad = m.get("mad_timeout_ms", d.mad_timeout_ms)
-    if isinstance(mad, bool) or not isinstance(mad, int) or not 10 <= mad <= 60000:
-        raise ConfigError("fabric.mad_timeout_ms", f"expected milliseconds 10-60000, got {mad!r}")
-    th = _mapping(m.get("thresholds"), "fabric.thresholds",
-                  ("ecmp_ratio", "ecmp_cv", "consecutive_sweeps", "utilisation_floor"))
-    dt = FabricThresholds()
-    n = th.get("consecutive_sweeps", dt.consecutive_sweeps)
-    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
-        raise ConfigError("fabric.thresholds.consecutive_sweeps", f"expected an integer >= 1, got {n!r}")
-    floor = _number(th.get("utilisation_floor", dt.utilisation_floor), "fabric.thresholds.utilisation_floor", 0)
-    if floor > 1:
-        raise ConfigError("fabric.thresholds.utilisation_floor", f"a share of link rate must be <= 1, got {floor!r}")
-    thresholds = FabricThresholds(
-        ecmp_ratio=_number(th.get("ecmp_ratio", dt.ecmp_ratio), "fabric.thresholds.ecmp_ratio", 1.0),
-        ecmp_cv=_number(th.get("ecmp_cv", dt.ecmp_cv), "fabric.thresholds.ecmp_cv", 0, allow_none=True),
-        consecutive_sweeps=n, utilisation_floor=floor)
-    defaults = {
-        "sweep": {"interval": sweep, **({"timeout": _number(timeouts["sweep"], "fabric.timeouts.sweep", 0.1)}
-                                        if "sweep" in timeouts else {})},
-        "discovery": {"interval": disc, **({"timeout": _number(timeouts["discovery"], "fabric.timeouts.discovery", 0.1)}
-                                           if "discovery" in timeouts else {})},
-        "routing": {"interval": routing, **({"timeout": _number(timeouts["routing"], "fabric.timeouts.routing", 0.1)}
-                                            if "routing" in timeouts else {})},
-        "sm": {"interval": sm, **({"timeout": _number(timeouts["sm"], "fabric.timeouts.sm", 0.1)}
-                                  if "sm" in timeouts else {})},
-        "slurm_jobs": {"interval": sweep},       # the running jobs, once per sweep
-    }
-    return FabricConfig(
-        port=port, sweep_interval=sweep, discovery_interval=disc, concurrency=conc,
-        shard=parse_shard(m["shard"], "fabric.shard") if "shard" in m else d.shard,
-        cache_dir=_string(m.get("cache_dir", f"{state_dir.rstrip('/')}/fabric"), "fabric.cache_dir"),
-        mad_timeout_ms=mad, thresholds=thresholds, routing_interval=routing, sm_interval=sm,
-        routing_imbalance_threshold=imb, sm_stalled_polls=stalled, down_port_max_age=max_age,
-        link_state_max_ports=ls_max, stale_sweeps=stale,
-        # an Ethernet fabric runs its own two sources (SNMP), named and timed as InfiniBand's
-        sources=_sources(m.get("sources"), "ethernet" if kind == "ethernet" else "fabric", "fabric.sources",
-                         defaults),
-        kind=kind, ethernet=_ethernet(m.get("ethernet"), kind, check_paths),
-    )
+def _expected(value: Any, key: str, ctx: Context) -> tuple[ExpectedLink, ...]:
+    if not isinstance(value, list):
+        raise ConfigError(key, f"expected a list, got {type(value).__name__}")
+    return tuple(EXPECTED_LINK.load(item, f"{key}[{i}]", ctx) for i, item in enumerate(value))
 
 
-def _expected(raw: Any) -> tuple[ExpectedLink, ...]:
-    if raw is None:
-        return ()
-    if not isinstance(raw, list):
-        raise ConfigError("expected_links", f"expected a list, got {type(raw).__name__}")
-    out = []
-    for i, item in enumerate(raw):
-        key = f"expected_links[{i}]"
-        e = _mapping(item, key, ("device", "port", "width", "speed", "rate_gbps", "link_layer", "count"))
-        if "device" not in e:
-            raise ConfigError(f"{key}.device", "required (a glob on the HCA name, e.g. 'mlx5_*')")
-        width = None
-        if "width" in e:
-            width = ibspec.parse_width(str(e["width"]))
-            if width is None:
-                raise ConfigError(f"{key}.width", f"expected a width like 4X, got {e['width']!r}")
-        speed = None
-        if "speed" in e:
-            if ibspec.generation(str(e["speed"])) is None:
-                names = ", ".join(g.name for g in ibspec.GENERATIONS)
-                raise ConfigError(f"{key}.speed", f"unknown speed {e['speed']!r} (one of {names})")
-            speed = ibspec.generation(str(e["speed"])).name
-        rate = _number(e["rate_gbps"], f"{key}.rate_gbps", 0.1) if "rate_gbps" in e else None
-        count = e.get("count")
-        if count is not None and (isinstance(count, bool) or not isinstance(count, int) or count < 1):
-            raise ConfigError(f"{key}.count", f"expected a number of ports >= 1, got {count!r}")
-        if width is None and speed is None and rate is None and count is None:
-            raise ConfigError(key, "needs at least one of width, speed, rate_gbps or count")
-        layer = e.get("link_layer", "InfiniBand")
-        layers = {"infiniband": "InfiniBand", "ethernet": "Ethernet", "any": "any"}
-        if not isinstance(layer, str) or layer.lower() not in layers:
-            raise ConfigError(f"{key}.link_layer", f"expected InfiniBand, Ethernet or any, got {layer!r}")
-        out.append(ExpectedLink(
-            device=_glob(e["device"], f"{key}.device"),
-            port=_glob(e.get("port", "*"), f"{key}.port"),
-            width=width, speed=speed, rate_gbps=rate, link_layer=layers[layer.lower()], count=count,
-        ))
-    return tuple(out)
+# --- checks ---------------------------------------------------------------------------------
+
+def _counter_check(name: str, window: float, warning: float | None, critical: float | None) -> Schema:
+    return Schema(fields=(number("window", window, "seconds of the trailing window", lo=1),
+                          number("warning", warning, "increase within the window that is a WARNING", lo=0, null=True),
+                          number("critical", critical, "... a CRITICAL", lo=0, null=True)),
+                  check=_warning_below_critical, build=lambda v, key, ctx: CounterCheckConfig(**v))
 
 
-def _checks(raw: Any) -> ChecksConfig:
-    allowed = ("compare_with_supported", "down_severity", "degraded_severity",
-               "saturation_severity", *COUNTER_CHECKS)
-    m = _mapping(raw, "checks", allowed)
-    cws = m.get("compare_with_supported", True)
-    if not isinstance(cws, bool):
-        raise ConfigError("checks.compare_with_supported", f"expected true or false, got {cws!r}")
-    counters = {}
-    for name, (_, window, warn, crit) in COUNTER_CHECKS.items():
-        key = f"checks.{name}"
-        c = _mapping(m.get(name), key, ("window", "warning", "critical"))
-        cc = CounterCheckConfig(
-            window=_number(c.get("window", window), f"{key}.window", 1),
-            warning=_number(c.get("warning", warn), f"{key}.warning", 0, allow_none=True),
-            critical=_number(c.get("critical", crit), f"{key}.critical", 0, allow_none=True),
-        )
-        if cc.warning is not None and cc.critical is not None and cc.warning > cc.critical:
-            raise ConfigError(f"{key}.warning", f"{cc.warning:g} is above critical ({cc.critical:g})")
-        counters[name] = cc
-    return ChecksConfig(
-        compare_with_supported=cws,
-        down_severity=_severity(m.get("down_severity", "critical"), "checks.down_severity"),
-        degraded_severity=_severity(m.get("degraded_severity", "critical"), "checks.degraded_severity"),
-        saturation_severity=_severity(m.get("saturation_severity", "ok"),
-                                      "checks.saturation_severity"),
-        counters=counters,
-    )
+def _severity(name: str, default: str, doc: str) -> Field:
+    return choice(name, SEVERITIES[default], doc, SEVERITIES)
 
 
-ROCE_MTUS = (256, 512, 1024, 2048, 4096)
+CHECKS = Schema(fields=(
+    boolean("compare_with_supported", True, "without an expectation, compare an IB port with what both ends could do"),
+    _severity("down_severity", "critical", "a port that is down"),
+    _severity("degraded_severity", "critical", "a port below its expected width or speed"),
+    _severity("saturation_severity", "ok", "a saturated port"),
+    *(subsection(name, _counter_check(name, w, warn, crit), f"the `{name}` counter check (thresholds on the "
+                 "increase within the trailing window; `null` disables a level)")
+      for name, (_, w, warn, crit) in COUNTER_CHECKS.items()),
+), build=lambda v, key, ctx: ChecksConfig(
+    compare_with_supported=v["compare_with_supported"], down_severity=v["down_severity"],
+    degraded_severity=v["degraded_severity"], saturation_severity=v["saturation_severity"],
+    counters={n: v[n] for n in COUNTER_CHECKS}))
+
+LOGGING = Schema(fields=(
+    choice("level", "info", "structlog level", ("debug", "info", "warning", "error"),
+           reason="expected debug, info, warning or error"),
+    choice("format", "auto", "`auto` is JSON when stderr is not a TTY", ("auto", "json", "console"),
+           reason="expected auto, json or console"),
+))
 
 
-def _priority(value: Any, key: str) -> int:
+# --- roce, gpu, slurm -----------------------------------------------------------------------
+
+def _priority(value: Any, key: str, ctx: Context | None = None) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= 7:
         raise ConfigError(key, f"expected a priority 0-7, got {value!r}")
     return value
 
 
-def _roce(raw: Any) -> RoceConfig:
-    d = RoceConfig()
-    allowed = ("priority", "lossless_priorities", "trust", "mtu", "pause_window", "pause_rate_warning",
-               "pause_rate_critical", "pause_fraction_warning", "pause_fraction_critical", "storm_window",
-               "drop_window", "drop_warning", "drop_critical", "cnp_window", "cnp_ignored_warning")
-    m = _mapping(raw, "roce", allowed)
-    prio = _priority(m.get("priority", d.priority), "roce.priority")
-    lossless = m.get("lossless_priorities", [prio])
-    if not isinstance(lossless, list):
-        raise ConfigError("roce.lossless_priorities", f"expected a list of priorities 0-7, got {lossless!r}")
-    lossless_t = tuple(sorted({_priority(p, f"roce.lossless_priorities[{i}]") for i, p in enumerate(lossless)}))
-    if lossless_t and prio not in lossless_t:
-        raise ConfigError("roce.lossless_priorities",
-                          f"must include roce.priority ({prio}), or be [] for lossy RoCE; got {lossless!r}")
-    trust = m.get("trust", d.trust)
-    if trust not in ("dscp", "pcp", None):
-        raise ConfigError("roce.trust", f"expected dscp, pcp or null (not checked), got {trust!r}")
-    mtu = m.get("mtu", d.mtu)
-    if mtu not in ROCE_MTUS or isinstance(mtu, bool):
-        raise ConfigError("roce.mtu", f"expected the RoCE (IB) MTU, one of {', '.join(map(str, ROCE_MTUS))} "
-                                      f"(not the netdev MTU), got {mtu!r}")
-
-    def num(k: str, minimum: float, allow_none: bool) -> Any:
-        return _number(m.get(k, getattr(d, k)), f"roce.{k}", minimum, allow_none=allow_none)
-
-    frac = {k: num(k, 0, True) for k in ("pause_fraction_warning", "pause_fraction_critical")}
-    for k, v in frac.items():
-        if v is not None and v > 1:
-            raise ConfigError(f"roce.{k}", f"a fraction of time must be <= 1, got {v!r}")
-    return RoceConfig(
-        priority=prio, lossless_priorities=lossless_t, trust=trust, mtu=mtu,
-        pause_window=num("pause_window", 1, False),
-        pause_rate_warning=num("pause_rate_warning", 0, True),
-        pause_rate_critical=num("pause_rate_critical", 0, True),
-        pause_fraction_warning=frac["pause_fraction_warning"],
-        pause_fraction_critical=frac["pause_fraction_critical"],
-        storm_window=num("storm_window", 1, False),
-        drop_window=num("drop_window", 1, False),
-        drop_warning=num("drop_warning", 0, True),
-        drop_critical=num("drop_critical", 0, True),
-        cnp_window=num("cnp_window", 1, False),
-        cnp_ignored_warning=num("cnp_ignored_warning", 0, True),
-    )
+def _roce_check(values: dict[str, Any], m: Mapping[str, Any], key: str, ctx: Context) -> None:
+    prio = values["priority"]
+    if "lossless_priorities" not in m:
+        values["lossless_priorities"] = (prio,)
+    lossless = tuple(sorted(set(values["lossless_priorities"])))
+    if lossless and prio not in lossless:
+        raise ConfigError(f"{key}.lossless_priorities",
+                          f"must include roce.priority ({prio}), or be [] for lossy RoCE; "
+                          f"got {list(m['lossless_priorities'])!r}")
+    values["lossless_priorities"] = lossless
 
 
-def _gpu(raw: Any) -> GpuConfig:
-    m = _mapping(raw, "gpu", ("nccl_env_file",))
-    env = m.get("nccl_env_file")
-    if env is not None:
-        env = _string(env, "gpu.nccl_env_file")
-        if not os.path.isabs(env):
-            raise ConfigError("gpu.nccl_env_file", f"expected an absolute path, got {env!r}")
-    return GpuConfig(nccl_env_file=env)
+_D_ROCE = RoceConfig()
+ROCE = Schema(fields=(
+    custom("priority", _D_ROCE.priority, "the priority that carries RDMA traffic", _priority, "priority 0-7"),
+    listing("lossless_priorities", _D_ROCE.lossless_priorities, "PFC must be on exactly for these; `[]`: lossy RoCE",
+            _priority,
+            "priorities 0-7", default_doc="`[roce.priority]`"),
+    choice("trust", _D_ROCE.trust, "expected trust state; `null`: not checked", ("dscp", "pcp", None),
+           reason="expected dscp, pcp or null (not checked)"),
+    choice("mtu", _D_ROCE.mtu, "expected active RoCE (IB) MTU in bytes, not the netdev MTU", ROCE_MTUS,
+           reason=f"expected the RoCE (IB) MTU, one of {', '.join(map(str, ROCE_MTUS))} (not the netdev MTU)"),
+    number("pause_window", _D_ROCE.pause_window, "seconds pause rates and fractions are averaged over", lo=1),
+    number("pause_rate_warning", _D_ROCE.pause_rate_warning, "pause frames/s (one priority, one direction)",
+           lo=0, null=True),
+    number("pause_rate_critical", _D_ROCE.pause_rate_critical, "pause frames/s", lo=0, null=True),
+    number("pause_fraction_warning", _D_ROCE.pause_fraction_warning, "fraction of time paused", lo=0, hi=1,
+           null=True, hi_reason="a fraction of time must be"),
+    number("pause_fraction_critical", _D_ROCE.pause_fraction_critical, "fraction of time paused", lo=0, hi=1,
+           null=True, hi_reason="a fraction of time must be"),
+    number("storm_window", _D_ROCE.storm_window, "seconds: a pause-storm event within it is a finding", lo=1),
+    number("drop_window", _D_ROCE.drop_window, "seconds: loss on a lossless priority within it", lo=1),
+    number("drop_warning", _D_ROCE.drop_warning, "drops within the window", lo=0, null=True),
+    number("drop_critical", _D_ROCE.drop_critical, "drops within the window", lo=0, null=True),
+    number("cnp_window", _D_ROCE.cnp_window, "seconds: `rp_cnp_ignored` rising within it (DCQCN off)", lo=1),
+    number("cnp_ignored_warning", _D_ROCE.cnp_ignored_warning, "ignored CNPs within the window", lo=0, null=True),
+), check=_roce_check, build=lambda v, key, ctx: RoceConfig(**v))
+
+GPU = Schema(fields=(
+    string("nccl_env_file", None, "env file whose `NCCL_IB_HCA` is checked against the GPU/HCA affinity "
+           "(e.g. `/etc/nccl.conf`)", null=True, check=_absolute, kind="absolute path"),
+), build=lambda v, key, ctx: GpuConfig(**v))
 
 
-def _slurm(raw: Any) -> SlurmConfig:
-    d = SlurmConfig()
-    m = _mapping(raw, "slurm", ("node_name", "lookup_retry", "max_job_switch_series"))
-    node = m.get("node_name")
-    if node is not None:
-        node = _string(node, "slurm.node_name")
-        if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]{0,254}", node):
-            raise ConfigError("slurm.node_name", f"expected a Slurm node name (letters, digits, '.', '_', '-'), got {node!r}")
-    cap = m.get("max_job_switch_series", d.max_job_switch_series)
-    if isinstance(cap, bool) or not isinstance(cap, int) or cap < 0:
-        raise ConfigError("slurm.max_job_switch_series", f"expected a whole number >= 0, got {cap!r}")
-    return SlurmConfig(node_name=node, lookup_retry=_number(m.get("lookup_retry", d.lookup_retry), "slurm.lookup_retry", 1),
-                       max_job_switch_series=cap)
+def _slurm_node(value: str, key: str, ctx: Context) -> str:
+    if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]{0,254}", value):
+        raise ConfigError(key, f"expected a Slurm node name (letters, digits, '.', '_', '-'), got {value!r}")
+    return value
 
 
-def _tool_dirs(value: Any) -> tuple[str, ...]:
+_D_SLURM = SlurmConfig()
+SLURM = Schema(fields=(
+    string("node_name", None, "this node's Slurm name", null=True, check=_slurm_node,
+           default_doc="the short host name"),
+    number("lookup_retry", _D_SLURM.lookup_retry,
+           "seconds before a failed job lookup (slurmctld down or slow) is tried again", lo=1),
+    integer("max_job_switch_series", _D_SLURM.max_job_switch_series,
+            "fabric collector: `fabricmon_fabric_job_switch_info` series at most "
+            "(the rest counted)", lo=0),
+), build=lambda v, key, ctx: SlurmConfig(**v))
+
+
+# --- fabric ---------------------------------------------------------------------------------
+
+# a fabric source's interval is set once, by the fabric key; slurm_jobs runs once per sweep
+SOURCE_INTERVALS = {"sweep": "sweep_interval", "discovery": "discovery_interval", "routing": "routing_interval",
+                    "sm": "sm_interval", "slurm_jobs": "sweep_interval"}
+_TIMED = ("sweep", "discovery", "routing", "sm")
+
+_D_THRESHOLDS = FabricThresholds()
+THRESHOLDS = Schema(fields=(
+    number("ecmp_ratio", _D_THRESHOLDS.ecmp_ratio, "max/mean transmit rate of a group above which it is over", lo=1.0),
+    number("ecmp_cv", _D_THRESHOLDS.ecmp_cv,
+           "coefficient of variation above which a group is over too (e.g. `0.2`); `null`: not used",
+           lo=0, null=True),
+    integer("consecutive_sweeps", _D_THRESHOLDS.consecutive_sweeps,
+            "sweeps in a row over the threshold before a group is flagged", lo=1),
+    number("utilisation_floor", _D_THRESHOLDS.utilisation_floor,
+           "judge a group only while its mean is above this share of link rate", lo=0, hi=1,
+           hi_reason="a share of link rate must be"),
+), build=lambda v, key, ctx: FabricThresholds(**v))
+
+TIMEOUTS = Schema(fields=tuple(
+    number(n, None, f"seconds: a `{n}` run still going then is killed (its process group) and counted; "
+           f"the same setting as `fabric.sources.{n}.timeout`", lo=0.1,
+           default_doc="the source's (below)")
+    for n in _TIMED))
+
+
+def _fabric_check(values: dict[str, Any], m: Mapping[str, Any], key: str, ctx: Context) -> None:
+    kind = values["kind"]
+    if values["unresponsive_sweeps"] > values["unresponsive_window"]:
+        raise ConfigError(f"{key}.unresponsive_sweeps", f"{values['unresponsive_sweeps']} is more than "
+                          f"{key}.unresponsive_window ({values['unresponsive_window']})")
+    if values["cache_dir"] is None:
+        values["cache_dir"] = f"{ctx.built['state_dir'].rstrip('/')}/fabric"
+    sources, given = _sources(m.get("sources"), f"{key}.sources", FABRIC_COLLECTORS[kind], ctx)
+    timeouts = values.pop("timeouts")
+    for name, sc in sources.items():
+        own = given.get(name) if isinstance(given.get(name), dict) else {}
+        if name in SOURCE_INTERVALS:        # one key per setting: the fabric key
+            fkey = SOURCE_INTERVALS[name]
+            want = values[fkey]
+            if "interval" in own and sc.interval != want:
+                raise ConfigError(f"{key}.sources.{name}.interval",
+                                  f"{sc.interval:g} contradicts {key}.{fkey} ({want:g}): set it once, "
+                                  f"as {key}.{fkey}")
+            if sc.interval != want:
+                sc = replace(sc, interval=want)
+        if timeouts.get(name) is not None and sc.timeout != timeouts[name]:
+            if "timeout" in own and sc.timeout != timeouts[name]:
+                raise ConfigError(f"{key}.sources.{name}.timeout",
+                                  f"{sc.timeout:g} contradicts {key}.timeouts.{name} ({timeouts[name]:g}): "
+                                  f"set it once")
+            sc = replace(sc, timeout=timeouts[name])
+        sources[name] = sc
+    values["sources"] = sources
+    eth = m.get("ethernet")
+    if kind == "ethernet":
+        values["_ethernet"] = section("fabric.ethernet").load(eth, f"{key}.ethernet", ctx)
+    elif eth:
+        raise ConfigError(f"{key}.ethernet", "set fabric.kind: ethernet to use it")
+
+
+_D_FABRIC = FabricConfig()
+FABRIC = Schema(
+    fields=(
+        choice("kind", "infiniband", "`infiniband` (MADs, infiniband-diags) or `ethernet` (a RoCE fabric's switches "
+               "over SNMP, [ethernet.md](ethernet.md))", tuple(FABRIC_COLLECTORS),
+               reason="expected infiniband or ethernet"),
+        integer("port", DEFAULT_FABRIC_PORT, "the collector's port (`server.address` and `server.tls` apply; "
+                "`--listen` overrides both)", lo=0, hi=65535),
+        number("sweep_interval", _D_FABRIC.sweep_interval, "seconds between sweeps of every switch port's counters "
+               "(the `sweep` and `slurm_jobs` sources' interval)", lo=0.1),
+        number("discovery_interval", _D_FABRIC.discovery_interval, "seconds between discoveries (the `discovery` "
+               "source's interval)", lo=0.1),
+        number("routing_interval", _D_FABRIC.routing_interval, "seconds between forwarding-table reads (the "
+               "`routing` source's interval)", lo=0.1),
+        number("sm_interval", _D_FABRIC.sm_interval, "seconds between subnet manager polls (the `sm` source's "
+               "interval)", lo=0.1),
+        subsection("timeouts", TIMEOUTS, ""),
+        integer("concurrency", _D_FABRIC.concurrency, "the two ibqueryerrors passes in parallel (2) or one after the "
+                "other (1)", lo=1, hi=2),
+        custom("shard", _D_FABRIC.shard, "`i/n`: sweep only the switches whose GUID hash % n == i (`--shard` "
+               "overrides)", parse_shard, "`i/n`", default_doc='`"0/1"`'),
+        string("cache_dir", None, "where the topology cache lives (created on start)", kind="directory",
+               default_doc="`<paths.state_dir>/fabric`"),
+        integer("mad_timeout_ms", _D_FABRIC.mad_timeout_ms, "ibqueryerrors/dump_fts/sminfo `-t`: what a switch that "
+                "does not answer costs per query", lo=10, hi=60000),
+        subsection("thresholds", THRESHOLDS, ""),
+        number("routing_imbalance_threshold", _D_FABRIC.routing_imbalance_threshold, "route imbalance (max/mean "
+               "remote destinations over active uplinks) above which a switch is flagged", lo=1.0),
+        integer("sm_stalled_polls", _D_FABRIC.sm_stalled_polls, "SM polls in a row with the master's activity count "
+                "unchanged: a hung SM", lo=1),
+        number("down_port_max_age", _D_FABRIC.down_port_max_age, "seconds a cabled port that went down stays "
+               "reported down; `null`: until the collector restarts", lo=1, null=True),
+        integer("link_state_max_ports", _D_FABRIC.link_state_max_ports, "PortInfo reads per sweep of ports a lossy "
+                "state pass did not reach; 0: no per-sweep link state", lo=0),
+        integer("unresponsive_sweeps", _D_FABRIC.unresponsive_sweeps, "a switch that did not answer in this many "
+                "of its last `unresponsive_window` sweeps is unresponsive (OpenSM's rule: 5 of 7)", lo=1),
+        integer("unresponsive_window", _D_FABRIC.unresponsive_window, "the sweeps `unresponsive_sweeps` counts in",
+                lo=1),
+    ),
+    extra=("sources", "ethernet"),
+    extra_doc=(
+        ("sources.<name>.{enabled,timeout,command}", "see `sources.<name>`", "below",
+         "the fabric sources (table below), validated like `sources.*`; their interval is the `fabric.*_interval` "
+         "key (a `fabric.sources.<name>.interval` that differs from it is an error naming both), and "
+         "`fabric.timeouts.<name>` and `fabric.sources.<name>.timeout` are one setting"),
+        ("ethernet", "mapping", "unset", "only with `kind: ethernet`: the switches and SNMP (below)"),
+    ),
+    check=_fabric_check,
+    build=lambda v, key, ctx: FabricConfig(**v),
+    pure=False,         # cache_dir follows paths.state_dir; the sources follow the fabric keys
+)
+
+
+@functools.lru_cache(maxsize=1)
+def _ethernet_defaults() -> Any:
+    return section("fabric.ethernet").default_object()
+
+
+# --- the whole file -------------------------------------------------------------------------
+
+def _device_globs(value: Any, key: str, ctx: Context) -> tuple[str, ...]:
     if not isinstance(value, list):
-        raise ConfigError("paths.tool_dirs", f"expected a list of absolute directories, got {value!r}")
-    for i, d in enumerate(value):
-        if not isinstance(d, str) or not os.path.isabs(d):
-            raise ConfigError(f"paths.tool_dirs[{i}]", f"expected an absolute directory, got {d!r}")
-    return tuple(value)
+        raise ConfigError(key, f"expected a list of globs, got {value!r}")
+    return tuple(_glob(p, f"{key}[{i}]") for i, p in enumerate(value))
 
 
-SERVE_KEYS = ("web_config_file", "unauthenticated_paths", "max_connections", "header_timeout", "idle_timeout",
-              "access_log", "page_renders_per_second")
-
-
-def _serve(server: dict[str, Any], check_paths: bool) -> ServeConfig:
-    kw: dict[str, Any] = {}
-    web = server.get("web_config_file")
-    if web is not None:
-        web = _string(web, "server.web_config_file")
-        if check_paths and not Path(web).is_file():
-            raise ConfigError("server.web_config_file", f"{web} is not a readable file")
-        kw["web_config_file"] = web
-    if "unauthenticated_paths" in server:
-        paths = server["unauthenticated_paths"]
-        if not isinstance(paths, list) or not all(isinstance(p, str) and p.startswith("/") for p in paths):
-            raise ConfigError("server.unauthenticated_paths", f"expected a list of paths such as /healthz, got {paths!r}")
-        kw["unauthenticated_paths"] = tuple(paths)
-    if "max_connections" in server:
-        n = server["max_connections"]
-        if isinstance(n, bool) or not isinstance(n, int) or not 8 <= n <= 65536:
-            raise ConfigError("server.max_connections", f"expected a whole number 8-65536, got {n!r}")
-        kw["max_connections"] = n
-    for k, lo in (("header_timeout", 0.1), ("idle_timeout", 0.1), ("page_renders_per_second", 0.01)):
-        if k in server:
-            kw[k] = _number(server[k], f"server.{k}", lo)
-    if "access_log" in server:
-        if not isinstance(server["access_log"], bool):
-            raise ConfigError("server.access_log", f"expected true or false, got {server['access_log']!r}")
-        kw["access_log"] = server["access_log"]
-    return ServeConfig(**kw)
+# top-level key -> its schema (None: validated by its own function), in the order they are built
+SECTIONS: dict[str, Schema | None] = {
+    "server": SERVER, "paths": PATHS, "sources": None, "exclude_devices": None, "expected_links": None,
+    "checks": CHECKS, "logging": LOGGING, "roce": ROCE, "gpu": GPU, "fabric": FABRIC, "slurm": SLURM,
+}
+_TOP_KEYS = tuple(SECTIONS)
 
 
 def from_dict(raw: Any, path: str | None = None, check_paths: bool = True) -> Config:
     """Validate a parsed YAML document. Raises ConfigError naming the bad key."""
-    top = _mapping(raw, "", _TOP_KEYS)
-    server = _mapping(top.get("server"), "server", ("address", "port", "tls", *SERVE_KEYS))
-    port = server.get("port", DEFAULT_PORT)
-    if isinstance(port, bool) or not isinstance(port, int) or not 0 <= port <= 65535:
-        raise ConfigError("server.port", f"expected a TCP port number 0-65535, got {port!r}")
-    tls_raw = _mapping(server.get("tls"), "server.tls", ("cert_file", "key_file", "client_ca_file"))
-    tls = TLSConfig(**{k: _string(v, f"server.tls.{k}") for k, v in tls_raw.items()})
-    if bool(tls.cert_file) != bool(tls.key_file):
-        raise ConfigError("server.tls", "cert_file and key_file must be set together")
-    if tls.client_ca_file and not tls.cert_file:
-        raise ConfigError("server.tls.client_ca_file", "needs cert_file and key_file")
-    for k in ("cert_file", "key_file", "client_ca_file"):
-        v = getattr(tls, k)
-        if v and check_paths and not Path(v).is_file():
-            raise ConfigError(f"server.tls.{k}", f"{v} is not a readable file")
-    paths = _mapping(top.get("paths"), "paths", ("sysfs", "procfs", "state_dir", "tool_dirs"))
-    excl = top.get("exclude_devices") or []
-    if not isinstance(excl, list):
-        raise ConfigError("exclude_devices", f"expected a list of globs, got {excl!r}")
-    logging_ = _mapping(top.get("logging"), "logging", ("level", "format"))
-    level = logging_.get("level", "info")
-    if level not in ("debug", "info", "warning", "error"):
-        raise ConfigError("logging.level", f"expected debug, info, warning or error, got {level!r}")
-    fmt = logging_.get("format", "auto")
-    if fmt not in ("auto", "json", "console"):
-        raise ConfigError("logging.format", f"expected auto, json or console, got {fmt!r}")
-    state_dir = _string(paths.get("state_dir", "/var/lib/fabricmon"), "paths.state_dir")
+    top = mapping(raw, "", _TOP_KEYS)
+    ctx = Context(check_paths=check_paths)
+    server = SERVER.load(top.get("server"), "server", ctx)
+    paths = PATHS.load(top.get("paths"), "paths", ctx)
+    ctx.built["state_dir"] = paths["state_dir"]
+    sources, _ = _sources(top.get("sources"), "sources", NODE_COLLECTOR, ctx)
+    logging_ = LOGGING.load(top.get("logging"), "logging", ctx)
     return Config(
-        address=_string(server.get("address", "0.0.0.0"), "server.address"),
-        port=port,
-        tls=tls,
-        sysfs=_dir(paths.get("sysfs", "/sys"), "paths.sysfs", check_paths),
-        procfs=_dir(paths.get("procfs", "/proc"), "paths.procfs", check_paths),
-        state_dir=state_dir,
-        sources=_sources(top.get("sources")),
-        exclude_devices=tuple(_glob(p, f"exclude_devices[{i}]") for i, p in enumerate(excl)),
-        expected_links=_expected(top.get("expected_links")),
-        checks=_checks(top.get("checks")),
-        log_level=level,
-        log_format=fmt,
-        path=path,
-        raw=top,
-        roce=_roce(top.get("roce")),
-        gpu=_gpu(top.get("gpu")),
-        tool_dirs=_tool_dirs(paths.get("tool_dirs", list(DEFAULT_TOOL_DIRS))),
-        fabric=_fabric(top.get("fabric"), state_dir, check_paths),
-        slurm=_slurm(top.get("slurm")),
-        serve=_serve(server, check_paths),
+        address=server["address"], port=server["port"], tls=server["tls"],
+        sysfs=paths["sysfs"], procfs=paths["procfs"], state_dir=paths["state_dir"],
+        sources=sources,
+        exclude_devices=_device_globs(top["exclude_devices"], "exclude_devices", ctx) if top.get("exclude_devices")
+        is not None else (),
+        expected_links=_expected(top["expected_links"], "expected_links", ctx) if top.get("expected_links")
+        is not None else (),
+        checks=CHECKS.load(top.get("checks"), "checks", ctx),
+        log_level=logging_["level"], log_format=logging_["format"],
+        path=path, raw=top,
+        roce=ROCE.load(top.get("roce"), "roce", ctx),
+        gpu=GPU.load(top.get("gpu"), "gpu", ctx),
+        tool_dirs=paths["tool_dirs"],
+        fabric=FABRIC.load(top.get("fabric"), "fabric", ctx),
+        slurm=SLURM.load(top.get("slurm"), "slurm", ctx),
+        serve=ServeConfig(**{k: server[k] for k in SERVE_KEYS}),
     )
 
 
@@ -826,3 +726,75 @@ def load(path: str | os.PathLike[str] | None, check_paths: bool = True) -> Confi
         where = f" line {mark.line + 1} column {mark.column + 1}" if mark else ""
         raise ConfigError("", f"{path}: invalid YAML{where}: {getattr(exc, 'problem', exc)}") from exc
     return from_dict(raw or {}, str(path), check_paths)
+
+
+# --- the reference in docs/configuration.md -------------------------------------------------
+
+_SECTION_DOCS = {
+    "server": "The HTTP server of both daemons (the node daemon's port here, the fabric collector's in `fabric.port`).",
+    "paths": "",
+    "sources": "Every node source (table below) takes these keys; a source that runs no program takes no `command`.",
+    "exclude_devices": "",
+    "expected_links": "A list; at least one of width, speed, rate_gbps or count per entry. The first entry that "
+                      "sets a width, speed or rate applies to a port; every entry is also an inventory check "
+                      "(`expected_inventory`). The example config ships with none active and one commented example "
+                      "per fabric (NDR, HDR, RoCE 400G/200G).",
+    "checks": "Every check with its thresholds: [checks.md](checks.md).",
+    "logging": "",
+    "roce": "RoCE lossless expectations ([roce-gpudirect.md](roce-gpudirect.md#configuration)).",
+    "gpu": "",
+    "fabric": "The fabric collector (`fabricmon fabric`, [fabric-collector.md](fabric-collector.md)); the node daemon "
+              "ignores this section.",
+    "slurm": "Which jobs a finding hurts ([jobs.md](jobs.md)).",
+}
+def _generic_source_rows() -> list[tuple[str, str, str, str]]:
+    """The keys every source takes, as source_schema declares them (default: per source)."""
+    spec = next(s for s in registry(NODE_COLLECTOR).values() if s.command)
+    rows = source_schema(spec).rows("sources.<name>")
+    return [(k, kind, "per source", doc) for k, kind, _, doc in rows
+            if k.rsplit(".", 1)[1] in ("enabled", "interval", "timeout", "command")]
+
+
+def _source_table() -> str:
+    lines = ["| source | collector | enabled | interval | timeout | command |", "|---|---|---|---|---|---|"]
+    where = {NODE_COLLECTOR: "node (`sources.`)",
+             **{c: f"fabric, {kind} (`fabric.sources.`)" for kind, c in FABRIC_COLLECTORS.items()}}
+    for collector in where:
+        for name, spec in registry(collector).items():
+            fabric_key = collector != NODE_COLLECTOR and name in SOURCE_INTERVALS
+            interval = f"`fabric.{SOURCE_INTERVALS[name]}`" if fabric_key else f"{spec.interval:g}"
+            lines.append(f"| `{name}` | {where[collector]} | `{str(spec.enabled).lower()}` | {interval} | "
+                         f"{spec.timeout:g} | {'`' + ' '.join(spec.command) + '`' if spec.command else 'none'} |")
+    return "\n".join(lines) + "\n"
+
+
+def reference() -> str:
+    """The generated part of docs/configuration.md: one table per section, from the schemas above,
+    the fabric.ethernet section's and the source registry."""
+    out = []
+    for name in SECTIONS:
+        out.append(f"### {name}\n")
+        if _SECTION_DOCS[name]:
+            out.append(_SECTION_DOCS[name] + "\n")
+        if name == "sources":
+            rows = _generic_source_rows()
+        elif name == "exclude_devices":
+            rows = [("exclude_devices", "list of globs", "`[]`", "HCA names never read")]
+        elif name == "expected_links":
+            rows = EXPECTED_LINK.rows("expected_links[]")
+        else:
+            rows = SECTIONS[name].rows(name)
+        out.append(table(rows))
+        if name == "sources":
+            out.append("The registered sources and their defaults:\n\n" + _source_table())
+            for collector in (NODE_COLLECTOR, *FABRIC_COLLECTORS.values()):
+                prefix = "sources" if collector == NODE_COLLECTOR else "fabric.sources"
+                for sname, spec in registry(collector).items():
+                    if spec.options is not None:
+                        out.append(f"`{prefix}.{sname}`'s own keys:\n\n"
+                                   + table(spec.options.rows(f"{prefix}.{sname}")))
+        if name == "fabric":
+            eth = section("fabric.ethernet")
+            out.append("`fabric.ethernet`, only with `fabric.kind: ethernet` ([ethernet.md](ethernet.md)):\n\n"
+                       + table(eth.rows("fabric.ethernet")))
+    return "\n".join(out)

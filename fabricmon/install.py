@@ -151,9 +151,118 @@ class Plan:
         return True
 
 
-def _require_root(plan: Plan, what: str) -> None:
-    if plan.live and not plan.dry and os.geteuid() != 0:
-        raise InstallError(f"{what} changes the system: run it as root (or use --root DIR or --dry-run)")
+NEEDS_ROOT = ("{what} needs root: it writes under /etc and runs systemctl and udevadm. Run it as root "
+              "(sudo), or write the files into a directory you own with --root DIR")
+
+
+def _user() -> str:
+    import pwd
+    uid = os.geteuid()
+    try:
+        return f"{pwd.getpwuid(uid).pw_name} (uid {uid})"
+    except KeyError:
+        return f"uid {uid}"
+
+
+def _unwritable(plan: Plan, targets: list[str]) -> str | None:
+    """The first directory this user cannot create or replace a target in: the target's directory,
+    or the nearest one that exists when it must be created. None when every target can be written."""
+    for target in targets:
+        d = plan.path(target).parent
+        while not d.exists() and d != d.parent:
+            d = d.parent
+        if d.is_dir() and not os.access(d, os.W_OK | os.X_OK, effective_ids=os.access in os.supports_effective_ids):
+            return str(d)
+    return None
+
+
+def _preflight(plan: Plan, what: str, targets: list[str]) -> None:
+    """Before anything is written or removed: the privilege this needs, said plainly. A real run
+    stops (InstallError, exit 2); a dry run says the same as a warning on stderr."""
+    problem = None
+    if plan.live and os.geteuid() != 0:
+        problem = (NEEDS_ROOT.format(what=what) + " (or preview with --dry-run)") if not plan.dry else \
+            f"as {_user()} the real run would stop: " + NEEDS_ROOT.format(what=what)
+    else:
+        d = _unwritable(plan, targets)
+        if d is not None:
+            owner = _owner(d)
+            problem = (f"cannot write {d} (owned by {owner}) as {_user()}: "
+                       f"{'nothing would be written' if plan.dry else 'nothing was written'}; "
+                       f"{what} needs root: run it as root, or give --root DIR a directory you own")
+    if problem is None:
+        return
+    if not plan.dry:
+        raise InstallError(problem)
+    print(f"fabricmon: warning: {problem}", file=sys.stderr)
+
+
+def _owner(path: str) -> str:
+    import pwd
+    uid = os.stat(path).st_uid
+    try:
+        return pwd.getpwuid(uid).pw_name
+    except KeyError:
+        return f"uid {uid}"
+
+
+# what a unit's sandbox hides from the service (systemd.exec(5)): PrivateTmp= gives it empty /tmp and
+# /var/tmp, ProtectHome=yes|tmpfs empties /home, /root and /run/user (read-only still lets it run programs)
+SANDBOX_HIDES = {
+    "PrivateTmp": ({"yes", "true", "on", "1"}, ("/tmp", "/var/tmp")),
+    "ProtectHome": ({"yes", "true", "on", "1", "tmpfs"}, ("/home", "/root", "/run/user")),
+}
+
+
+def _interpreter(exe: str) -> str | None:
+    """The interpreter of a `#!` script (a venv's bin/fabricmon names the venv's python)."""
+    try:
+        with open(exe, "rb") as fh:
+            first = fh.readline(4096)
+    except OSError:
+        return None
+    if not first.startswith(b"#!"):
+        return None
+    words = first[2:].decode("utf-8", "replace").split()
+    return words[0] if words else None
+
+
+def sandbox_hides(unit_text: str, exe: str) -> tuple[str, str, str] | None:
+    """(path, directive, hidden dir) when the unit's sandbox hides the program (or the interpreter it
+    runs on, either as named or with its symlinks resolved) from the service; None when it can run."""
+    settings = {}
+    for line in unit_text.splitlines():
+        key, sep, value = line.strip().partition("=")
+        if sep and key in SANDBOX_HIDES:
+            settings[key] = value.strip().lower()
+    paths = [exe, os.path.realpath(exe)]
+    interp = _interpreter(exe)
+    if interp:
+        paths += [interp, os.path.realpath(interp)]
+    for directive, (on, hidden) in SANDBOX_HIDES.items():
+        if settings.get(directive) not in on:
+            continue
+        for path in paths:
+            for d in hidden:
+                if path == d or path.startswith(d + "/"):
+                    return path, directive, d
+    return None
+
+
+def _check_sandbox(plan: Plan, role: Role, exe: str) -> None:
+    """A program the unit's sandbox hides would never start: a real install refuses it; under --root
+    or --dry-run it is a warning."""
+    hit = sandbox_hides(role.unit_src.read_text(), exe)
+    if hit is None:
+        return
+    path, directive, d = hit
+    what = "fabricmon" if path in (exe, os.path.realpath(exe)) else "the Python it runs on"
+    problem = (f"{role.unit} could not start: {what} is {path}, under {d}, which the unit's {directive}= hides "
+               f"from the service; install fabricmon into a venv outside {d} (python3 -m venv /opt/fabricmon, "
+               "with a Python that is not under /home, /root or /tmp)")
+    if plan.live and not plan.dry:
+        raise InstallError(problem)
+    print(f"fabricmon: warning: {problem}", file=sys.stderr)
 
 
 def _roles(args: argparse.Namespace, default: tuple[str, ...]) -> list[Role]:
@@ -184,13 +293,13 @@ def _users(plan: Plan) -> None:
 
 def install(args: argparse.Namespace, out=None) -> int:
     plan = Plan(args.root, args.dry_run, out)
-    _require_root(plan, "fabricmon install")
     roles = _roles(args, ("node",))
+    targets = [SYSUSERS, UDEV_RULE, CONFIG, *(r.defaults for r in roles), *(f"{UNIT_DIR}/{r.unit}" for r in roles)]
+    _preflight(plan, "fabricmon install", targets)
     exe = this_fabricmon()
     units = [(role, render_unit(role, exe)) for role in roles]     # fail before writing anything
-    if exe.startswith(("/home/", "/root/")):
-        print(f"warning: {exe} is under /home or /root, which the unit's ProtectHome=yes hides from the service: "
-              "install fabricmon into a venv such as /opt/fabricmon", file=plan.out)
+    for role in roles:
+        _check_sandbox(plan, role, exe)
     _users(plan)
     plan.write(UDEV_RULE, deploy.UDEV_RULE.read_bytes(), 0o644)
     plan.run(["udevadm", "control", "--reload"], required=False)
@@ -210,8 +319,11 @@ def install(args: argparse.Namespace, out=None) -> int:
 
 def uninstall(args: argparse.Namespace, out=None) -> int:
     plan = Plan(args.root, args.dry_run, out)
-    _require_root(plan, "fabricmon uninstall")
     roles = _roles(args, ("node", "fabric"))
+    _preflight(plan, "fabricmon uninstall",
+               [t for t in (*(f"{UNIT_DIR}/{r.unit}" for r in roles), UDEV_RULE, SYSUSERS,
+                            *((*(r.defaults for r in roles), CONFIG, STATE_DIR) if args.purge else ()))
+                if plan.path(t).exists() or plan.path(t).is_symlink()])
     for role in roles:
         if plan.path(f"{UNIT_DIR}/{role.unit}").exists():
             plan.run(["systemctl", "disable", "--now", role.unit], required=False)

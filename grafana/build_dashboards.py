@@ -82,7 +82,9 @@ def timeseries(title: str, desc: str, targets: list[dict], unit: str = "short", 
 STATUS_MAPPING = [{"type": "value", "options": {
     "0": {"text": "OK", "color": "green", "index": 0},
     "1": {"text": "WARNING", "color": "orange", "index": 1},
-    "2": {"text": "CRITICAL", "color": "red", "index": 2}}}]
+    "2": {"text": "CRITICAL", "color": "red", "index": 2},
+    # fabricmon_health_status only: nothing to check on the node (what `fabricmon check` exits 3 for)
+    "3": {"text": "UNKNOWN", "color": "text", "index": 3}}}]
 UP_MAPPING = [{"type": "value", "options": {
     "0": {"text": "DOWN", "color": "red", "index": 0},
     "1": {"text": "UP", "color": "green", "index": 1}}}]

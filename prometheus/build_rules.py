@@ -40,7 +40,7 @@ FABRIC_JOB = "fabricmon-fabric"
 
 # ---- every threshold and `for:` of the rules, in one place ------------------------------------
 THRESHOLDS = {
-    # IBTA's 1e-12 BER target is about 120 symbol errors per hour on a 4X link (GUIDE §3).
+    # IBTA's 1e-12 BER target is about 120 symbol errors per hour on a 4X link (docs/checks.md).
     "symbol_errors_per_hour": 120,
     "symbol_errors_window": "6h",             # sustained over this window (the daemon judges 1h)
     # fraction of time a RoCE priority is paused, sustained (the daemon judges 5 min windows)
@@ -100,8 +100,7 @@ FOR = {
     "sm_unknown": "15m",
     "sm_hung": "5m",
     "fabric_pfc_storm": "5m",
-    "switch_unreachable": "10m",
-    "switch_unreadable": "5m",
+    "switch_unresponsive": "5m",  # on top of the collector's own rule (fabric.unresponsive_sweeps of _window)
 }
 # Windows of the recording rules the dashboard reads.
 RECORD_WINDOW = "5m"
@@ -274,7 +273,8 @@ def node_alerts(base: str) -> list[dict]:
         out.append(alert(
             "FabricmonPortDegraded",
             f'fabricmon_check_status{{check="degraded_link"}} == {st}\n'
-            f"  unless on ({PORT}) {down}",
+            # a node port (the fabric collector's switch ports share the check's name, not its metrics)
+            f'  and on ({PORT}) fabricmon_ib_port_degraded{{reason="down"}} == 0',
             sev, FOR["port_degraded"], "RDMA port runs below its expected width or speed.",
             f"{WHERE} runs at "
             + value_of("8 * " + port_sel("fabricmon_ib_port_rate_bytes_per_second") + " / 1e9",
@@ -487,11 +487,6 @@ def fabric_alerts(base: str) -> list[dict]:
               " direction {{ $labels.direction }} (tx: the switch pauses its peer, its buffer is full; rx: the peer"
               " pauses the switch, it cannot drain): lossless traffic on that priority stalls and the pauses"
               " spread upstream. Check the peer's RoCE counters and PFC watchdog.", base),
-        alert("FabricmonFabricSwitchUnreachable", "fabricmon_fabric_switch_reachable == 0", "warning",
-              FOR["switch_unreachable"], "The fabric collector cannot read a switch.",
-              SW + " did not answer SNMP at the collector's last discovery or sweep: its ports keep their last"
-              " state and are not watched. Check the switch, its management address and ACL, and the SNMP"
-              " credentials (fabric.ethernet.snmp); fabricmon_fabric_sweep_errors_total says which kind.", base),
         alert("FabricmonFabricSweepFailing",
               f'fabricmon_source_up{{job="{F}",source=~"sweep|discovery"}} == 0\n'
               "  and on (instance, job, source) fabricmon_source_enabled == 1",
@@ -536,12 +531,15 @@ def fabric_alerts(base: str) -> list[dict]:
               "warning", FOR["sm_unknown"], "The fabric collector does not report the subnet manager.",
               f'The fabric collector (job "{F}") is scraped but exports no fabricmon_fabric_sm_master_present:'
               " its subnet manager source is off or failing, so a lost master SM would go unnoticed.", base),
-        alert("FabricmonFabricSwitchUnreadable", "fabricmon_fabric_switch_stale == 1", "warning",
-              FOR["switch_unreadable"], "The collector cannot read a switch: its queries go unanswered.",
-              SW + ": queries to this switch went unanswered in most of the collector's recent sweeps"
-              " (its management CPU is busy or the path to it drops MADs). Its ports keep their last known"
-              " state and none is reported down for it; the collector's fabric_stale finding says what failed and"
-              " when the switch was last read completely.", base),
+        # one alert for a switch that does not answer, on either fabric kind (MADs or SNMP)
+        alert("FabricmonFabricSwitchUnresponsive", "fabricmon_fabric_switch_unresponsive == 1", "warning",
+              FOR["switch_unresponsive"], "A switch does not answer the fabric collector.",
+              SW + ": queries to this switch (MADs, or SNMP walks) went unanswered in most of the collector's"
+              " recent sweeps (fabric.unresponsive_sweeps of fabric.unresponsive_window): the switch is down or"
+              " rebooting, its management CPU is busy, or the path to it drops queries (over SNMP also its"
+              " management address, ACL or credentials). Its ports keep their last known state and none is"
+              " reported down for it; the collector's unresponsive finding says what failed and when the switch"
+              " was last read completely.", base),
         alert("FabricmonSubnetManagerHung", 'fabricmon_fabric_check_status{check="sm"} == 1', "warning",
               FOR["sm_hung"], "The master subnet manager looks hung.",
               "{{ $labels.instance }}: the collector's sm check is not OK: the master SM answers but its activity"

@@ -3,37 +3,26 @@ its `down` ports towards the level below) are one group. The imbalance is max/me
 coefficient of variation beside it. A group is flagged when max/mean exceeds the threshold
 (and, if set, the CV its own) for N consecutive sweeps, and only while the group's mean
 utilisation is above a floor of link rate, so an idle fabric never pages. Down and degraded
-links are left out of the group (and reported by fabric_link).
+links are left out of the group (and reported by degraded_link).
 
 Records in (FabricPort rates, levels), groups and findings out; nothing here parses or fetches."""
 
 from __future__ import annotations
 
 import statistics
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 
 from fabricmon.checks import OK, WARNING, Finding
+from fabricmon.checks.port_text import port_ranges
 from fabricmon.config import FabricThresholds
 from fabricmon.model.fabric import EcmpGroup, FabricPort, SwitchNode
 
-CHECK = "ecmp_imbalance"
+CHECK = "ecmp"
+NEEDS = ("topology",)             # the inputs it runs on (pipeline.fabric.CAPABILITIES)
 
 
 def _gbps(bps: float) -> str:
     return f"{bps * 8 / 1e9:.1f} Gb/s"
-
-
-def _ranges(ports: list[int], label: Callable[[int], str] = str) -> str:
-    """Port numbers as ranges (1-4, 7); ports with names (Ethernet ifNames) listed by name."""
-    if any(label(p) != str(p) for p in ports):
-        return ", ".join(label(p) for p in sorted(ports))
-    out: list[str] = []
-    for p in sorted(ports):
-        if out and out[-1][1] == p - 1:
-            out[-1] = (out[-1][0], p)
-        else:
-            out.append((p, p))
-    return ", ".join(f"{a}" if a == b else f"{a}-{b}" for a, b in out)
 
 
 def groups(ports: Mapping[tuple[str, int], FabricPort], switches: Mapping[str, SwitchNode],
@@ -102,8 +91,8 @@ def judge(gs: list[EcmpGroup], previous: Mapping[tuple[str, str], int], th: Fabr
         cold_txt = "; ".join(
             f'port {label(c)} to "{ports[(g.guid, c)].link.remote_name}" at {_gbps(g.rates[c])}' for c in cold[:4])
         word = "idle" if low <= mean * 0.05 else "coldest"
-        idle = f"{word}: port{'s' if len(cold) > 1 else ''} {_ranges(cold, label)} ({cold_txt})"
-        excl = f"; left out (down/degraded): ports {_ranges(g.excluded, label)}" if g.excluded else ""
+        idle = f"{word}: port{'s' if len(cold) > 1 else ''} {port_ranges(cold, label)} ({cold_txt})"
+        excl = f"; left out (down/degraded): ports {port_ranges(g.excluded, label)}" if g.excluded else ""
         what = "uplinks" if g.direction == "up" else "downlinks"
         findings.append(Finding(     # about the switch's group (the message names the ports): no port
             CHECK, g.guid, None, WARNING,
@@ -113,4 +102,4 @@ def judge(gs: list[EcmpGroup], previous: Mapping[tuple[str, str], int], th: Fabr
     return [f for f in findings if f.status != OK], counts
 
 
-__all__ = ["CHECK", "groups", "judge"]
+__all__ = ["CHECK", "NEEDS", "groups", "judge"]

@@ -15,7 +15,8 @@ from fabricmon.config import Config
 from fabricmon.model.fabric import FabricPort, Link, SwitchNode
 
 REASONS = ("down", "width", "speed")
-CHECK = "fabric_link"
+CHECK = "degraded_link"          # the node's link check's name: one idea, one name
+NEEDS = ("topology",)             # the inputs it runs on (pipeline.fabric.CAPABILITIES)
 
 
 def _speed(lk: Link) -> str | int | None:
@@ -84,4 +85,4 @@ def evaluate(ports: Mapping[tuple[str, int], FabricPort], switches: Mapping[str,
     return [f for f in findings if f.status != OK]
 
 
-__all__ = ["CHECK", "REASONS", "evaluate", "link_class_norms"]
+__all__ = ["CHECK", "NEEDS", "REASONS", "evaluate", "link_class_norms"]

@@ -14,7 +14,8 @@ from collections.abc import Mapping
 from fabricmon.checks import OK, WARNING, Finding
 from fabricmon.model.fabric import FabricPort, SwitchNode
 
-CHECK = "fabric_pfc_storm"
+CHECK = "pfc_storm"
+NEEDS = ("pause_frames",)         # a sweep yielded PFC pause frames
 Key = tuple[str, int, int, str]          # (switch, port, priority, direction)
 
 
@@ -61,4 +62,4 @@ def evaluate(ports: Mapping[tuple[str, int], FabricPort], switches: Mapping[str,
     return [f for f in findings if f.status != OK], counts
 
 
-__all__ = ["CHECK", "evaluate", "priority_label"]
+__all__ = ["CHECK", "NEEDS", "evaluate", "priority_label"]

@@ -16,10 +16,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from fabricmon.checks import OK, WARNING, Finding
-from fabricmon.checks.fabric_ecmp import _ranges
+from fabricmon.checks.port_text import port_ranges
 from fabricmon.model.fabric import NO_ROUTE, FabricPort, RouteBalance, Topology
 
 CHECK = "routing"
+NEEDS = ("forwarding_tables",)    # a source yielded LftData
 
 
 def ca_lids_below(topo: Topology) -> tuple[set[int], dict[str, set[int]]]:
@@ -85,7 +86,7 @@ def evaluate(balances: Mapping[str, RouteBalance], ports: Mapping[tuple[str, int
         to = f' (to "{hp.link.remote_name}")' if hp is not None and hp.link is not None else ""
         none = [p for p, n in rb.routes.items() if n == 0]
         if none:
-            rest = f"port{'s' if len(none) > 1 else ''} {_ranges(none)} carr{'y' if len(none) > 1 else 'ies'} none"
+            rest = f"port{'s' if len(none) > 1 else ''} {port_ranges(none)} carr{'y' if len(none) > 1 else 'ies'} none"
         else:
             cold = min(rb.routes, key=lambda p: (rb.routes[p], p))
             rest = f"the least, port {cold}, carries {rb.routes[cold]}"
@@ -100,4 +101,4 @@ def evaluate(balances: Mapping[str, RouteBalance], ports: Mapping[tuple[str, int
     return [f for f in findings if f.status != OK]
 
 
-__all__ = ["CHECK", "balance", "ca_lids_below", "evaluate"]
+__all__ = ["CHECK", "NEEDS", "balance", "ca_lids_below", "evaluate"]

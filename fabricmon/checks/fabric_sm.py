@@ -11,6 +11,7 @@ from fabricmon.checks import CRITICAL, OK, WARNING, Finding
 from fabricmon.model.fabric import SmInfo
 
 CHECK = "sm"
+NEEDS = ("subnet_manager",)       # a source yielded SmData (a fabric-wide check)
 
 
 def masters(sms: list[SmInfo]) -> list[SmInfo]:
@@ -47,4 +48,4 @@ def evaluate(sms: list[SmInfo], stalled: int, stalled_polls: int) -> Finding:
                    f"{m.activity_count}")
 
 
-__all__ = ["CHECK", "evaluate", "masters"]
+__all__ = ["CHECK", "NEEDS", "evaluate", "masters"]

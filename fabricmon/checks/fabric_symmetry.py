@@ -12,10 +12,11 @@ from collections import Counter
 from collections.abc import Iterable, Mapping
 
 from fabricmon.checks import OK, WARNING, Finding
-from fabricmon.checks.fabric_ecmp import _ranges
+from fabricmon.checks.port_text import port_ranges
 from fabricmon.model.fabric import FabricPort, PortInfo, SwitchNode
 
 CHECK = "uplinks"
+NEEDS = ("topology",)             # the inputs it runs on (pipeline.fabric.CAPABILITIES)
 
 
 def active_uplinks(ports: Iterable[PortInfo | FabricPort]) -> dict[str, int]:
@@ -51,7 +52,7 @@ def evaluate(uplinks: Mapping[str, tuple[int, int | None]], ports: Mapping[tuple
             ends = ", ".join(f'{ports[(guid, p)].label} to "{ports[(guid, p)].link.remote_name}"'
                              f'[{ports[(guid, p)].link.remote_port_label}]' for p in missing[:8])
             where = (f"missing: port{'s' if len(missing) > 1 else ''} "
-                     f"{_ranges(missing, lambda p: ports[(guid, p)].label)} ({ends}), cabled at an earlier discovery")
+                     f"{port_ranges(missing, lambda p: ports[(guid, p)].label)} ({ends}), cabled at an earlier discovery")
         else:
             where = "no uplink of it was seen cabled since the collector started"
         findings.append(Finding(
@@ -62,4 +63,4 @@ def evaluate(uplinks: Mapping[str, tuple[int, int | None]], ports: Mapping[tuple
     return [f for f in findings if f.status != OK]
 
 
-__all__ = ["CHECK", "active_uplinks", "evaluate", "expected_uplinks"]
+__all__ = ["CHECK", "NEEDS", "active_uplinks", "evaluate", "expected_uplinks"]

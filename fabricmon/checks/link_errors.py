@@ -44,13 +44,15 @@ def saturated(p: PortView) -> dict[str, bool]:
 
 
 def evaluate_port(p: PortView, history: CounterHistory, config: Config, now: float,
-                  sat: dict[str, bool] | None = None) -> list[Finding]:
-    """sat: the port's saturated() result when the caller has it already."""
+                  sat: dict[str, bool] | None = None, label: str | None = None) -> list[Finding]:
+    """sat: the port's saturated() result when the caller has it already; label: how the messages
+    name the port (default PortView.label(); the fabric collector names the switch and its port)."""
     findings = []
+    where = label if label is not None else p.label()
     for check, (counters, _w, _warn, _crit) in COUNTER_CHECKS.items():
         cc = config.checks.counters[check]
         if not any(c in p.counters for c in counters):
-            findings.append(Finding(check, p.device, p.port, OK, f"{p.label()}: no counters"))
+            findings.append(Finding(check, p.device, p.port, OK, f"{where}: no counters"))
             continue
         total, covered = 0, 0.0
         for c in counters:
@@ -65,18 +67,18 @@ def evaluate_port(p: PortView, history: CounterHistory, config: Config, now: flo
             status, limit = WARNING, cc.warning
         names = "+".join(counters)
         if status == OK:
-            msg = f"{p.label()}: {total} {names} in the last {_fmt_window(covered)}"
+            msg = f"{where}: {total} {names} in the last {_fmt_window(covered)}"
         else:
-            msg = (f"{p.label()}: {names} rose by {total} in the last {_fmt_window(covered)} "
+            msg = (f"{where}: {names} rose by {total} in the last {_fmt_window(covered)} "
                    f"(threshold {limit:g} per {_fmt_window(cc.window)}): {ACTIONS[check]}")
         findings.append(Finding(check, p.device, p.port, status, msg))
     sat = [n for n, s in (saturated(p) if sat is None else sat).items() if s]
     if sat:
-        msg = (f"{p.label()}: counter(s) {', '.join(sat)} saturated at their maximum; their rates are "
+        msg = (f"{where}: counter(s) {', '.join(sat)} saturated at their maximum; their rates are "
                f"unknown: clear them in a maintenance window (perfquery -R) if your fabric policy allows")
         findings.append(Finding(SATURATION_CHECK, p.device, p.port, config.checks.saturation_severity, msg))
     else:
-        findings.append(Finding(SATURATION_CHECK, p.device, p.port, OK, f"{p.label()}: no saturated counter"))
+        findings.append(Finding(SATURATION_CHECK, p.device, p.port, OK, f"{where}: no saturated counter"))
     return findings
 
 

@@ -119,6 +119,13 @@ def _device_numa(snap: Snapshot) -> Iterator[Sample]:
         yield (name,), d.numa_node
 
 
+def _health_status(snap: Snapshot) -> int:
+    """What `fabricmon check` exits with (report.status_of): CRITICAL, else UNKNOWN (3) when the node
+    has nothing to check, else the worst finding."""
+    worst = min(2, snap.status)
+    return 3 if worst < 2 and snap.unknown else worst
+
+
 def _check_status(snap: Snapshot) -> Iterator[Sample]:
     for f in snap.findings:
         yield (f.check, f.device, "" if f.port is None else str(f.port)), f.status
@@ -441,8 +448,9 @@ CATALOGUE: tuple[Metric, ...] = (
     # Findings
     Metric("fabricmon_check_status", G, "Check result per port: 0 OK, 1 WARNING, 2 CRITICAL.",
            ("check", "device", "port"), _check_status),
-    Metric("fabricmon_health_status", G, "Worst check status on this node: 0 OK, 1 WARNING, 2 CRITICAL.", (),
-           lambda snap: [((), snap.status)]),
+    Metric("fabricmon_health_status", G, "Worst check status on this node: 0 OK, 1 WARNING, 2 CRITICAL, "
+           "3 UNKNOWN (nothing to check: no InfiniBand or RoCE port, no expected_links, none seen before); "
+           "what fabricmon check exits with.", (), lambda snap: [((), _health_status(snap))]),
     # RoCE
     Metric("fabricmon_roce_pfc_enabled", G, "1 if PFC is enabled on the priority (mlnx_qos).",
            ("device", "netdev", "priority"), _roce(_pfc)),
@@ -516,9 +524,6 @@ CATALOGUE: tuple[Metric, ...] = (
     Metric("fabricmon_fabric_port_pause_frames", C, "PFC pause frames at the switch port by priority (all: a MIB "
            "that counts per port only) and direction (tx: sent by the switch port, rx: received).",
            ("switch_guid", "port", "priority", "direction"), _fabric(_fab_pause)),
-    Metric("fabricmon_fabric_switch_reachable", G, "1 if the switch answered its last discovery and sweep, 0 if "
-           "not (its ports keep their last state).", ("switch_guid", "switch"),
-           _fab_per_switch(lambda fab, g: 0 if g in fab.unreachable else 1)),
     Metric("fabricmon_ecmp_imbalance_ratio", G, "max/mean transmit rate of the switch's ECMP group (up ports; "
            "down ports on the top level), down and degraded links left out.", ("switch_guid", "switch", "direction"),
            _fab_groups(lambda g: g.ratio)),
@@ -533,9 +538,10 @@ CATALOGUE: tuple[Metric, ...] = (
            _fabric(lambda fab: [((), fab.sweep_duration)])),
     Metric("fabricmon_fabric_sweep_errors", C, "Sweep errors by kind (a switch that returned no counters in a "
            "sweep counts once as read; unanswered: once per switch with queries unanswered after retries).", ("kind",), _fabric(_fab_sweep_errors)),
-    Metric("fabricmon_fabric_switch_stale", G, "1 while queries to the switch went unanswered in fabric.stale_sweeps "
-           "of its last sweeps (its ports keep their last known state, none is taken as down), else 0.",
-           ("switch_guid", "switch"), _fab_per_switch(lambda fab, g: 1 if fab.stale.get(g) else 0)),
+    Metric("fabricmon_fabric_switch_unresponsive", G, "1 while queries to the switch (MADs, SNMP walks) went "
+           "unanswered in fabric.unresponsive_sweeps of its last fabric.unresponsive_window sweeps (its ports keep "
+           "their last known state, none is taken as down), else 0.",
+           ("switch_guid", "switch"), _fab_per_switch(lambda fab, g: 1 if fab.unresponsive.get(g) else 0)),
     Metric("fabricmon_fabric_switch_last_read_timestamp_seconds", G, "Unix time of the last sweep in which every "
            "query to the switch was answered (absent: none yet).", ("switch_guid", "switch"),
            _fab_per_switch(lambda fab, g: fab.last_read.get(g))),
@@ -566,8 +572,9 @@ CATALOGUE: tuple[Metric, ...] = (
            "of its level.", ("switch_guid", "switch"),
            _fab_per_switch(lambda fab, g: fab.uplinks.get(g, (None, None))[1])),
     Metric("fabricmon_fabric_check_status", G, "Fabric check result per switch (0 OK, 1 WARNING, 2 CRITICAL), OK "
-           "included; check is ecmp, routing, uplinks, degraded_link, link_errors, pfc_storm and reachable (Ethernet), "
-           "or sm (fabric-wide: switch_guid and switch empty).", ("check", "switch_guid", "switch"), _fabric(_fab_check_status)),
+           "included; check is the finding's own check: degraded_link, the counter checks (symbol_errors, link_flap, "
+           "...), ecmp, uplinks, unresponsive, routing (once forwarding tables were read), pfc_storm (once "
+           "pause frames were read), or sm (fabric-wide: switch_guid and switch empty).", ("check", "switch_guid", "switch"), _fabric(_fab_check_status)),
     Metric("fabricmon_fabric_sm_master_present", G, "1 if a subnet manager answers as master (sminfo), else 0.",
            (), _fabric(_fab_sm_master)),
     Metric("fabricmon_fabric_sm_info", G, "1 per subnet manager seen (the master, and every other port that "

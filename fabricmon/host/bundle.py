@@ -167,6 +167,9 @@ class RecordingIO:
     def commit_file(self, tmp: str, final: str) -> None:
         self.inner.commit_file(tmp, final)
 
+    def kill_tools(self) -> None:
+        self.inner.kill_tools()
+
     def close(self) -> None:
         self.inner.close()
 
@@ -294,6 +297,9 @@ class ReplayIO:
 
     def commit_file(self, tmp: str, final: str) -> None:
         pass            # a replayed tool wrote nothing
+
+    def kill_tools(self) -> None:
+        pass            # a replayed tool is no process
 
     def close(self) -> None:
         pass

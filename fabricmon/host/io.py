@@ -18,7 +18,7 @@ from typing import Any, Protocol
 
 from fabricmon.host import nvml
 from fabricmon.host.snmp import WalkSpec, walk_many
-from fabricmon.host.runner import DEFAULT_TOOL_DIRS, CommandResult, resolve_program, run_command
+from fabricmon.host.runner import DEFAULT_TOOL_DIRS, CommandResult, kill_all, resolve_program, run_command
 
 ROOTS = ("sysfs", "procfs")
 
@@ -41,6 +41,8 @@ class HostIO(Protocol):
     def hostname(self) -> str: ...
     def sweep(self, root: str, rel: str) -> None: ...
     def commit_file(self, tmp: str, final: str) -> None: ...
+    # the daemon (this pipeline) is stopping: kill the tools this HostIO has in flight, no others
+    def kill_tools(self) -> None: ...
     def close(self) -> None: ...
 
 
@@ -85,7 +87,7 @@ class LiveIO:
         if exe is None:
             return CommandResult(tuple(argv), None, "", "", 0.0, "not_found")
         child_env = self.env if not env else {**(self.env if self.env is not None else os.environ), **env}
-        res = run_command(argv, timeout, child_env, executable=exe)
+        res = run_command(argv, timeout, child_env, executable=exe, owner=self)
         if res.error == "not_found":        # removed since it was resolved: look for it again
             with self._lock:
                 self._programs.pop(argv[0], None)
@@ -201,6 +203,9 @@ class LiveIO:
 
     def hostname(self) -> str:
         return socket.gethostname()
+
+    def kill_tools(self) -> None:
+        kill_all(owner=self)
 
     def close(self) -> None:
         with self._lock:

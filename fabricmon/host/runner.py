@@ -3,12 +3,14 @@ process group (and any descendant that escaped it), and a result that never rais
 
 from __future__ import annotations
 
+import atexit
 import itertools
 import os
 import re
 import shutil
 import signal
 import subprocess
+import tempfile
 import threading
 import time
 from collections.abc import Mapping, Sequence
@@ -25,9 +27,11 @@ DEFAULT_TOOL_DIRS = ("/usr/local/sbin", "/usr/sbin", "/sbin")
 # re-parented away from us when their parent exited.
 RUN_MARK = "FABRICMON_RUN_ID"
 _run_ids = itertools.count(1)
-# Tools in flight: pid -> run id. kill_all() kills them when the daemon stops, so that a
-# SIGTERM never waits for a hung tool's timeout and never leaves one behind.
-_live: dict[int, str] = {}
+# Tools in flight: pid -> (run id, owner). kill_all() kills them when the daemon stops, so that a
+# SIGTERM never waits for a hung tool's timeout and never leaves one behind; kill_all(owner) only
+# those one owner (a HostIO) started, so that one pipeline stopping never kills the tools of another
+# in the same process (the demo's node daemon and collectors).
+_live: dict[int, tuple[str, object]] = {}
 _live_lock = threading.Lock()
 
 
@@ -106,11 +110,39 @@ def resolve_program(program: str, path: str | None = None,
     return os.path.abspath(found) if found else None
 
 
+_scratch: tuple[int, str | None] | None = None       # (pid, the tools' working directory)
+
+
+def scratch_dir() -> str | None:
+    """The tools' working directory: a private temporary directory of this process, removed when
+    it exits. A tool may leave files in its working directory (under the umad2sim preload each
+    one writes ./sys-<pid>/, left behind when it is killed), so tools never run in the caller's
+    (a checkout, an operator's home). None (the caller's) when no temporary directory can be made."""
+    global _scratch
+    with _live_lock:
+        if _scratch is None or _scratch[0] != os.getpid() or (_scratch[1] and not os.path.isdir(_scratch[1])):
+            # first use, a forked child, or a temp cleaner (systemd-tmpfiles) removed it: a new one
+            try:
+                path: str | None = tempfile.mkdtemp(prefix="fabricmon-tools-")
+            except OSError:
+                path = None
+            else:
+                atexit.register(_remove_scratch, os.getpid(), path)
+            _scratch = (os.getpid(), path)
+        return _scratch[1]
+
+
+def _remove_scratch(pid: int, path: str) -> None:
+    if os.getpid() == pid:          # not in a forked child
+        shutil.rmtree(path, ignore_errors=True)
+
+
 def run_command(argv: Sequence[str], timeout: float, env: Mapping[str, str] | None = None,
-                executable: str | None = None) -> CommandResult:
+                executable: str | None = None, owner: object = None, cwd: str | None = None) -> CommandResult:
     """Run argv with a timeout. Never raises for tool failures; see CommandResult.error.
     `executable`, when given, is the resolved program file; argv (argv[0] included) is passed
-    and reported unchanged."""
+    and reported unchanged. `owner`: who kill_all(owner) stops it for; `cwd`: the tool's working
+    directory (default: this process's scratch directory, never the caller's)."""
     args = tuple(argv)
     start = time.monotonic()
     token = f"{os.getpid()}-{next(_run_ids)}-{time.time_ns()}"
@@ -118,17 +150,21 @@ def run_command(argv: Sequence[str], timeout: float, env: Mapping[str, str] | No
     child_env[RUN_MARK] = token
     if timeout <= 0:
         return CommandResult(args, None, "", "", 0.0, "timeout")
+    if executable is None and args and os.sep in args[0]:
+        executable = args[0]
+    if executable is not None and not os.path.isabs(executable):
+        executable = os.path.abspath(executable)        # relative to our directory, not the tool's
     try:
         proc = subprocess.Popen(
             args, executable=executable, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-            start_new_session=True, env=child_env, close_fds=True,
+            start_new_session=True, env=child_env, close_fds=True, cwd=cwd or scratch_dir(),
         )
     except FileNotFoundError:
         return CommandResult(args, None, "", "", time.monotonic() - start, "not_found")
     except OSError as exc:
         return CommandResult(args, None, "", str(exc), time.monotonic() - start, "exec_error")
     with _live_lock:
-        _live[proc.pid] = token
+        _live[proc.pid] = (token, owner)
     try:
         return _wait(proc, args, timeout, token, start)
     finally:
@@ -136,11 +172,11 @@ def run_command(argv: Sequence[str], timeout: float, env: Mapping[str, str] | No
             _live.pop(proc.pid, None)
 
 
-def kill_all() -> None:
-    """Kill every tool in flight (and its descendants): the daemon is stopping. Each killed
-    run returns to its caller at once."""
+def kill_all(owner: object = None) -> None:
+    """Kill every tool in flight (and its descendants), or only those `owner` started: the daemon
+    (or that pipeline) is stopping. Each killed run returns to its caller at once."""
     with _live_lock:
-        live = list(_live.items())
+        live = [(pid, token) for pid, (token, who) in _live.items() if owner is None or who is owner]
     for pid, token in live:
         try:
             os.killpg(pid, signal.SIGKILL)

@@ -153,7 +153,7 @@ def encode_getbulk(community: bytes, request_id: int, max_repetitions: int, oids
                           [(o, NULL, None) for o in oids])
 
 
-def _header(data: bytes, pos: int, end: int) -> tuple[int, int, int]:
+def ber_header(data: bytes, pos: int, end: int) -> tuple[int, int, int]:
     """(tag, start of contents, end of contents) of the TLV at pos, bounded by end."""
     if pos + 2 > end:
         raise BerError("truncated")
@@ -170,8 +170,8 @@ def _header(data: bytes, pos: int, end: int) -> tuple[int, int, int]:
     return tag, pos, pos + n
 
 
-def _int_at(data: bytes, pos: int, end: int) -> tuple[int, int]:
-    tag, s, e = _header(data, pos, end)
+def ber_int_at(data: bytes, pos: int, end: int) -> tuple[int, int]:
+    tag, s, e = ber_header(data, pos, end)
     if tag != INTEGER or s == e:
         raise BerError("expected an INTEGER")
     return int.from_bytes(data[s:e], "big", signed=True), e
@@ -191,13 +191,13 @@ def decode_message(data: bytes) -> Response:
     """An SNMPv1/v2c message -> its PDU, varbinds undecoded ((OID body, tag, value body)).
     Raises BerError on anything malformed, trailing bytes included."""
     end = len(data)
-    tag, pos, mend = _header(data, 0, end)
+    tag, pos, mend = ber_header(data, 0, end)
     if tag != SEQUENCE:
         raise BerError("not an SNMP message")
     if mend != end:
         raise BerError(f"{end - mend} trailing bytes after the message")
-    _version, pos = _int_at(data, pos, mend)
-    tag, s, pos = _header(data, pos, mend)
+    _version, pos = ber_int_at(data, pos, mend)
+    tag, s, pos = ber_header(data, pos, mend)
     if tag != OCTET_STRING:
         raise BerError("expected the community")
     resp = decode_pdu(data, pos, mend)
@@ -210,15 +210,15 @@ _PDU_TAGS = (GET_REQUEST, GET_NEXT_REQUEST, RESPONSE, SET_REQUEST, GET_BULK_REQU
 
 def decode_pdu(data: bytes, pos: int, end: int, tags: Sequence[int] = _PDU_TAGS) -> Response:
     """The PDU at data[pos:end], which it must fill exactly (a v2c message's or a v3 scoped PDU's)."""
-    pdu_tag, pos, pend = _header(data, pos, end)
+    pdu_tag, pos, pend = ber_header(data, pos, end)
     if pdu_tag not in tags:
         raise BerError(f"unexpected PDU type 0x{pdu_tag:02x}")
     if pend != end:
         raise BerError("trailing bytes after the PDU")
-    request_id, pos = _int_at(data, pos, pend)
-    status, pos = _int_at(data, pos, pend)
-    index, pos = _int_at(data, pos, pend)
-    tag, pos, lend = _header(data, pos, pend)
+    request_id, pos = ber_int_at(data, pos, pend)
+    status, pos = ber_int_at(data, pos, pend)
+    index, pos = ber_int_at(data, pos, pend)
+    tag, pos, lend = ber_header(data, pos, pend)
     if tag != SEQUENCE:
         raise BerError("expected the varbind list")
     if lend != pend:
@@ -236,7 +236,7 @@ def decode_pdu(data: bytes, pos: int, end: int, tags: Sequence[int] = _PDU_TAGS)
             if vend > lend:
                 raise BerError("truncated")
         else:
-            _, pos, vend = _header(data, pos, lend)
+            _, pos, vend = ber_header(data, pos, lend)
         if pos + 2 > vend or data[pos] != OID:
             raise BerError("expected an OID")
         n = data[pos + 1]
@@ -246,7 +246,7 @@ def decode_pdu(data: bytes, pos: int, end: int, tags: Sequence[int] = _PDU_TAGS)
             if pos > vend:
                 raise BerError("truncated")
         else:
-            _, s, pos = _header(data, pos, vend)
+            _, s, pos = ber_header(data, pos, vend)
             oid = data[s:pos]
         if pos + 2 > vend:
             raise BerError("truncated")
@@ -256,7 +256,7 @@ def decode_pdu(data: bytes, pos: int, end: int, tags: Sequence[int] = _PDU_TAGS)
             if pos != vend:
                 raise BerError("bad varbind length")
         else:
-            vtag, s, pos = _header(data, pos, vend)
+            vtag, s, pos = ber_header(data, pos, vend)
             if pos != vend:
                 raise BerError("bad varbind length")
         append((oid, vtag, data[s:pos]))
@@ -939,6 +939,6 @@ def walk_many(specs: Sequence[WalkSpec], deadline: float, concurrency: int = 16,
     return _Run(specs, deadline, concurrency, cancel).run()
 
 
-__all__ = ["BerError", "DEFAULT_MAX_ROWS", "INPROCESS_PROGRAM", "Response", "WalkSpec", "check_width",
-           "decode_message", "decode_oid", "decode_pdu", "decode_value", "encode_getbulk", "encode_message",
+__all__ = ["BerError", "DEFAULT_MAX_ROWS", "INPROCESS_PROGRAM", "Response", "WalkSpec", "ber_header", "ber_int_at",
+           "check_width", "decode_message", "decode_oid", "decode_pdu", "decode_value", "encode_getbulk", "encode_message",
            "encode_pdu", "oid_body", "value_text", "walk_many"]

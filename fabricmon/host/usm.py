@@ -8,7 +8,7 @@ are extended as in draft-blumenthal-aes-usm-04 (Kul || H(Kul) ...), which is wha
 `-x AES-192/AES-256` does (and snmpsim's `AES192BLMT`/`AES256BLMT`); `AES192C`/`AES256C` extend them
 as the Reeder 3DES draft does (Cisco's, net-snmp's `AES-192-C`/`AES-256-C`, snmpsim's plain
 `AES192`/`AES256`).
-The protocol names are the config's (config.SNMP_AUTH_PROTOCOLS, SNMP_PRIV_PROTOCOLS).
+The protocol names are the config's (sources.ethernet.settings: SNMP_AUTH_PROTOCOLS, SNMP_PRIV_PROTOCOLS).
 
 HMAC and the hashes are the standard library's; AES and DES come from the `cryptography`
 package (the one runtime dependency added for SNMPv3: the standard library has no block cipher).
@@ -31,7 +31,7 @@ import threading
 from dataclasses import dataclass, field
 
 from fabricmon.host.snmp import (
-    OCTET_STRING, SEQUENCE, BerError, Response, _header, _int_at, decode_pdu, encode_integer, tlv,
+    OCTET_STRING, SEQUENCE, BerError, Response, ber_header, ber_int_at, decode_pdu, encode_integer, tlv,
 )
 
 # auth protocol -> (hash name, MAC length in octets)
@@ -247,46 +247,46 @@ class Usm:
         BerError on anything malformed, UsmError on a message that fails authentication. An
         unauthenticated message is returned with authenticated False (only reports are)."""
         end = len(data)
-        tag, pos, mend = _header(data, 0, end)
+        tag, pos, mend = ber_header(data, 0, end)
         if tag != SEQUENCE or mend != end:
             raise BerError("not an SNMP message" if tag != SEQUENCE else "trailing bytes after the message")
-        version, pos = _int_at(data, pos, mend)
+        version, pos = ber_int_at(data, pos, mend)
         if version != VERSION_3:
             raise BerError(f"not SNMPv3 (version {version})")
-        tag, pos, hend = _header(data, pos, mend)
+        tag, pos, hend = ber_header(data, pos, mend)
         if tag != SEQUENCE:
             raise BerError("expected the header")
-        msg_id, pos = _int_at(data, pos, hend)
+        msg_id, pos = ber_int_at(data, pos, hend)
         if expect is not None and msg_id != expect:
             return None                 # for an earlier request (a retry's second answer): no MAC, no AES
-        _max, pos = _int_at(data, pos, hend)
-        tag, s, pos = _header(data, pos, hend)
+        _max, pos = ber_int_at(data, pos, hend)
+        tag, s, pos = ber_header(data, pos, hend)
         if tag != OCTET_STRING or pos - s != 1:
             raise BerError("bad msgFlags")
         flags = data[s]
-        model, pos = _int_at(data, pos, hend)
+        model, pos = ber_int_at(data, pos, hend)
         if model != USM or pos != hend:
             raise BerError("not the user-based security model")
-        tag, spos, send_ = _header(data, pos, mend)
+        tag, spos, send_ = ber_header(data, pos, mend)
         if tag != OCTET_STRING:
             raise BerError("expected the security parameters")
-        tag, p, psend = _header(data, spos, send_)
+        tag, p, psend = ber_header(data, spos, send_)
         if tag != SEQUENCE or psend != send_:
             raise BerError("bad security parameters")
-        tag, s, p = _header(data, p, psend)
+        tag, s, p = ber_header(data, p, psend)
         if tag != OCTET_STRING:
             raise BerError("expected the engine ID")
         engine_id = data[s:p]
-        boots, p = _int_at(data, p, psend)
-        etime, p = _int_at(data, p, psend)
-        tag, s, p = _header(data, p, psend)          # user name
+        boots, p = ber_int_at(data, p, psend)
+        etime, p = ber_int_at(data, p, psend)
+        tag, s, p = ber_header(data, p, psend)          # user name
         if tag != OCTET_STRING:
             raise BerError("expected the user name")
-        tag, mac_at, p = _header(data, p, psend)
+        tag, mac_at, p = ber_header(data, p, psend)
         if tag != OCTET_STRING:
             raise BerError("expected the authentication parameters")
         mac = data[mac_at:p]
-        tag, s, p = _header(data, p, psend)
+        tag, s, p = ber_header(data, p, psend)
         if tag != OCTET_STRING or p != psend:
             raise BerError("bad privacy parameters")
         salt = data[s:p]
@@ -310,7 +310,7 @@ class Usm:
         elif flags & FLAG_PRIV:
             raise BerError("privacy without authentication")
         if flags & FLAG_PRIV:
-            tag, s, pos = _header(data, pos, mend)
+            tag, s, pos = ber_header(data, pos, mend)
             if tag != OCTET_STRING or pos != mend:
                 raise BerError("expected the encrypted scoped PDU")
             plain = self._decrypt(e, boots, etime, salt, data[s:pos])
@@ -321,15 +321,15 @@ class Usm:
             sdata, spos, pend_limit, padding = plain, 0, len(plain), 8 if self.priv_protocol == "DES" else 16
         else:
             sdata, spos, pend_limit, padding = data, pos, mend, 0
-        tag, q, qend = _header(sdata, spos, pend_limit)
+        tag, q, qend = ber_header(sdata, spos, pend_limit)
         if tag != SEQUENCE:
             raise BerError("expected the scoped PDU")
         if pend_limit - qend > padding:
             raise BerError("trailing bytes after the scoped PDU")
-        tag, s, q = _header(sdata, q, qend)           # contextEngineID
+        tag, s, q = ber_header(sdata, q, qend)           # contextEngineID
         if tag != OCTET_STRING:
             raise BerError("expected the context engine ID")
-        tag, s, q = _header(sdata, q, qend)           # contextName
+        tag, s, q = ber_header(sdata, q, qend)           # contextName
         if tag != OCTET_STRING:
             raise BerError("expected the context name")
         pdu = decode_pdu(sdata, q, qend, (0xA2, REPORT))

@@ -342,10 +342,10 @@ class FabricSection:
     check_status: dict[tuple[str, str], int] = field(default_factory=dict)     # (check, switch guid or "") -> status
     counter_scale: dict[str, int] = field(default_factory=dict)     # as SweepData.scale
     kind: str = "infiniband"         # or "ethernet"
-    unreachable: dict[str, str] = field(default_factory=dict)       # switch guid -> why it was not read
-    # unreached is not down: per switch, stale (queries unanswered in most recent sweeps) and the data
-    # time of its last sweep with every query answered (None: never)
-    stale: dict[str, bool] = field(default_factory=dict)
+    # unreached is not down: per switch, unresponsive (queries unanswered in fabric.unresponsive_sweeps of
+    # its last fabric.unresponsive_window sweeps) and the data time of its last sweep with every query
+    # answered (None: never)
+    unresponsive: dict[str, bool] = field(default_factory=dict)
     last_read: dict[str, float | None] = field(default_factory=dict)
     link_state_method: str = ""      # how the last sweep read link states: "sa", "smp", "" (not read)
 

@@ -4,6 +4,7 @@ and every source's self-monitoring state. A snapshot is never mutated once publi
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -44,6 +45,18 @@ class SourceState:
         return SourceState(self.name, self.enabled, self.interval, self.timeout, self.records, self.up, self.ran,
                            self.data, self.data_time, self.duration, self.last_success, self.runs,
                            dict(self.errors_total), set(self.active_errors), self.active, self.program)
+
+
+def source_state(states: Mapping[str, SourceState], records: type) -> SourceState | None:
+    """The enabled source whose records are of type `records` (records are picked by type, never by
+    source name), or None: no such source, or it is disabled."""
+    return next((s for s in states.values() if s.records is records and s.enabled), None)
+
+
+def source_data(states: Mapping[str, SourceState], records: type) -> Any:
+    """The latest records of that source (None: none yet, or no enabled source of them)."""
+    st = source_state(states, records)
+    return st.data if st is not None else None
 
 
 @dataclass(slots=True)
@@ -104,4 +117,5 @@ class Snapshot:
         return worst(self.findings)
 
 
-__all__ = ["BUILD_BUCKETS", "ERROR_KINDS", "BuildStats", "GpuSection", "IbSection", "RoceSection", "Snapshot", "SourceState"]
+__all__ = ["BUILD_BUCKETS", "ERROR_KINDS", "BuildStats", "GpuSection", "IbSection", "RoceSection", "Snapshot", "SourceState",
+           "source_data", "source_state"]

@@ -1,6 +1,6 @@
 """Slurm text -> typed records: host lists, `squeue` lines, slurm.conf keys and slurmd step
 sockets. Pure functions; the sources that fetch the text are sources/slurm.py (a node's own
-jobs) and sources/infiniband/jobs.py (every running job, once per sweep).
+jobs) and sources/cluster_jobs.py (every running job, once per sweep).
 
 - Host lists come compressed (`node[0001-0004,0010],gpu7`). `expand_hostlist` expands them as
   `scontrol show hostnames` does: the zero padding of a range is the width of its low bound

@@ -9,14 +9,17 @@ source name:
    (reported down, never dropped);
 1b. link state: each cabled port's newest read (the sweep's PortInfo, or the discovery that saw it
    cabled), the peer's read included; a port not read keeps its last state (unreached is not
-   down); a switch whose queries go unanswered in stale_sweeps of its recent sweeps is stale
-   (fabric_stale, WARNING);
+   down); a switch whose queries go unanswered in unresponsive_sweeps of its last unresponsive_window
+   sweeps is unresponsive (checks.fabric_unresponsive, WARNING), on either fabric kind;
 2. every counter of a new sweep enters a CounterHistory through record() (saturation and reset
    rules), keyed (switch_guid, port, counter); transmit/receive rates from the last step;
-3. the checks: fabric_links (down, width, speed), link_errors (the node daemon's thresholds),
-   fabric_ecmp (imbalance over consecutive sweeps), fabric_symmetry (active uplinks against
-   the level's norm), fabric_routing (route balance of the latest forwarding tables, LftData)
-   and fabric_sm (the subnet manager, SmData; its activity count followed between polls);
+3. the checks, each run when its inputs are present (capabilities, never the fabric kind):
+   fabric_links (down, width, speed), link_errors (the node daemon's thresholds), fabric_ecmp
+   (imbalance over consecutive sweeps), fabric_symmetry (active uplinks against the level's norm),
+   fabric_unresponsive (a switch that does not answer), fabric_routing (route balance of the latest
+   forwarding tables, when a source yields LftData), fabric_sm (the subnet manager, when a source
+   yields SmData; its activity count followed between polls) and fabric_pfc (PFC storms, once a
+   sweep yielded pause frames);
 4. every check's status per switch (fabricmon_fabric_check_status, OK included);
 5. this collector's shard only: a switch belongs to exactly one shard (GUID hash);
 6. the jobs each WARNING/CRITICAL finding can hurt, when a job source runs (pipeline.jobs).
@@ -34,35 +37,37 @@ import structlog
 from fabricmon import ibspec
 from fabricmon.checks import OK, WARNING, Finding
 from fabricmon.checks import (
-    fabric_ecmp, fabric_links, fabric_pfc, fabric_routing, fabric_sm, fabric_symmetry, link_errors,
+    fabric_ecmp, fabric_links, fabric_pfc, fabric_routing, fabric_sm, fabric_symmetry, fabric_unresponsive, link_errors,
 )
-from fabricmon.config import Config
+from fabricmon.checks.fabric_unresponsive import SweepRead
+from fabricmon.config import COUNTER_CHECKS, Config
 from fabricmon.model.fabric import (
     DiscoveryData, FabricPort, FabricSection, LftData, PortInfo, SmData, SweepData, Topology, build_topology,
     in_shard, merge_discovery,
 )
 from fabricmon.model.history import CounterHistory
 from fabricmon.model.ports import PortView
-from fabricmon.model.snapshot import SourceState
+from fabricmon.model.snapshot import SourceState, source_data, source_state
 from fabricmon.pipeline.jobs import FabricJobs
 from fabricmon.pipeline.node import CHECKED_COUNTERS
 
 log = structlog.get_logger("fabricmon.fabric")
-STALE_CHECK = "fabric_stale"
 
 RATE_COUNTERS = ("transmit_bytes", "receive_bytes")
 MAX_CHANGE_LINES = 20       # topology changes logged one by one per discovery, then summarised
-# fabricmon_fabric_check_status{check}: a finding's check -> the name alerts select
-UNREACHABLE = "fabric_unreachable"
-CHECK_NAMES = {fabric_links.CHECK: "degraded_link", fabric_ecmp.CHECK: "ecmp", fabric_routing.CHECK: "routing",
-               fabric_symmetry.CHECK: "uplinks", fabric_sm.CHECK: "sm", fabric_pfc.CHECK: "pfc_storm",
-               UNREACHABLE: "reachable", STALE_CHECK: "stale"}
-SWITCH_CHECKS = ("degraded_link", "link_errors", "ecmp", "uplinks", "stale")     # + "routing" once tables were read
-ETHERNET_CHECKS = ("pfc_storm", "reachable")                           # + on an Ethernet fabric
-
-
-def _state_of(states: Mapping[str, SourceState], records: type) -> SourceState | None:
-    return next((s for s in states.values() if s.records is records and s.enabled), None)
+# Capabilities, not kinds: each fabric check declares the inputs it needs (its module's NEEDS); the model
+# runs it, and reports it per switch in fabricmon_fabric_check_status (OK included, by the finding's own
+# check name), once the sources provide them, whatever the fabric kind:
+#   topology           a discovery (DiscoveryData)
+#   forwarding_tables  a source yielded LftData
+#   subnet_manager     a source yielded SmData
+#   pause_frames       a sweep yielded PFC pause frames (SweepData.pause)
+CAPABILITIES = ("topology", "forwarding_tables", "subnet_manager", "pause_frames")
+SWITCH_CHECK_MODULES = (fabric_links, fabric_ecmp, fabric_symmetry, fabric_unresponsive, fabric_routing, fabric_pfc)
+FABRIC_WIDE_CHECK_MODULES = (fabric_sm,)
+# the counter checks (checks.link_errors, shared with the node daemon) judge the sweep's counters per port
+COUNTER_CHECK_NAMES = (*COUNTER_CHECKS, link_errors.SATURATION_CHECK)
+COUNTER_NEEDS = ("topology",)
 
 
 class FabricModel:
@@ -90,19 +95,20 @@ class FabricModel:
         self._ecmp_counts: dict[tuple[str, str], int] = {}
         self.jobs = FabricJobs(config.slurm.max_job_switch_series)     # which jobs each finding hurts
         self._pfc_counts: dict[tuple[str, int, int, str], int] = {}
+        self._reads_pause = False                                # some sweep yielded PFC pause frames
         self._wrap: dict[tuple[str, int, str], tuple[int, int]] = {}     # key -> (last raw value, offset)
         self._view = None                                        # the merged discovery view (DiscoveryData)
         self._view_complete = False                              # some discovery so far was complete
         # the last read of each cabled port's link state: (up, data time); the newest read wins
         self._link_state: dict[tuple[str, int], tuple[bool, float]] = {}
         # per switch: the last sweeps' (unanswered, queries, what failed), and the data time of its last full read
-        self._reads: dict[str, deque[tuple[int, int, tuple[str, ...]]]] = {}
+        self._reads: dict[str, deque[SweepRead]] = {}
         self._last_read: dict[str, float] = {}
 
     # --- topology -----------------------------------------------------------------------
     def inventory(self, states: Mapping[str, SourceState]) -> Topology:
         """The latest topology (empty before the first discovery): the sweep's input."""
-        st = _state_of(states, DiscoveryData)
+        st = source_state(states, DiscoveryData)
         if st is None or st.data is None:
             return self._topo if self._topo is not None else Topology()
         if self._topo_time == st.data_time and self._topo is not None:
@@ -220,7 +226,7 @@ class FabricModel:
         now = self.clock()
         topo = self.inventory(states)
         sec = FabricSection(shard=self.shard, topology_changes=self.topology_changes)
-        sweep_st = _state_of(states, SweepData)
+        sweep_st = source_state(states, SweepData)
         if sweep_st is not None:
             sec.sweep_errors = dict(sweep_st.errors_total)
             sec.sweep_duration = sweep_st.duration if sweep_st.ran else None
@@ -276,29 +282,29 @@ class FabricModel:
                         scale = sweep.scale.get(name, ibspec.COUNTER_BY_NAME[name].scale)
                         setattr(p, attr, step[0] * scale / step[1])
         findings += fabric_links.evaluate(sec.ports, sec.switches, sec.levels, self.config)
-        findings += self._staleness(sec, now)
+        findings += self._unresponsive(sec, now)
         for key, p in sec.ports.items():
             if p.counters and any(self.history.has((key[0], key[1], c)) for c in CHECKED_COUNTERS):
                 pv = PortView(device=key[0], port=key[1], counters=p.counters, counter_bits=dict(sweep.bits))
-                name = sec.switches[key[0]].name
-                for f in link_errors.evaluate_port(pv, self.history, self.config, now):
-                    if f.status != OK:
-                        findings.append(Finding(f.check, f.device, f.port, f.status,
-                                                f.message.replace(pv.label(), f"{name} (0x{key[0]}) port {p.label}", 1)))
+                label = f"{sec.switches[key[0]].name} (0x{key[0]}) port {p.label}"
+                findings += [f for f in link_errors.evaluate_port(pv, self.history, self.config, now, label=label)
+                             if f.status != OK]
         sec.groups = fabric_ecmp.groups(sec.ports, sec.switches, topo.levels)
         ecmp_findings, self._ecmp_counts = fabric_ecmp.judge(sec.groups, self._ecmp_counts,
                                                             self.config.fabric.thresholds, new_sweep, sec.ports)
         findings += ecmp_findings
         findings += self._symmetry(sec, topo)
-        findings += self._routing(states, sec, topo)
-        findings += self._sm(states, sec)
-        if sec.kind == "ethernet":
+        caps = self._capabilities(states, sweep)
+        if set(fabric_routing.NEEDS) <= caps:
+            findings += self._routing(states, sec, topo)
+        if set(fabric_sm.NEEDS) <= caps:
+            findings += self._sm(states, sec)
+        if set(fabric_pfc.NEEDS) <= caps:
             eth = self.config.fabric.ethernet
             pfc, self._pfc_counts = fabric_pfc.evaluate(sec.ports, sec.switches, self._pfc_counts,
                                                         eth.pfc_storm_rate, eth.pfc_storm_sweeps, new_sweep)
             findings += pfc
-            findings += self._unreachable(states, sec, sweep)
-        self._check_status(sec, findings, states)
+        self._check_status(sec, findings, caps)
         jobs, findings = self.jobs.apply(states, sec, topo, findings)
         return {"fabric": sec, "jobs": jobs}, findings
 
@@ -319,44 +325,26 @@ class FabricModel:
                 p.up = False
 
     def _note_reads(self, sweep: SweepData, t: float, sec: FabricSection) -> None:
-        n = self.config.fabric.stale_sweeps + 2
+        n = self.config.fabric.unresponsive_window
         for g in sec.switches:
             queries = sweep.queries.get(g, 0)
             if not queries and g not in sweep.switches:
                 continue
             lost = sweep.unanswered.get(g, 0)
-            self._reads.setdefault(g, deque(maxlen=n)).append((lost, queries, tuple(sorted(sweep.failed.get(g, ())))))
+            self._reads.setdefault(g, deque(maxlen=n)).append(
+                SweepRead(lost, queries, tuple(sorted(sweep.failed.get(g, ())))))
             if not lost:
                 self._last_read[g] = t
         for g in [g for g in self._reads if g not in sec.switches]:
             del self._reads[g]
             self._last_read.pop(g, None)
 
-    def _staleness(self, sec: FabricSection, now: float) -> list[Finding]:
-        """A switch whose queries went unanswered in stale_sweeps of its last stale_sweeps + 2 sweeps is
-        stale (WARNING): named, with what failed, its share of unanswered queries and the age of its
-        last complete read; its ports keep their last known state."""
-        out = []
-        need = self.config.fabric.stale_sweeps
-        for g, sw in sec.switches.items():
-            reads = self._reads.get(g)
+    def _unresponsive(self, sec: FabricSection, now: float) -> list[Finding]:
+        """Unresponsive switches (checks.fabric_unresponsive); their ports keep their last known state."""
+        for g in sec.switches:
             sec.last_read[g] = self._last_read.get(g)
-            if not reads:
-                continue
-            bad = [r for r in reads if r[0]]
-            stale = len(bad) >= need
-            sec.stale[g] = stale
-            if not stale:
-                continue
-            lost, total = sum(r[0] for r in reads), sum(r[1] for r in reads)
-            what = sorted({w for r in bad for w in r[2]})
-            last = self._last_read.get(g)
-            age = f"last complete read {now - last:.0f} s ago" if last is not None else "never read completely"
-            out.append(Finding(STALE_CHECK, g, None, WARNING,
-                               f"{sw.name or g} (0x{g}) unreadable in {len(bad)} of its last {len(reads)} sweeps "
-                               f"({100 * lost / max(total, 1):.0f}% of its queries unanswered: {', '.join(what) or 'queries'}; "
-                               f"{age}): its ports keep their last known state, none is taken as down; check the "
-                               f"switch's management CPU and the path to it"))
+        sec.unresponsive, out = fabric_unresponsive.evaluate(self._reads, self._last_read, sec.switches,
+                                                             self.config.fabric.unresponsive_sweeps, now)
         return out
 
     @staticmethod
@@ -376,7 +364,7 @@ class FabricModel:
         return fabric_symmetry.evaluate(sec.uplinks, sec.ports, sec.switches, sec.levels)
 
     def _routing(self, states: Mapping[str, SourceState], sec: FabricSection, topo: Topology) -> list[Finding]:
-        st = _state_of(states, LftData)
+        st = source_state(states, LftData)
         if st is None or st.data is None:
             return []
         threshold = self.config.fabric.routing_imbalance_threshold
@@ -384,7 +372,7 @@ class FabricModel:
         return fabric_routing.evaluate(sec.routes, sec.ports, threshold)
 
     def _sm(self, states: Mapping[str, SourceState], sec: FabricSection) -> list[Finding]:
-        st = _state_of(states, SmData)
+        st = source_state(states, SmData)
         if st is None or st.data is None:
             return []
         sec.sms = list(st.data.sms)
@@ -396,50 +384,35 @@ class FabricModel:
             self._sm_last, self._sm_time = cur, st.data_time
         return [fabric_sm.evaluate(sec.sms, self._sm_stalled, self.config.fabric.sm_stalled_polls)]
 
-    def _unreachable(self, states: Mapping[str, SourceState], sec: FabricSection,
-                     sweep: SweepData | None) -> list[Finding]:
-        """A switch that did not answer the latest discovery or sweep: WARNING, naming it and why
-        (its links keep their last state: a switch we cannot read is not a cable that is down)."""
-        st = _state_of(states, DiscoveryData)
-        why = dict(st.data.unreachable) if st is not None and st.data is not None else {}
-        if sweep is not None:
-            for g in sweep.missing:
-                why.setdefault(g, "no answer to the last sweep")
-            for g in sweep.switches:
-                why.pop(g, None)
-        sec.unreachable = {g: w for g, w in why.items() if g in sec.switches}
-        out = []
-        for g, w in sorted(sec.unreachable.items()):
-            sw = sec.switches[g]
-            out.append(Finding(UNREACHABLE, g, None, WARNING,
-                               f"{sw.name} ({sw.address or g}) does not answer SNMP: {w}; its ports keep their last "
-                               f"state. Check that it is up, its management address and ACL, and the SNMP "
-                               f"credentials (fabric.ethernet.snmp)"))
-        return out
+    def _capabilities(self, states: Mapping[str, SourceState], sweep: SweepData | None) -> set[str]:
+        """What the sources provide now (CAPABILITIES); pause frames once any sweep yielded them (a sweep
+        that failed does not take the check away)."""
+        self._reads_pause = self._reads_pause or bool(sweep is not None and sweep.pause)
+        caps = {"topology"}
+        if source_data(states, LftData) is not None:
+            caps.add("forwarding_tables")
+        if source_data(states, SmData) is not None:
+            caps.add("subnet_manager")
+        if self._reads_pause:
+            caps.add("pause_frames")
+        return caps
 
-    def _check_status(self, sec: FabricSection, findings: list[Finding], states: Mapping[str, SourceState]) -> None:
-        checks = SWITCH_CHECKS + (("routing",) if sec.routes or _has_data(states, LftData) else ())
-        checks += ETHERNET_CHECKS if sec.kind == "ethernet" else ()
+    def _check_status(self, sec: FabricSection, findings: list[Finding], caps: set[str]) -> None:
+        checks = [m.CHECK for m in SWITCH_CHECK_MODULES if set(m.NEEDS) <= caps]
+        checks += COUNTER_CHECK_NAMES if set(COUNTER_NEEDS) <= caps else ()
         status = {(c, g): OK for g in sec.switches for c in checks}
-        for f in findings:
-            name = CHECK_NAMES.get(f.check, "link_errors" if f.device in sec.switches else None)
-            if name is None:
-                continue
-            key = (name, f.device if f.device in sec.switches else "")
-            status[key] = max(status.get(key, OK), f.status)
+        for f in findings:      # a switch's findings by their own check name; fabric-wide ones (sm) with ""
+            if f.device in sec.switches or f.device == "":
+                key = (f.check, f.device)
+                status[key] = max(status.get(key, OK), f.status)
         sec.check_status = status
-
-
-def _has_data(states: Mapping[str, SourceState], records: type) -> bool:
-    st = _state_of(states, records)
-    return st is not None and st.data is not None
 
 
 def fabric_pipeline(config: Config, io: object, clock: Callable[[], float] = time.time) -> object:
     """The fabric collector: the one Pipeline, with the fabric sources and this model."""
     from fabricmon.pipeline.scheduler import Pipeline
-    collector = "ethernet" if config.fabric.kind == "ethernet" else "fabric"
-    return Pipeline(config, io, clock=clock, collector=collector, model=FabricModel(config, clock),
+    # fabric.kind names the registry's collector (its sources); nothing here depends on which it is
+    return Pipeline(config, io, clock=clock, collector=config.fabric.kind, model=FabricModel(config, clock),
                     source_configs=config.fabric.sources)
 
 

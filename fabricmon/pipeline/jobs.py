@@ -25,13 +25,8 @@ from dataclasses import dataclass, field, replace
 from fabricmon.checks import OK, Finding
 from fabricmon.model.fabric import FabricPort, FabricSection, Topology
 from fabricmon.model.jobs import JobRef, JobsSection
-from fabricmon.model.snapshot import SourceState
+from fabricmon.model.snapshot import SourceState, source_data, source_state
 from fabricmon.parsers.slurm import ClusterJobsData, NodeJobsData
-
-
-def _data(states: Mapping[str, SourceState], records: type) -> object:
-    st = next((s for s in states.values() if s.records is records and s.enabled), None)
-    return st.data if st is not None else None
 
 
 def _sorted_refs(jobs: Iterable[JobRef]) -> tuple[JobRef, ...]:
@@ -54,7 +49,7 @@ def annotate(findings: list[Finding], jobs_for) -> list[Finding]:
 
 def node_jobs(states: Mapping[str, SourceState], findings: list[Finding]) -> tuple[JobsSection | None, list[Finding]]:
     """The node's jobs section (None without a job source) and the findings naming them."""
-    data = _data(states, NodeJobsData)
+    data = source_data(states, NodeJobsData)
     if not isinstance(data, NodeJobsData):
         return None, findings
     sec = JobsSection(jobs=dict(data.jobs), lookup_failures=data.lookup_failures, ended=data.ended,
@@ -233,7 +228,7 @@ class FabricJobs:
 
     def apply(self, states: Mapping[str, SourceState], sec: FabricSection, topo: Topology,
               findings: list[Finding]) -> tuple[JobsSection | None, list[Finding]]:
-        st = next((s for s in states.values() if s.records is ClusterJobsData and s.enabled), None)
+        st = source_state(states, ClusterJobsData)
         if st is None or not isinstance(st.data, ClusterJobsData) or not st.data.configured:
             return None, findings
         key = (id(topo), topo.time, tuple(st.data.jobs), tuple(sec.switches))

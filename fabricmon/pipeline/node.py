@@ -25,7 +25,7 @@ from fabricmon.model.gpu import GpuData, GpudirectFacts
 from fabricmon.model.history import CounterHistory
 from fabricmon.model.ports import DeviceView, Inventory, PortView, merge
 from fabricmon.model.roce import NetdevData, RoceView, record_roce_counters, roce_targets
-from fabricmon.model.snapshot import GpuSection, IbSection, RoceSection, SourceState
+from fabricmon.model.snapshot import GpuSection, IbSection, RoceSection, SourceState, source_data, source_state
 from fabricmon.pipeline.jobs import node_jobs
 from fabricmon.parsers.ethtool import EthtoolData
 from fabricmon.parsers.ibstat import IbstatData
@@ -39,19 +39,10 @@ MAX_SEEN_PORTS = 1024
 CHECKED_COUNTERS = frozenset(c for counters, *_ in COUNTER_CHECKS.values() for c in counters)
 
 
-def _state_of(states: Mapping[str, SourceState], records: type) -> SourceState | None:
-    return next((s for s in states.values() if s.records is records), None)
-
-
-def _data(states: Mapping[str, SourceState], records: type) -> object:
-    st = _state_of(states, records)
-    return st.data if st is not None and st.enabled else None
-
-
 def unlisted(states: Mapping[str, SourceState]) -> list[str]:
     """The inventory sources in use (sysfs, ibstat) whose last run gave no port list (failed or
     not run yet): while there is one, a port missing from the inventory may only be unread."""
-    listed = [s for s in (_state_of(states, SysfsData), _state_of(states, IbstatData))
+    listed = [s for s in (source_state(states, SysfsData), source_state(states, IbstatData))
               if s is not None and s.enabled and s.active]
     return [s.name for s in listed if s.data is None] if listed else ["sysfs"]
 
@@ -110,9 +101,9 @@ class NodeModel:
         return f"no {st.name} data for this netdev yet"
 
     def roce_views(self, states: Mapping[str, SourceState], inv: Inventory) -> list[RoceView]:
-        qos_st, eth_st = _state_of(states, MlnxQosData), _state_of(states, EthtoolData)
-        qos, eth = _data(states, MlnxQosData), _data(states, EthtoolData)
-        nd = _data(states, NetdevData)
+        qos_st, eth_st = source_state(states, MlnxQosData), source_state(states, EthtoolData)
+        qos, eth = source_data(states, MlnxQosData), source_data(states, EthtoolData)
+        nd = source_data(states, NetdevData)
         views = []
         for t in roce_targets(inv.devices, inv.ports):
             p = inv.ports.get((t.device, t.port))
@@ -161,7 +152,7 @@ class NodeModel:
     def _where(self, states: Mapping[str, SourceState]) -> str:
         """Where the port inventory was looked for, for the UNKNOWN line."""
         where = [f"{self.config.sysfs.rstrip('/')}/class/infiniband"]
-        st = _state_of(states, IbstatData)
+        st = source_state(states, IbstatData)
         if st is not None and st.enabled and st.active:
             where.append("ibstat")
         return ", ".join(where)
@@ -202,14 +193,14 @@ class NodeModel:
             findings.extend(link_errors.evaluate_port(p, self.history, self.config, now, ib.saturation[key]))
 
         views = self.roce_views(states, inv)
-        eth_st, hw_st = _state_of(states, EthtoolData), _state_of(states, HwCountersData)
+        eth_st, hw_st = source_state(states, EthtoolData), source_state(states, HwCountersData)
         record_roce_counters(views, self.history,
                              eth_st.data_time if eth_st is not None and eth_st.data is not None else None,
                              hw_st.data_time if hw_st is not None and hw_st.data is not None else None)
         findings += roce_checks.evaluate(views, self.history, self.config, now)
 
-        facts = _data(states, GpudirectFacts)
-        gpus = _data(states, GpuData)
+        facts = source_data(states, GpudirectFacts)
+        gpus = source_data(states, GpuData)
         gd = gpudirect_checks.evaluate(facts, gpus, len(inv.devices))
         if gd.finding is not None:
             findings.append(gd.finding)

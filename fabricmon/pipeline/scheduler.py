@@ -25,7 +25,6 @@ from concurrent.futures import TimeoutError as FutureTimeout
 import structlog
 
 from fabricmon.config import Config, SourceConfig
-from fabricmon.host import runner
 from fabricmon.host.io import HostIO
 from fabricmon.model.history import CounterHistory
 from fabricmon.model.ports import Inventory
@@ -64,7 +63,7 @@ class Model:
 
 
 class Pipeline:
-    """collector: which registered sources run ("node" or "fabric"); source_configs: their
+    """collector: which registered sources run ("node", "infiniband" or "ethernet"); source_configs: their
     validated configs (default config.sources); model: how their records become a snapshot
     (default the node's); learned: where the node model keeps the learned inventory (default
     in memory)."""
@@ -306,18 +305,19 @@ class Pipeline:
         return bool(self._threads) and all(t.is_alive() for t in self._threads)
 
     def stop(self, timeout: float = 10.0) -> None:
-        """Stop every worker; tools in flight are killed at once (process groups)."""
+        """Stop every worker; this pipeline's tools in flight are killed at once (process groups),
+        and only its own: another pipeline in the same process (the demo) keeps running."""
         self._stop.set()
         self._dirty.set()
-        runner.kill_all()
+        self.io.kill_tools()
         with self._inventory_changed:
             self._inventory_changed.notify_all()
         end = time.monotonic() + timeout
         while any(t.is_alive() for t in self._threads) and time.monotonic() < end:
-            runner.kill_all()       # again: a tool that started while we were stopping
+            self.io.kill_tools()    # again: a tool that started while we were stopping
             for t in self._threads:
                 t.join(0.05)
-        runner.kill_all()
+        self.io.kill_tools()
         self._threads = []
 
     def close(self) -> None:

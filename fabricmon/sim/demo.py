@@ -54,8 +54,16 @@ BALANCED = {f"leaf0{i}": {9: 0.5, 10: 0.5, 11: 0.5, 12: 0.5} for i in range(1, 5
 POLARISED_LEAF = "leaf02"
 
 
+_SAY = threading.Lock()
+
+
 def _say(msg: str) -> None:
-    print(f"[{time.strftime('%H:%M:%S')}] {msg}", flush=True)
+    """One line, whole: the three daemons' publishers call this from their own threads, and print()
+    writes the text and its newline separately, so that two lines could run into each other."""
+    line = f"[{time.strftime('%H:%M:%S')}] {msg}\n"
+    with _SAY:
+        sys.stdout.write(line)
+        sys.stdout.flush()
 
 
 def summarize(snap: Snapshot) -> list[str]:
@@ -71,8 +79,12 @@ def summarize(snap: Snapshot) -> list[str]:
     return lines
 
 
+class _Terminated(KeyboardInterrupt):
+    """SIGTERM (systemd, `timeout`, a CI runner): stops the demo as Ctrl-C does."""
+
+
 def _interrupt(signum: int, frame: object) -> None:
-    raise KeyboardInterrupt     # SIGTERM stops the demo as Ctrl-C does: through the cleanup below
+    raise _Terminated           # SIGTERM stops the demo as Ctrl-C does: through the cleanup below
 
 
 def run_demo(port: int = 9879, duration: float = 0, fault_after: float = 20.0,
@@ -88,6 +100,7 @@ def run_demo(port: int = 9879, duration: float = 0, fault_after: float = 20.0,
     main = threading.current_thread() is threading.main_thread()
     previous = signal.signal(signal.SIGTERM, _interrupt) if main else None
     tmp = fabric = daemon = collector = traffic = eth_sim = eth_collector = None
+    why = "it stopped"
     try:
         tmp = tempfile.TemporaryDirectory(prefix="fabricmon-demo-") if workdir is None else None
         wd = Path(workdir or tmp.name)
@@ -128,7 +141,8 @@ def run_demo(port: int = 9879, duration: float = 0, fault_after: float = 20.0,
         traffic = sim.TrafficDriver(fabric, dict(BALANCED))
         traffic.start()
         fio = LiveIO(fcfg.sysfs, fcfg.procfs, env=fabric.env(DEMO_HOST))
-        collector = Daemon(fcfg, fio, port=fcfg.fabric.port, pipeline=fabric_pipeline(fcfg, fio))
+        # journal=False: the demo prints each finding itself, once (not the collector's log line as well)
+        collector = Daemon(fcfg, fio, port=fcfg.fabric.port, pipeline=fabric_pipeline(fcfg, fio), journal=False)
         collector.on_snapshot = on_snapshot
         collector.start()
         _say(f"the fabric collector sweeps every switch port: the live fabric map at http://127.0.0.1:{collector.port}/ "
@@ -147,9 +161,15 @@ def run_demo(port: int = 9879, duration: float = 0, fault_after: float = 20.0,
                      "flagged after 3 sweeps)")
                 injected = True
             time.sleep(0.2)
+        why = f"--duration {duration:g} s is up"
+        _say(f"stopping: {why}")
+    except _Terminated:
+        why = "SIGTERM"
+        _say(f"stopping: {why}")
     except KeyboardInterrupt:
         print()
-        _say("stopping")
+        why = "Ctrl-C"
+        _say(f"stopping: {why}")
     finally:
         if main:        # a second SIGTERM does not cut the cleanup short (SIGKILL still ends it)
             signal.signal(signal.SIGTERM, signal.SIG_IGN)
@@ -169,6 +189,7 @@ def run_demo(port: int = 9879, duration: float = 0, fault_after: float = 20.0,
             tmp.cleanup()
         if main:
             signal.signal(signal.SIGTERM, previous if previous is not None else signal.SIG_DFL)
+    _say(f"the demo ended ({why}): every simulator stopped and its files removed")
     return 0
 
 
@@ -208,7 +229,7 @@ def _ethernet_collector(sim, count: int, wd: Path, port: int, on_snapshot):
                                              "snmp": {"community_file": str(secret), "timeout": 1, "retries": 0}}}})
     (wd / "ethernet-cache").mkdir(exist_ok=True)
     io = LiveIO(cfg.sysfs, cfg.procfs)
-    collector = Daemon(cfg, io, port=cfg.fabric.port, pipeline=fabric_pipeline(cfg, io))
+    collector = Daemon(cfg, io, port=cfg.fabric.port, pipeline=fabric_pipeline(cfg, io), journal=False)
     collector.on_snapshot = on_snapshot
     collector.start()
     _say(f"the Ethernet (RoCE) fabric collector reads {count} simulated switches over SNMP: its map at "

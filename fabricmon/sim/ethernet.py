@@ -1,5 +1,5 @@
 """A real Ethernet (RoCE) leaf/spine fabric on one machine: Debian's ``snmpsim`` serving one
-generated switch per UDP endpoint (GUIDE section 9).
+generated switch per UDP endpoint (docs/ethernet.md, "Tests").
 
 :func:`leaf_spine` builds the switches (ports, LLDP neighbours, traffic rates, PFC pause rates),
 :func:`snmprec` writes one switch as snmpsim data (``OID|TAG|VALUE``, sorted by OID; a counter
@@ -8,7 +8,8 @@ takes a port down with the real ``snmpset``), and :class:`SnmpSimFabric` runs ``
 (v2c: one process, one endpoint per switch; v3: one process per switch, whose context name
 ``public`` selects its data file) and stops it with its process group.
 
-Switch styles (how the switch numbers its LLDP ports, the GUIDE's trap):
+Switch styles (how the switch numbers its LLDP ports; lldpLocPortNum is not always the ifIndex,
+docs/ethernet.md):
 - ``sonic``: lldpLocPortNum is the ifIndex, the port ID is the ifName (SONiC);
 - ``numbered``: LLDP ports numbered 1..N, the port ID a MAC, the description the ifDescr (the
   join goes through ifDescr); ifIndex 1 is a management port that the raw number would hit;

@@ -359,7 +359,7 @@ class SimCommandError(RuntimeError):
     """ibsim answered a console command with an error line (``# ...``)."""
 
 
-def _pdeathsig_fn() -> Callable[[], None] | None:
+def pdeathsig_fn() -> Callable[[], None] | None:
     """A preexec_fn asking the kernel to SIGTERM the child when we die.
 
     ibsim spins at 100 % CPU once its console FIFO hits EOF, so an orphaned
@@ -416,7 +416,7 @@ def _owns_socket(pid: int, inode: str) -> bool:
     return False
 
 
-def _tail(path: Path, nbytes: int = 3000) -> str:
+def log_tail(path: Path, nbytes: int = 3000) -> str:
     try:
         with open(path, "rb") as f:
             f.seek(0, os.SEEK_END)
@@ -427,7 +427,7 @@ def _tail(path: Path, nbytes: int = 3000) -> str:
         return f"<cannot read {path}: {exc}>"
 
 
-def _stop_process(proc: subprocess.Popen | None, grace: float = 3.0) -> None:
+def stop_process(proc: subprocess.Popen | None, grace: float = 3.0) -> None:
     """SIGTERM one process by PID, wait, SIGKILL if it lingers, reap it."""
     if proc is None or proc.poll() is not None:
         return
@@ -566,6 +566,7 @@ class SimFabric:
             timeout=timeout,
             check=check,
             start_new_session=True,
+            cwd=self.workdir,       # a killed tool leaves ./sys-<pid>/ (umad2sim) here, not in the caller's directory
         )
 
     # --------------------------------------------------------------- start
@@ -619,7 +620,7 @@ class SimFabric:
                         cwd=self.workdir,
                         env=env,
                         start_new_session=True,
-                        preexec_fn=_pdeathsig_fn(),
+                        preexec_fn=pdeathsig_fn(),
                     )
             except BaseException:
                 self._close_fifo()
@@ -668,10 +669,10 @@ class SimFabric:
             if self._proc.poll() is not None:
                 raise RuntimeError(
                     f"ibsim exited with status {self._proc.returncode} before it was ready "
-                    f"(sockname {self.sockname!r}); {self.log} ends with:\n{_tail(self.log)}"
+                    f"(sockname {self.sockname!r}); {self.log} ends with:\n{log_tail(self.log)}"
                 )
             if time.monotonic() > deadline:
-                raise RuntimeError(f"ibsim not ready in time; {self.log} ends with:\n{_tail(self.log)}")
+                raise RuntimeError(f"ibsim not ready in time; {self.log} ends with:\n{log_tail(self.log)}")
             time.sleep(0.02)
 
     # --------------------------------------------------------------- opensm
@@ -687,7 +688,7 @@ class SimFabric:
         """
         with self._lock:
             if not self.running:
-                raise RuntimeError(f"ibsim is not running; {self.log} ends with:\n{_tail(self.log)}")
+                raise RuntimeError(f"ibsim is not running; {self.log} ends with:\n{log_tail(self.log)}")
             self.osm_cache.mkdir(parents=True, exist_ok=True)
             env = dict(os.environ)
             env.update(IBSIM_SOCKNAME=self.sockname, LD_PRELOAD=UMAD2SIM, PATH=_tool_path(env.get("PATH", "")))
@@ -705,22 +706,22 @@ class SimFabric:
                     cwd=self.workdir,
                     env=env,
                     start_new_session=True,
-                    preexec_fn=_pdeathsig_fn(),
+                    preexec_fn=pdeathsig_fn(),
                 )
             try:
                 rc = self._sm_proc.wait(timeout=timeout)
             except subprocess.TimeoutExpired:
-                _stop_process(self._sm_proc)
+                stop_process(self._sm_proc)
                 raise RuntimeError(
-                    f"opensm --once did not finish in {timeout:.0f}s; {self.osm_out} ends with:\n{_tail(self.osm_out)}"
-                    f"\n{self.log} ends with:\n{_tail(self.log)}"
+                    f"opensm --once did not finish in {timeout:.0f}s; {self.osm_out} ends with:\n{log_tail(self.osm_out)}"
+                    f"\n{self.log} ends with:\n{log_tail(self.log)}"
                 ) from None
             finally:
                 self._sm_proc = None
             if rc != 0 or self._count_subnet_up() <= before:
                 raise RuntimeError(
                     f"opensm --once failed (status {rc}, no new SUBNET UP in {self.osm_log}); "
-                    f"{self.osm_out} ends with:\n{_tail(self.osm_out)}\n{self.log} ends with:\n{_tail(self.log)}"
+                    f"{self.osm_out} ends with:\n{log_tail(self.osm_out)}\n{self.log} ends with:\n{log_tail(self.log)}"
                 )
 
     def start_sm(self, timeout: float = 60, extra_args: tuple[str, ...] = ()) -> None:
@@ -735,7 +736,7 @@ class SimFabric:
         """
         with self._lock:
             if not self.running:
-                raise RuntimeError(f"ibsim is not running; {self.log} ends with:\n{_tail(self.log)}")
+                raise RuntimeError(f"ibsim is not running; {self.log} ends with:\n{log_tail(self.log)}")
             if self._master_sm is not None and self._master_sm.poll() is None:
                 return
             self.osm_cache.mkdir(parents=True, exist_ok=True)
@@ -749,7 +750,7 @@ class SimFabric:
                 self._master_sm = subprocess.Popen(
                     [_which("opensm") or "opensm", "-f", str(self.osm_log), *extra_args],
                     stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, cwd=self.workdir,
-                    env=env, start_new_session=True, preexec_fn=_pdeathsig_fn(),
+                    env=env, start_new_session=True, preexec_fn=pdeathsig_fn(),
                 )
             deadline = time.monotonic() + timeout
             # opensm buffers its log while it runs: ask the SM itself (sminfo) instead.
@@ -757,22 +758,22 @@ class SimFabric:
             while True:
                 try:
                     r = subprocess.run([_which("sminfo") or "sminfo"], env=sminfo_env, capture_output=True,
-                                       text=True, timeout=10, start_new_session=True)
+                                       text=True, timeout=10, start_new_session=True, cwd=self.workdir)
                     if r.returncode == 0 and "SMINFO_MASTER" in r.stdout:
                         break
                 except subprocess.TimeoutExpired:
                     pass
                 if self._master_sm.poll() is not None or time.monotonic() > deadline:
-                    _stop_process(self._master_sm)
+                    stop_process(self._master_sm)
                     self._master_sm = None
                     raise RuntimeError(f"opensm did not bring the subnet up; {self.osm_out} ends with:\n"
-                                       f"{_tail(self.osm_out)}")
+                                       f"{log_tail(self.osm_out)}")
                 time.sleep(0.05)
 
     def stop_sm(self) -> None:
         """Stop the opensm started by :meth:`start_sm` (by PID)."""
         with self._lock:
-            _stop_process(self._master_sm)
+            stop_process(self._master_sm)
             self._master_sm = None
 
     def _count_subnet_up(self) -> int:
@@ -809,7 +810,7 @@ class SimFabric:
             raise ValueError(f"console line longer than {_MAX_CONSOLE_LINE} bytes: {cmd!r}")
         with self._lock:
             if not self.running or self._fifo_fd is None:
-                raise RuntimeError(f"ibsim is not running; {self.log} ends with:\n{_tail(self.log)}")
+                raise RuntimeError(f"ibsim is not running; {self.log} ends with:\n{log_tail(self.log)}")
             offset = self.log.stat().st_size
             os.write(self._fifo_fd, data)
             deadline = time.monotonic() + timeout
@@ -826,7 +827,7 @@ class SimFabric:
                         if any(line.startswith("#") for line in answer.splitlines()):
                             raise SimCommandError(f"ibsim rejected {cmd!r}: {answer.strip()}")
                     if not self.running:
-                        raise RuntimeError(f"ibsim died after {cmd!r}; {self.log} ends with:\n{_tail(self.log)}")
+                        raise RuntimeError(f"ibsim died after {cmd!r}; {self.log} ends with:\n{log_tail(self.log)}")
                     if time.monotonic() > deadline:
                         want = f"{expect!r}" if expect is not None else "its prompt"
                         raise TimeoutError(f"ibsim: no {want} within {timeout}s after {cmd!r}; output since: {text[-2000:]!r}")
@@ -888,11 +889,11 @@ class SimFabric:
         Log files stay in ``workdir``.
         """
         with self._lock:
-            _stop_process(self._sm_proc)
+            stop_process(self._sm_proc)
             self._sm_proc = None
-            _stop_process(self._master_sm)
+            stop_process(self._master_sm)
             self._master_sm = None
-            _stop_process(self._proc)
+            stop_process(self._proc)
             # Close the FIFO only once ibsim is gone: at EOF it would spin.
             self._close_fifo()
             try:

@@ -29,7 +29,7 @@ import time
 from pathlib import Path
 
 from fabricmon.parsers.slurm import SQUEUE_FORMAT, parse_squeue
-from fabricmon.sim.fabric import _pdeathsig_fn, _stop_process, _tail
+from fabricmon.sim.fabric import log_tail, pdeathsig_fn, stop_process
 
 PROGRAMS = ("munged", "slurmctld", "slurmd", "sbatch", "squeue", "scancel", "scontrol", "sinfo")
 
@@ -103,7 +103,7 @@ class SimSlurm:
         with open(log, "ab") as out:
             return subprocess.Popen([_program(argv[0]), *argv[1:]], stdin=subprocess.DEVNULL, stdout=out,
                                     stderr=subprocess.STDOUT, env=self.env(), cwd=self.dir,
-                                    start_new_session=True, preexec_fn=_pdeathsig_fn())
+                                    start_new_session=True, preexec_fn=pdeathsig_fn())
 
     def _write_conf(self) -> None:
         host = socket.gethostname()
@@ -170,7 +170,7 @@ class SimSlurm:
 
     def stop_controller(self) -> None:
         """Stop slurmctld by its PID (the slurmds and their jobs keep running)."""
-        _stop_process(self.slurmctld, grace=10.0)
+        stop_process(self.slurmctld, grace=10.0)
         self.slurmctld = None
 
     def _all_idle(self) -> bool:
@@ -183,9 +183,9 @@ class SimSlurm:
         while not pred():
             for name, proc in (("munged", self.munged), ("slurmctld", self.slurmctld), *self.slurmds.items()):
                 if proc is not None and proc.poll() is not None:
-                    raise SlurmError(f"{name} exited ({proc.returncode}) waiting for {what}:\n{_tail(log)}")
+                    raise SlurmError(f"{name} exited ({proc.returncode}) waiting for {what}:\n{log_tail(log)}")
             if time.monotonic() > end:
-                raise SlurmError(f"timed out after {timeout:g}s waiting for {what}:\n{_tail(log)}")
+                raise SlurmError(f"timed out after {timeout:g}s waiting for {what}:\n{log_tail(log)}")
             time.sleep(0.2)
 
     # --- jobs -------------------------------------------------------------------------
@@ -242,11 +242,11 @@ class SimSlurm:
             except (subprocess.SubprocessError, OSError):
                 pass
         for proc in self.slurmds.values():
-            _stop_process(proc, grace=10.0)
+            stop_process(proc, grace=10.0)
         self.slurmds = {}
-        _stop_process(self.slurmctld, grace=10.0)
+        stop_process(self.slurmctld, grace=10.0)
         self.slurmctld = None
-        _stop_process(self.munged, grace=5.0)
+        stop_process(self.munged, grace=5.0)
         self.munged = None
 
     def __enter__(self) -> SimSlurm:

@@ -15,7 +15,7 @@ import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
 from fabricmon.pipeline.source import registry
-from helpers import CAPTURES, FIXTURES, REPO, skip_without_captures
+from helpers import CAPTURES, FIXTURES, REPO, skip_without_captures, unavailable
 
 FIXTURE = FIXTURES / "sysfs" / "two_hca"
 H100 = CAPTURES / "sysfs" / "leptonai-gpud__sys-class-infiniband-h100.0"
@@ -177,7 +177,17 @@ def test_once_without_any_rdma_device(tmp_path: Path) -> None:
     s = samples(res.stdout)
     assert port_values(s, "fabricmon_ib_port_up") == {}
     assert s[("fabricmon_source_up", (("source", "sysfs"),))] == 1
-    assert s[("fabricmon_health_status", ())] == 0
+    # nothing to check: `once` exports what `check` answers, UNKNOWN (3), never OK
+    assert s[("fabricmon_health_status", ())] == 3
+    check = fabricmon("check", "--config", config(tmp_path, empty))
+    assert check.returncode == 3 and check.stdout.startswith("FABRICMON UNKNOWN - nothing to check: "), check.stdout
+    # with something to expect there is something to check: the missing port is CRITICAL in both
+    cfg = config(tmp_path, empty, "expect.yml", expected_links=NDR4)
+    assert samples(fabricmon("once", "--config", cfg).stdout)[("fabricmon_health_status", ())] == 2
+    assert fabricmon("check", "--config", cfg).returncode == 2
+    doc = (REPO / "docs" / "metrics.md").read_text()
+    [row] = [ln for ln in doc.splitlines() if ln.startswith("| `fabricmon_health_status` |")]
+    assert "3 UNKNOWN" in row and "nothing to check" in row, row
 
 
 # --- the real H100 node ----------------------------------------------------------------------
@@ -327,3 +337,61 @@ def test_ports_other_than_1_and_excluded_devices(tmp_path: Path, tree: Path) -> 
     s = samples(res.stdout)
     assert port_values(s, "fabricmon_ib_port_up") == {("mlx5_0", "3"): 1, ("mlx5_0", "12"): 0}
     assert not any(dict(l).get("device") == "mlx5_1" for _, l in s)
+
+
+# --- check as an ordinary user: its state goes to a user state path, silently --------------------
+
+def as_nobody(args: list[str], home: str) -> subprocess.CompletedProcess:
+    """fabricmon as an ordinary user: `nobody` (setpriv) when the tests run as root, else ourselves."""
+    prefix: list[str] = []
+    if os.geteuid() == 0:
+        setpriv = shutil.which("setpriv") or unavailable("setpriv (Debian package util-linux) is needed")
+        prefix = [setpriv, "--reuid=65534", "--regid=65534", "--clear-groups"]
+        probe = subprocess.run([*prefix, sys.executable, "-c", "import fabricmon.cli, fabricmon.install as i; "
+                                "i.ROLES['node'].unit_src.read_text()"], capture_output=True, text=True, timeout=60,
+                               cwd="/")
+        if probe.returncode != 0:
+            unavailable("an ordinary user (nobody) cannot run this checkout's fabricmon (a checkout or Python "
+                        f"under a private directory?): {probe.stderr.strip()[-300:]}")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("XDG_")}
+    env.update(HOME=home, PYTHONDONTWRITEBYTECODE="1")
+    return subprocess.run([*prefix, sys.executable, "-m", "fabricmon", *args], capture_output=True, text=True,
+                          timeout=120, env=env, cwd="/")
+
+
+@pytest.fixture
+def user_tree():
+    """Under /tmp (pytest's tmp_path is 0700 root's): a state_dir the user cannot write (root's 0755,
+    or ours at 0555), the user's own writable home, a home it cannot write, and an empty sysfs."""
+    import tempfile
+    d = Path(tempfile.mkdtemp(prefix="fabricmon-user-check-"))
+    d.chmod(0o755)
+    for sub in ("state", "home", "nohome", "sys"):
+        (d / sub).mkdir()
+    (d / "state").chmod(0o755 if os.geteuid() == 0 else 0o555)
+    (d / "nohome").chmod(0o555)
+    if os.geteuid() == 0:
+        os.chown(d / "home", 65534, 65534)
+    try:
+        yield d
+    finally:
+        (d / "state").chmod(0o755)
+        (d / "nohome").chmod(0o755)
+        shutil.rmtree(d)
+
+
+def test_check_as_an_ordinary_user_keeps_its_state_in_the_user_state_dir_silently(user_tree: Path) -> None:
+    cfg = user_tree / "cfg.yml"
+    cfg.write_text(yaml.safe_dump({"paths": {"sysfs": str(user_tree / "sys"), "state_dir": str(user_tree / "state")},
+                                   "expected_links": NDR4}))
+    cfg.chmod(0o644)
+    res = as_nobody(["check", "--config", str(cfg)], str(user_tree / "home"))
+    assert res.returncode == 2 and res.stdout.startswith("FABRICMON CRITICAL"), res.stdout + res.stderr
+    assert res.stderr == "", res.stderr                       # no JSON warning about check-state.json
+    assert (user_tree / "home" / ".local" / "state" / "fabricmon" / "check-state.json").is_file()
+    assert list((user_tree / "state").iterdir()) == []
+    # no writable home either: one plain line, never JSON, and the verdict all the same
+    res = as_nobody(["check", "--config", str(cfg)], str(user_tree / "nohome"))
+    assert res.returncode == 2 and res.stdout.startswith("FABRICMON CRITICAL"), res.stdout + res.stderr
+    assert res.stderr.count("\n") == 1 and res.stderr.startswith("fabricmon: note: "), res.stderr
+    assert "--sample-window" in res.stderr and "{" not in res.stderr, res.stderr

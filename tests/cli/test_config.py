@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -213,4 +214,151 @@ def test_run_with_bad_config_exits_2_naming_the_key(tmp_path: Path, text: str, k
     assert res.returncode == 2, res.stderr
     assert key in res.stderr
     assert "config error" in res.stderr
+    assert "Traceback" not in res.stderr
+
+
+def test_the_unresponsive_rule_is_validated() -> None:
+    cfg = from_dict({}, check_paths=False)
+    assert (cfg.fabric.unresponsive_sweeps, cfg.fabric.unresponsive_window) == (5, 7)      # OpenSM's 5 of 7
+    assert from_dict({"fabric": {"unresponsive_sweeps": 3, "unresponsive_window": 3}},
+                     check_paths=False).fabric.unresponsive_sweeps == 3
+    assert error_of({"fabric": {"unresponsive_sweeps": 8}}, False).key == "fabric.unresponsive_sweeps"
+    assert error_of({"fabric": {"unresponsive_sweeps": 0}}, False).key == "fabric.unresponsive_sweeps"
+    assert error_of({"fabric": {"unresponsive_window": True}}, False).key == "fabric.unresponsive_window"
+    assert error_of({"fabric": {"stale_sweeps": 3}}, False).key.startswith("fabric")       # the old key is gone
+
+
+# --- one key per setting; the fabric keys ----------------------------------------------------
+
+
+def test_the_sweep_interval_drives_the_sweep_and_the_jobs_lookup() -> None:
+    """fabric.sweep_interval is the one key: the sweep and slurm_jobs (once per sweep) run at it,
+    in the pipeline the collector builds, for both fabric kinds."""
+    from fabricmon.host.bundle import ReplayIO
+    from fabricmon.pipeline.fabric import fabric_pipeline
+    from helpers import FIXTURES
+    cfg = from_dict({"fabric": {"sweep_interval": 20, "sources": {"sweep": {"interval": 20}}}}, check_paths=False)
+    pipe = fabric_pipeline(cfg, ReplayIO(FIXTURES / "fabric" / "fat-tree"))
+    try:
+        assert pipe.states["sweep"].interval == pipe.states["slurm_jobs"].interval == 20.0
+    finally:
+        pipe.close()
+    eth = from_dict({"fabric": {"kind": "ethernet", "sweep_interval": 5, "discovery_interval": 50,
+                                "ethernet": {"switches": ["sw1"], "snmp": {"community": "x"}}}}, check_paths=False)
+    assert (eth.fabric.sources["sweep"].interval, eth.fabric.sources["discovery"].interval) == (5.0, 50.0)
+
+
+@pytest.mark.parametrize("fabric,key,other", [
+    ({"sources": {"sweep": {"interval": 30}}}, "fabric.sources.sweep.interval", "fabric.sweep_interval (15)"),
+    ({"sweep_interval": 10, "sources": {"sweep": {"interval": 30}}}, "fabric.sources.sweep.interval",
+     "fabric.sweep_interval (10)"),
+    ({"sources": {"slurm_jobs": {"interval": 60}}}, "fabric.sources.slurm_jobs.interval", "fabric.sweep_interval"),
+    ({"sources": {"discovery": {"interval": 60}}}, "fabric.sources.discovery.interval",
+     "fabric.discovery_interval (300)"),
+    ({"routing_interval": 100, "sources": {"routing": {"interval": 60}}}, "fabric.sources.routing.interval",
+     "fabric.routing_interval (100)"),
+    ({"timeouts": {"sweep": 40}, "sources": {"sweep": {"timeout": 50}}}, "fabric.sources.sweep.timeout",
+     "fabric.timeouts.sweep (40)"),
+    ({"kind": "ethernet", "sweep_interval": 5, "sources": {"sweep": {"interval": 6}},
+      "ethernet": {"switches": ["sw1"], "snmp": {"community": "x"}}}, "fabric.sources.sweep.interval",
+     "fabric.sweep_interval (5)"),
+])
+def test_a_per_source_setting_that_contradicts_the_fabric_key_names_both(fabric: dict, key: str, other: str) -> None:
+    e = error_of({"fabric": fabric}, check_paths=False)
+    assert e.key == key and other in e.reason and "contradicts" in e.reason, e
+
+
+def test_a_per_source_setting_that_agrees_is_accepted() -> None:
+    cfg = from_dict({"fabric": {"sweep_interval": 30, "timeouts": {"sm": 4},
+                                "sources": {"sweep": {"interval": 30}, "sm": {"timeout": 4}}}})
+    assert (cfg.fabric.sources["sweep"].interval, cfg.fabric.sources["sm"].timeout) == (30.0, 4.0)
+    assert cfg.fabric.sources["slurm_jobs"].interval == 30.0
+    assert from_dict({"fabric": {"sources": {"sm": {"timeout": 7}}}}).fabric.sources["sm"].timeout == 7.0
+
+
+def test_the_unresponsive_rule_keys() -> None:
+    f = from_dict({}).fabric
+    assert (f.unresponsive_sweeps, f.unresponsive_window) == (5, 7)
+    f = from_dict({"fabric": {"unresponsive_sweeps": 2, "unresponsive_window": 3}}).fabric
+    assert (f.unresponsive_sweeps, f.unresponsive_window) == (2, 3)
+    e = error_of({"fabric": {"unresponsive_sweeps": 8}})
+    assert e.key == "fabric.unresponsive_sweeps" and "fabric.unresponsive_window (7)" in e.reason
+    assert error_of({"fabric": {"unresponsive_window": 0}}).key == "fabric.unresponsive_window"
+    assert error_of({"fabric": {"stale_sweeps": 3}}).key == "fabric.stale_sweeps"     # replaced by the two above
+
+
+def test_the_ethernet_section_lives_with_the_ethernet_sources() -> None:
+    from fabricmon.sources.ethernet.settings import DEFAULT_EXCLUDE_PORTS, EthernetConfig
+    # an InfiniBand config does not import the Ethernet package, and reads the Ethernet defaults if asked
+    code = ("import sys; from fabricmon.config import from_dict; c = from_dict({}); "
+            "print('fabricmon.sources.ethernet' in sys.modules, c.fabric.ethernet.pfc_storm_sweeps)")
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, cwd=REPO)
+    assert res.stdout.split() == ["False", "2"], res.stderr
+    eth = {"switches": ["sw1"], "snmp": {"community": "x"}}
+    cfg = from_dict({"fabric": {"kind": "ethernet", "ethernet": eth}})
+    assert isinstance(cfg.fabric.ethernet, EthernetConfig)
+    assert cfg.fabric.ethernet.exclude_ports == DEFAULT_EXCLUDE_PORTS
+    names = ("eth0", "mgmt0", "Management1", "em0", "Ethernet1", "Ethernet10")
+    assert tuple(p for p in names if any(re.fullmatch(r, p) for r in DEFAULT_EXCLUDE_PORTS)) == names[:4]
+    cfg = from_dict({"fabric": {"kind": "ethernet", "ethernet": {**eth, "exclude_ports": ["oob.*"]}}})
+    assert cfg.fabric.ethernet.exclude_ports == ("oob.*",)
+    e = error_of({"fabric": {"kind": "ethernet", "ethernet": {**eth, "exclude_ports": ["mgmt", "("]}}})
+    assert e.key == "fabric.ethernet.exclude_ports[1]" and "bad regular expression" in e.reason
+    e = error_of({"fabric": {"kind": "ethernet", "ethernet": {**eth, "concurency": 3}}})
+    assert e.key == "fabric.ethernet.concurency" and "did you mean 'concurrency'" in e.reason
+
+
+@pytest.mark.parametrize("raw,key,words", [
+    ({"fabric": {"port": 70000}}, "fabric.port", "0-65535"),
+    ({"fabric": {"concurrency": 3}}, "fabric.concurrency", "1-2"),
+    ({"fabric": {"mad_timeout_ms": 5}}, "fabric.mad_timeout_ms", "10-60000"),
+    ({"fabric": {"thresholds": {"utilisation_floor": 1.5}}}, "fabric.thresholds.utilisation_floor",
+     "share of link rate must be <= 1"),
+    ({"fabric": {"shard": "4/4"}}, "fabric.shard", "0 <= i < n"),
+    ({"fabric": {"timeouts": {"sweeps": 3}}}, "fabric.timeouts.sweeps", "did you mean 'sweep'"),
+    ({"slurm": {"max_job_switch_series": -1}}, "slurm.max_job_switch_series", ">= 0"),
+    ({"server": {"max_connections": 4}}, "server.max_connections", "8-65536"),
+    ({"paths": {"tool_dirs": ["sbin"]}}, "paths.tool_dirs[0]", "absolute directory"),
+])
+def test_bounds_name_the_key_and_the_range(raw: dict, key: str, words: str) -> None:
+    e = error_of(raw, check_paths=False)
+    assert e.key == key and words in e.reason, e
+
+
+def test_a_source_declares_its_own_keys_where_it_is_registered() -> None:
+    """register(..., options=Schema(...)): the keys are validated under sources.<name> beside
+    enabled/interval/timeout/command, and arrive built in SourceConfig.options."""
+    from dataclasses import dataclass
+
+    from fabricmon.config import source_schema
+    from fabricmon.registry import SourceSpec
+    from fabricmon.schema import Context, Schema, from_class, integer, number
+
+    @dataclass(frozen=True)
+    class Budget:
+        ber_budget: float = 1e-12
+        lanes: int = 4
+
+    spec = SourceSpec("optics", object, "auto", 60.0, 10.0, ("mlxlink",), (), False, "node", 1, None,
+                      Schema((number("ber_budget", 1e-12, "pre-FEC BER budget", lo=0),
+                              integer("lanes", 4, "lanes per port", lo=1, hi=8)), build=from_class(Budget)))
+    schema = source_schema(spec)
+    sc = schema.load({"interval": 30, "lanes": 8}, "sources.optics", Context())
+    assert (sc.interval, sc.command, sc.options) == (30.0, ("mlxlink",), Budget(1e-12, 8))
+    assert schema.load(None, "sources.optics", Context()).options == Budget()
+    with pytest.raises(ConfigError) as exc:
+        schema.load({"lanes": 9}, "sources.optics", Context())
+    assert exc.value.key == "sources.optics.lanes" and "1-8" in exc.value.reason
+    with pytest.raises(ConfigError) as exc:
+        schema.load({"ber_budjet": 1}, "sources.optics", Context())
+    assert exc.value.key == "sources.optics.ber_budjet" and "did you mean 'ber_budget'" in exc.value.reason
+
+
+def test_fabric_collector_refuses_two_values_for_one_setting(tmp_path: Path) -> None:
+    f = tmp_path / "bad.yml"
+    f.write_text("fabric:\n  sweep_interval: 15\n  sources:\n    sweep: {interval: 30}\n")
+    res = subprocess.run([*_fabricmon(), "fabric", "once", "--config", str(f)], capture_output=True, text=True,
+                         timeout=60, cwd=tmp_path)
+    assert res.returncode == 2, res.stderr
+    assert "config error at fabric.sources.sweep.interval: 30 contradicts fabric.sweep_interval (15)" in res.stderr
     assert "Traceback" not in res.stderr

@@ -28,7 +28,7 @@ def test_once_replay_exposition_passes_promtool() -> None:
     assert 'fabricmon_fabric_port_symbol_errors_total{port="3",switch_guid="0000000000200002"} 7.0' in body
     assert "fabricmon_fabric_switches 6.0" in body and "fabricmon_fabric_ports 48.0" in body
     assert "fabricmon_ib_port" not in body          # the node's families stay out of the collector
-    assert "fabric_link" in r.stderr and "leaf03 port 5" in r.stderr      # the 1X uplink's finding
+    assert "degraded_link" in r.stderr and "leaf03 port 5" in r.stderr      # the 1X uplink's finding
     lint = subprocess.run([promtool(), "check", "metrics"], input=body, capture_output=True, text=True)
     assert lint.returncode == 0, lint.stdout + lint.stderr
 

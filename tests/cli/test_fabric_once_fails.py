@@ -13,11 +13,19 @@ from pathlib import Path
 
 from fabricmon.model.fabric import DiscoveryData, SmData, SweepData, SwitchNode
 from fabricmon.model.snapshot import BuildStats, Snapshot, SourceState
-from fabricmon.pipeline import fabric_failure
-from fabricmon.pipeline.fabric_failure import UMAD_GLOB, why_nothing_read
+from fabricmon.pipeline.fabric_failure import why_nothing_read as why_neutral
+from fabricmon.registry import failure_hints
+from fabricmon.sources.infiniband import failure
+from fabricmon.sources.infiniband.failure import UMAD_GLOB
 from helpers import unavailable
 
 PREFIX = "fabricmon: no switch could be read: "
+
+
+def why_nothing_read(snap: Snapshot, umad_glob: str = UMAD_GLOB) -> str | None:
+    """As `fabric once` asks on an InfiniBand fabric: the infiniband collector's hints first."""
+    assert failure_hints("infiniband") == [failure.explain]
+    return why_neutral(snap, [lambda s, e: failure.explain(s, e, umad_glob)])
 
 
 def test_fabric_once_without_umad_exits_1_with_one_line(tmp_path: Path) -> None:
@@ -62,7 +70,7 @@ def test_a_sweep_that_read_a_switch_is_no_failure() -> None:
 def test_permission_denied_on_the_umad_device(tmp_path: Path, monkeypatch) -> None:
     (tmp_path / "umad0").write_text("")
     os.chmod(tmp_path / "umad0", 0o600)
-    monkeypatch.setattr(fabric_failure.os, "access", lambda path, mode: False)     # as a user outside group rdma
+    monkeypatch.setattr(failure.os, "access", lambda path, mode: False)     # as a user outside group rdma
     why = why_nothing_read(snap(sweep_errors=[NO_TOPO], sm_errors=[UMAD_ERR]), umad_glob=str(tmp_path / "umad*"))
     assert why.startswith(f"permission denied on {tmp_path / 'umad0'}: run as root or as a member of the group")
 
@@ -85,3 +93,11 @@ def test_a_missing_tool_and_a_fabric_without_switches() -> None:
     assert why == "ibnetdiscover is not installed (apt-get install infiniband-diags)"
     why = why_nothing_read(snap(disc=DiscoveryData(cas={"0x2": "node01"}), sweep_errors=[NO_TOPO]))
     assert why.startswith("discovery found no switch")
+
+
+def test_without_a_kind_s_hints_the_reason_is_generic() -> None:
+    """The pipeline itself reads no tool's text and no device: without the InfiniBand hint a umad error
+    is only the first error, and a discovery without switches is said without InfiniBand tools."""
+    assert why_neutral(snap(sm_errors=[UMAD_ERR])) == f"sm: {UMAD_ERR}"
+    assert why_neutral(snap(disc=DiscoveryData(), sweep_errors=[NO_TOPO])) == "discovery found no switch"
+    assert failure_hints("ethernet") == []

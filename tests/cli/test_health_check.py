@@ -187,6 +187,34 @@ def test_an_address_that_cannot_be_bound_is_one_line_and_exit_2(tmp_path: Path) 
     assert res.stderr.startswith("fabricmon: cannot listen on 192.0.2.1:9879: ") and res.stderr.count("\n") == 1
 
 
+@pytest.mark.parametrize("command", [("run",), ("fabric", "run")])
+def test_a_port_in_use_is_a_restartable_failure_not_a_config_error(tmp_path: Path, command: tuple) -> None:
+    """A port another process holds (a previous instance still stopping, a clash): exit 75
+    (EX_TEMPFAIL), which the units' RestartPreventExitStatus=2 does not stop systemd from retrying."""
+    import socket
+    sysfs = tmp_path / "sys"
+    sysfs.mkdir()
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        where = f"127.0.0.1:{busy.getsockname()[1]}"
+        extra = {"fabric": {"cache_dir": str(tmp_path / "cache")}} if command[0] == "fabric" else {}
+        res = fabricmon(*command, "--listen", where, "--config", write_config(tmp_path, sysfs, **extra), timeout=30)
+    assert res.returncode == 75, (res.returncode, res.stderr)
+    assert res.stderr.count("\n") == 1, res.stderr
+    assert res.stderr.startswith(f"fabricmon: cannot listen on {where}: ") and "in use" in res.stderr, res.stderr
+    assert "not a config error" in res.stderr and "retr" in res.stderr, res.stderr
+    units = sorted((REPO / "fabricmon" / "deploy" / "systemd").glob("*.service"))
+    assert units
+    for unit in units:
+        text = unit.read_text()
+        assert "RestartPreventExitStatus=2\n" in text and "Restart=on-failure" in text
+        assert "75" in text and "in use" in text, unit.name           # the unit says why 75 is retried
+    assert "exit 75" in (REPO / "docs" / "cli.md").read_text()
+    runbook = (REPO / "docs" / "runbooks.md").read_text().split("### FabricmonDown\n", 1)[1].split("\n### ", 1)[0]
+    assert "Exit 75" in runbook and "Address already in use" in runbook
+
+
 def test_once_output_refuses_a_directory_that_does_not_exist(tmp_path: Path) -> None:
     sysfs = tmp_path / "sys"
     sysfs.mkdir()

@@ -5,12 +5,16 @@ tests/ship/test_wheel_install.py does the same from a built wheel in a fresh ven
 from __future__ import annotations
 
 import os
+import shutil
+import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
 
 from fabricmon import cli, deploy, install
+from helpers import unavailable
 
 WRITTEN = ("etc/fabricmon/fabricmon.yml", "etc/default/fabricmon", "etc/systemd/system/fabricmon.service",
            "etc/udev/rules.d/90-fabricmon-umad.rules", "etc/sysusers.d/fabricmon.conf")
@@ -118,7 +122,7 @@ def test_errors_are_one_line_and_exit_2(tmp_path: Path, capsys, monkeypatch) -> 
     for argv in (["install"], ["uninstall"]):
         assert cli.main(argv) == 2
         err = capsys.readouterr().err
-        assert err.count("\n") == 1 and "run it as root (or use --root DIR or --dry-run)" in err
+        assert err.count("\n") == 1 and "needs root" in err and "--root DIR" in err and "--dry-run" in err, err
     blocked = tmp_path / "file"
     blocked.write_text("")
     assert cli.main(["install", "--root", str(blocked)]) == 2                 # not a directory
@@ -149,3 +153,128 @@ def test_dry_run_on_the_running_system_names_every_command_and_runs_none(capsys,
                  "/etc/systemd/system/fabricmon-fabric.service"):
         assert line in out, out
     assert ran == []
+
+
+# --- privilege: checked before anything is written, and said plainly ----------------------------
+
+def as_ordinary_user(argv: list[str]) -> subprocess.CompletedProcess:
+    """argv as an ordinary user: as `nobody` (setpriv) when the tests run as root, else as ourselves."""
+    prefix: list[str] = []
+    if os.geteuid() == 0:
+        setpriv = shutil.which("setpriv") or unavailable("setpriv (Debian package util-linux) is needed")
+        prefix = [setpriv, "--reuid=65534", "--regid=65534", "--clear-groups"]
+        probe = subprocess.run([*prefix, sys.executable, "-c", "import fabricmon.cli, fabricmon.install as i; "
+                                "i.ROLES['node'].unit_src.read_text()"], capture_output=True, text=True, timeout=60,
+                               cwd="/")
+        if probe.returncode != 0:
+            unavailable("an ordinary user (nobody) cannot run this checkout's fabricmon (a checkout or Python "
+                        f"under a private directory?): {probe.stderr.strip()[-300:]}")
+    env = {**os.environ, "HOME": "/nonexistent", "PYTHONDONTWRITEBYTECODE": "1"}
+    return subprocess.run([*prefix, sys.executable, "-m", "fabricmon", *argv], capture_output=True, text=True,
+                          timeout=60, env=env, cwd="/")
+
+
+@pytest.fixture
+def unwritable_tree():
+    """A tree the ordinary user cannot write: root's (0755) when the tests run as root, else our own
+    at 0555. Under /tmp, not pytest's 0700 tmp_path, so that nobody can reach it."""
+    d = Path(tempfile.mkdtemp(prefix="fabricmon-rootowned-"))
+    (d / "etc").mkdir()
+    for p in (d, d / "etc"):
+        p.chmod(0o755 if os.geteuid() == 0 else 0o555)
+    try:
+        yield d
+    finally:
+        for p in (d, d / "etc"):
+            p.chmod(0o755)
+        shutil.rmtree(d)
+
+
+def test_install_as_an_ordinary_user_into_a_root_owned_tree_writes_nothing_and_says_why(unwritable_tree) -> None:
+    res = as_ordinary_user(["install", "--root", str(unwritable_tree)])
+    assert res.returncode == 2, res.stdout + res.stderr
+    assert "wrote" not in res.stdout and "Errno" not in res.stderr, res.stdout + res.stderr
+    assert res.stderr.count("\n") == 1, res.stderr
+    assert res.stderr.startswith(f"fabricmon: cannot write {unwritable_tree}"), res.stderr
+    assert "nothing was written" in res.stderr and "as root" in res.stderr and "--root DIR" in res.stderr, res.stderr
+    assert sorted(p.name for p in unwritable_tree.rglob("*")) == ["etc"]
+    # uninstall the same way: checked before anything is removed
+    res = as_ordinary_user(["uninstall", "--root", str(unwritable_tree)])
+    assert res.returncode == 0 and "removed" not in res.stdout, res.stdout + res.stderr   # nothing there to remove
+
+
+def test_dry_run_as_an_ordinary_user_says_what_privilege_it_needs(unwritable_tree) -> None:
+    res = as_ordinary_user(["install", "--dry-run"])
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert "would write /etc/systemd/system/fabricmon.service" in res.stdout
+    lines = res.stderr.splitlines()
+    assert lines and all(ln.startswith("fabricmon: warning: ") for ln in lines), res.stderr
+    assert "needs root" in lines[0] and "--root DIR" in lines[0] and "real run would stop" in lines[0], res.stderr
+    res = as_ordinary_user(["install", "--dry-run", "--root", str(unwritable_tree)])
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert f"cannot write {unwritable_tree}" in res.stderr and "nothing would be written" in res.stderr, res.stderr
+
+
+def test_live_install_as_an_ordinary_user_says_it_needs_root(capsys, monkeypatch) -> None:
+    monkeypatch.setattr(os, "geteuid", lambda: 1000)
+    assert cli.main(["install"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "needs root" in err and "--root DIR" in err, err
+
+
+# --- an ExecStart the unit's sandbox hides ---------------------------------------------------------
+
+@pytest.mark.parametrize("exe,hidden", [
+    ("/tmp/venv/bin/fabricmon", ("PrivateTmp", "/tmp")),
+    ("/var/tmp/fm/bin/fabricmon", ("PrivateTmp", "/var/tmp")),
+    ("/home/alice/venv/bin/fabricmon", ("ProtectHome", "/home")),
+    ("/root/venv/bin/fabricmon", ("ProtectHome", "/root")),
+    ("/opt/fabricmon/bin/fabricmon", None),
+    ("/tmpfoo/bin/fabricmon", None),
+])
+def test_the_shipped_units_sandbox_hides_tmp_and_home(exe: str, hidden) -> None:
+    for role in install.ROLES.values():
+        hit = install.sandbox_hides(role.unit_src.read_text(), exe)
+        assert (hit[1:] if hit else None) == hidden, (role.unit, hit)
+    assert install.sandbox_hides("[Service]\nPrivateTmp=no\nProtectHome=read-only\n", "/tmp/x/fabricmon") is None
+
+
+def fake_venv(base: Path, python: str = "/usr/bin/python3") -> str:
+    exe = base / "venv" / "bin" / "fabricmon"
+    exe.parent.mkdir(parents=True)
+    exe.write_text(f"#!{python}\nimport sys\n")
+    exe.chmod(0o755)
+    return str(exe)
+
+
+def test_install_refuses_a_venv_under_tmp_that_private_tmp_hides(tmp_path: Path, capsys, monkeypatch) -> None:
+    """A venv under /tmp: the service would get an empty /tmp and never start. A real install stops before
+    writing anything; --dry-run and --root say so as a warning."""
+    assert str(tmp_path).startswith("/tmp/"), tmp_path
+    exe = fake_venv(tmp_path)
+    monkeypatch.setattr(install, "this_fabricmon", lambda: exe)
+    monkeypatch.setattr(install, "run_command", lambda *a, **k: pytest.fail(f"ran {a}"))
+
+    def no_writes(*a, **k):
+        raise AssertionError("install wrote before refusing")
+    monkeypatch.setattr(install, "_users", no_writes)
+    monkeypatch.setattr(install.Plan, "write", no_writes)
+    monkeypatch.setattr(os, "geteuid", lambda: 0)
+    assert cli.main(["install"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f"is {exe}, under /tmp" in err and "PrivateTmp=" in err, err
+    assert "/opt/fabricmon" in err
+    monkeypatch.undo()
+    monkeypatch.setattr(install, "this_fabricmon", lambda: exe)
+    assert cli.main(["install", "--root", str(tmp_path / "root")]) == 0          # an image: warned
+    err = capsys.readouterr().err
+    assert err.startswith("fabricmon: warning: fabricmon.service could not start: ") and "PrivateTmp=" in err, err
+
+
+def test_an_interpreter_under_root_is_hidden_too(tmp_path: Path) -> None:
+    """/opt/fabricmon made from a Python under /root (pyenv): the unit's ProtectHome= hides the interpreter."""
+    exe = fake_venv(tmp_path, "/root/.pyenv/versions/3.11.7/bin/python3")
+    # (tmp_path is itself under /tmp: the shipped unit without PrivateTmp=, so that the interpreter is what it finds)
+    unit = "".join(ln for ln in install.ROLES["node"].unit_src.read_text().splitlines(True)
+                   if not ln.startswith("PrivateTmp="))
+    assert install.sandbox_hides(unit, exe) == ("/root/.pyenv/versions/3.11.7/bin/python3", "ProtectHome", "/root")

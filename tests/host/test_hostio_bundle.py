@@ -1,4 +1,4 @@
-"""Tests for fabricmon.hostio: LiveIO on a tree, RecordingIO bundles, ReplayIO answers."""
+"""Tests for fabricmon.host (io.py, bundle.py): LiveIO on a tree, RecordingIO bundles, ReplayIO answers."""
 
 from __future__ import annotations
 

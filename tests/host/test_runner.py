@@ -1,4 +1,4 @@
-"""Tests for fabricmon.runner.run_command: timeouts kill the whole tree, results never raise."""
+"""Tests for fabricmon.host.runner.run_command: timeouts kill the whole tree, results never raise."""
 
 from __future__ import annotations
 

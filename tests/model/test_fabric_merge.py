@@ -1,7 +1,7 @@
 """Merging partial discoveries (model.fabric.merge_discovery) and what the fabric model makes of
 unreached switches and ports (issue 22): unreached is not down, a partial discovery never removes
 what it did not see, only positive evidence (a complete discovery, the port's own or its peer's
-PortInfo) makes a link down, staleness is its own WARNING."""
+PortInfo) makes a link down, an unresponsive switch is its own WARNING (checks.fabric_unresponsive)."""
 
 from __future__ import annotations
 
@@ -79,24 +79,40 @@ def cabled_down(sec) -> set:
 
 
 def test_partial_discoveries_and_unanswered_reads_turn_nothing_down_and_change_nothing() -> None:
+    """OpenSM's rule: unresponsive once queries went unanswered in 5 of the last 7 sweeps, not at 4;
+    it clears once fewer than 5 of the last 7 failed; nothing is taken as down meanwhile."""
     model = FabricModel(from_dict({}, check_paths=False))
     model.build({"discovery": state(DiscoveryData, full(), 0.0)})
-    for t in (10.0, 20.0, 30.0):
+    for t in (10.0, 20.0, 30.0, 40.0, 50.0):
         secs, findings = model.build({"discovery": state(DiscoveryData, partial(), t),
                                       "sweep": state(SweepData, sweep(unanswered={L2: 4}), t + 1)})
         sec = secs["fabric"]
-        assert not cabled_down(sec) and not [f for f in findings if f.check == "fabric_link"]
+        assert not cabled_down(sec) and not [f for f in findings if f.check == "degraded_link"]
         assert sec.switches[SP].name == "spine01" and sec.topology_changes == 0
-    stale = [f for f in findings if f.check == "fabric_stale"]
-    assert [(f.device, f.status) for f in stale] == [(L2, 1)]
-    assert stale[0].message.startswith("leaf02 (0x00000000000000a2) unreadable in 3 of its last 3 sweeps (40% of "
-                                       "its queries unanswered: port state; never read completely)")
-    assert sec.stale == {L1: False, L2: True, SP: False} and sec.last_read[L1] == 31.0 and sec.last_read[L2] is None
-    assert sec.check_status[("stale", L2)] == 1 and sec.check_status[("stale", L1)] == 0
-    # answered again: the finding clears once fewer than stale_sweeps of the window failed
-    for t in (41.0, 51.0, 61.0):
+        unresp = [f for f in findings if f.check == "unresponsive"]
+        assert sec.unresponsive[L2] is (t == 50.0) and len(unresp) == (t == 50.0), t
+    assert [(f.device, f.status) for f in unresp] == [(L2, 1)]
+    assert unresp[0].message.startswith("leaf02 (0x00000000000000a2) did not answer in 5 of its last 5 sweeps (40% "
+                                        "of its queries unanswered: port state; never read completely)")
+    assert sec.unresponsive == {L1: False, L2: True, SP: False}
+    assert sec.last_read[L1] == 51.0 and sec.last_read[L2] is None
+    assert sec.check_status[("unresponsive", L2)] == 1 and sec.check_status[("unresponsive", L1)] == 0
+    # answered again: still 5 of the last 7 after two good sweeps, cleared after the third
+    for t, still in ((61.0, True), (71.0, True), (81.0, False)):
         secs, findings = model.build({"sweep": state(SweepData, sweep(), t)})
-    assert not [f for f in findings if f.check == "fabric_stale"] and secs["fabric"].last_read[L2] == 61.0
+        assert bool([f for f in findings if f.check == "unresponsive"]) is still, t
+    assert secs["fabric"].last_read[L2] == 81.0 and secs["fabric"].check_status[("unresponsive", L2)] == 0
+
+
+def test_the_unresponsive_rule_is_config() -> None:
+    model = FabricModel(from_dict({"fabric": {"unresponsive_sweeps": 2, "unresponsive_window": 3}},
+                                  check_paths=False))
+    model.build({"discovery": state(DiscoveryData, full(), 0.0)})
+    got = []
+    for t, lost in ((1.0, 3), (2.0, 0), (3.0, 3), (4.0, 3), (5.0, 0), (6.0, 0)):
+        secs, _ = model.build({"sweep": state(SweepData, sweep(unanswered={SP: lost} if lost else None), t)})
+        got.append(secs["fabric"].unresponsive[SP])
+    assert got == [False, False, True, True, True, False]     # 2 of the last 3 sweeps without an answer
 
 
 def test_link_state_positive_evidence_own_port_peer_port_and_the_last_state_is_kept() -> None:
@@ -106,13 +122,13 @@ def test_link_state_positive_evidence_own_port_peer_port_and_the_last_state_is_k
     # the spine's end reads down, leaf01's end was not answered: the link is down at both ends
     secs, findings = model.build({"discovery": disc, "sweep": state(SweepData, sweep({(SP, 1): False}), 5.0)})
     assert cabled_down(secs["fabric"]) == {(SP, 1), (L1, 3)}
-    assert {(f.device, f.port) for f in findings if f.check == "fabric_link"} == {(SP, 1), (L1, 3)}
+    assert {(f.device, f.port) for f in findings if f.check == "degraded_link"} == {(SP, 1), (L1, 3)}
     # a later sweep that reads neither end keeps them down (unreached is not up either)
     secs, _ = model.build({"discovery": disc, "sweep": state(SweepData, sweep(unanswered={SP: 1, L1: 1}), 6.0)})
     assert cabled_down(secs["fabric"]) == {(SP, 1), (L1, 3)}
     # both ends read up again (re-linked): up, no rediscovery needed
     secs, findings = model.build({"discovery": disc, "sweep": state(SweepData, sweep({(SP, 1): True, (L1, 3): True}), 7.0)})
-    assert not cabled_down(secs["fabric"]) and not [f for f in findings if f.check == "fabric_link"]
+    assert not cabled_down(secs["fabric"]) and not [f for f in findings if f.check == "degraded_link"]
 
 
 def test_a_link_gone_from_a_complete_discovery_is_down_and_its_state_is_still_read() -> None:

@@ -1,4 +1,4 @@
-"""Tests for fabricmon.history.CounterHistory: gaps, resets, windows, persistence."""
+"""Tests for fabricmon.model.history.CounterHistory: gaps, resets, windows, persistence."""
 
 from __future__ import annotations
 

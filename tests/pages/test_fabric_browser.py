@@ -67,7 +67,7 @@ def test_the_map_shows_the_polarised_leaf_and_its_hot_uplink(browser, collector)
             assert e["data-state"] == "ok" and "data-hot" not in e
     # the findings table names the leaf and the fix
     rows = elements(dom, "data-finding")
-    assert [r["data-finding"] for r in rows] == ["ecmp_imbalance"]      # the SM answers: nothing else
+    assert [r["data-finding"] for r in rows] == ["ecmp"]      # the SM answers: nothing else
     assert re.search(r"leaf02 uplinks: port 3 to .*check ECMP hashing", dom)
     # nothing is loaded from elsewhere
     assert not re.search(r'(src|href)="(https?:)?//', dom)

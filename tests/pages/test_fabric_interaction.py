@@ -41,7 +41,7 @@ def test_click_a_switch_then_a_link_then_close(served, page) -> None:
     page.click(f'g[data-guid="{LEAF02}"] rect')
     page.wait("!document.getElementById('details').hidden && !!document.querySelector('#details [data-switch-ports]')")
     text = page.js("document.getElementById('details').innerText")
-    assert "leaf02" in text and "GUID 0x" + LEAF02 in text and "ecmp_imbalance" in text
+    assert "leaf02" in text and "GUID 0x" + LEAF02 in text and "ecmp" in text
     assert "spine01 [" in text and "180.0 Gb/s" in text                  # the port table: remote end, rate
     assert page.js("location.hash") == f"#select=switch%3A{LEAF02}"
     assert page.js(f"document.querySelector('g[data-guid=\"{LEAF02}\"]').classList.contains('selected')")

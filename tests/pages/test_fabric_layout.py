@@ -229,7 +229,7 @@ def test_switch_details_part_and_the_page_parts(fat_tree) -> None:
     assert pages.get("nonsense", {}) is None
     live = pages.get("live", {}).decode()
     assert live.startswith('<div id="meta" hidden') and 'data-state="critical"' in live.split(">", 1)[0]
-    assert 'data-findings="' in live and "ecmp_imbalance" in live
+    assert 'data-findings="' in live and "ecmp" in live
     page = pages.get("page", {}).decode()
     assert page.startswith("<!doctype html>") and 'src="/static/page.js"' in page and "http" not in \
         page.replace("http-equiv", "").replace("http://www.w3.org/2000/svg", "")        # nothing external

@@ -59,7 +59,7 @@ def test_job_switches_metric_map_footprint_and_switch_details() -> None:
     sec.switches, sec.levels = dict(topo.switches), dict(topo.levels)
     for key, info in topo.ports.items():
         sec.ports[key] = FabricPort(key[0], key[1], info.role, info.link, up=info.up)
-    finding = Finding("ecmp_imbalance", g["core/S01"], None, CRITICAL, "polarised")
+    finding = Finding("ecmp", g["core/S01"], None, CRITICAL, "polarised")
     jobs, out = FabricJobs(cfg.slurm.max_job_switch_series).apply(states, sec, topo, [finding])
     assert [j.job_id for j in out[0].jobs] == ["11"]
     assert set(jobs.switches["10"]) == {g["leaf01"], g["leaf03"], g["core/L01"], g["core/L02"]}

@@ -40,7 +40,10 @@ def test_hung_sm_warns_after_the_configured_polls_and_check_status_is_per_switch
     assert statuses == [0, 0, 0, 1]
     sec = sec["fabric"]
     assert sec.check_status[("sm", "")] == 1 and sec.sm_activity == 50
-    assert {c for c, g in sec.check_status if g == LEAF} == {"degraded_link", "link_errors", "ecmp", "uplinks", "stale"}
+    # every switch check by its own name (the counter checks' too), OK included
+    assert {c for c, g in sec.check_status if g == LEAF} == {
+        "degraded_link", "symbol_errors", "link_flap", "link_error_recovery", "link_integrity", "receive_errors",
+        "transmit_discards", "counter_saturation", "ecmp", "uplinks", "unresponsive"}
     moved = SmInfo(1, "0000000000100001", 51, 0, "MASTER")
     _, findings = model.build({"discovery": disc, "sm": state(SmData, SmData([moved], True), 4.0)})
     assert next(f.status for f in findings if f.check == "sm") == 0
@@ -110,7 +113,7 @@ def test_ethernet_ports_are_named_speeds_compare_in_mbps_and_the_sweep_state_is_
     assert slow.degraded["speed"] and slow.expected == "400G" and slow.rate_bps == 100000 * 1e6 / 8
     assert not down.up and down.degraded["down"]            # from this sweep, no rediscovery
     assert busy.tx_rate == 1000.0                           # octets are bytes (scale 1), not 4-octet words
-    msgs = [f.message for f in findings if f.check == "fabric_link"]
+    msgs = [f.message for f in findings if f.check == "degraded_link"]
     assert any('leaf01 port Ethernet12 (up to "spine03"[Ethernet0]): runs at 100G, below the 400G' in m for m in msgs)
     assert any('leaf01 port Ethernet8 (up to "spine02"[Ethernet0]): link is down' in m for m in msgs)
     text = render(Snapshot(time=11.0, findings=findings, sources={}, builds=BuildStats(), fabric=sec)).decode()
@@ -125,3 +128,46 @@ def test_a_32_bit_counter_that_wraps_is_a_wrap_and_a_drop_is_a_reset() -> None:
     top = 1 << 32
     seq = [top - 100, top - 10, 40, 90, 5]      # wraps once (+50), then a reboot (reset)
     assert [model._unwrap(key, v, 32) for v in seq] == [top - 100, top - 10, top + 40, top + 90, 5]
+
+
+def test_checks_run_by_their_inputs_not_by_the_fabric_kind() -> None:
+    """The PFC check runs once a sweep yielded pause frames, whatever the kind: an InfiniBand-modelled
+    switch whose sweep carries pause frames is judged for storms; an Ethernet sweep without them is not."""
+    from fabricmon.model.fabric import SweepData
+    config = from_dict({}, check_paths=False)         # pfc_storm_rate 1000/s for pfc_storm_sweeps (2) sweeps
+    ib = FabricModel(config)
+    disc = state(DiscoveryData, discovery(), 0.0)
+    for t, frames in ((1.0, 0), (2.0, 10000), (3.0, 20000), (4.0, 30000)):
+        sweep = SweepData(ports={(LEAF, 1): {}}, pause={(LEAF, 1): {(3, "tx"): frames}})
+        sec, findings = ib.build({"discovery": disc, "sweep": state(SweepData, sweep, t)})
+    assert sec["fabric"].check_status[("pfc_storm", LEAF)] == 1
+    assert [f.device for f in findings if f.check == "pfc_storm"] == [LEAF]
+    eth = FabricModel(config)
+    edisc = state(DiscoveryData, ethernet_discovery(), 0.0)
+    sweep = SweepData(ports={(ELEAF, p): {"transmit_bytes": 1} for p in SPINES}, scale={"transmit_bytes": 1})
+    sec, _ = eth.build({"discovery": edisc, "sweep": state(SweepData, sweep, 1.0)})
+    assert sec["fabric"].kind == "ethernet" and not [c for c, _ in sec["fabric"].check_status if c == "pfc_storm"]
+
+
+def test_every_fabric_check_declares_its_inputs_and_is_run_by_them() -> None:
+    """Each checks/fabric_*.py declares CHECK and NEEDS (capabilities the pipeline knows), and the model
+    lists it in fabricmon_fabric_check_status exactly when its inputs are there."""
+    import importlib
+    from pathlib import Path
+
+    import fabricmon.checks as checks_pkg
+    from fabricmon.model.fabric import LftData
+    from fabricmon.pipeline import fabric as pf
+    mods = [importlib.import_module(f"fabricmon.checks.{p.stem}")
+            for p in sorted(Path(checks_pkg.__file__).parent.glob("fabric_*.py"))]
+    assert set(mods) == set(pf.SWITCH_CHECK_MODULES) | set(pf.FABRIC_WIDE_CHECK_MODULES)
+    for m in mods:
+        assert isinstance(m.CHECK, str) and m.NEEDS and set(m.NEEDS) <= set(pf.CAPABILITIES), m.__name__
+    model = FabricModel(from_dict({}, check_paths=False))
+    disc = state(DiscoveryData, discovery(), 0.0)
+    sec, _ = model.build({"discovery": disc})
+    listed = {c for c, g in sec["fabric"].check_status if g == LEAF}
+    assert "routing" not in listed and "pfc_storm" not in listed and "sm" not in {c for c, _ in sec["fabric"].check_status}
+    sec, _ = model.build({"discovery": disc, "routing": state(LftData, LftData(tables={}), 1.0),
+                          "sm": state(SmData, SmData([SmInfo(1, "0000000000100001", 5, 0, "MASTER")], True), 1.0)})
+    assert ("routing", LEAF) in sec["fabric"].check_status and ("sm", "") in sec["fabric"].check_status

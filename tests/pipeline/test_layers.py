@@ -23,6 +23,10 @@ FORBIDDEN = {
     # pages read the published snapshot only: no data path of their own
     "pages": ("fabricmon.sources", "fabricmon.parsers", "fabricmon.host", "fabricmon.pipeline", "fabricmon.exporter",
               "fabricmon.serve"),
+    # the pipeline runs what the registry holds and reads records by type: it never imports a source
+    # (the registry does), never globs devices nor reads a tool's text (a source's failure hint does)
+    "pipeline": ("fabricmon.sources", "fabricmon.exporter", "fabricmon.serve", "fabricmon.pages", "fabricmon.cli",
+                 "glob"),
     # types flow down: the model holds findings and verdicts as its own types, never a check's
     "model": ("fabricmon.sources", "fabricmon.pipeline", "fabricmon.checks", "fabricmon.exporter", "fabricmon.serve",
               "fabricmon.config"),
@@ -116,3 +120,71 @@ def test_hostio_declares_every_method_sources_call() -> None:
                 called.add(node.attr)
     assert called and called <= declared, called - declared
     assert "getattr(io" not in "".join(p.read_text() for p in (PKG / "sources").rglob("*.py"))
+
+
+def test_no_module_imports_a_private_name_of_another() -> None:
+    """A helper two modules share is public and named where it belongs (routing and symmetry once
+    imported the ECMP check's _ranges): never `from fabricmon.x import _name`."""
+    bad = []
+    for path in sorted(PKG.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("fabricmon"):
+                bad += [f"{path.relative_to(REPO)} imports {node.module}.{a.name}" for a in node.names
+                        if a.name.startswith("_") and not a.name.startswith("__")]
+    assert not bad, "\n".join(bad)
+
+
+def test_one_helper_finds_a_source_state_by_record_type() -> None:
+    """`states.values() ... records is` is written once (model.snapshot.source_state)."""
+    users = [str(p.relative_to(REPO)) for p in PKG.rglob("*.py") if ".records is " in p.read_text()]
+    assert users == ["fabricmon/model/snapshot.py"], users
+
+
+FABRIC_KINDS = {"ethernet", "infiniband"}
+KIND_FREE = ("pipeline", "checks", "model", "exporter", "pages", "serve")
+
+
+def kind_comparisons(tree: ast.AST) -> list[int]:
+    """Lines that compare with a fabric-kind name (`== "ethernet"`, `in ("infiniband", ...)`, a match
+    case) or key a mapping by one."""
+    def kind_const(node: ast.AST) -> bool:
+        if isinstance(node, ast.Constant) and isinstance(node.value, str):
+            return node.value.lower() in FABRIC_KINDS and node.value == node.value.lower()
+        if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
+            return any(kind_const(e) for e in node.elts)
+        return False
+
+    lines = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Compare) and any(kind_const(x) for x in (node.left, *node.comparators)):
+            lines.append(node.lineno)
+        elif isinstance(node, ast.Dict) and any(k is not None and kind_const(k) for k in node.keys):
+            lines.append(node.lineno)
+        elif isinstance(node, ast.Subscript) and kind_const(node.slice):
+            lines.append(node.lineno)
+        elif isinstance(node, ast.match_case) and any(kind_const(getattr(p, "value", None))
+                                                        for p in ast.walk(node.pattern)):
+            lines.append(node.pattern.lineno)
+    return lines
+
+
+def test_no_fabric_kind_comparison_outside_the_sources_parsers_host_and_config() -> None:
+    """Capabilities, not kinds: a check runs because its inputs are present (pause frames, forwarding
+    tables), never because the fabric is Ethernet or InfiniBand. Only sources/, parsers/, host/ and the
+    config loader may know the kind; the fabric collector's registry name is the kind itself."""
+    bad = []
+    for layer in KIND_FREE:
+        for path in sorted((PKG / layer).rglob("*.py")):
+            bad += [f"{path.relative_to(REPO)}:{n}" for n in kind_comparisons(ast.parse(path.read_text()))]
+    assert not bad, "fabric-kind comparisons:\n" + "\n".join(bad)
+    # the detector itself finds each form it looks for
+    probe = ('if sec.kind == "ethernet": pass\nx = k in ("infiniband", "x")\ny = {"ethernet": 1}\n'
+             'w = t["infiniband"]\nmatch k:\n    case "ethernet": pass\n')
+    assert kind_comparisons(ast.parse(probe)) == [1, 2, 3, 4, 6]
+    assert not kind_comparisons(ast.parse('a = p.link_layer == "Ethernet"\nb = spec.kind != "traffic"\n'))
+
+
+def test_the_pipeline_names_no_device() -> None:
+    """Kind-specific failure reading (the umad devices) lives in the InfiniBand sources."""
+    bad = [str(p.relative_to(REPO)) for p in (PKG / "pipeline").rglob("*.py") if "/dev/" in p.read_text()]
+    assert not bad, bad

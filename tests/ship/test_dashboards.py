@@ -131,3 +131,11 @@ def test_every_panel_returns_data_from_real_prometheus(processes, tmp_path):
 ])
 def test_substitute(expr, want):
     assert substitute(expr) == want
+
+
+def test_node_health_shows_unknown_for_a_node_with_nothing_to_check():
+    """fabricmon_health_status 3 (nothing to check, what `check` exits 3 for) reads UNKNOWN, not CRITICAL red."""
+    [health] = [p for p in panels(dashboard()) if p["title"] == "Node health"]
+    options = health["fieldConfig"]["defaults"]["mappings"][0]["options"]
+    assert options["3"]["text"] == "UNKNOWN" and options["3"]["color"] not in ("red", "orange", "green")
+    assert {options[str(v)]["text"] for v in range(3)} == {"OK", "WARNING", "CRITICAL"}

@@ -45,3 +45,28 @@ def test_unit_path_matches_the_install_steps():
     unit = (ROOT / "fabricmon" / "deploy" / "systemd" / "fabricmon.service").read_text()
     exe = re.search(r"^ExecStart=(\S+)", unit, re.M).group(1)
     assert exe == "/opt/fabricmon/bin/fabricmon" and "python3 -m venv /opt/fabricmon" in README
+
+
+def test_every_named_readme_section_exists():
+    """A page or shipped file that sends the reader to (README, "Section") names a heading the README has."""
+    headings = {h.strip() for h in re.findall(r"^#{2,6} (.+)$", re.sub(r"^```.*?^```", "", README, flags=re.M | re.S),
+                                               re.M)}
+    files = [*sorted((ROOT / "docs").glob("*.md")), *sorted(p for p in (ROOT / "fabricmon" / "deploy").rglob("*")
+                                                            if p.is_file() and "__pycache__" not in p.parts)]
+    bad = []
+    for f in files:
+        text = f.read_text(errors="replace")
+        for name in re.findall(r'README(?:\.md)?\]?(?:\([^)]*\))?, "([^"]+)"', text):
+            if name not in headings:
+                bad.append(f"{f.relative_to(ROOT)}: README section {name!r} does not exist")
+    assert not bad, bad
+
+
+def test_the_demo_text_names_both_maps():
+    """The README's demo text and docs/cli.md name the InfiniBand map (:9881) and the Ethernet map (:9882)."""
+    demo = README.split("make test\n```", 1)[1].split("\n## ", 1)[0]
+    cli = [ln for ln in (ROOT / "docs" / "cli.md").read_text().splitlines() if ln.startswith("| `fabricmon demo")]
+    assert len(cli) == 1
+    for text in (demo, cli[0]):
+        assert "http://127.0.0.1:9881/" in text and "http://127.0.0.1:9882/" in text, text
+    assert "--duration" in demo and "ended" in demo and "ended" in cli[0]

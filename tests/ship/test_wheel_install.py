@@ -1,11 +1,14 @@
 """From a built wheel alone, one command installs a node: build the wheel from a clean copy of the
-source, install it into a fresh venv, and run that venv's `fabricmon install --root` into a temporary
+source with the command the README names (`make wheel`), install it into a fresh venv, and run that venv's `fabricmon install --root` into a temporary
 root. Every file is there, ExecStart is that venv's fabricmon, `systemd-analyze verify` passes on the
 units it wrote, systemd-sysusers reads the user and groups the units run as from the file it wrote, a second run keeps an edited config, uninstall removes what install added, and the
 rules `install --print` hands out pass their own promtool tests."""
 
 from __future__ import annotations
 
+import os
+import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -14,9 +17,11 @@ from pathlib import Path
 
 import pytest
 
+from helpers import unavailable
 from ship_helpers import ROOT, require_tool
 
-SOURCE = ("pyproject.toml", "README.md", "LICENSE")
+SOURCE = ("pyproject.toml", "README.md", "LICENSE", "Makefile")
+WHEEL_MARK = "<!-- wheel: tested by tests/ship/test_wheel_install.py -->"
 UNITS = ("fabricmon.service", "fabricmon-fabric.service")
 
 
@@ -26,17 +31,45 @@ def run(argv: list, **kw) -> subprocess.CompletedProcess:
     return res
 
 
+def readme_wheel_command() -> list[str]:
+    """The one command of the README's wheel block (after its marker)."""
+    readme = (ROOT / "README.md").read_text()
+    assert WHEEL_MARK in readme, "the README no longer says how to build the wheel"
+    block = re.search(re.escape(WHEEL_MARK) + r"\n```sh\n(.*?)```", readme, re.S).group(1)
+    [cmd] = [ln.split("  #")[0].strip() for ln in block.splitlines() if ln.strip() and not ln.startswith("#")]
+    return shlex.split(cmd)
+
+
+def test_the_readme_names_the_wheel_build() -> None:
+    assert readme_wheel_command() == ["make", "wheel"]
+    install = (ROOT / "README.md").read_text().split("## Install", 1)[1].split("\n## ", 1)[0]
+    assert "make wheel" in install and "dist/fabricmon-" in install
+
+
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory) -> Path:
-    """The wheel, built the way an operator's CI would (pip wheel, build isolation) from a clean copy."""
+    """The wheel, built from a clean copy (what a fresh clone has) with the README's own command
+    (`make wheel`: pip wheel, build isolation); the venv it builds in is this test run's, so that
+    nothing is installed into a new one."""
     src = tmp_path_factory.mktemp("src")
     for name in SOURCE:
         shutil.copy(ROOT / name, src / name)
     shutil.copytree(ROOT / "fabricmon", src / "fabricmon", ignore=shutil.ignore_patterns("__pycache__"))
-    out = tmp_path_factory.mktemp("dist")
-    res = run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-w", out, src])
+    argv = readme_wheel_command()
+    make = shutil.which(argv[0]) or unavailable("make (Debian package make) is needed")
+    venv = Path(sys.prefix)
+    if not (venv / "bin" / "python").exists():
+        unavailable(f"the tests run outside a venv ({sys.prefix}): make wheel needs one")
+    res = run([make, "-C", src, *argv[1:], f"VENV={venv}"])
     assert "BuildBackendWarning" not in res.stderr and "SetuptoolsDeprecationWarning" not in res.stderr, res.stderr
-    return next(out.glob("fabricmon-*.whl"))
+    [whl] = (src / "dist").glob("fabricmon-*.whl")
+    assert whl.name == f"fabricmon-{version(src)}-py3-none-any.whl"
+    assert str(whl.relative_to(src)) in res.stdout, res.stdout        # it says where the wheel is
+    return whl
+
+
+def version(src: Path) -> str:
+    return re.search(r'^version = "([^"]+)"', (src / "pyproject.toml").read_text(), re.M).group(1)
 
 
 @pytest.fixture(scope="module")
@@ -117,3 +150,34 @@ def test_print_hands_out_rules_that_pass_their_tests(venv: Path, tmp_path: Path)
     promtool = require_tool("promtool", "prometheus")
     run([promtool, "check", "rules", tmp_path / "fabricmon.rules.yml"])
     run([promtool, "test", "rules", "fabricmon.rules.test.yml"], cwd=tmp_path)
+
+
+def test_the_wheel_trial_as_an_operator(venv: Path, tmp_path: Path) -> None:
+    """The operator's first hour from the wheel alone: what issue 30 found, run from the installed venv."""
+    import socket
+
+    import yaml
+    exe = venv / "bin" / "fabricmon"
+    # install --dry-run on the running system (it changes nothing): a venv under /tmp would never start
+    res = subprocess.run([exe, "install", "--dry-run"], capture_output=True, text=True, timeout=120)
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert "would write /etc/systemd/system/fabricmon.service" in res.stdout
+    assert "fabricmon.service could not start" in res.stderr and "PrivateTmp=" in res.stderr, res.stderr
+    if os.geteuid() != 0:
+        assert "needs root" in res.stderr, res.stderr
+    # nothing to check: once and check agree on UNKNOWN
+    sysfs = tmp_path / "sys"
+    sysfs.mkdir()
+    cfg = tmp_path / "fabricmon.yml"
+    cfg.write_text(yaml.safe_dump({"paths": {"sysfs": str(sysfs), "state_dir": str(tmp_path / "state")}}))
+    once = run([exe, "once", "--config", cfg])
+    assert "\nfabricmon_health_status 3.0\n" in once.stdout, [ln for ln in once.stdout.splitlines() if "health" in ln]
+    check = subprocess.run([exe, "check", "--config", cfg], capture_output=True, text=True, timeout=120)
+    assert check.returncode == 3 and check.stdout.startswith("FABRICMON UNKNOWN - nothing to check"), check.stdout
+    # a port in use: a restartable failure (75), not a config error (2)
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        res = subprocess.run([exe, "run", "--config", cfg, "--listen", f"127.0.0.1:{busy.getsockname()[1]}"],
+                             capture_output=True, text=True, timeout=60)
+    assert res.returncode == 75 and res.stderr.count("\n") == 1, res.stderr

@@ -16,7 +16,7 @@ import psutil
 import pytest
 
 from fabricmon.sim.fabric import tools_available
-from helpers import unavailable
+from helpers import REPO, unavailable
 
 pytestmark = pytest.mark.sim      # the demo starts ibsim (and opensm, snmpsimd) itself
 
@@ -31,9 +31,12 @@ def test_demo_under_sigterm_leaves_no_process_and_no_temp_dir(tmp_path: Path) ->
     # since the Ethernet simulator (snmpsimd, run as nobody when started as root) must read its data there
     tmp = Path(tempfile.mkdtemp(prefix="fabricmon-sigterm-test-"))
     tmp.chmod(0o755)
+    cwd = tmp_path / "checkout"         # where it runs (a checkout): nothing may be left there
+    cwd.mkdir()
     out = open(tmp_path / "demo.out", "w+")
     proc = subprocess.Popen([sys.executable, "-m", "fabricmon", "demo", "--port", "0", "--fault-after", "3600"],
-                            stdout=out, stderr=subprocess.STDOUT, env={**os.environ, "TMPDIR": str(tmp)},
+                            stdout=out, stderr=subprocess.STDOUT, cwd=cwd,
+                            env={**os.environ, "TMPDIR": str(tmp), "PYTHONPATH": str(REPO)},   # this fabricmon
                             start_new_session=True)
     try:
         deadline = time.monotonic() + 90
@@ -52,7 +55,12 @@ def test_demo_under_sigterm_leaves_no_process_and_no_temp_dir(tmp_path: Path) ->
         gone, alive = psutil.wait_procs(children, timeout=10)
         assert not alive, [(p.pid, p.name()) for p in alive]
         assert list(tmp.iterdir()) == [], list(tmp.iterdir())      # the temp dir, ibsim's log in it, is gone
-        assert "stopping" in (tmp_path / "demo.out").read_text()
+        text = (tmp_path / "demo.out").read_text()
+        assert "stopping: SIGTERM" in text and text.splitlines()[-1].endswith(
+            "the demo ended (SIGTERM): every simulator stopped and its files removed"), text
+        # stopping is no finding: the tools it killed are no source error, and the inventory no verdict
+        assert "exit -9" not in text and "expected_inventory" not in text, text
+        assert list(cwd.iterdir()) == [], list(cwd.iterdir())      # no sys-<pid>/ left where it ran
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)

@@ -25,6 +25,7 @@ from fabricmon.sim.ethernet import SnmpSimFabric, free_udp_ports, leaf_spine, se
 
 GBPS = 1e9 / 8
 SWEEP = 2.0
+NO_JOBS = {"slurm_jobs": {"enabled": False}}      # the SNMP path's own commands only (squeue is not SNMP)
 
 
 def _require() -> None:
@@ -52,6 +53,7 @@ def _collector(tmp: Path, addresses: list[str], extra: dict | None = None):
     comm.chmod(0o600)
     cfg = from_dict({"server": {"address": "127.0.0.1"}, "paths": {"state_dir": str(tmp / "state")},
                      "fabric": {"port": 0, "kind": "ethernet", "sweep_interval": SWEEP, "discovery_interval": 300,
+                                "sources": NO_JOBS,
                                 "timeouts": {"sweep": 8, "discovery": 20},
                                 "thresholds": {"consecutive_sweeps": 2, "utilisation_floor": 0.1},
                                 "ethernet": {"switches": addresses, "pfc_storm_sweeps": 2,
@@ -125,9 +127,11 @@ def test_planted_faults_and_nothing_else(planted) -> None:
                         priority="3", direction="tx") > 0
     assert sample_value(s, "fabricmon_fabric_port_pause_frames_total", switch_guid=leaf02, port="Ethernet0",
                         priority="3", direction="rx") == 0
-    # the switch that never answers: unreachable, counted, costs only itself
-    assert sample_value(s, "fabricmon_fabric_switch_reachable", switch_guid=silent, switch=silent) == 0
-    assert sample_value(s, "fabricmon_fabric_switch_reachable", switch_guid=leaf01, switch="leaf01") == 1
+    # the switch that never answers: unresponsive after 5 of its last 7 sweeps, counted, costs only itself
+    s = wait_for_scrape(d.port, lambda s: sample_value(s, "fabricmon_fabric_switch_unresponsive", switch_guid=silent,
+                                                       switch=silent) == 1, 10 * SWEEP + 10)
+    assert sample_value(s, "fabricmon_fabric_switch_unresponsive", switch_guid=leaf01, switch="leaf01") == 0
+    assert sample_value(s, "fabricmon_fabric_check_status", check="unresponsive", switch_guid=silent, switch=silent) == 1
     assert sample_value(s, "fabricmon_fabric_sweep_errors_total", kind="timeout") >= 1
     duration = sample_value(s, "fabricmon_fabric_sweep_duration_seconds")
     assert duration is not None and duration < SWEEP + 1.5
@@ -135,21 +139,21 @@ def test_planted_faults_and_nothing_else(planted) -> None:
     by_check: dict[str, list[dict]] = {}
     for f in found:
         by_check.setdefault(f["check"], []).append(f)
-    assert sorted(by_check) == ["ecmp_imbalance", "fabric_link", "fabric_pfc_storm", "fabric_unreachable",
-                                "source"], found
+    assert sorted(by_check) == ["degraded_link", "ecmp", "pfc_storm", "source", "unresponsive"], found
     # the sources say why they are failing: the silent switch, and nothing else
     assert all(silent in f["message"] and "no answer" in f["message"] for f in by_check["source"]), by_check["source"]
-    (ecmp,) = by_check["ecmp_imbalance"]
+    (ecmp,) = by_check["ecmp"]
     assert ecmp["message"].startswith('leaf01 uplinks: port Ethernet8 to "spine01"[Ethernet0] carries')
-    links = sorted(f["message"] for f in by_check["fabric_link"])
+    links = sorted(f["message"] for f in by_check["degraded_link"])
     assert len(links) == 2 and all("runs at 100G, below the 400G of its link class (speed)" in m for m in links)
     assert links[0].startswith('leaf03 port Ethernet16 (up to "spine03"[Ethernet8])')
     assert links[1].startswith('spine03 port Ethernet8 (down to "leaf03"[Ethernet16])')
-    (pfc,) = by_check["fabric_pfc_storm"]
+    (pfc,) = by_check["pfc_storm"]
     assert pfc["message"].startswith("PFC storm at leaf02 host port Ethernet0 priority 3 direction tx: ")
     assert 'leaf02 sends pause frames to "node03"[eth0]' in pfc["message"]
-    (unr,) = by_check["fabric_unreachable"]
-    assert unr["device"] == silent and "does not answer SNMP" in unr["message"]
+    (unr,) = by_check["unresponsive"]
+    assert unr["device"] == silent and unr["message"].startswith(f"{silent} ({silent}) did not answer in ")
+    assert "100% of its queries unanswered: counters, state; never read completely" in unr["message"]
 
 
 def test_a_spine_port_down_shows_in_the_next_sweep(planted) -> None:
@@ -166,7 +170,7 @@ def test_a_spine_port_down_shows_in_the_next_sweep(planted) -> None:
         assert took < 2 * SWEEP + 5, took          # the next sweep, not the next discovery (300 s)
         assert sample_value(s, "fabricmon_fabric_port_degraded", switch_guid=spine01, port="Ethernet4",
                             reason="down") == 1
-        down = [f for f in _findings(d.port) if f["check"] == "fabric_link" and f["device"] == spine01]
+        down = [f for f in _findings(d.port) if f["check"] == "degraded_link" and f["device"] == spine01]
         assert len(down) == 1 and down[0]["status"] == 2
         assert down[0]["message"].startswith('spine01 port Ethernet4 (down to "leaf02"[Ethernet8]): link is down')
     finally:
@@ -213,7 +217,7 @@ def test_snmpv3_authpriv_works_and_a_wrong_pass_phrase_is_a_counted_error(tmp_pa
 
         def run(priv_file: str):
             cfg = from_dict({"paths": {"state_dir": str(tmp_path / "state")},
-                             "fabric": {"kind": "ethernet", "ethernet": {"switches": fab.addresses(), "snmp": {
+                             "fabric": {"kind": "ethernet", "sources": NO_JOBS, "ethernet": {"switches": fab.addresses(), "snmp": {
                                  "version": "3", "user": "fabmon", "auth_protocol": "SHA",
                                  "auth_password_file": str(tmp_path / "auth"), "priv_protocol": "AES",
                                  "priv_password_file": str(tmp_path / priv_file), "context": "public",
@@ -228,10 +232,10 @@ def test_snmpv3_authpriv_works_and_a_wrong_pass_phrase_is_a_counted_error(tmp_pa
         snap, commands = run("priv")
         assert commands and all(c["argv"][:3] == [INPROCESS_PROGRAM, "-v3", "-l"] for c in commands)  # in process
         assert {s.name for s in snap.fabric.switches.values()} == {"spine01", "leaf01"}
-        assert not snap.fabric.unreachable and snap.sources["sweep"].up
+        assert not snap.sources["discovery"].data.unreachable and snap.sources["sweep"].up
         assert snap.fabric.levels[sw[0].chassis] == 2
         bad, bad_commands = run("wrong")
-        assert set(bad.fabric.unreachable) == set(fab.addresses())
+        assert set(bad.sources["discovery"].data.unreachable) == set(fab.addresses())
         assert bad.sources["discovery"].errors_total["timeout"] + bad.sources["discovery"].errors_total["exit_code"] == 2
         for cmd in commands + bad_commands:
             assert not any(secret in arg for arg in cmd["argv"] for secret in (auth, priv, "wrong-Pass"))
@@ -240,7 +244,7 @@ def test_snmpv3_authpriv_works_and_a_wrong_pass_phrase_is_a_counted_error(tmp_pa
         monkeypatch.setattr(usm, "supported", lambda priv_protocol: (False, "no cryptography (the test says)"))
         tools, tool_commands = run("priv")
         assert tool_commands and all(c["argv"][0] == "snmpbulkwalk" for c in tool_commands)   # the fallback
-        assert not tools.fabric.unreachable and tools.sources["sweep"].up
+        assert not tools.sources["discovery"].data.unreachable and tools.sources["sweep"].up
         assert not any(secret in arg for c in tool_commands for arg in c["argv"] for secret in (auth, priv))
 
 
@@ -270,7 +274,7 @@ def test_the_v2c_path_starts_no_process(tmp_path, monkeypatch) -> None:
         comm.write_text("public\n")
         comm.chmod(0o600)
         cfg = from_dict({"paths": {"state_dir": str(tmp_path / "state")},
-                         "fabric": {"kind": "ethernet", "ethernet": {"switches": fab.addresses(), "snmp": {
+                         "fabric": {"kind": "ethernet", "sources": NO_JOBS, "ethernet": {"switches": fab.addresses(), "snmp": {
                              "community_file": str(comm), "timeout": 1, "retries": 1}}}})
         rec = RecordingIO(LiveIO(), tmp_path / "rec")
         pipe = fabric_pipeline(cfg, rec)
@@ -282,5 +286,5 @@ def test_the_v2c_path_starts_no_process(tmp_path, monkeypatch) -> None:
     assert rec.commands and {c["argv"][0] for c in rec.commands} == {INPROCESS_PROGRAM}
     snap = snaps[-1]
     assert {s.name for s in snap.fabric.switches.values()} == {"spine01", "spine02", "leaf01", "leaf02"}
-    assert not snap.fabric.unreachable and snap.sources["sweep"].up
+    assert not snap.sources["discovery"].data.unreachable and snap.sources["sweep"].up
     assert not any(snap.sources[n].active_errors for n in ("discovery", "sweep"))

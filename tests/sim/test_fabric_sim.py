@@ -67,9 +67,9 @@ def test_ecmp_imbalance_degraded_and_down_links_over_http(sim_fabric, tmp_path) 
         assert sample_value(s, "fabricmon_fabric_switch_info", switch_guid=leaf04, switch="leaf04", level=1) == 1
         assert sample_value(s, "fabricmon_fabric_link_info", switch_guid=leaf04, port=5, role="up",
                             remote_guid=g(SPINES["spine02"]), remote_port=7, remote_name="spine02") == 1
-        assert sample_value(s, "fabricmon_check_status", check="ecmp_imbalance", device=g(LEAVES["leaf03"]),
+        assert sample_value(s, "fabricmon_check_status", check="ecmp", device=g(LEAVES["leaf03"]),
                             port="") == 1       # WARNING, for the switch's group (the message names the ports)
-        msgs = [f.message for f in d.snapshot.findings if f.check == "ecmp_imbalance"]
+        msgs = [f.message for f in d.snapshot.findings if f.check == "ecmp"]
         polar = next(m for m in msgs if m.startswith("leaf03 uplinks"))
         assert 'to "spine01"[' in polar and "idle: ports 5-6 (port 5 to \"spine02\"" in polar and "check ECMP hashing" in polar
         hot = next(m for m in msgs if m.startswith("leaf02 uplinks"))
@@ -85,7 +85,7 @@ def test_ecmp_imbalance_degraded_and_down_links_over_http(sim_fabric, tmp_path) 
                             remote_guid=g(SPINES["spine02"]), remote_port=2, remote_name="spine02") == 1
         assert sample_value(s, "fabricmon_fabric_topology_changes_total") >= 2     # both ends of the cable
         assert sample_value(s, "fabricmon_fabric_switches") == 6
-        assert any(f.check == "fabric_link" and f.device == leaf01 and f.port == 6 and f.status == 2
+        assert any(f.check == "degraded_link" and f.device == leaf01 and f.port == 6 and f.status == 2
                    for f in d.snapshot.findings)
 
 
@@ -119,13 +119,13 @@ def test_demo_shows_an_imbalanced_leaf_appearing(sim_fabric, tmp_path) -> None:
                         "--fault-after", "4", "--workdir", str(tmp_path)], capture_output=True, text=True, timeout=60)
     assert r.returncode == 0, r.stderr
     assert "the fabric collector sweeps every switch port" in r.stdout
-    line = next(ln for ln in r.stdout.splitlines() if "ecmp_imbalance: leaf" in ln)
+    line = next(ln for ln in r.stdout.splitlines() if "ecmp: leaf" in ln)
     assert 'leaf02 uplinks: port' in line and "idle: ports 11-12" in line
-    assert not any("ecmp_imbalance: leaf0" in ln and "leaf02" not in ln for ln in r.stdout.splitlines())
+    assert not any("ecmp: leaf0" in ln and "leaf02" not in ln for ln in r.stdout.splitlines())
     # the Ethernet fabric beside it: its planted polarised leaf and PFC storm, and nothing else of it
     assert "the Ethernet (RoCE) fabric collector reads 6 simulated switches" in r.stdout
     roce = [ln for ln in r.stdout.splitlines() if "roce" in ln and ("WARNING" in ln or "CRITICAL" in ln)]
-    assert any("ecmp_imbalance: rocel03 uplinks: port Ethernet8" in ln for ln in roce), r.stdout
-    assert any("fabric_pfc_storm: PFC storm at rocel04 host port Ethernet0 priority 3 direction rx" in ln
+    assert any("ecmp: rocel03 uplinks: port Ethernet8" in ln for ln in roce), r.stdout
+    assert any("pfc_storm: PFC storm at rocel04 host port Ethernet0 priority 3 direction rx" in ln
                for ln in roce), r.stdout
     assert len(roce) == 2, roce

@@ -19,8 +19,8 @@ TRAFFIC = {
     "leaf01": {3: 0.5, 4: 0.5, 5: 0.5, 6: 0.5},
     "leaf03": {3: 0.8, 4: 0.8, 5: 0.0, 6: 0.0},
 }
-FABRIC = {"sweep_interval": 1.5, "discovery_interval": 3.0, "thresholds": {"consecutive_sweeps": 2},
-          "sources": {"slurm_jobs": {"interval": 1.0}}}
+# slurm_jobs runs once per sweep (fabric.sweep_interval is its interval too)
+FABRIC = {"sweep_interval": 1.5, "discovery_interval": 3.0, "thresholds": {"consecutive_sweeps": 2}}
 
 
 def findings(port: int) -> list[dict]:
@@ -53,13 +53,13 @@ def test_fabric_findings_name_only_the_jobs_they_hurt(cluster, tmp_path):
             d.port, lambda s: sample_value(s, "fabricmon_fabric_switches") == 6, 30) and d.snapshot.fabric.switches.items()}
 
         def polar(port):
-            return next((f for f in findings(port) if f["check"] == "ecmp_imbalance" and f["status"] > 0
+            return next((f for f in findings(port) if f["check"] == "ecmp" and f["status"] > 0
                          and f["device"] == guid["leaf03"]), None)
         wait_for_scrape(d.port, lambda s: sample_value(s, "fabricmon_ecmp_imbalanced", switch_guid=guid["leaf03"],
                                                        switch="leaf03", direction="up") == 1, 40)
         f = polar(d.port)
         assert f["jobs"] == [{"id": spanning, "user": "root", "name": "llm-pretrain"}]     # not the one-leaf job
-        host_port = next(f for f in findings(d.port) if f["check"] == "fabric_link" and f["device"] == guid["leaf01"]
+        host_port = next(f for f in findings(d.port) if f["check"] == "degraded_link" and f["device"] == guid["leaf01"]
                          and f["port"] == 2)
         assert job_ids(host_port) == {on_bad_host}
         s = scrape_samples(d.port)
@@ -90,7 +90,7 @@ def test_fabric_findings_name_only_the_jobs_they_hurt(cluster, tmp_path):
         s = wait_for_scrape(d.port, lambda s: sample_value(s, "fabricmon_source_up", source="slurm_jobs") == 0, 30)
         for src in ("discovery", "sweep"):
             assert sample_value(s, "fabricmon_source_up", source=src) == 1
-        host_port = next(f for f in findings(d.port) if f["check"] == "fabric_link" and f["device"] == guid["leaf01"]
+        host_port = next(f for f in findings(d.port) if f["check"] == "degraded_link" and f["device"] == guid["leaf01"]
                          and f["port"] == 2)
         assert host_port["status"] == 2 and host_port["jobs"] == []
         assert not [k for k in s if k[0] == "fabricmon_fabric_job_switch_info"]

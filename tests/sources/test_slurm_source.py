@@ -107,7 +107,7 @@ def test_configured_node_name():
 # --- the fabric collector's slurm_jobs source --------------------------------------------------
 
 def fabric_source(enabled="auto"):
-    from fabricmon.sources.infiniband.jobs import SlurmJobsSource
+    from fabricmon.sources.cluster_jobs import SlurmJobsSource
     cfg = from_dict({"fabric": {"sources": {"slurm_jobs": {"enabled": enabled}}}}, check_paths=False)
     return SlurmJobsSource(cfg, cfg.fabric.sources["slurm_jobs"])
 

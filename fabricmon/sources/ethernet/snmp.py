@@ -31,7 +31,7 @@ import time
 
 import structlog
 
-from fabricmon.config import SnmpConfig
+from fabricmon.sources.ethernet.settings import SnmpConfig
 from fabricmon.host.io import HostIO
 from fabricmon.host.runner import CommandResult
 from fabricmon.host import usm as _usm

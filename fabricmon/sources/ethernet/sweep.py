@@ -7,7 +7,9 @@ that switch answered at discovery). SNMPv2c: only the columns the parser reads
 (HostIO.snmp_walks), at most `fabric.ethernet.concurrency` switches at once. SNMPv3: one net-snmp
 process per walk, as many switches at once from a thread pool. Both under the sweep's one deadline. A switch that does not answer costs only itself: the walks after
 its first failure are skipped, it is counted (`fabricmon_fabric_sweep_errors_total{kind}`) and
-listed as missing, and the model reports it unreachable.
+listed as missing. Per switch the walks sent and those left unanswered (a timeout, a refused
+credential) fill SweepData.queries/unanswered/failed as the InfiniBand sweep's MADs do, so the one
+`unresponsive` check judges both kinds.
 
 ifOperStatus and ifHighSpeed are read every sweep, so a port that goes down shows in the next
 sweep, not at the next discovery (SweepData.link_up). The 64-bit HC octet counters count bytes
@@ -29,6 +31,7 @@ SWEEP_WALKS = ("if_table", "ifx_table")
 OCTET_COUNTERS = {"transmit_bytes": 1, "receive_bytes": 1}
 WRAPPING = frozenset(r.field for r in OIDS if r.type == "counter32")
 OPER_UP = 1
+NO_ANSWER = ("timeout", "exit_code")        # failure kinds that mean the switch did not answer (not garbage)
 
 
 def read_counters(access: SnmpAccess, io: HostIO, address: str, tables: tuple[str, ...], remaining
@@ -111,8 +114,12 @@ class SnmpSweepSource(Source):
             results = []
         for guid, sc, err in results:
             sw = topo.switches[guid]
+            data.queries[guid] = walks = len(SWEEP_WALKS) + len(sw.counter_tables)
             if sc is None:
                 data.missing.add(guid)
+                if err[0] in NO_ANSWER:     # no data from it this sweep: every walk counts as unanswered
+                    data.unanswered[guid] = walks
+                    data.failed[guid] = {"counters", "state"}
                 out.error(err[0], f"switch {sw.name} ({sw.address}): {err[1]}")
                 continue
             data.switches.add(guid)

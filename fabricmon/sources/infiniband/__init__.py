@@ -1,9 +1,12 @@
-"""The InfiniBand fabric collector's sources (`fabricmon fabric` with fabric.kind: infiniband), registered with collector="fabric":
+"""The InfiniBand fabric collector's sources (`fabricmon fabric` with fabric.kind: infiniband), registered with collector="infiniband":
 discovery (ibnetdiscover, cached, on its own interval), sweep (every switch port's
 counters from the cached topology, in two batched ibqueryerrors passes), routing (every
-switch's forwarding table, one dump_fts run), sm (the subnet manager, sminfo) and slurm_jobs
-(every running Slurm job and its nodes, one squeue per run).
+switch's forwarding table, one dump_fts run), sm (the subnet manager, sminfo), then slurm_jobs
+(every running Slurm job and its nodes, one squeue per run; sources/cluster_jobs.py, shared with the
+Ethernet collector); failure: what its tools' errors
+mean when no switch could be read (registry.failure_hint).
 
 Importing this package registers them; the order here is the order they are listed in."""
 
-from fabricmon.sources.infiniband import discovery, jobs, routing, sm, sweep  # noqa: F401 - imported to register
+from fabricmon.sources.infiniband import discovery, failure, routing, sm, sweep  # noqa: F401 - imported to register
+from fabricmon.sources import cluster_jobs  # noqa: F401,E402 - slurm_jobs, kind-neutral (sources/cluster_jobs.py)

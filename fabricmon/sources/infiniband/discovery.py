@@ -25,7 +25,7 @@ def cache_path(cache_dir: str) -> str:
 
 
 @register("discovery", enabled=True, interval=300.0, timeout=60.0, command=("ibnetdiscover",),
-          provides_inventory=True, collector="fabric", records=DiscoveryData)
+          provides_inventory=True, collector="infiniband", records=DiscoveryData)
 class DiscoverySource(Source):
     def collect(self, io: HostIO, inputs: Inputs) -> SourceOutput:
         out = SourceOutput()

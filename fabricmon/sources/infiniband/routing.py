@@ -20,7 +20,7 @@ from fabricmon.pipeline.source import INVENTORY, Inputs, Source, SourceOutput, r
 
 
 @register("routing", enabled=True, interval=300.0, timeout=60.0, command=("dump_fts",),
-          needs=(INVENTORY,), collector="fabric", concurrency=1, records=LftData)
+          needs=(INVENTORY,), collector="infiniband", concurrency=1, records=LftData)
 class RoutingSource(Source):
     def collect(self, io: HostIO, inputs: Inputs) -> SourceOutput:
         out = SourceOutput()

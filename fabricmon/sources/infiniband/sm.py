@@ -18,7 +18,7 @@ MAX_SMS = 8          # SM ports read beyond the master (a subnet has a handful)
 
 
 @register("sm", enabled=True, interval=30.0, timeout=10.0, command=("sminfo",),
-          collector="fabric", concurrency=4, records=SmData)
+          collector="infiniband", concurrency=4, records=SmData)
 class SmSource(Source):
     def collect(self, io: HostIO, inputs: Inputs) -> SourceOutput:
         out = SourceOutput()

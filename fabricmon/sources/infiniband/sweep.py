@@ -72,7 +72,7 @@ RETRY_BACKOFF = (0.2, 0.5)          # seconds before each retry of the queries t
 
 
 @register("sweep", enabled=True, interval=15.0, timeout=30.0, command=("ibqueryerrors",),
-          needs=(INVENTORY,), collector="fabric", concurrency=2, records=SweepData)
+          needs=(INVENTORY,), collector="infiniband", concurrency=2, records=SweepData)
 class SweepSource(Source):
     _rotation = 0                       # where the next sweep's window of SMP state reads starts
     _results: tuple = ()                # this sweep's ibqueryerrors results (stderr names what went unanswered)

@@ -1,10 +1,12 @@
-"""slurm_jobs (fabric collector): every running Slurm job and its nodes, one `squeue` per run
+"""slurm_jobs (the fabric collector, both kinds): every running Slurm job and its nodes, one `squeue` per run
 (the sweep's interval by default): `squeue --noheader --states=RUNNING --format=%A|%u|%T|%N|%j`.
 One call per sweep from one collector is what slurmctld is asked, whatever the fabric's size;
 the node lists are expanded by parsers.slurm (`node[0001-0004,0010]`).
 
 The pipeline places the jobs on the topology (pipeline.jobs) so that a finding about a switch
-names the jobs it can hurt. slurmctld down or slow is this source's error (counted, logged
+names the jobs it can hurt: the hosts are the topology's non-switch neighbours (InfiniBand CAs by
+node description, Ethernet hosts by their LLDP system name), the same leaf/uplink/spine attribution
+on either kind, so the source knows no fabric kind and registers with both collectors. slurmctld down or slow is this source's error (counted, logged
 once by the pipeline): the findings lose their job names and nothing else. `enabled: auto`
 (the default): on when `squeue` is installed and finds a cluster (a slurm.conf, SLURM_CONF, or
 configless DNS records); installed without one it is quietly off, as if not installed.
@@ -19,8 +21,8 @@ from fabricmon.parsers.slurm import SQUEUE_FORMAT, ClusterJobsData, not_configur
 from fabricmon.pipeline.source import Inputs, Source, SourceOutput, register
 
 
-@register("slurm_jobs", enabled="auto", interval=15.0, timeout=10.0, command=("squeue",), collector="fabric",
-          records=ClusterJobsData)
+@register("slurm_jobs", enabled="auto", interval=15.0, timeout=10.0, command=("squeue",),
+          collector=("infiniband", "ethernet"), records=ClusterJobsData)
 class SlurmJobsSource(Source):
     def collect(self, io: HostIO, inputs: Inputs) -> SourceOutput:
         out = SourceOutput()

@@ -1,0 +1,63 @@
+"""A switch that does not answer, on either fabric kind: OpenSM's rule for an unresponsive port
+(no answer in 5 of the last 7 sweeps; both numbers are config: fabric.unresponsive_sweeps and
+fabric.unresponsive_window). A sweep counts against a switch when some of its queries (MADs, or
+SNMP walks) went unanswered after retries.
+
+Unreached is not down: the finding names the switch, what went unanswered and the age of its last
+complete read, and its ports keep their last known state.
+
+Records in (each switch's recent reads), findings out; nothing here parses or fetches."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from fabricmon.checks import WARNING, Finding
+from fabricmon.model.fabric import SwitchNode
+
+CHECK = "unresponsive"
+NEEDS = ("topology",)             # the inputs it runs on (pipeline.fabric.CAPABILITIES)
+
+
+@dataclass(frozen=True, slots=True)
+class SweepRead:
+    """What one sweep got from one switch."""
+    unanswered: int                  # queries left unanswered after retries
+    queries: int                     # queries sent
+    failed: tuple[str, ...] = ()     # what went unanswered (counters, state)
+
+
+def unresponsive(reads: Sequence[SweepRead], need: int) -> bool:
+    """No answer in `need` of these (the last window's) sweeps."""
+    return sum(1 for r in reads if r.unanswered) >= need
+
+
+def evaluate(reads: Mapping[str, Sequence[SweepRead]], last_read: Mapping[str, float | None],
+             switches: Mapping[str, SwitchNode], need: int, now: float) -> tuple[dict[str, bool], list[Finding]]:
+    """-> (switch guid -> unresponsive, for every switch with reads; the WARNING findings)."""
+    state: dict[str, bool] = {}
+    out: list[Finding] = []
+    for g, sw in switches.items():
+        rs = reads.get(g)
+        if not rs:
+            continue
+        state[g] = bad = unresponsive(rs, need)
+        if not bad:
+            continue
+        missed = [r for r in rs if r.unanswered]
+        lost, total = sum(r.unanswered for r in rs), sum(r.queries for r in rs)
+        what = sorted({w for r in missed for w in r.failed})
+        last = last_read.get(g)
+        age = f"last complete read {now - last:.0f} s ago" if last is not None else "never read completely"
+        where = sw.address or f"0x{g}"
+        out.append(Finding(CHECK, g, None, WARNING,
+                           f"{sw.name or g} ({where}) did not answer in {len(missed)} of its last {len(rs)} sweeps "
+                           f"({100 * lost / max(total, 1):.0f}% of its queries unanswered: "
+                           f"{', '.join(what) or 'queries'}; {age}): its ports keep their last known state, none "
+                           f"is taken as down; check that the switch is up, its management CPU and the path to it "
+                           f"(and, over SNMP, its management address, ACL and credentials)"))
+    return state, out
+
+
+__all__ = ["CHECK", "NEEDS", "SweepRead", "evaluate", "unresponsive"]
