@@ -51,17 +51,39 @@ def all_sources_ran(samples: dict) -> bool:
     return bool(enabled) and all(runs.get(s, 0) >= 1 for s in enabled)
 
 
-def scrape_samples(port: int, timeout: float = 5.0) -> dict:
-    """GET /metrics on 127.0.0.1:port, parsed into {(name, sorted label items): value}."""
+def scrape_text(port: int, timeout: float = 5.0) -> str:
+    """GET /metrics on 127.0.0.1:port: the exposition as served."""
     import http.client
-
-    from prometheus_client.parser import text_string_to_metric_families
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
     try:
         conn.request("GET", "/metrics")
-        body = conn.getresponse().read().decode()
+        return conn.getresponse().read().decode()
     finally:
         conn.close()
+
+
+def duplicate_series(body: str) -> list[tuple[str, tuple]]:
+    """The series of an exposition that appear more than once with one label set (Prometheus
+    keeps one of them silently; fabricmon must never write two)."""
+    from prometheus_client.parser import text_string_to_metric_families
+    seen: set[tuple[str, tuple]] = set()
+    dups = []
+    for fam in text_string_to_metric_families(body):
+        for s in fam.samples:
+            key = (s.name, tuple(sorted(s.labels.items())))
+            if key in seen:
+                dups.append(key)
+            seen.add(key)
+    return dups
+
+
+def scrape_samples(port: int, timeout: float = 5.0) -> dict:
+    """GET /metrics on 127.0.0.1:port, parsed into {(name, sorted label items): value}. Every
+    exposition scraped this way is also checked: no series twice with one label set."""
+    from prometheus_client.parser import text_string_to_metric_families
+    body = scrape_text(port, timeout)
+    dups = duplicate_series(body)
+    assert not dups, f"{len(dups)} series written twice with one label set, e.g. {dups[:3]}"
     return {(s.name, tuple(sorted(s.labels.items()))): s.value
             for fam in text_string_to_metric_families(body) for s in fam.samples}
 

@@ -74,8 +74,12 @@ def evaluate(ports: Mapping[tuple[str, int], FabricPort], switches: Mapping[str,
         name = switches[guid].name if guid in switches else guid
         where = f'{name} port {p.label} ({p.role} to "{lk.remote_name}"[{lk.remote_port_label}])'
         if p.degraded["down"]:
+            if not p.seen_up:           # a first discovery claims no history
+                was = "no read has seen it up; the switch still lists its LLDP neighbour"
+            else:
+                was = f"was up at an earlier {p.seen_by}"
             findings.append(Finding(CHECK, guid, port, config.checks.down_severity,
-                                    f"{where}: link is down (was up at an earlier discovery): check the cable, "
+                                    f"{where}: link is down ({was}): check the cable, "
                                     f"the transceivers and both ports"))
         elif p.degraded["width"] or p.degraded["speed"]:
             why = [r for r in ("width", "speed") if p.degraded[r]]

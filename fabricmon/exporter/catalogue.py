@@ -127,8 +127,16 @@ def _health_status(snap: Snapshot) -> int:
 
 
 def _check_status(snap: Snapshot) -> Iterator[Sample]:
+    fab = snap.fabric
+    switches = fab.switches if fab is not None else {}
     for f in snap.findings:
-        yield (f.check, f.device, "" if f.port is None else str(f.port)), f.status
+        if f.port is None:
+            port = ""
+        elif f.device in switches:      # a fabric switch port: the label every fabric series uses (its ifName)
+            port = fab.port_label(f.device, f.port)
+        else:
+            port = str(f.port)
+        yield (f.check, f.device, port), f.status
 
 
 # --- RoCE -----------------------------------------------------------------------------------
@@ -501,12 +509,12 @@ CATALOGUE: tuple[Metric, ...] = (
     Metric("fabricmon_fabric_switch_info", G, "Switch identity; switch is the node description, level 1 has CAs "
            "attached and each further level is one hop farther.", ("switch_guid", "switch", "level"),
            _fabric(_fab_switch_info)),
-    Metric("fabricmon_fabric_link_info", G, "Switch port role (host, up, down, unconnected) and its remote end; "
-           "join on switch_guid,port with group_left.",
+    Metric("fabricmon_fabric_link_info", G, "Switch port role (host, up, down, unconnected; Ethernet also external: "
+           "a bridge or router outside the fabric) and its remote end; join on switch_guid,port with group_left.",
            ("switch_guid", "port", "role", "remote_guid", "remote_port", "remote_name"), _fabric(_fab_link_info)),
     Metric("fabricmon_fabric_port_up", G, "1 if the switch port's link is up, else 0: its newest read (the sweep's "
-           "PortInfo from the SM or the port, Ethernet's ifOperStatus, or the discovery); a port that could not "
-           "be read keeps its last known state.",
+           "PortInfo from the SM or the port, Ethernet's ifOperStatus on every port with or without an LLDP "
+           "neighbour, or the InfiniBand discovery); a port that could not be read keeps its last known state.",
            SW_PORT, _fab_ports(lambda p: 1 if p.up else 0)),
     Metric("fabricmon_fabric_port_rate_bytes_per_second", G,
            "Link data rate in bytes/s (lanes x nominal lane rate / 8, or Ethernet's ifHighSpeed; 0 while down; "

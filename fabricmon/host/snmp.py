@@ -940,5 +940,5 @@ def walk_many(specs: Sequence[WalkSpec], deadline: float, concurrency: int = 16,
 
 
 __all__ = ["BerError", "DEFAULT_MAX_ROWS", "INPROCESS_PROGRAM", "Response", "WalkSpec", "ber_header", "ber_int_at",
-           "check_width", "decode_message", "decode_oid", "decode_pdu", "decode_value", "encode_getbulk", "encode_message",
-           "encode_pdu", "oid_body", "value_text", "walk_many"]
+           "check_width", "decode_message", "decode_oid", "decode_pdu", "decode_value", "encode_getbulk",
+           "encode_message", "encode_pdu", "oid_body", "value_text", "walk_many"]

@@ -149,8 +149,8 @@ class Usm:
         # what every request has, made once: the user and the zeroed MAC; the header's tail
         self._user_mac = tlv(OCTET_STRING, self.user) + bytes((OCTET_STRING, self.mac_len))
         self._context_tlv = tlv(OCTET_STRING, self.context)
-        self._head_tail = (encode_integer(MAX_SIZE) + tlv(OCTET_STRING, bytes((FLAG_AUTH | FLAG_PRIV | FLAG_REPORTABLE,)))
-                           + encode_integer(USM))
+        flags = bytes((FLAG_AUTH | FLAG_PRIV | FLAG_REPORTABLE,))
+        self._head_tail = encode_integer(MAX_SIZE) + tlv(OCTET_STRING, flags) + encode_integer(USM)
         self._auth_ku = password_to_key(auth_password.encode(), self.hash_name)
         self._priv_ku = password_to_key(priv_password.encode(), self.hash_name)
         self._keys: dict[bytes, tuple[bytes, bytes]] = {}

@@ -10,7 +10,9 @@ is a width and a generation on InfiniBand (4X HDR) or a speed in Mb/s on Etherne
 Levels come from the graph, never from names: level 1 is a switch with a CA attached, each
 further level one hop farther from the CAs (a director chassis shows as internal line and
 spine switches, which land on levels 2 and 3). A switch port is `host` (to a CA), `up` (to a
-switch of a higher level), `down` (to a switch of the same or a lower level) or `unconnected`.
+switch of a higher level), `down` (to a switch of the same or a lower level), `external` (Ethernet:
+to a bridge or router that is not one of the fabric's switches, e.g. a border router) or
+`unconnected`.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from dataclasses import dataclass, field, replace
 
 from fabricmon import ibspec
 
-ROLES = ("host", "up", "down", "unconnected")
+ROLES = ("host", "up", "down", "unconnected", "external")
 Key = tuple[str, int]          # (switch_guid, port)
 
 
@@ -33,7 +35,9 @@ class Link:
     port: int
     remote_guid: str                 # IB: 0x-less, 16 hex digits; Ethernet: the peer's stable ID
     remote_port: int                 # the remote port number (0 when only its name is known)
-    remote_type: str                 # "Switch", or a host end ("Ca" on IB, routers count as CAs; "Host")
+    # "Switch", or a host end ("Ca" on IB, routers count as CAs; "Host"), or "External" (Ethernet:
+    # a bridge or router by LLDP's capabilities that is not a configured switch)
+    remote_type: str
     remote_name: str                 # the remote node description / sysName
     width: int | None                # lanes (4 for 4xHDR)
     speed: str | None                # generation name (HDR)
@@ -85,6 +89,13 @@ class SwitchNode:
     address: str = ""                # where the collector reads it (Ethernet: host:port)
     # what the sweep reads besides the port counters (Ethernet: the PFC MIB walk the switch answers)
     counter_tables: tuple[str, ...] = ()
+    # Ethernet: interfaces that are not fabric ports (name -> why: virtual, no connector, management)
+    excluded_ports: dict[str, str] = field(default_factory=dict)
+    # Ethernet: ports with several LLDP neighbours (port -> every neighbour, "name[port] (chassis)"):
+    # the link is one of them (a configured switch first), the others are kept here and reported
+    neighbours: dict[int, tuple[str, ...]] = field(default_factory=dict)
+    # Ethernet: LAG members (port -> the LAG's name, from ifStackTable); the member is the fabric port
+    lags: dict[int, str] = field(default_factory=dict)
 
     def ports(self) -> Iterable[int]:
         """Every port number of the switch."""
@@ -105,6 +116,10 @@ class DiscoveryData:
     # is unknown (merge_discovery keeps the last complete view for it), never "gone"
     complete: bool = True
     unanswered: int = 0                                        # queries that went unanswered
+    # a link it shows is evidence that the link is up (ibnetdiscover walks only active links). Not
+    # so for LLDP's neighbour tables (an entry outlives its link by its TTL; a host need not run
+    # LLDP): there a port's state is only what a sweep reads (ifOperStatus)
+    links_are_up: bool = True
 
 
 _LINK_DETAILS = ("remote_name", "remote_lid", "width", "speed", "rate_mbps", "remote_port_name", "remote_type")
@@ -118,7 +133,9 @@ def merge_discovery(base: DiscoveryData | None, new: DiscoveryData) -> Discovery
     if new.complete or base is None:
         return new
     switches = {g: SwitchNode(sw.guid, sw.name, sw.nports, sw.lid, dict(sw.links), sw.kind, dict(sw.port_names),
-                              sw.address) for g, sw in base.switches.items()}
+                              sw.address, sw.counter_tables, dict(sw.excluded_ports), dict(sw.neighbours),
+                              dict(sw.lags))
+                for g, sw in base.switches.items()}
     for g, sw in new.switches.items():
         old = switches.get(g)
         if old is None:
@@ -139,7 +156,7 @@ def merge_discovery(base: DiscoveryData | None, new: DiscoveryData) -> Discovery
     cas = dict(base.cas)
     cas.update({g: d or cas.get(g, "") for g, d in new.cas.items()})
     return DiscoveryData(switches=switches, cas=cas, cache_file=base.cache_file, complete=False,
-                         unanswered=new.unanswered)
+                         unanswered=new.unanswered, links_are_up=new.links_are_up)
 
 
 @dataclass(slots=True)
@@ -176,7 +193,7 @@ def switch_levels(d: DiscoveryData) -> dict[str, int]:
     levels: dict[str, int] = {}
     queue: deque[str] = deque()
     for guid, sw in d.switches.items():
-        if any(lk.remote_type != "Switch" for lk in sw.links.values()):
+        if any(lk.remote_type not in ("Switch", "External") for lk in sw.links.values()):
             levels[guid] = 1
             queue.append(guid)
     while queue:
@@ -193,6 +210,8 @@ def switch_levels(d: DiscoveryData) -> dict[str, int]:
 def port_role(level: int, link: Link | None, levels: dict[str, int]) -> str:
     if link is None:
         return "unconnected"
+    if link.remote_type == "External":
+        return "external"
     if link.remote_type != "Switch":
         return "host"
     return "up" if levels.get(link.remote_guid, 0) > level else "down"
@@ -300,6 +319,10 @@ class FabricPort:
     name: str = ""                   # the port's label where it is not its number (Ethernet: ifName)
     pause: dict[tuple[int, str], int] = field(default_factory=dict)           # (priority, direction) -> frames
     pause_rates: dict[tuple[int, str], float] = field(default_factory=dict)   # ... -> frames/s, last two sweeps
+    # an earlier read saw this port up (InfiniBand: cabled at a discovery; Ethernet: ifOperStatus up
+    # at an earlier sweep): what a down finding may claim about its history; `seen_by` names that read
+    seen_up: bool = True
+    seen_by: str = "discovery"
 
     @property
     def label(self) -> str:

@@ -112,6 +112,7 @@ class SwitchBox:
     h: float = BOX_H
     hosts: int = 0               # host ports up
     hosts_down: int = 0          # host ports remembered, now down
+    external: int = 0            # ports to a bridge or router outside the fabric (Ethernet, LLDP capabilities)
     group: str | None = None     # the (expanded) group it belongs to
     label: str = ""              # the name without what every switch of its row shares
     findings: list[Finding] = field(default_factory=list)
@@ -308,6 +309,9 @@ def layout(sec: FabricSection, findings: Iterable[Finding], expand: Iterable[str
             if p.role == "host":
                 b.hosts += p.up
                 b.hosts_down += not p.up
+                b.down_ports.append(port)
+            elif p.role == "external":  # not a host (out of host counts), not a cable of the fabric
+                b.external += 1
                 b.down_ports.append(port)
             elif p.role == "up":
                 b.up_ports.append(port)

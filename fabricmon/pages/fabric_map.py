@@ -61,11 +61,13 @@ def _switch_tip(b: SwitchBox, sec: FabricSection, groups: Mapping[str, list[Ecmp
     active, expected = sec.uplinks.get(b.guid, (up, None))
     lines = [b.name, f"GUID 0x{b.guid}  LID {sw.lid if sw.lid is not None else '?'}  level {b.level}  {sw.nports} ports",
              f"uplinks {active}" + (f" of {expected} expected" if expected is not None else "")
-             + f", downlinks {down_links}, hosts {b.hosts}" + (f" (+{b.hosts_down} down)" if b.hosts_down else "")]
+             + f", downlinks {down_links}, hosts {b.hosts}" + (f" (+{b.hosts_down} down)" if b.hosts_down else "")
+             + (f", {b.external} to switches outside the fabric" if b.external else "")]
     for gr in groups.get(b.guid, ()):
         if gr.ratio is not None:
             lines.append(f"ECMP {gr.direction}: max/mean {gr.ratio:.2f}, utilisation {_pct(gr.utilisation)}"
-                         + (f", hot port{'s' if len(gr.hot) > 1 else ''} {', '.join(map(str, gr.hot))}"
+                         + (f", hot port{'s' if len(gr.hot) > 1 else ''} "
+                            f"{', '.join(sec.port_label(b.guid, p) for p in gr.hot)}"
                             if gr.imbalanced else ""))
     rb = sec.routes.get(b.guid)
     if rb is not None and rb.ratio is not None:
@@ -81,8 +83,9 @@ def _switch_g(b: SwitchBox, sec: FabricSection, groups: Mapping[str, list[EcmpGr
     ring = (f'<rect class="job" x="{b.x - 4:.1f}" y="{b.y - 4:.1f}" width="{b.w + 8:.0f}" height="{b.h + 8:.0f}" rx="7" '
             f'fill="none" stroke="#1565c0" stroke-width="3"/>' if job else "")
     hosts = ""
-    if b.level == 1 or b.hosts or b.hosts_down:
-        txt = f"{b.hosts} hosts" + (f", {b.hosts_down} down" if b.hosts_down else "")
+    if b.level == 1 or b.hosts or b.hosts_down or b.external:
+        txt = f"{b.hosts} hosts" + (f", {b.hosts_down} down" if b.hosts_down else "") \
+            + (f", {b.external} external" if b.external else "")
         hosts = f'<text class="small" x="{b.x + b.w / 2:.1f}" y="{b.y + b.h + 12:.1f}" text-anchor="middle">{esc(txt)}</text>'
     return (f'<g class="sw" data-switch="{esc(b.name)}" data-guid="{b.guid}" data-state="{st}" data-level="{b.level}"{job} '
             f'data-detail="/?part=switch&amp;guid={b.guid}"><title>{esc(_switch_tip(b, sec, groups))}</title>{ring}'
@@ -180,7 +183,7 @@ def _bundle_tip(bd: Bundle) -> str:
     down = sum(ln.down for ln in bd.links)
     bad = [ln for ln in bd.links if ln.state != OK]
     lines = [f"{len(bd.links)} links, busiest {_pct(bd.util)}" + (f", {down} down" if down else "")]
-    lines += [f"{STATUS_NAMES[ln.state]} {ln.a.name} [{ln.a.port}] <-> {ln.b.name} [{ln.b.port}]"
+    lines += [f"{STATUS_NAMES[ln.state]} {ln.a.name} [{ln.a.label}] <-> {ln.b.name} [{ln.b.label}]"
               + (" hot" if ln.hot else "") + (" down" if ln.down else "") + (" degraded" if ln.degraded else "")
               for ln in bad[:12]]
     if len(bad) > 12:
@@ -307,8 +310,11 @@ def switch(snap: Snapshot, query: Mapping[str, str]) -> str | None:
         errs = ", ".join(f"{k} {v}" for k, v in sorted(p.counters.items())
                          if v and (spec := ibspec.COUNTER_BY_NAME.get(k)) is not None and spec.kind != "traffic")
         why = "<br>".join([esc(f.message) for f in by_port.get(port, ())]
-                          + (["hot port of an imbalanced ECMP group"] if port in hot else []))
-        rows.append(f'<tr data-port="{port}" data-state="{state_name(st)}"><td class="num">{esc(p.label)}</td><td>{p.role}</td>'
+                          + (["hot port of an imbalanced ECMP group"] if port in hot else [])
+                          + ([esc(f"{len(sw.neighbours[port])} LLDP neighbours: " + ", ".join(sw.neighbours[port]))]
+                             if port in sw.neighbours else []))
+        rows.append(f'<tr data-port="{port}" data-state="{state_name(st)}"><td class="num">{esc(p.label)}'
+                    f'{" (" + esc(sw.lags[port]) + ")" if port in sw.lags else ""}</td><td>{p.role}</td>'
                     f'<td>{"up" if p.up else "DOWN"}</td><td>{esc(lk.rate_class)}'
                     f'{" / " + esc(p.expected) if p.expected else ""}</td>'
                     f'<td>{esc(lk.remote_name)} [{esc(lk.remote_port_label)}]</td><td class="num">{_gbps(p.tx_rate)}</td>'

@@ -13,7 +13,10 @@ Hex-STRING continued on the following lines); nothing here runs a tool.
 
 from __future__ import annotations
 
+import ipaddress
+import re
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from fabricmon.parsers.errors import ParseError
 
@@ -24,7 +27,7 @@ class OidRow:
     oid: str                 # numeric, no leading dot
     walk: str                # the walk (WALKS) it comes in
     index: str               # "ifIndex", "ifIndex.prio", "port", "lldpRem", "scalar"
-    type: str                # "string", "hex", "int", "counter32", "counter64", "gauge"
+    type: str                # "string", "octets" (raw bytes, decoded by the record), "int", "counter32", "counter64", "gauge"
     field: str               # the record field it fills (a canonical counter name for counters)
     direction: str = ""      # PFC rows: "tx" (pause frames the port sent) or "rx" (received)
 
@@ -42,6 +45,7 @@ WALKS: tuple[Walk, ...] = (
     Walk("lldp_local", "1.0.8802.1.1.2.1.3", "discovery"),
     Walk("lldp_remote", "1.0.8802.1.1.2.1.4.1", "discovery"),
     Walk("bridge_ports", "1.3.6.1.2.1.17.1.4.1", "discovery"),
+    Walk("if_stack", "1.3.6.1.2.1.31.1.2.1.3", "discovery"),
     Walk("if_table", "1.3.6.1.2.1.2.2.1", "sweep"),
     Walk("ifx_table", "1.3.6.1.2.1.31.1.1.1", "sweep"),
     Walk("pfc_ieee", "1.3.111.2.802.1.1.21.1.1.1", "sweep", "ieee8021-pfc"),
@@ -57,23 +61,28 @@ OIDS: tuple[OidRow, ...] = (
     OidRow("sysName", "1.3.6.1.2.1.1.5", "system", "scalar", "string", "sys_name"),
     # LLDP-MIB local system: the switch's stable identity
     OidRow("lldpLocChassisIdSubtype", "1.0.8802.1.1.2.1.3.1", "lldp_local", "scalar", "int", "chassis_subtype"),
-    OidRow("lldpLocChassisId", "1.0.8802.1.1.2.1.3.2", "lldp_local", "scalar", "hex", "chassis_id"),
+    OidRow("lldpLocChassisId", "1.0.8802.1.1.2.1.3.2", "lldp_local", "scalar", "octets", "chassis_id"),
     OidRow("lldpLocSysName", "1.0.8802.1.1.2.1.3.3", "lldp_local", "scalar", "string", "lldp_sys_name"),
     # lldpLocPortTable, indexed by lldpLocPortNum (not always the ifIndex: GUIDE section 9)
     OidRow("lldpLocPortIdSubtype", "1.0.8802.1.1.2.1.3.7.1.2", "lldp_local", "port", "int", "id_subtype"),
-    OidRow("lldpLocPortId", "1.0.8802.1.1.2.1.3.7.1.3", "lldp_local", "port", "string", "port_id"),
+    OidRow("lldpLocPortId", "1.0.8802.1.1.2.1.3.7.1.3", "lldp_local", "port", "octets", "port_id"),
     OidRow("lldpLocPortDesc", "1.0.8802.1.1.2.1.3.7.1.4", "lldp_local", "port", "string", "port_desc"),
     # lldpRemTable, indexed by (TimeMark, LocalPortNum, RemIndex)
     OidRow("lldpRemChassisIdSubtype", "1.0.8802.1.1.2.1.4.1.1.4", "lldp_remote", "lldpRem", "int", "chassis_subtype"),
-    OidRow("lldpRemChassisId", "1.0.8802.1.1.2.1.4.1.1.5", "lldp_remote", "lldpRem", "hex", "chassis_id"),
+    OidRow("lldpRemChassisId", "1.0.8802.1.1.2.1.4.1.1.5", "lldp_remote", "lldpRem", "octets", "chassis_id"),
     OidRow("lldpRemPortIdSubtype", "1.0.8802.1.1.2.1.4.1.1.6", "lldp_remote", "lldpRem", "int", "port_subtype"),
-    OidRow("lldpRemPortId", "1.0.8802.1.1.2.1.4.1.1.7", "lldp_remote", "lldpRem", "string", "port_id"),
+    OidRow("lldpRemPortId", "1.0.8802.1.1.2.1.4.1.1.7", "lldp_remote", "lldpRem", "octets", "port_id"),
     OidRow("lldpRemPortDesc", "1.0.8802.1.1.2.1.4.1.1.8", "lldp_remote", "lldpRem", "string", "port_desc"),
     OidRow("lldpRemSysName", "1.0.8802.1.1.2.1.4.1.1.9", "lldp_remote", "lldpRem", "string", "sys_name"),
+    # BITS: other(0) repeater(1) bridge(2) wlan(3) router(4) ..., bit 0 the high bit of the first octet
+    OidRow("lldpRemSysCapEnabled", "1.0.8802.1.1.2.1.4.1.1.12", "lldp_remote", "lldpRem", "octets", "caps"),
     # BRIDGE-MIB dot1dBasePortIfIndex: bridge port number -> ifIndex
     OidRow("dot1dBasePortIfIndex", "1.3.6.1.2.1.17.1.4.1.2", "bridge_ports", "port", "int", "if_index"),
+    # IF-MIB ifStackTable ifStackStatus, indexed by (higher, lower) ifIndex: a LAG above its members
+    OidRow("ifStackStatus", "1.3.6.1.2.1.31.1.2.1.3", "if_stack", "ifStack", "int", "stack"),
     # IF-MIB ifTable (32-bit error and discard counters wrap)
     OidRow("ifDescr", "1.3.6.1.2.1.2.2.1.2", "if_table", "ifIndex", "string", "descr"),
+    OidRow("ifType", "1.3.6.1.2.1.2.2.1.3", "if_table", "ifIndex", "int", "type"),
     OidRow("ifOperStatus", "1.3.6.1.2.1.2.2.1.8", "if_table", "ifIndex", "int", "oper_status"),
     OidRow("ifInDiscards", "1.3.6.1.2.1.2.2.1.13", "if_table", "ifIndex", "counter32", "receive_discards"),
     OidRow("ifInErrors", "1.3.6.1.2.1.2.2.1.14", "if_table", "ifIndex", "counter32", "receive_errors"),
@@ -86,6 +95,7 @@ OIDS: tuple[OidRow, ...] = (
     OidRow("ifHCOutUcastPkts", "1.3.6.1.2.1.31.1.1.1.11", "ifx_table", "ifIndex", "counter64",
            "transmit_unicast_packets"),
     OidRow("ifHighSpeed", "1.3.6.1.2.1.31.1.1.1.15", "ifx_table", "ifIndex", "gauge", "speed_mbps"),
+    OidRow("ifConnectorPresent", "1.3.6.1.2.1.31.1.1.1.17", "ifx_table", "ifIndex", "int", "connector"),
     OidRow("ifAlias", "1.3.6.1.2.1.31.1.1.1.18", "ifx_table", "ifIndex", "string", "alias"),
     # PFC (802.1Qbb) pause frames, one pair of rows per MIB. IEEE8021-PFC-MIB counts per port only
     # (its rows carry priority -1: exported as priority "all").
@@ -144,19 +154,26 @@ def _value(typ: str, text: str, want: str) -> int | str | None:
                 return int(m[1].rstrip(")"))
             raise ParseError(f"not a number: {text[:60]!r}") from None
     if typ == "Hex-STRING":
-        raw = bytes.fromhex(text.replace(" ", ""))
-        if want == "hex":
+        try:
+            raw = bytes.fromhex(text.replace(" ", ""))
+        except ValueError:
+            raise ParseError(f"not a Hex-STRING: {text[:60]!r}") from None
+        if want == "octets":
+            return Octets(raw, False)
+        try:                        # UTF-8 text (net-snmp prints only ASCII as STRING), else hex
+            text = raw.decode("utf-8").rstrip("\x00")
+        except UnicodeDecodeError:
             return ":".join(f"{b:02x}" for b in raw)
-        return raw.decode("utf-8", "replace").rstrip("\x00")
+        return text if text.isprintable() else ":".join(f"{b:02x}" for b in raw)
     s = text
     if len(s) >= 2 and s[0] == '"' and s[-1] == '"':
         s = s[1:-1].replace('\\"', '"').replace("\\\\", "\\")
-    if want == "hex":           # a chassis ID that printed as text: the text is its identity
-        return s
+    if want == "octets":        # printed as text: the agent's octets were printable
+        return Octets(s.encode("utf-8", "surrogateescape"), True)
     return s
 
 
-_INDEX_LEN = {"ifIndex": 1, "ifIndex.prio": 2, "port": 1, "lldpRem": 3, "scalar": 1}
+_INDEX_LEN = {"ifIndex": 1, "ifIndex.prio": 2, "port": 1, "lldpRem": 3, "scalar": 1, "ifStack": 2}
 # walk -> (row OID -> row, the index lengths its rows have): a line finds its row by one dict lookup
 _ROW_LOOKUP = {w: ({r.oid: r for r in rows}, sorted({_INDEX_LEN[r.index] for r in rows}))
                for w, rows in ROWS_BY_WALK.items()}
@@ -192,24 +209,140 @@ def parse_walk(walk: str, text: str) -> list[tuple[OidRow, tuple[int, ...], int 
     return out
 
 
+# --- LLDP IDs, decoded by their subtype -----------------------------------------------------
+
+class Octets(NamedTuple):
+    """An OCTET STRING as the agent sent it, and whether the tool printed it as text (printable)."""
+    raw: bytes
+    text: bool
+
+
+# LLDP-MIB subtypes (IEEE 802.1AB): chassis ID 4 = MAC, 5 = network address; port ID 3 = MAC,
+# 4 = network address; the others name something (alias, interface name, local) and read as text
+CHASSIS_MAC, CHASSIS_ADDRESS = 4, 5
+PORT_MAC, PORT_ADDRESS = 3, 4
+PORT_NAME_SUBTYPES = (1, 5, 7)           # interfaceAlias, interfaceName, local
+_MAC_TEXT = re.compile(r"^([0-9A-Fa-f]{1,2})([:\- ])([0-9A-Fa-f]{1,2})(?:\2[0-9A-Fa-f]{1,2}){4}$")
+_PRINTABLE = frozenset(range(0x20, 0x7F))
+
+
+def _hex(raw: bytes) -> str:
+    return ":".join(f"{b:02x}" for b in raw)
+
+
+def _mac_of_text(text: str) -> str | None:
+    """A MAC that a recording or an agent gives as text ("74:86:e2:0a:0c:04", "e4 f0 04 fb 1f fb",
+    "0:1c:73:b3:bd:72") -> aa:bb:cc:dd:ee:ff; None if it is not one."""
+    t = text.strip()
+    if _MAC_TEXT.match(t):
+        return ":".join(f"{int(x, 16):02x}" for x in re.split(r"[:\- ]", t))
+    if len(t) == 12 and all(c in "0123456789abcdefABCDEF" for c in t):
+        return _hex(bytes.fromhex(t))
+    return None
+
+
+def _address(raw: bytes) -> str | None:
+    """A network-address ID: one octet of IANA address family (1 IPv4, 2 IPv6), then the address."""
+    if len(raw) == 5 and raw[0] == 1:
+        return str(ipaddress.IPv4Address(raw[1:]))
+    if len(raw) == 17 and raw[0] == 2:
+        return str(ipaddress.IPv6Address(raw[1:]))
+    return None
+
+
+def decode_id(subtype: int | None, value: Octets | str | None, mac: int, address: int) -> str:
+    """An LLDP chassis or port ID -> the text an operator reads: a MAC as aa:bb:cc:dd:ee:ff, a
+    network address as an IP, a name as its text, anything unprintable as colon-separated hex.
+    Empty (or absent) -> "" (no ID, never "0"). `mac`/`address`: the subtypes that mean MAC and
+    network address for this kind of ID (chassis 4/5, port 3/4)."""
+    if value is None:
+        return ""
+    if isinstance(value, str):
+        value = Octets(value.encode("utf-8", "surrogateescape"), True)
+    raw = value.raw
+    if not raw:
+        return ""
+    printable = _PRINTABLE.issuperset(raw)
+    if subtype == mac or (subtype is None and len(raw) == 6 and not printable):
+        if len(raw) == 6 and not value.text:
+            return _hex(raw)
+        if printable:                   # printed as text: a MAC written out, else what it says
+            m = _mac_of_text(raw.decode("ascii"))
+            if m is not None:
+                return m
+    if subtype == address and not value.text:
+        ip = _address(raw)
+        if ip is not None:
+            return ip
+    if printable:
+        return raw.decode("ascii").strip()
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return _hex(raw)
+    return text.strip() if text.isprintable() else _hex(raw)
+
+
+# lldpRemSysCapEnabled (BITS): bit n is (0x80 >> n) of the first octet
+CAP_BITS = {"other": 0x80, "repeater": 0x40, "bridge": 0x20, "wlan": 0x10, "router": 0x08, "telephone": 0x04,
+            "docsis": 0x02, "station": 0x01}
+
+
+def decode_caps(value: Octets | None) -> frozenset[str] | None:
+    """lldpRemSysCapEnabled -> the capability names it sets; None when unknown (absent, or a
+    recording that stores it as text such as "28 00 2 4": more than the two octets BITS has, or
+    only hex digits)."""
+    if value is None or not value.raw or len(value.raw) > 2:
+        return None
+    if value.text and all(chr(b) in "0123456789abcdefABCDEF " for b in value.raw):
+        return None
+    first = value.raw[0]
+    return frozenset(n for n, bit in CAP_BITS.items() if first & bit)
+
+
 # --- records ----------------------------------------------------------------------------------
 
 @dataclass(slots=True)
 class LldpNeighbour:
     local_port_num: int              # lldpRemLocalPortNum (as the switch numbers its LLDP ports)
-    chassis_id: str
-    port_id: str
+    chassis_id: str                  # decoded (decode_id): a MAC reads aa:bb:cc:dd:ee:ff
+    port_id: str                     # decoded; "" when the neighbour sent none
     port_subtype: int | None
     port_desc: str
     sys_name: str
+    caps: frozenset[str] | None = None   # lldpRemSysCapEnabled; None: unknown
+    chassis_subtype: int | None = None
 
     @property
     def port_name(self) -> str:
         """The remote port as its owner names it: the port ID when it is a name (subtype 5
-        interfaceName, 7 local, 1 ifAlias), else the port description."""
-        if self.port_subtype in (1, 5, 7) and self.port_id:
+        interfaceName, 7 local, 1 ifAlias), else the port description, else the port ID (a MAC)."""
+        if self.port_subtype in PORT_NAME_SUBTYPES and self.port_id:
             return self.port_id
         return self.port_desc or self.port_id
+
+    @property
+    def is_switch(self) -> bool:
+        """It says it bridges or routes (a switch or router, not a host); False when unknown."""
+        return bool(self.caps and self.caps & {"bridge", "router"})
+
+
+# ifType values of a physical Ethernet port (IANAifType): ethernetCsmacd, iso88023Csmacd,
+# fastEther, fastEtherFX, gigabitEthernet. LAGs (161), SVIs (135, 136), loopbacks (24), tunnels
+# (131), Junos logical units (53 propVirtual) and everything else are not fabric ports.
+PHYSICAL_IFTYPES = frozenset((6, 7, 62, 69, 117))
+IFTYPE_NAMES = {1: "other", 24: "softwareLoopback", 53: "propVirtual", 131: "tunnel", 135: "l2vlan",
+                136: "l3ipvlan", 150: "mplsTunnel", 161: "ieee8023adLag"}
+
+
+@dataclass(slots=True)
+class PortSet:
+    """A switch's fabric ports: ifIndex -> its unique `port` label, and every other interface
+    with the reason it is not one (virtual, no connector, a management port)."""
+    labels: dict[int, str] = field(default_factory=dict)
+    excluded: dict[int, str] = field(default_factory=dict)
+    disambiguated: int = 0           # fabric ports whose name is shared, labelled <name>#<ifIndex>
+    lags: dict[int, str] = field(default_factory=dict)   # fabric port -> the LAG it is a member of (its name)
 
 
 @dataclass(slots=True)
@@ -217,11 +350,53 @@ class SwitchIdentity:
     """What discovery reads once per switch: names, LLDP and the port tables to join them."""
     sys_name: str = ""
     chassis_id: str = ""
+    chassis_subtype: int | None = None
     ifaces: dict[int, dict[str, int | str]] = field(default_factory=dict)       # ifIndex -> fields
     lldp_ports: dict[int, dict[str, int | str]] = field(default_factory=dict)   # lldpLocPortNum -> fields
     bridge_ports: dict[int, int] = field(default_factory=dict)                  # dot1dBasePort -> ifIndex
     neighbours: list[LldpNeighbour] = field(default_factory=list)
     pfc_walk: str = ""               # the PFC walk the switch answers ("" none)
+    stack: set[tuple[int, int]] = field(default_factory=set)   # ifStackTable (higher, lower), active rows
+
+    def base_name(self, if_index: int) -> str:
+        """An interface's name: ifName, else ifDescr, else "ifIndex N"."""
+        f = self.ifaces.get(if_index, {})
+        return str(f.get("name") or f.get("descr") or f"ifIndex {if_index}")
+
+    def fabric_ports(self, exclude: tuple[str, ...] | list[str] = ()) -> PortSet:
+        """The port model: a fabric port is a physical interface (ifType ethernetCsmacd and the
+        like; ifConnectorPresent true where the switch gives it) whose name matches none of the
+        `exclude` regexes (matched whole). Its label is its name (base_name) when no other fabric
+        port of the switch has it, else `<name>#<ifIndex>`: stable, and unique per switch."""
+        pats = [re.compile(p) for p in exclude]
+        out = PortSet()
+        kept: list[int] = []
+        for i in sorted(self.ifaces):
+            f = self.ifaces[i]
+            t = f.get("type")
+            name = self.base_name(i)
+            if isinstance(t, int) and t not in PHYSICAL_IFTYPES:
+                out.excluded[i] = f"virtual (ifType {IFTYPE_NAMES.get(t, t)})"
+            elif f.get("connector") == 2:
+                out.excluded[i] = "no connector (ifConnectorPresent false)"
+            elif any(p.fullmatch(name) or p.fullmatch(str(f.get("descr") or "")) for p in pats):
+                out.excluded[i] = "management port (fabric.ethernet.exclude_ports)"
+            else:
+                kept.append(i)
+        count: dict[str, int] = {}
+        for i in kept:
+            count[self.base_name(i)] = count.get(self.base_name(i), 0) + 1
+        for i in kept:
+            name = self.base_name(i)
+            if count[name] > 1:
+                out.labels[i] = f"{name}#{i}"
+                out.disambiguated += 1
+            else:
+                out.labels[i] = name
+        for higher, lower in self.stack:    # a LAG's members: fabric ports that carry its name
+            if lower in out.labels and self.ifaces.get(higher, {}).get("type") == 161:
+                out.lags[lower] = self.base_name(higher)
+        return out
 
     def if_index_of_lldp_port(self, num: int) -> int | None:
         """The trap (GUIDE section 9): lldpLocPortNum is not always the ifIndex. First the local
@@ -262,10 +437,15 @@ class SwitchIdentity:
         return None
 
 
+_IF_FIELDS = frozenset(("name", "descr", "alias", "speed_mbps", "oper_status", "type", "connector"))
+
+
 def identity_from_walks(texts: dict[str, str]) -> SwitchIdentity:
-    """Discovery: the walks' texts (by walk name) -> the switch's identity."""
+    """Discovery: the walks' texts (by walk name) -> the switch's identity. LLDP IDs are decoded
+    by their subtype (decode_id); an entry without a chassis ID is no neighbour."""
     ident = SwitchIdentity()
-    rem: dict[tuple[int, ...], dict[str, int | str]] = {}
+    rem: dict[tuple[int, ...], dict[str, object]] = {}
+    scalars: dict[str, object] = {}
     for walk, text in texts.items():
         if walk in WALK_BY_NAME and WALK_BY_NAME[walk].vendor:
             if any(True for _ in parse_walk(walk, text)):
@@ -274,23 +454,36 @@ def identity_from_walks(texts: dict[str, str]) -> SwitchIdentity:
         for row, index, value in parse_walk(walk, text):
             if row.index == "scalar":
                 if index == (0,):
-                    setattr(ident, row.field, value) if row.field in ("sys_name", "chassis_id") else None
+                    scalars[row.field] = value
             elif row.walk == "bridge_ports":
                 ident.bridge_ports[index[0]] = int(value)
+            elif row.walk == "if_stack":
+                if len(index) == 2 and value == 1 and index[0] and index[1]:    # active(1); 0: top/bottom
+                    ident.stack.add((index[0], index[1]))
             elif row.index == "port":
                 ident.lldp_ports.setdefault(index[0], {})[row.field] = value
             elif row.index == "lldpRem" and len(index) == 3:
                 rem.setdefault(index, {})[row.field] = value
-            elif row.index == "ifIndex" and len(index) == 1 and row.field in ("name", "descr", "alias",
-                                                                              "speed_mbps", "oper_status"):
+            elif row.index == "ifIndex" and len(index) == 1 and row.field in _IF_FIELDS:
                 ident.ifaces.setdefault(index[0], {})[row.field] = value
+    ident.sys_name = str(scalars.get("sys_name", "") or "").strip()
+    sub = scalars.get("chassis_subtype")
+    ident.chassis_subtype = sub if isinstance(sub, int) else None
+    ident.chassis_id = decode_id(ident.chassis_subtype, scalars.get("chassis_id"), CHASSIS_MAC, CHASSIS_ADDRESS)
+    for f in ident.lldp_ports.values():
+        sub = f.get("id_subtype")
+        f["port_id"] = decode_id(sub if isinstance(sub, int) else None, f.get("port_id"), PORT_MAC, PORT_ADDRESS)
     for (_, local, _), f in sorted(rem.items(), key=lambda kv: (kv[0][1], kv[0][2], kv[0][0])):
-        if not f.get("chassis_id"):
+        csub = f.get("chassis_subtype") if isinstance(f.get("chassis_subtype"), int) else None
+        chassis = decode_id(csub, f.get("chassis_id"), CHASSIS_MAC, CHASSIS_ADDRESS)
+        if not chassis:
             continue
+        psub = f.get("port_subtype") if isinstance(f.get("port_subtype"), int) else None
+        caps = f.get("caps")
         ident.neighbours.append(LldpNeighbour(
-            local, str(f["chassis_id"]), str(f.get("port_id", "")),
-            int(f["port_subtype"]) if "port_subtype" in f else None,
-            str(f.get("port_desc", "")), str(f.get("sys_name", ""))))
+            local, chassis, decode_id(psub, f.get("port_id"), PORT_MAC, PORT_ADDRESS), psub,
+            str(f.get("port_desc", "")).strip(), str(f.get("sys_name", "")).strip(),
+            decode_caps(caps if isinstance(caps, Octets) else None), csub))
     return ident
 
 
@@ -335,6 +528,7 @@ def counters_from_walks(texts: dict[str, str]) -> SwitchCounters:
     return sc
 
 
-__all__ = ["ALL_PRIORITIES", "OIDS", "PFC_WALKS", "WALKS", "WALK_BY_NAME", "LldpNeighbour", "OidRow",
+__all__ = ["ALL_PRIORITIES", "CAP_BITS", "OIDS", "PFC_WALKS", "PHYSICAL_IFTYPES", "WALKS", "WALK_BY_NAME",
+           "LldpNeighbour", "Octets", "OidRow", "PortSet", "decode_caps", "decode_id",
            "SWEEP_COLUMNS", "SwitchCounters", "SwitchIdentity", "Walk", "counters_from_walks", "identity_from_walks",
            "parse_lines", "parse_walk"]

@@ -101,6 +101,8 @@ class FabricModel:
         self._view_complete = False                              # some discovery so far was complete
         # the last read of each cabled port's link state: (up, data time); the newest read wins
         self._link_state: dict[tuple[str, int], tuple[bool, float]] = {}
+        self._seen_up: set[tuple[str, int]] = set()     # ports a sweep has read up
+        self._discovery_reads_state = True      # the last discovery's links are evidence of their state
         # per switch: the last sweeps' (unanswered, queries, what failed), and the data time of its last full read
         self._reads: dict[str, deque[SweepRead]] = {}
         self._last_read: dict[str, float] = {}
@@ -123,16 +125,19 @@ class FabricModel:
             self._log_changes(self._topo, topo)
         self._view, self._view_complete = view, self._view_complete or data.complete
         reached = {(g, p) for g, sw in data.switches.items() for p in sw.links}
+        # a discovery that sees a link only while it is up is evidence of its state (ibnetdiscover);
+        # one that is not (LLDP: DiscoveryData.links_are_up) leaves the state to the sweep's reads
+        self._discovery_reads_state = evidence = data.links_are_up
         for key, p in topo.ports.items():
             if p.link is not None:
                 self._remembered[key] = p
                 self._seen[key] = st.data_time
-                if key in reached:          # seen cabled now: up, unless a later read says otherwise
+                if key in reached and evidence:   # seen cabled now: up, unless a later read says otherwise
                     self._read_state(key, True, st.data_time)
         for key in self._remembered:
             if key not in topo.ports or topo.ports[key].link is None:
                 topo.down_links[key] = self._remembered[key].link
-                if data.complete:           # gone from a complete discovery: positive evidence
+                if data.complete and evidence:    # gone from a complete discovery: positive evidence
                     self._read_state(key, False, st.data_time)
         max_age = self.config.fabric.down_port_max_age
         if max_age is not None:         # a port down for longer than the age limit is forgotten
@@ -255,9 +260,15 @@ class FabricModel:
             self._prev_sweep_time, self._sweep_time = self._sweep_time, sweep_st.data_time
             for key, up in sweep.link_up.items():
                 self._read_state(key, up, sweep_st.data_time)
+                if up:
+                    self._seen_up.add(key)
+            self._seen_up &= set(sec.ports)
             self._note_reads(sweep, sweep_st.data_time, sec)
         findings: list[Finding] = []
         self._apply_state(sec)
+        if not self._discovery_reads_state:     # a first discovery claims no history: only a sweep that saw it up
+            for key, p in sec.ports.items():
+                p.seen_up, p.seen_by = key in self._seen_up, "sweep"
         if sweep is not None:
             sec.counter_scale = dict(sweep.scale)
             sec.link_state_method = sweep.state_method
@@ -309,12 +320,16 @@ class FabricModel:
         return {"fabric": sec, "jobs": jobs}, findings
 
     def _apply_state(self, sec: FabricSection) -> None:
-        """Each cabled port's state is its newest read (a sweep's PortInfo or ifOperStatus, or the
-        discovery that saw it cabled); a port not read keeps its last known state, never turns down
+        """Each port's state is its newest read (a sweep's PortInfo or ifOperStatus, or the
+        discovery that saw it cabled; a port without a neighbour has only the sweep's read, and no
+        neighbour never means down); a port not read keeps its last known state, never turns down
         for lack of an answer. The peer's newer read counts too: a switch-to-switch link whose far
         end reads down is down (a read of the same time: down if either end says so)."""
         for key, p in sec.ports.items():
-            if p.link is None:
+            if p.link is None:              # no neighbour: its state is still the switch's (ifOperStatus)
+                own = self._link_state.get(key)
+                if own is not None:
+                    p.up = own[0]
                 continue
             own = self._link_state.get(key)
             peer = self._link_state.get((p.link.remote_guid, p.link.remote_port)) \

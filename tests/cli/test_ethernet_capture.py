@@ -10,7 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from helpers import REPO, unavailable
+from helpers import REPO, duplicate_series, unavailable
 
 from fabricmon.sim.ethernet import SnmpSimFabric, leaf_spine, tools_available
 
@@ -35,6 +35,7 @@ def test_the_ethernet_bundle_replays_promtool_clean_and_documented() -> None:
                      r'switch_guid="0c:42:a1:00:02:01"\} [1-9]', body)
     assert 'fabricmon_fabric_switch_unresponsive{switch="leaf02",switch_guid="0c:42:a1:00:02:01"} 0.0' in body
     assert 'fabricmon_source_up{source="sweep"} 1.0' in body
+    assert duplicate_series(body) == []
     p = subprocess.run(["promtool", "check", "metrics"], input=body, capture_output=True, text=True) \
         if _have("promtool") else None
     if p is None:

@@ -9,9 +9,14 @@ only itself: its error is counted (timeout, or a wrong credential) and it keeps 
 had at its last answer (so its links are not called gone); one that never answered shows as
 unreachable under its address.
 
-The graph: a neighbour whose chassis ID is one of the configured switches' is a switch link
-(its port joined by name on that switch), anything else is a host. The local port of an LLDP
-entry is joined to its interface by the rule of GUIDE section 9 (SwitchIdentity.if_index_of_lldp_port).
+The graph (build_graph): a switch's ports are its fabric ports only (the port model of
+parsers.snmp.SwitchIdentity.fabric_ports: physical interfaces, management ports excluded by
+`fabric.ethernet.exclude_ports`), each labelled uniquely. A neighbour whose chassis ID is one of the
+configured switches' is a switch link (its port joined by name on that switch); one that says it
+bridges or routes (lldpRemSysCapEnabled) is an `External` switch outside the fabric; anything else
+is a host. The local port of an LLDP entry is joined to its interface by the rule of GUIDE section 9
+(SwitchIdentity.if_index_of_lldp_port). A switch is named by switch_names (its address added where
+its sysName does not tell it apart). docs/ethernet.md describes the model.
 """
 
 from __future__ import annotations
@@ -19,6 +24,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
+import structlog
+
+from fabricmon.sources.ethernet.settings import DEFAULT_EXCLUDE_PORTS
 from fabricmon.host.io import HostIO
 from fabricmon.model.fabric import DiscoveryData, Link, SwitchNode
 from fabricmon.parsers.errors import ParseError
@@ -26,7 +34,9 @@ from fabricmon.parsers.snmp import PFC_WALKS, WALK_BY_NAME, SwitchIdentity, iden
 from fabricmon.pipeline.source import Inputs, Source, SourceOutput, register
 from fabricmon.sources.ethernet.snmp import SnmpAccess, failure
 
-IDENTITY_WALKS = ("system", "lldp_local", "lldp_remote", "bridge_ports", "if_table", "ifx_table")
+log = structlog.get_logger("fabricmon.fabric")
+
+IDENTITY_WALKS = ("system", "lldp_local", "lldp_remote", "bridge_ports", "if_stack", "if_table", "ifx_table")
 
 
 def read_identity(access: SnmpAccess, io: HostIO, address: str, timeout: Callable[[], float]
@@ -40,7 +50,7 @@ def read_identity(access: SnmpAccess, io: HostIO, address: str, timeout: Callabl
         if err is not None:
             if name == "system" or err[0] == "timeout":
                 return None, err
-            continue                 # an optional table the switch refuses (BRIDGE-MIB on a router)
+            continue                 # an optional table the switch refuses (BRIDGE-MIB on a router, ifStackTable)
         texts[name] = res.stdout
     for w in PFC_WALKS:              # the first PFC MIB that answers is the one the sweep reads
         res = access.walk(io, address, w.root, timeout())
@@ -53,29 +63,81 @@ def read_identity(access: SnmpAccess, io: HostIO, address: str, timeout: Callabl
         return None, ("parse", str(exc))
 
 
-def build_graph(idents: dict[str, SwitchIdentity], unreachable: dict[str, str]) -> DiscoveryData:
-    """Switch identities (by address) -> the fabric graph."""
-    d = DiscoveryData()
+# sysNames that do not tell one switch from another: a switch with one of these (or with none, or
+# with the same sysName as another configured switch) is named "<sysName> (<address>)"
+DEFAULT_SYS_NAMES = frozenset(("sonic", "switch", "localhost", "localhost.localdomain", "cumulus", "os10",
+                               "arista", "dell", "default", "router"))
+
+
+def switch_names(idents: dict[str, SwitchIdentity]) -> dict[str, str]:
+    """address -> the name an operator can use: the sysName when it tells the switch apart, else
+    the sysName with the configured address, or the address alone when the sysName is empty."""
+    count: dict[str, int] = {}
+    for ident in idents.values():
+        key = ident.sys_name.casefold()
+        count[key] = count.get(key, 0) + 1
+    out = {}
+    for address, ident in idents.items():
+        name = ident.sys_name
+        if not name:
+            out[address] = address
+        elif name.casefold() in DEFAULT_SYS_NAMES or count[name.casefold()] > 1:
+            out[address] = f"{name} ({address})"
+        else:
+            out[address] = name
+    return out
+
+
+def _describe(n) -> str:
+    return f"{n.sys_name or n.chassis_id}[{n.port_name or '?'}] ({n.chassis_id})"
+
+
+def build_graph(idents: dict[str, SwitchIdentity], unreachable: dict[str, str],
+                exclude: tuple[str, ...] = DEFAULT_EXCLUDE_PORTS) -> DiscoveryData:
+    """Switch identities (by address) -> the fabric graph. Only fabric ports (the port model:
+    SwitchIdentity.fabric_ports) are ports of a switch. A port's LLDP neighbours are all kept: its
+    link is the neighbour that is a configured switch, else one that says it bridges or routes,
+    else the first; a port with several keeps every one in SwitchNode.neighbours. A neighbour that
+    is not a configured switch is a host, or `External` when its capabilities say bridge or router."""
+    d = DiscoveryData(links_are_up=False)      # LLDP is no evidence of a link's state
+    names = switch_names(idents)
     by_chassis: dict[str, tuple[str, SwitchIdentity]] = {}
+    guid_of: dict[str, str] = {}
     for address, ident in idents.items():
         guid = ident.chassis_id or address
+        if guid in by_chassis:          # two switches with one chassis ID: the second by its address
+            guid = address
         by_chassis[guid] = (address, ident)
+        guid_of[address] = guid
+    portsets = {address: ident.fabric_ports(exclude) for address, ident in idents.items()}
     for guid, (address, ident) in sorted(by_chassis.items()):
-        names = {i: str(f.get("name") or f.get("descr") or i) for i, f in ident.ifaces.items()}
-        sw = SwitchNode(guid, ident.sys_name or address, len(names), None, kind="ethernet", port_names=names,
-                        address=address, counter_tables=(ident.pfc_walk,) if ident.pfc_walk else ())
+        ports = portsets[address]
+        excluded = {ident.base_name(i): why for i, why in ports.excluded.items()}
+        sw = SwitchNode(guid, names[address], len(ports.labels), None, kind="ethernet", port_names=dict(ports.labels),
+                        address=address, counter_tables=(ident.pfc_walk,) if ident.pfc_walk else (),
+                        excluded_ports=excluded, lags=dict(ports.lags))
+        on_port: dict[int, list] = {}
         for n in ident.neighbours:
             local = ident.if_index_of_lldp_port(n.local_port_num)
-            if local is None or local in sw.links:
-                continue
+            if local is None or local not in ports.labels:
+                continue                # not a fabric port (a management port, a LAG): not a link
+            on_port.setdefault(local, []).append(n)
+        for local, ns in sorted(on_port.items()):
+            if len(ns) > 1:
+                sw.neighbours[local] = tuple(_describe(n) for n in ns)
+            n = next((n for n in ns if n.chassis_id in by_chassis and n.chassis_id != guid), None) \
+                or next((n for n in ns if n.is_switch), ns[0])
             speed = ident.ifaces.get(local, {}).get("speed_mbps")
             mbps = int(speed) if isinstance(speed, int) and speed > 0 else None
             if n.chassis_id in by_chassis and n.chassis_id != guid:
-                other = by_chassis[n.chassis_id][1]
+                oaddr, other = by_chassis[n.chassis_id]
                 rport = other.if_index_of_advertised(n.port_id, n.port_desc) or 0
-                rname = str(other.ifaces.get(rport, {}).get("name") or n.port_name) if rport else n.port_name
-                sw.links[local] = Link(local, n.chassis_id, rport, "Switch", other.sys_name or n.sys_name,
-                                       None, None, rate_mbps=mbps, remote_port_name=rname)
+                rname = portsets[oaddr].labels.get(rport) or (other.base_name(rport) if rport else n.port_name)
+                sw.links[local] = Link(local, n.chassis_id, rport, "Switch", names[oaddr], None, None,
+                                       rate_mbps=mbps, remote_port_name=rname)
+            elif n.is_switch:
+                sw.links[local] = Link(local, n.chassis_id, 0, "External", n.sys_name or n.chassis_id, None, None,
+                                       rate_mbps=mbps, remote_port_name=n.port_name)
             else:
                 host = n.sys_name or n.chassis_id
                 sw.links[local] = Link(local, n.chassis_id, 0, "Host", host, None, None, rate_mbps=mbps,
@@ -96,6 +158,7 @@ class SnmpDiscoverySource(Source):
         super().__init__(config, sc)
         self.access = SnmpAccess(config.fabric.ethernet.snmp)
         self._last: dict[str, SwitchIdentity] = {}       # address -> identity at its last answer
+        self._reported: dict[tuple[str, int], tuple[str, ...]] = {}   # (guid, port) -> neighbours logged
 
     def collect(self, io: HostIO, inputs: Inputs) -> SourceOutput:
         out = SourceOutput()
@@ -122,16 +185,28 @@ class SnmpDiscoverySource(Source):
             if address in self._last:                        # keeps what it was; the sweep says it is unread
                 idents[address] = self._last[address]
             unreachable[address] = msg
-        data = build_graph(idents, unreachable)
+        data = build_graph(idents, unreachable, tuple(eth.exclude_ports))
+        self._report(data)
         for address, msg in unreachable.items():
             guid = next((g for g, sw in data.switches.items() if sw.address == address), address)
             data.unreachable[guid] = msg
         out.data = data
         return out
 
+    def _report(self, data: DiscoveryData) -> None:
+        """Ports with several LLDP neighbours, logged when that changes (never dropped silently)."""
+        now = {(g, p): ns for g, sw in data.switches.items() for p, ns in sw.neighbours.items()}
+        for (g, p), ns in sorted(now.items()):
+            if self._reported.get((g, p)) != ns:
+                sw = data.switches[g]
+                log.warning("several LLDP neighbours on one switch port", switch=sw.name, switch_guid=g,
+                            port=sw.port_name(p), neighbours=list(ns), link=sw.links[p].remote_name)
+        self._reported = now
+
     def close(self) -> None:
         self.access.close()
         super().close()
 
 
-__all__ = ["IDENTITY_WALKS", "SnmpDiscoverySource", "build_graph", "read_identity"]
+__all__ = ["DEFAULT_SYS_NAMES", "IDENTITY_WALKS", "SnmpDiscoverySource", "build_graph", "read_identity",
+           "switch_names"]

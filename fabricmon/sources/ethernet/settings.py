@@ -22,8 +22,9 @@ from fabricmon.schema import (ConfigError, Context, Schema, choice, integer, lis
 SNMP_AUTH_PROTOCOLS = ("MD5", "SHA", "SHA224", "SHA256", "SHA384", "SHA512")
 SNMP_PRIV_PROTOCOLS = ("DES", "AES", "AES192", "AES256", "AES192C", "AES256C")   # C: Cisco's key extension
 SNMP_SECRETS = ("community", "auth_password", "priv_password")
-# management interfaces that carry no RoCE traffic: not swept (regular expressions on the whole ifName)
-DEFAULT_EXCLUDE_PORTS = ("eth0", "mgmt.*", "Management.*", "em0")
+# management ports carry LLDP neighbours too (GUIDE section 9) but no RoCE traffic: SONiC/Cumulus eth0,
+# Dell OS10 mgmt1/1/1, Arista Management1, Dell OS9 ManagementEthernet 1/1, Junos em0
+DEFAULT_EXCLUDE_PORTS: tuple[str, ...] = ("eth0", "mgmt.*", "Management.*", "em0")
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,7 +54,8 @@ class EthernetConfig:
     concurrency: int = 16                # switches read at once
     pfc_storm_rate: float = 1000.0       # pause frames/s on one port, priority and direction ...
     pfc_storm_sweeps: int = 2            # ... for this many sweeps in a row: a PFC storm
-    exclude_ports: tuple[str, ...] = DEFAULT_EXCLUDE_PORTS     # ifName regexes (re.fullmatch) never swept
+    # interfaces that are never fabric ports: regexes matched whole against the ifName (else ifDescr)
+    exclude_ports: tuple[str, ...] = DEFAULT_EXCLUDE_PORTS
 
 
 # --- fabric.ethernet.snmp ------------------------------------------------------------------
@@ -215,8 +217,9 @@ SCHEMA = Schema(
         number("pfc_storm_rate", _D.pfc_storm_rate, "pause frames/s on one port, priority and direction ...", lo=0),
         integer("pfc_storm_sweeps", _D.pfc_storm_sweeps,
                 "... for this many sweeps in a row: a PFC storm (`pfc_storm`)", lo=1, hi=1000),
-        listing("exclude_ports", _D.exclude_ports, "management ports never swept: regular expressions "
-                "matched against the whole ifName", _regex, "regular expressions"),
+        listing("exclude_ports", _D.exclude_ports, "interfaces that are never fabric ports (management ports): "
+                "regular expressions matched against the whole ifName (else ifDescr); see "
+                "[ethernet.md](ethernet.md#the-port-model)", _regex, "regular expressions"),
     ),
     extra=("switches_file",),
     extra_doc=(("switches_file", "path", "unset", "instead of `switches`: a file with one `host[:port]` a line "
