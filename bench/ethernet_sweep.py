@@ -14,7 +14,7 @@ every switch, 16 at a time (as Prometheus scrapes in parallel), with a hand-writ
 numeric OIDs (Debian ships none). The ratio is fabricmon's CPU per sweep over snmp_exporter's per
 round of scrapes: the target is <= 1.0 for both versions.
 
-    python bench/ethernet_sweep.py [--sizes 12,48,192] [--sweeps 3] [--hosts 16] [--versions 2c,3]
+    python bench/ethernet_sweep.py [--sizes 12,48,192] [--sweeps 3] [--hosts 16] [--versions 2c,3] [--timeout 5]
 """
 
 from __future__ import annotations
@@ -113,10 +113,11 @@ class V3SimFabric:
         shutil.rmtree(self.workdir, ignore_errors=True)
 
 
-def snmp_yml(path: Path, v3: bool = False) -> None:
+def snmp_yml(path: Path, v3: bool = False, timeout: float = 5.0) -> None:
     """One module walking the same columns, every object a metric (numeric OIDs, no MIBs)."""
     lines = ["fabric:", "  walk:"] + [f"  - {o}" for o in IF_COLS + IFX_COLS + PFC_COLS]
-    lines += [f"  version: {3 if v3 else 2}", "  max_repetitions: 25", "  retries: 0", "  timeout: 5s", "  auth:"]
+    lines += [f"  version: {3 if v3 else 2}", "  max_repetitions: 25", "  retries: 0", f"  timeout: {timeout:g}s",
+              "  auth:"]
     if v3:
         lines += [f"    username: {V3_USER}", "    security_level: authPriv", f"    password: {V3_AUTH}",
                   "    auth_protocol: SHA", "    priv_protocol: AES", f"    priv_password: {V3_PRIV}",
@@ -152,7 +153,7 @@ def fabric_size(n: int) -> tuple[int, int]:
     return spines, n - spines
 
 
-def run_size(n: int, sweeps: int, hosts: int, tmp: Path, version: str) -> dict:
+def run_size(n: int, sweeps: int, hosts: int, tmp: Path, version: str, timeout: float = 5.0) -> dict:
     spines, leaves = fabric_size(n)
     sw = leaf_spine(spines=spines, leaves=leaves, hosts_per_leaf=hosts, uplink_rate=20e9)
     for s in sw:
@@ -171,12 +172,12 @@ def run_size(n: int, sweeps: int, hosts: int, tmp: Path, version: str) -> dict:
                  "priv_protocol": "AES", "priv_password_file": str(secrets["priv"]), "context": "public"} if v3
                 else {"community_file": str(secrets["community"])})
         cfg = from_dict({"paths": {"state_dir": str(tmp / "state")},
-                         "fabric": {"kind": "ethernet", "timeouts": {"sweep": 300, "discovery": 300},
+                         "fabric": {"kind": "ethernet", "timeouts": {"sweep": 600, "discovery": 600},
                                     "ethernet": {"switches": fab.addresses(), "concurrency": 16,
-                                                 "snmp": {**snmp, "timeout": 5, "retries": 1}}}})
+                                                 "snmp": {**snmp, "timeout": timeout, "retries": 1}}}})
         io = LiveIO()
         disc = SnmpDiscoverySource(cfg, cfg.fabric.sources["discovery"])
-        out = disc.collect(io, Inputs(deadline=time.monotonic() + 300))
+        out = disc.collect(io, Inputs(deadline=time.monotonic() + 600))
         assert out.data is not None and not out.errors, out.errors
         topo = build_topology(out.data)
         sweep = SnmpSweepSource(cfg, cfg.fabric.sources["sweep"])
@@ -184,7 +185,7 @@ def run_size(n: int, sweeps: int, hosts: int, tmp: Path, version: str) -> dict:
         ours = []
         for _ in range(sweeps):
             c0, w0 = cpu_self_and_children(), time.monotonic()
-            res = sweep.collect(io, Inputs(deadline=time.monotonic() + 300, inventory=topo))
+            res = sweep.collect(io, Inputs(deadline=time.monotonic() + 600, inventory=topo))
             ours.append((cpu_self_and_children() - c0, time.monotonic() - w0))
             assert res.data is not None and not res.errors, res.errors
             values = sum(len(v) for v in res.data.ports.values()) + sum(len(v) for v in res.data.pause.values())
@@ -193,7 +194,7 @@ def run_size(n: int, sweeps: int, hosts: int, tmp: Path, version: str) -> dict:
         disc.close()
 
         yml = tmp / "snmp.yml"
-        snmp_yml(yml, v3)
+        snmp_yml(yml, v3, timeout)
         port = free_udp_ports(1)[0]      # a free TCP port is as likely; checked by the exporter's start
         exp = subprocess.Popen(["prometheus-snmp-exporter", f"--config.file={yml}",
                                 f"--web.listen-address=127.0.0.1:{port}"], stdout=subprocess.DEVNULL,
@@ -237,6 +238,8 @@ def main() -> int:
     ap.add_argument("--sweeps", type=int, default=3)
     ap.add_argument("--hosts", type=int, default=16, help="host ports per leaf")
     ap.add_argument("--versions", default="2c,3", help="SNMP versions to measure, each at every size")
+    ap.add_argument("--timeout", type=float, default=5.0,
+                    help="seconds per request, both clients (snmpsim answers slowly on a loaded machine)")
     args = ap.parse_args()
     for tool in ("snmpsimd", "snmpbulkwalk", "prometheus-snmp-exporter"):
         if shutil.which(tool) is None:
@@ -247,11 +250,12 @@ def main() -> int:
     try:
         for n in (int(x) for x in args.sizes.split(",")):
             for version in args.versions.split(","):
-                rows.append(run_size(n, args.sweeps, args.hosts, tmp, version))
+                rows.append(run_size(n, args.sweeps, args.hosts, tmp, version, args.timeout))
                 r = rows[-1]
                 print(f"{r['switches']} switches, v{version} done: ratio {r['ratio']:.2f} (values: ours {r['values']}, "
                       f"snmp_exporter {r['exporter_values']}; CPU s ours {r['cpu']:.3f}, theirs {r['exp_cpu']:.3f}; "
-                      f"wall s ours {r['wall']:.2f}, theirs {r['exp_wall']:.2f})", file=sys.stderr, flush=True)
+                      f"wall s ours {r['wall']:.2f}, theirs {r['exp_wall']:.2f}; RSS MiB ours {r['rss'] / 2**20:.0f}, "
+                      f"theirs {r['exp_rss'] / 2**20:.0f})", file=sys.stderr, flush=True)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     print("| SNMP | switches | ports | values/sweep | fabricmon sweep wall s | fabricmon CPU s/sweep (with children) | "
