@@ -20,7 +20,9 @@ back every sweep).
 from __future__ import annotations
 
 import errno
+import ipaddress
 import os
+import queue
 import selectors
 import socket
 import threading
@@ -131,11 +133,17 @@ def encode_message(community: bytes, pdu_tag: int, request_id: int, field1: int,
                    varbinds: Sequence[tuple[str | Sequence[int] | bytes, int, object]]) -> bytes:
     """An SNMPv2c message. varbinds: (OID (text, sub-ids, or encoded body bytes), value tag, value).
     For GETBULK, field1 is non-repeaters and field2 max-repetitions; otherwise error status and index."""
+    return tlv(SEQUENCE, encode_integer(VERSION_2C) + tlv(OCTET_STRING, community)
+               + encode_pdu(pdu_tag, request_id, field1, field2, varbinds))
+
+
+def encode_pdu(pdu_tag: int, request_id: int, field1: int, field2: int,
+               varbinds: Sequence[tuple[str | Sequence[int] | bytes, int, object]]) -> bytes:
+    """A PDU alone (what a v2c message and a v3 scoped PDU carry)."""
     vbs = b"".join(tlv(SEQUENCE, tlv(OID, o if isinstance(o, bytes) else oid_body(o)) + encode_value(t, v))
                    for o, t, v in varbinds)
-    pdu = tlv(pdu_tag, encode_integer(request_id) + encode_integer(field1) + encode_integer(field2)
-              + tlv(SEQUENCE, vbs))
-    return tlv(SEQUENCE, encode_integer(VERSION_2C) + tlv(OCTET_STRING, community) + pdu)
+    return tlv(pdu_tag, encode_integer(request_id) + encode_integer(field1) + encode_integer(field2)
+               + tlv(SEQUENCE, vbs))
 
 
 def encode_getbulk(community: bytes, request_id: int, max_repetitions: int, oids: Sequence[bytes],
@@ -145,7 +153,7 @@ def encode_getbulk(community: bytes, request_id: int, max_repetitions: int, oids
                           [(o, NULL, None) for o in oids])
 
 
-def _header(data: bytes, pos: int, end: int) -> tuple[int, int, int]:
+def ber_header(data: bytes, pos: int, end: int) -> tuple[int, int, int]:
     """(tag, start of contents, end of contents) of the TLV at pos, bounded by end."""
     if pos + 2 > end:
         raise BerError("truncated")
@@ -162,8 +170,8 @@ def _header(data: bytes, pos: int, end: int) -> tuple[int, int, int]:
     return tag, pos, pos + n
 
 
-def _int_at(data: bytes, pos: int, end: int) -> tuple[int, int]:
-    tag, s, e = _header(data, pos, end)
+def ber_int_at(data: bytes, pos: int, end: int) -> tuple[int, int]:
+    tag, s, e = ber_header(data, pos, end)
     if tag != INTEGER or s == e:
         raise BerError("expected an INTEGER")
     return int.from_bytes(data[s:e], "big", signed=True), e
@@ -181,25 +189,40 @@ class Response:
 
 def decode_message(data: bytes) -> Response:
     """An SNMPv1/v2c message -> its PDU, varbinds undecoded ((OID body, tag, value body)).
-    Raises BerError on anything malformed."""
+    Raises BerError on anything malformed, trailing bytes included."""
     end = len(data)
-    tag, pos, mend = _header(data, 0, end)
+    tag, pos, mend = ber_header(data, 0, end)
     if tag != SEQUENCE:
         raise BerError("not an SNMP message")
-    _version, pos = _int_at(data, pos, mend)
-    tag, s, pos = _header(data, pos, mend)
+    if mend != end:
+        raise BerError(f"{end - mend} trailing bytes after the message")
+    _version, pos = ber_int_at(data, pos, mend)
+    tag, s, pos = ber_header(data, pos, mend)
     if tag != OCTET_STRING:
         raise BerError("expected the community")
-    community = data[s:pos]
-    pdu_tag, pos, pend = _header(data, pos, mend)
-    if pdu_tag not in (GET_REQUEST, GET_NEXT_REQUEST, RESPONSE, SET_REQUEST, GET_BULK_REQUEST):
+    resp = decode_pdu(data, pos, mend)
+    resp.community = data[s:pos]
+    return resp
+
+
+_PDU_TAGS = (GET_REQUEST, GET_NEXT_REQUEST, RESPONSE, SET_REQUEST, GET_BULK_REQUEST)
+
+
+def decode_pdu(data: bytes, pos: int, end: int, tags: Sequence[int] = _PDU_TAGS) -> Response:
+    """The PDU at data[pos:end], which it must fill exactly (a v2c message's or a v3 scoped PDU's)."""
+    pdu_tag, pos, pend = ber_header(data, pos, end)
+    if pdu_tag not in tags:
         raise BerError(f"unexpected PDU type 0x{pdu_tag:02x}")
-    request_id, pos = _int_at(data, pos, pend)
-    status, pos = _int_at(data, pos, pend)
-    index, pos = _int_at(data, pos, pend)
-    tag, pos, lend = _header(data, pos, pend)
+    if pend != end:
+        raise BerError("trailing bytes after the PDU")
+    request_id, pos = ber_int_at(data, pos, pend)
+    status, pos = ber_int_at(data, pos, pend)
+    index, pos = ber_int_at(data, pos, pend)
+    tag, pos, lend = ber_header(data, pos, pend)
     if tag != SEQUENCE:
         raise BerError("expected the varbind list")
+    if lend != pend:
+        raise BerError("trailing bytes after the varbind list")
     vbs = []
     append = vbs.append
     while pos < lend:
@@ -213,7 +236,7 @@ def decode_message(data: bytes) -> Response:
             if vend > lend:
                 raise BerError("truncated")
         else:
-            _, pos, vend = _header(data, pos, lend)
+            _, pos, vend = ber_header(data, pos, lend)
         if pos + 2 > vend or data[pos] != OID:
             raise BerError("expected an OID")
         n = data[pos + 1]
@@ -223,7 +246,7 @@ def decode_message(data: bytes) -> Response:
             if pos > vend:
                 raise BerError("truncated")
         else:
-            _, s, pos = _header(data, pos, vend)
+            _, s, pos = ber_header(data, pos, vend)
             oid = data[s:pos]
         if pos + 2 > vend:
             raise BerError("truncated")
@@ -233,22 +256,34 @@ def decode_message(data: bytes) -> Response:
             if pos != vend:
                 raise BerError("bad varbind length")
         else:
-            vtag, s, pos = _header(data, pos, vend)
+            vtag, s, pos = ber_header(data, pos, vend)
+            if pos != vend:
+                raise BerError("bad varbind length")
         append((oid, vtag, data[s:pos]))
         pos = vend
-    return Response(request_id, status, index, vbs, community, pdu_tag)
+    return Response(request_id, status, index, vbs, b"", pdu_tag)
+
+
+_WIDTH = {COUNTER32: 5, GAUGE32: 5, TIMETICKS: 5, COUNTER64: 9}     # octets, a leading 0 included
+
+
+def check_width(tag: int, body: bytes) -> None:
+    """An unsigned number that fits its type (a 12-octet Counter64 does not), else BerError."""
+    w = _WIDTH[tag]
+    n = len(body)
+    if not n or n > w or (n == w and body[0]):
+        raise BerError(f"{_NUMBER_TYPE[tag]} of {n} octets" + (f" (at most {w - 1} and a leading 0)" if n else ""))
 
 
 def decode_value(tag: int, body: bytes):
     """A varbind's value as Python: int, bytes, dotted OID text, IP text, or None (NULL and the
     exceptions noSuchObject, noSuchInstance, endOfMibView)."""
     if tag == INTEGER:
-        if not body:
-            raise BerError("empty INTEGER")
+        if not 0 < len(body) <= 4:
+            raise BerError(f"INTEGER of {len(body)} octets (Integer32: 1 to 4)")
         return int.from_bytes(body, "big", signed=True)
     if tag in _UNSIGNED:
-        if not body:
-            raise BerError("empty number")
+        check_width(tag, body)
         return int.from_bytes(body, "big")
     if tag in (OCTET_STRING, OPAQUE):
         return bytes(body)
@@ -299,10 +334,17 @@ def value_text(tag: int, body: bytes) -> str:
 
 # --- walks --------------------------------------------------------------------------------------
 
+DEFAULT_MAX_ROWS = 50000
+MAX_VALUE_WARNINGS = 20      # bad values named in a walk's stderr; more are counted
+
+
 @dataclass(frozen=True, slots=True)
 class WalkSpec:
     """One walk: the subtree `root` of the switch at `address` (host[:port]), or only the given
-    columns of that table (each walked to its own end in the same requests)."""
+    columns of that table (each walked to its own end in the same requests). SNMPv2c with
+    `community`, or SNMPv3 authPriv when `usm` (a host.usm.Usm: the user's keys and the engines
+    met) is given. A column (in a subtree walk: each table column under the root) that returns
+    more than `max_rows` objects ends the walk as an error: a broken agent cannot walk us for ever."""
     address: str
     root: str
     columns: tuple[str, ...] = ()
@@ -310,11 +352,14 @@ class WalkSpec:
     timeout: float = 2.0             # seconds per request
     retries: int = 1
     max_repetitions: int = 25
+    max_rows: int = DEFAULT_MAX_ROWS
+    usm: object | None = field(default=None, repr=False, compare=False)
 
     def argv(self) -> tuple[str, ...]:
-        """What `fabric capture` records it under (no secret): a command line in net-snmp's
-        words, named for the in-process client."""
-        return (INPROCESS_PROGRAM, "-v2c", "-On", "-Oe", "-Ot", "-t", f"{self.timeout:g}", "-r",
+        """What `fabric capture` records it under (no secret, no user name): a command line in
+        net-snmp's words, named for the in-process client."""
+        sec = self.usm.argv() if self.usm is not None else ("-v2c",)
+        return (INPROCESS_PROGRAM, *sec, "-On", "-Oe", "-Ot", "-t", f"{self.timeout:g}", "-r",
                 str(self.retries), f"-Cr{self.max_repetitions}", self.address, self.root, *self.columns)
 
     def tool_argv(self) -> tuple[str, ...]:
@@ -328,6 +373,10 @@ INPROCESS_PROGRAM = "fabricmon-snmp-getbulk"
 CANCEL_CHECK = 0.1           # seconds between looks at the cancel event while waiting
 _suffix_cache: dict[bytes, tuple[str, tuple[int, ...]]] = {}
 _SUFFIX_CACHE_MAX = 1 << 16
+REPORT = 0xA8
+_USM_STATS = "1.3.6.1.6.3.15.1.1."
+_NOT_IN_TIME_WINDOW, _UNKNOWN_ENGINE_ID = 2, 4
+_V3_RESYNCS = 2              # engine re-discoveries / clock resynchronisations per walk
 
 
 def _suffix(raw: bytes) -> tuple[str, tuple[int, ...]]:
@@ -341,25 +390,28 @@ def _suffix(raw: bytes) -> tuple[str, tuple[int, ...]]:
 
 
 class _Column:
-    __slots__ = ("prefix", "text", "last", "last_subs", "lines", "done")
+    __slots__ = ("prefix", "text", "last", "last_subs", "lines", "done", "rows")
 
-    def __init__(self, oid: str):
+    def __init__(self, oid: str, subtree: bool):
         self.prefix = oid_body(oid)
         self.text = "." + oid.strip(".")
         self.last = self.prefix             # the OID the next request asks for the successor of
         self.last_subs: tuple[int, ...] = ()
         self.lines: list[str] = []
         self.done = False
+        self.rows: dict[int, int] | None = {} if subtree else None    # a subtree walk: per table column
 
 
 class _Walk:
     __slots__ = ("spec", "index", "columns", "max_rep", "request_id", "packet", "sent_at", "tries",
-                 "error", "stderr", "started", "finished", "community")
+                 "error", "stderr", "started", "finished", "community", "bad", "warnings", "bad_values",
+                 "discovering", "resyncs", "bad_auth")
 
     def __init__(self, spec: WalkSpec, index: int):
         self.spec = spec
         self.index = index
-        self.columns = [_Column(c) for c in (spec.columns or (spec.root,))]
+        subtree = not spec.columns
+        self.columns = [_Column(c, subtree) for c in (spec.columns or (spec.root,))]
         self.max_rep = max(1, spec.max_repetitions)
         self.request_id = 0
         self.packet = b""
@@ -370,6 +422,12 @@ class _Walk:
         self.started = 0.0
         self.finished = False
         self.community = spec.community.encode()
+        self.bad: str | None = None         # why the last datagram for the request in flight was dropped
+        self.warnings: list[str] = []       # values left out (wider than their type, unknown type)
+        self.bad_values = 0
+        self.discovering = False            # SNMPv3: the request in flight is an engine discovery
+        self.resyncs = 0
+        self.bad_auth = False               # SNMPv3: an answer came that failed authentication
 
     def active(self) -> list[_Column]:
         return [c for c in self.columns if not c.done]
@@ -377,8 +435,19 @@ class _Walk:
     def result(self, now: float) -> CommandResult:
         out = "".join(line for c in self.columns for line in c.lines)
         rc = None if self.error in ("timeout", "parse", "exec_error") else (1 if self.stderr else 0)
-        return CommandResult(self.spec.argv(), rc, out, self.stderr, now - self.started if self.started else 0.0,
+        err = self.stderr
+        if self.bad_values:
+            more = self.bad_values - len(self.warnings)
+            err += "".join(self.warnings) + (f"Bad values: {more} more left out\n" if more > 0 else "")
+        return CommandResult(self.spec.argv(), rc, out, err, now - self.started if self.started else 0.0,
                              self.error)
+
+    def bad_value(self, oid: str, why: str) -> None:
+        """A value that cannot be read: left out of the answer and named in stderr (as net-snmp's
+        tool goes on past a value it cannot print); the walk goes on."""
+        self.bad_values += 1
+        if len(self.warnings) < MAX_VALUE_WARNINGS:
+            self.warnings.append(f"Bad value at {oid}: {why}\n")
 
     def absorb(self, resp: Response) -> None:
         """A response to this walk's request: add its objects, mark columns that ended."""
@@ -389,9 +458,10 @@ class _Walk:
             for c in cols:
                 c.done = True
             return
-        suffix, unsigned, from_bytes = _suffix, _UNSIGNED_TEXT, int.from_bytes
+        suffix, unsigned, width, from_bytes = _suffix, _UNSIGNED_TEXT, _WIDTH, int.from_bytes
+        cap = self.spec.max_rows
         for j, col in enumerate(cols):
-            prefix, plen, lines = col.prefix, len(col.prefix), col.lines
+            prefix, plen, lines, rows = col.prefix, len(col.prefix), col.lines, col.rows
             for k in range(j, len(vbs), n):
                 oid, tag, body = vbs[k]
                 if tag == END_OF_MIB_VIEW or len(oid) <= plen or not oid.startswith(prefix):
@@ -404,12 +474,33 @@ class _Walk:
                     break
                 col.last_subs = subs
                 col.last = oid
+                if rows is not None:                # a subtree: count each table column's rows
+                    c = rows[subs[0]] = rows.get(subs[0], 0) + 1
+                    if c > cap:                     # an agent that never ends a table
+                        self.over_cap(col, f"{col.text}.{subs[0]}")
+                        break
                 kind = unsigned.get(tag)
-                if kind is not None and body:           # the common case: a counter or gauge
-                    lines.append(f"{col.text}{text} = {kind}{from_bytes(body, 'big')}\n")
-                else:
+                if kind is not None:                # the common case: a counter or gauge
+                    w, blen = width[tag], len(body)
+                    if 0 < blen < w or (blen == w and not body[0]):
+                        lines.append(f"{col.text}{text} = {kind}{from_bytes(body, 'big')}\n")
+                    else:
+                        self.bad_value(col.text + text, f"{_NUMBER_TYPE[tag]} of {blen} octets")
+                    continue
+                try:
                     lines.append(f"{col.text}{text} = {value_text(tag, body)}\n")
+                except (BerError, ValueError) as exc:
+                    self.bad_value(col.text + text, str(exc))
+            # a column walk counts its rows once per answer (the hot path stays per value):
+            # it may pass the cap by one answer's rows before it ends
+            if rows is None and not col.done and len(lines) + self.bad_values > cap:
+                self.over_cap(col, col.text)
             # a column that got nothing in a short answer goes on in the next request
+
+    def over_cap(self, col: _Column, where: str) -> None:
+        cap = self.spec.max_rows
+        self.error, self.stderr = "parse", f"Error: more than {cap} rows in {where} (fabric.ethernet.snmp.max_rows)"
+        col.done = True
 
 
 def _split_address(address: str) -> tuple[str, int]:
@@ -421,176 +512,433 @@ def _split_address(address: str) -> tuple[str, int]:
     elif address.count(":") == 1:
         host, p = address.split(":")
         port = int(p)
+    if not 0 < port < 65536:
+        raise ValueError(f"port {port} out of range")
     return host, port
 
 
-def walk_many(specs: Sequence[WalkSpec], deadline: float, concurrency: int = 16,
-              cancel: threading.Event | None = None) -> list[CommandResult]:
-    """Run every walk from this one thread: at most `concurrency` switches (addresses) at once,
-    each switch's walks one after the other with one request in flight (as net-snmp's tool and
-    snmp_exporter do: a switch's agent is not flooded), over one connected socket. A walk that
-    gets no answer after its retries ends with net-snmp's "Timeout: No Response from ..." (exit
-    status 1), and so do the switch's walks after it; one still running at `deadline` ends with
-    error "timeout"; a datagram that is not SNMP, or a walk whose OIDs do not increase, with error
-    "parse". `cancel` set (the daemon stopping) ends every walk at once, as the deadline does.
-    Results in the order of `specs`."""
-    walks = [_Walk(s, i) for i, s in enumerate(specs)]
-    by_address: dict[str, list[_Walk]] = {}
-    for w in walks:
-        by_address.setdefault(w.spec.address, []).append(w)
-    queue = list(by_address.items())
-    queue.reverse()
-    sel = selectors.DefaultSelector()
-    open_socks: dict[str, socket.socket] = {}
-    pending: dict[tuple[str, int], _Walk] = {}           # (address, request id) -> walk
-    req_ids = iter(range(int.from_bytes(os.urandom(3), "big") + 1, 1 << 31))
-    live: dict[str, list[_Walk]] = {}                     # address -> its walks not yet finished
+# --- names: resolved off the selector thread ---------------------------------------------------
 
-    def send(w: _Walk, sock: socket.socket, now: float) -> None:
-        pending.pop((w.spec.address, w.request_id), None)
-        w.request_id = next(req_ids)
+DNS_TTL = 60.0               # seconds a resolved name is reused
+DNS_THREADS = 4
+_dns_cache: dict[tuple[str, int], tuple[float, int, tuple]] = {}
+_dns_lock = threading.Lock()
+
+
+def _literal(host: str, port: int) -> tuple[int, tuple] | None:
+    """An IP address literal, without asking a resolver; None for a name."""
+    try:
+        ip = ipaddress.ip_address(host)
+    except ValueError:
+        return None
+    if ip.version == 4:
+        return socket.AF_INET, (host, port)
+    return socket.AF_INET6, (host, port, 0, 0)
+
+
+def _resolve(host: str, port: int) -> tuple[int, tuple]:
+    """Blocking (a resolver thread's): the first UDP address of a name, cached DNS_TTL seconds."""
+    info = socket.getaddrinfo(host, port, type=socket.SOCK_DGRAM)[0]
+    with _dns_lock:
+        if len(_dns_cache) > 4096:
+            _dns_cache.clear()
+        _dns_cache[(host, port)] = (time.monotonic() + DNS_TTL, info[0], info[4])
+    return info[0], info[4]
+
+
+def _cached(host: str, port: int) -> tuple[int, tuple] | None:
+    with _dns_lock:
+        hit = _dns_cache.get((host, port))
+    if hit is not None and hit[0] > time.monotonic():
+        return hit[1], hit[2]
+    return None
+
+
+class _Resolver:
+    """Names resolved by a few daemon threads (a slow DNS server stalls only the switches behind
+    it, never the selector thread); each answer wakes the selector through a socket pair."""
+
+    def __init__(self, names: list[tuple[str, str, int]], sel: selectors.BaseSelector):
+        self.answers: queue.SimpleQueue = queue.SimpleQueue()
+        self.todo: queue.SimpleQueue = queue.SimpleQueue()
+        for item in names:
+            self.todo.put(item)
+        self.waiting = len(names)
+        self.stopped = False
+        self.rx, self.tx = socket.socketpair()
+        self.rx.setblocking(False)
+        self.tx.setblocking(False)
+        self.sel = sel
+        sel.register(self.rx, selectors.EVENT_READ, None)
+        for _ in range(min(DNS_THREADS, len(names))):
+            threading.Thread(target=self._work, name="fabricmon-snmp-dns", daemon=True).start()
+
+    def _work(self) -> None:
+        while not self.stopped:
+            try:
+                address, host, port = self.todo.get_nowait()
+            except queue.Empty:
+                return
+            try:
+                got: tuple[int, tuple] | str = _resolve(host, port)
+            except (OSError, UnicodeError, ValueError) as exc:
+                got = getattr(exc, "strerror", None) or str(exc)
+            self.answers.put((address, got))
+            try:
+                self.tx.send(b"x")
+            except OSError:
+                pass                        # the walks ended meanwhile
+
+    def drain(self) -> list[tuple[str, tuple[int, tuple] | str]]:
+        try:
+            while self.rx.recv(4096):
+                pass
+        except OSError:
+            pass
+        out = []
+        while True:
+            try:
+                out.append(self.answers.get_nowait())
+            except queue.Empty:
+                break
+        self.waiting -= len(out)
+        return out
+
+    def close(self) -> None:
+        self.stopped = True
+        self.sel.unregister(self.rx)
+        self.rx.close()
+        self.tx.close()
+
+
+# --- the walks of many switches from one thread -------------------------------------------------
+
+class _Run:
+    """State of one walk_many call (see there)."""
+
+    def __init__(self, specs: Sequence[WalkSpec], deadline: float, concurrency: int,
+                 cancel: threading.Event | None):
+        self.walks = [_Walk(s, i) for i, s in enumerate(specs)]
+        self.deadline, self.cancel = deadline, cancel
+        self.concurrency = max(1, concurrency)
+        self.groups: dict[str, list[_Walk]] = {}
+        for w in self.walks:
+            self.groups.setdefault(w.spec.address, []).append(w)
+        self.queue = list(self.groups)                       # addresses not started, in order
+        self.sel = selectors.DefaultSelector()
+        self.socks: dict[str, socket.socket] = {}
+        self.live: dict[str, list[_Walk]] = {}               # address -> its walks not yet finished
+        self.where: dict[str, tuple[int, tuple] | str] = {}   # address -> (family, sockaddr) or why not
+        self.req_ids = iter(range(int.from_bytes(os.urandom(3), "big") + 1, 1 << 31))
+        self.resolver: _Resolver | None = None
+
+    # --- starting switches -----------------------------------------------------------------------
+
+    def resolve(self) -> None:
+        names = []
+        for address in self.queue:
+            try:
+                host, port = _split_address(address)
+            except ValueError as exc:
+                self.where[address] = str(exc)
+                continue
+            got = _literal(host, port) if "%" not in host else None
+            got = got or _cached(host, port)
+            if got is not None:
+                self.where[address] = got
+            else:
+                names.append((address, host, port))
+        if names:
+            self.resolver = _Resolver(names, self.sel)
+
+    def start_next(self, now: float) -> None:
+        i = 0
+        while i < len(self.queue) and len(self.live) < self.concurrency:
+            address = self.queue[i]
+            where = self.where.get(address)
+            if where is None:                              # its name is still being resolved
+                i += 1
+                continue
+            del self.queue[i]
+            group = self.groups[address]
+            try:
+                if isinstance(where, str):
+                    raise ValueError(where)
+                sock = socket.socket(where[0], socket.SOCK_DGRAM)
+                try:
+                    sock.setblocking(False)
+                    sock.connect(where[1])          # only this switch's datagrams reach this socket
+                except OSError:
+                    sock.close()
+                    raise
+            except (OSError, ValueError) as exc:
+                for w in group:
+                    w.finished = True
+                    w.stderr = f"{address}: unknown host or bad address ({getattr(exc, 'strerror', None) or exc})"
+                continue
+            self.socks[address] = sock
+            self.live[address] = list(group)
+            self.sel.register(sock, selectors.EVENT_READ, address)
+            group[0].started = now
+            self.send(group[0], now)
+
+    # --- requests --------------------------------------------------------------------------------
+
+    def send(self, w: _Walk, now: float) -> None:
+        w.request_id = next(self.req_ids)
         cols = w.active()
         # max-repetitions counts values per answer, as net-snmp's -Cr does for its one column: k
         # columns walked together ask for max_repetitions // k rows (answers stay the size the tool
         # gets; agents that cap values per answer, such as snmpsim's 64, are not pushed past it)
-        w.packet = encode_getbulk(w.community, w.request_id, max(1, w.max_rep // len(cols)), [c.last for c in cols])
+        reps = max(1, w.max_rep // len(cols))
+        usm = w.spec.usm
+        if usm is None:
+            w.packet = encode_getbulk(w.community, w.request_id, reps, [c.last for c in cols])
+        else:
+            engine = usm.engine(w.spec.address)
+            w.discovering = engine is None
+            if engine is None:
+                w.packet = usm.discovery(w.request_id)
+            else:
+                pdu = encode_pdu(GET_BULK_REQUEST, w.request_id, 0, reps, [(c.last, NULL, None) for c in cols])
+                try:
+                    w.packet = usm.request(engine, w.request_id, pdu, now)
+                except (ValueError, OverflowError) as exc:     # an engine's numbers out of range
+                    usm.forget(w.spec.address)
+                    self.finish(w, "parse", f"{w.spec.address}: cannot make an SNMPv3 request ({exc})")
+                    return
         w.tries = 0
-        transmit(w, sock, now)
+        w.bad, w.bad_auth = None, False
+        self.transmit(w, now)
 
-    def transmit(w: _Walk, sock: socket.socket, now: float) -> None:
-        pending[(w.spec.address, w.request_id)] = w
+    def transmit(self, w: _Walk, now: float) -> None:
         w.sent_at = now
         w.tries += 1
         try:
-            sock.send(w.packet)
+            self.socks[w.spec.address].send(w.packet)
         except OSError as exc:   # e.g. ECONNREFUSED from an earlier ICMP: the retry timer goes on
             if exc.errno not in (errno.ECONNREFUSED, errno.EAGAIN, errno.EHOSTUNREACH, errno.ENETUNREACH):
-                finish(w, "exec_error", f"send: {exc.strerror or exc}")
+                self.finish(w, "exec_error", f"send: {exc.strerror or exc}")
 
-    def finish(w: _Walk, error: str | None, stderr: str) -> None:
+    def no_answer(self, w: _Walk) -> None:
+        """The request's retries are spent: the switch's walks end (those after it need not wait).
+        SNMPv3: the engine is forgotten, so the next sweep discovers it again (an agent replaced
+        under the same address, or one that drops a request outside its time window without a
+        report, as snmpsim's does for an unknown engine ID, costs one sweep)."""
+        address = w.spec.address
+        if w.spec.usm is not None:
+            w.spec.usm.forget(address)
+        if w.bad_auth:               # answers signed with another key than ours
+            self.finish(w, None, f"Error: SNMPv3 authentication failure: answers from {address} fail "
+                                 "authentication (wrong pass phrase or protocol)", cascade=True)
+        elif w.bad:                  # datagrams came, none of them an answer
+            self.finish(w, "parse", f"{address}: not an SNMP answer ({w.bad})", cascade=True)
+        else:
+            self.finish(w, None, f"Timeout: No Response from {address}.", cascade=True)
+
+    def finish(self, w: _Walk, error: str | None, stderr: str, cascade: bool = False) -> None:
         if w.finished:
             return
         w.finished = True
         if error or stderr:
             w.error, w.stderr = error, stderr
         address = w.spec.address
-        pending.pop((address, w.request_id), None)
-        group = live.get(address)
+        group = self.live.get(address)
         if group is None:
             return
         group.remove(w)
-        if group and stderr.startswith("Timeout"):      # no answer: the switch's next walks need not wait
+        if group and cascade:
             for x in group:
-                x.finished, x.stderr = True, stderr
+                x.finished, x.error, x.stderr = True, error, stderr
             group.clear()
         if group:
             group[0].started = time.monotonic()
-            send(group[0], open_socks[address], group[0].started)
+            self.send(group[0], group[0].started)
         else:
-            close(address)
+            self.close(address)
 
-    def close(address: str) -> None:
-        live.pop(address, None)
-        sock = open_socks.pop(address, None)
+    def close(self, address: str) -> None:
+        self.live.pop(address, None)
+        sock = self.socks.pop(address, None)
         if sock is not None:
-            sel.unregister(sock)
+            self.sel.unregister(sock)
             sock.close()
 
-    def start_next(now: float) -> None:
-        while queue and len(live) < max(1, concurrency):
-            address, group = queue.pop()
-            try:
-                host, port = _split_address(address)
-                info = socket.getaddrinfo(host, port, type=socket.SOCK_DGRAM)[0]
-                sock = socket.socket(info[0], socket.SOCK_DGRAM)
-                sock.setblocking(False)
-                sock.connect(info[4])           # only this switch's datagrams reach this socket
-            except (OSError, ValueError) as exc:
-                for w in group:
-                    w.finished = True
-                    w.stderr = f"{address}: unknown host or bad address ({getattr(exc, 'strerror', None) or exc})"
-                continue
-            open_socks[address] = sock
-            live[address] = list(group)
-            sel.register(sock, selectors.EVENT_READ, address)
-            group[0].started = now
-            send(group[0], sock, now)
+    # --- answers ---------------------------------------------------------------------------------
 
-    try:
-        start_next(time.monotonic())
-        while live or queue:
-            now = time.monotonic()
-            if now >= deadline or (cancel is not None and cancel.is_set()):
-                break
-            wake = deadline if cancel is None else min(deadline, now + CANCEL_CHECK)
-            for address, group in list(live.items()):
-                w = group[0]                            # the switch's walk in flight
-                due = w.sent_at + w.spec.timeout
-                if now >= due:
-                    if w.tries > w.spec.retries:
-                        finish(w, None, f"Timeout: No Response from {address}.")
+    def datagram(self, address: str, data: bytes) -> None:
+        """One datagram from a switch. One that is not an answer (malformed, failing
+        authentication, for an earlier request) is dropped: it costs at most the request in
+        flight its retry, never the switch's other walks."""
+        w = self.live[address][0]                   # the switch's walk in flight
+        if w.spec.usm is not None:
+            self.datagram_v3(w, data)
+            return
+        try:
+            resp = decode_message(data)
+        except (BerError, IndexError) as exc:
+            w.bad = str(exc) or type(exc).__name__
+            return
+        if resp.request_id != w.request_id or resp.pdu_tag != RESPONSE:
+            return                       # a late answer to an earlier request, or not for us
+        self.answer(w, resp)
+
+    def datagram_v3(self, w: _Walk, data: bytes) -> None:
+        usm, address = w.spec.usm, w.spec.address
+        engine = usm.engine(address)
+        try:
+            m = usm.decode(data, engine, w.request_id)
+        except (BerError, IndexError, ValueError) as exc:
+            w.bad = str(exc) or type(exc).__name__
+            w.bad_auth = w.bad_auth or type(exc).__name__ == "UsmError"
+            return
+        if m is None:
+            return                       # an answer to an earlier request
+        pdu = m.pdu
+        if pdu is None:
+            w.bad = "an encrypted message from an engine not yet discovered"
+            return
+        now = time.monotonic()
+        if pdu.pdu_tag == REPORT:
+            n, name = _report(pdu)
+            if n == _UNKNOWN_ENGINE_ID and m.engine_id and (w.discovering or w.resyncs < _V3_RESYNCS):
+                w.resyncs += not w.discovering
+                usm.learn(address, m.engine_id, m.boots, m.time, now)      # keys: once per engine ID
+                self.send(w, now)
+                return
+            if n == _NOT_IN_TIME_WINDOW and m.authenticated and engine is not None and w.resyncs < _V3_RESYNCS:
+                w.resyncs += 1
+                engine.boots, engine.time, engine.learned = m.boots, m.time, now
+                self.send(w, now)
+                return
+            if w.discovering and m.engine_id:         # an agent that reports something else to a discovery
+                usm.learn(address, m.engine_id, m.boots, m.time, now)
+                self.send(w, now)
+                return
+            if n in (1, 3, 5, 6):
+                self.finish(w, None, f"Error: SNMPv3 report {name} from {address}: authentication failed "
+                                     "(wrong user, protocol or pass phrase)")
+            else:
+                self.finish(w, None, f"Error: SNMPv3 report {name} from {address}")
+            return
+        if not m.authenticated or w.discovering:
+            w.bad = "an SNMPv3 answer without authentication"
+            w.bad_auth = w.bad_auth or bool(m.flags & 1)
+            return
+        usm.synchronise(engine, m.boots, m.time, now)
+        self.answer(w, pdu)
+
+    def answer(self, w: _Walk, resp: Response) -> None:
+        if resp.error_status == TOO_BIG and w.max_rep > 1:
+            w.max_rep //= 2
+            self.send(w, time.monotonic())
+            return
+        if resp.error_status:
+            name = ERROR_STATUS.get(resp.error_status, str(resp.error_status))
+            self.finish(w, None, f"Error in packet.\nReason: {name} (error index {resp.error_index})")
+            return
+        try:
+            w.absorb(resp)
+        except (BerError, ValueError, UnicodeDecodeError) as exc:
+            self.finish(w, "parse", f"{w.spec.address}: bad value in an SNMP answer ({exc})")
+            return
+        if w.error:
+            self.finish(w, w.error, w.stderr)
+        elif not w.active():
+            self.finish(w, None, "")
+        else:
+            self.send(w, time.monotonic())
+
+    # --- the loop --------------------------------------------------------------------------------
+
+    def run(self) -> list[CommandResult]:
+        try:
+            self.resolve()
+            self.start_next(time.monotonic())
+            while self.live or self.queue:
+                now = time.monotonic()
+                if now >= self.deadline or (self.cancel is not None and self.cancel.is_set()):
+                    break
+                wake = self.deadline if self.cancel is None else min(self.deadline, now + CANCEL_CHECK)
+                for address, group in list(self.live.items()):
+                    w = group[0]                            # the switch's walk in flight
+                    due = w.sent_at + w.spec.timeout
+                    if now >= due:
+                        if w.tries > w.spec.retries:
+                            self.no_answer(w)
+                            continue
+                        self.transmit(w, now)
+                        due = now + w.spec.timeout
+                    wake = min(wake, due)
+                self.start_next(now)
+                if not self.live and (self.resolver is None or not self.resolver.waiting):
+                    continue                                # nothing to wait for: the loop's test decides
+                for key, _ in self.sel.select(max(0.0, wake - time.monotonic())):
+                    address = key.data
+                    if address is None:                     # names resolved
+                        for addr, got in self.resolver.drain():
+                            self.where[addr] = got
                         continue
-                    transmit(w, open_socks[address], now)
-                    due = now + w.spec.timeout
-                wake = min(wake, due)
-            start_next(now)
-            if not live:
-                continue
-            for key, _ in sel.select(max(0.0, wake - time.monotonic())):
-                address = key.data
-                sock = key.fileobj
-                for _ in range(64):                  # bounded: drain what has arrived
-                    if address not in live:
-                        break
-                    try:
-                        data = sock.recv(65535)
-                    except (BlockingIOError, InterruptedError):
-                        break
-                    except OSError:
-                        break                        # ICMP port unreachable: the retry timer decides
-                    on_datagram(address, data, sock, pending, finish, send)
-    finally:
-        end = time.monotonic()
-        for w in walks:
-            if not w.finished:
-                w.finished = True
-                w.error, w.stderr = "timeout", w.stderr or "no answer before the deadline"
-        for address in list(open_socks):
-            close(address)
-        sel.close()
-    return [w.result(end) for w in walks]
+                    sock = key.fileobj
+                    for _ in range(64):                  # bounded: drain what has arrived
+                        if address not in self.live:
+                            break
+                        try:
+                            data = sock.recv(65535)
+                        except (BlockingIOError, InterruptedError):
+                            break
+                        except OSError:
+                            break                        # ICMP port unreachable: the retry timer decides
+                        self.datagram(address, data)
+        finally:
+            end = time.monotonic()
+            for w in self.walks:
+                if not w.finished:
+                    w.finished = True
+                    w.error, w.stderr = "timeout", w.stderr or "no answer before the deadline"
+            for address in list(self.socks):
+                self.close(address)
+            if self.resolver is not None:
+                self.resolver.close()
+            self.sel.close()
+        return [w.result(end) for w in self.walks]
 
 
-def on_datagram(address, data, sock, pending, finish, send) -> None:
-    try:
-        resp = decode_message(data)
-    except (BerError, IndexError) as exc:
-        for w in [w for (a, _), w in pending.items() if a == address]:
-            finish(w, "parse", f"{address}: not an SNMP answer ({exc})")
-        return
-    w = pending.get((address, resp.request_id))
-    if w is None or resp.pdu_tag != RESPONSE:
-        return                       # a late answer to an earlier try, or not for us
-    if resp.error_status == TOO_BIG and w.max_rep > 1:
-        w.max_rep //= 2
-        send(w, sock, time.monotonic())
-        return
-    if resp.error_status:
-        name = ERROR_STATUS.get(resp.error_status, str(resp.error_status))
-        finish(w, None, f"Error in packet.\nReason: {name} (error index {resp.error_index})")
-        return
-    try:
-        w.absorb(resp)
-    except (BerError, ValueError, UnicodeDecodeError) as exc:
-        finish(w, "parse", f"{address}: bad value in an SNMP answer ({exc})")
-        return
-    if w.error:
-        finish(w, w.error, w.stderr)
-    elif not w.active():
-        finish(w, None, "")
-    else:
-        send(w, sock, time.monotonic())
+def _report(pdu: Response) -> tuple[int, str]:
+    """(usmStats number or 0, a name) of the counter an SNMPv3 report carries."""
+    names = {1: "usmStatsUnsupportedSecLevels", 2: "usmStatsNotInTimeWindows", 3: "usmStatsUnknownUserNames",
+             4: "usmStatsUnknownEngineIDs", 5: "usmStatsWrongDigests", 6: "usmStatsDecryptionErrors"}
+    for oid, _tag, _body in pdu.varbinds:
+        text = oid_text(oid)
+        if text.startswith(_USM_STATS):
+            n = int(text[len(_USM_STATS):].split(".")[0] or 0)
+            return n, names.get(n, text)
+        return 0, text
+    return 0, "(empty)"
 
 
-__all__ = ["BerError", "INPROCESS_PROGRAM", "Response", "WalkSpec", "decode_message", "decode_oid",
-           "decode_value", "encode_getbulk", "encode_message", "oid_body", "value_text", "walk_many"]
+def walk_many(specs: Sequence[WalkSpec], deadline: float, concurrency: int = 16,
+              cancel: threading.Event | None = None) -> list[CommandResult]:
+    """Run every walk from this one thread: at most `concurrency` switches (addresses) at once,
+    each switch's walks one after the other with one request in flight (as net-snmp's tool and
+    snmp_exporter do: a switch's agent is not flooded), over one connected socket. Host names are
+    resolved by resolver threads (a slow name holds back only its own switch). SNMPv3 (a spec with
+    `usm`): the switch's engine is discovered by its first request (then cached in the Usm, with
+    keys localised once per engine ID); a report that the engine changed or the clock drifted
+    resynchronises and resends (twice at most per walk); a report of a wrong credential ends the
+    walk with "Error: SNMPv3 report usmStats...".
+
+    A walk that gets no answer after its retries ends with net-snmp's "Timeout: No Response from
+    ..." (exit status 1), and so do the switch's walks after it; when datagrams came but none was
+    an answer, with error "parse" ("not an SNMP answer (why)"). A datagram that is not an answer
+    costs nothing else: the request's retry timer goes on. One still running at `deadline` ends
+    with error "timeout"; a walk whose OIDs do not increase, or that passes `max_rows` in a
+    column, with error "parse"; a value wider than its type is left out and named in stderr.
+    `cancel` set (the daemon stopping) ends every walk at once, as the deadline does. Results in
+    the order of `specs`."""
+    return _Run(specs, deadline, concurrency, cancel).run()
+
+
+__all__ = ["BerError", "DEFAULT_MAX_ROWS", "INPROCESS_PROGRAM", "Response", "WalkSpec", "ber_header", "ber_int_at",
+           "check_width", "decode_message", "decode_oid", "decode_pdu", "decode_value", "encode_getbulk",
+           "encode_message", "encode_pdu", "oid_body", "value_text", "walk_many"]

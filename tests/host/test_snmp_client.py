@@ -1,7 +1,9 @@
 """host.snmp: the BER codec (round trips, limits, malformed datagrams) and the in-process GETBULK
 client against small scripted agents on loopback (tooBig, OIDs that do not increase, garbage, a
-silent switch, stale answers, the deadline). The client against a real agent (snmpsim) is
-tests/sim/test_ethernet_sim.py."""
+silent switch, stale answers, the deadline), and hostile or broken ones, each bounded: a table that
+never ends (the row cap), values wider than their type, trailing bytes, one malformed datagram, a
+host name that takes seconds to resolve. The client against a real agent (snmpsim) is
+tests/sim/test_ethernet_sim.py, and in SNMPv3 tests/host/test_snmp_v3.py."""
 
 from __future__ import annotations
 
@@ -290,3 +292,140 @@ def test_cancel_ends_the_walks_at_once() -> None:
         res, = S.walk_many([spec(dead, timeout=5, retries=3)], time.monotonic() + 30, cancel=cancel)
         timer.join()
     assert res.error == "timeout" and time.monotonic() - t0 < 1.5
+
+
+# --- hostile or broken agents: the client stays bounded -------------------------------------------
+
+def test_values_wider_than_their_type_are_an_error_for_that_value() -> None:
+    assert S.decode_value(S.COUNTER64, b"\x00" + b"\xff" * 8) == 2**64 - 1
+    for tag, body in ((S.COUNTER64, b"\x01" * 12), (S.COUNTER64, b"\x01" + b"\x00" * 8), (S.COUNTER32, b"\x01" * 5),
+                      (S.GAUGE32, b"\x00" * 6), (S.TIMETICKS, b""), (S.INTEGER, b"\x01" * 5)):
+        with pytest.raises(S.BerError):
+            S.decode_value(tag, body)
+        with pytest.raises(S.BerError):
+            S.value_text(tag, body)
+    table = ifx_table(10)
+    table[(*IFX, 6, 3)] = (S.COUNTER64, 2**88)             # 12 octets
+    table[(*IFX, 6, 4)] = (S.COUNTER64, 2**64)             # 9 octets, not a leading 0
+    table[(*IFX, 15, 5)] = (S.GAUGE32, 2**40)
+    with Agent(table) as a:
+        res, = S.walk_many([spec(a, columns=("1.3.6.1.2.1.31.1.1.1.6", "1.3.6.1.2.1.31.1.1.1.15"))],
+                           time.monotonic() + 10)
+    out = lines(res)
+    assert res.ok and failure(res) is None and len(out) == 20 - 3           # the rest is read
+    assert not any(".6.3 = " in x or ".6.4 = " in x or ".15.5 = " in x for x in out)
+    assert f".1.3.6.1.2.1.31.1.1.1.6.5 = Counter64: {2**64 - 5}" in out
+    err = res.stderr.splitlines()
+    assert [e.split(": ")[0] for e in err] == ["Bad value at .1.3.6.1.2.1.31.1.1.1.6.3",
+                                               "Bad value at .1.3.6.1.2.1.31.1.1.1.6.4",
+                                               "Bad value at .1.3.6.1.2.1.31.1.1.1.15.5"]
+    assert err[0].endswith("Counter64 of 12 octets") and err[2].endswith("Gauge32 of 6 octets")
+
+
+def test_trailing_bytes_are_an_error() -> None:
+    msg = S.encode_message(b"public", S.RESPONSE, 7, 0, 0, [("1.3.6.1.2.1.1.5.0", S.OCTET_STRING, b"leaf")])
+    assert S.decode_message(msg).varbinds
+    with pytest.raises(S.BerError, match="trailing"):
+        S.decode_message(msg + b"\x00")
+    # a varbind list, a PDU and a varbind that end before their container does
+    vb = S.tlv(S.SEQUENCE, S.tlv(S.OID, S.oid_body("1.3.6.1.2.1.1.5.0")) + S.tlv(S.OCTET_STRING, b"x"))
+    head = S.encode_integer(7) + S.encode_integer(0) + S.encode_integer(0)
+    for pdu in (S.tlv(S.RESPONSE, head + S.tlv(S.SEQUENCE, vb) + b"\x05\x00"),
+                S.tlv(S.RESPONSE, head + S.tlv(S.SEQUENCE, S.tlv(S.SEQUENCE, vb[2:] + b"\x05\x00")))):
+        with pytest.raises(S.BerError):
+            S.decode_message(S.tlv(S.SEQUENCE, S.encode_integer(1) + S.tlv(S.OCTET_STRING, b"public") + pdu))
+    # an agent that always adds a byte: nothing it sends is an answer
+    with Agent(ifx_table(), script=lambda a, r: [a.answer(r) + b"\x00"]) as a:
+        res, = S.walk_many([spec(a)], time.monotonic() + 10)
+    assert res.error == "parse" and "trailing bytes" in res.stderr and res.stdout == ""
+
+
+def test_one_malformed_datagram_costs_one_request_not_the_switchs_walks() -> None:
+    """Garbage for one request (and no answer to it): that request is sent again and answered;
+    the walk and the switch's other walks are read in full."""
+    seen = []
+
+    def garbage_once(agent, req):
+        seen.append(req.request_id)
+        if len(seen) == 3:                    # the third request: garbage instead of its answer
+            return [b"\x30\x03\x02\x01", b"\xff" * 7]
+        return None
+
+    with Agent(ifx_table(), script=garbage_once) as a:
+        specs = [spec(a, max_repetitions=10, retries=1), spec(a, root="1.3.6.1.2.1.1", retries=1),
+                 spec(a, columns=("1.3.6.1.2.1.31.1.1.1.15",), retries=1)]
+        r1, r2, r3 = S.walk_many(specs, time.monotonic() + 10)
+    assert r1.ok and len(lines(r1)) == 240 and r1.stderr == ""
+    assert r2.ok and lines(r2) == ['.1.3.6.1.2.1.1.5.0 = STRING: "leaf01"']
+    assert r3.ok and len(lines(r3)) == 60
+    assert seen[2] == seen[3]                 # the same request again, once
+
+
+def test_a_walk_that_never_ends_stops_at_the_row_cap() -> None:
+    """An agent that answers every request with ever larger OIDs in the column: the walk stops
+    after max_rows rows (an error naming the setting), long before the deadline."""
+    def endless(agent, req):
+        asked = S.decode_oid(req.varbinds[0][0])
+        last = asked[-1] if len(asked) > len(IFX) + 1 else 0       # the column itself: from row 1
+        rows = [((*IFX, 6, last + i + 1), S.COUNTER64, i) for i in range(req.error_index)]
+        return [S.encode_message(b"public", S.RESPONSE, req.request_id, 0, 0, rows)]
+
+    with Agent({}, script=endless) as a:
+        t0 = time.monotonic()
+        res, = S.walk_many([spec(a, columns=("1.3.6.1.2.1.31.1.1.1.6",), max_rows=500)], time.monotonic() + 20)
+        took, asked = time.monotonic() - t0, len(a.requests)
+    assert res.error == "parse" and failure(res)[0] == "parse"
+    assert "more than 500 rows in .1.3.6.1.2.1.31.1.1.1.6 (fabric.ethernet.snmp.max_rows)" in res.stderr
+    assert asked <= 500 // 25 + 2 and took < 10
+    # a subtree walk counts each table column on its own: 60 rows of 4 columns pass a cap of 60
+    with Agent(ifx_table(60)) as a:
+        ok, capped = S.walk_many([spec(a, max_rows=60), spec(a, max_rows=59)], time.monotonic() + 10)
+    assert ok.ok and len(lines(ok)) == 240
+    assert capped.error == "parse" and "more than 59 rows in .1.3.6.1.2.1.31.1.1.1.1" in capped.stderr
+
+
+def test_the_row_cap_is_config_with_a_default() -> None:
+    from fabricmon.config import ConfigError, from_dict
+    assert S.WalkSpec("x", "1.3").max_rows == S.DEFAULT_MAX_ROWS == 50000
+
+    def snmp(**kw):
+        return from_dict({"fabric": {"kind": "ethernet", "ethernet": {
+            "switches": ["10.0.0.1"], "snmp": {"community": "public", **kw}}}}, check_paths=False).fabric.ethernet.snmp
+
+    assert snmp().max_rows == 50000 and snmp(max_rows=2000).max_rows == 2000
+    with pytest.raises(ConfigError, match="max_rows"):
+        snmp(max_rows=0)
+
+
+def test_a_slow_name_never_stalls_the_other_switches(monkeypatch) -> None:
+    """Host names resolve off the selector thread: a resolver that takes 5 s for one name holds
+    back only that switch; the others (an address and a quick name) are read at once and the
+    call ends at its deadline, not when the slow name resolves."""
+    real = socket.getaddrinfo
+    asked = []
+
+    def resolver(host, port, *a, **kw):
+        asked.append(host)
+        if host == "slow.switch.test":
+            time.sleep(5)
+            return real("127.0.0.1", port, *a, **kw)
+        if host == "quick.switch.test":
+            return real("127.0.0.1", port, *a, **kw)
+        return real(host, port, *a, **kw)
+
+    monkeypatch.setattr(socket, "getaddrinfo", resolver)
+    monkeypatch.setattr(S, "_dns_cache", {})
+    with Agent(ifx_table()) as a, Agent(ifx_table()) as b, Agent(ifx_table()) as c:
+        port_a = a.address.split(":")[1]
+        t0 = time.monotonic()
+        r_slow, r_ip, r_quick = S.walk_many(
+            [S.WalkSpec(f"slow.switch.test:{port_a}", "1.3.6.1.2.1.31.1.1.1", community="public", timeout=0.5),
+             spec(b), S.WalkSpec("quick.switch.test:" + c.address.split(":")[1], "1.3.6.1.2.1.31.1.1.1",
+                                 community="public", timeout=0.5)],
+            time.monotonic() + 1.5, concurrency=1)
+        took = time.monotonic() - t0
+    assert r_ip.ok and len(lines(r_ip)) == 240
+    assert r_quick.ok and len(lines(r_quick)) == 240
+    assert r_slow.error == "timeout" and not a.requests
+    assert took < 3.5, took                    # the deadline, not the slow resolver's 5 s
+    assert "127.0.0.1" not in asked and "slow.switch.test" in asked   # addresses ask no resolver

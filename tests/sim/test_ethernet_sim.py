@@ -200,14 +200,17 @@ def test_an_idle_fabric_is_never_flagged(tmp_path) -> None:
             d.stop()
 
 
-def test_snmpv3_authpriv_works_and_a_wrong_pass_phrase_is_a_counted_error(tmp_path) -> None:
+def test_snmpv3_authpriv_works_and_a_wrong_pass_phrase_is_a_counted_error(tmp_path, monkeypatch) -> None:
     """snmpsimd in v3 mode (one process per switch, context "public"): the right credentials read
-    the fabric; a wrong privacy pass phrase is an error for each switch (counted, reported
-    unreachable), never a crash; no pass phrase in any argv the collector ran, nor in its errors."""
+    the fabric in process; a wrong privacy pass phrase is an error for each switch (counted,
+    reported unreachable), never a crash; no pass phrase in any argv the collector ran, nor in its
+    errors. Without the `cryptography` package the collector falls back to net-snmp's tools."""
     _require()
+    from fabricmon.host import usm
     from fabricmon.config import from_dict
     from fabricmon.host import LiveIO
     from fabricmon.host.bundle import RecordingIO
+    from fabricmon.host.snmp import INPROCESS_PROGRAM
     from fabricmon.pipeline.fabric import fabric_pipeline
     auth, priv = "auth-Pass-1234", "priv-Pass-5678"
     sw = leaf_spine(spines=1, leaves=1, hosts_per_leaf=1, uplink_rate=1e9)
@@ -231,7 +234,7 @@ def test_snmpv3_authpriv_works_and_a_wrong_pass_phrase_is_a_counted_error(tmp_pa
                 pipe.close()
 
         snap, commands = run("priv")
-        assert commands and all(c["argv"][0] == "snmpbulkwalk" for c in commands)    # v3: net-snmp's tools
+        assert commands and all(c["argv"][:3] == [INPROCESS_PROGRAM, "-v3", "-l"] for c in commands)  # in process
         assert {s.name for s in snap.fabric.switches.values()} == {"spine01", "leaf01"}
         assert not snap.sources["discovery"].data.unreachable and snap.sources["sweep"].up
         assert snap.fabric.levels[sw[0].chassis] == 2
@@ -242,6 +245,11 @@ def test_snmpv3_authpriv_works_and_a_wrong_pass_phrase_is_a_counted_error(tmp_pa
             assert not any(secret in arg for arg in cmd["argv"] for secret in (auth, priv, "wrong-Pass"))
         texts = [f.message for f in bad.findings] + [e for s in bad.sources.values() for e in s.active_errors]
         assert texts and not any(secret in t for t in texts for secret in (auth, priv, "wrong-Pass"))
+        monkeypatch.setattr(usm, "supported", lambda priv_protocol: (False, "no cryptography (the test says)"))
+        tools, tool_commands = run("priv")
+        assert tool_commands and all(c["argv"][0] == "snmpbulkwalk" for c in tool_commands)   # the fallback
+        assert not tools.sources["discovery"].data.unreachable and tools.sources["sweep"].up
+        assert not any(secret in arg for c in tool_commands for arg in c["argv"] for secret in (auth, priv))
 
 
 def test_the_v2c_path_starts_no_process(tmp_path, monkeypatch) -> None:

@@ -3,8 +3,9 @@ read it (fabricmon.schema). The config (fabricmon/config.py) finds it through th
 (registry.section("fabric.ethernet")), so its keys are typed once, here.
 
 Secrets are read from their files when the config loads and never shown (repr=False): v2c's
-community only into the request datagrams (host.snmp), v3's to net-snmp in a private config file;
-never in argv, a log line or an error message.
+community and v3's keys only into the request datagrams (host.snmp, host.usm); v3's pass phrases
+to net-snmp in a private config file only on the fallback; never in argv, a log line or an error
+message.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from fabricmon.registry import declare_section
 from fabricmon.schema import (ConfigError, Context, Schema, choice, integer, listing, number, section, string)
 
 SNMP_AUTH_PROTOCOLS = ("MD5", "SHA", "SHA224", "SHA256", "SHA384", "SHA512")
-SNMP_PRIV_PROTOCOLS = ("DES", "AES", "AES192", "AES256")
+SNMP_PRIV_PROTOCOLS = ("DES", "AES", "AES192", "AES256", "AES192C", "AES256C")   # C: Cisco's key extension
 SNMP_SECRETS = ("community", "auth_password", "priv_password")
 # management ports carry LLDP neighbours too (GUIDE section 9) but no RoCE traffic: SONiC/Cumulus eth0,
 # Dell OS10 mgmt1/1/1, Arista Management1, Dell OS9 ManagementEthernet 1/1, Junos em0
@@ -40,6 +41,7 @@ class SnmpConfig:
     timeout: float = 2.0                 # seconds per request (net-snmp -t)
     retries: int = 1                     # net-snmp -r
     max_repetitions: int = 25            # GETBULK: values per answer (net-snmp -Cr)
+    max_rows: int = 50000                # rows of one table column a walk reads at most (a broken agent's end)
     # secret files found group- or world-readable (warned about once at start)
     loose_files: tuple[str, ...] = ()
 
@@ -121,18 +123,22 @@ def _snmp_check(values: dict[str, Any], m: Mapping[str, Any], key: str, ctx: Con
 _D_SNMP = SnmpConfig()
 SNMP = Schema(
     fields=(
-        choice("version", _D_SNMP.version, "`\"2c\"` (read in process) or `\"3\"` (authPriv, with net-snmp's tools)",
+        choice("version", _D_SNMP.version, "`\"2c\"` or `\"3\"` (authPriv), both read in process; v3 falls back to "
+               "net-snmp's tools where the `cryptography` package is missing",
                ("2c", "3"), reason='expected "2c" or "3"', fold=str),
         string("user", _D_SNMP.user, "v3: the security name", check=_printable),
         choice("auth_protocol", _D_SNMP.auth_protocol, "v3 authentication protocol", SNMP_AUTH_PROTOCOLS,
                fold=lambda v: str(v).upper()),
-        choice("priv_protocol", _D_SNMP.priv_protocol, "v3 privacy protocol", SNMP_PRIV_PROTOCOLS,
+        choice("priv_protocol", _D_SNMP.priv_protocol, "v3 privacy protocol (`AES192C`, `AES256C`: the keys extended "
+               "as Cisco does)", SNMP_PRIV_PROTOCOLS,
                fold=lambda v: str(v).upper()),
         string("context", _D_SNMP.context, "v3 context name (optional)", check=_printable),
-        number("timeout", _D_SNMP.timeout, "seconds per request (net-snmp `-t`)", lo=0.1),
+        number("timeout", _D_SNMP.timeout, "seconds per request (a GETBULK, or net-snmp `-t`)", lo=0.1),
         integer("retries", _D_SNMP.retries, "retries per request (net-snmp `-r`)", lo=0, hi=10),
         integer("max_repetitions", _D_SNMP.max_repetitions, "GETBULK: values per answer (net-snmp `-Cr`)",
                 lo=1, hi=1000),
+        integer("max_rows", _D_SNMP.max_rows, "rows of one table column a walk reads at most (a broken agent "
+                "that never ends its table ends here, and the switch's sweep fails)", lo=1, hi=100_000),
     ),
     extra=tuple(n for s in SNMP_SECRETS for n in (s, f"{s}_file")),
     extra_doc=(

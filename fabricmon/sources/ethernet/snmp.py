@@ -1,18 +1,23 @@
-"""How the Ethernet sources reach a switch: SNMPv2c in this process (host.snmp, through
-HostIO.snmp_walks), SNMPv3 through net-snmp's command-line tools, one process per walk.
+"""How the Ethernet sources reach a switch: SNMPv2c and SNMPv3 in this process (host.snmp and
+host.usm, through HostIO.snmp_walks); net-snmp's command-line tools, one process per walk, only as
+the SNMPv3 fallback when the `cryptography` package (AES, DES) is missing.
 
 Why (measured, bench/ethernet_sweep.py and docs/ethernet.md): a net-snmp process costs about 6 ms
-of CPU to start, three per switch and sweep, which made a sweep 1.8-3.2x prometheus-snmp-exporter's
-CPU; the in-process GETBULK client (standard library, one thread for every switch) costs a few
-microseconds per value and starts nothing. Its answer is the tool's text, so the parser, `fabric
-capture` and a replay treat both paths alike. SNMPv3 authPriv needs AES/DES, which the standard
-library lacks, so v3 stays on the tools.
+of CPU to start, three per switch and sweep, which made a v3 sweep 4-5x prometheus-snmp-exporter's
+CPU; the in-process GETBULK client (one thread for every switch) costs a few microseconds per
+value and starts nothing. Its answer is the tool's text, so the parser, `fabric capture` and a
+replay treat both paths alike.
 
-Secrets never go in argv (any user reads it with `ps`) or in a recorded command: v2c's community
-goes only into the request datagrams; for v3 the user, protocols and pass phrases are written once
-to `snmp.conf` in a private directory (0700, the file 0600) named by SNMPCONFPATH in the tools'
-environment, which HostIO does not record. The argv names only the address, the OID and the
-timing options.
+The fallback is automatic, not a config switch: with `cryptography` importable (it is a declared
+dependency) v3 is read in process; without it (or without DES in it, for `priv_protocol: DES`) the
+collector says once, as a warning, why it runs `snmpbulkwalk` instead.
+
+Secrets never go in argv (any user reads it with `ps`), in a recorded command, a log line or an
+error: v2c's community goes only into the request datagrams; in process, v3's pass phrases become
+keys once (host.usm.Usm) and only MACs and ciphertext leave; for the tools the user, protocols and
+pass phrases are written once to `snmp.conf` in a private directory (0700, the file 0600) named by
+SNMPCONFPATH in the tools' environment, which HostIO does not record. The argv names only the
+address, the OID, the protocols and the timing options.
 """
 
 from __future__ import annotations
@@ -29,6 +34,7 @@ import structlog
 from fabricmon.sources.ethernet.settings import SnmpConfig
 from fabricmon.host.io import HostIO
 from fabricmon.host.runner import CommandResult
+from fabricmon.host import usm as _usm
 from fabricmon.host.snmp import WalkSpec
 
 log = structlog.get_logger("fabricmon.snmp")
@@ -53,6 +59,8 @@ class SnmpAccess:
         self.snmp = snmp
         self._dir: str | None = None
         self._lock = threading.Lock()
+        self._usm: _usm.Usm | None = None
+        self._inprocess: bool | None = None
 
     def conf_lines(self) -> list[str]:
         s = self.snmp
@@ -69,8 +77,27 @@ class SnmpAccess:
 
     @property
     def inprocess(self) -> bool:
-        """v2c walks in this process (host.snmp); v3 runs net-snmp's tools."""
-        return self.snmp.version == "2c"
+        """Walks in this process (host.snmp): always for v2c; for v3 when host.usm can (the
+        `cryptography` package is there), else net-snmp's tools (said once, as a warning)."""
+        if self._inprocess is None:
+            ok, why = (True, "") if self.snmp.version == "2c" else _usm.supported(self.snmp.priv_protocol)
+            if not ok:
+                log.warning("SNMPv3 falls back to net-snmp's tools (snmpbulkwalk, a process per walk: "
+                            "several times the CPU)", reason=why)
+            self._inprocess = ok
+        return self._inprocess
+
+    def usm(self) -> _usm.Usm | None:
+        """SNMPv3's keys (made once: the pass phrases are hashed to keys here and not kept by it)
+        and the engines met, shared by every walk of this collector source."""
+        s = self.snmp
+        if s.version != "3":
+            return None
+        with self._lock:
+            if self._usm is None:
+                self._usm = _usm.Usm(s.user, s.auth_protocol, s.auth_password, s.priv_protocol, s.priv_password,
+                                     s.context)
+            return self._usm
 
     def _warn_loose(self) -> None:
         loose = [f for f in self.snmp.loose_files if f not in _warned]
@@ -79,12 +106,13 @@ class SnmpAccess:
             log.warning("SNMP secret file is readable by group or others: chmod 600 it", files=loose)
 
     def spec(self, address: str, root: str, columns: tuple[str, ...] = ()) -> WalkSpec:
-        """An in-process (v2c) walk of `root`, or of only those columns of it."""
+        """An in-process walk of `root`, or of only those columns of it."""
         with self._lock:
             self._warn_loose()
         s = self.snmp
-        return WalkSpec(address, root, columns, community=s.community, timeout=s.timeout, retries=s.retries,
-                        max_repetitions=s.max_repetitions)
+        return WalkSpec(address, root, columns, community=s.community if s.version == "2c" else "",
+                        timeout=s.timeout, retries=s.retries, max_repetitions=s.max_repetitions,
+                        max_rows=s.max_rows, usm=self.usm())
 
     def env(self) -> dict[str, str]:
         with self._lock:
@@ -104,7 +132,7 @@ class SnmpAccess:
                 f"-Cr{s.max_repetitions}", address, root]
 
     def walk(self, io: HostIO, address: str, root: str, timeout: float) -> CommandResult:
-        """One walk of a whole subtree: in process (v2c) or by the tool (v3)."""
+        """One walk of a whole subtree: in process, or by the tool (the v3 fallback)."""
         if self.inprocess:
             return io.snmp_walks([self.spec(address, root)], time.monotonic() + timeout, 1)[0]
         return io.run(self.walk_argv(address, root), timeout, env=self.env())
@@ -118,7 +146,8 @@ class SnmpAccess:
 
 def failure(res: CommandResult) -> tuple[str, str] | None:
     """A walk that failed -> (error kind, a message naming no secret), None when it answered. A
-    switch that does not answer is `timeout`; a wrong credential says so."""
+    switch that does not answer is `timeout`; a wrong credential says so. Values the client left
+    out (wider than their type) do not fail the walk: they are logged once per switch."""
     if res.error == "timeout":
         return "timeout", "no answer before the sweep's deadline"
     if res.error == "parse":            # a datagram that is not SNMP, or OIDs that do not increase
@@ -133,7 +162,24 @@ def failure(res: CommandResult) -> tuple[str, str] | None:
     if res.returncode != 0:
         first = text.splitlines()[0][:200] if text else f"exit status {res.returncode}"
         return "exit_code", first
+    if text.startswith("Bad value at ") and res.argv:
+        address = _address(res.argv)
+        if ("bad-value", address) not in _warned_values:
+            _warned_values.add(("bad-value", address))
+            log.warning("switch sent values that do not fit their type: left out", address=address,
+                        first=text.splitlines()[0][:200])
     return None
+
+
+def _address(argv: tuple[str, ...]) -> str:
+    """The address in a walk's argv (the word after -Cr..., for the tool and in process alike)."""
+    for i, a in enumerate(argv):
+        if a.startswith("-Cr") and i + 1 < len(argv):
+            return argv[i + 1]
+    return "?"
+
+
+_warned_values: set[tuple[str, str]] = set()
 
 
 __all__ = ["WALK_PROGRAM", "SnmpAccess", "failure"]
