@@ -96,6 +96,7 @@ def test_port_info_state_width_speed(b32, b33, b35, b62, width, up, speed, state
     st = codec.decode_port_info(bytes(m))
     assert st.port == 9 and st.state == state and st.up is up and st.speed == speed
     assert st.width == codec.WIDTHS[width]
+    assert codec.decode_port_up(bytes(m)) is up              # the sweep's lean decoder agrees
 
 
 def test_node_info_and_description() -> None:
@@ -122,3 +123,7 @@ def test_wrong_answers_raise() -> None:
     req = codec.encode_port_info(1, 1)
     with pytest.raises(codec.MadError, match="GetResp"):
         codec.decode_port_info(bytes(req))
+    for bad, why in ((bytes(answer(0x01, 0x15))[:80], "short"), (bytes(req), "GetResp"),
+                     (bytes(answer(0x01, 0x15, status=0x801C)), "status"), (bytes(answer(0x01, 0x11)), "attribute")):
+        with pytest.raises(codec.MadError, match=why):
+            codec.decode_port_up(bad)

@@ -190,6 +190,15 @@ def decode_port_info(mad: bytes) -> PortInfoState:
                          WIDTHS.get(mad[d + 31]), speed)
 
 
+def decode_port_up(mad: bytes) -> bool:
+    """SMP PortInfo -> whether the link is up (as PortInfoState.up), without the rest: what a sweep
+    needs of every cabled port, decoded in a fraction of decode_port_info's time."""
+    if len(mad) < DATA_OFFSET + 64 or mad[3] != METHOD_GET_RESP or mad[16] or mad[17] != ATTR_PORT_INFO \
+            or mad[4] & 0x7F or mad[5]:
+        _answer(mad, ATTR_PORT_INFO, 64)              # raises MadError with the reason
+    return mad[DATA_OFFSET + 32] & 0xF not in (0, 1) and mad[DATA_OFFSET + 33] >> 4 == 5
+
+
 @dataclass(frozen=True, slots=True)
 class NodeInfo:
     node_type: int                   # 1 CA, 2 switch, 3 router

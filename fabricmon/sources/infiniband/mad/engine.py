@@ -117,15 +117,18 @@ class MadEngine:
         ready: deque[int] = deque()                   # retries and held requests whose target has room
         tries = [0] * n
         pending: dict[int, int] = {}                  # tid -> request index
-        order: deque[tuple[float, int]] = deque()     # (expiry, tid) in send order (one timeout: expiry order)
+        # (expiry, tid) in send order: one timeout, so expiry order. Answered ones stay until they reach
+        # the front and are dropped there: only the front's expiry is ever compared
+        order: deque[tuple[float, int]] = deque()
         timeout = self.timeout_ms / 1000.0
         timeout_ms, retries, give_up = self.timeout_ms, self.retries, self.give_up_after
         send, recv, clock = port.send_raw, port.recv, self.clock
         window, per_target = self.window, self.per_target
         pack_tid = _TID.pack_into
+        tid_at = mad_off + 12
         tid = self._tid
         pos = 0
-        skipped = 0
+        skipped = answered = retried = unanswered = errors = peak = 0
 
         def hold(i: int, k: int, first: bool) -> None:
             h = held[k]
@@ -136,28 +139,25 @@ class MadEngine:
             else:
                 h.append(i)
 
-        def freed(k: int) -> None:
-            """One of target k's requests completed: its next held one may go."""
+        def lost(i: int) -> int:
+            """Request i went unanswered (timed out): retried (1) or given up (0); frees its target's slot."""
+            k = tk[i]
+            silent[k] += 1
+            again = tries[i] <= retries and clock() + timeout < deadline and silent[k] < give_up
+            if again:
+                hold(i, k, True)                      # retries first: a lossy switch is known sooner
             in_t[k] -= 1
             h = held[k]
             if h:
                 ready.append(h.popleft())
-
-        def lost(i: int) -> None:
-            k = tk[i]
-            silent[k] += 1
-            if tries[i] <= retries and clock() + timeout < deadline and silent[k] < give_up:
-                st.retried += 1
-                hold(i, k, True)                      # retries first: a lossy switch is known sooner
-            else:
-                st.unanswered += 1
-            freed(k)
+            return 1 if again else 0
 
         while True:
             # send while both windows allow: ready ones (retries, held) first, then the sequence
-            if len(pending) < window and (ready or pos < n):
+            npend = len(pending)
+            if npend < window and (ready or pos < n):
                 expiry = clock() + timeout
-                while len(pending) < window:
+                while npend < window:
                     if ready:
                         i = ready.popleft()
                         first = True
@@ -176,7 +176,7 @@ class MadEngine:
                         continue
                     tid = (tid + 1) & 0xFFFFFFFF or 1
                     off = i * size
-                    pack_tid(block, off + mad_off + 12, tid)
+                    pack_tid(block, off + tid_at, tid)
                     try:
                         send(agent_of[i], base + off, timeout_ms, 0)
                     except OSError as exc:
@@ -188,47 +188,57 @@ class MadEngine:
                     pending[tid] = i
                     order.append((expiry, tid))
                     in_t[k] += 1
-                if len(pending) > st.peak_in_flight:
-                    st.peak_in_flight = len(pending)
-            if not pending:
+                    npend += 1
+                if npend > peak:
+                    peak = npend
+            if not npend:
                 if ready or pos < n:
                     continue
                 break
-            # wait for one answer, at most until the oldest request expires
+            # wait for one answer, at most until the front request expires (or the deadline)
             now = clock()
-            if now >= deadline:
-                break
-            wait = min(order[0][0], deadline) - now
-            got = recv(int(wait * 1000) + 1) if wait > 0 else None
-            if got is not None:
-                status, mad = got
-                i = pending.pop(int.from_bytes(mad[12:16], "big"), None) if len(mad) >= 24 else None
-                if i is not None:
-                    if status:                          # the kernel timed it out (ETIMEDOUT)
-                        lost(i)
-                    else:
-                        if mad[4] & 0x7F or mad[5]:
-                            st.errors += 1
-                        answers[i] = mad
-                        st.answered += 1
-                        silent[tk[i]] = 0
-                        freed(tk[i])
-            # expire what is overdue (and drop answered ones from the front)
-            if order and (order[0][1] not in pending or order[0][0] <= now):
-                now = clock()
-                while order and (order[0][1] not in pending or order[0][0] <= now):
-                    _, old = order.popleft()
-                    i = pending.pop(old, None)
+            front = order[0][0]
+            if front > now and now < deadline:
+                got = recv(int(((front if front < deadline else deadline) - now) * 1000) + 1)
+                if got is not None:
+                    status, mad = got
+                    i = pending.pop(_TID.unpack_from(mad, 12)[0], None) if len(mad) >= 24 else None
                     if i is not None:
-                        lost(i)
+                        if status:                          # the kernel timed it out (ETIMEDOUT)
+                            r = lost(i)
+                            retried += r
+                            unanswered += 1 - r
+                        else:
+                            if mad[4] & 0x7F or mad[5]:
+                                errors += 1
+                            answers[i] = mad
+                            answered += 1
+                            k = tk[i]
+                            silent[k] = 0
+                            in_t[k] -= 1
+                            h = held[k]
+                            if h:
+                                ready.append(h.popleft())
+                    continue
+                now = clock()
             if now >= deadline:
                 break
+            # the front expired: drop what was answered, count what was not as lost
+            while order and order[0][0] <= now:
+                i = pending.pop(order.popleft()[1], None)
+                if i is not None:
+                    r = lost(i)
+                    retried += r
+                    unanswered += 1 - r
+            while order and order[0][1] not in pending:
+                order.popleft()
         self._tid = tid
         # the deadline: what is still queued, held or in flight is unanswered
         left = len(pending) + len(ready) + (n - pos) + sum(len(h) for h in held if h)
         st.skipped = skipped + sum(len(h) for k, h in enumerate(held) if h and silent[k] >= give_up)
         st.sent = sum(tries)
-        st.unanswered += skipped + left
+        st.answered, st.retried, st.errors, st.peak_in_flight = answered, retried, errors, peak
+        st.unanswered = unanswered + skipped + left
         for k in self.totals:
             self.totals[k] += getattr(st, k)
         return answers

@@ -19,6 +19,7 @@ this sweep, never as zero)."""
 from __future__ import annotations
 
 import functools
+import gc
 import threading
 from dataclasses import dataclass, field
 
@@ -35,6 +36,21 @@ def _tmpl(encode, *args) -> bytes:
     return bytes(encode(*args, 0))
 
 
+def _plan(t: "SwitchTarget", cap: int) -> tuple[list[Request], bool, bool]:
+    """A switch's requests of step 2, in this order: the counters of ports 1..nports
+    (PortCountersExtended, or PortCounters without the extended ones), the PortCounters aggregate
+    where AllPortSelect is supported, the PortInfo of each of its state_ports. With whether it reads
+    the extended counters and the aggregate."""
+    ext = bool(cap & codec.CAP_EXT_WIDTH)
+    agg = bool(cap & codec.CAP_ALL_PORT_SELECT)
+    enc = codec.encode_port_counters_ext if ext else codec.encode_port_counters
+    reqs = [Request(t.guid, t.lid, _tmpl(enc, p)) for p in range(1, t.nports + 1)]
+    if agg:
+        reqs.append(Request(t.guid, t.lid, _tmpl(codec.encode_port_counters, codec.ALL_PORTS)))
+    reqs += [Request(t.guid, t.lid, _tmpl(codec.encode_port_info, p)) for p in t.state_ports]
+    return reqs, ext, agg
+
+
 @dataclass(slots=True)
 class SwitchTarget:
     guid: str
@@ -48,7 +64,6 @@ class SwitchResult:
     ports: dict[int, dict[str, int]] = field(default_factory=dict)   # traffic (+ errors when errors_ok)
     errors_ok: bool = False
     link_up: dict[int, bool] = field(default_factory=dict)
-    port_info: dict[int, codec.PortInfoState] = field(default_factory=dict)
     queries: int = 0
     unanswered: int = 0
     failed: set[str] = field(default_factory=set)                    # "counters", "port state"
@@ -60,11 +75,22 @@ class FabricReader:
     def __init__(self, engine: MadEngine) -> None:
         self.engine = engine
         self.caps: dict[str, int] = {}
+        self._plans: dict[tuple, tuple[list[Request], bool, bool]] = {}     # switch -> its sweep's requests
         self._lock = threading.Lock()       # one read at a time on the one port (two pipelines in a process)
 
     def read(self, targets: list[SwitchTarget], deadline: float, error_names: tuple[str, ...]) -> dict[str, SwitchResult]:
         with self._lock:
-            return self._read(targets, deadline, error_names)
+            # no cyclic garbage collection while the MADs fly: a read allocates tens of thousands of
+            # acyclic objects (answers, counter dicts), and in a collector holding the whole fabric's
+            # model each collection they trigger walks all of it (measured on the director: up to
+            # 0.6 s of a sweep)
+            collect = gc.isenabled()
+            gc.disable()
+            try:
+                return self._read(targets, deadline, error_names)
+            finally:
+                if collect:
+                    gc.enable()
 
     def _read(self, targets: list[SwitchTarget], deadline: float, error_names: tuple[str, ...]) -> dict[str, SwitchResult]:
         eng = self.engine
@@ -81,55 +107,77 @@ class FabricReader:
                     self.caps[t.guid] = codec.decode_class_port_info(ans)
                 except codec.MadError:
                     out[t.guid].unanswered += ans is None
-        # 2. counters, aggregates and link state in one run
-        reqs, what = [], []
+        # 2. counters, aggregates and link state in one run: each switch's requests in a plan kept
+        # across sweeps (the same Get()s every sweep while its capabilities and cabled ports stay)
+        reqs: list[Request] = []
+        spans = []
         drill: list[SwitchTarget] = []
+        plans, used = self._plans, []
         for t in targets:
             # no ClassPortInfo answer yet: assume both (asked again next sweep); a switch without them
             # answers those requests with an error status, which reads as no data, never as zeros
             cap = self.caps.get(t.guid, ASSUMED_CAPS)
-            ext = bool(cap & codec.CAP_EXT_WIDTH)
-            for p in range(1, t.nports + 1):
-                enc = codec.encode_port_counters_ext if ext else codec.encode_port_counters
-                reqs.append(Request(t.guid, t.lid, _tmpl(enc, p)))
-                what.append((t, "pce" if ext else "pc", p))
-            if cap & codec.CAP_ALL_PORT_SELECT:
-                reqs.append(Request(t.guid, t.lid, _tmpl(codec.encode_port_counters, codec.ALL_PORTS)))
-                what.append((t, "agg", codec.ALL_PORTS))
-            elif ext:                             # no aggregate: every port's PortCounters
+            key = (t.guid, t.lid, t.nports, cap, t.state_ports)
+            used.append(key)
+            plan = plans.get(key)
+            if plan is None:
+                plan = plans[key] = _plan(t, cap)
+            ext, agg = plan[1], plan[2]
+            if not agg and ext:                   # no aggregate: every port's PortCounters
                 drill.append(t)
-            for p in t.state_ports:
-                reqs.append(Request(t.guid, t.lid, _tmpl(codec.encode_port_info, p)))
-                what.append((t, "pi", p))
+            spans.append((t, len(reqs), ext, agg))
+            reqs.extend(plan[0])
+        if len(plans) > 2 * len(targets) + 64:            # drop the plans of switches gone or changed
+            self._plans = {k: plans[k] for k in used}
         answers = eng.run(reqs, deadline) if reqs else []
         per_port_errors: dict[str, dict[int, dict[str, int]]] = {}
         agg_seen: set[str] = set()
-        for (t, kind, p), ans in zip(what, answers):
+        dec_pce, dec_pc, dec_up, MadError = codec.decode_port_counters_ext, codec.decode_port_counters, codec.decode_port_up, codec.MadError
+        for t, at, ext, agg in spans:
             res = out[t.guid]
-            res.queries += 1
-            if ans is None:
-                res.unanswered += 1
-                res.failed.add("port state" if kind == "pi" else "counters")
-                continue
-            try:
-                if kind == "pce":
-                    sel, vals = codec.decode_port_counters_ext(ans)
-                    res.ports[p] = vals
-                elif kind == "pc":
-                    sel, vals = codec.decode_port_counters(ans)
-                    res.ports[p] = {k: v for k, v in vals.items() if k in TRAFFIC}
-                    per_port_errors.setdefault(t.guid, {})[p] = {k: vals[k] for k in error_names}
-                elif kind == "agg":
-                    sel, vals = codec.decode_port_counters(ans)
+            nports, nstate = t.nports, len(t.state_ports)
+            chunk = answers[at:at + nports + agg + nstate]
+            res.queries += len(chunk)
+            ports = res.ports
+            bad = 0
+            for p, ans in enumerate(chunk[:nports], 1):      # the counters of every port
+                if ans is None:
+                    bad += 1
+                    res.unanswered += 1
+                    continue
+                try:
+                    if ext:
+                        ports[p] = dec_pce(ans)[1]
+                    else:
+                        vals = dec_pc(ans)[1]
+                        ports[p] = {k: v for k, v in vals.items() if k in TRAFFIC}
+                        per_port_errors.setdefault(t.guid, {})[p] = {k: vals[k] for k in error_names}
+                except MadError:
+                    bad += 1
+            if agg:                                         # the error aggregate
+                ans = chunk[nports]
+                try:
+                    if ans is None:
+                        res.unanswered += 1
+                        raise MadError("unanswered")
+                    vals = dec_pc(ans)[1]
                     agg_seen.add(t.guid)
                     if any(vals.get(k, 0) for k in error_names):
                         drill.append(t)
-                else:
-                    st = codec.decode_port_info(ans)
-                    res.port_info[p] = st
-                    res.link_up[p] = st.up
-            except codec.MadError:
-                res.failed.add("port state" if kind == "pi" else "counters")
+                except MadError:
+                    bad += 1
+            if bad:
+                res.failed.add("counters")
+            link_up = res.link_up
+            for p, ans in zip(t.state_ports, chunk[nports + agg:]):     # the link state of the cabled ports
+                if ans is None:
+                    res.unanswered += 1
+                    res.failed.add("port state")
+                    continue
+                try:
+                    link_up[p] = dec_up(ans)
+                except MadError:
+                    res.failed.add("port state")
         # 3. per-port error counters where the aggregate is not zero
         if drill:
             reqs = [Request(t.guid, t.lid, _tmpl(codec.encode_port_counters, p)) for t in drill for p in range(1, t.nports + 1)]
@@ -149,6 +197,7 @@ class FabricReader:
             for g in bad:
                 per_port_errors.pop(g, None)
         drilled = {t.guid for t in drill}
+        zeros = dict.fromkeys(error_names, 0)
         for t in targets:
             res = out[t.guid]
             if t.guid in per_port_errors and (t.guid in drilled or self.caps.get(t.guid, ASSUMED_CAPS) & codec.CAP_ALL_PORT_SELECT == 0):
@@ -160,5 +209,5 @@ class FabricReader:
             elif t.guid in agg_seen and t.guid not in drilled:
                 res.errors_ok = True
                 for vals in res.ports.values():
-                    vals.update(dict.fromkeys(error_names, 0))
+                    vals.update(zeros)
         return out

@@ -21,7 +21,6 @@ import ctypes.util
 import errno
 import os
 import struct
-import sys
 import threading
 
 LIB_NAMES = ("libibumad.so.3", "libibumad.so")
@@ -90,6 +89,7 @@ def ca_names() -> list[str]:
 # struct ib_user_mad_hdr (the kernel's uapi, rdma/ib_user_mad.h): __be32 qpn at 20, __be32 qkey at 24,
 # __be16 lid at 28, __u8 sl at 30 (what umad_set_addr fills)
 _ADDR = struct.Struct(">IIHB")
+_STATUS = struct.Struct("=I")        # the header's status (host order) at 4
 ADDR_OFFSET = 20
 
 
@@ -162,11 +162,11 @@ class UmadPort:
         1 ms: libibumad reads without polling, blocking, at 0). The status is the header's u32 at 4
         (what umad_status returns: ETIMEDOUT when the kernel timed the request out)."""
         self._len.value = 256
-        if self._recv_fn(self.fd, self._recv, self._len_ref, max(1, int(timeout_ms))) < 0:
+        if self._recv_fn(self.fd, self._recv, self._len_ref, timeout_ms if timeout_ms > 1 else 1) < 0:
             return None
-        raw = self._recv.raw
+        n = self._len.value
         o = self.mad_offset
-        return int.from_bytes(raw[4:8], sys.byteorder), raw[o:o + min(max(self._len.value, 0), 256)]
+        return _STATUS.unpack_from(self._recv, 4)[0], self._recv[o:o + (n if 0 <= n <= 256 else 0 if n < 0 else 256)]
 
     def close(self) -> None:
         if self.fd >= 0:
