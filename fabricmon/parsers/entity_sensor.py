@@ -1,4 +1,4 @@
-"""A switch's transceiver sensors over SNMP, joined to its interfaces (GUIDE section 9, Sensors):
+"""A switch's transceiver sensors over SNMP, joined to its interfaces (docs/optics.md, "On the switches"):
 
 - ENTITY-SENSOR-MIB entPhySensorTable `1.3.6.1.2.1.99.1.1.1.{1 type, 2 scale, 3 precision, 4 value,
   5 oper status}` (Arista, SONiC), with Arista's thresholds (ARISTA-ENTITY-SENSOR-MIB

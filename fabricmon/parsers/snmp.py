@@ -1,5 +1,5 @@
 """What the Ethernet collector reads from a switch over SNMP, declared once as rows (snmp_exporter's
-generated snmp.yml, in our words; GUIDE section 9), and the one parser for all of it.
+generated snmp.yml, in our words; docs/ethernet.md), and the one parser for all of it.
 
 A row names an object: its numeric OID, how its index reads (`ifIndex`, `ifIndex.prio`, `port`
 for an LLDP local port number, `lldpRem` for (TimeMark, LocalPortNum, RemIndex), `scalar`), its
@@ -63,7 +63,7 @@ OIDS: tuple[OidRow, ...] = (
     OidRow("lldpLocChassisIdSubtype", "1.0.8802.1.1.2.1.3.1", "lldp_local", "scalar", "int", "chassis_subtype"),
     OidRow("lldpLocChassisId", "1.0.8802.1.1.2.1.3.2", "lldp_local", "scalar", "octets", "chassis_id"),
     OidRow("lldpLocSysName", "1.0.8802.1.1.2.1.3.3", "lldp_local", "scalar", "string", "lldp_sys_name"),
-    # lldpLocPortTable, indexed by lldpLocPortNum (not always the ifIndex: GUIDE section 9)
+    # lldpLocPortTable, indexed by lldpLocPortNum (not always the ifIndex: docs/ethernet.md, "the local-port trap")
     OidRow("lldpLocPortIdSubtype", "1.0.8802.1.1.2.1.3.7.1.2", "lldp_local", "port", "int", "id_subtype"),
     OidRow("lldpLocPortId", "1.0.8802.1.1.2.1.3.7.1.3", "lldp_local", "port", "octets", "port_id"),
     OidRow("lldpLocPortDesc", "1.0.8802.1.1.2.1.3.7.1.4", "lldp_local", "port", "string", "port_desc"),
@@ -399,7 +399,7 @@ class SwitchIdentity:
         return out
 
     def if_index_of_lldp_port(self, num: int) -> int | None:
-        """The trap (GUIDE section 9): lldpLocPortNum is not always the ifIndex. First the local
+        """The local-port trap (docs/ethernet.md): lldpLocPortNum is not always the ifIndex. First the local
         port's ID, then its description, matched against ifName, ifDescr and ifAlias; then BRIDGE-MIB
         dot1dBasePortIfIndex; only then the raw number."""
         lp = self.lldp_ports.get(num, {})

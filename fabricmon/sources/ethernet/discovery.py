@@ -14,7 +14,7 @@ parsers.snmp.SwitchIdentity.fabric_ports: physical interfaces, management ports 
 `fabric.ethernet.exclude_ports`), each labelled uniquely. A neighbour whose chassis ID is one of the
 configured switches' is a switch link (its port joined by name on that switch); one that says it
 bridges or routes (lldpRemSysCapEnabled) is an `External` switch outside the fabric; anything else
-is a host. The local port of an LLDP entry is joined to its interface by the rule of GUIDE section 9
+is a host. The local port of an LLDP entry is joined to its interface by the local-port rule of docs/ethernet.md
 (SwitchIdentity.if_index_of_lldp_port). A switch is named by switch_names (its address added where
 its sysName does not tell it apart). docs/ethernet.md describes the model.
 """
@@ -31,8 +31,8 @@ from fabricmon.host.io import HostIO
 from fabricmon.model.fabric import DiscoveryData, Link, SwitchNode
 from fabricmon.parsers.errors import ParseError
 from fabricmon.parsers.snmp import PFC_WALKS, WALK_BY_NAME, SwitchIdentity, identity_from_walks
-from fabricmon.pipeline.source import Inputs, Source, SourceOutput, register
-from fabricmon.sources.ethernet.snmp import SnmpAccess, failure
+from fabricmon.pipeline.source import Inputs, SourceOutput, register
+from fabricmon.sources.ethernet.snmp import SnmpAccess, SnmpSource, failure
 
 log = structlog.get_logger("fabricmon.fabric")
 
@@ -153,10 +153,9 @@ def build_graph(idents: dict[str, SwitchIdentity], unreachable: dict[str, str],
 
 @register("discovery", enabled=True, interval=300.0, timeout=60.0, command=(),
           provides_inventory=True, collector="ethernet", records=DiscoveryData)
-class SnmpDiscoverySource(Source):
+class SnmpDiscoverySource(SnmpSource):
     def __init__(self, config, sc=None):
         super().__init__(config, sc)
-        self.access = SnmpAccess(config.fabric.ethernet.snmp)
         self._last: dict[str, SwitchIdentity] = {}       # address -> identity at its last answer
         self._reported: dict[tuple[str, int], tuple[str, ...]] = {}   # (guid, port) -> neighbours logged
 
@@ -202,10 +201,6 @@ class SnmpDiscoverySource(Source):
                 log.warning("several LLDP neighbours on one switch port", switch=sw.name, switch_guid=g,
                             port=sw.port_name(p), neighbours=list(ns), link=sw.links[p].remote_name)
         self._reported = now
-
-    def close(self) -> None:
-        self.access.close()
-        super().close()
 
 
 __all__ = ["DEFAULT_SYS_NAMES", "IDENTITY_WALKS", "SnmpDiscoverySource", "build_graph", "read_identity",

@@ -13,29 +13,23 @@ from __future__ import annotations
 import time
 
 from fabricmon.host.io import HostIO
-from fabricmon.model.fabric import Topology, in_shard
 from fabricmon.model.optics import SwitchOpticsData
 from fabricmon.parsers.entity_sensor import SENSOR_WALKS, join
 from fabricmon.parsers.errors import ParseError
-from fabricmon.pipeline.source import INVENTORY, Inputs, Source, SourceOutput, register
-from fabricmon.sources.ethernet.snmp import SnmpAccess, failure
+from fabricmon.pipeline.source import INVENTORY, Inputs, SourceOutput, register
+from fabricmon.sources.ethernet.snmp import SnmpSource, failure
 
 
 @register("optics", enabled=True, interval=300.0, timeout=60.0, command=(), needs=(INVENTORY,),
           collector="ethernet", records=SwitchOpticsData)
-class SnmpOpticsSource(Source):
-    def __init__(self, config, sc=None):
-        super().__init__(config, sc)
-        self.access = SnmpAccess(config.fabric.ethernet.snmp)
-
+class SnmpOpticsSource(SnmpSource):
     def collect(self, io: HostIO, inputs: Inputs) -> SourceOutput:
         out = SourceOutput()
-        topo: Topology | None = inputs.inventory
-        if topo is None or not topo.switches:
-            out.error("read", "no discovered topology yet (the discovery source has not completed)")
+        found = self.shard_switches(inputs, out)
+        if found is None:
             return out
+        topo, mine = found
         fc = self.config.fabric
-        mine = sorted(g for g, sw in topo.switches.items() if sw.address and in_shard(g, *fc.shard))
         texts: dict[str, dict[str, str]] = {g: {} for g in mine}
         errors: dict[str, tuple[str, str]] = {}
         if self.access.inprocess and mine:
@@ -76,10 +70,6 @@ class SnmpOpticsSource(Source):
                 out.error("parse", f"switch {sw.name} ({sw.address}): {exc}")
         out.data = data
         return out
-
-    def close(self) -> None:
-        self.access.close()
-        super().close()
 
 
 __all__ = ["SnmpOpticsSource"]

@@ -22,7 +22,7 @@ from fabricmon.schema import (ConfigError, Context, Schema, choice, integer, lis
 SNMP_AUTH_PROTOCOLS = ("MD5", "SHA", "SHA224", "SHA256", "SHA384", "SHA512")
 SNMP_PRIV_PROTOCOLS = ("DES", "AES", "AES192", "AES256", "AES192C", "AES256C")   # C: Cisco's key extension
 SNMP_SECRETS = ("community", "auth_password", "priv_password")
-# management ports carry LLDP neighbours too (GUIDE section 9) but no RoCE traffic: SONiC/Cumulus eth0,
+# management ports carry LLDP neighbours too (docs/ethernet.md, the port model) but no RoCE traffic: SONiC/Cumulus eth0,
 # Dell OS10 mgmt1/1/1, Arista Management1, Dell OS9 ManagementEthernet 1/1, Junos em0
 DEFAULT_EXCLUDE_PORTS: tuple[str, ...] = ("eth0", "mgmt.*", "Management.*", "em0")
 

@@ -36,6 +36,8 @@ from fabricmon.host.io import HostIO
 from fabricmon.host.runner import CommandResult
 from fabricmon.host import usm as _usm
 from fabricmon.host.snmp import WalkSpec
+from fabricmon.model.fabric import Topology, in_shard
+from fabricmon.pipeline.source import Inputs, Source, SourceOutput
 
 log = structlog.get_logger("fabricmon.snmp")
 WALK_PROGRAM = "snmpbulkwalk"
@@ -182,4 +184,26 @@ def _address(argv: tuple[str, ...]) -> str:
 _warned_values: set[tuple[str, str]] = set()
 
 
-__all__ = ["WALK_PROGRAM", "SnmpAccess", "failure"]
+class SnmpSource(Source):
+    """A source that reads switches over SNMP through one SnmpAccess (closed with the source)."""
+
+    def __init__(self, config, sc=None):
+        super().__init__(config, sc)
+        self.access = SnmpAccess(config.fabric.ethernet.snmp)
+
+    def shard_switches(self, inputs: Inputs, out: SourceOutput) -> tuple[Topology, list[str]] | None:
+        """The discovered topology and the GUIDs of this shard's switches with an address; None (and
+        a read error) before the discovery source has completed."""
+        topo: Topology | None = inputs.inventory
+        if topo is None or not topo.switches:
+            out.error("read", "no discovered topology yet (the discovery source has not completed)")
+            return None
+        shard = self.config.fabric.shard
+        return topo, sorted(g for g, sw in topo.switches.items() if sw.address and in_shard(g, *shard))
+
+    def close(self) -> None:
+        self.access.close()
+        super().close()
+
+
+__all__ = ["WALK_PROGRAM", "SnmpAccess", "SnmpSource", "failure"]

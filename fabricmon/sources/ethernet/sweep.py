@@ -21,11 +21,11 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 
 from fabricmon.host.io import HostIO
-from fabricmon.model.fabric import SweepData, Topology, in_shard
+from fabricmon.model.fabric import SweepData
 from fabricmon.parsers.errors import ParseError
 from fabricmon.parsers.snmp import OIDS, SWEEP_COLUMNS, WALK_BY_NAME, SwitchCounters, counters_from_walks
-from fabricmon.pipeline.source import INVENTORY, Inputs, Source, SourceOutput, register
-from fabricmon.sources.ethernet.snmp import SnmpAccess, failure
+from fabricmon.pipeline.source import INVENTORY, Inputs, SourceOutput, register
+from fabricmon.sources.ethernet.snmp import SnmpAccess, SnmpSource, failure
 
 SWEEP_WALKS = ("if_table", "ifx_table")
 OCTET_COUNTERS = {"transmit_bytes": 1, "receive_bytes": 1}
@@ -81,20 +81,15 @@ def read_all_inprocess(access: SnmpAccess, io: HostIO, switches: list[tuple[str,
 
 @register("sweep", enabled=True, interval=15.0, timeout=30.0, command=(),
           needs=(INVENTORY,), collector="ethernet", records=SweepData)
-class SnmpSweepSource(Source):
-    def __init__(self, config, sc=None):
-        super().__init__(config, sc)
-        self.access = SnmpAccess(config.fabric.ethernet.snmp)
-
+class SnmpSweepSource(SnmpSource):
     def collect(self, io: HostIO, inputs: Inputs) -> SourceOutput:
         out = SourceOutput()
-        topo: Topology | None = inputs.inventory
-        if topo is None or not topo.switches:
-            out.error("read", "no discovered topology yet (the discovery source has not completed)")
+        found = self.shard_switches(inputs, out)
+        if found is None:
             return out
+        topo, mine = found
         fc = self.config.fabric
         t0 = time.monotonic()
-        mine = sorted(g for g, sw in topo.switches.items() if sw.address and in_shard(g, *fc.shard))
         data = SweepData(scale=dict(OCTET_COUNTERS), wrapping=set(WRAPPING))
 
         def one(guid: str):
@@ -137,10 +132,6 @@ class SnmpSweepSource(Source):
         if data.switches or not mine:
             out.data = data
         return out
-
-    def close(self) -> None:
-        self.access.close()
-        super().close()
 
 
 __all__ = ["SnmpSweepSource", "read_all_inprocess", "read_counters"]
