@@ -8,6 +8,14 @@ takes a port down with the real ``snmpset``), and :class:`SnmpSimFabric` runs ``
 (v2c: one process, one endpoint per switch; v3: one process per switch, whose context name
 ``public`` selects its data file) and stops it with its process group.
 
+Transceivers (``leaf_spine(optics=True)``; docs/optics.md): every port gets a 4-lane module served
+the way a switch's ENTITY-MIB and ENTITY-SENSOR-MIB give it: per lane a receive power, transmit power
+(watts, scale milli, precision 4: 0.1 uW steps) and bias (amperes, milli, precision 2) sensor named
+``Ethernet0 Lane 1 Transceiver Receive Power Sensor`` (NX-OS's spelling) and a module temperature
+sensor (Celsius, precision 1), each mapped to its interface by entAliasMappingIdentifier, with the
+receive and transmit thresholds in Arista's threshold table (ARISTA-ENTITY-SENSOR-MIB, the sensor's
+units). Receive power is -2 to -4 dBm; :func:`set_rx_power` plants a dim receiver.
+
 Switch styles (how the switch numbers its LLDP ports; lldpLocPortNum is not always the ifIndex,
 docs/ethernet.md):
 - ``sonic``: lldpLocPortNum is the ifIndex, the port ID is the ifName (SONiC);
@@ -33,6 +41,22 @@ PFC_ROOTS = {"cisco": ("1.3.6.1.4.1.9.9.813.1.2.1", 2, 3), "arista": ("1.3.6.1.4
              "onyx": ("1.3.6.1.4.1.33049.15.1.2.1", 5, 3), "ieee": ("1.3.111.2.802.1.1.21.1.1.1", 2, 3)}
 LLDP = "1.0.8802.1.1.2.1"
 DEFAULT_MBPS = 400000
+ENT_SENSOR = "1.3.6.1.2.1.99.1.1.1"
+ARISTA_THRESHOLD = "1.3.6.1.4.1.30065.3.12.1.1.1"
+LANES = 4
+# the simulated switch's thresholds in dBm (low alarm, low warning, high warning, high alarm): invented, of
+# the order real 100-400G modules give
+RX_LIMITS_DBM = (-10.4, -8.4, 4.0, 5.0)
+TX_LIMITS_DBM = (-6.4, -4.4, 4.0, 5.0)
+
+
+@dataclass
+class SimOptics:
+    """One port's transceiver: per lane receive and transmit power (dBm) and laser bias (mA)."""
+    rx_dbm: list[float]
+    tx_dbm: list[float] = field(default_factory=lambda: [1.0] * LANES)
+    bias_ma: list[float] = field(default_factory=lambda: [6.5] * LANES)
+    temperature_c: float = 38.0
 
 
 @dataclass
@@ -50,6 +74,7 @@ class SimPort:
     oper: int = 1
     descr: str = ""
     lldp_num: int = 0                # its lldpLocPortNum
+    optics: SimOptics | None = None  # its transceiver (None: no sensors)
 
 
 @dataclass
@@ -80,10 +105,12 @@ def _mac(n: int) -> str:
 
 def leaf_spine(spines: int = 2, leaves: int = 4, hosts_per_leaf: int = 2, uplink_rate: float = 0.0,
                host_rate: float = 0.0, spine_styles: tuple[str, ...] = ("sonic",), speed_mbps: int = DEFAULT_MBPS,
-               name_prefix: str = "") -> list[SimSwitch]:
+               name_prefix: str = "", optics: bool = False) -> list[SimSwitch]:
     """A 2-tier fabric: every leaf has one uplink to every spine and `hosts_per_leaf` host ports.
     Leaf ports are Ethernet0, Ethernet4, ... (hosts first, then uplinks); traffic rates start
-    even (`uplink_rate` on every uplink in both directions) and are changed per port by a test."""
+    even (`uplink_rate` on every uplink in both directions) and are changed per port by a test.
+    `optics`: every fabric port (not a management port) gets a transceiver whose lanes read -2 to
+    -4 dBm (fixed per port and lane, so a run is reproducible)."""
     sw: list[SimSwitch] = []
     spine_objs = []
     for s in range(spines):
@@ -114,6 +141,13 @@ def leaf_spine(spines: int = 2, leaves: int = 4, hosts_per_leaf: int = 2, uplink
             n += 1
         sw.append(leaf)
     sw = spine_objs + sw
+    if optics:
+        for s in sw:
+            for p in s.ports:
+                if p.name.startswith("Ethernet"):
+                    seed = sum(map(ord, s.name)) * 31 + p.if_index * 7
+                    p.optics = SimOptics([-2.0 - ((seed + 3 * lane) % 21) / 10.0 for lane in range(LANES)],
+                                         temperature_c=34.0 + (seed % 9))
     by_name = {s.name: s for s in sw}
     for s in sw:                     # each end learns how the other advertises its port
         for p in s.ports:
@@ -135,6 +169,22 @@ def set_rate(switches: list[SimSwitch], switch: str, port: str, tx: float, rx: f
         q.rx_rate = tx
         if rx is not None:
             q.tx_rate = rx
+
+
+def set_rx_power(switches: list[SimSwitch], switch: str, port: str, dbm: float, lane: int | None = None) -> None:
+    """Plant a receive power on one port's transceiver: one lane (1-based), or every lane (None).
+    Like set_rate, before the fabric starts (the data is written then)."""
+    p = next(s for s in switches if s.name == switch).port(port)
+    if p.optics is None:
+        raise ValueError(f"{switch} {port} has no transceiver (leaf_spine(optics=True))")
+    for n in range(LANES):
+        if lane is None or n + 1 == lane:
+            p.optics.rx_dbm[n] = dbm
+
+
+def _mw01(dbm: float) -> int:
+    """dBm -> watts at scale milli, precision 4 (units of 0.1 uW)."""
+    return round(10.0 ** (dbm / 10.0) * 1e4)
 
 
 def _hex(text: str) -> str:
@@ -207,6 +257,8 @@ def snmprec(sw: SimSwitch, switches: list[SimSwitch]) -> str:
                 add(f"{LLDP}.4.1.1.7.{rem}", f"4|{ppid}")
                 add(f"{LLDP}.4.1.1.8.{rem}", f"4|{pdesc}")
                 add(f"{LLDP}.4.1.1.9.{rem}", f"4|{p.peer}")
+        if p.optics is not None:
+            _sensors(add, p)
         root, tx_col, rx_col = PFC_ROOTS[sw.pfc]
         if sw.pfc == "ieee":
             add(f"{root}.{tx_col}.{i}", _counter(70, sum(r for (_, d), r in p.pause.items() if d == "tx")))
@@ -217,6 +269,33 @@ def snmprec(sw: SimSwitch, switches: list[SimSwitch]) -> str:
                 add(f"{root}.{rx_col}.{i}.{prio}", _counter(70, p.pause.get((prio, "rx"), 0.0)))
     rows.sort()
     return "\n".join(r for _, r in rows) + "\n"
+
+
+def _sensors(add, p: SimPort) -> None:
+    """Port p's transceiver as ENTITY-MIB entities and ENTITY-SENSOR-MIB sensors (module docstring):
+    entity 1000000 + 1000 x ifIndex + 10 x kind + lane (kind 0 temperature, 1 rx, 2 tx, 3 bias)."""
+    o = p.optics
+    rows = [(0, 0, f"{p.name} Transceiver Temperature Sensor", 8, 9, 1, round(o.temperature_c * 10), None)]
+    for n in range(LANES):
+        lane = n + 1
+        rows += [(1, lane, f"{p.name} Lane {lane} Transceiver Receive Power Sensor", 6, 8, 4, _mw01(o.rx_dbm[n]),
+                  RX_LIMITS_DBM),
+                 (2, lane, f"{p.name} Lane {lane} Transceiver Transmit Power Sensor", 6, 8, 4, _mw01(o.tx_dbm[n]),
+                  TX_LIMITS_DBM),
+                 (3, lane, f"{p.name} Lane {lane} Transceiver Bias Current Sensor", 5, 8, 2,
+                  round(o.bias_ma[n] * 100), None)]
+    for kind, lane, name, typ, scale, prec, value, limits in rows:
+        e = 1000000 + 1000 * p.if_index + 10 * kind + lane
+        add(f"1.3.6.1.2.1.47.1.1.1.1.2.{e}", f"4|{name}")              # entPhysicalDescr
+        add(f"1.3.6.1.2.1.47.1.1.1.1.5.{e}", "2|8")                    # entPhysicalClass sensor
+        add(f"1.3.6.1.2.1.47.1.1.1.1.7.{e}", f"4|{name}")              # entPhysicalName
+        add(f"1.3.6.1.2.1.47.1.3.2.1.2.{e}.0", f"6|1.3.6.1.2.1.2.2.1.1.{p.if_index}")   # entAliasMappingIdentifier
+        for col, v in ((1, typ), (2, scale), (3, prec), (4, value), (5, 1)):         # ..., entPhySensorOperStatus ok
+            add(f"{ENT_SENSOR}.{col}.{e}", f"2|{v}")
+        if limits is not None:               # low warning, low critical, high warning, high critical
+            low_alarm, low_warn, high_warn, high_alarm = limits
+            for col, dbm in ((1, low_warn), (2, low_alarm), (3, high_warn), (4, high_alarm)):
+                add(f"{ARISTA_THRESHOLD}.{col}.{e}", f"2|{_mw01(dbm)}")
 
 
 def free_udp_ports(n: int) -> list[int]:
@@ -355,5 +434,5 @@ class SnmpSimFabric:
         self.stop()
 
 
-__all__ = ["SimPort", "SimSwitch", "SnmpSimFabric", "free_udp_ports", "leaf_spine", "recorded", "set_rate", "snmprec",
-           "tools_available"]
+__all__ = ["SimOptics", "SimPort", "SimSwitch", "SnmpSimFabric", "free_udp_ports", "leaf_spine", "recorded", "set_rate",
+           "set_rx_power", "snmprec", "tools_available"]

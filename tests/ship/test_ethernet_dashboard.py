@@ -3,7 +3,12 @@ rules scraping `fabricmon fabric run` (fabric.kind: ethernet) on a snmpsim leaf/
 polarised onto spine01 and a 100G uplink among 400G. The "Top uplink utilisation per leaf" and
 "ECMP imbalance (max/mean) per switch" panels return the Ethernet switches, the recording rules
 show leaf02's hot uplink at about twice its uplinks' mean, every rule evaluates cleanly, and the
-collector's verdicts reach FabricmonEcmpImbalance and FabricmonFabricPortDegraded."""
+collector's verdicts reach FabricmonEcmpImbalance and FabricmonFabricPortDegraded.
+
+The switches serve transceiver sensors (ENTITY-SENSOR-MIB, fabricmon.sim.ethernet), with one receiver
+planted at -12 dBm (leaf01 Ethernet0 lane 2, under the switch's -8.4 dBm low warning threshold): every
+query of the Optics row returns every switch by name, and the dimmest-receivers table shows the planted
+lane with its reading and its margin to the threshold."""
 
 from __future__ import annotations
 
@@ -11,11 +16,13 @@ import json
 import re
 import time
 
+import pytest
+
 from helpers import unavailable
 
-from fabricmon.sim.ethernet import SnmpSimFabric, leaf_spine, set_rate, tools_available
+from fabricmon.sim.ethernet import RX_LIMITS_DBM, SnmpSimFabric, leaf_spine, set_rate, set_rx_power, tools_available
 from ship_helpers import FABRICMON, ROOT, free_port, http_get, start_prometheus, wait_until
-from test_fabric_dashboard import RULES, build_rules, dashboard, panels, substitute
+from test_fabric_dashboard import ETHERNET_ONLY, RULES, build_rules, dashboard, panels, substitute
 
 # panel -> switches it must show (leaf01's and spine02's groups keep one link once the 100G one is left out: no ratio)
 PANELS = {"Top uplink utilisation per leaf": {"leaf01", "leaf02"},
@@ -26,7 +33,8 @@ def test_the_fabric_panels_and_rules_work_for_an_ethernet_fabric(processes, tmp_
     ok, why = tools_available()
     if not ok:
         unavailable(why)
-    sw = leaf_spine(spines=2, leaves=2, hosts_per_leaf=1, uplink_rate=20e9)
+    sw = leaf_spine(spines=2, leaves=2, hosts_per_leaf=1, uplink_rate=20e9, optics=True)
+    set_rx_power(sw, "leaf01", "Ethernet0", -12.0, lane=2)     # a dim receiver under the low warning threshold
     set_rate(sw, "leaf02", "Ethernet4", 40e9)           # leaf02 polarised onto spine01
     set_rate(sw, "leaf02", "Ethernet8", 0.5e9)
     by = {s.name: s for s in sw}
@@ -73,6 +81,32 @@ def test_the_fabric_panels_and_rules_work_for_an_ethernet_fabric(processes, tmp_
             if pending:
                 time.sleep(1)
         assert not pending, f"panels without the Ethernet leaves: {pending}"
+
+        # the Optics row: every query returns every switch by name; the planted lane leads leaf01's dimmest
+        names = {s.name for s in sw}
+        optics = {(pn["title"], t["refId"]): substitute(t["expr"]) for pn in panels(dashboard())
+                  if pn["title"] in ETHERNET_ONLY for t in pn["targets"]}
+        assert len(optics) >= 4
+        results: dict = {}
+        deadline = time.monotonic() + 90
+        while time.monotonic() < deadline:
+            results = {k: prom.query(e) for k, e in optics.items()}
+            if all(names <= {r["metric"].get("switch") for r in res} for res in results.values()):
+                break
+            time.sleep(1)
+        missing = {k: names - {r["metric"].get("switch") for r in res} for k, res in results.items()}
+        assert not any(missing.values()), f"optics panels without switches: {missing}"
+        dim = results[("Dimmest receivers per switch", "A")]
+        assert len(dim) == 3 * len(names)
+        (planted,) = [r for r in dim if r["metric"]["switch"] == "leaf01" and r["metric"]["port"] == "Ethernet0"
+                      and r["metric"]["lane"] == "2"]
+        assert float(planted["value"][1]) == pytest.approx(-12.0, abs=0.05)
+        assert all(-4.05 <= float(r["value"][1]) <= -1.95 for r in dim if r is not planted)
+        (margin,) = [r for r in results[("Dimmest receivers per switch", "B")] if r["metric"]["switch"] == "leaf01"
+                     and r["metric"]["port"] == "Ethernet0" and r["metric"]["lane"] == "2"]
+        assert float(margin["value"][1]) == pytest.approx(-12.0 - RX_LIMITS_DBM[1], abs=0.05)
+        least = {r["metric"]["switch"]: float(r["value"][1]) for r in results[("Dimmest receiver per switch", "A")]}
+        assert least["leaf01"] == pytest.approx(-12.0, abs=0.05) and least["leaf02"] > -4.05, least
 
         def ratio(switch):
             q = (f'switch:fabricmon_fabric_uplink_utilisation:max_ratio_rate5m{{switch="{switch}"}}'

@@ -289,3 +289,42 @@ def test_fabric_once_reads_exports_and_judges_the_recorded_switches(tmp_path) ->
     assert len(planted) == 1, r.stderr[-3000:]
     assert "lane 1 receive power -30.00 dBm is beyond the switch's low alarm threshold -26.99 dBm" in planted[0]
     print(f"\nfabric once over 4 recorded switches: {took:.1f} s, {total} receive-power sensors exported")
+
+
+def test_the_simulated_leaf_spine_serves_its_transceivers(tmp_path) -> None:
+    """fabricmon.sim.ethernet's generated switches with optics: every port's four lanes read by the real
+    source through snmpsim, joined by entAliasMapping, within 0.05 dB of what the sim planted (-2 to -4 dBm),
+    the switch's thresholds exported, and a receiver planted with set_rx_power under the low alarm threshold
+    is a CRITICAL finding naming its port and lane (the fabric dashboard's Optics row is tested on this)."""
+    from fabricmon.sim.ethernet import LANES, RX_LIMITS_DBM, SnmpSimFabric, leaf_spine, set_rx_power
+    ok, why = tools_available()
+    if not ok:
+        unavailable(why)
+    sw = leaf_spine(spines=1, leaves=2, hosts_per_leaf=1, optics=True)
+    set_rx_power(sw, "leaf02", "Ethernet4", -12.0, lane=2)
+    with SnmpSimFabric(sw) as fab:
+        cfg = from_dict({"fabric": {"kind": "ethernet", "port": 0, "ethernet": {
+            "switches": fab.addresses(), "snmp": {"community": "public"}}}}, check_paths=False)
+        topo = Topology()
+        for s in sw:
+            topo.switches[s.name] = SwitchNode(s.name, s.name, 0, None, kind="ethernet", address=fab.endpoints[s.name])
+        src = SnmpOpticsSource(cfg, cfg.fabric.sources["optics"])
+        out = src.collect(LiveIO(), Inputs(deadline=time.monotonic() + 120, inventory=topo))
+        src.close()
+    assert out.errors == [], out.errors
+    _, findings, text = snapshot(cfg, topo, out.data, tmp_path)
+    got = samples(text, "fabricmon_fabric_port_optics_rx_power_dbm")
+    want = {(s.name, p.name, str(n + 1)): p.optics.rx_dbm[n] for s in sw for p in s.ports for n in range(LANES)}
+    assert set(got) == set(want)
+    for key, dbm in want.items():
+        assert abs(got[key] - dbm) <= 0.05, (key, got[key], dbm)
+    assert all(-4.0 <= v <= -2.0 for k, v in want.items() if k != ("leaf02", "Ethernet4", "2"))
+    assert not any(out.data.switches[s.name].unjoined for s in sw)
+    assert len(samples(text, "fabricmon_fabric_port_optics_temperature_celsius")) == sum(len(s.ports) for s in sw)
+    low = [ln for ln in text.splitlines() if ln.startswith("fabricmon_fabric_port_optics_threshold{")
+           and 'quantity="rx_power_dbm"' in ln and 'level="low_alarm"' in ln]
+    assert len(low) == len(want) and all(float(ln.rsplit(" ", 1)[1]) == pytest.approx(RX_LIMITS_DBM[0], abs=0.05)
+                                         for ln in low)
+    bad = [f for f in findings if f.check == "optics_thresholds" and f.status > 0]
+    assert len(bad) == 1 and bad[0].status == 2 and bad[0].device == "leaf02", [f.message for f in bad]
+    assert "switch leaf02 Ethernet4: lane 2 receive power -12.00 dBm" in bad[0].message, bad[0].message
