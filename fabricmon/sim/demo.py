@@ -202,7 +202,7 @@ def _ethernet_fabric(wd: Path, port: int, on_snapshot):
         _say(f"no Ethernet fabric beside it: {why}")
         return None, None
     switches = eth.leaf_spine(spines=2, leaves=4, hosts_per_leaf=2, uplink_rate=25e9, name_prefix="roce",
-                              spine_styles=("sonic", "numbered"))
+                              spine_styles=("sonic", "numbered"), optics=True)     # the Optics rows have data
     by = {s.name: s for s in switches}
     eth.set_rate(switches, "rocel03", "Ethernet8", 45e9)           # polarised onto rspine01
     eth.set_rate(switches, "rocel03", "Ethernet12", 1e9)
