@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import errno
 import importlib.util
 import json
 import math
@@ -16,6 +17,7 @@ import yaml
 
 from fabricmon.checks import Finding
 from fabricmon.host import ReplayIO
+from fabricmon.host.runner import CommandResult
 from fabricmon.model.ports import DeviceView, Inventory, PortView
 from fabricmon.model.roce import RoceTarget
 from fabricmon.pipeline.source import Inputs
@@ -306,6 +308,84 @@ def unavailable(why: str) -> NoReturn:
         pytest.fail(f"CI is set but {why}")
     pytest.skip(why)
 
+
+
+def as_ordinary_user(argv: list[str], env: dict[str, str], timeout: float = 60):
+    """`python -m fabricmon argv` as an ordinary user: `nobody` (setpriv) when the tests run as root,
+    else ourselves; cwd /. Unavailable (skipped, failed under CI) where nobody cannot run this checkout."""
+    import subprocess
+    prefix: list[str] = []
+    if os.geteuid() == 0:
+        setpriv = shutil.which("setpriv") or unavailable("setpriv (Debian package util-linux) is needed")
+        prefix = [setpriv, "--reuid=65534", "--regid=65534", "--clear-groups"]
+        probe = subprocess.run([*prefix, sys.executable, "-c", "import fabricmon.cli, fabricmon.install as i; "
+                                "i.ROLES['node'].unit_src.read_text()"], capture_output=True, text=True, timeout=60,
+                               cwd="/")
+        if probe.returncode != 0:
+            unavailable("an ordinary user (nobody) cannot run this checkout's fabricmon (a checkout or Python "
+                        f"under a private directory?): {probe.stderr.strip()[-300:]}")
+    return subprocess.run([*prefix, sys.executable, "-m", "fabricmon", *argv], capture_output=True, text=True,
+                          timeout=timeout, env=env, cwd="/")
+
+
+class FakeIO:
+    """A HostIO for source unit tests: commands by argv ((rc, stdout, stderr) or a CommandResult; an
+    unknown argv is not_found), files by (root, rel) (an errno value raises OSError), realpaths, NVML."""
+
+    def __init__(self, commands=None, files=None, realpaths=None, nvml=None):
+        self.commands = commands or {}
+        self.files = files or {}
+        self.realpaths = realpaths or {}
+        self.nvml = nvml
+        self.ran: list[tuple[str, ...]] = []
+
+    def run(self, argv, timeout):
+        self.ran.append(tuple(argv))
+        c = self.commands.get(tuple(argv))
+        if c is None:
+            return CommandResult(tuple(argv), None, "", "", 0.0, "not_found")
+        if isinstance(c, CommandResult):
+            return c
+        rc, out, err = c
+        return CommandResult(tuple(argv), rc, out, err, 0.01)
+
+    def read(self, root, rel):
+        v = self.files.get((root, rel), errno.ENOENT)
+        if isinstance(v, int):
+            raise OSError(v, os.strerror(v), rel)
+        return v
+
+    def listdir(self, root, rel):
+        raise OSError(errno.ENOENT, "no", rel)
+
+    def realpath(self, root, rel):
+        if rel in self.realpaths:
+            return self.realpaths[rel]
+        raise OSError(errno.ENOENT, "no", rel)
+
+    def nvml_gpus(self):
+        if isinstance(self.nvml, Exception):
+            raise self.nvml
+        return self.nvml or []
+
+    def close(self):
+        pass
+
+
+
+def community_file(directory: Path) -> Path:
+    """An SNMP community file (`public`, mode 0600, as the config requires) in `directory`."""
+    comm = Path(directory) / "community"
+    comm.write_text("public\n")
+    comm.chmod(0o600)
+    return comm
+
+
+def api_findings(port: int) -> list[dict]:
+    """The findings a daemon or collector on 127.0.0.1:port serves at /api/v1/findings."""
+    import urllib.request
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/api/v1/findings", timeout=5) as r:
+        return json.loads(r.read())["findings"]
 
 def promtool() -> str:
     """The path of promtool (Debian package prometheus); skips without it, fails under $CI."""

@@ -13,6 +13,8 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass, field
 
+from fabricmon.model.ports import pair_netdevs
+
 # The quantities a module or switch reports, with their unit as the metric names spell it.
 QUANTITIES = ("rx_power", "tx_power", "tx_bias", "temperature", "voltage")
 
@@ -190,25 +192,12 @@ class OpticsSection:
 
 
 def netdev_ports(devices: dict, ports: dict) -> list[tuple[str, int, str]]:
-    """(device, port, netdev) of every RDMA port with a netdev, RoCE and IPoIB alike: with as many
-    netdevs as ports they pair up in order, otherwise every netdev belongs to the first port."""
+    """(device, port, netdev) of every RDMA port with a netdev, RoCE and IPoIB alike, paired as
+    model.ports.pair_netdevs pairs them."""
     by_dev: dict[str, list[int]] = {}
     for dev, num in ports:
         by_dev.setdefault(dev, []).append(num)
-    out = []
-    for dev in sorted(by_dev):
-        d = devices.get(dev)
-        netdevs = sorted(n for n in (getattr(d, "netdev", "") or "").split(",") if n)
-        nums = sorted(by_dev[dev])
-        if not netdevs:
-            continue
-        if len(netdevs) == len(nums):
-            out += [(dev, num, nd) for num, nd in zip(nums, netdevs)]
-        else:
-            out += [(dev, nums[0], nd) for nd in netdevs]
-    return out
-
-
+    return [t for t in pair_netdevs(devices, by_dev) if t[2]]
 
 
 # --- the switches' transceivers (sources.ethernet.optics) --------------------------------------

@@ -193,3 +193,21 @@ def merge(records: Iterable[Any]) -> Inventory:
         if p.state_id is not None and not p.up:
             p.rate_gbps = 0.0   # a Down port shows a stale rate in ibstat and sysfs
     return Inventory(devices, ports)
+
+
+def pair_netdevs(devices: Any, ports_by_device: dict[str, list[int]]) -> list[tuple[str, int, str]]:
+    """(device, port, netdev) for each device's ports and the netdevs its DeviceView lists
+    (comma-separated): with as many netdevs as ports they pair up in order, otherwise every netdev
+    belongs to the device's first port; a device without a netdev gives each port with netdev ""."""
+    out: list[tuple[str, int, str]] = []
+    for dev in sorted(ports_by_device):
+        d = devices.get(dev)
+        netdevs = sorted(n for n in (getattr(d, "netdev", "") or "").split(",") if n)
+        nums = sorted(ports_by_device[dev])
+        if not netdevs:
+            out += [(dev, num, "") for num in nums]
+        elif len(netdevs) == len(nums):
+            out += list(zip([dev] * len(nums), nums, netdevs))
+        else:
+            out += [(dev, nums[0], nd) for nd in netdevs]
+    return out

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from fabricmon.model.history import CounterHistory
+from fabricmon.model.ports import pair_netdevs
 from fabricmon.parsers.ethtool import NetdevStats
 from fabricmon.parsers.mlnx_qos import QosResult
 
@@ -31,18 +32,8 @@ def roce_targets(devices: Mapping[str, Any], ports: Mapping[tuple[str, int], Any
     for (dev, num), p in ports.items():
         if getattr(p, "link_layer", None) == "Ethernet":
             eth.setdefault(dev, []).append(num)
-    out = []
-    for dev in sorted(eth):
-        d = devices.get(dev)
-        netdevs = sorted(n for n in (getattr(d, "netdev", "") or "").split(",") if n)
-        nums = sorted(eth[dev])
-        if not netdevs:      # no device/net: hw_counters still count; netdev tools are not asked
-            out += [RoceTarget(dev, num, "") for num in nums]
-        elif len(netdevs) == len(nums):
-            out += [RoceTarget(dev, num, nd) for num, nd in zip(nums, netdevs)]
-        else:
-            out += [RoceTarget(dev, nums[0], nd) for nd in netdevs]
-    return out
+    # a device without a netdev (no device/net): hw_counters still count; netdev tools are not asked
+    return [RoceTarget(dev, num, nd) for dev, num, nd in pair_netdevs(devices, eth)]
 
 
 @dataclass(slots=True)

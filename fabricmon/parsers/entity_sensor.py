@@ -193,6 +193,31 @@ def _limit_value(quantity: str, unit: str, si: float) -> float:
     return _to_unit(quantity, unit, si)
 
 
+def _reading(cols: dict[int, dict[str, str]], idx: str, label: dict[int, str],
+             dbm_in_range: bool) -> tuple[Sensor, str, int, int] | None:
+    """One row of a sensor table (columns 1 type, 2 scale, 3 precision, 4 value, 5 status, as both
+    ENTITY-SENSOR-MIB and CISCO-ENTITY-SENSOR-MIB lay them out): (the sensor, its unit, scale,
+    precision), or None for a sensor that is no transceiver reading, not OK or without a value.
+    `dbm_in_range`: a dBm value at the range limit is a reading (a logarithm), not out of range."""
+    unit = _TYPES.get(_int(cols.get(1, {}).get(idx)) or 0)
+    i = int(idx.split(".")[0])
+    name = label.get(i, "")
+    q = quantity(name, unit) if unit else None
+    if q is None:
+        return None
+    raw, scale, prec = _int(cols.get(4, {}).get(idx)), _int(cols.get(2, {}).get(idx)), _int(cols.get(3, {}).get(idx))
+    status = _int(cols.get(5, {}).get(idx))
+    if raw is None or scale is None or prec is None or (status is not None and status != OK_STATUS):
+        return None
+    if abs(raw) == RANGE_LIMIT and not (dbm_in_range and unit == "dBm"):   # RFC 3433: out of the sensor's range
+        if not (raw < 0 and q in ("rx_power", "tx_power")):
+            return None
+        value = 0.0                     # power below range (Arista: -1000000000 on a dark receiver): no light
+    else:
+        value = _to_unit(q, unit, _scaled(raw, scale, prec))
+    return Sensor(i, name, q, value), unit, scale, prec
+
+
 def sensors_from_walks(texts: dict[str, str]) -> tuple[list[Sensor], dict[int, str]]:
     """Every transceiver sensor with an OK status and a value: (sensors, entity index -> name)."""
     names = _column(texts.get("ent_name", ""), WALK_ROOT["ent_name"])
@@ -201,29 +226,16 @@ def sensors_from_walks(texts: dict[str, str]) -> tuple[list[Sensor], dict[int, s
     out: list[Sensor] = []
     ent = _columns(texts.get("ent_sensor", ""), WALK_ROOT["ent_sensor"])
     arista = _columns(texts.get("arista_threshold", ""), WALK_ROOT["arista_threshold"])
-    for idx, t in ent.get(1, {}).items():
-        unit = _TYPES.get(_int(t) or 0)
-        i = int(idx.split(".")[0])
-        name = label.get(i, "")
-        q = quantity(name, unit) if unit else None
-        if q is None:
+    for idx in ent.get(1, {}):
+        r = _reading(ent, idx, label, dbm_in_range=False)
+        if r is None:
             continue
-        raw, scale, prec = _int(ent.get(4, {}).get(idx)), _int(ent.get(2, {}).get(idx)), _int(ent.get(3, {}).get(idx))
-        status = _int(ent.get(5, {}).get(idx))
-        if raw is None or scale is None or prec is None or (status is not None and status != OK_STATUS):
-            continue
-        if abs(raw) == RANGE_LIMIT:         # RFC 3433: the value is out of the sensor's range
-            if not (raw < 0 and q in ("rx_power", "tx_power")):
-                continue
-            value = 0.0                     # power below range (Arista: -1000000000 on a dark receiver): no light
-        else:
-            value = _to_unit(q, unit, _scaled(raw, scale, prec))
-        s = Sensor(i, name, q, value)
+        s, unit, scale, prec = r
         lim = {}
         for col, level in ((1, "low_warning"), (2, "low_alarm"), (3, "high_warning"), (4, "high_alarm")):
             v = _int(arista.get(col, {}).get(idx))
             if v is not None and v != ARISTA_UNSET:
-                lim[level] = _limit_value(q, unit, _scaled(v, scale, prec))
+                lim[level] = _limit_value(s.quantity, unit, _scaled(v, scale, prec))
         if lim:
             s.limits = Limits(source="switch", **lim)
         out.append(s)
@@ -232,24 +244,11 @@ def sensors_from_walks(texts: dict[str, str]) -> tuple[list[Sensor], dict[int, s
     by_sensor: dict[str, list[str]] = {}
     for tidx in thr.get(2, {}):
         by_sensor.setdefault(tidx.split(".")[0], []).append(tidx)
-    for idx, t in cis.get(1, {}).items():
-        unit = _TYPES.get(_int(t) or 0)
-        i = int(idx.split(".")[0])
-        name = label.get(i, "")
-        q = quantity(name, unit) if unit else None
-        if q is None:
+    for idx in cis.get(1, {}):
+        r = _reading(cis, idx, label, dbm_in_range=True)
+        if r is None:
             continue
-        raw, scale, prec = _int(cis.get(4, {}).get(idx)), _int(cis.get(2, {}).get(idx)), _int(cis.get(3, {}).get(idx))
-        status = _int(cis.get(5, {}).get(idx))
-        if raw is None or scale is None or prec is None or (status is not None and status != OK_STATUS):
-            continue
-        if abs(raw) == RANGE_LIMIT and unit != "dBm":     # out of range (a dBm value is a logarithm: kept)
-            if not (raw < 0 and q in ("rx_power", "tx_power")):
-                continue
-            value = 0.0
-        else:
-            value = _to_unit(q, unit, _scaled(raw, scale, prec))
-        s = Sensor(i, name, q, value)
+        s, unit, scale, prec = r
         lim = {}
         for tidx in by_sensor.get(idx, ()):
             rel, v = _int(thr.get(3, {}).get(tidx)), _int(thr.get(4, {}).get(tidx))
@@ -257,9 +256,9 @@ def sensors_from_walks(texts: dict[str, str]) -> tuple[list[Sensor], dict[int, s
             if rel is None or v is None or sv is None or rel not in (1, 2, 3, 4):
                 continue
             level = ("low" if rel in (1, 2) else "high") + ("_alarm" if sv >= 20 else "_warning")
-            value = _limit_value(q, unit, _scaled(v, scale, prec))
+            limit = _limit_value(s.quantity, unit, _scaled(v, scale, prec))
             old = lim.get(level)        # two rows for one level: the outermost
-            lim[level] = value if old is None else (min(old, value) if level.startswith("low") else max(old, value))
+            lim[level] = limit if old is None else (min(old, limit) if level.startswith("low") else max(old, limit))
         if lim:
             s.limits = Limits(source="switch", **lim)
         out.append(s)

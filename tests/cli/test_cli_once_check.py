@@ -15,7 +15,7 @@ import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
 from fabricmon.pipeline.source import registry
-from helpers import CAPTURES, FIXTURES, REPO, skip_without_captures, unavailable
+from helpers import CAPTURES, FIXTURES, REPO, as_ordinary_user, skip_without_captures
 
 FIXTURE = FIXTURES / "sysfs" / "two_hca"
 H100 = CAPTURES / "sysfs" / "leptonai-gpud__sys-class-infiniband-h100.0"
@@ -342,21 +342,10 @@ def test_ports_other_than_1_and_excluded_devices(tmp_path: Path, tree: Path) -> 
 # --- check as an ordinary user: its state goes to a user state path, silently --------------------
 
 def as_nobody(args: list[str], home: str) -> subprocess.CompletedProcess:
-    """fabricmon as an ordinary user: `nobody` (setpriv) when the tests run as root, else ourselves."""
-    prefix: list[str] = []
-    if os.geteuid() == 0:
-        setpriv = shutil.which("setpriv") or unavailable("setpriv (Debian package util-linux) is needed")
-        prefix = [setpriv, "--reuid=65534", "--regid=65534", "--clear-groups"]
-        probe = subprocess.run([*prefix, sys.executable, "-c", "import fabricmon.cli, fabricmon.install as i; "
-                                "i.ROLES['node'].unit_src.read_text()"], capture_output=True, text=True, timeout=60,
-                               cwd="/")
-        if probe.returncode != 0:
-            unavailable("an ordinary user (nobody) cannot run this checkout's fabricmon (a checkout or Python "
-                        f"under a private directory?): {probe.stderr.strip()[-300:]}")
+    """fabricmon as an ordinary user, with `home` as its HOME and no XDG_* variables."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("XDG_")}
     env.update(HOME=home, PYTHONDONTWRITEBYTECODE="1")
-    return subprocess.run([*prefix, sys.executable, "-m", "fabricmon", *args], capture_output=True, text=True,
-                          timeout=120, env=env, cwd="/")
+    return as_ordinary_user(args, env, timeout=120)
 
 
 @pytest.fixture

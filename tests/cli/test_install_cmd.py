@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from fabricmon import cli, deploy, install
-from helpers import unavailable
+from helpers import as_ordinary_user
 
 WRITTEN = ("etc/fabricmon/fabricmon.yml", "etc/default/fabricmon", "etc/systemd/system/fabricmon.service",
            "etc/udev/rules.d/90-fabricmon-umad.rules", "etc/sysusers.d/fabricmon.conf")
@@ -157,21 +157,9 @@ def test_dry_run_on_the_running_system_names_every_command_and_runs_none(capsys,
 
 # --- privilege: checked before anything is written, and said plainly ----------------------------
 
-def as_ordinary_user(argv: list[str]) -> subprocess.CompletedProcess:
-    """argv as an ordinary user: as `nobody` (setpriv) when the tests run as root, else as ourselves."""
-    prefix: list[str] = []
-    if os.geteuid() == 0:
-        setpriv = shutil.which("setpriv") or unavailable("setpriv (Debian package util-linux) is needed")
-        prefix = [setpriv, "--reuid=65534", "--regid=65534", "--clear-groups"]
-        probe = subprocess.run([*prefix, sys.executable, "-c", "import fabricmon.cli, fabricmon.install as i; "
-                                "i.ROLES['node'].unit_src.read_text()"], capture_output=True, text=True, timeout=60,
-                               cwd="/")
-        if probe.returncode != 0:
-            unavailable("an ordinary user (nobody) cannot run this checkout's fabricmon (a checkout or Python "
-                        f"under a private directory?): {probe.stderr.strip()[-300:]}")
-    env = {**os.environ, "HOME": "/nonexistent", "PYTHONDONTWRITEBYTECODE": "1"}
-    return subprocess.run([*prefix, sys.executable, "-m", "fabricmon", *argv], capture_output=True, text=True,
-                          timeout=60, env=env, cwd="/")
+def as_user(argv: list[str]) -> subprocess.CompletedProcess:
+    """fabricmon as an ordinary user, without a home."""
+    return as_ordinary_user(argv, {**os.environ, "HOME": "/nonexistent", "PYTHONDONTWRITEBYTECODE": "1"})
 
 
 @pytest.fixture
@@ -191,7 +179,7 @@ def unwritable_tree():
 
 
 def test_install_as_an_ordinary_user_into_a_root_owned_tree_writes_nothing_and_says_why(unwritable_tree) -> None:
-    res = as_ordinary_user(["install", "--root", str(unwritable_tree)])
+    res = as_user(["install", "--root", str(unwritable_tree)])
     assert res.returncode == 2, res.stdout + res.stderr
     assert "wrote" not in res.stdout and "Errno" not in res.stderr, res.stdout + res.stderr
     assert res.stderr.count("\n") == 1, res.stderr
@@ -199,18 +187,18 @@ def test_install_as_an_ordinary_user_into_a_root_owned_tree_writes_nothing_and_s
     assert "nothing was written" in res.stderr and "as root" in res.stderr and "--root DIR" in res.stderr, res.stderr
     assert sorted(p.name for p in unwritable_tree.rglob("*")) == ["etc"]
     # uninstall the same way: checked before anything is removed
-    res = as_ordinary_user(["uninstall", "--root", str(unwritable_tree)])
+    res = as_user(["uninstall", "--root", str(unwritable_tree)])
     assert res.returncode == 0 and "removed" not in res.stdout, res.stdout + res.stderr   # nothing there to remove
 
 
 def test_dry_run_as_an_ordinary_user_says_what_privilege_it_needs(unwritable_tree) -> None:
-    res = as_ordinary_user(["install", "--dry-run"])
+    res = as_user(["install", "--dry-run"])
     assert res.returncode == 0, res.stdout + res.stderr
     assert "would write /etc/systemd/system/fabricmon.service" in res.stdout
     lines = res.stderr.splitlines()
     assert lines and all(ln.startswith("fabricmon: warning: ") for ln in lines), res.stderr
     assert "needs root" in lines[0] and "--root DIR" in lines[0] and "real run would stop" in lines[0], res.stderr
-    res = as_ordinary_user(["install", "--dry-run", "--root", str(unwritable_tree)])
+    res = as_user(["install", "--dry-run", "--root", str(unwritable_tree)])
     assert res.returncode == 0, res.stdout + res.stderr
     assert f"cannot write {unwritable_tree}" in res.stderr and "nothing would be written" in res.stderr, res.stderr
 

@@ -18,7 +18,7 @@ import time
 
 import pytest
 
-from helpers import unavailable
+from helpers import community_file, unavailable
 
 from fabricmon.sim.ethernet import RX_LIMITS_DBM, SnmpSimFabric, leaf_spine, set_rate, set_rx_power, tools_available
 from ship_helpers import FABRICMON, ROOT, free_port, http_get, start_prometheus, wait_until
@@ -42,9 +42,7 @@ def test_the_fabric_panels_and_rules_work_for_an_ethernet_fabric(processes, tmp_
     by["spine02"].port("Ethernet0").speed_mbps = 100000
     set_rate(sw, "leaf01", "Ethernet8", 10e9, 10e9)
     with SnmpSimFabric(sw) as fab:
-        comm = tmp_path / "community"
-        comm.write_text("public\n")
-        comm.chmod(0o600)
+        comm = community_file(tmp_path)
         cfg = tmp_path / "fabricmon.yml"
         (tmp_path / "state").mkdir()
         cfg.write_text(json.dumps({

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers import REPO, duplicate_series, sample_value, scrape_text, unavailable, wait_for_scrape
+from helpers import REPO, community_file, duplicate_series, sample_value, scrape_text, unavailable, wait_for_scrape
 
 from fabricmon.sim.ethernet import SnmpSimFabric, recorded, tools_available
 
@@ -75,9 +75,7 @@ def real(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("ethreal")
     switches = [recorded(v, DIR / f"{v}.snmprec") for v in VENDORS]
     fab = SnmpSimFabric(switches, tmp / "sim").start()
-    comm = tmp / "community"
-    comm.write_text("public\n")
-    comm.chmod(0o600)
+    comm = community_file(tmp)
     cfg = from_dict({"server": {"address": "127.0.0.1"}, "paths": {"state_dir": str(tmp / "state")},
                      "fabric": {"port": 0, "kind": "ethernet", "sweep_interval": SWEEP, "discovery_interval": 300,
                                 "timeouts": {"sweep": 8, "discovery": 20},
@@ -212,9 +210,7 @@ def test_a_first_discovery_claims_no_history(tmp_path: Path) -> None:
     # ethernet1/1/25 (ifIndex 37) carries an LLDP neighbour; the copy reads it down
     text = text.replace("1.3.6.1.2.1.2.2.1.8.37|2|1", "1.3.6.1.2.1.2.2.1.8.37|2|2")
     (tmp_path / "os10.snmprec").write_text(text)
-    comm = tmp_path / "community"
-    comm.write_text("public\n")
-    comm.chmod(0o600)
+    comm = community_file(tmp_path)
     with SnmpSimFabric([recorded("os10", tmp_path / "os10.snmprec")], tmp_path / "sim") as fab:
         cfg = from_dict({"paths": {"state_dir": str(tmp_path / "state")},
                          "fabric": {"kind": "ethernet", "ethernet": {"switches": fab.addresses(), "snmp": {

@@ -12,14 +12,12 @@ fabric is never flagged."""
 
 from __future__ import annotations
 
-import http.client
-import json
 import time
 from pathlib import Path
 
 import pytest
 
-from helpers import sample_value, scrape_samples, unavailable, wait_for_scrape
+from helpers import api_findings, community_file, sample_value, scrape_samples, unavailable, wait_for_scrape
 
 from fabricmon.sim.ethernet import SnmpSimFabric, free_udp_ports, leaf_spine, set_rate, tools_available
 
@@ -34,23 +32,13 @@ def _require() -> None:
         unavailable(why)
 
 
-def _findings(port: int) -> list[dict]:
-    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
-    try:
-        conn.request("GET", "/api/v1/findings")
-        return json.loads(conn.getresponse().read())["findings"]
-    finally:
-        conn.close()
-
 
 def _collector(tmp: Path, addresses: list[str], extra: dict | None = None):
     from fabricmon.config import from_dict
     from fabricmon.host import LiveIO
     from fabricmon.pipeline.fabric import fabric_pipeline
     from fabricmon.serve.daemon import Daemon
-    comm = tmp / "community"
-    comm.write_text("public\n")
-    comm.chmod(0o600)
+    comm = community_file(tmp)
     cfg = from_dict({"server": {"address": "127.0.0.1"}, "paths": {"state_dir": str(tmp / "state")},
                      "fabric": {"port": 0, "kind": "ethernet", "sweep_interval": SWEEP, "discovery_interval": 300,
                                 "sources": NO_JOBS,
@@ -138,7 +126,7 @@ def test_planted_faults_and_nothing_else(planted) -> None:
     assert sample_value(s, "fabricmon_fabric_sweep_errors_total", kind="timeout") >= 1
     duration = sample_value(s, "fabricmon_fabric_sweep_duration_seconds")
     assert duration is not None and duration < SWEEP + 1.5
-    found = [f for f in _findings(d.port) if f["status"] > 0]
+    found = [f for f in api_findings(d.port) if f["status"] > 0]
     by_check: dict[str, list[dict]] = {}
     for f in found:
         by_check.setdefault(f["check"], []).append(f)
@@ -173,7 +161,7 @@ def test_a_spine_port_down_shows_in_the_next_sweep(planted) -> None:
         assert took < 2 * SWEEP + 5, took          # the next sweep, not the next discovery (300 s)
         assert sample_value(s, "fabricmon_fabric_port_degraded", switch_guid=spine01, port="Ethernet4",
                             reason="down") == 1
-        down = [f for f in _findings(d.port) if f["check"] == "degraded_link" and f["device"] == spine01]
+        down = [f for f in api_findings(d.port) if f["check"] == "degraded_link" and f["device"] == spine01]
         assert len(down) == 1 and down[0]["status"] == 2
         assert down[0]["message"].startswith('spine01 port Ethernet4 (down to "leaf02"[Ethernet8]): link is down '
                                              '(was up at an earlier sweep)')
@@ -195,7 +183,7 @@ def test_an_idle_fabric_is_never_flagged(tmp_path) -> None:
             time.sleep(3 * SWEEP)
             s = scrape_samples(d.port)
             assert sample_value(s, "fabricmon_ecmp_imbalanced", switch_guid=leaf, switch="leaf01", direction="up") == 0
-            assert [f for f in _findings(d.port) if f["status"] > 0] == []
+            assert [f for f in api_findings(d.port) if f["status"] > 0] == []
         finally:
             d.stop()
 
@@ -274,9 +262,7 @@ def test_the_v2c_path_starts_no_process(tmp_path, monkeypatch) -> None:
             return real(*a, **kw)
 
         monkeypatch.setattr(runner.subprocess, "Popen", popen)
-        comm = tmp_path / "community"
-        comm.write_text("public\n")
-        comm.chmod(0o600)
+        comm = community_file(tmp_path)
         cfg = from_dict({"paths": {"state_dir": str(tmp_path / "state")},
                          "fabric": {"kind": "ethernet", "sources": NO_JOBS, "ethernet": {"switches": fab.addresses(), "snmp": {
                              "community_file": str(comm), "timeout": 1, "retries": 1}}}})

@@ -6,13 +6,11 @@ switches are its leaves and the spines between them (the same leaf/uplink/spine 
 
 from __future__ import annotations
 
-import http.client
-import json
 from pathlib import Path
 
 import pytest
 
-from helpers import sample_value, scrape_samples, unavailable, wait_for_scrape
+from helpers import api_findings, community_file, sample_value, scrape_samples, unavailable, wait_for_scrape
 
 from fabricmon.sim.ethernet import SnmpSimFabric, leaf_spine, set_rate, tools_available
 
@@ -21,23 +19,13 @@ SWEEP = 1.5
 HOSTS = [f"node{i:02d}" for i in range(1, 7)]      # leaf01: node01-02, leaf02: 03-04, leaf03: 05-06
 
 
-def _findings(port: int) -> list[dict]:
-    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
-    try:
-        conn.request("GET", "/api/v1/findings")
-        return json.loads(conn.getresponse().read())["findings"]
-    finally:
-        conn.close()
-
 
 def _collector(tmp: Path, addresses: list[str]):
     from fabricmon.config import from_dict
     from fabricmon.host import LiveIO
     from fabricmon.pipeline.fabric import fabric_pipeline
     from fabricmon.serve.daemon import Daemon
-    comm = tmp / "community"
-    comm.write_text("public\n")
-    comm.chmod(0o600)
+    comm = community_file(tmp)
     cfg = from_dict({"server": {"address": "127.0.0.1"}, "paths": {"state_dir": str(tmp / "state")},
                      "fabric": {"port": 0, "kind": "ethernet", "sweep_interval": SWEEP, "discovery_interval": 300,
                                 "timeouts": {"sweep": 8, "discovery": 20},
@@ -85,7 +73,7 @@ def test_a_polarised_ethernet_leaf_names_the_multi_leaf_job_behind_it(cluster, t
         wait_for_scrape(d.port, lambda s: sample_value(s, "fabricmon_ecmp_imbalanced", switch_guid=leaf01,
                                                        switch="leaf01", direction="up") == 1, 60)
         s = wait_for_scrape(d.port, lambda s: sample_value(s, "fabricmon_slurm_jobs") == 3, 30)
-        (ecmp,) = [f for f in _findings(d.port) if f["check"] == "ecmp" and f["status"] > 0]
+        (ecmp,) = [f for f in api_findings(d.port) if f["check"] == "ecmp" and f["status"] > 0]
         assert ecmp["device"] == leaf01
         # the job whose traffic leaves leaf01 through its uplinks, not the one that stays below it
         assert ecmp["jobs"] == [{"id": spanning, "user": "root", "name": "allreduce"}], ecmp

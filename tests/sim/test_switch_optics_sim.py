@@ -33,7 +33,7 @@ from fabricmon.pipeline.fabric import FabricModel
 from fabricmon.pipeline.source import Inputs
 from fabricmon.sim.ethernet import free_udp_ports, tools_available
 from fabricmon.sources.ethernet.optics import SnmpOpticsSource
-from helpers import REPO, unavailable
+from helpers import REPO, community_file, unavailable
 
 DIR = REPO / "tests" / "fixtures" / "snmprec" / "optics"
 VENDORS = ("arista_eos", "nxos_n3k-3064pq", "dell-sonic")
@@ -245,9 +245,7 @@ def test_fabric_once_reads_exports_and_judges_the_recorded_switches(tmp_path) ->
     files["nxos-planted"] = files["nxos_n3k-3064pq"].replace(f"{RX_NXOS_ETH1_7}|2|-8268", f"{RX_NXOS_ETH1_7}|2|-30000")
     sim = Sim(files)
     try:
-        comm = tmp_path / "community"
-        comm.write_text("public\n")
-        comm.chmod(0o600)
+        comm = community_file(tmp_path)
         cfg = tmp_path / "fabricmon.yml"
         cfg.write_text(f"paths: {{state_dir: {tmp_path / 'state'}}}\nfabric:\n  kind: ethernet\n  port: 0\n"
                        f"  ethernet:\n    switches: [{', '.join(sim.addr.values())}]\n"

@@ -21,26 +21,10 @@ from fabricmon.pipeline.source import Inputs
 from fabricmon.model.snapshot import SourceState
 from fabricmon.model.optics import OpticsData
 from fabricmon.sources.optics import OpticsSource
-from helpers import FIXTURES, unavailable
+from helpers import FIXTURES, FakeIO, unavailable
 
 QSFP = (FIXTURES / "ethtool_module" / "qsfp28_sr4_mellanox.txt").read_text()
 SFP = (FIXTURES / "ethtool_module" / "sfp_1000base_sx_jdsu.txt").read_text()
-
-
-class FakeIO:
-    def __init__(self, commands):
-        self.commands = commands
-        self.ran = []
-
-    def run(self, argv, timeout):
-        self.ran.append(tuple(argv))
-        c = self.commands.get(tuple(argv))
-        if c is None:
-            return CommandResult(tuple(argv), None, "", "", 0.0, "not_found")
-        if isinstance(c, CommandResult):
-            return c
-        rc, out, err = c
-        return CommandResult(tuple(argv), rc, out, err, 0.01)
 
 
 def inventory(netdevs: dict[str, tuple[str, str]]) -> Inventory:

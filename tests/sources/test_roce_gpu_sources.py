@@ -21,54 +21,11 @@ from fabricmon.sources.mlnx_qos import MlnxQosSource
 from fabricmon.sources.netdev import NetdevSource
 from fabricmon.host.nvml import NvmlError, NvmlUnavailable
 from fabricmon.model.roce import RoceTarget
-from helpers import FIXTURES, roce_inputs, run_inputs
+from helpers import FIXTURES, FakeIO, roce_inputs, run_inputs
 
 from helpers import BUNDLES, fake_nvml
 
 T = [RoceTarget("mlx5_0", 1, "eth2")]
-
-
-class FakeIO:
-    """Commands by argv, files by (root, rel); OSError(errno) values raise."""
-
-    def __init__(self, commands=None, files=None, realpaths=None, nvml=None):
-        self.commands = commands or {}
-        self.files = files or {}
-        self.realpaths = realpaths or {}
-        self.nvml = nvml
-        self.ran: list[tuple[str, ...]] = []
-
-    def run(self, argv, timeout):
-        self.ran.append(tuple(argv))
-        c = self.commands.get(tuple(argv))
-        if c is None:
-            return CommandResult(tuple(argv), None, "", "", 0.0, "not_found")
-        if isinstance(c, CommandResult):
-            return c
-        rc, out, err = c
-        return CommandResult(tuple(argv), rc, out, err, 0.01)
-
-    def read(self, root, rel):
-        v = self.files.get((root, rel), errno.ENOENT)
-        if isinstance(v, int):
-            raise OSError(v, os.strerror(v), rel)
-        return v
-
-    def listdir(self, root, rel):
-        raise OSError(errno.ENOENT, "no", rel)
-
-    def realpath(self, root, rel):
-        if rel in self.realpaths:
-            return self.realpaths[rel]
-        raise OSError(errno.ENOENT, "no", rel)
-
-    def nvml_gpus(self):
-        if isinstance(self.nvml, Exception):
-            raise self.nvml
-        return self.nvml or []
-
-    def close(self):
-        pass
 
 
 def cfg(**sources):
