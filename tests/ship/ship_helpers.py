@@ -152,6 +152,29 @@ def start_alertmanager(processes: Processes, tmp_path: Path, cfg: dict) -> int:
     wait_until(ready, 30, "alertmanager ready")
     return port
 
+
+def start_sim_node(processes: Processes, fabric, host: str, tmp_path: Path, interval: float,
+                   ready: bytes = b'fabricmon_ib_port_up{device="ibsim0",port="1"}', timeout: float = 30) -> int:
+    """`fabricmon run` as one host of a simulated fabric (its sysfs, ibstat, perfquery and iblinkinfo
+    every `interval` seconds, expecting 4X HDR); its port once its /metrics holds `ready`."""
+    work = tmp_path / host.split()[0]
+    (work / "sys").mkdir(parents=True)
+    (work / "state").mkdir()
+    cfg = {"paths": {"sysfs": str(work / "sys"), "state_dir": str(work / "state")},
+           "sources": {n: {"interval": interval} for n in ("sysfs", "ibstat", "perfquery", "iblinkinfo")},
+           "expected_links": [{"device": "*", "width": "4X", "speed": "HDR"}]}
+    (work / "fabricmon.yml").write_text(json.dumps(cfg))           # JSON is YAML
+    port = free_port()
+    p = processes.start(f"fabricmon-{host.split()[0]}",
+                        [*FABRICMON, "run", "--config", str(work / "fabricmon.yml"), "--listen", f"127.0.0.1:{port}",
+                         "--log-level", "warning"], env=fabric.env(host), cwd=ROOT)
+
+    def polled():
+        assert p.poll() is None, processes.log(p)
+        return ready in http_get(f"http://127.0.0.1:{port}/metrics")
+    wait_until(polled, timeout, f"fabricmon on {host}")
+    return port
+
 def start_replay_daemon(processes: Processes, bundle: str) -> int:
     """`fabricmon run --replay <bundle>` on a free loopback port; returns the port once /metrics answers."""
     port = free_port()

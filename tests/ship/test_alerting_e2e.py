@@ -30,8 +30,8 @@ import yaml
 from fabricmon.deploy import ALERTMANAGER, RULES
 from fabricmon.sim.fabric import fat_tree_netfile
 from helpers import fabric_collector
-from ship_helpers import (FABRICMON, ROOT, free_port, http_get, require_tool, start_alertmanager,
-                          start_prometheus, wait_until)
+from ship_helpers import (http_get, require_tool, start_alertmanager,
+                          start_prometheus, start_sim_node, wait_until)
 
 pytestmark = pytest.mark.sim
 
@@ -118,27 +118,6 @@ def shipped_alertmanager(processes, tmp_path, webhook_port: int) -> int:
     return start_alertmanager(processes, tmp_path, cfg)
 
 
-def start_node(processes, fab, host: str, tmp_path) -> int:
-    """`fabricmon run` as one simulated host, its sources every NODE_INTERVAL seconds."""
-    work = tmp_path / host.split()[0]
-    (work / "sys").mkdir(parents=True)
-    cfg = {"paths": {"sysfs": str(work / "sys"), "state_dir": str(work / "state")},
-           "sources": {n: {"interval": NODE_INTERVAL} for n in ("sysfs", "ibstat", "perfquery", "iblinkinfo")},
-           "expected_links": [{"device": "*", "width": "4X", "speed": "HDR"}]}
-    (work / "fabricmon.yml").write_text(yaml.safe_dump(cfg))
-    (work / "state").mkdir()
-    port = free_port()
-    p = processes.start(f"fabricmon-{host.split()[0]}",
-                        [*FABRICMON, "run", "--config", str(work / "fabricmon.yml"), "--listen", f"127.0.0.1:{port}",
-                         "--log-level", "warning"], env=fab.env(host), cwd=ROOT)
-
-    def polled():
-        assert p.poll() is None, processes.log(p)
-        return b'fabricmon_ib_port_up{device="ibsim0",port="1"} 1' in http_get(f"http://127.0.0.1:{port}/metrics")
-    wait_until(polled, 60, f"fabricmon on {host}")
-    return port
-
-
 def firing(prom_url: str) -> list[dict]:
     doc = json.loads(http_get(f"{prom_url}/api/v1/alerts"))
     return [a for a in doc["data"]["alerts"] if a["state"] == "firing"]
@@ -169,7 +148,9 @@ def test_one_incident_one_page(sim_fabric, processes, tmp_path):
         require_tool(tool, tool)
     fab = sim_fabric(fat_tree_netfile(spines=3, leaves=4, hosts_per_leaf=2, uplinks_per_spine=1))
     fab.start_sm()
-    nodes = [start_node(processes, fab, h, tmp_path) for h in DEAD_LEAF_HOSTS]
+    nodes = [start_sim_node(processes, fab, h, tmp_path, NODE_INTERVAL,
+                                ready=b'fabricmon_ib_port_up{device="ibsim0",port="1"} 1', timeout=60)
+                 for h in DEAD_LEAF_HOSTS]
     pager = Pager()
     results: dict[str, dict[str, list[dict]]] = {}
     try:

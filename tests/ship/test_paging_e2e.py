@@ -18,11 +18,10 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
-import yaml
 
 from fabricmon.sim.fabric import fat_tree_netfile
 from ship_helpers import (FABRICMON, ROOT, free_port, http_get, make_apt_packages, require_tool, start_prometheus,
-                          start_alertmanager, wait_until, load_generator)
+                          start_alertmanager, start_sim_node, wait_until, load_generator)
 
 build_rules = load_generator("prometheus/build_rules.py")
 
@@ -73,27 +72,6 @@ def webhook():
     w.close()
 
 
-def start_daemon(processes, fabric, host: str, tmp_path) -> int:
-    work = tmp_path / host.split()[0]
-    (work / "sys").mkdir(parents=True)
-    cfg = {
-        "paths": {"sysfs": str(work / "sys"), "state_dir": str(work / "state")},
-        "sources": {name: {"interval": INTERVAL} for name in ("sysfs", "ibstat", "perfquery", "iblinkinfo")},
-        "expected_links": [{"device": "*", "width": "4X", "speed": "HDR"}],
-    }
-    (work / "fabricmon.yml").write_text(yaml.safe_dump(cfg))
-    port = free_port()
-    p = processes.start(f"fabricmon-{host.split()[0]}",
-                        [*FABRICMON, "run", "--config", str(work / "fabricmon.yml"), "--listen", f"127.0.0.1:{port}",
-                         "--log-level", "warning"], env=fabric.env(host), cwd=ROOT)
-
-    def polled():
-        assert p.poll() is None, processes.log(p)
-        return b'fabricmon_ib_port_up{device="ibsim0",port="1"}' in http_get(f"http://127.0.0.1:{port}/metrics")
-    wait_until(polled, 30, f"fabricmon on {host}")
-    return port
-
-
 def grouping_alertmanager(processes, tmp_path, webhook_port: int) -> int:
     """Alertmanager grouping by alert and port, its waits cut."""
     return start_alertmanager(processes, tmp_path, {
@@ -108,8 +86,8 @@ def test_port_down_pages_and_resolves(sim_fabric, processes, webhook, tmp_path):
     for tool in ("prometheus", "prometheus-alertmanager"):
         require_tool(tool, tool)
     fabric = sim_fabric(fat_tree_netfile(spines=1, leaves=1, hosts_per_leaf=2, degraded={f"{DEGRADED}[1]": "1x"}))
-    healthy = start_daemon(processes, fabric, HEALTHY, tmp_path)
-    degraded = start_daemon(processes, fabric, DEGRADED, tmp_path)
+    healthy = start_sim_node(processes, fabric, HEALTHY, tmp_path, INTERVAL)
+    degraded = start_sim_node(processes, fabric, DEGRADED, tmp_path, INTERVAL)
     am = grouping_alertmanager(processes, tmp_path, webhook.port)
 
     # the shipped rules with every `for:` shortened to 2s
