@@ -130,7 +130,8 @@ class FabricModel:
         if not data.complete:
             log.info("partial discovery merged with the last complete view", unanswered=data.unanswered,
                      switches_reached=len(data.switches), switches_kept=len(view.switches) - len(data.switches))
-        topo = build_topology(view, st.data_time)
+        # the last levels: a leaf whose hosts went down stays a leaf (a fabric's levels are stable)
+        topo = build_topology(view, st.data_time, self._topo.levels if self._topo is not None else None)
         if self._topo is not None and self._view_complete:
             self._log_changes(self._topo, topo)
         self._view, self._view_complete = view, self._view_complete or data.complete

@@ -14,7 +14,8 @@ from fabricmon.parsers.ibnetdiscover import parse_ibnetdiscover
 from fabricmon.pipeline.fabric import FabricModel
 
 HDR4X = 25e9          # bytes/s of a 4X HDR link
-_NODE = re.compile(r'^(Switch|Hca)\s+(\d+)\s+"([^"]+)"')
+_NODE = re.compile(r'^(Switch|Hca|Ca)\s+(\d+)\s+"([^"]+)"(?:\s*#\s*"([^"]*)")?')
+_HEADER = re.compile(r"^(devid|sysimgguid)=")
 _LINK = re.compile(r'^\[(\d+)\]\s+"([^"]+)"\[(\d+)\]\s+#\s+"[^"]*"\s+lid\s+\d+\s+(\S+)')
 
 
@@ -24,14 +25,18 @@ def switch_guid(i: int) -> str:
 
 def ibnetdiscover_text(netfile: str) -> str:
     """An ibsim topology (fabricmon.sim's netfiles, no GUIDs) as ibnetdiscover prints it: switch
-    GUIDs 0x200000.. in order of appearance (as ibsim numbers them), CA GUIDs 0x100000.."""
+    GUIDs 0x200000.. in order of appearance (as ibsim numbers them), CA GUIDs 0x100000..;
+    a node's description is its header's comment where it has one (fabricmon.sim.fabric.plant),
+    else its id; NodeInfo lines (devid=, sysimgguid=) are kept."""
     guids: dict[str, str] = {}
     kinds: dict[str, str] = {}
+    descs: dict[str, str] = {}
     nsw = nca = 0
     for line in netfile.splitlines():
         m = _NODE.match(line)
         if m:
             kinds[m[3]] = m[1]
+            descs[m[3]] = m[4] if m[4] is not None else m[3]
             if m[1] == "Switch":
                 guids[m[3]] = switch_guid(nsw)
                 nsw += 1
@@ -40,17 +45,20 @@ def ibnetdiscover_text(netfile: str) -> str:
                 nca += 1
     out = []
     for line in netfile.splitlines():
+        if _HEADER.match(line):
+            out.append(line)
+            continue
         m = _NODE.match(line)
         if m:
             letter = "S" if m[1] == "Switch" else "H"
             tail = " enhanced port 0 lid 1 lmc 0" if letter == "S" else ""
-            out.append(f'{m[1]}\t{m[2]} "{letter}-{guids[m[3]]}"\t\t# "{m[3]}"{tail}')
+            out.append(f'{m[1]}\t{m[2]} "{letter}-{guids[m[3]]}"\t\t# "{descs[m[3]]}"{tail}')
             continue
         m = _LINK.match(line)
         if m:
             r = m[2]
             letter = "S" if kinds[r] == "Switch" else "H"
-            out.append(f'[{m[1]}]\t"{letter}-{guids[r]}"[{m[3]}]\t\t# "{r}" lid 0 {m[4]}')
+            out.append(f'[{m[1]}]\t"{letter}-{guids[r]}"[{m[3]}]\t\t# "{descs[r]}" lid 0 {m[4]}')
     return "\n".join(out) + "\n"
 
 
