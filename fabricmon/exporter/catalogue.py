@@ -310,6 +310,11 @@ def _fab_switch_info(fab: object) -> Iterator[Sample]:
         yield (guid, sw.name, str(fab.levels.get(guid, 0))), 1
 
 
+def _fab_sharp(fab: object) -> Iterator[Sample]:
+    for guid, ports in fab.aggregation_nodes.items():
+        yield (guid, fab.switches[guid].name), len(ports)
+
+
 def _fab_link_info(fab: object) -> Iterator[Sample]:
     for (guid, _), p in fab.ports.items():
         lk = p.link
@@ -621,10 +626,15 @@ CATALOGUE: tuple[Metric, ...] = (
     Metric("fabricmon_gpu_nic_affinity_ok", G, "1 if the GPU's nearest RDMA NIC is at PXB or closer (NCCL uses "
            "GPUDirect RDMA), 0 if not; absent when unknown.", ("gpu",), _gpus(_gpu_ok)),
     # The fabric collector (`fabricmon fabric`)
-    Metric("fabricmon_fabric_switch_info", G, "Switch identity; switch is the node description, level 1 has CAs "
-           "attached and each further level is one hop farther.", ("switch_guid", "switch", "level"),
-           _fabric(_fab_switch_info)),
-    Metric("fabricmon_fabric_link_info", G, "Switch port role (host, up, down, unconnected; Ethernet also external: "
+    Metric("fabricmon_fabric_switch_info", G, "Switch identity; switch is the node description, level 1 are the "
+           "leaves (the switches carrying hosts, docs/topology.md) and each further level is one hop farther.",
+           ("switch_guid", "switch", "level"), _fabric(_fab_switch_info)),
+    Metric("fabricmon_fabric_switch_sharp_aggregation_nodes", G, "SHARP Aggregation Nodes inside the switch (CAs "
+           "whose SystemImageGUID is the switch's, or device 0xcf09): the switch can reduce in-network; absent "
+           "for a switch without one. They are part of their switch, never hosts (their port's role is internal).",
+           ("switch_guid", "switch"), _fabric(_fab_sharp)),
+    Metric("fabricmon_fabric_link_info", G, "Switch port role (host, internal: a CA inside the switch, its SHARP "
+           "Aggregation Node; up, down, unconnected; Ethernet also external: "
            "a bridge or router outside the fabric) and its remote end; join on switch_guid,port with group_left.",
            ("switch_guid", "port", "role", "remote_guid", "remote_port", "remote_name"), _fabric(_fab_link_info)),
     Metric("fabricmon_fabric_port_up", G, "1 if the switch port's link is up, else 0: its newest read (the sweep's "

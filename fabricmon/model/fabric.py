@@ -519,6 +519,8 @@ class FabricSection:
     # the transceiver sensors that named no interface (or more than one)
     optics: dict[Key, object] = field(default_factory=dict)
     optics_unjoined: dict[str, int] = field(default_factory=dict)
+    # switches with a CA inside them (SHARP Aggregation Nodes): guid -> the ports leading to it
+    aggregation_nodes: dict[str, tuple[int, ...]] = field(default_factory=dict)
 
     def port_label(self, guid: str, port: int) -> str:
         p = self.ports.get((guid, port))
