@@ -706,8 +706,9 @@ CATALOGUE: tuple[Metric, ...] = (
            "through this active uplink.", SW_PORT, _fabric(_fab_routes)),
     Metric("fabricmon_fabric_switch_uplinks", G, "Active uplinks (up ports) of the switch at the last discovery.",
            ("switch_guid", "switch"), _fab_per_switch(lambda fab, g: fab.uplinks.get(g, (None, None))[0])),
-    Metric("fabricmon_fabric_switch_uplinks_expected", G, "The most common active-uplink count among the switches "
-           "of its level.", ("switch_guid", "switch"),
+    Metric("fabricmon_fabric_switch_uplinks_expected", G, "The most common active-uplink count among its peers: "
+           "the switches of its level sharing an upper switch with it (a switch without uplinks: its whole level); "
+           "absent where no switch shares one (nothing to compare it with).", ("switch_guid", "switch"),
            _fab_per_switch(lambda fab, g: fab.uplinks.get(g, (None, None))[1])),
     Metric("fabricmon_fabric_check_status", G, "Fabric check result per switch (0 OK, 1 WARNING, 2 CRITICAL), OK "
            "included; check is the finding's own check: degraded_link, the counter checks (symbol_errors, link_flap, "

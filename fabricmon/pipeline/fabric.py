@@ -395,7 +395,13 @@ class FabricModel:
     # --- symmetry, routing, the subnet manager, check status ------------------------------
     def _symmetry(self, sec: FabricSection, topo: Topology) -> list[Finding]:
         counts = fabric_symmetry.active_uplinks(topo.ports.values())
-        expected = fabric_symmetry.expected_uplinks(counts, topo.levels)
+        uppers: dict[str, set[str]] = {}        # switch -> the switches its uplinks lead to (down ones too)
+        links = [((g, p), i.link) for (g, p), i in topo.ports.items()] + list(topo.down_links.items())
+        for (g, _), lk in links:
+            if lk is not None and lk.remote_type == "Switch" and topo.levels.get(lk.remote_guid, 0) > topo.levels.get(g, 0):
+                uppers.setdefault(g, set()).add(lk.remote_guid)
+        expected = fabric_symmetry.expected_uplinks(counts, topo.levels,
+                                                    {g: frozenset(u) for g, u in uppers.items()})
         sec.uplinks = {g: (counts.get(g, 0), expected.get(g)) for g in sec.switches}
         return fabric_symmetry.evaluate(sec.uplinks, sec.ports, sec.switches, sec.levels,
                                         self.config.fabric.uplinks_critical_fraction)

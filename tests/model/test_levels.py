@@ -157,3 +157,15 @@ def test_hosts_are_named_by_the_name_map_else_the_description_else_their_guid() 
         assert default_description(desc) and host_name("00000000000000aa", desc, {}) == "0x00000000000000aa"
     for desc in ("node01 mlx5_0", "a08-p1-dgx-04-c01 mlx5_5", "MTS-node1 mlx5_0"):
         assert not default_description(desc)
+
+
+def test_uplinks_are_expected_of_peers_sharing_an_upper_switch() -> None:
+    """A management leaf on the cores is nobody's peer (nothing expected of it); a pod's leaf
+    missing a cable is judged against its pod; a leaf with no uplink left against its level (4 and 8 tie there: the larger)."""
+    from fabricmon.checks.fabric_symmetry import expected_uplinks
+    levels = {"a1": 1, "a2": 1, "a3": 1, "b1": 1, "b2": 1, "m": 1, "x": 1}
+    counts = {"a1": 4, "a2": 4, "a3": 3, "b1": 8, "b2": 8, "m": 2, "x": 0}
+    pod_a, pod_b = frozenset({"sa1", "sa2"}), frozenset({"sb1", "sb2"})
+    uppers = {"a1": pod_a, "a2": pod_a, "a3": pod_a, "b1": pod_b, "b2": pod_b, "m": frozenset({"core1"})}
+    assert expected_uplinks(counts, levels, uppers) == {"a1": 4, "a2": 4, "a3": 4, "b1": 8, "b2": 8, "m": None, "x": 8}
+    assert expected_uplinks(counts, levels) == dict.fromkeys(counts, 8)       # without uppers: the level's norm (ties: the larger)
