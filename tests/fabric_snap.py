@@ -62,6 +62,52 @@ def ibnetdiscover_text(netfile: str) -> str:
     return "\n".join(out) + "\n"
 
 
+def drop_hosts(netfile: str, switch: str) -> str:
+    """The net file with every host of `switch` gone, both ends (its hosts down or powered off)."""
+    blocks = netfile.split("\n\n")
+    gone: set[str] = set()
+    for i, block in enumerate(blocks):
+        if re.search(rf'^Switch\s+\d+\s+"{re.escape(switch)}"', block, re.M):
+            keep = []
+            for line in block.split("\n"):
+                m = re.match(r'^\[\d+\]\s+"([^"]+)"', line)
+                if m and re.search(rf'^(?:Hca|Ca)\s+\d+\s+"{re.escape(m[1])}"', netfile, re.M) \
+                        and "Aggregation Node" not in line:
+                    gone.add(m[1])
+                    continue
+                keep.append(line)
+            blocks[i] = "\n".join(keep)
+    return "\n\n".join(b for b in blocks
+                        if not any(re.search(rf'^(?:Hca|Ca)\s+\d+\s+"{re.escape(h)}"', b, re.M) for h in gone))
+
+
+def add_cable(netfile: str, a: str, ap: int, b: str, bp: int, host: bool = False) -> str:
+    """`a`[ap] cabled to `b`[bp] (both ends written; a new host CA `b` when `host`)."""
+    lines = netfile.split("\n")
+    for name, port, other, oport in ((a, ap, b, bp), (b, bp, a, ap)):
+        head = next((i for i, ln in enumerate(lines) if re.match(rf'^(Switch|Hca)\s+\d+\s+"{re.escape(name)}"', ln)), None)
+        if head is None:            # a new host
+            lines += [f'Hca\t1 "{name}"', f'[{port}]\t"{other}"[{oport}]\t# "{other}" lid 0 4xHDR', ""]
+            continue
+        n = int(lines[head].split()[1])
+        if port > n:
+            lines[head] = lines[head].replace(f"\t{n} ", f"\t{port} ", 1)
+        lines.insert(head + 1, f'[{port}]\t"{other}"[{oport}]\t# "{other}" lid 0 4xHDR')
+    return "\n".join(lines)
+
+
+def management_leaf(netfile: str, cores: tuple[str, ...], name: str = "mgmt") -> str:
+    """The net file with a management leaf: two servers (ufm01, ufm02) and one cable to each of
+    `cores` (ports 3.., each core's port 7)."""
+    net = netfile.rstrip("\n") + f'\n\nSwitch\t8 "{name}"\n'
+    net = add_cable(net, name, 1, "ufm01 mlx5_0", 1, host=True)
+    net = add_cable(net, name, 2, "ufm02 mlx5_0", 1, host=True)
+    for i, core in enumerate(cores):
+        net = add_cable(net, name, 3 + i, core, 7)
+    return net
+
+
+
 def _state(records: type, data: object, t: float) -> SourceState:
     return SourceState(name=records.__name__, enabled=True, interval=1, timeout=1, records=records, up=True,
                        ran=True, data=data, data_time=t)

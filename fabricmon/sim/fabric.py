@@ -307,6 +307,8 @@ def plant(text: str, aggregation_nodes: bool = False, unnamed: int = 0) -> str:
                 if f'"{old}"[' in line:
                     line = line.replace(f'"{old}"[', f'"{new}"[').replace(f'# "{old}"', f'# "{DEFAULT_DESCRIPTION}"')
         out.append(line)
+    if extra:       # ibsim keeps a `devid=` for every node after it: what follows is no Aggregation Node
+        extra.append("devid=0x0")
     return "\n".join(out + ([""] if out and out[-1] else []) + extra)
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import re
 
-from fabric_snap import ibnetdiscover_text
+from fabric_snap import add_cable, drop_hosts, ibnetdiscover_text, management_leaf
 from fabricmon.model.fabric import (
     DiscoveryData, Topology, build_topology, default_description, host_name, switch_levels,
 )
@@ -27,36 +27,6 @@ def levels_by_name(d: DiscoveryData, topo: Topology | None = None) -> dict[str, 
 def tier(name: str) -> int:
     """The tier the generators' names say (never read by the rule): p1l1 leaf, p1s1 spine, core01."""
     return 3 if name.startswith("core") else 2 if re.fullmatch(r"p\d+s\d+|spine\d+", name) else 1
-
-
-def drop_hosts(netfile: str, switch: str) -> str:
-    """The net file with every host cable of `switch` gone (its hosts down)."""
-    out, cur = [], None
-    for line in netfile.split("\n"):
-        m = re.match(r'^Switch\s+\d+\s+"([^"]+)"', line)
-        if m:
-            cur = m[1]
-        elif not line.strip():
-            cur = None
-        if cur == switch and re.match(r'^\[\d+\]\s+"(node|H-00000000a)', line):
-            continue
-        out.append(line)
-    return "\n".join(out)
-
-
-def add_cable(netfile: str, a: str, ap: int, b: str, bp: int, host: bool = False) -> str:
-    """`a`[ap] cabled to `b`[bp] (both ends written; a new host CA `b` when `host`)."""
-    lines = netfile.split("\n")
-    for name, port, other, oport in ((a, ap, b, bp), (b, bp, a, ap)):
-        head = next((i for i, ln in enumerate(lines) if re.match(rf'^(Switch|Hca)\s+\d+\s+"{re.escape(name)}"', ln)), None)
-        if head is None:            # a new host
-            lines += [f'Hca\t1 "{name}"', f'[{port}]\t"{other}"[{oport}]\t# "{other}" lid 0 4xHDR', ""]
-            continue
-        n = int(lines[head].split()[1])
-        if port > n:
-            lines[head] = lines[head].replace(f"\t{n} ", f"\t{port} ", 1)
-        lines.insert(head + 1, f'[{port}]\t"{other}"[{oport}]\t# "{other}" lid 0 4xHDR')
-    return "\n".join(lines)
 
 
 def test_three_tiers_with_aggregation_nodes_in_every_switch() -> None:
@@ -120,13 +90,7 @@ def test_a_spine_with_a_stray_host_stays_a_spine() -> None:
 
 def test_a_management_leaf_cabled_to_the_cores_does_not_pull_them_down() -> None:
     net = three_tier_netfile(pods=2, leaves_per_pod=3, spines_per_pod=2, cores_per_spine=2)
-    # a management leaf with two servers and one cable to each of two cores
-    lines = net.rstrip("\n").split("\n") + ["", 'Switch\t8 "mgmt"']
-    net = "\n".join(lines)
-    net = add_cable(net, "mgmt", 1, "ufm01 mlx5_0", 1, host=True)
-    net = add_cable(net, "mgmt", 2, "ufm02 mlx5_0", 1, host=True)
-    net = add_cable(net, "mgmt", 3, "core01", 7)
-    net = add_cable(net, "mgmt", 4, "core03", 7)
+    net = management_leaf(net, ("core01", "core03"))
     d = discovered(net)
     topo = build_topology(d)
     got = levels_by_name(d, topo)
