@@ -108,6 +108,39 @@ def management_leaf(netfile: str, cores: tuple[str, ...], name: str = "mgmt") ->
 
 
 
+_PORT_LINE = re.compile(r"^(?P<t>CA|SW|RT)\s+(?P<lid>\d+)\s+(?P<port>\d+)\s+0x(?P<guid>[0-9a-fA-F]+)\s+(?P<w>\d+x)\s+(?P<s>\w+)"
+                        r"\s+-\s+(?P<rt>CA|SW|RT)\s+(?P<rlid>\d+)\s+(?P<rport>\d+)\s+0x(?P<rguid>[0-9a-fA-F]+)"
+                        r"\s+\(\s+'(?P<desc>.*)'\s+-\s+'(?P<rdesc>.*)'\s+\)\s*$")
+
+
+def ports_report_topology(text: str) -> str:
+    """`ibnetdiscover -p` (the ports report: `SW 18 36 0x... 4x QDR - SW 2 19 0x... ( 'desc' - 'rdesc' )`,
+    every cable from both ends) as the topology ibnetdiscover prints by default, which ibsim loads:
+    nodes by GUID, their descriptions, LIDs, every cable with its width and speed. Ports without a
+    remote end (down) and discovery's progress lines are left out."""
+    nodes: dict[str, list] = {}           # guid -> [type, desc, lid, {port: (rtype, rguid, rport, rdesc, rlid, w, s)}]
+    for line in text.splitlines():
+        m = _PORT_LINE.match(line.strip())
+        if not m:
+            continue
+        node = nodes.setdefault(m["guid"].lower(), [m["t"], m["desc"], int(m["lid"]), {}])
+        node[3][int(m["port"])] = (m["rt"], m["rguid"].lower(), int(m["rport"]), m["rdesc"], int(m["rlid"]),
+                                   m["w"], m["s"])
+    out = []
+    for guid, (typ, desc, lid, ports) in sorted(nodes.items(), key=lambda kv: (kv[1][0] != "SW", kv[0])):
+        letter = "S" if typ == "SW" else "H"
+        n = max(ports)
+        if typ == "SW":
+            out.append(f'Switch\t{n} "S-{guid:0>16}"\t\t# "{desc}" base port 0 lid {lid} lmc 0')
+        else:
+            out.append(f'Ca\t{n} "H-{guid:0>16}"\t\t# "{desc}"')
+        for port, (rt, rguid, rport, rdesc, rlid, w, sp) in sorted(ports.items()):
+            r = "S" if rt == "SW" else "H"
+            out.append(f'[{port}]\t"{r}-{rguid:0>16}"[{rport}]\t\t# "{rdesc}" lid {rlid} {w}{sp}')
+        out.append("")
+    return "\n".join(out)
+
+
 def _state(records: type, data: object, t: float) -> SourceState:
     return SourceState(name=records.__name__, enabled=True, interval=1, timeout=1, records=records, up=True,
                        ran=True, data=data, data_time=t)
