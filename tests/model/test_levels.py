@@ -133,3 +133,24 @@ def test_uplinks_are_expected_of_peers_sharing_an_upper_switch() -> None:
     uppers = {"a1": pod_a, "a2": pod_a, "a3": pod_a, "b1": pod_b, "b2": pod_b, "m": frozenset({"core1"})}
     assert expected_uplinks(counts, levels, uppers) == {"a1": 4, "a2": 4, "a3": 4, "b1": 8, "b2": 8, "m": None, "x": 8}
     assert expected_uplinks(counts, levels) == dict.fromkeys(counts, 8)       # without uppers: the level's norm (ties: the larger)
+
+
+def test_the_collector_keeps_a_pods_leaves_when_all_their_hosts_go_down() -> None:
+    """FabricModel hands each discovery the last levels: a pod whose every host went down between
+    two discoveries keeps its leaves on level 1 (and its uplink findings: none, nothing changed)."""
+    from fabricmon.config import from_dict
+    from fabricmon.model.snapshot import SourceState
+    from fabricmon.pipeline.fabric import FabricModel
+
+    def state(d: DiscoveryData, t: float) -> SourceState:
+        return SourceState(name="discovery", enabled=True, interval=1, timeout=1, records=DiscoveryData, up=True,
+                           ran=True, data=d, data_time=t)
+    net = three_tier_netfile(pods=2, leaves_per_pod=2, spines_per_pod=2, aggregation_nodes=True)
+    model = FabricModel(from_dict({}, check_paths=False))
+    sec, _ = model.build({"discovery": state(discovered(net), 1.0)})
+    first = {sw.name: lvl for g, sw in sec["fabric"].switches.items() for lvl in [sec["fabric"].levels[g]]}
+    assert first == {n: tier(n) for n in first}
+    down = discovered(drop_hosts(drop_hosts(net, "p2l1"), "p2l2"))
+    sec, findings = model.build({"discovery": state(down, 2.0)})
+    assert {sw.name: sec["fabric"].levels[g] for g, sw in sec["fabric"].switches.items()} == first
+    assert not [f for f in findings if f.check == "uplinks" and f.status]
