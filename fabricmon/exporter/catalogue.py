@@ -713,7 +713,9 @@ CATALOGUE: tuple[Metric, ...] = (
     Metric("fabricmon_fabric_check_status", G, "Fabric check result per switch (0 OK, 1 WARNING, 2 CRITICAL), OK "
            "included; check is the finding's own check: degraded_link, the counter checks (symbol_errors, link_flap, "
            "...), ecmp, uplinks, unresponsive, routing (once forwarding tables were read), pfc_storm (once "
-           "pause frames were read), or sm (fabric-wide: switch_guid and switch empty).", ("check", "switch_guid", "switch"), _fabric(_fab_check_status)),
+           "pause frames were read), or the fabric-wide sm and node_description (host CAs with the firmware's node "
+           "description, present only then; switch_guid and switch empty).", ("check", "switch_guid", "switch"),
+           _fabric(_fab_check_status)),
     Metric("fabricmon_fabric_sm_master_present", G, "1 if a subnet manager answers as master (sminfo), else 0.",
            (), _fabric(_fab_sm_master)),
     Metric("fabricmon_fabric_sm_info", G, "1 per subnet manager seen (the master, and every other port that "
