@@ -263,8 +263,9 @@ def switch_levels(d: DiscoveryData, parts: Mapping[str, str] | None = None,
     farther (BFS over switch-to-switch links), 0 for a switch with no path to a leaf.
 
     1. Leaves are the switches with a host CA (CAs inside a switch, `parts`, are no hosts), less a
-       switch with a stray host: one whose switch neighbours are leaves at least as often as not
-       and that carries fewer hosts than those neighbours (a spine with a host cabled to it);
+       switch with a stray host: one whose switch neighbours are leaves more often than not (as
+       often, from two on) and that carries fewer hosts than those neighbours (a spine with a host
+       cabled to it);
        plus a switch that was a leaf (`previous`, the last topology's levels) and carries no host
        now (its hosts are down, or it lost its only host): a fabric's levels stay where they were.
     2. BFS from the leaves.
@@ -287,8 +288,9 @@ def switch_levels(d: DiscoveryData, parts: Mapping[str, str] | None = None,
     seeds = {g for g in sws if hosts[g]}
     stray = set()
     for g in seeds:
-        same = nbrs[g] & seeds
-        if same and len(same) >= len(nbrs[g]) - len(same):
+        same = nbrs[g] & seeds          # a leaf pair's peer link (one leaf beside one spine) is no stray host
+        other = len(nbrs[g]) - len(same)
+        if len(same) > other or (len(same) == other and len(same) >= 2):
             theirs = sorted(hosts[n] for n in same)
             if hosts[g] < theirs[len(theirs) // 2]:
                 stray.add(g)

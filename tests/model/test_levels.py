@@ -154,3 +154,14 @@ def test_the_collector_keeps_a_pods_leaves_when_all_their_hosts_go_down() -> Non
     sec, findings = model.build({"discovery": state(down, 2.0)})
     assert {sw.name: sec["fabric"].levels[g] for g, sw in sec["fabric"].switches.items()} == first
     assert not [f for f in findings if f.check == "uplinks" and f.status]
+
+
+def test_a_leaf_pair_with_a_peer_link_and_one_spine_stays_two_leaves() -> None:
+    """Two leaves cabled to each other (an MLAG-like peer link) and to one spine each: the one with
+    fewer hosts is no spine with a stray host."""
+    net = fat_tree_netfile(spines=1, leaves=2, hosts_per_leaf=3)
+    net = drop_hosts(net, "leaf02")
+    net = add_cable(net, "leaf02", 1, "node99 mlx5_0", 1, host=True)       # leaf02: one host left
+    net = add_cable(net, "leaf01", 7, "leaf02", 7)
+    d = discovered(net)
+    assert levels_by_name(d) == {"spine01": 2, "leaf01": 1, "leaf02": 1}
