@@ -1,0 +1,140 @@
+#!/usr/bin/env bash
+# The Debian package on a clean Debian 12, as an operator installs it (docs/install-offline.md):
+#   release/deb-trial.sh dist/fabricmon_VERSION_all.deb         (as root; make deb-trial)
+# In a fresh chroot: `apt install ./fabricmon_*.deb` (the python3-* dependencies from Debian's mirror),
+# every file in its Debian place, the user and group made, `fabricmon check` run as the service user,
+# `systemd-analyze verify` on the installed units; `apt remove` keeps only the conffiles and the user;
+# `apt purge` (and autoremove of what the install pulled in) leaves the file tree as it was before.
+# The clean root is a tarball made once with mmdebstrap from Debian's mirror and cached outside the
+# repository in $FABRICMON_TRIAL_CACHE (default /var/cache/fabricmon-trial); every trial unpacks a new copy.
+# Prints one line per step and "deb-trial: N passed, 0 failed" at the end; exits 1 on the first failure.
+set -euo pipefail
+
+deb=$(realpath "${1:?usage: $0 dist/fabricmon_VERSION_all.deb}")
+[ "$(id -u)" = 0 ] || { echo "deb-trial: needs root (chroot, mount)" >&2; exit 2; }
+cache=${FABRICMON_TRIAL_CACHE:-/var/cache/fabricmon-trial}
+mirror=${FABRICMON_TRIAL_MIRROR:-http://deb.debian.org/debian}
+security=${FABRICMON_TRIAL_SECURITY:-http://deb.debian.org/debian-security}
+base=$cache/bookworm.tar
+passed=0
+t0=$(date +%s)
+
+say() { printf 'deb-trial: %s\n' "$*"; }
+ok() { passed=$((passed + 1)); say "ok: $*"; }
+fail() { say "FAILED: $*"; say "$passed passed, 1 failed"; exit 1; }
+
+if [ ! -s "$base" ]; then
+    command -v mmdebstrap >/dev/null || DEBIAN_FRONTEND=noninteractive apt-get install -y -qq mmdebstrap >/dev/null
+    mkdir -p "$cache"
+    say "making the clean Debian 12 root once: $base"
+    mmdebstrap --quiet --mode=root --format=tar bookworm "$base.part" \
+        "deb $mirror bookworm main" "deb $mirror bookworm-updates main" "deb $security bookworm-security main"
+    mv "$base.part" "$base"
+fi
+
+root=$(mktemp -d /var/tmp/fabricmon-deb-trial.XXXXXX)
+cleanup() {
+    for m in sys dev/pts dev proc; do mountpoint -q "$root/$m" && umount -l "$root/$m"; done
+    rm -rf --one-file-system "$root"
+}
+trap cleanup EXIT
+tar -xf "$base" -C "$root"
+mount -t proc proc "$root/proc"
+mount --bind /dev "$root/dev"
+mount --bind /dev/pts "$root/dev/pts"
+mount -o bind,ro /sys "$root/sys"
+cp /etc/resolv.conf "$root/etc/resolv.conf"
+cp "$deb" "$root/tmp/"
+pkg=/tmp/$(basename "$deb")
+say "clean root ready in $(( $(date +%s) - t0 )) s"
+
+in_root() { chroot "$root" /usr/bin/env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/root LC_ALL=C.UTF-8 \
+    DEBIAN_FRONTEND=noninteractive "$@"; }
+# every path with its type, mode and owner, less what apt, dpkg and the logs keep for themselves (and
+# resolv.conf, which this script wrote)
+tree() {
+    (cd "$root" && find . -xdev \( -path ./proc -o -path ./sys -o -path ./dev -o -path ./tmp -o -path ./run \
+        -o -path ./var/lib/apt -o -path ./var/cache -o -path ./var/lib/dpkg -o -path ./var/log \
+        -o -path ./var/lib/systemd/deb-systemd-helper-enabled -o -path ./etc/ld.so.cache \) -prune \
+        -o -printf '%y %m %u:%g %p\n' | grep -vE ' \./etc/(passwd|group|shadow|gshadow|subuid|subgid)-?$' | sort)
+}
+
+in_root apt-get update -qq
+before=$(tree)
+accounts_before=$(cat "$root/etc/passwd" "$root/etc/group")
+
+t=$(date +%s)
+in_root apt-get install -y -qq "$pkg" >"$root/tmp/install.log" 2>&1 || { tail -30 "$root/tmp/install.log"; fail "apt install $pkg"; }
+ok "apt install ./$(basename "$deb") in $(( $(date +%s) - t )) s"
+
+for f in /usr/bin/fabricmon /lib/systemd/system/fabricmon.service /lib/systemd/system/fabricmon-fabric.service \
+         /lib/udev/rules.d/90-fabricmon-umad.rules /usr/lib/sysusers.d/fabricmon.conf /etc/fabricmon/fabricmon.yml \
+         /etc/default/fabricmon /etc/default/fabricmon-fabric /usr/share/fabricmon/prometheus/fabricmon.rules.yml \
+         /usr/share/fabricmon/alertmanager/fabricmon.alertmanager.yml /usr/share/fabricmon/grafana/fabricmon-node.json \
+         /usr/share/fabricmon/grafana/fabricmon-fabric.json /usr/libexec/fabricmon/fabricmon-healthcheck \
+         /usr/share/fabricmon/nhc/fabricmon.nhc; do
+    [ -f "$root$f" ] || fail "$f is not installed"
+done
+[ -x "$root/usr/libexec/fabricmon/fabricmon-healthcheck" ] || fail "the Slurm wrapper is not executable"
+grep -q '^ExecStart=/usr/bin/fabricmon run ' "$root/lib/systemd/system/fabricmon.service" || fail "ExecStart is not /usr/bin/fabricmon"
+grep -q '/opt/fabricmon' "$root/lib/systemd/system/"fabricmon*.service "$root/usr/libexec/fabricmon/fabricmon-healthcheck" \
+    "$root/usr/share/fabricmon/nhc/fabricmon.nhc" && fail "a packaged file still names /opt/fabricmon"
+conffiles=$(in_root dpkg-query -W -f '${Conffiles}' fabricmon | awk '{print $1}' | sort | tr '\n' ' ')
+[ "$conffiles" = "/etc/default/fabricmon /etc/default/fabricmon-fabric /etc/fabricmon/fabricmon.yml " ] || fail "conffiles: $conffiles"
+ok "every file in its Debian place; conffiles: $conffiles"
+
+in_root getent passwd fabricmon >/dev/null || fail "no user fabricmon"
+in_root getent group rdma >/dev/null || fail "no group rdma"
+[ -L "$root/etc/systemd/system/multi-user.target.wants/fabricmon.service" ] || fail "fabricmon.service is not enabled"
+[ -e "$root/etc/systemd/system/multi-user.target.wants/fabricmon-fabric.service" ] && fail "fabricmon-fabric.service is enabled"
+ok "user fabricmon and group rdma made by systemd-sysusers; fabricmon.service enabled, fabricmon-fabric.service not"
+
+# the packaged python3-* versions, as imported by the installed program
+versions=$(in_root python3 -c 'import importlib.metadata as m; print(" ".join(f"{d}={m.version(d)}" for d in ("prometheus-client", "structlog", "psutil", "PyYAML", "bcrypt", "cryptography")))')
+ok "Debian's python3-* packages: $versions"
+
+set +e
+out=$(in_root runuser -u fabricmon -- fabricmon check --config /etc/fabricmon/fabricmon.yml 2>&1)
+rc=$?
+set -e
+printf '%s\n' "$out" | sed 's/^/    /' | head -20
+case $rc in 0|1|2|3) ;; *) fail "fabricmon check as user fabricmon exited $rc";; esac
+printf '%s' "$out" | grep -q Traceback && fail "fabricmon check as user fabricmon raised"
+printf '%s' "$out" | grep -qE '^(OK|WARNING|CRITICAL|UNKNOWN)' || fail "fabricmon check said no status line"
+ok "fabricmon check as user fabricmon: exit $rc (Nagios), a status line, no traceback"
+
+for unit in fabricmon.service fabricmon-fabric.service; do
+    res=$(in_root systemd-analyze verify --man=no "/lib/systemd/system/$unit" 2>&1) || fail "systemd-analyze verify $unit: $res"
+    ours=$(printf '%s\n' "$res" | grep fabricmon || true)
+    [ -z "$ours" ] || fail "systemd-analyze verify $unit: $ours"
+done
+ok "systemd-analyze verify accepts both installed units"
+
+# what the running service makes: its state directory (systemd's StateDirectory=; made here by hand, the
+# chroot runs no systemd) with a file, which purge must take away
+install -d -m 750 -o "$(in_root id -u fabricmon)" -g "$(in_root id -g fabricmon)" "$root/var/lib/fabricmon"
+in_root runuser -u fabricmon -- sh -c 'echo {} > /var/lib/fabricmon/inventory.json'
+echo "# an operator's edit" >> "$root/etc/fabricmon/fabricmon.yml"
+
+in_root apt-get remove -y -qq fabricmon >/dev/null 2>&1 || fail "apt remove fabricmon"
+[ ! -e "$root/usr/bin/fabricmon" ] && [ ! -e "$root/lib/systemd/system/fabricmon.service" ] \
+    && [ ! -e "$root/lib/udev/rules.d/90-fabricmon-umad.rules" ] || fail "apt remove left the program, a unit or the udev rule"
+grep -q "an operator's edit" "$root/etc/fabricmon/fabricmon.yml" || fail "apt remove did not keep the edited config"
+ok "apt remove: program, units, udev rule gone; the edited config kept"
+
+t=$(date +%s)
+in_root apt-get purge -y -qq fabricmon >/dev/null 2>&1 || fail "apt purge fabricmon"
+in_root apt-get autoremove --purge -y -qq >/dev/null 2>&1 || fail "apt autoremove --purge"
+after=$(tree)
+if [ "$before" != "$after" ]; then
+    diff <(printf '%s\n' "$before") <(printf '%s\n' "$after") | head -40
+    fail "purge left the file tree changed (diff above)"
+fi
+in_root getent passwd fabricmon >/dev/null && fail "purge left the user fabricmon"
+in_root getent group fabricmon >/dev/null && fail "purge left the group fabricmon"
+left=$(diff <(printf '%s\n' "$accounts_before") <(cat "$root/etc/passwd" "$root/etc/group") | grep '^>' || true)
+[ -z "$left" ] || [ "$left" = "$(printf '%s' "$left" | grep '^> rdma:')" ] || fail "purge left accounts: $left"
+ok "apt purge + autoremove: the file tree as before the install; no user or group fabricmon${left:+ (group rdma kept, as documented)}"
+
+say "the whole trial took $(( $(date +%s) - t0 )) s"
+say "$passed passed, 0 failed"
