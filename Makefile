@@ -11,7 +11,7 @@ DEMO_ETHERNET_PACKAGES = snmpsim snmp
 APT_PACKAGES = $(DEMO_PACKAGES) $(DEMO_ETHERNET_PACKAGES) ethtool iproute2 openssl prometheus prometheus-alertmanager systemd chromium slurm-wlm munge prometheus-node-exporter prometheus-snmp-exporter
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: demo test deps deps-demo venv wheel offline deb bench golden metrics-doc config-doc clean
+.PHONY: demo test deps deps-demo venv wheel offline deb deb-trial bench golden metrics-doc config-doc clean
 
 # DEMO_ARGS: fabricmon demo's options, e.g. make demo DEMO_ARGS="--duration 60" (default: until Ctrl-C)
 DEMO_ARGS ?=
@@ -86,6 +86,12 @@ deb:
 	lintian --fail-on error --tag-display-limit 0 \
 		dist/fabricmon_$(VERSION)_all.deb
 	@ls dist/fabricmon_$(VERSION)_all.deb
+
+# the .deb on a clean Debian 12 (as root): apt install, fabricmon check as the service user, systemd-analyze verify,
+# remove, purge (release/deb-trial.sh; the clean root is made once with mmdebstrap and cached in /var/cache/fabricmon-trial)
+deb-trial: deb
+	$(call apt_install,mmdebstrap)
+	release/deb-trial.sh dist/fabricmon_$(VERSION)_all.deb
 
 # regenerate the golden expositions (tests/golden/*.prom: the node bundles, and fabric-<kind>.prom: the fabric
 # collector on a replayed InfiniBand and Ethernet bundle), the metrics reference (docs/metrics.md) and the
