@@ -113,6 +113,27 @@ printf '%s' "$out" | grep -q Traceback && fail "fabricmon check as user fabricmo
 printf '%s' "$out" | grep -qE '^FABRICMON (OK|WARNING|CRITICAL|UNKNOWN)' || fail "fabricmon check said no status line"
 ok "fabricmon check as user fabricmon: exit $rc (Nagios), a status line, its state kept in /var/lib/fabricmon, no traceback"
 
+# the whole pipeline on Debian's python3-* packages: a recorded DGX H100 node (tests/fixtures/bundles/dgx-h100)
+# replayed as the service user; the exposition passes promtool where the host has it
+bundle=$(dirname "$0")/../tests/fixtures/bundles/dgx-h100
+if [ -d "$bundle" ]; then
+    cp -r "$bundle" "$root/tmp/dgx-h100" && chmod -R a+rX "$root/tmp/dgx-h100"
+    in_root runuser -u fabricmon -- fabricmon once --replay /tmp/dgx-h100 >"$root/tmp/dgx-h100.prom" 2>"$root/tmp/once.err" \
+        || { cat "$root/tmp/once.err"; fail "fabricmon once --replay as user fabricmon"; }
+    series=$(grep -c '^fabricmon_' "$root/tmp/dgx-h100.prom" || true)
+    [ "$series" -gt 100 ] || fail "fabricmon once --replay wrote $series series"
+    lint=""
+    if command -v promtool >/dev/null; then
+        promtool check metrics <"$root/tmp/dgx-h100.prom" || fail "promtool check metrics on the replayed exposition"
+        lint=", promtool check metrics accepts it"
+    fi
+    # the recorded node is healthy: eight NDR ports, nothing to report
+    verdict=$(in_root runuser -u fabricmon -- fabricmon check --replay /tmp/dgx-h100 --no-state 2>/dev/null) \
+        || fail "fabricmon check --replay of a healthy recorded node exited $?: $verdict"
+    [ "$verdict" = "FABRICMON OK - 0 critical, 0 warning on 8 port(s)" ] || fail "fabricmon check --replay said: $verdict"
+    ok "a recorded DGX H100 replayed as user fabricmon: once wrote $series series$lint; check: $verdict"
+fi
+
 for unit in fabricmon.service fabricmon-fabric.service; do
     res=$(in_root systemd-analyze verify --man=no "/lib/systemd/system/$unit" 2>&1) || fail "systemd-analyze verify $unit: $res"
     ours=$(printf '%s\n' "$res" | grep fabricmon || true)
