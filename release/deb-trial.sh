@@ -134,6 +134,15 @@ if [ -d "$bundle" ]; then
     ok "a recorded DGX H100 replayed as user fabricmon: once wrote $series series$lint; check: $verdict"
 fi
 
+# `fabricmon install` (for a venv install) refuses here rather than shadow the packaged units
+set +e
+said=$(in_root fabricmon install --dry-run 2>&1)
+rc=$?
+set -e
+[ "$rc" = 2 ] && printf '%s' "$said" | grep -q "is the Debian package's" || fail "fabricmon install on the packaged host: exit $rc: $said"
+[ ! -e "$root/etc/systemd/system/fabricmon.service" ] || fail "fabricmon install wrote a unit under /etc/systemd/system"
+ok "fabricmon install refuses on the packaged host (exit 2, one line)"
+
 for unit in fabricmon.service fabricmon-fabric.service; do
     res=$(in_root systemd-analyze verify --man=no "/lib/systemd/system/$unit" 2>&1) || fail "systemd-analyze verify $unit: $res"
     ours=$(printf '%s\n' "$res" | grep fabricmon || true)
