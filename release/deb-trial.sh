@@ -50,12 +50,12 @@ say "clean root ready in $(( $(date +%s) - t0 )) s"
 
 in_root() { chroot "$root" /usr/bin/env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/root LC_ALL=C.UTF-8 \
     DEBIAN_FRONTEND=noninteractive "$@"; }
-# every path with its type, mode and owner, less what apt, dpkg and the logs keep for themselves (and
-# resolv.conf, which this script wrote)
+# every path with its type, mode and owner (numeric: the chroot's), less the mounts and scratch, what apt,
+# dpkg and the logs keep for themselves, and the account files (compared line by line below)
 tree() {
     (cd "$root" && find . -xdev \( -path ./proc -o -path ./sys -o -path ./dev -o -path ./tmp -o -path ./run \
         -o -path ./var/lib/apt -o -path ./var/cache -o -path ./var/lib/dpkg -o -path ./var/log \
-        -o -path ./var/lib/systemd/deb-systemd-helper-enabled -o -path ./etc/ld.so.cache \) -prune \
+        -o -path ./etc/ld.so.cache \) -prune \
         -o -printf '%y %m %U:%G %p\n' | grep -vE ' \./etc/(passwd|group|shadow|gshadow|subuid|subgid)-?$' | sort)
 }
 
