@@ -16,7 +16,7 @@ from __future__ import annotations
 from fabricmon import ibspec
 from fabricmon.checks import OK, WARNING, CRITICAL, Finding
 from fabricmon.config import COUNTER_CHECKS, Config
-from fabricmon.model.history import CounterHistory
+from fabricmon.model.history import CounterHistory, ib_rule
 from fabricmon.model.ports import PortView
 
 SATURATION_CHECK = "counter_saturation"
@@ -40,12 +40,11 @@ def _fmt_window(seconds: float) -> str:
 
 
 def saturated(p: PortView) -> dict[str, bool]:
-    """Which saturable counters sit at their maximum on this port."""
+    """Which saturable counters sit at their maximum on this port (the counter intake's rule)."""
     out = {}
     for name in ibspec.SATURABLE:
         v = p.counters.get(name)
-        spec = ibspec.COUNTER_BY_NAME[name]
-        out[name] = v is not None and v >= ibspec.counter_max(spec, p.counter_bits.get(name))
+        out[name] = v is not None and ib_rule(name, p.counter_bits.get(name)).at_max(v)
     return out
 
 

@@ -11,8 +11,9 @@ source name:
    cabled), the peer's read included; a port not read keeps its last state (unreached is not
    down); a switch whose queries go unanswered in unresponsive_sweeps of its last unresponsive_window
    sweeps is unresponsive (checks.fabric_unresponsive, WARNING), on either fabric kind;
-2. every counter of a new sweep enters a CounterHistory through record() (saturation and reset
-   rules), keyed (switch_guid, port, counter); transmit/receive rates from the last step;
+2. every counter of a new sweep enters a CounterHistory through the one CounterIntake (width, wrap,
+   saturation, reset and first baseline: model.history), keyed (switch_guid, port, counter);
+   transmit/receive rates from the last step;
 3. the checks, each run when its inputs are present (capabilities, never the fabric kind):
    fabric_links (down, width, speed), link_errors (the node daemon's thresholds), fabric_ecmp
    (imbalance over consecutive sweeps), fabric_symmetry (active uplinks against the level's norm),
@@ -48,7 +49,7 @@ from fabricmon.model.fabric import (
     DiscoveryData, FabricPort, FabricSection, LftData, PortInfo, SmData, SweepData, Topology, build_topology,
     in_shard, merge_discovery,
 )
-from fabricmon.model.history import CounterHistory
+from fabricmon.model.history import PLAIN, CounterHistory, CounterIntake, ib_rule
 from fabricmon.model.ports import PortView
 from fabricmon.model.optics import OpticsPort, SwitchOpticsData
 from fabricmon.model.snapshot import SourceState, source_data, source_state
@@ -89,6 +90,8 @@ class FabricModel:
         # (preceded by a 0 at the previous sweep), so a healthy fabric keeps no history at all.
         self.history = CounterHistory(horizon=max(c.window for c in config.checks.counters.values()))
         self.rates = CounterHistory(horizon=3600.0, max_samples=2)
+        self.intake = CounterIntake(self.history, sparse=True)
+        self.rate_intake = CounterIntake(self.rates)
         self._topo: Topology | None = None
         self._topo_time: float | None = None
         self._remembered: dict[tuple[str, int], PortInfo] = {}   # ports cabled at some discovery
@@ -103,7 +106,6 @@ class FabricModel:
         self.jobs = FabricJobs(config.slurm.max_job_switch_series)     # which jobs each finding hurts
         self._pfc_counts: dict[tuple[str, int, int, str], int] = {}
         self._reads_pause = False                                # some sweep yielded PFC pause frames
-        self._wrap: dict[tuple[str, int, str], tuple[int, int]] = {}     # key -> (last raw value, offset)
         self._view = None                                        # the merged discovery view (DiscoveryData)
         self._view_complete = False                              # some discovery so far was complete
         # the last read of each cabled port's link state: (up, data time); the newest read wins
@@ -191,49 +193,24 @@ class FabricModel:
             self._link_state[key] = (up, t)
 
     # --- counters -----------------------------------------------------------------------
-    def _unwrap(self, key: tuple[str, int, str], raw: int, bits: int) -> int:
-        """A counter that wraps at its width (Ethernet's 32-bit ifTable counters): the raw value
-        plus 2^bits per wrap seen. A drop from the upper half to a small value is a wrap; any other
-        drop is a reset (the offset goes, and the history counts the reset)."""
-        last, offset = self._wrap.get(key, (raw, 0))
-        if raw < last:
-            top = 1 << bits
-            offset = offset + top if last >= top // 2 and raw + top - last < top // 2 else 0
-        self._wrap[key] = (raw, offset)
-        return raw + offset
-
     def _record(self, sweep: SweepData, t: float, keep: set[tuple[str, int]]) -> None:
-        prev = self._sweep_time
+        """A new sweep's counters through the one intake: the error counters into the history (sparse:
+        a quiet counter keeps none), transmit/receive and pause frames into the rates."""
+        rules = {name: ib_rule(name, bits, name in sweep.wrapping) for name, bits in sweep.bits.items()}
+        rates = {name: rules.get(name, PLAIN) for name in RATE_COUNTERS}
+        take, take_rate = self.intake.take_port, self.rate_intake.take_port
         for key, pause in sweep.pause.items():
             if key in keep:
-                for (prio, direction), value in pause.items():
-                    self.rates.record((key[0], key[1], f"pause:{prio}:{direction}"), t, value, saturated=False)
+                take_rate(key, t, {f"pause:{prio}:{direction}": v for (prio, direction), v in pause.items()}, {},
+                          stream="pause")
         for key, vals in sweep.ports.items():
             if key not in keep:
                 continue
-            guid, port = key
-            for name, value in vals.items():
-                bits = sweep.bits.get(name)
-                if name in sweep.wrapping and bits:
-                    value = self._unwrap((guid, port, name), value, bits)
-                spec = ibspec.COUNTER_BY_NAME.get(name)
-                sat = (spec is not None and name in ibspec.SATURABLE and name not in sweep.wrapping
-                       and value >= ibspec.counter_max(spec, bits))
-                if name in RATE_COUNTERS:
-                    self.rates.record((guid, port, name), t, value, saturated=False)
-                elif name in CHECKED_COUNTERS:
-                    hkey = (guid, port, name)
-                    if not self.history.has(hkey):
-                        if value == 0 and not sat:
-                            continue            # quiet: no history needed (increase is 0 either way)
-                        if prev is not None:
-                            self.history.add(hkey, prev, 0)     # it was 0 at the previous sweep
-                    if self.history.record(hkey, t, value, saturated=sat):
-                        log.info("counter decreased (reset)", switch_guid=guid, port=port, counter=name)
-        self.history.prune(keep)
-        self.rates.prune(keep)
-        for k in [k for k in self._wrap if (k[0], k[1]) not in keep]:
-            del self._wrap[k]
+            take_rate(key, t, vals, rates, only=RATE_COUNTERS)
+            for name in take(key, t, vals, rules, only=CHECKED_COUNTERS):
+                log.info("counter decreased (reset)", switch_guid=key[0], port=key[1], counter=name)
+        self.intake.prune(keep)
+        self.rate_intake.prune(keep)
 
     # --- the build ----------------------------------------------------------------------
     def build(self, states: Mapping[str, SourceState], inventory_ran: tuple[bool, bool] = (True, True)

@@ -144,11 +144,20 @@ def test_an_lldp_discovery_is_no_evidence_of_a_ports_state() -> None:
 
 
 def test_a_32_bit_counter_that_wraps_is_a_wrap_and_a_drop_is_a_reset() -> None:
+    """The Ethernet sweep's 32-bit ifTable counters go through the model's one counter intake
+    (tests/model/test_counter_intake.py has each rule)."""
+    from fabricmon.model.fabric import SweepData
     model = FabricModel(from_dict({}, check_paths=False))
-    key = (ELEAF, 1002, "receive_errors")
+    key = (ELEAF, 1002)
     top = 1 << 32
     seq = [top - 100, top - 10, 40, 90, 5]      # wraps once (+50), then a reboot (reset)
-    assert [model._unwrap(key, v, 32) for v in seq] == [top - 100, top - 10, top + 40, top + 90, 5]
+    for t, v in enumerate(seq, 1):
+        model._record(SweepData(ports={key: {"receive_errors": v}}, bits={"receive_errors": 32},
+                                wrapping={"receive_errors"}), float(t), {key})
+    h = model.history
+    assert h.last_delta((*key, "receive_errors")) == 0                         # the reboot contributes 0
+    assert h.increase((*key, "receive_errors"), 100.0, 5.0) == (90 + 50 + 50, 4.0)
+    assert h.resets[(*key, "receive_errors")] == 1
 
 
 def test_checks_run_by_their_inputs_not_by_the_fabric_kind() -> None:
