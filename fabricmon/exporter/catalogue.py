@@ -699,10 +699,12 @@ CATALOGUE: tuple[Metric, ...] = (
     Metric("fabricmon_fabric_switch_uplinks_expected", G, "The most common active-uplink count among the switches "
            "of its level.", ("switch_guid", "switch"),
            _fab_per_switch(lambda fab, g: fab.uplinks.get(g, (None, None))[1])),
-    Metric("fabricmon_fabric_check_status", G, "Fabric check result per switch (0 OK, 1 WARNING, 2 CRITICAL), OK "
-           "included; check is the finding's own check: degraded_link, the counter checks (symbol_errors, link_flap, "
-           "...), ecmp, uplinks, unresponsive, routing (once forwarding tables were read), pfc_storm (once "
-           "pause frames were read), or sm (fabric-wide: switch_guid and switch empty).", ("check", "switch_guid", "switch"), _fabric(_fab_check_status)),
+    Metric("fabricmon_fabric_check_status", G, "Fabric check result per switch (0 OK, 1 WARNING, 2 CRITICAL) of "
+           "every check that ran, OK included, and absent for a check whose inputs were not read; check is the "
+           "finding's own check: degraded_link, the counter checks (symbol_errors, link_flap, ...: each once a "
+           "sweep read its counters; counter_saturation once one that can saturate), ecmp, uplinks, "
+           "unresponsive, routing (once forwarding tables were read), pfc_storm (once pause frames were read), "
+           "or sm (fabric-wide: switch_guid and switch empty).", ("check", "switch_guid", "switch"), _fabric(_fab_check_status)),
     Metric("fabricmon_fabric_sm_master_present", G, "1 if a subnet manager answers as master (sminfo), else 0.",
            (), _fabric(_fab_sm_master)),
     Metric("fabricmon_fabric_sm_info", G, "1 per subnet manager seen (the master, and every other port that "
