@@ -102,9 +102,9 @@ def evaluate_port(p: PortView, history: CounterHistory, config: Config, now: flo
     judged = saturated(p) if sat is None else sat
     if not any(n in p.counters for n in judged):
         return findings                 # no counter that can saturate was read: not judged
-    sat = [n for n, s in judged.items() if s]
-    if sat:
-        msg = (f"{where}: counter(s) {', '.join(sat)} saturated at their maximum; their rates are "
+    full = [n for n, s in judged.items() if s]
+    if full:
+        msg = (f"{where}: counter(s) {', '.join(full)} saturated at their maximum; their rates are "
                f"unknown: clear them in a maintenance window (perfquery -R) if your fabric policy allows")
         findings.append(Finding(SATURATION_CHECK, p.device, p.port, config.checks.saturation_severity, msg))
     else:
