@@ -71,8 +71,8 @@ def inner(mode: str, repeat: int, state: str, baseline: bool) -> dict:
                 raise RuntimeError(f"ibqueryerrors --data failed: {r.stderr[-300:]}")
     body = render(snap)
     pipe.close()
-    from fabricmon.sources.infiniband import mad
-    engine = mad._reader.engine.totals if mad._reader is not None else {}
+    from fabricmon.host import mad
+    engine = mad.engine_totals()
     sw = snap.sources["sweep"]
     text = body.decode()
     swept = sorted(set(re.findall(r'^fabricmon_fabric_port_receive_bytes_total\{port="\d+",switch_guid="(\w+)"\}', text, re.M)))

@@ -368,6 +368,13 @@ class FakeIO:
             raise self.nvml
         return self.nvml or []
 
+    def mad_open(self, settings):
+        from fabricmon.host.umad import UmadUnavailable
+        raise UmadUnavailable(errno.ENODEV, "no umad port (FakeIO)")     # a host without one: the tools
+
+    def mad_run(self, requests, deadline):
+        return [None] * len(requests)
+
     def close(self):
         pass
 

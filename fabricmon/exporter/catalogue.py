@@ -710,12 +710,13 @@ CATALOGUE: tuple[Metric, ...] = (
            "the switches of its level sharing an upper switch with it (a switch without uplinks: its whole level); "
            "absent where no switch shares one (nothing to compare it with).", ("switch_guid", "switch"),
            _fab_per_switch(lambda fab, g: fab.uplinks.get(g, (None, None))[1])),
-    Metric("fabricmon_fabric_check_status", G, "Fabric check result per switch (0 OK, 1 WARNING, 2 CRITICAL), OK "
-           "included; check is the finding's own check: degraded_link, the counter checks (symbol_errors, link_flap, "
-           "...), ecmp, uplinks, unresponsive, routing (once forwarding tables were read), pfc_storm (once "
-           "pause frames were read), or the fabric-wide sm and node_description (host CAs with the firmware's node "
-           "description, present only then; switch_guid and switch empty).", ("check", "switch_guid", "switch"),
-           _fabric(_fab_check_status)),
+    Metric("fabricmon_fabric_check_status", G, "Fabric check result per switch (0 OK, 1 WARNING, 2 CRITICAL) of "
+           "every check that ran, OK included, and absent for a check whose inputs were not read; check is the "
+           "finding's own check: degraded_link, the counter checks (symbol_errors, link_flap, ...: each once a "
+           "sweep read its counters; counter_saturation once one that can saturate), ecmp, uplinks, "
+           "unresponsive, routing (once forwarding tables were read), pfc_storm (once pause frames were read), "
+           "or the fabric-wide sm and node_description (host CAs with the firmware's node description, present "
+           "only then; switch_guid and switch empty).", ("check", "switch_guid", "switch"), _fabric(_fab_check_status)),
     Metric("fabricmon_fabric_sm_master_present", G, "1 if a subnet manager answers as master (sminfo), else 0.",
            (), _fabric(_fab_sm_master)),
     Metric("fabricmon_fabric_sm_info", G, "1 per subnet manager seen (the master, and every other port that "
