@@ -24,7 +24,7 @@ UNKNOWN = 3         # nothing could be checked (Nagios: could not check); CRITIC
 def source_findings(snap: Snapshot) -> list[Finding]:
     """A failing enabled source is a WARNING: silence must never read as healthy. An `enabled: auto`
     tool that is not installed is off, not failing."""
-    out = []
+    out: list[Finding] = []
     for name, s in sorted(snap.sources.items()):
         if s.enabled and s.ran and s.active_errors:
             first = sorted(s.active_errors)[0]

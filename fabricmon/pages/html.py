@@ -12,9 +12,9 @@ from collections.abc import Iterable
 
 from fabricmon import __version__
 from fabricmon.checks import CRITICAL, OK, STATUS_NAMES, WARNING, Finding
+from fabricmon.model.health import UNKNOWN      # nothing could be checked: grey, never green
 
 REFRESH_MS = 5000
-UNKNOWN = 3         # nothing could be checked (model.health.UNKNOWN): grey, never green
 STATE_NAMES = {OK: "ok", WARNING: "warning", CRITICAL: "critical", UNKNOWN: "unknown"}
 
 
