@@ -23,7 +23,9 @@ source name:
    source yields SwitchOpticsData; each lane's baseline kept in <state_dir>/fabric_optics_baseline.json);
 4. every check's status per switch (fabricmon_fabric_check_status, OK included);
 5. this collector's shard only: a switch belongs to exactly one shard (GUID hash);
-6. the jobs each WARNING/CRITICAL finding can hurt, when a job source runs (pipeline.jobs).
+6. the jobs each WARNING/CRITICAL finding can hurt, when a job source runs (pipeline.jobs);
+7. while the last sweep read no switch, the snapshot's `unknown` says why (pipeline.fabric_failure, the
+   kind's failure hints first), so the collector's verdict is UNKNOWN (model.health) and /readyz 503.
 """
 
 from __future__ import annotations

@@ -1,6 +1,7 @@
 """HTTP(S) endpoint: /metrics serves the cached exposition of the last snapshot, /healthz
-says whether polling is alive (liveness), /readyz whether there is a view to serve (readiness), / the page of the last snapshot (fabricmon.pages: the node
-status page or the fabric map) with its static files under /static/. Nothing here ever waits
+says whether polling is alive (liveness), /readyz whether there is a view to serve (readiness),
+/ the page of the last snapshot (fabricmon.pages: the node status page or the fabric map) with its
+static files under /static/. Nothing here ever waits
 for a command.
 
 Bounded serving (Go's net/http deadlines, node_exporter's request cap), so that a slow or
