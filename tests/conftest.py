@@ -154,10 +154,11 @@ def _no_leftover_processes(tmp_path_factory):
         time.sleep(0.5)
         left = leftover_processes(mark, since, dirs)
     if left:
-        kill_with_environment(SESSION_MARK, mark)
         import psutil
-        for child in psutil.Process().children(recursive=True):
-            child.kill()
+
+        from fabricmon.sim.procs import end
+        kill_with_environment(SESSION_MARK, mark)
+        end(psutil.Process().children(recursive=True))
         pytest.fail(f"{len(left)} process(es) the suite started still run after it (now killed):\n  "
                     + "\n  ".join(left), pytrace=False)
 
