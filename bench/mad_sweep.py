@@ -77,7 +77,7 @@ def inner(mode: str, repeat: int, state: str, baseline: bool) -> dict:
     text = body.decode()
     swept = sorted(set(re.findall(r'^fabricmon_fabric_port_receive_bytes_total\{port="\d+",switch_guid="(\w+)"\}', text, re.M)))
     method = re.search(r'^fabricmon_fabric_sweep_method\{method="(\w+)"\} 1\.0$', text, re.M)
-    unanswered = re.search(r'^fabricmon_fabric_sweep_errors_total\{kind="unanswered"\} (\S+)$', text, re.M)
+    unanswered = re.search(r'^fabricmon_source_errors_total\{kind="unanswered",source="sweep"\} (\S+)$', text, re.M)
     return {
         "mode": mode, "method": method[1] if method else "", "switches": len(snap.fabric.switches),
         "ports": len(snap.fabric.ports), "swept": swept, "sweep_s": statistics.median(sweeps),

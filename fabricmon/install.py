@@ -293,8 +293,8 @@ def _check_sandbox(plan: Plan, role: Role, exe: str) -> None:
     path, directive, d = hit
     what = "fabricmon" if path in (exe, os.path.realpath(exe)) else "the Python it runs on"
     problem = (f"{role.unit} could not start: {what} is {path}, under {d}, which the unit's {directive}= hides "
-               f"from the service; install fabricmon into a venv outside {d} (python3 -m venv /opt/fabricmon, "
-               "with a Python that is not under /home, /root or /tmp)")
+               f"from the service; install fabricmon into a venv outside {d} made by the distribution's Python "
+               "(/usr/bin/python3 -m venv /opt/fabricmon; not a pyenv or conda python3 under /home or /root)")
     if plan.live and not plan.dry:
         raise InstallError(problem)
     print(f"fabricmon: warning: {problem}", file=sys.stderr)

@@ -26,7 +26,9 @@ source name:
 4. every check's status per switch (fabricmon_fabric_check_status, OK included) for the checks whose
    inputs were read (none for the others: absent, never OK), and per port once it was not OK;
 5. this collector's shard only: a switch belongs to exactly one shard (GUID hash);
-6. the jobs each WARNING/CRITICAL finding can hurt, when a job source runs (pipeline.jobs).
+6. the jobs each WARNING/CRITICAL finding can hurt, when a job source runs (pipeline.jobs);
+7. while the last sweep read no switch, the snapshot's `unknown` says why (pipeline.fabric_failure, the
+   kind's failure hints first), so the collector's verdict is UNKNOWN (model.health) and /readyz 503.
 """
 
 from __future__ import annotations
@@ -34,7 +36,7 @@ from __future__ import annotations
 import os
 import time
 from collections import deque
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
 
 import structlog
@@ -56,9 +58,11 @@ from fabricmon.model.history import PLAIN, CounterHistory, CounterIntake, ib_rul
 from fabricmon.model.ports import PortView
 from fabricmon.model.optics import OpticsPort, SwitchOpticsData
 from fabricmon.model.snapshot import SourceState, source_data, source_state
+from fabricmon.pipeline.fabric_failure import Hint, why_nothing_read
 from fabricmon.pipeline.jobs import FabricJobs
 from fabricmon.pipeline.optics_baseline import BaselineStore
 from fabricmon.pipeline.node import CHECKED_COUNTERS
+from fabricmon.registry import failure_hints
 
 log = structlog.get_logger("fabricmon.fabric")
 
@@ -86,9 +90,12 @@ class FabricModel:
     """Builds fabric snapshots; keeps the topology, the remembered links and the counter
     histories between builds."""
 
-    def __init__(self, config: Config, clock: Callable[[], float] = time.time, shard: tuple[int, int] | None = None):
+    def __init__(self, config: Config, clock: Callable[[], float] = time.time, shard: tuple[int, int] | None = None,
+                 hints: Sequence[Hint] = ()):
         self.config = config
         self.clock = clock
+        self.hints = tuple(hints)       # the collector's failure hints (registry.failure_hints), asked first
+        self._why = ""                  # why no switch could be read, as last logged ("" while one was)
         self.shard = shard or config.fabric.shard
         # Error counters: the node daemon's windows. A counter enters it once it is non-zero
         # (preceded by a 0 at the previous sweep), so a healthy fabric keeps no history at all.
@@ -229,14 +236,14 @@ class FabricModel:
     def build(self, states: Mapping[str, SourceState], inventory_ran: tuple[bool, bool] = (True, True)
               ) -> tuple[dict[str, object], list[Finding]]:
         now = self.clock()
+        unknown = self._nothing_read(states)
         topo = self.inventory(states)
         sec = FabricSection(shard=self.shard, topology_changes=self.topology_changes)
         sweep_st = source_state(states, SweepData)
         if sweep_st is not None:
-            sec.sweep_errors = dict(sweep_st.errors_total)
             sec.sweep_duration = sweep_st.duration if sweep_st.ran else None
         if not topo.switches:
-            return {"fabric": sec}, []
+            return {"fabric": sec, "unknown": unknown}, []
         sec.switches = {g: sw for g, sw in sorted(topo.switches.items()) if in_shard(g, *self.shard)}
         sec.levels = {g: topo.levels.get(g, 0) for g in sec.switches}
         for ca, g in topo.parts.items():        # the switches' SHARP Aggregation Nodes
@@ -333,7 +340,21 @@ class FabricModel:
         findings += self._port_status(sec, findings, ran)
         self._check_status(sec, findings, ran)
         jobs, findings = self.jobs.apply(states, sec, topo, findings)
-        return {"fabric": sec, "jobs": jobs}, findings
+        return {"fabric": sec, "jobs": jobs, "unknown": unknown}, findings
+
+    def _nothing_read(self, states: Mapping[str, SourceState]) -> str:
+        """Why the last sweep read no switch ("" when it read one): the line `fabric once` prints, its
+        kind's failure hints first. The snapshot's `unknown`, so the collector's verdict is UNKNOWN (3)
+        while it has no view of its fabric; logged once when it appears or changes, and when it clears."""
+        why = why_nothing_read(states, self.hints) or ""
+        ran = any(s.ran for s in states.values() if s.records in (DiscoveryData, SweepData))
+        if why != self._why and (ran or not why):
+            if why:
+                log.warning("no switch could be read", reason=why, retrying=True)
+            else:
+                log.info("switches read again", previous=self._why)
+            self._why = why
+        return why
 
     def _apply_state(self, sec: FabricSection) -> None:
         """Each port's state is its newest read (a sweep's PortInfo or ifOperStatus, or the
@@ -506,8 +527,9 @@ class FabricModel:
 def fabric_pipeline(config: Config, io: object, clock: Callable[[], float] = time.time) -> object:
     """The fabric collector: the one Pipeline, with the fabric sources and this model."""
     from fabricmon.pipeline.scheduler import Pipeline
-    # fabric.kind names the registry's collector (its sources); nothing here depends on which it is
-    return Pipeline(config, io, clock=clock, collector=config.fabric.kind, model=FabricModel(config, clock),
+    # fabric.kind names the registry's collector (its sources and failure hints); nothing here depends on which
+    model = FabricModel(config, clock, hints=failure_hints(config.fabric.kind))
+    return Pipeline(config, io, clock=clock, collector=config.fabric.kind, model=model,
                     source_configs=config.fabric.sources)
 
 

@@ -6,7 +6,7 @@ MAD loss comes from ibsim's console (`Error "node"[port] <percent>`): every quer
 port is dropped with that probability, as a busy switch CPU or a congested management path drops
 them. Under loss no port may turn down, no link finding appear, no switch lose its name and no
 topology change be counted; the switches that could not be read are named in an unresponsive finding
-and counted in fabricmon_fabric_sweep_errors_total{kind="unanswered"}. A cable pulled under loss is
+and counted in fabricmon_source_errors_total{source="sweep", kind="unanswered"}. A cable pulled under loss is
 still reported down (its own PortInfo, or its peer's, says so), and everything converges once the
 loss is lifted. ibsim's SA answers PortInfoRecords only partially (docs/freshness.md), so these runs
 read link state through the SMP fallback, and say so in fabricmon_fabric_link_state_method."""
@@ -77,7 +77,7 @@ def test_mad_loss_is_not_a_link_down_and_a_pulled_cable_still_is(sim_fabric, tmp
         # under 50% loss, some 7 sweeps on an idle machine, more on a loaded one
         s = wait_for_scrape(d.port, lambda s: sample_value(s, "fabricmon_fabric_switch_unresponsive", switch_guid=spine01,
                                                            switch="spine01") == 1, 40)
-        assert sample_value(s, "fabricmon_fabric_sweep_errors_total", kind="unanswered") > 0
+        assert sample_value(s, "fabricmon_source_errors_total", source="sweep", kind="unanswered") > 0
         unresp = [f for f in d.snapshot.findings if f.check == "unresponsive"]
         assert any(f.device == spine01 and f.status == 1 and f.message.startswith("spine01 (0x0000000000200000) "
                    "did not answer in ") and "% of its queries unanswered" in f.message for f in unresp), unresp

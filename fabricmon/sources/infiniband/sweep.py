@@ -55,7 +55,7 @@ re-linked cable shows without a rediscovery. `state_method` says which path answ
 Unreached is not down: a query that went unanswered is retried with backoff (RETRY_BACKOFF)
 while the sweep's deadline allows (a port's PortInfo up to twice; a switch the fabric pass got no
 counters from, once, per switch with perfquery); what stays unanswered is counted per switch
-(`unanswered`, fabricmon_fabric_sweep_errors_total{kind="unanswered"}) and leaves that port's
+(`unanswered`, fabricmon_source_errors_total{source="sweep", kind="unanswered"}) and leaves that port's
 last known state in place (the model marks the switch stale), never a port down.
 """
 
