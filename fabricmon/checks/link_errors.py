@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from fabricmon import ibspec
 from fabricmon.checks import OK, WARNING, CRITICAL, Finding
-from fabricmon.config import COUNTER_CHECKS, Config
+from fabricmon.checks.settings import COUNTER_CHECKS, ChecksConfig, CounterCheckConfig
 from fabricmon.model.history import CounterHistory
 from fabricmon.model.ports import PortView
 
@@ -49,7 +49,7 @@ def saturated(p: PortView) -> dict[str, bool]:
     return out
 
 
-def ber_limits(cc, rate_gbps: float | None) -> tuple[float | None, float | None] | None:
+def ber_limits(cc: CounterCheckConfig, rate_gbps: float | None) -> tuple[float | None, float | None] | None:
     """(warning, critical) symbol-error counts per window from the BER budget and the link's data
     rate, or None when the counts apply (no BER configured, rate unknown or 0: a down port)."""
     if (cc.ber_warning is None and cc.ber_critical is None) or not rate_gbps:
@@ -59,14 +59,14 @@ def ber_limits(cc, rate_gbps: float | None) -> tuple[float | None, float | None]
             None if cc.ber_critical is None else cc.ber_critical * bits)
 
 
-def evaluate_port(p: PortView, history: CounterHistory, config: Config, now: float,
+def evaluate_port(p: PortView, history: CounterHistory, checks: ChecksConfig, now: float,
                   sat: dict[str, bool] | None = None, label: str | None = None) -> list[Finding]:
     """sat: the port's saturated() result when the caller has it already; label: how the messages
     name the port (default PortView.label(); the fabric collector names the switch and its port)."""
     findings = []
     where = label if label is not None else p.label()
     for check, (counters, _w, _warn, _crit) in COUNTER_CHECKS.items():
-        cc = config.checks.counters[check]
+        cc = checks.counters[check]
         if not any(c in p.counters for c in counters):
             findings.append(Finding(check, p.device, p.port, OK, f"{where}: no counters"))
             continue
@@ -87,7 +87,7 @@ def evaluate_port(p: PortView, history: CounterHistory, config: Config, now: flo
             status, limit = WARNING, warn
         names = "+".join(counters)
         budget = ""
-        if ber is not None:
+        if ber is not None and p.rate_gbps:
             ratio = cc.ber_critical if status == CRITICAL else cc.ber_warning
             seen = total / (p.rate_gbps * 1e9 * max(covered, 1.0))
             budget = (f", bit error ratio {seen:.1e} over the {p.rate_gbps:g} Gb/s link"
@@ -98,11 +98,11 @@ def evaluate_port(p: PortView, history: CounterHistory, config: Config, now: flo
             msg = (f"{where}: {names} rose by {total} in the last {_fmt_window(covered)} "
                    f"(threshold {limit:g} per {_fmt_window(cc.window)}{budget}): {ACTIONS[check]}")
         findings.append(Finding(check, p.device, p.port, status, msg))
-    sat = [n for n, s in (saturated(p) if sat is None else sat).items() if s]
-    if sat:
-        msg = (f"{where}: counter(s) {', '.join(sat)} saturated at their maximum; their rates are "
+    at_max = [n for n, s in (saturated(p) if sat is None else sat).items() if s]
+    if at_max:
+        msg = (f"{where}: counter(s) {', '.join(at_max)} saturated at their maximum; their rates are "
                f"unknown: clear them in a maintenance window (perfquery -R) if your fabric policy allows")
-        findings.append(Finding(SATURATION_CHECK, p.device, p.port, config.checks.saturation_severity, msg))
+        findings.append(Finding(SATURATION_CHECK, p.device, p.port, checks.saturation_severity, msg))
     else:
         findings.append(Finding(SATURATION_CHECK, p.device, p.port, OK, f"{where}: no saturated counter"))
     return findings

@@ -43,7 +43,8 @@ from fabricmon.checks import (
     fabric_ecmp, fabric_links, fabric_pfc, fabric_routing, fabric_sm, fabric_symmetry, fabric_unresponsive, link_errors,
 )
 from fabricmon.checks.fabric_unresponsive import SweepRead
-from fabricmon.config import COUNTER_CHECKS, Config
+from fabricmon.config import Config
+from fabricmon.checks.settings import COUNTER_CHECKS
 from fabricmon.model.fabric import (
     DiscoveryData, FabricPort, FabricSection, LftData, PortInfo, SmData, SweepData, Topology, build_topology,
     in_shard, merge_discovery,
@@ -303,14 +304,14 @@ class FabricModel:
                     if step is not None and step[1] > 0:
                         scale = sweep.scale.get(name, ibspec.COUNTER_BY_NAME[name].scale)
                         setattr(p, attr, step[0] * scale / step[1])
-        findings += fabric_links.evaluate(sec.ports, sec.switches, sec.levels, self.config)
+        findings += fabric_links.evaluate(sec.ports, sec.switches, sec.levels, self.config.checks)
         findings += self._unresponsive(sec, now)
         for key, p in sec.ports.items():
             if p.counters and any(self.history.has((key[0], key[1], c)) for c in CHECKED_COUNTERS):
                 pv = PortView(device=key[0], port=key[1], counters=p.counters, counter_bits=dict(sweep.bits),
                               rate_gbps=p.rate_bps * 8 / 1e9 if p.rate_bps else None)   # the BER budget's rate
                 label = f"{sec.switches[key[0]].name} (0x{key[0]}) port {p.label}"
-                findings += [f for f in link_errors.evaluate_port(pv, self.history, self.config, now, label=label)
+                findings += [f for f in link_errors.evaluate_port(pv, self.history, self.config.checks, now, label=label)
                              if f.status != OK]
         sec.groups = fabric_ecmp.groups(sec.ports, sec.switches, topo.levels)
         ecmp_findings, self._ecmp_counts = fabric_ecmp.judge(sec.groups, self._ecmp_counts,
@@ -323,9 +324,8 @@ class FabricModel:
         if set(fabric_sm.NEEDS) <= caps:
             findings += self._sm(states, sec)
         if set(fabric_pfc.NEEDS) <= caps:
-            eth = self.config.fabric.ethernet
             pfc, self._pfc_counts = fabric_pfc.evaluate(sec.ports, sec.switches, self._pfc_counts,
-                                                        eth.pfc_storm_rate, eth.pfc_storm_sweeps, new_sweep)
+                                                        self.config.fabric.pfc_storm, new_sweep)
             findings += pfc
         if set(optics_checks.NEEDS) <= caps:
             findings += self._optics(states, sec, now)

@@ -291,9 +291,9 @@ def test_the_ethernet_section_lives_with_the_ethernet_sources() -> None:
     from fabricmon.sources.ethernet.settings import DEFAULT_EXCLUDE_PORTS, EthernetConfig
     # an InfiniBand config does not import the Ethernet package, and reads the Ethernet defaults if asked
     code = ("import sys; from fabricmon.config import from_dict; c = from_dict({}); "
-            "print('fabricmon.sources.ethernet' in sys.modules, c.fabric.ethernet.pfc_storm_sweeps)")
+            "print('fabricmon.sources.ethernet' in sys.modules, c.fabric.ethernet.concurrency)")
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, cwd=REPO)
-    assert res.stdout.split() == ["False", "2"], res.stderr
+    assert res.stdout.split() == ["False", "16"], res.stderr
     eth = {"switches": ["sw1"], "snmp": {"community": "x"}}
     cfg = from_dict({"fabric": {"kind": "ethernet", "ethernet": eth}})
     assert isinstance(cfg.fabric.ethernet, EthernetConfig)
@@ -330,7 +330,7 @@ def test_a_source_declares_its_own_keys_where_it_is_registered() -> None:
     enabled/interval/timeout/command, and arrive built in SourceConfig.options."""
     from dataclasses import dataclass
 
-    from fabricmon.config import source_schema
+    from fabricmon.registry import source_schema
     from fabricmon.registry import SourceSpec
     from fabricmon.schema import Context, Schema, from_class, integer, number
 
