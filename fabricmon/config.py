@@ -1,15 +1,10 @@
-"""Configuration: YAML in, validated frozen dataclasses out.
-
-This module composes the sections; each is a declarative Schema (fabricmon.schema: field, type,
-bounds, default, doc line) declared beside the code that reads it: `server` in serve/settings.py,
-`checks` in checks/settings.py (with `checks.optics` from checks/optics.py), `expected_links` in
-checks/inventory.py, `roce` in checks/roce.py, `fabric` in fabric_settings.py (with the fabric checks'
-thresholds, the fabric sources' keys and `fabric.ethernet` from sources/ethernet/settings.py), every
-source's keys in the source registry (its `register(options=...)` among them). Only the node daemon's
-own keys (paths, logging, exclude_devices) and the small gpu and slurm sections are declared here.
-docs/configuration.md's reference is rendered from the same schemas (`make config-doc`). Every error
-names the key (as a dotted path) and the reason, so `fabricmon run` can refuse to start with exit 2
-and a message an operator can act on.
+"""Configuration: YAML in, validated frozen dataclasses out. This module composes the sections; each
+is a Schema (fabricmon.schema) declared beside the code that reads it: `server` in serve/settings.py,
+`checks` in checks/settings.py, `expected_links` in checks/inventory.py, `roce` in checks/roce.py,
+`fabric` in fabric_settings.py (with the fabric checks' sections and `fabric.ethernet`), each source's
+keys in the registry. Only the node daemon's paths, logging and exclude_devices and the small gpu and
+slurm sections are declared here. docs/configuration.md is rendered from the same schemas (`make
+config-doc`). Every error names the key and the reason: `fabricmon run` refuses to start (exit 2).
 """
 
 from __future__ import annotations
@@ -178,14 +173,15 @@ def reference() -> str:
     (each with its doc line), fabric.ethernet's and the source registry's."""
     from fabricmon.sources.ethernet.settings import SCHEMA as ethernet
     collectors = {NODE_COLLECTOR: ("node (`sources.`)", "sources"),
-                  **{c: (f"fabric, {kind} (`fabric.sources.`)", "fabric.sources") for kind, c in FABRIC_COLLECTORS.items()}}
+                  **{c: (f"fabric, {k} (`fabric.sources.`)", "fabric.sources") for k, c in FABRIC_COLLECTORS.items()}}
+    fabric_intervals = {c: {n: f"`fabric.{k}`" for n, k in SOURCE_INTERVALS.items()} for c in FABRIC_COLLECTORS.values()}
     out = []
     for name, schema in SECTIONS.items():
         out.append(f"### {name}\n")
         if name == "sources":
             out.append("Every node source (table below) takes these keys; a source that runs no program takes no "
-                       "`command`.\n\n" + table(source_rows(NODE_COLLECTOR)) + "\n" + source_tables(collectors, {
-                           c: {n: f"`fabric.{k}`" for n, k in SOURCE_INTERVALS.items()} for c in FABRIC_COLLECTORS.values()}))
+                       "`command`.\n\n" + table(source_rows(NODE_COLLECTOR)) + "\n"
+                       + source_tables(collectors, fabric_intervals))
         elif name == "exclude_devices":
             out.append(table([("exclude_devices", "list of globs", "`[]`", "HCA names never read")]))
         else:
@@ -197,6 +193,6 @@ def reference() -> str:
                        + table(ethernet.rows("fabric.ethernet")))
     return "\n".join(out)
 
-__all__ = ["DEFAULT_CONFIG_PATH", "DEFAULT_FABRIC_PORT", "DEFAULT_PORT", "SECTIONS", "ChecksConfig", "Config", "ConfigError",
-           "ExpectedLink", "FabricConfig", "GpuConfig", "RoceConfig", "ServeConfig", "SlurmConfig", "SourceConfig",
+__all__ = ["DEFAULT_CONFIG_PATH", "DEFAULT_FABRIC_PORT", "DEFAULT_PORT", "SECTIONS", "ChecksConfig", "Config",
+           "ConfigError", "ExpectedLink", "FabricConfig", "GpuConfig", "RoceConfig", "ServeConfig", "SlurmConfig", "SourceConfig",
            "TLSConfig", "from_dict", "load", "reference"]

@@ -18,7 +18,7 @@ import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, TypeVar, cast
 
 T = TypeVar("T")
 
@@ -115,7 +115,9 @@ class Schema(Generic[T]):
             if not self._absent:
                 self._absent.append(self._load({}, key, ctx))
             out = self._absent[0]
-            return dict(out) if isinstance(out, dict) else out      # type: ignore[return-value]  # a frozen dataclass is shared as is, a dict copied
+            if isinstance(out, dict):
+                return cast(T, dict(out))       # a dict is copied (a check may fill it in)
+            return out                          # a frozen dataclass is shared as is
         return self._load(raw, key, ctx)
 
     def _load(self, raw: Any, key: str, ctx: Context) -> T:

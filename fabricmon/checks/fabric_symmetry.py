@@ -33,7 +33,7 @@ def active_uplinks(ports: Iterable[PortInfo | FabricPort]) -> dict[str, int]:
 def expected_uplinks(counts: Mapping[str, int], levels: Mapping[str, int]) -> dict[str, int]:
     """Per switch, the most common active-uplink count among the switches of its level (ties:
     the larger count, so a half-cabled level is not taken as the norm)."""
-    by_level: dict[int, Counter] = {}
+    by_level: dict[int, Counter[int]] = {}
     for guid, n in counts.items():
         by_level.setdefault(levels.get(guid, 0), Counter())[n] += 1
     norm = {lvl: max(c.items(), key=lambda kv: (kv[1], kv[0]))[0] for lvl, c in by_level.items()}
@@ -52,8 +52,8 @@ def evaluate(uplinks: Mapping[str, tuple[int, int | None]], ports: Mapping[tuple
         missing = sorted(p.port for (g, _), p in ports.items()
                          if g == guid and p.role == "up" and p.link is not None and not p.up)
         if missing:
-            ends = ", ".join(f'{ports[(guid, p)].label} to "{ports[(guid, p)].link.remote_name}"'
-                             f'[{ports[(guid, p)].link.remote_port_label}]' for p in missing[:8])
+            ends = ", ".join(f'{fp.label} to "{lk.remote_name}"[{lk.remote_port_label}]'
+                             for fp in (ports[(guid, p)] for p in missing[:8]) if (lk := fp.link) is not None)
             where = (f"missing: port{'s' if len(missing) > 1 else ''} "
                      f"{port_ranges(missing, lambda p: ports[(guid, p)].label)} ({ends}), cabled at an earlier discovery")
         else:

@@ -30,6 +30,8 @@ class CounterCheckConfig:
 
 @dataclass(frozen=True, slots=True)
 class ChecksConfig:
+    """The `checks` section: one attribute per key of CHECKS (the counter checks gathered in
+    `counters`); a check's own section (`section(name, its SCHEMA)`) is one attribute more."""
     compare_with_supported: bool
     down_severity: int
     degraded_severity: int
@@ -112,8 +114,6 @@ CHECKS: Schema[ChecksConfig] = Schema(fields=(
                  "increase within the trailing window; `null` disables a level)")
       for name, (_, w, warn, crit) in COUNTER_CHECKS.items()),
     section("optics", optics.SCHEMA, "the optics checks ([optics.md](optics.md#checks))"),
-), build=lambda v, key, ctx: ChecksConfig(
-    compare_with_supported=v["compare_with_supported"], down_severity=v["down_severity"],
-    degraded_severity=v["degraded_severity"], saturation_severity=v["saturation_severity"],
-    counters={n: v[n] for n in COUNTER_CHECKS}, optics=v["optics"]),
+), build=lambda v, key, ctx: ChecksConfig(counters={n: v[n] for n in COUNTER_CHECKS},
+                                           **{k: x for k, x in v.items() if k not in COUNTER_CHECKS}),
     doc="Every check with its thresholds: [checks.md](checks.md).")

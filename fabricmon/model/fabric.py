@@ -20,8 +20,12 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING
 
 from fabricmon import ibspec
+
+if TYPE_CHECKING:
+    from fabricmon.model.optics import ModuleDiag
 
 ROLES = ("host", "up", "down", "unconnected", "external")
 Key = tuple[str, int]          # (switch_guid, port)
@@ -375,7 +379,7 @@ class FabricSection:
     sweep_method: str = ""           # how the last InfiniBand sweep read the switches: "mad", "tools" ("": not one)
     # transceivers (sources.ethernet.optics): (guid, ifIndex) -> model.optics.ModuleDiag, and per switch
     # the transceiver sensors that named no interface (or more than one)
-    optics: dict[Key, object] = field(default_factory=dict)
+    optics: dict[Key, ModuleDiag] = field(default_factory=dict)
     optics_unjoined: dict[str, int] = field(default_factory=dict)
 
     def port_label(self, guid: str, port: int) -> str:

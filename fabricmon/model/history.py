@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 from collections import deque
+from typing import Any
 from dataclasses import dataclass
 
 from fabricmon.fsutil import write_atomic
@@ -127,7 +128,7 @@ class CounterHistory:
         return cls.from_dict(json.loads(text), horizon)
 
     @classmethod
-    def from_dict(cls, doc: dict[str, list[list[float | int | None]]], horizon: float = 43200.0) -> CounterHistory:
+    def from_dict(cls, doc: dict[str, list[list[Any]]], horizon: float = 43200.0) -> CounterHistory:
         h = cls(horizon)
         for k, samples in doc.items():
             dev, port, counter = k.rsplit("|", 2)

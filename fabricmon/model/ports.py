@@ -198,7 +198,8 @@ def merge(records: Iterable[object]) -> Inventory:
     return Inventory(devices, ports)
 
 
-def pair_netdevs(devices: Mapping[str, DeviceView], ports_by_device: dict[str, list[int]]) -> list[tuple[str, int, str]]:
+def pair_netdevs(devices: Mapping[str, DeviceView], ports_by_device: dict[str, list[int]]
+                 ) -> list[tuple[str, int, str]]:
     """(device, port, netdev) for each device's ports and the netdevs its DeviceView lists
     (comma-separated): with as many netdevs as ports they pair up in order, otherwise every netdev
     belongs to the device's first port; a device without a netdev gives each port with netdev ""."""

@@ -33,6 +33,7 @@ import time
 from collections import deque
 from collections.abc import Callable, Mapping
 from dataclasses import replace
+from typing import TYPE_CHECKING
 
 import structlog
 
@@ -52,10 +53,15 @@ from fabricmon.model.fabric import (
 from fabricmon.model.history import CounterHistory
 from fabricmon.model.ports import PortView
 from fabricmon.model.optics import OpticsPort, SwitchOpticsData
-from fabricmon.model.snapshot import SourceState, source_data, source_state
+from fabricmon.model.snapshot import Sections, SourceState, source_data, source_state
 from fabricmon.pipeline.jobs import FabricJobs
 from fabricmon.pipeline.optics_baseline import BaselineStore
 from fabricmon.pipeline.node import CHECKED_COUNTERS
+from fabricmon.host.io import HostIO
+from fabricmon.parsers.entity_sensor import SwitchOptics
+
+if TYPE_CHECKING:
+    from fabricmon.pipeline.scheduler import Pipeline
 
 log = structlog.get_logger("fabricmon.fabric")
 
@@ -105,7 +111,7 @@ class FabricModel:
         self._pfc_counts: dict[tuple[str, int, int, str], int] = {}
         self._reads_pause = False                                # some sweep yielded PFC pause frames
         self._wrap: dict[tuple[str, int, str], tuple[int, int]] = {}     # key -> (last raw value, offset)
-        self._view = None                                        # the merged discovery view (DiscoveryData)
+        self._view: DiscoveryData | None = None                  # the merged discovery view
         self._view_complete = False                              # some discovery so far was complete
         # the last read of each cabled port's link state: (up, data time); the newest read wins
         self._link_state: dict[tuple[str, int], tuple[bool, float]] = {}
@@ -122,7 +128,7 @@ class FabricModel:
     def inventory(self, states: Mapping[str, SourceState]) -> Topology:
         """The latest topology (empty before the first discovery): the sweep's input."""
         st = source_state(states, DiscoveryData)
-        if st is None or st.data is None:
+        if st is None or not isinstance(st.data, DiscoveryData):
             return self._topo if self._topo is not None else Topology()
         if self._topo_time == st.data_time and self._topo is not None:
             return self._topo
@@ -147,7 +153,8 @@ class FabricModel:
                     self._read_state(key, True, st.data_time)
         for key in self._remembered:
             if key not in topo.ports or topo.ports[key].link is None:
-                topo.down_links[key] = self._remembered[key].link
+                if (lk := self._remembered[key].link) is not None:     # always: only cabled ports are remembered
+                    topo.down_links[key] = lk
                 if data.complete and evidence:    # gone from a complete discovery: positive evidence
                     self._read_state(key, False, st.data_time)
         max_age = self.config.fabric.down_port_max_age
@@ -161,7 +168,7 @@ class FabricModel:
         return topo
 
     def _log_changes(self, old: Topology, new: Topology) -> None:
-        def links(t: Topology) -> set[tuple]:
+        def links(t: Topology) -> set[tuple[str, str, str, str, str, str]]:
             return {(g, sw.port_name(p), lk.remote_guid, lk.remote_port_label,
                      lk.rate_class if lk.rate_mbps else f"{lk.width}x{lk.speed}", lk.remote_name)
                     for g, sw in t.switches.items() for p, lk in sw.links.items()}
@@ -238,8 +245,9 @@ class FabricModel:
 
     # --- the build ----------------------------------------------------------------------
     def build(self, states: Mapping[str, SourceState], inventory_ran: tuple[bool, bool] = (True, True)
-              ) -> tuple[dict[str, object], list[Finding]]:
+              ) -> tuple[Sections, list[Finding]]:
         now = self.clock()
+        p: FabricPort | None
         topo = self.inventory(states)
         sec = FabricSection(shard=self.shard, topology_changes=self.topology_changes)
         sweep_st = source_state(states, SweepData)
@@ -264,17 +272,18 @@ class FabricModel:
                 else:
                     sec.ports[(g, port)] = FabricPort(g, port, info.role, info.link, up=True, name=name)
 
-        sweep: SweepData | None = sweep_st.data if sweep_st is not None else None
-        new_sweep = sweep is not None and sweep_st.data_time != self._sweep_time
-        if new_sweep:
-            self._record(sweep, sweep_st.data_time, set(sec.ports))
-            self._prev_sweep_time, self._sweep_time = self._sweep_time, sweep_st.data_time
+        sweep = sweep_st.data if sweep_st is not None and isinstance(sweep_st.data, SweepData) else None
+        sweep_time = sweep_st.data_time if sweep_st is not None else 0.0
+        new_sweep = sweep is not None and sweep_time != self._sweep_time
+        if sweep is not None and new_sweep:
+            self._record(sweep, sweep_time, set(sec.ports))
+            self._prev_sweep_time, self._sweep_time = self._sweep_time, sweep_time
             for key, up in sweep.link_up.items():
-                self._read_state(key, up, sweep_st.data_time)
+                self._read_state(key, up, sweep_time)
                 if up:
                     self._seen_up.add(key)
             self._seen_up &= set(sec.ports)
-            self._note_reads(sweep, sweep_st.data_time, sec)
+            self._note_reads(sweep, sweep_time, sec)
         findings: list[Finding] = []
         self._apply_state(sec)
         if not self._discovery_reads_state:     # a first discovery claims no history: only a sweep that saw it up
@@ -308,7 +317,8 @@ class FabricModel:
         findings += self._unresponsive(sec, now)
         for key, p in sec.ports.items():
             if p.counters and any(self.history.has((key[0], key[1], c)) for c in CHECKED_COUNTERS):
-                pv = PortView(device=key[0], port=key[1], counters=p.counters, counter_bits=dict(sweep.bits),
+                pv = PortView(device=key[0], port=key[1], counters=p.counters,
+                              counter_bits=dict(sweep.bits) if sweep else {},
                               rate_gbps=p.rate_bps * 8 / 1e9 if p.rate_bps else None)   # the BER budget's rate
                 label = f"{sec.switches[key[0]].name} (0x{key[0]}) port {p.label}"
                 findings += [f for f in link_errors.evaluate_port(pv, self.history, self.config.checks, now, label=label)
@@ -395,7 +405,7 @@ class FabricModel:
 
     def _routing(self, states: Mapping[str, SourceState], sec: FabricSection, topo: Topology) -> list[Finding]:
         st = source_state(states, LftData)
-        if st is None or st.data is None:
+        if st is None or not isinstance(st.data, LftData):
             return []
         threshold = self.config.fabric.routing_imbalance_threshold
         sec.routes = fabric_routing.balance(topo, st.data.tables, sec.ports, list(sec.switches), threshold)
@@ -403,7 +413,7 @@ class FabricModel:
 
     def _sm(self, states: Mapping[str, SourceState], sec: FabricSection) -> list[Finding]:
         st = source_state(states, SmData)
-        if st is None or st.data is None:
+        if st is None or not isinstance(st.data, SmData):
             return []
         sec.sms = list(st.data.sms)
         ms = fabric_sm.masters(sec.sms)
@@ -437,7 +447,7 @@ class FabricModel:
         judged = []
         for g, so in sorted(data.switches.items()):
             sw = sec.switches.get(g)
-            if sw is None:
+            if sw is None or not isinstance(so, SwitchOptics):
                 continue
             sec.optics_unjoined[g] = len(so.unjoined)
             for if_index, mod in sorted(so.ports.items()):
@@ -471,7 +481,7 @@ class FabricModel:
         sec.check_status = status
 
 
-def fabric_pipeline(config: Config, io: object, clock: Callable[[], float] = time.time) -> object:
+def fabric_pipeline(config: Config, io: HostIO, clock: Callable[[], float] = time.time) -> Pipeline:
     """The fabric collector: the one Pipeline, with the fabric sources and this model."""
     from fabricmon.pipeline.scheduler import Pipeline
     # fabric.kind names the registry's collector (its sources); nothing here depends on which it is

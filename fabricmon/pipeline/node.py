@@ -28,7 +28,8 @@ from fabricmon.model.history import CounterHistory
 from fabricmon.model.optics import OpticsData, OpticsPort, OpticsSection
 from fabricmon.model.ports import DeviceView, Inventory, PortView, merge
 from fabricmon.model.roce import NetdevData, RoceView, record_roce_counters, roce_targets
-from fabricmon.model.snapshot import GpuSection, IbSection, RoceSection, SourceState, source_data, source_state
+from fabricmon.model.snapshot import (GpuSection, IbSection, RoceSection, Sections, SourceState, source_data,
+                                      source_state)
 from fabricmon.pipeline.jobs import node_jobs
 from fabricmon.parsers.ethtool import EthtoolData
 from fabricmon.parsers.iblinkinfo import LinkData
@@ -195,7 +196,7 @@ class NodeModel:
 
     # --- the build ----------------------------------------------------------------------
     def build(self, states: Mapping[str, SourceState], inventory_ran: tuple[bool, bool] = (True, True)
-              ) -> tuple[dict[str, object], list[Finding]]:
+              ) -> tuple[Sections, list[Finding]]:
         """The snapshot sections (keyword arguments of Snapshot) and the findings.
 
         `inventory_ran`: (every, any) active inventory source has answered. The inventory is
@@ -214,7 +215,8 @@ class NodeModel:
             findings += inventory_checks.evaluate(ib.ports, self.config.expected_links, gone)
             findings += self._learned(states, inv, ib.ports, now)
             learned = sum(1 for r in self.learned.inventory.ports.values() if not self.config.device_excluded(r.device))
-            unknown = inventory_checks.nothing_to_check(ib.ports, self.config.expected_links, learned, self._where(states))
+            unknown = inventory_checks.nothing_to_check(ib.ports, self.config.expected_links, learned,
+                                                        self._where(states))
         else:
             findings += inventory_checks.waiting(self.config.expected_links)
         for k, p in ib.ports.items():
