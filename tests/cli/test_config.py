@@ -308,6 +308,19 @@ def test_the_ethernet_section_lives_with_the_ethernet_sources() -> None:
     assert e.key == "fabric.ethernet.concurency" and "did you mean 'concurrency'" in e.reason
 
 
+def test_the_pfc_storm_thresholds_are_the_checks() -> None:
+    """fabric.pfc_storm (the pfc_storm check's, whatever sweep reads pause frames); the keys it had
+    in the Ethernet section are refused with where they went."""
+    from fabricmon.checks.fabric_pfc import PfcStormSettings
+    assert from_dict({}).fabric.pfc_storm == PfcStormSettings(1000.0, 2)
+    assert from_dict({"fabric": {"pfc_storm": {"rate": 50, "sweeps": 3}}}).fabric.pfc_storm == PfcStormSettings(50.0, 3)
+    eth = {"switches": ["sw1"], "snmp": {"community": "x"}, "pfc_storm_sweeps": 3}
+    e = error_of({"fabric": {"kind": "ethernet", "ethernet": eth}})
+    assert e.key == "fabric.ethernet.pfc_storm_sweeps" and "moved to fabric.pfc_storm.sweeps" in e.reason
+    e = error_of({"fabric": {"pfc_storm": {"sweeps": 0}}})
+    assert e.key == "fabric.pfc_storm.sweeps" and "1-1000" in e.reason
+
+
 @pytest.mark.parametrize("raw,key,words", [
     ({"fabric": {"port": 70000}}, "fabric.port", "0-65535"),
     ({"fabric": {"concurrency": 3}}, "fabric.concurrency", "1-2"),
@@ -345,6 +358,9 @@ def test_a_source_declares_its_own_keys_where_it_is_registered() -> None:
     schema = source_schema(spec)
     sc = schema.load({"interval": 30, "lanes": 8}, "sources.optics", Context())
     assert (sc.interval, sc.command, sc.options) == (30.0, ("mlxlink",), Budget(1e-12, 8))
+    assert sc.settings(Budget).lanes == 8            # what the source reads: its own type
+    with pytest.raises(TypeError, match="source optics: its options are Budget, not int"):
+        sc.settings(int)
     assert schema.load(None, "sources.optics", Context()).options == Budget()
     with pytest.raises(ConfigError) as exc:
         schema.load({"lanes": 9}, "sources.optics", Context())
