@@ -313,7 +313,8 @@ def test_the_pfc_storm_thresholds_are_the_checks() -> None:
     in the Ethernet section are refused with where they went."""
     from fabricmon.checks.fabric_pfc import PfcStormSettings
     assert from_dict({}).fabric.pfc_storm == PfcStormSettings(1000.0, 2)
-    assert from_dict({"fabric": {"pfc_storm": {"rate": 50, "sweeps": 3}}}).fabric.pfc_storm == PfcStormSettings(50.0, 3)
+    set_ = from_dict({"fabric": {"pfc_storm": {"rate": 50, "sweeps": 3}}}).fabric.pfc_storm
+    assert set_ == PfcStormSettings(50.0, 3)
     eth = {"switches": ["sw1"], "snmp": {"community": "x"}, "pfc_storm_sweeps": 3}
     e = error_of({"fabric": {"kind": "ethernet", "ethernet": eth}})
     assert e.key == "fabric.ethernet.pfc_storm_sweeps" and "moved to fabric.pfc_storm.sweeps" in e.reason
