@@ -11,7 +11,7 @@ from collections import Counter
 from collections.abc import Iterable, Mapping
 
 from fabricmon.checks import OK, Finding
-from fabricmon.config import Config
+from fabricmon.checks.settings import ChecksConfig
 from fabricmon.model.fabric import FabricPort, Link, SwitchNode
 
 REASONS = ("down", "width", "speed")
@@ -27,8 +27,8 @@ def link_class_norms(ports: Iterable[FabricPort], levels: Mapping[str, int]
                      ) -> dict[tuple[int, str], tuple[int | None, str | int | None]]:
     """(level, role) -> (most common width, most common speed) among the up links of that class;
     a speed is an IB generation name or an Ethernet speed in Mb/s."""
-    widths: dict[tuple[int, str], Counter] = {}
-    speeds: dict[tuple[int, str], Counter] = {}
+    widths: dict[tuple[int, str], Counter[int | None]] = {}
+    speeds: dict[tuple[int, str], Counter[str | int | None]] = {}
     for p in ports:
         if p.link is None or not p.up:
             continue
@@ -52,7 +52,7 @@ def _norm_link(width: int | None, speed: str | int | None) -> Link:
 
 
 def evaluate(ports: Mapping[tuple[str, int], FabricPort], switches: Mapping[str, SwitchNode],
-             levels: Mapping[str, int], config: Config) -> list[Finding]:
+             levels: Mapping[str, int], checks: ChecksConfig) -> list[Finding]:
     """Sets p.degraded, p.expected and p.rate_bps on every cabled port; returns the non-OK
     findings (a fabric has too many ports for one OK finding each)."""
     norms = link_class_norms(ports.values(), levels)
@@ -78,12 +78,12 @@ def evaluate(ports: Mapping[tuple[str, int], FabricPort], switches: Mapping[str,
                 was = "no read has seen it up; the switch still lists its LLDP neighbour"
             else:
                 was = f"was up at an earlier {p.seen_by}"
-            findings.append(Finding(CHECK, guid, port, config.checks.down_severity,
+            findings.append(Finding(CHECK, guid, port, checks.down_severity,
                                     f"{where}: link is down ({was}): check the cable, "
                                     f"the transceivers and both ports"))
         elif p.degraded["width"] or p.degraded["speed"]:
             why = [r for r in ("width", "speed") if p.degraded[r]]
-            findings.append(Finding(CHECK, guid, port, config.checks.degraded_severity,
+            findings.append(Finding(CHECK, guid, port, checks.degraded_severity,
                                     f"{where}: runs at {lk.rate_class}, below the {p.expected} of its "
                                     f"link class ({' and '.join(why)}): reseat or replace the cable/transceiver"))
     return [f for f in findings if f.status != OK]

@@ -25,8 +25,12 @@ import re
 from collections import deque
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING
 
 from fabricmon import ibspec
+
+if TYPE_CHECKING:
+    from fabricmon.model.optics import ModuleDiag
 
 ROLES = ("host", "internal", "up", "down", "unconnected", "external")
 AGGREGATION_NODE_DEVICE = 0xCF09                 # NodeInfo DeviceID of a SHARP Aggregation Node
@@ -518,7 +522,7 @@ class FabricSection:
     sweep_method: str = ""           # how the last InfiniBand sweep read the switches: "mad", "tools" ("": not one)
     # transceivers (sources.ethernet.optics): (guid, ifIndex) -> model.optics.ModuleDiag, and per switch
     # the transceiver sensors that named no interface (or more than one)
-    optics: dict[Key, object] = field(default_factory=dict)
+    optics: dict[Key, ModuleDiag] = field(default_factory=dict)
     optics_unjoined: dict[str, int] = field(default_factory=dict)
     # switches with a CA inside them (SHARP Aggregation Nodes): guid -> the ports leading to it
     aggregation_nodes: dict[str, tuple[int, ...]] = field(default_factory=dict)

@@ -38,6 +38,7 @@ import time
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
+from typing import TYPE_CHECKING
 
 import structlog
 
@@ -49,7 +50,8 @@ from fabricmon.checks import (
     link_errors,
 )
 from fabricmon.checks.fabric_unresponsive import SweepRead
-from fabricmon.config import COUNTER_CHECKS, Config
+from fabricmon.config import Config
+from fabricmon.checks.settings import COUNTER_CHECKS
 from fabricmon.model.fabric import (
     DiscoveryData, FabricPort, FabricSection, LftData, PortInfo, SmData, SweepData, Topology, build_topology,
     in_shard, merge_discovery,
@@ -57,12 +59,17 @@ from fabricmon.model.fabric import (
 from fabricmon.model.history import PLAIN, CounterHistory, CounterIntake, ib_rule
 from fabricmon.model.ports import PortView
 from fabricmon.model.optics import OpticsPort, SwitchOpticsData
-from fabricmon.model.snapshot import SourceState, source_data, source_state
+from fabricmon.model.snapshot import Sections, SourceState, source_data, source_state
 from fabricmon.pipeline.fabric_failure import Hint, why_nothing_read
 from fabricmon.pipeline.jobs import FabricJobs
 from fabricmon.pipeline.optics_baseline import BaselineStore
 from fabricmon.pipeline.node import CHECKED_COUNTERS
 from fabricmon.registry import failure_hints
+from fabricmon.host.io import HostIO
+from fabricmon.parsers.entity_sensor import SwitchOptics
+
+if TYPE_CHECKING:
+    from fabricmon.pipeline.scheduler import Pipeline
 
 log = structlog.get_logger("fabricmon.fabric")
 
@@ -120,7 +127,7 @@ class FabricModel:
         self._counters_read: set[str] = set()                    # the checked counters some sweep yielded
         self._saturable_read = False                             # ... one of them a counter that saturates
         self._flagged: set[tuple[str, str, int]] = set()         # (check, switch, port) once not OK
-        self._view = None                                        # the merged discovery view (DiscoveryData)
+        self._view: DiscoveryData | None = None                  # the merged discovery view
         self._view_complete = False                              # some discovery so far was complete
         # the last read of each cabled port's link state: (up, data time); the newest read wins
         self._link_state: dict[tuple[str, int], tuple[bool, float]] = {}
@@ -137,7 +144,7 @@ class FabricModel:
     def inventory(self, states: Mapping[str, SourceState]) -> Topology:
         """The latest topology (empty before the first discovery): the sweep's input."""
         st = source_state(states, DiscoveryData)
-        if st is None or st.data is None:
+        if st is None or not isinstance(st.data, DiscoveryData):
             return self._topo if self._topo is not None else Topology()
         if self._topo_time == st.data_time and self._topo is not None:
             return self._topo
@@ -163,7 +170,8 @@ class FabricModel:
                     self._read_state(key, True, st.data_time)
         for key in self._remembered:
             if key not in topo.ports or topo.ports[key].link is None:
-                topo.down_links[key] = self._remembered[key].link
+                if (lk := self._remembered[key].link) is not None:     # always: only cabled ports are remembered
+                    topo.down_links[key] = lk
                 if data.complete and evidence:    # gone from a complete discovery: positive evidence
                     self._read_state(key, False, st.data_time)
         max_age = self.config.fabric.down_port_max_age
@@ -177,7 +185,7 @@ class FabricModel:
         return topo
 
     def _log_changes(self, old: Topology, new: Topology) -> None:
-        def links(t: Topology) -> set[tuple]:
+        def links(t: Topology) -> set[tuple[str, str, str, str, str, str]]:
             return {(g, sw.port_name(p), lk.remote_guid, lk.remote_port_label,
                      lk.rate_class if lk.rate_mbps else f"{lk.width}x{lk.speed}", lk.remote_name)
                     for g, sw in t.switches.items() for p, lk in sw.links.items()}
@@ -234,9 +242,10 @@ class FabricModel:
 
     # --- the build ----------------------------------------------------------------------
     def build(self, states: Mapping[str, SourceState], inventory_ran: tuple[bool, bool] = (True, True)
-              ) -> tuple[dict[str, object], list[Finding]]:
+              ) -> tuple[Sections, list[Finding]]:
         now = self.clock()
         unknown = self._nothing_read(states)
+        p: FabricPort | None
         topo = self.inventory(states)
         sec = FabricSection(shard=self.shard, topology_changes=self.topology_changes)
         sweep_st = source_state(states, SweepData)
@@ -263,17 +272,18 @@ class FabricModel:
                 else:
                     sec.ports[(g, port)] = FabricPort(g, port, info.role, info.link, up=True, name=name)
 
-        sweep: SweepData | None = sweep_st.data if sweep_st is not None else None
-        new_sweep = sweep is not None and sweep_st.data_time != self._sweep_time
-        if new_sweep:
-            self._record(sweep, sweep_st.data_time, set(sec.ports))
-            self._prev_sweep_time, self._sweep_time = self._sweep_time, sweep_st.data_time
+        sweep = sweep_st.data if sweep_st is not None and isinstance(sweep_st.data, SweepData) else None
+        sweep_time = sweep_st.data_time if sweep_st is not None else 0.0
+        new_sweep = sweep is not None and sweep_time != self._sweep_time
+        if sweep is not None and new_sweep:
+            self._record(sweep, sweep_time, set(sec.ports))
+            self._prev_sweep_time, self._sweep_time = self._sweep_time, sweep_time
             for key, up in sweep.link_up.items():
-                self._read_state(key, up, sweep_st.data_time)
+                self._read_state(key, up, sweep_time)
                 if up:
                     self._seen_up.add(key)
             self._seen_up &= set(sec.ports)
-            self._note_reads(sweep, sweep_st.data_time, sec)
+            self._note_reads(sweep, sweep_time, sec)
         findings: list[Finding] = []
         self._apply_state(sec)
         if not self._discovery_reads_state:     # a first discovery claims no history: only a sweep that saw it up
@@ -303,20 +313,22 @@ class FabricModel:
                     if step is not None and step[1] > 0:
                         scale = sweep.scale.get(name, ibspec.COUNTER_BY_NAME[name].scale)
                         setattr(p, attr, step[0] * scale / step[1])
-        findings += fabric_links.evaluate(sec.ports, sec.switches, sec.levels, self.config)
+        findings += fabric_links.evaluate(sec.ports, sec.switches, sec.levels, self.config.checks)
         findings += self._unresponsive(sec, now)
         flagged = self._flagged
         flagged_ports = {k[1:] for k in flagged}
         for key, p in sec.ports.items():
             if p.counters and (key in flagged_ports
                                or any(self.history.has((key[0], key[1], c)) for c in CHECKED_COUNTERS)):
-                pv = PortView(device=key[0], port=key[1], counters=p.counters, counter_bits=dict(sweep.bits),
+                bits = dict(sweep.bits) if sweep else {}
+                wrapping = sweep.wrapping if sweep else set()
+                pv = PortView(device=key[0], port=key[1], counters=p.counters, counter_bits=bits,
                               rate_gbps=p.rate_bps * 8 / 1e9 if p.rate_bps else None)   # the BER budget's rate
                 label = f"{sec.switches[key[0]].name} (0x{key[0]}) port {p.label}"
-                sat = {n: ib_rule(n, sweep.bits.get(n), n in sweep.wrapping).at_max(v)
+                sat = {n: ib_rule(n, bits.get(n), n in wrapping).at_max(v)
                        for n, v in p.counters.items() if n in ibspec.SATURABLE}
                 # per port: what is not OK, and the status of what was (flagged) not OK before
-                findings += [f for f in link_errors.evaluate_port(pv, self.history, self.config, now, sat, label)
+                findings += [f for f in link_errors.evaluate_port(pv, self.history, self.config.checks, now, sat, label)
                              if f.status != OK or (f.check, f.device, f.port) in flagged]
         sec.groups = fabric_ecmp.groups(sec.ports, sec.switches, topo.levels)
         ecmp_findings, self._ecmp_counts = fabric_ecmp.judge(sec.groups, self._ecmp_counts,
@@ -330,9 +342,8 @@ class FabricModel:
         if set(fabric_sm.NEEDS) <= caps:
             findings += self._sm(states, sec)
         if set(fabric_pfc.NEEDS) <= caps:
-            eth = self.config.fabric.ethernet
             pfc, self._pfc_counts = fabric_pfc.evaluate(sec.ports, sec.switches, self._pfc_counts,
-                                                        eth.pfc_storm_rate, eth.pfc_storm_sweeps, new_sweep)
+                                                        self.config.fabric.pfc_storm, new_sweep)
             findings += pfc
         if set(optics_checks.NEEDS) <= caps:
             findings += self._optics(states, sec, now)
@@ -424,7 +435,7 @@ class FabricModel:
 
     def _routing(self, states: Mapping[str, SourceState], sec: FabricSection, topo: Topology) -> list[Finding]:
         st = source_state(states, LftData)
-        if st is None or st.data is None:
+        if st is None or not isinstance(st.data, LftData):
             return []
         threshold = self.config.fabric.routing_imbalance_threshold
         sec.routes = fabric_routing.balance(topo, st.data.tables, sec.ports, list(sec.switches), threshold)
@@ -432,7 +443,7 @@ class FabricModel:
 
     def _sm(self, states: Mapping[str, SourceState], sec: FabricSection) -> list[Finding]:
         st = source_state(states, SmData)
-        if st is None or st.data is None:
+        if st is None or not isinstance(st.data, SmData):
             return []
         sec.sms = list(st.data.sms)
         ms = fabric_sm.masters(sec.sms)
@@ -466,7 +477,7 @@ class FabricModel:
         judged = []
         for g, so in sorted(data.switches.items()):
             sw = sec.switches.get(g)
-            if sw is None:
+            if sw is None or not isinstance(so, SwitchOptics):
                 continue
             sec.optics_unjoined[g] = len(so.unjoined)
             for if_index, mod in sorted(so.ports.items()):
@@ -524,7 +535,7 @@ class FabricModel:
         sec.check_status = status
 
 
-def fabric_pipeline(config: Config, io: object, clock: Callable[[], float] = time.time) -> object:
+def fabric_pipeline(config: Config, io: HostIO, clock: Callable[[], float] = time.time) -> Pipeline:
     """The fabric collector: the one Pipeline, with the fabric sources and this model."""
     from fabricmon.pipeline.scheduler import Pipeline
     # fabric.kind names the registry's collector (its sources and failure hints); nothing here depends on which
