@@ -9,6 +9,7 @@ from typing import Any
 
 from fabricmon import __version__
 from fabricmon.checks import CRITICAL, OK, STATUS_NAMES, WARNING, Finding
+from fabricmon.model.finding import FATAL, class_of
 from fabricmon.model.jobs import JobRef
 from fabricmon.model.snapshot import Snapshot
 
@@ -43,7 +44,7 @@ def verdict(snap: Snapshot) -> dict[str, Any]:
         "ports": len(snap.ib.ports),
         "inventory_known": snap.inventory_known,
         "findings": [{"check": f.check, "device": f.device, "port": f.port, "status": f.status,
-                      "severity": STATUS_NAMES[f.status], "message": f.message,
+                      "severity": STATUS_NAMES[f.status], "class": class_of(f), "message": f.message,
                       "jobs": [j.as_dict() for j in f.jobs]} for f in findings],
         "sources": {n: {"enabled": s.enabled, "active": s.enabled and s.active, "up": s.up, "runs": s.runs,
                         "errors": sorted(s.active_errors)} for n, s in sorted(snap.sources.items())},
@@ -53,8 +54,24 @@ def verdict(snap: Snapshot) -> dict[str, Any]:
 def findings_of(doc: dict[str, Any]) -> list[Finding]:
     return [Finding(f["check"], f["device"], f["port"], int(f["status"]), f["message"],
                     tuple(JobRef(str(j.get("id", "")), str(j.get("user", "")), str(j.get("name", "")))
-                          for j in f.get("jobs") or () if isinstance(j, dict)))
+                          for j in f.get("jobs") or () if isinstance(j, dict)), klass=str(f.get("class", "")))
             for f in doc["findings"]]
+
+
+DRAIN_PREFIX = "DRAIN "
+
+
+def drain_reason(findings: list[Finding]) -> str:
+    """The one line a scheduler drains the node with: the first fatal finding's device, port and cause
+    ("" when nothing is fatal). The Slurm and NHC wrappers take it from `check`'s `DRAIN ` line."""
+    fatal = sorted((f for f in findings if class_of(f) == FATAL), key=lambda f: (f.check != "kernel_log", f.device,
+                                                                                  f.port or 0, f.check))
+    if not fatal:
+        return ""
+    f = fatal[0]
+    where = f.device + (f" port {f.port}" if f.port is not None else "")
+    more = f" (+{len(fatal) - 1} more)" if len(fatal) > 1 else ""
+    return f"fabricmon: {where}: {f.check}: {f.message}{more}"
 
 
 def check_lines(doc: dict[str, Any], verbose: bool = False, note: str = "") -> list[str]:
@@ -75,6 +92,9 @@ def check_lines(doc: dict[str, Any], verbose: bool = False, note: str = "") -> l
     if note:
         summary += f" ({note})"
     lines = [summary]
+    reason = drain_reason(findings)
+    if reason:
+        lines.append(DRAIN_PREFIX + reason)
     lines += [f.line() for f in sorted(bad, key=lambda f: (-f.status, f.device, f.port or 0, f.check))]
     if verbose:
         lines += [f.line() for f in findings if f.status == OK]
@@ -88,5 +108,5 @@ def status_of(doc: dict[str, Any]) -> int:
     return UNKNOWN if worst < CRITICAL and doc.get("unknown") else worst
 
 
-__all__ = ["API_VERSION", "FINDINGS_PATH", "UNKNOWN", "check_lines", "findings_of", "source_findings", "status_of",
+__all__ = ["API_VERSION", "DRAIN_PREFIX", "FINDINGS_PATH", "drain_reason", "UNKNOWN", "check_lines", "findings_of", "source_findings", "status_of",
            "verdict"]

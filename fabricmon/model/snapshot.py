@@ -104,6 +104,7 @@ class Snapshot:
     fabric: Any = None          # the fabric collector's section (None on a node)
     jobs: Any = None            # model.jobs.JobsSection when a job source runs, else None
     optics: Any = None          # model.optics.OpticsSection when the optics source runs, else None
+    kernel: Any = None          # model.kernel_log.KernelSection when the kernel_log source has data, else None
     # False until the port inventory is known (the inventory sources have answered): a daemon's
     # first snapshots may be built before sysfs/ibstat ran, and must not call the node empty.
     inventory_known: bool = True
