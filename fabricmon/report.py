@@ -70,8 +70,11 @@ def drain_reason(findings: list[Finding]) -> str:
         return ""
     f = fatal[0]
     where = f.device + (f" port {f.port}" if f.port is not None else "")
+    head = f.message.split(" [", 1)[0]          # the kernel log's message: what happened, before the evidence
+    if not head.startswith(f.device):
+        head = f"{where}: {head}"
     more = f" (+{len(fatal) - 1} more)" if len(fatal) > 1 else ""
-    return f"fabricmon: {where}: {f.check}: {f.message}{more}"
+    return f"fabricmon: {f.check}: {head}{more}"
 
 
 def check_lines(doc: dict[str, Any], verbose: bool = False, note: str = "") -> list[str]:

@@ -106,7 +106,7 @@ PATTERNS: tuple[KernelPattern, ...] = (
        "a transmit queue stalled (the driver resets the channel)",
        "watch the port's traffic; repeated timeouts, or a timeout followed by a soft lockup, need a drain and a reboot",
        "mlx5/core/en_main.c, en/reporter_tx.c", nvsentinel="non-fatal (netdev_watchdog)"),
-    _p("tx_watchdog", r"NETDEV WATCHDOG: (?P<netdev>[^\s:]+) \(mlx5_core\): (?P<detail>transmit queue \d+) timed out",
+    _p("tx_watchdog", r"NETDEV WATCHDOG: (?P<netdev>[^\s:]+) \(mlx5_core\): (?P<detail>transmit queue(?: \d+)?) timed out",
        "netdev", DEGRADED, "the kernel's watchdog found a transmit queue of the NIC stalled",
        "as for tx_timeout: repeated stalls need a drain and a reboot", "net/sched/sch_generic.c",
        nvsentinel="non-fatal (netdev_watchdog)"),
