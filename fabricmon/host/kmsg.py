@@ -8,6 +8,10 @@ dictionary lines that start with a space), read non-blocking until EAGAIN.
   oldest record still there. Lost records are counted from the gap in sequence numbers (that also
   counts those overwritten while the daemon was stopped).
 - At most `limit` records per call: a burst is taken over several polls, never all in one.
+- Between polls a follower thread (poll(2) on the descriptor) moves new records into a bounded
+  queue as they are logged, so a burst larger than the ring buffer between two polls is not
+  overwritten before it is read; should the queue itself fill (FOLLOW_MAX), the records it drops
+  are counted lost like the ring buffer's.
 
 kmsg's sequence numbers restart at each boot: the boot id (/proc/sys/kernel/random/boot_id) says
 which boot a saved sequence number belongs to.
@@ -17,12 +21,15 @@ from __future__ import annotations
 
 import errno
 import os
+import select
 import threading
+from collections import deque
 from dataclasses import dataclass, field
 
 DEV_KMSG = "/dev/kmsg"
 BOOT_ID = "/proc/sys/kernel/random/boot_id"
 RECORD_MAX = 8192           # the kernel's CONSOLE_EXT_LOG_MAX: a read buffer smaller than a record fails EINVAL
+FOLLOW_MAX = 100_000        # records the follower holds between polls at most (~20 MB of text at worst)
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,64 +75,110 @@ def boot_id(procfs: str = "/proc") -> str:
 
 
 class KmsgReader:
-    """One open /dev/kmsg descriptor, read non-blocking. Raises OSError when it cannot be opened
-    (ENOENT, EACCES, EPERM: the caller falls back to the journal)."""
+    """One open /dev/kmsg descriptor, read non-blocking, and its follower thread. Raises OSError
+    when it cannot be opened (ENOENT, EACCES, EPERM: the caller falls back to the journal)."""
 
-    def __init__(self, path: str = DEV_KMSG):
+    def __init__(self, path: str = DEV_KMSG, follow: bool = True):
         self.path = path
+        self.follow = follow
         self._fd: int | None = None
-        self._next: int | None = None       # the sequence number expected next on this descriptor
         self._lock = threading.Lock()
+        self._queue: deque[KmsgRecord] = deque()
+        self._dropped = 0                   # records the full queue could not take
+        self._next: int | None = None       # the sequence number expected next on this descriptor
+        self._lost = 0                      # gaps seen by the follower, not yet reported
+        self._fresh = True                  # no record taken from this descriptor yet
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
 
     def _open(self) -> int:
         if self._fd is None:
             self._fd = os.open(self.path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
-            self._next = None
+            self._next, self._lost, self._fresh = None, 0, True
+            if self.follow:
+                self._stop.clear()
+                self._thread = threading.Thread(target=self._follow, name="fabricmon-kmsg", daemon=True)
+                self._thread.start()
         return self._fd
+
+    def _drain(self, fd: int, room: int) -> bool:
+        """Move records from the descriptor to the queue (at most `room`); False once it is closed."""
+        while room > 0:
+            try:
+                raw = os.read(fd, RECORD_MAX)
+            except BlockingIOError:
+                return True
+            except OSError as exc:
+                if exc.errno in (errno.EPIPE, errno.EINTR):
+                    continue            # overwritten under us: the sequence gap counts it
+                return False
+            if not raw:
+                return True
+            rec = parse_record(raw)
+            if rec is None:
+                continue
+            if self._next is not None and rec.seq > self._next:
+                self._lost += rec.seq - self._next
+            self._next = rec.seq + 1
+            if len(self._queue) >= FOLLOW_MAX:
+                self._dropped += 1
+            else:
+                self._queue.append(rec)
+            room -= 1
+        return True
+
+    def _follow(self) -> None:
+        while not self._stop.is_set():
+            fd = self._fd
+            if fd is None:
+                return
+            try:
+                ready, _, _ = select.select([fd], [], [], 0.5)
+            except (OSError, ValueError):
+                return
+            if ready:
+                with self._lock:
+                    if self._fd is None or not self._drain(self._fd, 4096):
+                        return
 
     def read(self, after: int | None, limit: int) -> KmsgRead:
         with self._lock:
             fd = self._open()
-            out = KmsgRead(last_seq=after)
-            expect = self._next if self._next is not None else (after + 1 if after is not None else None)
-            while True:
-                if len(out.records) >= limit:
-                    out.more = True
-                    break
-                try:
-                    raw = os.read(fd, RECORD_MAX)
-                except BlockingIOError:
-                    break
-                except OSError as exc:
-                    if exc.errno == errno.EPIPE:        # overwritten under us: the gap counts it
-                        continue
-                    if exc.errno == errno.EINTR:
-                        continue
-                    self.close()
-                    raise
-                if not raw:
-                    break
-                rec = parse_record(raw)
-                if rec is None:
-                    continue
-                if expect is not None and rec.seq > expect:
-                    out.lost += rec.seq - expect
-                expect = rec.seq + 1
+            if not self._drain(fd, max(0, limit - len(self._queue))):
+                self._close()
+                raise OSError(errno.EIO, "reading the kernel log failed", self.path)
+            out = KmsgRead(last_seq=after, lost=self._lost + self._dropped)
+            self._lost = self._dropped = 0
+            expect = after + 1 if after is not None and self._fresh else None
+            while self._queue and len(out.records) < limit:
+                rec = self._queue.popleft()
                 if after is not None and rec.seq <= after:
                     continue            # taken before the restart
+                if expect is not None and rec.seq > expect and not out.records:
+                    out.lost += rec.seq - expect        # overwritten while the daemon was stopped
+                expect, self._fresh = None, False
                 out.records.append(rec)
                 out.last_seq = rec.seq
-            self._next = expect
+            out.more = bool(self._queue)
             return out
 
-    def close(self) -> None:
+    def _close(self) -> None:
+        self._stop.set()
         fd, self._fd = self._fd, None
         self._next = None
+        self._queue.clear()
         if fd is not None:
             try:
                 os.close(fd)
             except OSError:
                 pass
+
+    def close(self) -> None:
+        with self._lock:
+            self._close()
+        t = self._thread
+        if t is not None and t is not threading.current_thread():
+            t.join(2.0)
 
 
 __all__ = ["BOOT_ID", "DEV_KMSG", "KmsgRead", "KmsgReader", "KmsgRecord", "boot_id", "parse_record"]

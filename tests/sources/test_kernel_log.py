@@ -45,7 +45,7 @@ def write_kmsg(lines: list[str]) -> None:
         fd = os.open(KMSG, os.O_WRONLY)
         try:
             for ln in lines[i:i + 10]:
-                os.write(fd, f"<3>{ln}\n".encode())
+                os.write(fd, f"<4>{ln}\n".encode())    # warning: as mlx5_core_warn, below the console level
         finally:
             os.close(fd)
 
@@ -193,6 +193,7 @@ def test_a_burst_of_10000_lines_is_counted_in_bounded_cpu_and_memory(tmp_path: P
         # every line is counted as its event, or as lost where the ring buffer overwrote it first (other
         # writers' lines may be lost too, so lost may exceed what is missing here)
         assert got <= n and got + lost >= n, (got, lost)
+        assert got >= 0.99 * n, f"the follower let the ring buffer overwrite {n - got:.0f} of {n} lines"
         print(f"\nburst: {n} lines written in {wrote:.2f}s; counted {got:.0f}, lost {lost:.0f}; daemon CPU "
               f"{cpu1 - cpu0:.2f}s, RSS {rss0} -> {rss1} kB")
         assert cpu1 - cpu0 < 5.0, "10,000 lines cost more than 5 CPU seconds"
