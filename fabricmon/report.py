@@ -71,10 +71,10 @@ def drain_reason(findings: list[Finding]) -> str:
     f = fatal[0]
     where = f.device + (f" port {f.port}" if f.port is not None else "")
     head = f.message.split(" [", 1)[0]          # the kernel log's message: what happened, before the evidence
-    if not head.startswith(f.device):
+    if f.device not in head:
         head = f"{where}: {head}"
     more = f" (+{len(fatal) - 1} more)" if len(fatal) > 1 else ""
-    return f"fabricmon: {f.check}: {head}{more}"
+    return f"fabricmon: {STATUS_NAMES[f.status]} {f.check}: {head}{more}"
 
 
 def check_lines(doc: dict[str, Any], verbose: bool = False, note: str = "") -> list[str]:

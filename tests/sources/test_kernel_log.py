@@ -114,7 +114,7 @@ def test_real_lines_become_findings_and_a_restart_neither_loses_nor_repeats(tmp_
         res = fabricmon("check", "--daemon", d.url)
         assert res.returncode == 2, res.stdout
         drain = [ln for ln in res.stdout.splitlines() if ln.startswith("DRAIN ")]
-        assert drain == [drain[0]] and drain[0].startswith("DRAIN fabricmon: kernel_log: mlx5_0 port 1: "), res.stdout
+        assert drain == [drain[0]] and drain[0].startswith("DRAIN fabricmon: CRITICAL kernel_log: mlx5_0 port 1: "), res.stdout
         assert "firmware did not answer" in drain[0] and "\n" not in drain[0]
     finally:
         d.stop()
