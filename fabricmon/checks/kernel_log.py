@@ -19,7 +19,7 @@ import os
 from collections.abc import Mapping
 
 from fabricmon.model.finding import CRITICAL, DEGRADED, FATAL, OK, WARNING, WATCH, Finding
-from fabricmon.model.kernel_log import BY_EVENT, AttributedEvent, KernelEvent, KernelLogData, KernelSection
+from fabricmon.model.kernel_log import BY_EVENT, PATTERNS, AttributedEvent, KernelEvent, KernelLogData, KernelSection
 from fabricmon.model.ports import DeviceView, PortView
 
 CHECK = "kernel_log"
@@ -108,4 +108,16 @@ def restricted_findings(restricted: Mapping[str, str]) -> list[Finding]:
             for dev, why in sorted(restricted.items())]
 
 
-__all__ = ["CHECK", "RESTRICTED_CHECK", "STATUS_OF_CLASS", "evaluate", "restricted_findings"]
+def taxonomy_table() -> str:
+    """docs/kernel-log.md's table of events, from PATTERNS (tests/checks/test_kernel_log_check.py keeps
+    the document in step)."""
+    rows = ["| event | class (status) | what happened | what the operator does | NVSentinel NIC monitor | gpud |",
+            "|---|---|---|---|---|---|"]
+    for p in PATTERNS:
+        status = {FATAL: "CRITICAL", DEGRADED: "WARNING", WATCH: "OK"}[p.klass]
+        rows.append(f"| `{p.event}` | {p.klass} ({status}) | {p.summary} | {p.fix} | {p.nvsentinel or '-'} | "
+                    f"{p.gpud or '-'} |")
+    return "\n".join(rows) + "\n"
+
+
+__all__ = ["CHECK", "RESTRICTED_CHECK", "STATUS_OF_CLASS", "evaluate", "restricted_findings", "taxonomy_table"]

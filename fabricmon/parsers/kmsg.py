@@ -28,7 +28,7 @@ from fabricmon.parsers.errors import ParseError
 PREFIX = re.compile(r"^(?P<driver>[\w-]+) (?P<pci>[0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7])(?: (?P<netdev>[^\s:]+))?: ")
 IBDEV = re.compile(r"\b(mlx5_(?:bond_)?\d+)\b")
 # Only lines holding one of these are matched against the table (the rest cost one `in` each).
-KEYWORDS = ("mlx5", "peermem", "NETDEV WATCHDOG")
+KEYWORDS = ("mlx5", "peermem", "NETDEV WATCHDOG", "soft lockup")
 
 
 

@@ -84,3 +84,10 @@ def test_every_finding_has_a_class_and_the_drain_reason_is_one_line() -> None:
     assert reason == ("fabricmon: CRITICAL kernel_log: mlx5_0 port 1 (cabled to leaf01 QM9700 port 12): the adapter's "
                       "firmware did not answer a driver command (+1 more)")
     assert "\n" not in reason
+
+
+def test_the_docs_table_is_generated_from_the_patterns() -> None:
+    from pathlib import Path
+    text = (Path(__file__).resolve().parents[2] / "docs" / "kernel-log.md").read_text()
+    table = text.split("<!-- kernel-log-table: generated -->\n", 1)[1].split("<!-- /kernel-log-table -->", 1)[0]
+    assert table == kernel_log.taxonomy_table(), "regenerate docs/kernel-log.md's table (see the command above it)"

@@ -62,6 +62,7 @@ FORMAT_LINES = [
                           "Layer, (Requester ID)"),
     ("pcie_aer_corrected", "mlx5_core 0000:12:00.0: PCIe Bus Error: severity=Corrected, type=Physical Layer, (Receiver ID)"),
     ("link_up", "mlx5_core 0000:12:00.0 ens1f0np0: Link up"),
+    ("soft_lockup", "watchdog: BUG: soft lockup - CPU#17 stuck for 23s! [napi/eth0-8195:2345]"),
     ("peermem_load_failed", "nvidia_peermem: Unknown symbol ib_register_peer_memory_client (err -2)"),
     ("peermem_load_failed", "nvidia_peermem: disagrees about version of symbol ib_register_peer_memory_client"),
 ]
