@@ -158,8 +158,8 @@ def _kernel_events(snap: Snapshot) -> Iterator[Sample]:
 
 def _kernel_lines(snap: Snapshot) -> Iterator[Sample]:
     k = snap.kernel
-    if k is None or k.data is None:
-        return
+    if k is None or k.data is None or not k.data.via:
+        return          # no kernel log here (a replayed bundle)
     d = k.data
     yield ("unmatched",), d.lines - d.matched
     yield ("attributed",), d.matched - k.unattributed
@@ -168,7 +168,7 @@ def _kernel_lines(snap: Snapshot) -> Iterator[Sample]:
 
 def _kernel_lost(snap: Snapshot) -> Iterator[Sample]:
     k = snap.kernel
-    if k is not None and k.data is not None:
+    if k is not None and k.data is not None and k.data.via:
         yield (), k.data.lost
 
 

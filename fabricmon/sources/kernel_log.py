@@ -143,7 +143,7 @@ class KernelLogSource(Source):
             ev.netdev = m.netdev
         if mono_now - self._logged.get(key, -LOG_EVERY) >= LOG_EVERY:      # rate-limited: one line a minute
             self._logged[key] = mono_now
-            log.info("kernel log event", kind=m.event, device=key[1], count=ev.count, line=text[:300])
+            log.debug("kernel log event", kind=m.event, device=key[1], count=ev.count, line=text[:300])
 
     def _read_kmsg(self, io: HostIO) -> int:
         got = io.kmsg(self.opts.path, self.seq, self.opts.max_lines)
