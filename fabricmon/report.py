@@ -36,6 +36,7 @@ def verdict(snap: Snapshot) -> dict[str, Any]:
     findings = snap.findings + source_findings(snap)
     status = max((f.status for f in findings), default=OK)
     return {
+        "drain_reason": drain_reason(findings),
         "api_version": API_VERSION,
         "fabricmon_version": __version__,
         "snapshot_time": snap.time,
@@ -58,14 +59,11 @@ def findings_of(doc: dict[str, Any]) -> list[Finding]:
             for f in doc["findings"]]
 
 
-DRAIN_PREFIX = "DRAIN "
-
-
 def drain_reason(findings: list[Finding]) -> str:
     """The one line a scheduler drains the node with: the first fatal finding's device, port and cause
-    ("" when nothing is fatal). The Slurm and NHC wrappers take it from `check`'s `DRAIN ` line."""
-    fatal = sorted((f for f in findings if class_of(f) == FATAL), key=lambda f: (f.check != "kernel_log", f.device,
-                                                                                  f.port or 0, f.check))
+    ("" when nothing is fatal), as /api/v1/findings serves it (`drain_reason`). It is the first
+    CRITICAL line of `check`'s output, which the Slurm and NHC wrappers drain with, less the evidence."""
+    fatal = sorted((f for f in findings if class_of(f) == FATAL), key=lambda f: (f.device, f.port or 0, f.check))
     if not fatal:
         return ""
     f = fatal[0]
@@ -95,9 +93,6 @@ def check_lines(doc: dict[str, Any], verbose: bool = False, note: str = "") -> l
     if note:
         summary += f" ({note})"
     lines = [summary]
-    reason = drain_reason(findings)
-    if reason:
-        lines.append(DRAIN_PREFIX + reason)
     lines += [f.line() for f in sorted(bad, key=lambda f: (-f.status, f.device, f.port or 0, f.check))]
     if verbose:
         lines += [f.line() for f in findings if f.status == OK]
@@ -111,5 +106,5 @@ def status_of(doc: dict[str, Any]) -> int:
     return UNKNOWN if worst < CRITICAL and doc.get("unknown") else worst
 
 
-__all__ = ["API_VERSION", "DRAIN_PREFIX", "FINDINGS_PATH", "drain_reason", "UNKNOWN", "check_lines", "findings_of", "source_findings", "status_of",
+__all__ = ["API_VERSION", "FINDINGS_PATH", "drain_reason", "UNKNOWN", "check_lines", "findings_of", "source_findings", "status_of",
            "verdict"]

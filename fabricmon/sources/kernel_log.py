@@ -110,6 +110,13 @@ class KernelLogSource(Source):
     def _save(self) -> None:
         if self.state_path is None:
             return
+        if not os.access(os.path.dirname(self.state_path) or ".", os.W_OK):
+            # not this user's (an ordinary user's `check`) or not there: kept in memory, quietly (the
+            # learned inventory already says when the daemon's state dir is missing)
+            if "nodir" not in self._warned:
+                self._warned.add("nodir")
+                log.debug("kernel log state kept in memory", path=self.state_path)
+            return
         d = self.data
         doc = {"boot_id": d.boot_id, "seq": self.seq, "cursor": self.cursor, "lines": d.lines, "matched": d.matched,
                "lost": d.lost, "dropped_events": d.dropped_events, "events": [asdict(e) for e in d.events.values()]}

@@ -9,10 +9,7 @@
 # What it does with `fabricmon check`'s exit code:
 #   0 OK        nothing; a node that this script drained earlier (reason "fabricmon: ...") is resumed
 #   1 WARNING   nothing (a ticket, not a drain: Prometheus alerts carry warnings); logged
-#   2 CRITICAL  scontrol update state=drain reason="<check's DRAIN line>": one line naming the device,
-#               its port and the cause of the first fatal finding (e.g. "fabricmon: kernel_log: mlx5_0 port 1
-#               (cabled to leaf01 port 12): the adapter's firmware did not answer a driver command (...)");
-#               "fabricmon: <the first CRITICAL line>" from an older fabricmon without one
+#   2 CRITICAL  scontrol update state=drain reason="fabricmon: <the first CRITICAL line>"
 #   3 UNKNOWN   nothing: fabricmon could not check (config error, internal error) or found
 #               nothing to check (no RDMA device, none expected or learned); logged
 #   other       (not installed, killed by the timeout) the same as UNKNOWN
@@ -72,13 +69,8 @@ case $rc in
     fi
     ;;
 2)
-    drain=$(printf '%s\n' "$out" | sed -n 's/^DRAIN //p' | head -n 1)
     first=$(printf '%s\n' "$out" | grep -m 1 '^CRITICAL ' || true)
-    if [ -n "$drain" ]; then
-        reason=$(printf '%s' "$drain" | tr -d '\r' | cut -c1-200)
-    else
-        reason=$(printf 'fabricmon: %s' "${first:-$summary}" | tr -d '\r' | cut -c1-200)
-    fi
+    reason=$(printf 'fabricmon: %s' "${first:-$summary}" | tr -d '\r' | cut -c1-200)
     say "draining $node: $reason"
     "$SCONTROL" update nodename="$node" state=drain reason="$reason"
     ;;
