@@ -128,13 +128,15 @@ class KmsgReader:
         return True
 
     def _follow(self) -> None:
-        while not self._stop.is_set():
-            fd = self._fd
-            if fd is None:
-                return
+        fd = self._fd
+        if fd is None:
+            return
+        poller = select.poll()          # poll(2), not select(2): a descriptor number above 1023 is fine
+        poller.register(fd, select.POLLIN)
+        while not self._stop.is_set() and self._fd == fd:
             try:
-                ready, _, _ = select.select([fd], [], [], 0.5)
-            except (OSError, ValueError):
+                ready = poller.poll(2000)
+            except OSError:
                 return
             if ready:
                 with self._lock:
@@ -144,22 +146,26 @@ class KmsgReader:
     def read(self, after: int | None, limit: int) -> KmsgRead:
         with self._lock:
             fd = self._open()
-            if not self._drain(fd, max(0, limit - len(self._queue))):
-                self._close()
-                raise OSError(errno.EIO, "reading the kernel log failed", self.path)
-            out = KmsgRead(last_seq=after, lost=self._lost + self._dropped)
-            self._lost = self._dropped = 0
+            out = KmsgRead(last_seq=after)
             expect = after + 1 if after is not None and self._fresh else None
-            while self._queue and len(out.records) < limit:
+            while len(out.records) < limit:
+                if not self._queue:
+                    if not self._drain(fd, limit - len(out.records)):
+                        self._close()
+                        raise OSError(errno.EIO, "reading the kernel log failed", self.path)
+                    if not self._queue:
+                        break           # nothing more logged
                 rec = self._queue.popleft()
                 if after is not None and rec.seq <= after:
                     continue            # taken before the restart
-                if expect is not None and rec.seq > expect and not out.records:
+                if expect is not None and rec.seq > expect:
                     out.lost += rec.seq - expect        # overwritten while the daemon was stopped
                 expect, self._fresh = None, False
                 out.records.append(rec)
                 out.last_seq = rec.seq
-            out.more = bool(self._queue)
+            out.lost += self._lost + self._dropped
+            self._lost = self._dropped = 0
+            out.more = bool(self._queue) or len(out.records) >= limit
             return out
 
     def _close(self) -> None:

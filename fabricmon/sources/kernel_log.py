@@ -57,7 +57,7 @@ OPTIONS = Schema((
 ), build=from_class(KernelLogOptions))
 
 
-@register("kernel_log", enabled=True, interval=5.0, timeout=5.0, records=KernelLogData, options=OPTIONS)
+@register("kernel_log", enabled=True, interval=15.0, timeout=5.0, records=KernelLogData, options=OPTIONS)
 class KernelLogSource(Source):
 
     def __init__(self, config: Any, sc: Any = None):
