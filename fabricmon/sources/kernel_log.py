@@ -20,7 +20,7 @@ import json
 import os
 import time
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import TYPE_CHECKING
 
 import structlog
 
@@ -31,6 +31,9 @@ from fabricmon.model.kernel_log import BY_EVENT, KernelEvent, KernelLogData
 from fabricmon.parsers.kmsg import match, parse_journal_json
 from fabricmon.pipeline.source import Inputs, Source, SourceOutput, register
 from fabricmon.schema import Schema, from_class, integer, number, string
+
+if TYPE_CHECKING:
+    from fabricmon.config import Config, SourceConfig
 
 log = structlog.get_logger("fabricmon.kernel_log")
 
@@ -60,11 +63,11 @@ OPTIONS = Schema((
 @register("kernel_log", enabled=True, interval=15.0, timeout=5.0, records=KernelLogData, options=OPTIONS)
 class KernelLogSource(Source):
 
-    def __init__(self, config: Any, sc: Any = None):
+    def __init__(self, config: Config, sc: SourceConfig | None = None):
         super().__init__(config, sc)
         opts = self.sc.options
         self.opts: KernelLogOptions = opts if isinstance(opts, KernelLogOptions) else KernelLogOptions()
-        self.state_path = os.path.join(config.state_dir, STATE_FILE) if getattr(config, "state_dir", None) else None
+        self.state_path: str | None = os.path.join(config.state_dir, STATE_FILE) if config.state_dir else None
         self.data = KernelLogData()
         self.seq: int | None = None         # the last kmsg record taken (this boot)
         self.cursor = ""                    # the last journal entry taken
@@ -75,7 +78,7 @@ class KernelLogSource(Source):
         self._saved_once = False
 
     # --- state ---------------------------------------------------------------------------
-    def _warn(self, what: str, **kw: object) -> None:
+    def _warn(self, what: str, **kw: str) -> None:
         if what not in self._warned:
             self._warned.add(what)
             log.warning(what, **kw)
