@@ -13,8 +13,8 @@ dictionary lines that start with a space), read non-blocking until EAGAIN.
   overwritten before it is read; should the queue itself fill (FOLLOW_MAX), the records it drops
   are counted lost like the ring buffer's.
 
-kmsg's sequence numbers restart at each boot: the boot id (/proc/sys/kernel/random/boot_id) says
-which boot a saved sequence number belongs to.
+kmsg's sequence numbers restart at each boot: the caller keeps the boot id
+(/proc/sys/kernel/random/boot_id) beside a saved sequence number (sources/kernel_log.py).
 """
 
 from __future__ import annotations
@@ -27,7 +27,6 @@ from collections import deque
 from dataclasses import dataclass, field
 
 DEV_KMSG = "/dev/kmsg"
-BOOT_ID = "/proc/sys/kernel/random/boot_id"
 RECORD_MAX = 8192           # the kernel's CONSOLE_EXT_LOG_MAX: a read buffer smaller than a record fails EINVAL
 FOLLOW_MAX = 100_000        # records the follower holds between polls at most (~20 MB of text at worst)
 
@@ -63,15 +62,6 @@ def parse_record(raw: bytes) -> KmsgRecord | None:
         return None
     text = rest.split(b"\n", 1)[0].decode("utf-8", "replace")
     return KmsgRecord(seq, usec, prio & 7, text)
-
-
-def boot_id(procfs: str = "/proc") -> str:
-    """This boot's id, or "" where it cannot be read."""
-    try:
-        with open(os.path.join(procfs, "sys/kernel/random/boot_id"), "rb") as fh:
-            return fh.read(64).decode("ascii", "replace").strip()
-    except OSError:
-        return ""
 
 
 class KmsgReader:
@@ -187,4 +177,4 @@ class KmsgReader:
             t.join(2.0)
 
 
-__all__ = ["BOOT_ID", "DEV_KMSG", "KmsgRead", "KmsgReader", "KmsgRecord", "boot_id", "parse_record"]
+__all__ = ["DEV_KMSG", "FOLLOW_MAX", "KmsgRead", "KmsgReader", "KmsgRecord", "parse_record"]
