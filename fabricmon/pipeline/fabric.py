@@ -12,7 +12,8 @@ source name:
    down); a switch whose queries go unanswered in unresponsive_sweeps of its last unresponsive_window
    sweeps is unresponsive (checks.fabric_unresponsive, WARNING), on either fabric kind;
 2. every counter of a new sweep enters a CounterHistory through record() (saturation and reset
-   rules), keyed (switch_guid, port, counter); transmit/receive rates from the last step;
+   rules), keyed (switch_guid, port, counter); transmit/receive rates from the last step (packed:
+   model.compact.LastSteps);
 3. the checks, each run when its inputs are present (capabilities, never the fabric kind):
    fabric_links (down, width, speed), link_errors (the node daemon's thresholds), fabric_ecmp
    (imbalance over consecutive sweeps), fabric_symmetry (active uplinks against the level's norm),
@@ -48,6 +49,7 @@ from fabricmon.model.fabric import (
     DiscoveryData, FabricPort, FabricSection, LftData, PortInfo, SmData, SweepData, Topology, build_topology,
     in_shard, merge_discovery,
 )
+from fabricmon.model.compact import LastSteps
 from fabricmon.model.history import CounterHistory
 from fabricmon.model.ports import PortView
 from fabricmon.model.optics import OpticsPort, SwitchOpticsData
@@ -88,7 +90,7 @@ class FabricModel:
         # Error counters: the node daemon's windows. A counter enters it once it is non-zero
         # (preceded by a 0 at the previous sweep), so a healthy fabric keeps no history at all.
         self.history = CounterHistory(horizon=max(c.window for c in config.checks.counters.values()))
-        self.rates = CounterHistory(horizon=3600.0, max_samples=2)
+        self.rates = LastSteps()         # transmit/receive bytes and pause frames: the last step only, packed
         self._topo: Topology | None = None
         self._topo_time: float | None = None
         self._remembered: dict[tuple[str, int], PortInfo] = {}   # ports cabled at some discovery
@@ -207,7 +209,7 @@ class FabricModel:
         for key, pause in sweep.pause.items():
             if key in keep:
                 for (prio, direction), value in pause.items():
-                    self.rates.record((key[0], key[1], f"pause:{prio}:{direction}"), t, value, saturated=False)
+                    self.rates.record((key[0], key[1], f"pause:{prio}:{direction}"), t, value)
         for key, vals in sweep.ports.items():
             if key not in keep:
                 continue
@@ -220,7 +222,7 @@ class FabricModel:
                 sat = (spec is not None and name in ibspec.SATURABLE and name not in sweep.wrapping
                        and value >= ibspec.counter_max(spec, bits))
                 if name in RATE_COUNTERS:
-                    self.rates.record((guid, port, name), t, value, saturated=False)
+                    self.rates.record((guid, port, name), t, value)
                 elif name in CHECKED_COUNTERS:
                     hkey = (guid, port, name)
                     if not self.history.has(hkey):
@@ -307,7 +309,7 @@ class FabricModel:
         findings += self._unresponsive(sec, now)
         for key, p in sec.ports.items():
             if p.counters and any(self.history.has((key[0], key[1], c)) for c in CHECKED_COUNTERS):
-                pv = PortView(device=key[0], port=key[1], counters=p.counters, counter_bits=dict(sweep.bits),
+                pv = PortView(device=key[0], port=key[1], counters=dict(p.counters), counter_bits=dict(sweep.bits),
                               rate_gbps=p.rate_bps * 8 / 1e9 if p.rate_bps else None)   # the BER budget's rate
                 label = f"{sec.switches[key[0]].name} (0x{key[0]}) port {p.label}"
                 findings += [f for f in link_errors.evaluate_port(pv, self.history, self.config, now, label=label)

@@ -10,6 +10,7 @@ import structlog
 
 from fabricmon.config import Config
 from fabricmon.exporter import render
+from fabricmon import counter_sets
 from fabricmon.host.io import HostIO
 from fabricmon.model.snapshot import Snapshot
 from fabricmon.pages import Pages, RenderGate
@@ -43,7 +44,7 @@ class Daemon:
                  journal: bool = True, pipeline: Pipeline | None = None):
         self.config = config
         self.pipeline = pipeline if pipeline is not None else Pipeline(config, io)
-        self.expo = Exposition()
+        self.expo = Exposition(counter_sets.parse(config.serve.collect))
         web = webconfig.for_config(config)
         raise_fd_limit()
         self.server = MetricsServer(address or config.address, config.port if port is None else port,
@@ -76,7 +77,9 @@ class Daemon:
     def _publish(self, snap: Snapshot) -> None:
         self.snapshot = snap
         snap.http_errors = self.server.errors.snapshot()
-        self.expo.set(render(snap), snap.time)
+        # rendered once, by the first scrape of this snapshot (and each counter-set selection):
+        # a source that completes between scrapes costs no render
+        self.expo.publish(lambda sets: render(snap, sets), snap.time)
         self.expo.verdict = lambda: verdict(snap)      # built when /api/v1/findings asks
         self.expo.pages = Pages(snap, self.gate)        # rendered when / asks, through the gate
         self.expo.healthy = True
