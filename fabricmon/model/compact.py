@@ -62,7 +62,17 @@ class PortCounters(Mapping[str, int]):
         return (n for n, x in zip(_NAMES, self._v) if x is not None)
 
     def __len__(self) -> int:
-        return sum(1 for x in self._v if x is not None)
+        return len(self._v) - self._v.count(None)
+
+    def items(self) -> list[tuple[str, int]]:  # type: ignore[override]
+        """(name, value) of every counter read, in ibspec.COUNTERS order (a list: no view over a tuple)."""
+        return [(n, x) for n, x in zip(_NAMES, self._v) if x is not None]
+
+    def keys(self) -> list[str]:  # type: ignore[override]
+        return [n for n, x in zip(_NAMES, self._v) if x is not None]
+
+    def values(self) -> list[int]:  # type: ignore[override]
+        return [x for x in self._v if x is not None]
 
     def __repr__(self) -> str:
         return f"PortCounters({dict(self.items())!r})"

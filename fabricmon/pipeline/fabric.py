@@ -210,28 +210,39 @@ class FabricModel:
             if key in keep:
                 for (prio, direction), value in pause.items():
                     self.rates.record((key[0], key[1], f"pause:{prio}:{direction}"), t, value)
+        # per counter this sweep records, once: whether it is a rate, and the value it saturates at
+        plan: dict[str, tuple[bool, int | None]] = {}
+        for name in (*RATE_COUNTERS, *CHECKED_COUNTERS):
+            spec = ibspec.COUNTER_BY_NAME.get(name)
+            top = (ibspec.counter_max(spec, sweep.bits.get(name)) if spec is not None and name in ibspec.SATURABLE
+                   and name not in sweep.wrapping else None)
+            plan[name] = (name in RATE_COUNTERS, top)
+        wrap_bits = {n: b for n in sweep.wrapping if (b := sweep.bits.get(n))}
+        has = self.history.has
         for key, vals in sweep.ports.items():
             if key not in keep:
                 continue
             guid, port = key
             for name, value in vals.items():
-                bits = sweep.bits.get(name)
-                if name in sweep.wrapping and bits:
+                step = plan.get(name)
+                if step is None:
+                    continue                    # neither a rate nor a checked counter: nothing to keep
+                bits = wrap_bits.get(name)
+                if bits:
                     value = self._unwrap((guid, port, name), value, bits)
-                spec = ibspec.COUNTER_BY_NAME.get(name)
-                sat = (spec is not None and name in ibspec.SATURABLE and name not in sweep.wrapping
-                       and value >= ibspec.counter_max(spec, bits))
-                if name in RATE_COUNTERS:
+                is_rate, top = step
+                if is_rate:
                     self.rates.record((guid, port, name), t, value)
-                elif name in CHECKED_COUNTERS:
-                    hkey = (guid, port, name)
-                    if not self.history.has(hkey):
-                        if value == 0 and not sat:
-                            continue            # quiet: no history needed (increase is 0 either way)
-                        if prev is not None:
-                            self.history.add(hkey, prev, 0)     # it was 0 at the previous sweep
-                    if self.history.record(hkey, t, value, saturated=sat):
-                        log.info("counter decreased (reset)", switch_guid=guid, port=port, counter=name)
+                    continue
+                sat = top is not None and value >= top
+                hkey = (guid, port, name)
+                if not has(hkey):
+                    if value == 0 and not sat:
+                        continue                # quiet: no history needed (increase is 0 either way)
+                    if prev is not None:
+                        self.history.add(hkey, prev, 0)     # it was 0 at the previous sweep
+                if self.history.record(hkey, t, value, saturated=sat):
+                    log.info("counter decreased (reset)", switch_guid=guid, port=port, counter=name)
         self.history.prune(keep)
         self.rates.prune(keep)
         for k in [k for k in self._wrap if (k[0], k[1]) not in keep]:
