@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
+import os
 import resource
 import threading
 import time
@@ -36,6 +39,34 @@ def raise_fd_limit() -> None:
             pass
 
 
+# glibc's mallopt parameters (malloc.h)
+M_MMAP_THRESHOLD = -3
+M_ARENA_MAX = -8
+MMAP_THRESHOLD = 1 << 20     # buffers from 1 MiB up (an exposition, its gzip copy, a tool's output) are mmapped
+ARENA_MAX = 2
+
+
+def tune_malloc() -> bool:
+    """Keep a long-running daemon's memory where its live data is (issue 40). glibc gives each thread
+    that allocates its own arena (up to 8 per core) and, once a large buffer is freed, raises its mmap
+    threshold so that the next ones come from the heap: a collector whose sweep, publisher and scrape
+    threads each churn tens of MB per sweep grew by about 60 MiB a sweep on the director fabric (309 to
+    514 MiB in 3 minutes) where the same daemon with 2 arenas and a fixed 1 MiB threshold stayed at
+    about 200 MiB. Done before any thread starts; an operator's MALLOC_ARENA_MAX or
+    MALLOC_MMAP_THRESHOLD_ wins; no-op off glibc. True when it applied anything."""
+    try:
+        mallopt = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6").mallopt
+    except (OSError, AttributeError):
+        return False
+    mallopt.argtypes, mallopt.restype = (ctypes.c_int, ctypes.c_int), ctypes.c_int
+    done = False
+    if "MALLOC_ARENA_MAX" not in os.environ:
+        done = mallopt(M_ARENA_MAX, ARENA_MAX) == 1 or done
+    if "MALLOC_MMAP_THRESHOLD_" not in os.environ:
+        done = mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD) == 1 or done
+    return done
+
+
 class Daemon:
     """Serves one pipeline: the node daemon's by default, or any other configuration of it
     (the fabric collector passes its own Pipeline)."""
@@ -43,6 +74,7 @@ class Daemon:
     def __init__(self, config: Config, io: HostIO, port: int | None = None, address: str | None = None,
                  journal: bool = True, pipeline: Pipeline | None = None):
         self.config = config
+        tune_malloc()
         self.pipeline = pipeline if pipeline is not None else Pipeline(config, io)
         self.expo = Exposition(counter_sets.parse(config.serve.collect))
         web = webconfig.for_config(config)

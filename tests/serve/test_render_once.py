@@ -141,3 +141,16 @@ def test_a_render_that_fails_is_a_500_and_the_server_goes_on(snap, server) -> No
     assert code == 500 and b"RuntimeError" in body
     expo.publish(Counting(snap), snap.time + 1)
     assert get(s.port)[0] == 200
+
+
+def test_the_daemon_tunes_glibc_malloc_unless_the_operator_did(monkeypatch) -> None:
+    import platform
+
+    from fabricmon.serve import daemon
+    if platform.libc_ver()[0] != "glibc":
+        assert daemon.tune_malloc() is False
+        return
+    assert daemon.tune_malloc() is True
+    monkeypatch.setenv("MALLOC_ARENA_MAX", "4")
+    monkeypatch.setenv("MALLOC_MMAP_THRESHOLD_", "131072")
+    assert daemon.tune_malloc() is False
