@@ -44,7 +44,7 @@ def _header(m: Metric) -> str:
     return f"# HELP {name} {doc}\n# TYPE {name} {_TYPE_NAMES[m.type]}\n"
 
 
-_SMALL = {0: "0.0", 1: "1.0"}       # the values most series have (quiet counters, state gauges)
+_SMALL: dict[float, str] = {0: "0.0", 1: "1.0"}       # the values most series have (quiet counters, state gauges)
 
 
 class Renderer:

@@ -58,25 +58,25 @@ class _Published:
     """One published exposition: its bodies per counter-set selection, each rendered at most once
     (when first asked for) with its gzip copy built at most once, shared by every scraper."""
 
-    __slots__ = ("make", "bodies", "lock")
+    __slots__ = ("make", "bodies", "zipped", "lock")
 
     def __init__(self, make: Callable[[frozenset[str]], bytes]) -> None:
         self.make = make
-        self.bodies: dict[frozenset[str], list[bytes | None]] = {}     # sets -> [body, gzip or None]
+        self.bodies: dict[frozenset[str], bytes] = {}       # sets -> the body
+        self.zipped: dict[frozenset[str], bytes] = {}       # sets -> its gzip copy
         self.lock = threading.Lock()     # held through a render: a second scraper waits for the first's
 
     def get(self, sets: frozenset[str], want_gzip: bool) -> tuple[bytes, bool]:
         with self.lock:
-            entry = self.bodies.get(sets)
-            if entry is None:
-                entry = self.bodies[sets] = [self.make(sets), None]
-            body = entry[0]
-            assert body is not None
+            body = self.bodies.get(sets)
+            if body is None:
+                body = self.bodies[sets] = self.make(sets)
             if not want_gzip or len(body) < 1024:
                 return body, False
-            if entry[1] is None:
-                entry[1] = gzip.compress(body, compresslevel=1)
-            return entry[1], True
+            gz = self.zipped.get(sets)
+            if gz is None:
+                gz = self.zipped[sets] = gzip.compress(body, compresslevel=1)
+            return gz, True
 
 
 class Exposition:
