@@ -13,7 +13,7 @@ import sys
 import time
 from pathlib import Path
 
-from fabricmon import __version__
+from fabricmon import __version__, counter_sets
 from fabricmon import healthcheck
 from fabricmon import install as installer
 from fabricmon import log as logsetup
@@ -342,7 +342,7 @@ def cmd_fabric_once(args: argparse.Namespace) -> int:
         snap = _fabric_sweeps(pipe, args.sweeps, args.interval)
     finally:
         pipe.close()
-    body = render(snap)
+    body = render(snap, counter_sets.parse(cfg.serve.collect))     # what the daemon's plain scrape serves
     if args.output:
         write_atomic(args.output, body)
     else:

@@ -66,11 +66,13 @@ def generation(name: str) -> Generation | None:
     return _BY_NAME.get(name.strip().upper())
 
 
+_RANK = {g.name: i for i, g in enumerate(GENERATIONS)}
+
+
 def generation_rank(name: str | None) -> int | None:
     if name is None:
         return None
-    g = generation(name)
-    return GENERATIONS.index(g) if g else None
+    return _RANK.get(name.strip().upper())
 
 
 def generation_from_signal(gbps: float) -> Generation | None:

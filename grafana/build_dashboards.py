@@ -383,9 +383,9 @@ def fabric_dashboard() -> dict:
     L.add(timeseries("ECMP coefficient of variation", "Coefficient of variation of each ECMP group's transmit "
                      "rates, beside max/mean.",
                      [target(f"fabricmon_ecmp_imbalance_cv{{{SWITCH}}}", "{{switch}} {{direction}}")]), 12, 9)
-    L.add(table("Uplinks", "Every up port: transmit utilisation over the last two sweeps, with its remote end.",
-                [target(f"fabricmon_fabric_port_transmit_rate_bytes_per_second{{{FAB}}}"
-                        f" / on (instance, job, switch_guid, port) (fabricmon_fabric_port_rate_bytes_per_second{{{FAB}}} > 0)"
+    # the recording rule over the default counter set's data counters (not the opt-in `rates` gauges)
+    L.add(table("Uplinks", "Every up port: transmit utilisation over the last 5 minutes, with its remote end.",
+                [target(f"switch_port:fabricmon_fabric_port_transmit_utilisation:ratio_rate5m{{{FAB}}}"
                         f' * on (instance, job, switch_guid, port) group_left (remote_name, remote_port)'
                         f' fabricmon_fabric_link_info{{{FAB}, role="up"}}' + NAMES, table=True)],
                 hide=("Time", "job", "level")), 24, 8)

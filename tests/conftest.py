@@ -110,8 +110,8 @@ def _guard_renderer() -> None:
         return
     real = Renderer.render
 
-    def render(self, snap):
-        body = real(self, snap)
+    def render(self, snap, *sets):
+        body = real(self, snap, *sets)
         dups = repeated_series(body)
         if dups:
             _repeated.append(f"{len(dups)} series twice, e.g. {dups[:3]}")

@@ -428,8 +428,9 @@ def fabric_collector(fab, tmp_path: Path, fabric: dict, traffic: dict | None = N
     from fabricmon.serve.daemon import Daemon
     from fabricmon.sim.fabric import TrafficDriver
 
-    cfg = from_dict({"server": {"address": "127.0.0.1"}, "paths": {"state_dir": str(tmp_path / "state")},
-                     "fabric": {"port": 0, **fabric}})
+    # every counter set: these tests read the collector's values, the opt-in rate gauges included
+    cfg = from_dict({"server": {"address": "127.0.0.1", "collect": ["all"]},
+                     "paths": {"state_dir": str(tmp_path / "state")}, "fabric": {"port": 0, **fabric}})
     (tmp_path / "state" / "fabric").mkdir(parents=True, exist_ok=True)
     driver = TrafficDriver(fab, traffic) if traffic is not None else None
     if driver is not None:

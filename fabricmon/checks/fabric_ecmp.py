@@ -70,9 +70,10 @@ def groups(ports: Mapping[tuple[str, int], FabricPort], switches: Mapping[str, S
         if len(members) < 2:
             continue
         ok = [p for p in members if p.up and not any(p.degraded.values())]
+        ok_ports = {p.port for p in ok}     # by port number: comparing whole records costs O(n^2) field compares
         g = EcmpGroup(guid=guid, switch=switches[guid].name, direction=direction,
-                      ports=sorted(p.port for p in ok),
-                      excluded=sorted(p.port for p in members if p not in ok))
+                      ports=sorted(ok_ports),
+                      excluded=sorted(p.port for p in members if p.port not in ok_ports))
         rates = {p.port: r for p in ok if (r := p.tx_rate) is not None}
         if len(ok) >= 2 and len(rates) == len(ok):
             g.rates = rates

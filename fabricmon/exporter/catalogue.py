@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 from fabricmon import __version__, ibspec
 from fabricmon.checks import degraded_link
+from fabricmon.counter_sets import DEFAULT
 from fabricmon.model.finding import class_of
 from fabricmon.model.health import health_status
 from fabricmon.model.fabric import EcmpGroup, FabricPort, FabricSection, RouteBalance
@@ -38,6 +39,7 @@ class Metric:
     samples: Callable[[Snapshot], Iterable[Sample]]
     # histograms only: its series, (suffix, labels, value) each (samples then yields nothing)
     buckets: Callable[[Snapshot], Iterable[Bucket]] | None = None
+    counter_set: str = DEFAULT  # the counter set (fabricmon/counter_sets.py) a scrape selects it by
 
     @property
     def exposed_name(self) -> str:
@@ -371,6 +373,17 @@ def _fab_counter(spec: ibspec.CounterSpec) -> Callable[[Snapshot], Iterator[Samp
     return _fabric(fn)
 
 
+# The switch port counters outside the default set (fabricmon/counter_sets.py): what no shipped rule or
+# dashboard reads. The node daemon's own ports (a handful) export every counter.
+FABRIC_COUNTER_SETS = {
+    "transmit_packets": "packets", "receive_packets": "packets",
+    "transmit_unicast_packets": "unicast", "receive_unicast_packets": "unicast",
+    "transmit_multicast_packets": "multicast", "receive_multicast_packets": "multicast",
+    "receive_switch_relay_errors": "extra_errors", "transmit_constraint_errors": "extra_errors",
+    "receive_constraint_errors": "extra_errors", "vl15_dropped": "extra_errors", "receive_discards": "extra_errors",
+}
+
+
 def _fab_pause(fab: FabricSection) -> Iterator[Sample]:
     for (guid, _), p in fab.ports.items():
         for (prio, direction), v in sorted(p.pause.items()):
@@ -687,10 +700,12 @@ CATALOGUE: tuple[Metric, ...] = (
            _fabric(_fab_degraded)),
     Metric("fabricmon_fabric_port_transmit_rate_bytes_per_second", G,
            "Transmit rate over the last two sweeps (PortXmitData deltas).", SW_PORT,
-           _fab_ports(lambda p: p.tx_rate)),
+           _fab_ports(lambda p: p.tx_rate), counter_set="rates"),
     Metric("fabricmon_fabric_port_receive_rate_bytes_per_second", G,
-           "Receive rate over the last two sweeps (PortRcvData deltas).", SW_PORT, _fab_ports(lambda p: p.rx_rate)),
-    *(Metric(f"fabricmon_fabric_port_{c.name}", C, c.help, SW_PORT, _fab_counter(c)) for c in ibspec.COUNTERS),
+           "Receive rate over the last two sweeps (PortRcvData deltas).", SW_PORT, _fab_ports(lambda p: p.rx_rate),
+           counter_set="rates"),
+    *(Metric(f"fabricmon_fabric_port_{c.name}", C, c.help, SW_PORT, _fab_counter(c),
+             counter_set=FABRIC_COUNTER_SETS.get(c.name, DEFAULT)) for c in ibspec.COUNTERS),
     Metric("fabricmon_fabric_port_pause_frames", C, "PFC pause frames at the switch port by priority (all: a MIB "
            "that counts per port only) and direction (tx: sent by the switch port, rx: received).",
            ("switch_guid", "port", "priority", "direction"), _fabric(_fab_pause)),
@@ -830,4 +845,4 @@ CATALOGUE: tuple[Metric, ...] = (
 
 BY_NAME = {m.name: m for m in CATALOGUE}
 
-__all__ = ["CATALOGUE", "BY_NAME", "Metric"]
+__all__ = ["CATALOGUE", "BY_NAME", "FABRIC_COUNTER_SETS", "Metric"]

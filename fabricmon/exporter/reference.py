@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import textwrap
 
+from fabricmon import counter_sets
 from fabricmon.exporter.catalogue import CATALOGUE, Metric
 
 # Sections in order: a title, the name prefixes it takes, and what an operator needs to read its rows.
@@ -66,7 +67,7 @@ def _row(m: Metric) -> str:
     if m.type == "histogram":
         name += " (`_bucket`, `_sum`, `_count`)"
     labels = ", ".join(m.labels) if m.labels else ""
-    return f"| {name} | {m.type} | {labels} | {_cell(m.help)} |"
+    return f"| {name} | {m.type} | {labels} | {m.counter_set} | {_cell(m.help)} |"
 
 
 def section_of(m: Metric) -> str:
@@ -76,8 +77,33 @@ def section_of(m: Metric) -> str:
     return "Other metrics"
 
 
+SETS_INTRO = """## Counter sets
+
+Every family belongs to one counter set (the `set` column below). A scrape returns the sets the
+collector's `server.collect` names (default: `default`), or those it asks for itself with
+node_exporter's parameter: `/metrics?collect[]=packets` (repeat it for several; `all` is every set;
+an unknown name is a 400). The `default` set carries every family the shipped rules and dashboards
+read (a test proves it: tests/exporter/test_counter_sets.py); the others are opt-in, for a site that
+wants them, e.g. in a scrape job of their own at a slower pace
+(`fabricmon/deploy/prometheus/prometheus.yml`). Moved out of the default set in issue 40, with the
+reason: the switch ports' packet, unicast and multicast counters (no rule or panel reads them; UFM
+keeps them out of its default set too), the per-port rate gauges (Prometheus derives them from the
+data counters: the recording rules `switch_port:fabricmon_fabric_port_*_bytes:rate5m`), and the error
+counters no rule sums (switch relay, constraint errors, VL15 drops, Ethernet receive discards). The
+node daemon's own ports export every counter in the default set.
+"""
+
+
+def sets_table() -> list[str]:
+    rows = ["| set | what it adds | families |", "|---|---|---|"]
+    for name, doc in counter_sets.SETS.items():
+        n = sum(1 for m in CATALOGUE if m.counter_set == name)
+        rows.append(f"| `{name}` | {_cell(doc)} | {n} |")
+    return rows
+
+
 def markdown(catalogue: tuple[Metric, ...] = CATALOGUE) -> str:
-    out = [HEADER]
+    out = [HEADER, SETS_INTRO, *sets_table(), ""]
     titles = [(t, intro) for t, _, intro in SECTIONS] + [("Other metrics", "")]
     for title, intro in titles:
         rows = [_row(m) for m in catalogue if section_of(m) == title]
@@ -86,7 +112,7 @@ def markdown(catalogue: tuple[Metric, ...] = CATALOGUE) -> str:
         out += [f"## {title}", ""]
         if intro:
             out += [textwrap.fill(intro, 100, break_on_hyphens=False, break_long_words=False), ""]
-        out += ["| metric | type | labels | meaning |", "|---|---|---|---|", *rows, ""]
+        out += ["| metric | type | labels | set | meaning |", "|---|---|---|---|---|", *rows, ""]
     return "\n".join(out).rstrip() + "\n"
 
 

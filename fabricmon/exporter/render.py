@@ -20,6 +20,7 @@ from prometheus_client.registry import CollectorRegistry
 from prometheus_client.utils import floatToGoString
 
 from fabricmon.exporter.catalogue import CATALOGUE, Metric
+from fabricmon.counter_sets import DEFAULT_SETS
 from fabricmon.model.snapshot import Snapshot
 
 _NEEDS_ESCAPE = re.compile(r'[\\"\n]')
@@ -44,77 +45,89 @@ def _header(m: Metric) -> str:
     return f"# HELP {name} {doc}\n# TYPE {name} {_TYPE_NAMES[m.type]}\n"
 
 
-class Renderer:
-    """Renders snapshots. Per metric it keeps each series' line from the last render and its
-    value: a series whose value is unchanged costs one lookup (bounded; label churn resets it)."""
+_SMALL: dict[float, str] = {0: "0.0", 1: "1.0"}       # the values most series have (quiet counters, state gauges)
 
-    MAX_SERIES = 200_000
+
+class Renderer:
+    """Renders snapshots. It keeps each label set's text (`{port="3",switch_guid="..."}`) between
+    renders, shared by every family with the same label names (a switch port's labels are built once
+    for its twenty families), so a series costs one lookup, one number format and one concatenation,
+    and the cache costs one string per label set rather than one line per series. Bounded: when it
+    holds more than twice the label sets of the largest render (label churn) and more than
+    MAX_LABEL_SETS, it starts over."""
+
+    MAX_LABEL_SETS = 200_000
 
     def __init__(self) -> None:
-        # metric name -> label values -> (value, the whole exposition line)
-        self._lines: dict[str, dict[tuple[str, ...], tuple[float, str]]] = {m.name: {} for m in CATALOGUE}
+        # label names -> label values -> '{k="v",...}' (sorted by name, as prometheus_client writes them)
+        self._labels: dict[tuple[str, ...], dict[tuple[str, ...], str]] = {}
         self._headers = {m.name: _header(m) for m in CATALOGUE}
-        self._series_count = 0
+        self._largest = 0           # label sets of the largest render so far
         self._lock = threading.Lock()
 
     @staticmethod
-    def _prefix(name: str, keys: tuple[str, ...], values: tuple[str, ...]) -> str:
-        """`name{k="v",...} ` with the labels sorted by name, as prometheus_client writes them."""
+    def _label_text(keys: tuple[str, ...], values: tuple[str, ...]) -> str:
         if not keys:
-            return name + " "
+            return ""
         pairs = sorted(zip(keys, values))
-        return name + "{" + ",".join(f'{k}="{_label_value(v)}"' for k, v in pairs) + "} "
+        return "{" + ",".join(f'{k}="{_label_value(v)}"' for k, v in pairs) + "}"
 
-    def render(self, snap: Snapshot) -> bytes:
+    def render(self, snap: Snapshot, sets: frozenset[str] = DEFAULT_SETS) -> bytes:
+        """The exposition of the families in `sets` (fabricmon/counter_sets.py)."""
         with self._lock:
-            if self._series_count > self.MAX_SERIES:
-                for cache in self._lines.values():
-                    cache.clear()
-                self._series_count = 0
-            out: list[str] = []
+            held = sum(len(c) for c in self._labels.values())
+            if held > max(self.MAX_LABEL_SETS, 2 * self._largest):
+                self._labels.clear()
+            out: list[bytes] = []
+            used: set[int] = set()
+            label_sets = 0
+            small, fmt, text = _SMALL, _value, self._label_text
             for m in CATALOGUE:
-                cache = self._lines[m.name]
+                if m.counter_set not in sets:
+                    continue
                 lines: list[str] = []
                 append = lines.append
                 if m.buckets is not None:
                     for suffix, lv, n in m.buckets(snap):
-                        keys = ("le",) if lv else ()
-                        append(self._prefix(m.name + suffix, keys, lv) + _value(n) + "\n")
+                        append(m.name + suffix + text(("le",) if lv else (), lv) + " " + fmt(n) + "\n")
                 else:
-                    name, labels = m.exposed_name, m.labels
+                    keys = m.labels
+                    cache = self._labels.get(keys)
+                    if cache is None:
+                        cache = self._labels[keys] = {}
+                    if id(cache) not in used:
+                        used.add(id(cache))
+                        label_sets += len(cache)
                     get = cache.get
+                    name = m.exposed_name
                     for lv, value in m.samples(snap):
                         if value is None:
                             continue        # absent: no sample
-                        hit = get(lv)
-                        if hit is not None and hit[0] == value:
-                            append(hit[1])  # unchanged since the last render
-                            continue
-                        if hit is None:
-                            self._series_count += 1
-                            head = self._prefix(name, labels, lv)
-                        else:
-                            head = hit[1][:hit[1].rindex(" ") + 1]
-                        line = head + _value(value) + "\n"
-                        cache[lv] = (value, line)
-                        append(line)
+                        lab = get(lv)
+                        if lab is None:
+                            lab = cache[lv] = text(keys, lv)
+                            label_sets += 1
+                        v = small.get(value)
+                        append(name + lab + " " + (v if v is not None else fmt(value)) + "\n")
                 if lines:
-                    out.append(self._headers[m.name])
-                    out.extend(lines)
-            return "".join(out).encode()
+                    out.append((self._headers[m.name] + "".join(lines)).encode())
+            self._largest = max(self._largest, label_sets)
+            return b"".join(out)
 
 
 _default = Renderer()
 
 
-def render(snap: Snapshot) -> bytes:
-    """The Prometheus text exposition of a snapshot."""
-    return _default.render(snap)
+def render(snap: Snapshot, sets: frozenset[str] = DEFAULT_SETS) -> bytes:
+    """The Prometheus text exposition of a snapshot: the families of the counter sets `sets`."""
+    return _default.render(snap, sets)
 
 
-def families(snap: Snapshot) -> Iterator[Metric_]:
+def families(snap: Snapshot, sets: frozenset[str] = DEFAULT_SETS) -> Iterator[Metric_]:
     """The snapshot as prometheus_client metric families (for render_reference)."""
     for m in CATALOGUE:
+        if m.counter_set not in sets:
+            continue
         fam: Metric_
         if m.buckets is not None:
             samples = list(m.buckets(snap))
@@ -134,17 +147,18 @@ def families(snap: Snapshot) -> Iterator[Metric_]:
 class SnapshotCollector:
     """A prometheus_client custom collector over one snapshot (the reference rendering)."""
 
-    def __init__(self, snap: Snapshot):
+    def __init__(self, snap: Snapshot, sets: frozenset[str] = DEFAULT_SETS):
         self.snap = snap
+        self.sets = sets
 
     def collect(self) -> Iterator[Metric_]:
-        return families(self.snap)
+        return families(self.snap, self.sets)
 
 
-def render_reference(snap: Snapshot) -> bytes:
+def render_reference(snap: Snapshot, sets: frozenset[str] = DEFAULT_SETS) -> bytes:
     """The same exposition through prometheus_client's generate_latest (tests compare the two)."""
     registry = CollectorRegistry(auto_describe=False)
-    registry.register(SnapshotCollector(snap))
+    registry.register(SnapshotCollector(snap, sets))
     return generate_latest(registry)
 
 

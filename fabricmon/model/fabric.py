@@ -385,7 +385,7 @@ class SweepData:
     `link_up` and `rate_mbps` are what the sweep itself saw of a port's state (Ethernet:
     ifOperStatus and ifHighSpeed, read every sweep): they win over the discovery's view, so a
     port going down shows in the next sweep. A port not in them keeps the discovery's view."""
-    ports: dict[Key, dict[str, int]] = field(default_factory=dict)
+    ports: dict[Key, Mapping[str, int]] = field(default_factory=dict)    # model.compact.PortCounters on InfiniBand
     bits: dict[str, int] = field(default_factory=dict)         # counter -> width it was read at
     switches: set[str] = field(default_factory=set)            # switches with data this sweep
     missing: set[str] = field(default_factory=set)             # switches of the shard without data
@@ -459,7 +459,7 @@ class FabricPort:
     role: str
     link: Link | None                # the last link seen on this port (kept when it goes down)
     up: bool
-    counters: dict[str, int] = field(default_factory=dict)
+    counters: Mapping[str, int] = field(default_factory=dict)
     tx_rate: float | None = None     # bytes/s from the last two sweeps
     rx_rate: float | None = None
     rate_bps: float | None = None    # link data rate in bytes/s (0 while down)

@@ -322,7 +322,7 @@ class FabricModel:
                                or any(self.history.has((key[0], key[1], c)) for c in CHECKED_COUNTERS)):
                 bits = dict(sweep.bits) if sweep else {}
                 wrapping = sweep.wrapping if sweep else set()
-                pv = PortView(device=key[0], port=key[1], counters=p.counters, counter_bits=bits,
+                pv = PortView(device=key[0], port=key[1], counters=dict(p.counters), counter_bits=bits,
                               rate_gbps=p.rate_bps * 8 / 1e9 if p.rate_bps else None)   # the BER budget's rate
                 label = f"{sec.switches[key[0]].name} (0x{key[0]}) port {p.label}"
                 sat = {n: ib_rule(n, bits.get(n), n in wrapping).at_max(v)

@@ -46,6 +46,8 @@ import structlog
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
 from fabricmon.serve.settings import ServeConfig, TLSConfig
+from fabricmon import counter_sets
+from fabricmon.counter_sets import DEFAULT_SETS
 from fabricmon.pages import Busy, Pages, runbooks, static_file
 from fabricmon.report import FINDINGS_PATH
 from fabricmon.serve.webconfig import BasicAuth, TLSSettings, WebConfig, from_tls_keys
@@ -53,13 +55,39 @@ from fabricmon.serve.webconfig import BasicAuth, TLSSettings, WebConfig, from_tl
 log = structlog.get_logger("fabricmon.server")
 
 
-class Exposition:
-    """The current exposition bytes (and a lazily built gzip copy), swapped atomically."""
+class _Published:
+    """One published exposition: its bodies per counter-set selection, each rendered at most once
+    (when first asked for) with its gzip copy built at most once, shared by every scraper."""
 
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._body = b""
-        self._gz: bytes | None = None
+    __slots__ = ("make", "bodies", "zipped", "lock")
+
+    def __init__(self, make: Callable[[frozenset[str]], bytes]) -> None:
+        self.make = make
+        self.bodies: dict[frozenset[str], bytes] = {}       # sets -> the body
+        self.zipped: dict[frozenset[str], bytes] = {}       # sets -> its gzip copy
+        self.lock = threading.Lock()     # held through a render: a second scraper waits for the first's
+
+    def get(self, sets: frozenset[str], want_gzip: bool) -> tuple[bytes, bool]:
+        with self.lock:
+            body = self.bodies.get(sets)
+            if body is None:
+                body = self.bodies[sets] = self.make(sets)
+            if not want_gzip or len(body) < 1024:
+                return body, False
+            gz = self.zipped.get(sets)
+            if gz is None:
+                gz = self.zipped[sets] = gzip.compress(body, compresslevel=1)
+            return gz, True
+
+
+class Exposition:
+    """The current exposition, swapped atomically: `publish` hands over how to render the last
+    snapshot, and the text (and its gzip copy) is rendered once per snapshot and counter-set
+    selection, by the first scrape that asks (so a snapshot no one scrapes is never rendered)."""
+
+    def __init__(self, sets: frozenset[str] = DEFAULT_SETS) -> None:
+        self.sets = sets                     # what a scrape without collect[] gets (server.collect)
+        self._pub = _Published(lambda _sets: b"")
         self.updated = 0.0
         self.healthy = False
         self.health_detail = "no poll completed yet"
@@ -89,17 +117,23 @@ class Exposition:
         # daemon_healthy: the daemon itself is polling (as /healthz), not the node's verdict (status)
         return json.dumps({**doc, "daemon_healthy": self.healthy}).encode()
 
-    def set(self, body: bytes, updated: float) -> None:
-        with self._lock:
-            self._body, self._gz, self.updated = body, None, updated
+    def publish(self, make: Callable[[frozenset[str]], bytes], updated: float) -> None:
+        """A new snapshot: `make(sets)` renders it for a counter-set selection, when first scraped."""
+        self._pub, self.updated = _Published(make), updated
 
-    def get(self, want_gzip: bool) -> tuple[bytes, bool]:
-        with self._lock:
-            if not want_gzip or len(self._body) < 1024:
-                return self._body, False
-            if self._gz is None:
-                self._gz = gzip.compress(self._body, compresslevel=1)
-            return self._gz, True
+    def set(self, body: bytes, updated: float) -> None:
+        """Publish fixed bytes (whatever the selection)."""
+        self.publish(lambda _sets: body, updated)
+
+    def get(self, want_gzip: bool, sets: frozenset[str] | None = None) -> tuple[bytes, bool]:
+        return self._pub.get(self.sets if sets is None else sets, want_gzip)
+
+
+def collect_sets(query: str) -> frozenset[str] | None:
+    """The counter sets a scrape asks for with `collect[]=NAME` (node_exporter's parameter; repeat it
+    for several, `all` for every set), or None for the configured ones; ValueError names an unknown set."""
+    names = [v for k, v in parse_qsl(query, keep_blank_values=True) if k == "collect[]"]
+    return counter_sets.parse(names) if names else None
 
 
 # Pages load nothing from elsewhere: same-origin script and style only (an air-gapped cluster
@@ -735,7 +769,17 @@ class MetricsServer:
                 return 401, b"unauthorized\n", {"WWW-Authenticate": 'Basic realm="fabricmon", charset="UTF-8"',
                                                 "Content-Type": TEXT}
         if path == "/metrics":
-            body, gz = expo.get("gzip" in req.headers.get("accept-encoding", ""))
+            try:
+                sets = collect_sets(query)
+            except ValueError as exc:
+                self.errors.record("bad_request", str(exc)[:200])
+                return 400, f"{exc}\n".encode(), {"Content-Type": TEXT}
+            try:
+                body, gz = expo.get("gzip" in req.headers.get("accept-encoding", ""), sets)
+            except Exception as exc:        # a render bug: this scrape fails, the daemon goes on
+                log.exception("rendering the exposition failed")
+                return 500, f"fabricmon could not render /metrics: {type(exc).__name__}\n".encode(), \
+                    {"Content-Type": TEXT}
             h = {"Content-Type": CONTENT_TYPE_LATEST}
             if gz:
                 h["Content-Encoding"] = "gzip"

@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Mapping
 
+from fabricmon import counter_sets
 from fabricmon.schema import (ConfigError, Context, Schema, boolean, existing_file, integer, listing, number,
                               section, string, values)
 
@@ -34,6 +35,7 @@ class ServeConfig:
     access_log: bool = False                # one structured log line per request
     page_renders_per_second: float = 2.0    # uncached page renders, one at a time
     page_render_budget: float = 2.0         # refuse (503) a render not expected to end within this
+    collect: tuple[str, ...] = ("default",)     # counter sets a scrape without collect[] gets (fabricmon/counter_sets.py)
 
 
 def _tls_check(values: dict[str, Any], m: Mapping[str, Any], key: str, ctx: Context) -> None:
@@ -61,6 +63,16 @@ def _url_path(value: Any, key: str, ctx: Context) -> str:
     return value
 
 
+def _counter_set(value: Any, key: str, ctx: Context) -> str:
+    if not isinstance(value, str):
+        raise ConfigError(key, f"expected a counter set name, got {value!r}")
+    try:
+        counter_sets.parse([value])
+    except ValueError as exc:
+        raise ConfigError(key, str(exc)) from None
+    return value
+
+
 _D_SERVE = ServeConfig()
 SERVER: Schema[dict[str, Any]] = Schema(fields=(
     string("address", "0.0.0.0", "listen address for `/metrics`, `/healthz` and the pages"),
@@ -78,6 +90,10 @@ SERVER: Schema[dict[str, Any]] = Schema(fields=(
     boolean("access_log", _D_SERVE.access_log, "one structured log line per request"),
     number("page_renders_per_second", _D_SERVE.page_renders_per_second,
            "uncached page renders per second, one at a time", lo=0.01),
+    listing("collect", _D_SERVE.collect, "the counter sets `/metrics` returns when a scrape names none "
+            "(`default`, or more of " + ", ".join(f"`{n}`" for n in counter_sets.SETS if n != counter_sets.DEFAULT)
+            + ", `all`; a scrape picks its own with `?collect[]=NAME`); see [metrics.md](metrics.md)",
+            _counter_set, "counter sets"),
 ), build=values,
     doc="The HTTP server of both daemons (the node daemon's port here, the fabric collector's in `fabric.port`).")
 SERVE_KEYS = tuple(f.name for f in SERVER.fields if f.name not in ("address", "port", "tls"))

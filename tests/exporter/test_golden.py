@@ -73,9 +73,12 @@ class FixedClock:
         return self.t
 
 
-def fabric_exposition(bundle: Path) -> str:
+def fabric_exposition(bundle: Path, sets: frozenset[str] | None = None) -> str:
     """`fabricmon fabric once --replay BUNDLE --sweeps 2 --interval 60` on a fixed clock: discovery and
-    a sweep at FABRIC_T0, a second sweep 60 s later, the exposition of the last snapshot."""
+    a sweep at FABRIC_T0, a second sweep 60 s later, the exposition of the last snapshot: of every
+    counter set (the golden file: a family moved out of the default set stays in it), or of `sets`
+    (test_counter_sets.py compares the default one with it)."""
+    from fabricmon import counter_sets
     from fabricmon.config import load
     from fabricmon.exporter.render import Renderer
     from fabricmon.host.bundle import ReplayIO
@@ -89,7 +92,7 @@ def fabric_exposition(bundle: Path) -> str:
         snap = pipe.collect(["sweep"])
     finally:
         pipe.close()
-    return Renderer().render(snap).decode()
+    return Renderer().render(snap, counter_sets.parse(["all"]) if sets is None else sets).decode()
 
 
 @pytest.mark.parametrize("kind", sorted(FABRIC_BUNDLES))

@@ -31,13 +31,14 @@ def test_docs_metrics_md_is_the_catalogue() -> None:
                              "run `make metrics-doc` and review the diff")
 
 
-def test_every_family_is_a_row_with_its_type_labels_and_help() -> None:
+def test_every_family_is_a_row_with_its_type_labels_set_and_help() -> None:
     text = markdown()
     for m in CATALOGUE:
         row = next(ln for ln in text.splitlines() if ln.startswith(f"| `{m.exposed_name}`"))
         cells = [c.strip() for c in re.split(r"(?<!\\)\|", row)[1:-1]]
         assert cells[1] == m.type and cells[2] == ", ".join(m.labels), row
-        assert cells[3].replace("\\|", "|") == m.help.replace("\n", " "), row
+        assert cells[3] == m.counter_set, row
+        assert cells[4].replace("\\|", "|") == m.help.replace("\n", " "), row
 
 
 def test_a_new_family_is_never_left_out() -> None:
@@ -47,7 +48,7 @@ def test_a_new_family_is_never_left_out() -> None:
     assert section_of(new) == "Other metrics"
     text = markdown((*CATALOGUE, new))
     assert "## Other metrics" in text
-    assert "| `fabricmon_frobnicator_widgets` | gauge | widget | Widgets \\| frobnicated. |" in text
+    assert "| `fabricmon_frobnicator_widgets` | gauge | widget | default | Widgets \\| frobnicated. |" in text
     assert text != DOC.read_text()
     changed = dataclasses.replace(CATALOGUE[0], help=CATALOGUE[0].help + " Changed.")
     assert markdown((changed, *CATALOGUE[1:])) != markdown()

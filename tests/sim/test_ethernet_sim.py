@@ -39,7 +39,7 @@ def _collector(tmp: Path, addresses: list[str], extra: dict | None = None):
     from fabricmon.pipeline.fabric import fabric_pipeline
     from fabricmon.serve.daemon import Daemon
     comm = community_file(tmp)
-    cfg = from_dict({"server": {"address": "127.0.0.1"}, "paths": {"state_dir": str(tmp / "state")},
+    cfg = from_dict({"server": {"address": "127.0.0.1", "collect": ["all"]}, "paths": {"state_dir": str(tmp / "state")},
                      "fabric": {"port": 0, "kind": "ethernet", "sweep_interval": SWEEP, "discovery_interval": 300,
                                 "sources": NO_JOBS,
                                 "timeouts": {"sweep": 8, "discovery": 20},

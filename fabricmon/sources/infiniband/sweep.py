@@ -72,6 +72,7 @@ from fabricmon import ibspec
 from fabricmon.host.io import HostIO
 from fabricmon.host.mad import MadSettings
 from fabricmon.host.umad import UmadUnavailable
+from fabricmon.model.compact import PortCounters
 from fabricmon.model.fabric import SweepData, Topology, in_shard
 from fabricmon.parsers.errors import ParseError
 from fabricmon.parsers.ibqueryerrors import IbqueryerrorsReport, parse_ibqueryerrors
@@ -150,7 +151,7 @@ class SweepSource(Source):
                         vals[c] = found.get(c, 0)
             data.switches.add(guid)
             for p, vals in ports.items():
-                data.ports[(guid, p)] = vals
+                data.ports[(guid, p)] = PortCounters.pack(vals)
         # the counter queries that went unanswered (ibqueryerrors names the switch's LID in each); a
         # switch without counters lost all of its own (one per port and the error aggregate)
         lost: dict[str, int] = {}
@@ -248,7 +249,7 @@ class SweepSource(Source):
             if ports:
                 data.switches.add(g)
                 for p, vals in ports.items():
-                    data.ports[(g, p)] = vals
+                    data.ports[(g, p)] = PortCounters.pack(vals)
             else:
                 data.missing.add(g)
                 out.error("read", f"switch {sw.name or g} (0x{g}) returned no counters this sweep")

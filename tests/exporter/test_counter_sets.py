@@ -1,0 +1,140 @@
+"""Counter sets (issue 40): the default exposition carries every family the shipped rules and dashboards
+read, the rest is opt-in by config (`server.collect`) and per scrape (`collect[]`), and the golden fabric
+expositions keep their content: default plus the opt-in sets is the golden file, family for family."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+from helpers import REPO
+from test_golden import FABRIC_BUNDLES, GOLDEN, _DURATIONS, fabric_exposition, normalise
+
+from fabricmon import counter_sets
+from fabricmon.config import ConfigError, from_dict
+from fabricmon.exporter.catalogue import CATALOGUE
+
+RULES = REPO / "fabricmon" / "deploy" / "prometheus" / "fabricmon.rules.yml"
+DASHBOARDS = sorted((REPO / "fabricmon" / "deploy" / "grafana").glob("*.json"))
+ALL = counter_sets.parse(["all"])
+NAME = re.compile(r"(?<![\w:])(fabricmon_[a-z0-9_]+)")
+
+
+def _family(name: str) -> str:
+    """The catalogue family a sample name belongs to (counters carry _total, histograms _bucket ...)."""
+    for m in CATALOGUE:
+        if name == m.exposed_name or (m.type == "histogram" and name in
+                                      (m.name + "_bucket", m.name + "_sum", m.name + "_count")):
+            return m.name
+    raise AssertionError(f"{name}: read by a shipped rule or panel, but no catalogue family")
+
+
+def read_by_shipped_files() -> dict[str, set[str]]:
+    """Every metric name a shipped rule (expressions and the queries of its annotations) or dashboard
+    panel's expr reads -> the files reading it. Recording rules' own names (level:metric:op) are not
+    metrics of the exporter and are left out by the pattern."""
+    out: dict[str, set[str]] = {}
+    texts = [(RULES.name, RULES.read_text())]
+    for d in DASHBOARDS:
+        doc = json.loads(d.read_text())
+        exprs: list[str] = []
+
+        def walk(x: object) -> None:
+            if isinstance(x, dict):
+                for k, v in x.items():
+                    if k in ("expr", "query") and isinstance(v, str):
+                        exprs.append(v)
+                    else:
+                        walk(v)
+            elif isinstance(x, list):
+                for v in x:
+                    walk(v)
+        walk(doc)
+        texts.append((d.name, "\n".join(exprs)))
+    for fname, text in texts:
+        for name in NAME.findall(text):
+            out.setdefault(name, set()).add(fname)
+    return out
+
+
+def test_every_set_is_declared_and_used() -> None:
+    used = {m.counter_set for m in CATALOGUE}
+    assert used == set(counter_sets.SETS), "a set with no family, or a family in an undeclared set"
+
+
+def test_every_metric_a_shipped_rule_or_panel_reads_is_in_the_default_set() -> None:
+    names = read_by_shipped_files()
+    assert len(names) > 50          # the rules and both dashboards were read
+    outside = {n: sorted(files) for n, files in names.items()
+               if next(m for m in CATALOGUE if m.name == _family(n)).counter_set != counter_sets.DEFAULT}
+    assert outside == {}, f"read by shipped files but not in the default counter set: {outside}"
+
+
+def test_the_default_fabric_exposition_has_every_switch_port_family_the_rules_read() -> None:
+    """Proven on the golden InfiniBand fabric (a replayed fat tree): each fabricmon_fabric_port_* family a
+    rule or panel reads has samples in its default exposition (the transceiver families, which no replayed
+    bundle carries in full, are proven on snmpsim by tests/ship/test_ethernet_dashboard.py)."""
+    body = fabric_exposition(FABRIC_BUNDLES["infiniband"], counter_sets.DEFAULT_SETS)
+    present = set(re.findall(r"^# TYPE (\S+) ", body, re.M))
+    wanted = {_family(n) for n in read_by_shipped_files()
+              if n.startswith("fabricmon_fabric_port_") and "_optics_" not in n}
+    wanted = {next(m.exposed_name for m in CATALOGUE if m.name == w) for w in wanted}
+    # Ethernet-only families (pause frames, optics) are proven on the Ethernet golden
+    eth = fabric_exposition(FABRIC_BUNDLES["ethernet"], counter_sets.DEFAULT_SETS)
+    present |= set(re.findall(r"^# TYPE (\S+) ", eth, re.M))
+    assert wanted - present == set()
+
+
+def _families(text: str) -> dict[str, list[str]]:
+    out: dict[str, list[str]] = {}
+    name = ""
+    for ln in text.splitlines():
+        if ln.startswith("# HELP "):
+            name = ln.split()[2]
+        out.setdefault(name, []).append(ln)
+    return out
+
+
+@pytest.mark.parametrize("kind", sorted(FABRIC_BUNDLES))
+def test_the_default_exposition_is_the_golden_one_less_the_opt_in_families(kind: str) -> None:
+    """The golden file is rendered with every set (so that it did not change); the default exposition is
+    it, family for family and byte for byte, without the families of the opt-in sets."""
+    golden = _families((GOLDEN / f"fabric-{kind}.prom").read_text())
+    default = _families(normalise(fabric_exposition(FABRIC_BUNDLES[kind], counter_sets.DEFAULT_SETS), _DURATIONS))
+    opt_in = {m.exposed_name for m in CATALOGUE if m.counter_set != counter_sets.DEFAULT}
+    assert set(golden) - set(default) <= opt_in and set(golden) - set(default), "no family moved out"
+    assert set(default) <= set(golden)
+    for name, lines in default.items():
+        assert lines == golden[name], name
+
+
+def test_a_selection_adds_its_families_only() -> None:
+    bundle = FABRIC_BUNDLES["infiniband"]
+    default = set(re.findall(r"^# TYPE (\S+) ", fabric_exposition(bundle, counter_sets.DEFAULT_SETS), re.M))
+    packets = set(re.findall(r"^# TYPE (\S+) ", fabric_exposition(bundle, frozenset({"packets"})), re.M))
+    assert packets == {"fabricmon_fabric_port_transmit_packets_total", "fabricmon_fabric_port_receive_packets_total"}
+    both = set(re.findall(r"^# TYPE (\S+) ",
+                          fabric_exposition(bundle, counter_sets.parse(["default", "packets"])), re.M))
+    assert both == default | packets
+
+
+def test_the_config_names_its_sets() -> None:
+    assert from_dict({}).serve.collect == ("default",)
+    assert from_dict({"server": {"collect": ["default", "packets", "all"]}}).serve.collect == \
+        ("default", "packets", "all")
+    with pytest.raises(ConfigError, match=r"server\.collect\[1\].*unknown counter set 'packet'.*packets"):
+        from_dict({"server": {"collect": ["default", "packet"]}})
+    with pytest.raises(ValueError, match="unknown counter set"):
+        counter_sets.parse(["nope"])
+    assert counter_sets.parse(["all"]) == ALL == frozenset(counter_sets.SETS)
+
+
+def test_the_shipped_scrape_config_names_its_sets() -> None:
+    """The shipped Prometheus scrape config scrapes the default set at the sweep interval (no collect[]),
+    and names the opt-in sets where it asks for them."""
+    scrape = REPO / "fabricmon" / "deploy" / "prometheus" / "prometheus.yml"
+    text = scrape.read_text()
+    assert "fabricmon-fabric" in text
+    for sets in re.findall(r"collect\[\]:\s*\[([^\]]*)\]", text):
+        counter_sets.parse([s.strip().strip("'\"") for s in sets.split(",") if s.strip()])
