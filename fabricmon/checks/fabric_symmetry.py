@@ -1,5 +1,5 @@
-"""Topology symmetry: in a fat tree the switches of one level have the same number of active
-uplinks. Each switch's count is compared with the most common count at its level (its
+"""Topology symmetry: in a fat tree the switches of one level (and one uplink class) have the
+same number of active uplinks. Each switch's count is compared with the most common count at its level (its
 peers'); a switch below its peers is a WARNING naming the uplinks that were cabled at an
 earlier discovery and are down now (a leaf that lost an uplink runs every job at a fraction of
 its bandwidth), and CRITICAL once `critical_fraction` (fabric.uplinks_critical_fraction) of its
@@ -30,14 +30,27 @@ def active_uplinks(ports: Iterable[PortInfo | FabricPort]) -> dict[str, int]:
     return out
 
 
-def expected_uplinks(counts: Mapping[str, int], levels: Mapping[str, int]) -> dict[str, int]:
-    """Per switch, the most common active-uplink count among the switches of its level (ties:
-    the larger count, so a half-cabled level is not taken as the norm)."""
-    by_level: dict[int, Counter] = {}
+def uplink_classes(ports: Iterable[PortInfo | FabricPort]) -> dict[str, str]:
+    """Per switch, the rate class of its uplinks (the most common among its cabled up ports, "" for none)."""
+    by_switch: dict[str, Counter] = {}
+    for p in ports:
+        c = by_switch.setdefault(p.guid, Counter())
+        if p.role == "up" and p.link is not None:
+            c[p.link.rate_class] += 1
+    return {g: (c.most_common(1)[0][0] if c else "") for g, c in by_switch.items()}
+
+
+def expected_uplinks(counts: Mapping[str, int], levels: Mapping[str, int],
+                     classes: Mapping[str, str] | None = None) -> dict[str, int]:
+    """Per switch, the most common active-uplink count among the switches of its level whose uplinks
+    are of its class (`classes`: uplink_classes; a storage leaf with EDR uplinks is not held to the
+    HDR compute leaves' count) (ties: the larger count, so a half-cabled level is not taken as the norm)."""
+    classes = classes or {}
+    by_level: dict[tuple[int, str], Counter] = {}
     for guid, n in counts.items():
-        by_level.setdefault(levels.get(guid, 0), Counter())[n] += 1
+        by_level.setdefault((levels.get(guid, 0), classes.get(guid, "")), Counter())[n] += 1
     norm = {lvl: max(c.items(), key=lambda kv: (kv[1], kv[0]))[0] for lvl, c in by_level.items()}
-    return {guid: norm[levels.get(guid, 0)] for guid in counts}
+    return {guid: norm[(levels.get(guid, 0), classes.get(guid, ""))] for guid in counts}
 
 
 def evaluate(uplinks: Mapping[str, tuple[int, int | None]], ports: Mapping[tuple[str, int], FabricPort],
@@ -67,4 +80,4 @@ def evaluate(uplinks: Mapping[str, tuple[int, int | None]], ports: Mapping[tuple
     return [f for f in findings if f.status != OK]
 
 
-__all__ = ["CHECK", "NEEDS", "active_uplinks", "evaluate", "expected_uplinks"]
+__all__ = ["CHECK", "NEEDS", "active_uplinks", "evaluate", "expected_uplinks", "uplink_classes"]

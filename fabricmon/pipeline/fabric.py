@@ -413,7 +413,8 @@ class FabricModel:
     # --- symmetry, routing, the subnet manager, check status ------------------------------
     def _symmetry(self, sec: FabricSection, topo: Topology) -> list[Finding]:
         counts = fabric_symmetry.active_uplinks(topo.ports.values())
-        expected = fabric_symmetry.expected_uplinks(counts, topo.levels)
+        classes = fabric_symmetry.uplink_classes(topo.ports.values())
+        expected = fabric_symmetry.expected_uplinks(counts, topo.levels, classes)
         sec.uplinks = {g: (counts.get(g, 0), expected.get(g)) for g in sec.switches}
         return fabric_symmetry.evaluate(sec.uplinks, sec.ports, sec.switches, sec.levels,
                                         self.config.fabric.uplinks_critical_fraction)
