@@ -62,7 +62,7 @@ class CommandResult:
         if self.error:
             return f"{cmd}: {self.error}: {self.stderr.strip()[:200]}"
         if self.truncated:
-            return f"{cmd}: output longer than {MAX_OUTPUT >> 20} MiB, cut there (not read whole)"
+            return f"{cmd}: output longer than {MAX_OUTPUT / 2**20:g} MiB, cut there (not read whole)"
         tail = (self.stderr.strip() or self.stdout.strip()).splitlines()[-1:] or [""]
         return f"{cmd}: exit {self.returncode}: {tail[0][:200]}"
 
