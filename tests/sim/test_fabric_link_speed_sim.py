@@ -19,6 +19,7 @@ import pytest
 
 from fabricmon.config import from_dict
 from fabricmon.host import LiveIO
+from fabricmon.pages import fabric_map
 from fabricmon.pipeline.fabric import fabric_pipeline
 from fabricmon.sim.fabric import TrafficDriver, fat_tree_netfile
 from helpers import fabric_once
@@ -101,6 +102,8 @@ def test_a_host_link_retrained_below_its_past_is_critical(sim_fabric, tmp_path) 
         notes = {k: p.note for k, p in first.fabric.ports.items() if p.note}
         assert list(notes) == [(LEAF2_OF_ONE, 2)]
         assert notes[(LEAF2_OF_ONE, 2)].startswith("slower than its link class (4X HDR): it has run at 4X EDR")
+        details = fabric_map.switch(first, {"guid": LEAF2_OF_ONE})     # the map's switch details show it
+        assert details is not None and "slower than its link class (4X HDR)" in details
         # leaf01 port 2 (node02) and port 1 (node01) retrain: one to EDR, one to 1X
         leaf01 = first.fabric.switches[LEAF1_OF_ONE].lid
         fab.run_tool(fab.hosts[0], "ibportstate", str(leaf01), "2", "espeed", "2", check=True)
