@@ -6,8 +6,8 @@ link running below what it can run at is degraded. What a link is judged against
    fastest width and the fastest speed both ends may train at. A link running there is not degraded,
    however slow beside its neighbours (an EDR storage appliance on an HDR leaf, a DDR host on a QDR
    leaf); one below it is.
-2. **Its own past**: a link that ran faster since the collector first saw it (under the same
-   enabled sets) and runs slower now is degraded.
+2. **Its own past**: a link that ran faster since the collector first saw it (to the same far end)
+   and runs slower now is degraded.
 3. **Its link class** where neither end's abilities are known: the most common width and speed
    among the up links of the same switch level and port role (every other leaf uplink is 4X HDR,
    or 400G on Ethernet). A link narrower than its class is degraded; a host link slower than its
@@ -36,9 +36,9 @@ REASONS = ("down", "width", "speed")
 CHECK = "degraded_link"          # the node's link check's name: one idea, one name
 NEEDS = ("topology",)             # the inputs it runs on (pipeline.fabric.CAPABILITIES)
 Key = tuple[str, int]
-# per port: the ceiling (what both ends enable; None: not known) and the best width and speed rank
-# it has run at since first seen, and the far end it ran to (a cable moved elsewhere starts again)
-Past = tuple[tuple[int, str] | None, int | None, int | None, Key]
+# per port: the best width and speed rank it has run at since first seen, and the far end it ran to
+# (a cable moved elsewhere starts again)
+Past = tuple[int | None, int | None, Key]
 
 
 def _speed(lk: Link) -> str | int | None:
@@ -81,36 +81,29 @@ def ceiling(p: FabricPort, abilities: Mapping[Key, LinkAbility]) -> tuple[int, s
     return best_common(abilities.get((p.guid, p.port)), abilities.get((lk.remote_guid, lk.remote_port)))
 
 
-def remember(ports: Mapping[Key, FabricPort], abilities: Mapping[Key, LinkAbility],
-             past: Mapping[Key, Past]) -> dict[Key, Past]:
-    """Each up link's best width and speed since first seen (the caller keeps it between sweeps).
-    Where what both ends enable changed and the link runs at the new best, the past starts again:
-    someone narrowed the link on purpose (a port's enabled set is configuration), so it is judged by
-    what it may do now."""
+def remember(ports: Mapping[Key, FabricPort], past: Mapping[Key, Past]) -> dict[Key, Past]:
+    """Each cabled link's best width and speed since first seen (the caller keeps it between sweeps);
+    a link moved to another far end starts again. What both ends enable does not reset it: a port
+    whose enabled set was lowered under a running link is not told apart from one that lost lanes."""
     out: dict[Key, Past] = {}
     for key, p in ports.items():
         if p.link is None:
             continue
         old = past.get(key)
+        lk = p.link
+        far = (lk.remote_guid, lk.remote_port)
         if not p.up:
             if old is not None:
                 out[key] = old
             continue
-        lk, ceil = p.link, ceiling(p, abilities)
-        w, r, far = lk.width, lk.speed_rank, (lk.remote_guid, lk.remote_port)
-        if old is None or old[3] != far or (ceil is not None and old[0] != ceil and _at(lk, ceil)):
-            out[key] = (ceil, w, r, far)
+        w, r = lk.width, lk.speed_rank
+        if old is None or old[2] != far:
+            out[key] = (w, r, far)
             continue
-        pw, pr = old[1], old[2]
-        out[key] = (ceil if ceil is not None else old[0],
-                    max(pw, w) if pw is not None and w is not None else (pw if w is None else w),
+        pw, pr = old[0], old[1]
+        out[key] = (max(pw, w) if pw is not None and w is not None else (pw if w is None else w),
                     max(pr, r) if pr is not None and r is not None else (pr if r is None else r), far)
     return out
-
-
-def _at(lk: Link, ceil: tuple[int, str]) -> bool:
-    rank = _norm_link(None, ceil[1]).speed_rank
-    return lk.width == ceil[0] and lk.speed_rank is not None and rank is not None and lk.speed_rank >= rank
 
 
 def evaluate(ports: Mapping[tuple[str, int], FabricPort], switches: Mapping[str, SwitchNode],
@@ -132,8 +125,8 @@ def evaluate(ports: Mapping[tuple[str, int], FabricPort], switches: Mapping[str,
         ceil = ceiling(p, abilities)
         s_rank = lk.speed_rank
         before = past.get((guid, port))
-        same = before is not None and before[3] == (lk.remote_guid, lk.remote_port)
-        pw, pr = (before[1], before[2]) if before is not None and same else (None, None)
+        same = before is not None and before[2] == (lk.remote_guid, lk.remote_port)
+        pw, pr = (before[0], before[1]) if before is not None and same else (None, None)
         low_w = low_s = False
         why: list[str] = []
         if ceil is not None:             # 1. what both ends enable

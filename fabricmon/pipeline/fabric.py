@@ -401,7 +401,7 @@ class FabricModel:
         """checks.fabric_links against what both ends enable, each link's past and its class; a port
         newly noted slower than its class (information, never a finding) is logged once."""
         findings = fabric_links.evaluate(sec.ports, sec.switches, sec.levels, self.config, self._abilities, self._past)
-        self._past = fabric_links.remember(sec.ports, self._abilities, self._past)
+        self._past = fabric_links.remember(sec.ports, self._past)
         noted = {k for k, p in sec.ports.items() if p.note}
         for g, port in sorted(noted - self._noted):
             p = sec.ports[(g, port)]

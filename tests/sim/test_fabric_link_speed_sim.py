@@ -6,7 +6,8 @@
   tools (no end's abilities known under ibsim's SA: slower than its class since first seen, a note on
   the port);
 - a host link retrained below what it ran at (an SMP Set, `ibportstate`, narrows it under the collector)
-  is still CRITICAL on the tools path, as before; the uplink that is EDR by design is not held against
+  is still CRITICAL (on the tools path here; tests/ship/test_fabric_dashboard.py plants the same under a
+  live `fabric run` through the engine); the uplink that is EDR by design is not held against
   the HDR uplinks of its ECMP group on the engine's path;
 - ibsim trains every link at the best both ends enable, so a net file's `1xHDR` is a link both ends
   enable only 1X: the engine reads it as such (ibsim cannot make a link run below what both ends enable)."""
