@@ -243,8 +243,9 @@ class SweepSource(Source):
                 continue
             # the far ends this read does not reach as its own switches' ports: CA ports, and the
             # switches of other shards (what they may train at: checks.fabric_links)
-            peers = tuple((p, lk.remote_lid, lk.remote_port) for p, lk in sorted(sw.links.items())
-                          if lk.remote_lid and lk.remote_port and p in state.get(g, ())
+            links = [(p, topo.ports[(g, p)].link) for p in sorted(state.get(g, ())) if (g, p) in topo.ports]
+            peers = tuple((p, lk.remote_lid, lk.remote_port) for p, lk in links
+                          if lk is not None and lk.remote_lid and lk.remote_port
                           and not (lk.remote_type == "Switch" and lk.remote_guid in mine))
             targets.append(SwitchTarget(g, sw.lid, sw.nports, tuple(sorted(state.get(g, ()))), peers))
         if any(t.state_ports for t in targets):
@@ -274,9 +275,9 @@ class SweepSource(Source):
                 data.link_rate[(g, p)] = (width, speed)
                 data.abilities[(g, p)] = ability
             for p, ability in r.peer_ability.items():
-                lk = sw.links.get(p)
-                if lk is not None:
-                    data.abilities[(lk.remote_guid, lk.remote_port)] = ability
+                info = topo.ports.get((g, p))
+                if info is not None and info.link is not None:
+                    data.abilities[(info.link.remote_guid, info.link.remote_port)] = ability
             data.queries[g] = r.queries
             if r.unanswered:
                 data.unanswered[g] = r.unanswered
