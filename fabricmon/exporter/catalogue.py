@@ -310,6 +310,11 @@ def _fab_switch_info(fab: object) -> Iterator[Sample]:
         yield (guid, sw.name, str(fab.levels.get(guid, 0))), 1
 
 
+def _fab_sharp(fab: object) -> Iterator[Sample]:
+    for guid, ports in fab.aggregation_nodes.items():
+        yield (guid, fab.switches[guid].name), len(ports)
+
+
 def _fab_link_info(fab: object) -> Iterator[Sample]:
     for (guid, _), p in fab.ports.items():
         lk = p.link
@@ -621,10 +626,15 @@ CATALOGUE: tuple[Metric, ...] = (
     Metric("fabricmon_gpu_nic_affinity_ok", G, "1 if the GPU's nearest RDMA NIC is at PXB or closer (NCCL uses "
            "GPUDirect RDMA), 0 if not; absent when unknown.", ("gpu",), _gpus(_gpu_ok)),
     # The fabric collector (`fabricmon fabric`)
-    Metric("fabricmon_fabric_switch_info", G, "Switch identity; switch is the node description, level 1 has CAs "
-           "attached and each further level is one hop farther.", ("switch_guid", "switch", "level"),
-           _fabric(_fab_switch_info)),
-    Metric("fabricmon_fabric_link_info", G, "Switch port role (host, up, down, unconnected; Ethernet also external: "
+    Metric("fabricmon_fabric_switch_info", G, "Switch identity; switch is the node description, level 1 are the "
+           "leaves (the switches carrying hosts, docs/topology.md) and each further level is one hop farther.",
+           ("switch_guid", "switch", "level"), _fabric(_fab_switch_info)),
+    Metric("fabricmon_fabric_switch_sharp_aggregation_nodes", G, "SHARP Aggregation Nodes inside the switch (CAs "
+           "whose SystemImageGUID is the switch's, or device 0xcf09): the switch can reduce in-network; absent "
+           "for a switch without one. They are part of their switch, never hosts (their port's role is internal).",
+           ("switch_guid", "switch"), _fabric(_fab_sharp)),
+    Metric("fabricmon_fabric_link_info", G, "Switch port role (host, internal: a CA inside the switch, its SHARP "
+           "Aggregation Node; up, down, unconnected; Ethernet also external: "
            "a bridge or router outside the fabric) and its remote end; join on switch_guid,port with group_left.",
            ("switch_guid", "port", "role", "remote_guid", "remote_port", "remote_name"), _fabric(_fab_link_info)),
     Metric("fabricmon_fabric_port_up", G, "1 if the switch port's link is up, else 0: its newest read (the sweep's "
@@ -696,13 +706,16 @@ CATALOGUE: tuple[Metric, ...] = (
            "through this active uplink.", SW_PORT, _fabric(_fab_routes)),
     Metric("fabricmon_fabric_switch_uplinks", G, "Active uplinks (up ports) of the switch at the last discovery.",
            ("switch_guid", "switch"), _fab_per_switch(lambda fab, g: fab.uplinks.get(g, (None, None))[0])),
-    Metric("fabricmon_fabric_switch_uplinks_expected", G, "The most common active-uplink count among the switches "
-           "of its level.", ("switch_guid", "switch"),
+    Metric("fabricmon_fabric_switch_uplinks_expected", G, "The most common active-uplink count among its peers: "
+           "the switches of its level sharing an upper switch with it (a switch without uplinks: its whole level); "
+           "absent where no switch shares one (nothing to compare it with).", ("switch_guid", "switch"),
            _fab_per_switch(lambda fab, g: fab.uplinks.get(g, (None, None))[1])),
     Metric("fabricmon_fabric_check_status", G, "Fabric check result per switch (0 OK, 1 WARNING, 2 CRITICAL), OK "
            "included; check is the finding's own check: degraded_link, the counter checks (symbol_errors, link_flap, "
            "...), ecmp, uplinks, unresponsive, routing (once forwarding tables were read), pfc_storm (once "
-           "pause frames were read), or sm (fabric-wide: switch_guid and switch empty).", ("check", "switch_guid", "switch"), _fabric(_fab_check_status)),
+           "pause frames were read), or the fabric-wide sm and node_description (host CAs with the firmware's node "
+           "description, present only then; switch_guid and switch empty).", ("check", "switch_guid", "switch"),
+           _fabric(_fab_check_status)),
     Metric("fabricmon_fabric_sm_master_present", G, "1 if a subnet manager answers as master (sminfo), else 0.",
            (), _fabric(_fab_sm_master)),
     Metric("fabricmon_fabric_sm_info", G, "1 per subnet manager seen (the master, and every other port that "

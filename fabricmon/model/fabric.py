@@ -7,24 +7,31 @@ or an Ethernet switch's LLDP chassis ID), `name` its node description or sysName
 has a number (IB port, or the ifIndex) and a label (the number, or the ifName). A link's rate
 is a width and a generation on InfiniBand (4X HDR) or a speed in Mb/s on Ethernet (ifHighSpeed).
 
-Levels come from the graph, never from names: level 1 is a switch with a CA attached, each
-further level one hop farther from the CAs (a director chassis shows as internal line and
-spine switches, which land on levels 2 and 3). A switch port is `host` (to a CA), `up` (to a
-switch of a higher level), `down` (to a switch of the same or a lower level), `external` (Ethernet:
-to a bridge or router that is not one of the fabric's switches, e.g. a border router) or
-`unconnected`.
+Levels come from what a node is, then the graph, never from names (switch_levels; the rule and
+what it cannot know: docs/topology.md). A CA inside a switch (a SHARP Aggregation Node: its
+SystemImageGUID is the switch's, or its device ID is 0xcf09) is part of that switch, not a host.
+Level 1 are the leaves, the switches carrying hosts (less a switch with a stray host among
+leaves, plus a switch that was a leaf and whose hosts are down); each further level one hop
+farther (a director chassis shows as internal line and spine switches, which land on levels 2
+and 3). A switch port is `host` (to a host CA), `internal` (to a CA inside the switch), `up` (to
+a switch of a higher level), `down` (to a switch of the same or a lower level), `external`
+(Ethernet: to a bridge or router that is not one of the fabric's switches, e.g. a border router)
+or `unconnected`.
 """
 
 from __future__ import annotations
 
+import re
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 
 from fabricmon import ibspec
 from fabricmon.model.link_ability import LinkAbility
 
-ROLES = ("host", "up", "down", "unconnected", "external")
+ROLES = ("host", "internal", "up", "down", "unconnected", "external")
+AGGREGATION_NODE_DEVICE = 0xCF09                 # NodeInfo DeviceID of a SHARP Aggregation Node
+AGGREGATION_NODE_DESCRIPTION = "Mellanox Technologies Aggregation Node"
 Key = tuple[str, int]          # (switch_guid, port)
 
 
@@ -121,6 +128,12 @@ class DiscoveryData:
     # so for LLDP's neighbour tables (an entry outlives its link by its TTL; a host need not run
     # LLDP): there a port's state is only what a sweep reads (ifOperStatus)
     links_are_up: bool = True
+    # NodeInfo where the discovery shows it (ibnetdiscover's header lines): node guid ->
+    # SystemImageGUID, node guid -> DeviceID
+    system_guids: dict[str, str] = field(default_factory=dict)
+    device_ids: dict[str, int] = field(default_factory=dict)
+    # node guid -> its name in the site's node name map (infiniband-diags' ib-node-name-map)
+    node_names: dict[str, str] = field(default_factory=dict)
 
 
 _LINK_DETAILS = ("remote_name", "remote_lid", "width", "speed", "rate_mbps", "remote_port_name", "remote_type")
@@ -157,7 +170,10 @@ def merge_discovery(base: DiscoveryData | None, new: DiscoveryData) -> Discovery
     cas = dict(base.cas)
     cas.update({g: d or cas.get(g, "") for g, d in new.cas.items()})
     return DiscoveryData(switches=switches, cas=cas, cache_file=base.cache_file, complete=False,
-                         unanswered=new.unanswered, links_are_up=new.links_are_up)
+                         unanswered=new.unanswered, links_are_up=new.links_are_up,
+                         system_guids={**base.system_guids, **new.system_guids},
+                         device_ids={**base.device_ids, **new.device_ids},
+                         node_names=new.node_names or base.node_names)
 
 
 @dataclass(slots=True)
@@ -182,49 +198,177 @@ class Topology:
     # ports cabled at an earlier discovery and not in this one (reported down): the sweep keeps
     # reading their state, so a cable plugged back in shows before the next discovery
     down_links: dict[Key, Link] = field(default_factory=dict)
+    # CAs inside a switch (SHARP Aggregation Nodes): CA guid -> its switch's guid
+    parts: dict[str, str] = field(default_factory=dict)
+    # the host CAs (every CA not part of a switch): CA guid -> its host's name (host_name)
+    hosts: dict[str, str] = field(default_factory=dict)
+    # host CAs whose node description is the firmware's default and that the name map does not name
+    unnamed: list[str] = field(default_factory=list)
 
     @property
     def top_level(self) -> int:
         return max(self.levels.values(), default=0)
 
+    def aggregation_nodes(self, guid: str) -> list[int]:
+        """The ports of a switch that lead to a CA inside it (its SHARP Aggregation Node)."""
+        sw = self.switches.get(guid)
+        if sw is None:
+            return []
+        return sorted(p for p, lk in sw.links.items() if self.parts.get(lk.remote_guid) == guid)
 
-def switch_levels(d: DiscoveryData) -> dict[str, int]:
-    """Level 1: switches with a CA attached; each further level one hop farther (BFS over
-    switch-to-switch links). A switch with no path to any CA is level 0."""
-    levels: dict[str, int] = {}
-    queue: deque[str] = deque()
+
+# the firmware's own node descriptions (no rdma-ndd ran on the host): `MT4129 ConnectX7   Mellanox
+# Technologies`, `MT25408 ConnectX Mellanox Technologies`, `MT4123 ConnectX6   Mellanox Technologies`;
+# sites' images: `localhost`, `ubuntu`; or empty
+_DEFAULT_DESCRIPTION = re.compile(r"^(?:MT\d{4,5}\b.*|.*\bMellanox Technologies\s*|)$")
+_DEFAULT_HOSTS = frozenset({"localhost", "localhost.localdomain", "ubuntu", "(none)", "localhost6"})
+
+
+def default_description(desc: str) -> bool:
+    """A node description the firmware or an unconfigured image set, not one naming a host."""
+    words = desc.split()
+    return bool(_DEFAULT_DESCRIPTION.match(desc.strip())) or (bool(words) and words[0].lower() in _DEFAULT_HOSTS)
+
+
+def host_name(guid: str, desc: str, names: Mapping[str, str]) -> str:
+    """A host CA's host: the first word of its name in the node name map, else of its node
+    description (`node01 mlx5_0` -> node01, as rdma-ndd sets it), else (a default description) its
+    GUID, `0x...`: CAs without a name are never merged into one pseudo-host."""
+    for text in (names.get(guid, ""), "" if default_description(desc) else desc):
+        words = text.split()
+        if words:
+            return words[0]
+    return f"0x{guid}"
+
+
+def switch_parts(d: DiscoveryData) -> dict[str, str]:
+    """CAs inside a switch: a CA cabled to a switch whose NodeInfo SystemImageGUID is that
+    switch's GUID (or its SystemImageGUID), or whose DeviceID is the SHARP Aggregation Node's;
+    where the discovery shows no NodeInfo, the Aggregation Node's description. CA guid -> switch."""
+    parts: dict[str, str] = {}
     for guid, sw in d.switches.items():
-        if any(lk.remote_type not in ("Switch", "External") for lk in sw.links.values()):
-            levels[guid] = 1
-            queue.append(guid)
-    while queue:
-        guid = queue.popleft()
-        for lk in d.switches[guid].links.values():
-            if lk.remote_type == "Switch" and lk.remote_guid in d.switches and lk.remote_guid not in levels:
-                levels[lk.remote_guid] = levels[guid] + 1
-                queue.append(lk.remote_guid)
-    for guid in d.switches:
-        levels.setdefault(guid, 0)
+        mine = {guid, d.system_guids.get(guid, guid)}
+        for lk in sw.links.values():
+            if lk.remote_type in ("Switch", "External"):
+                continue
+            ca = lk.remote_guid
+            if (d.system_guids.get(ca) in mine or d.device_ids.get(ca) == AGGREGATION_NODE_DEVICE
+                    or (ca not in d.device_ids and (d.cas.get(ca) or lk.remote_name) == AGGREGATION_NODE_DESCRIPTION)):
+                parts[ca] = guid
+    return parts
+
+
+def switch_levels(d: DiscoveryData, parts: Mapping[str, str] | None = None,
+                  previous: Mapping[str, int] | None = None) -> dict[str, int]:
+    """Each switch's level (docs/topology.md): 1 for the leaves, each further level one hop
+    farther (BFS over switch-to-switch links), 0 for a switch with no path to a leaf.
+
+    1. Leaves are the switches with a host CA (CAs inside a switch, `parts`, are no hosts), less a
+       switch with a stray host: one whose switch neighbours are leaves more often than not (as
+       often, from two on) and that carries fewer hosts than those neighbours (a spine with a host
+       cabled to it);
+       plus a switch that was a leaf (`previous`, the last topology's levels) and carries no host
+       now (its hosts are down, or it lost its only host): a fabric's levels stay where they were.
+    2. BFS from the leaves.
+    3. A switch whose neighbours on its own level outnumber those below it (hosts counted) is one
+       level higher (a management leaf cabled to the cores pulls them down to the spines' level).
+    4. A switch without hosts above level 2 whose neighbours all sit one level below it, with a
+       neighbour set and a cable count within those of a leaf, is a leaf whose hosts are down
+       (a core's neighbours are one spine per pod; a leaf's every spine of its pod)."""
+    parts = switch_parts(d) if parts is None else parts
+    sws = d.switches
+    nbrs: dict[str, set[str]] = {}
+    cables: dict[str, int] = {}
+    hosts: dict[str, int] = {}
+    for g, sw in sws.items():
+        peer = [lk.remote_guid for lk in sw.links.values()
+                if lk.remote_type == "Switch" and lk.remote_guid in sws and lk.remote_guid != g]
+        nbrs[g], cables[g] = set(peer), len(peer)
+        hosts[g] = sum(1 for lk in sw.links.values()
+                       if lk.remote_type not in ("Switch", "External") and lk.remote_guid not in parts)
+    seeds = {g for g in sws if hosts[g]}
+    stray = set()
+    for g in seeds:
+        same = nbrs[g] & seeds          # a leaf pair's peer link (one leaf beside one spine) is no stray host
+        other = len(nbrs[g]) - len(same)
+        if len(same) > other or (len(same) == other and len(same) >= 2):
+            theirs = sorted(hosts[n] for n in same)
+            if hosts[g] < theirs[len(theirs) // 2]:
+                stray.add(g)
+    seeds -= stray
+    if previous:
+        seeds |= {g for g in sws if previous.get(g) == 1 and not hosts[g] and nbrs[g]}
+    levels = _bfs(sws, nbrs, seeds)
+    for _ in range(4):          # 3. no switch sits on the level of most of its neighbours
+        rise = [g for g in sws if levels[g] > 1
+                and sum(1 for n in nbrs[g] if levels[n] == levels[g])
+                > hosts[g] + sum(1 for n in nbrs[g] if levels[n] == levels[g] - 1)]
+        if not rise:
+            break
+        for g in rise:
+            levels[g] += 1
+        levels = _bfs(sws, nbrs, seeds, levels)
+    leaves = [g for g in seeds if levels[g] == 1]
+    for g in sws:               # 4. leaves whose hosts are down
+        lvl = levels[g]
+        if (hosts[g] or lvl < 3 or not nbrs[g] or any(levels[n] != lvl - 1 for n in nbrs[g])
+                or previous and previous.get(g, 1) > 1):
+            continue
+        if any(nbrs[g] <= nbrs[y] and cables[g] <= cables[y] for y in leaves):
+            levels[g] = 1
     return levels
 
 
-def port_role(level: int, link: Link | None, levels: dict[str, int]) -> str:
+def _bfs(sws: Mapping[str, SwitchNode], nbrs: Mapping[str, set[str]], seeds: set[str],
+         floor: Mapping[str, int] | None = None) -> dict[str, int]:
+    """Levels one hop per switch-to-switch link from the seeds (level 1); with `floor`, no switch
+    below its floor (a switch raised by rule 3 keeps its level, and what lies above it follows)."""
+    levels: dict[str, int] = {}
+    queue: deque[str] = deque()
+    for g in sorted(seeds):
+        levels[g] = 1
+        queue.append(g)
+    while queue:
+        g = queue.popleft()
+        for n in sorted(nbrs[g]):
+            if n not in levels:
+                levels[n] = levels[g] + 1
+                queue.append(n)
+    for g in sws:
+        levels.setdefault(g, 0)
+        if floor is not None and floor.get(g, 0) > levels[g]:
+            levels[g] = floor[g]
+    return levels
+
+
+def port_role(level: int, link: Link | None, levels: Mapping[str, int], parts: Mapping[str, str] | None = None) -> str:
     if link is None:
         return "unconnected"
     if link.remote_type == "External":
         return "external"
     if link.remote_type != "Switch":
-        return "host"
+        return "internal" if parts and link.remote_guid in parts else "host"
     return "up" if levels.get(link.remote_guid, 0) > level else "down"
 
 
-def build_topology(d: DiscoveryData, t: float = 0.0) -> Topology:
-    levels = switch_levels(d)
-    topo = Topology(switches=dict(d.switches), levels=levels, cas=dict(d.cas), cache_file=d.cache_file, time=t)
+def build_topology(d: DiscoveryData, t: float = 0.0, previous: Mapping[str, int] | None = None) -> Topology:
+    """Levels and roles of a discovery; `previous`: the last topology's levels (a leaf whose hosts
+    went down stays a leaf)."""
+    parts = switch_parts(d)
+    levels = switch_levels(d, parts, previous)
+    topo = Topology(switches=dict(d.switches), levels=levels, cas=dict(d.cas), cache_file=d.cache_file, time=t,
+                    parts=parts)
     for guid, sw in d.switches.items():
         for port in sw.ports():
             lk = sw.links.get(port)
-            topo.ports[(guid, port)] = PortInfo(guid, port, port_role(levels[guid], lk, levels), lk, lk is not None)
+            topo.ports[(guid, port)] = PortInfo(guid, port, port_role(levels[guid], lk, levels, parts), lk,
+                                                lk is not None)
+    for ca, desc in sorted(d.cas.items()):
+        if ca in parts:
+            continue
+        topo.hosts[ca] = host_name(ca, desc, d.node_names)
+        if ca not in d.node_names and default_description(desc):
+            topo.unnamed.append(ca)
     return topo
 
 
@@ -386,6 +530,8 @@ class FabricSection:
     # the transceiver sensors that named no interface (or more than one)
     optics: dict[Key, object] = field(default_factory=dict)
     optics_unjoined: dict[str, int] = field(default_factory=dict)
+    # switches with a CA inside them (SHARP Aggregation Nodes): guid -> the ports leading to it
+    aggregation_nodes: dict[str, tuple[int, ...]] = field(default_factory=dict)
 
     def port_label(self, guid: str, port: int) -> str:
         p = self.ports.get((guid, port))
@@ -394,7 +540,8 @@ class FabricSection:
 
 __all__ = ["NO_ROUTE", "ROLES", "DiscoveryData", "EcmpGroup", "FabricPort", "FabricSection", "LftData", "Link",
            "PortInfo", "RouteBalance", "SmData", "SmInfo", "SwitchNode", "SweepData", "Topology", "build_topology",
-           "merge_discovery", "port_role", "rate_class", "switch_levels"]
+           "merge_discovery", "port_role", "rate_class", "switch_levels", "switch_parts", "host_name",
+           "default_description", "AGGREGATION_NODE_DEVICE", "AGGREGATION_NODE_DESCRIPTION"]
 
 
 def shard_hash(guid: str) -> int:

@@ -3,9 +3,12 @@ in which state and colour. A pure function of the fabric section and the finding
 
 - Rows by level, the top level first (spines on top, leaves at the bottom with a host count
   under each); switches with no path to a CA (level 0) in a last row of their own.
-- A row of more than MAX_ROW switches collapses into groups (a director's chassis by its node
-  description, otherwise runs of names in natural order); a collapsed group is drawn as a box
-  with one small cell per switch, so every switch is still on the picture, and can be expanded.
+- A row of more than MAX_ROW switches collapses into groups: a director's chassis by its node
+  description; the rest by what they connect (the switches one level below, for a leaf the ones
+  above: a pod's leaves share their spines, a pod's spines their leaves, a core group its spines),
+  where that gives between 2 and MAX_ROW groups, otherwise runs of names in natural order. A
+  collapsed group is drawn as a box with one small cell per switch, so every switch is still on
+  the picture, and can be expanded.
 - Every cable between two switches drawn on their own is one link, attached at its port's
   place along each box's edge (uplinks on top, downlinks below), so parallel cables fan out.
   Cables with an end inside a collapsed group are drawn as one bundle per pair of drawn items.
@@ -232,10 +235,12 @@ def _affixes(names: list[str]) -> tuple[int, int]:
     return cut, len(suf) - scut
 
 
-def group_row(guids: list[str], names: Mapping[str, str], level: int) -> list[tuple[str, str, list[str]]]:
+def group_row(guids: list[str], names: Mapping[str, str], level: int,
+              connects: Mapping[str, frozenset[str]] | None = None) -> list[tuple[str, str, list[str]]]:
     """(id, label, members) for a row too long to draw one by one: a director's chassis (two
-    or more switches whose names differ only in unit suffixes) stay together, and the rest
-    fall into runs of names in natural order, about GROUP_TARGET groups in all."""
+    or more switches whose names differ only in unit suffixes) stay together; the rest by what
+    they connect (`connects`: switch -> the switches it groups by) where that makes 2 to MAX_ROW
+    groups in all, else in runs of names in natural order, about GROUP_TARGET groups in all."""
     order = sorted(guids, key=lambda g: natural_key(names[g]))
     by_chassis: dict[str, list[str]] = defaultdict(list)
     for g in order:
@@ -247,15 +252,23 @@ def group_row(guids: list[str], names: Mapping[str, str], level: int) -> list[tu
     def short(name: str) -> str:
         return name[pre:len(name) - suf] or name
 
+    def run_label(run: list[str]) -> str:
+        first, last = short(names[run[0]]), short(names[run[-1]])
+        same = os.path.commonprefix([first, last])          # "0901-01ib0 … 16ib0", not the prefix twice
+        cut = max((same.rfind(c) + 1 for c in "-;:/_. "), default=0)
+        return f"{first} … {last[cut:]}" if len(run) > 1 else first
+
     parts: list[tuple[str, list[str]]] = [(short(k + "/").rstrip("/"), v) for k, v in whole]
-    if rest:
+    by_peers: dict[frozenset[str], list[str]] = defaultdict(list)
+    for g in rest:
+        by_peers[connects.get(g, frozenset()) if connects else frozenset()].append(g)
+    if rest and 2 <= len(by_peers) + len(whole) <= MAX_ROW:
+        parts += [(run_label(run), run) for run in by_peers.values()]
+    elif rest:
         size = max(1, math.ceil(len(rest) / max(1, GROUP_TARGET - len(whole))))
         for i in range(0, len(rest), size):
             run = rest[i:i + size]
-            first, last = short(names[run[0]]), short(names[run[-1]])
-            same = os.path.commonprefix([first, last])          # "0901-01ib0 … 16ib0", not the prefix twice
-            cut = max((same.rfind(c) + 1 for c in "-;:/_. "), default=0)
-            parts.append((f"{first} … {last[cut:]}" if len(run) > 1 else first, run))
+            parts.append((run_label(run), run))
     parts.sort(key=lambda p: natural_key(names[p[1][0]]))
     return [(f"{level}-{members[0]}", label, members) for label, members in parts]
 
@@ -338,9 +351,16 @@ def layout(sec: FabricSection, findings: Iterable[Finding], expand: Iterable[str
     # rows, top level first; level 0 last
     levels = sorted({bx.level for bx in boxes.values()}, key=lambda lv: (lv == 0, -lv))
     neighbours: dict[str, list[str]] = defaultdict(list)       # switch -> switches below it
+    above: dict[str, set[str]] = defaultdict(set)              # switch -> switches one level above it
     for ln in links:
-        if boxes[ln.a.guid].level < boxes[ln.b.guid].level:
+        la, lb = boxes[ln.a.guid].level, boxes[ln.b.guid].level
+        if la < lb:
             neighbours[ln.b.guid].append(ln.a.guid)
+            if lb == la + 1:
+                above[ln.a.guid].add(ln.b.guid)
+    # what a switch is grouped by: the switches one level below it (a leaf: those above it)
+    connects = {g: frozenset(n for n in neighbours.get(g, ()) if boxes[n].level == bx.level - 1)
+                if bx.level > 1 else frozenset(above.get(g, ())) for g, bx in boxes.items()}
     groups: list[GroupBox] = []
     member_of: dict[str, GroupBox] = {}
     row_items: dict[int, list[str | GroupBox]] = {}
@@ -350,7 +370,7 @@ def layout(sec: FabricSection, findings: Iterable[Finding], expand: Iterable[str
             row_items[lv] = list(guids)
             continue
         items: list[str | GroupBox] = []
-        for gid, label, members in group_row(guids, names, lv):
+        for gid, label, members in group_row(guids, names, lv, connects):
             if len(members) == 1:            # a group of one is just the switch
                 items.append(members[0])
                 continue
@@ -412,8 +432,8 @@ def layout(sec: FabricSection, findings: Iterable[Finding], expand: Iterable[str
         items = row_items[lv]
         h = max((it.h if isinstance(it, GroupBox) else BOX_H) for it in items)
         top = max(levels)
-        label = ("unreached" if lv == 0 else "leaves" if lv == 1 else "spines" if lv == top and top == 2
-                 else f"level {lv}")
+        label = ("unreached" if lv == 0 else "leaves" if lv == 1 else "spines" if lv == 2 and top <= 3
+                 else "cores" if lv == 3 and top == 3 else f"level {lv}")
         rows.append(Row(lv, y, label))
         x = LABEL_W + MARGIN + (width - LABEL_W - 2 * MARGIN - widths[lv]) / 2
         for it in items:

@@ -63,6 +63,10 @@ def _switch_tip(b: SwitchBox, sec: FabricSection, groups: Mapping[str, list[Ecmp
              f"uplinks {active}" + (f" of {expected} expected" if expected is not None else "")
              + f", downlinks {down_links}, hosts {b.hosts}" + (f" (+{b.hosts_down} down)" if b.hosts_down else "")
              + (f", {b.external} to switches outside the fabric" if b.external else "")]
+    an = sec.aggregation_nodes.get(b.guid)
+    if an:
+        lines.append(f"SHARP: Aggregation Node on port {', '.join(sec.port_label(b.guid, p) for p in an)} "
+                     "(part of the switch, not a host)")
     for gr in groups.get(b.guid, ()):
         if gr.ratio is not None:
             lines.append(f"ECMP {gr.direction}: max/mean {gr.ratio:.2f}, utilisation {_pct(gr.utilisation)}"
@@ -87,12 +91,16 @@ def _switch_g(b: SwitchBox, sec: FabricSection, groups: Mapping[str, list[EcmpGr
         txt = f"{b.hosts} hosts" + (f", {b.hosts_down} down" if b.hosts_down else "") \
             + (f", {b.external} external" if b.external else "")
         hosts = f'<text class="small" x="{b.x + b.w / 2:.1f}" y="{b.y + b.h + 12:.1f}" text-anchor="middle">{esc(txt)}</text>'
-    return (f'<g class="sw" data-switch="{esc(b.name)}" data-guid="{b.guid}" data-state="{st}" data-level="{b.level}"{job} '
+    sharp, badge = "", ""
+    if b.guid in sec.aggregation_nodes:       # the switch's SHARP Aggregation Node
+        sharp = ' data-sharp="1"'
+        badge = f'<text class="small" x="{b.x + b.w - 4:.1f}" y="{b.y + 10:.1f}" text-anchor="end">SHARP</text>'
+    return (f'<g class="sw" data-switch="{esc(b.name)}" data-guid="{b.guid}" data-state="{st}" data-level="{b.level}"{job}{sharp} '
             f'data-detail="/?part=switch&amp;guid={b.guid}"><title>{esc(_switch_tip(b, sec, groups))}</title>{ring}'
             f'<rect x="{b.x:.1f}" y="{b.y:.1f}" width="{b.w:.0f}" height="{b.h:.0f}" rx="5" fill="{FILL[b.state]}" '
             f'stroke="{STROKE[b.state]}" stroke-width="{1.5 if b.state == OK else 2.5}"/>'
             f'<text x="{b.x + b.w / 2:.1f}" y="{b.y + BOX_H / 2 + 4:.1f}" text-anchor="middle">{esc(short_name(b.label or b.name))}</text>'
-            f'</g>{hosts}')
+            f'{badge}</g>{hosts}')
 
 
 def _link_el(ln: LinkLine, footprint: frozenset[str] = frozenset()) -> str:

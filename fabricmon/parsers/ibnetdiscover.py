@@ -5,6 +5,10 @@ Node headers: `Switch  41 "S-0c42a10300a9b026"  # "desc" enhanced port 0 lid 389
 (a CA remote carries its port GUID in parentheses: `"H-<guid>"[1](<portguid>)`). Ports that are
 not cabled are not listed. Lines we do not recognise are skipped, never fatal.
 
+The header lines above each node (`vendid=0x2c9`, `devid=0xcf09`, `sysimgguid=0x...`,
+`switchguid=`/`caguid=`) are its NodeInfo: the SystemImageGUID and DeviceID tell a CA inside a
+switch (a SHARP Aggregation Node: devid 0xcf09, its sysimgguid the switch's) from a host.
+
 A description is whatever the node's owner set (64 bytes; the tools print non-printable bytes as
 spaces but keep quotes, backslashes and text that looks like the tools' own fields), and it is
 never escaped. The tail after it has no quote, so a description runs to the last `"` of its line
@@ -26,6 +30,7 @@ _LINK = re.compile(r'^\[(?P<port>\d+)\](?:\[ext \d+\])?(?:\([0-9A-Fa-f]+\))?\s+'
                    r'\s*(?:#\s*(?P<comment>.*))?$')
 _COMMENT = re.compile(r'^"(?P<desc>.*)"\s+lid\s+(?P<lid>\d+)\s+(?P<width>\d+)x(?P<speed>[A-Za-z0-9]+)\s*$')
 _LID = re.compile(r'\blid\s+(\d+)')
+_HEADER = re.compile(r'^(?P<key>devid|sysimgguid)=0x(?P<value>[0-9A-Fa-f]+)')
 
 
 # A MAD that went unanswered, as libibnetdisc and libibmad report it on stderr:
@@ -49,14 +54,24 @@ def parse_ibnetdiscover(text: str) -> DiscoveryData:
     data = DiscoveryData()
     cur: SwitchNode | None = None
     nodes = 0
+    header: dict[str, str] = {}         # the NodeInfo lines above the next node
     for raw in text.split("\n"):        # not splitlines(): a description may hold \x85 or \u2028
         line = raw.strip()
         if not line or line.startswith("#"):
+            continue
+        h = _HEADER.match(line)
+        if h:
+            header[h["key"]] = h["value"]
             continue
         m = _NODE.match(line)
         if m:
             nodes += 1
             guid = guid_hex(m["guid"])
+            if "sysimgguid" in header:
+                data.system_guids[guid] = guid_hex(header["sysimgguid"])
+            if "devid" in header:
+                data.device_ids[guid] = int(header["devid"], 16)
+            header = {}
             desc = m["desc"] if m["desc"] is not None else ""
             if m["type"] == "Switch":
                 lid = _LID.search(m["rest"] or "")

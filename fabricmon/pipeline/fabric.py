@@ -16,7 +16,8 @@ source name:
 3. the checks, each run when its inputs are present (capabilities, never the fabric kind):
    fabric_links (down, width, speed), link_errors (the node daemon's thresholds), fabric_ecmp
    (imbalance over consecutive sweeps), fabric_symmetry (active uplinks against the level's norm),
-   fabric_unresponsive (a switch that does not answer), fabric_routing (route balance of the latest
+   fabric_unresponsive (a switch that does not answer), fabric_names (host CAs with the firmware's
+   node description and no name in the node name map: one WARNING), fabric_routing (route balance of the latest
    forwarding tables, when a source yields LftData), fabric_sm (the subnet manager, when a source
    yields SmData; its activity count followed between polls), fabric_pfc (PFC storms, once a
    sweep yielded pause frames) and the optics checks (checks.optics, the node daemon's logic, when a
@@ -40,7 +41,8 @@ from fabricmon import ibspec
 from fabricmon.checks import OK, Finding
 from fabricmon.checks import optics as optics_checks
 from fabricmon.checks import (
-    fabric_ecmp, fabric_links, fabric_pfc, fabric_routing, fabric_sm, fabric_symmetry, fabric_unresponsive, link_errors,
+    fabric_ecmp, fabric_links, fabric_names, fabric_pfc, fabric_routing, fabric_sm, fabric_symmetry, fabric_unresponsive,
+    link_errors,
 )
 from fabricmon.checks.fabric_unresponsive import SweepRead
 from fabricmon.config import COUNTER_CHECKS, Config
@@ -72,7 +74,7 @@ MAX_CHANGE_LINES = 20       # topology changes logged one by one per discovery, 
 #                      (checks.optics, shared with the node daemon), per switch whose sensors were read
 CAPABILITIES = ("topology", "forwarding_tables", "subnet_manager", "pause_frames", "transceiver_readings")
 SWITCH_CHECK_MODULES = (fabric_links, fabric_ecmp, fabric_symmetry, fabric_unresponsive, fabric_routing, fabric_pfc)
-FABRIC_WIDE_CHECK_MODULES = (fabric_sm,)
+FABRIC_WIDE_CHECK_MODULES = (fabric_sm, fabric_names)
 # the counter checks (checks.link_errors, shared with the node daemon) judge the sweep's counters per port
 COUNTER_CHECK_NAMES = (*COUNTER_CHECKS, link_errors.SATURATION_CHECK)
 COUNTER_NEEDS = ("topology",)
@@ -136,7 +138,8 @@ class FabricModel:
         if not data.complete:
             log.info("partial discovery merged with the last complete view", unanswered=data.unanswered,
                      switches_reached=len(data.switches), switches_kept=len(view.switches) - len(data.switches))
-        topo = build_topology(view, st.data_time)
+        # the last levels: a leaf whose hosts went down stays a leaf (a fabric's levels are stable)
+        topo = build_topology(view, st.data_time, self._topo.levels if self._topo is not None else None)
         if self._topo is not None and self._view_complete:
             self._log_changes(self._topo, topo)
         self._view, self._view_complete = view, self._view_complete or data.complete
@@ -255,6 +258,9 @@ class FabricModel:
             return {"fabric": sec}, []
         sec.switches = {g: sw for g, sw in sorted(topo.switches.items()) if in_shard(g, *self.shard)}
         sec.levels = {g: topo.levels.get(g, 0) for g in sec.switches}
+        for ca, g in topo.parts.items():        # the switches' SHARP Aggregation Nodes
+            if g in sec.switches:
+                sec.aggregation_nodes[g] = tuple(topo.aggregation_nodes(g))
         for g, sw in sec.switches.items():
             sec.kind = sw.kind
             for port in sw.ports():
@@ -324,6 +330,7 @@ class FabricModel:
                                                             self.config.fabric.thresholds, new_sweep, sec.ports)
         findings += ecmp_findings
         findings += self._symmetry(sec, topo)
+        findings += fabric_names.evaluate(topo.unnamed, len(topo.hosts))
         caps = self._capabilities(states, sweep)
         if set(fabric_routing.NEEDS) <= caps:
             findings += self._routing(states, sec, topo)
@@ -413,8 +420,14 @@ class FabricModel:
     # --- symmetry, routing, the subnet manager, check status ------------------------------
     def _symmetry(self, sec: FabricSection, topo: Topology) -> list[Finding]:
         counts = fabric_symmetry.active_uplinks(topo.ports.values())
+        uppers: dict[str, set[str]] = {}        # switch -> the switches its uplinks lead to (down ones too)
+        links = [((g, p), i.link) for (g, p), i in topo.ports.items()] + list(topo.down_links.items())
+        for (g, _), lk in links:
+            if lk is not None and lk.remote_type == "Switch" and topo.levels.get(lk.remote_guid, 0) > topo.levels.get(g, 0):
+                uppers.setdefault(g, set()).add(lk.remote_guid)
         classes = fabric_symmetry.uplink_classes(topo.ports.values())
-        expected = fabric_symmetry.expected_uplinks(counts, topo.levels, classes)
+        expected = fabric_symmetry.expected_uplinks(counts, topo.levels,
+                                                    {g: frozenset(u) for g, u in uppers.items()}, classes)
         sec.uplinks = {g: (counts.get(g, 0), expected.get(g)) for g in sec.switches}
         return fabric_symmetry.evaluate(sec.uplinks, sec.ports, sec.switches, sec.levels,
                                         self.config.fabric.uplinks_critical_fraction)

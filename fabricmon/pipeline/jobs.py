@@ -12,9 +12,11 @@ configuration after the checks ran (the checks know nothing of jobs).
   - a down port towards a lower switch: the same rule for the subtree behind that port;
   - a whole spine or core switch: the jobs with nodes below it whose leaves are not all below
     one single switch of the level beneath (their traffic can cross it).
-  Hosts are mapped to leaves by the first word of each CA's node description (`node01 mlx5_0`
-  is host node01), which is how hosts name their HCAs; a job host with no CA in the topology
-  is counted (`unmapped_hosts`), never guessed.
+  Hosts are mapped to leaves by the topology's host names (model.fabric.host_name: the node name
+  map's name, else the first word of the CA's node description, `node01 mlx5_0` is host node01,
+  as rdma-ndd sets it; a CA with the firmware's default description is its GUID, never merged
+  with others); CAs inside a switch (SHARP Aggregation Nodes) are no hosts. A job host with no
+  CA in the topology is counted (`unmapped_hosts`), never guessed.
 """
 
 from __future__ import annotations
@@ -89,8 +91,8 @@ class JobMap:
         m = cls(topo)
         for guid, sw in topo.switches.items():
             for lk in sw.links.values():
-                if lk.remote_type != "Switch":
-                    host = host_of(lk.remote_name)
+                host = topo.hosts.get(lk.remote_guid, "") if lk.remote_type != "Switch" else ""
+                if host:
                     for name in {host, host.split(".")[0]} - {""}:      # a node description may hold the FQDN
                         m.host_leaves.setdefault(name, set()).add(guid)
         unmapped = set()
@@ -206,7 +208,8 @@ class JobMap:
         role = info.role if info is not None else None
         link = info.link if info is not None else None
         if role == "host" and link is not None:
-            return set(self.host_jobs.get(host_of(link.remote_name).split(".")[0], ()))
+            host = self.topo.hosts.get(link.remote_guid) or host_of(link.remote_name)
+            return set(self.host_jobs.get(host.split(".")[0], ()))
         level = self.topo.levels.get(guid, 0)
         if role == "down" and link is not None:
             return self._crossing(self.below(link.remote_guid))

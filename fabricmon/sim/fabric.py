@@ -51,6 +51,7 @@ __all__ = [
     "demo_netfile_path",
     "director_netfile",
     "fat_tree_netfile",
+    "three_tier_netfile",
     "tools_available",
 ]
 
@@ -73,6 +74,15 @@ DEMO_PARAMS: dict = {
 SPEEDS = ("SDR", "DDR", "QDR", "FDR10", "FDR", "EDR", "HDR")
 #: Link widths accepted in ``degraded``.
 WIDTHS = ("1x", "2x", "4x", "8x", "12x")
+
+#: What real fabrics show and the generators can plant: the SHARP Aggregation Node inside a
+#: switch (a CA on the switch's last port, NodeInfo device 0xcf09, its SystemImageGUID the
+#: switch's), and a host CA whose node description is the firmware's (no rdma-ndd ran).
+AGGREGATION_NODE = "Mellanox Technologies Aggregation Node"
+DEFAULT_DESCRIPTION = "MT4129 ConnectX7   Mellanox Technologies"
+#: ibsim numbers the switches of a named topology from this GUID in file order (and the CAs
+#: from 0x100000 by twos), which is how a planted Aggregation Node names its switch.
+FIRST_SWITCH_GUID = 0x200000
 
 _READY = "Network simulator ready."
 _PROMPT = "sim> "
@@ -117,6 +127,8 @@ def fat_tree_netfile(
     host_ports: int = 1,
     degraded: dict[str, str] | None = None,
     host_prefix: str = "node",
+    aggregation_nodes: bool = False,
+    unnamed: int = 0,
 ) -> str:
     """Return an ibnetdiscover-syntax topology of a 2-tier fat tree for ibsim.
 
@@ -148,6 +160,8 @@ def fat_tree_netfile(
             to a width such as ``"1x"`` (or a width and speed such as
             ``"4xEDR"``) for that host cable; written on both ends.
         host_prefix: prefix of host names (``"node"`` gives ``node01``).
+        aggregation_nodes: a SHARP Aggregation Node in every switch (see :func:`plant`).
+        unnamed: the first ``unnamed`` hosts keep the firmware's node description.
 
     Returns:
         The net file text, ending in a newline.
@@ -254,7 +268,99 @@ def fat_tree_netfile(
                 out.append(link(p, leaf_name(l), leaf_port, kinds[(host_name(h), p)]))
             out.append("")
 
-    return "\n".join(out)
+    return plant("\n".join(out), aggregation_nodes, unnamed)
+
+
+def plant(text: str, aggregation_nodes: bool = False, unnamed: int = 0) -> str:
+    """A generated topology with what real fabrics carry: with ``aggregation_nodes``, every
+    switch one port more, cabled to a CA inside it (``Mellanox Technologies Aggregation Node``,
+    ``devid=0xcf09``, ``sysimgguid=`` the switch's GUID as ibsim numbers it, like NVIDIA Quantum
+    switches with SHARP); the first ``unnamed`` hosts (in file order) with the firmware's
+    default description (DEFAULT_DESCRIPTION) instead of their name: their node id becomes
+    ``H-<n>`` (ibsim gives them GUIDs of its own all the same). Unchanged when neither is asked."""
+    if not aggregation_nodes and not unnamed:
+        return text
+    lines = text.split("\n")
+    hosts = [m.group(3) for m in _NODE_HEADER.finditer(text) if m.group(1) in ("Hca", "Ca")][:unnamed]
+    rename = {h: f"H-{0xA0000000 + i:016x}" for i, h in enumerate(hosts)}
+    out: list[str] = []
+    extra: list[str] = []
+    switch_index = -1
+    for i, line in enumerate(lines):
+        m = _NODE_HEADER.match(line)
+        if m and m.group(1) == "Switch":
+            switch_index += 1
+            name, nports = m.group(3), int(m.group(2))
+            if aggregation_nodes:
+                port = nports + 1
+                an = f"H-{0xAB000000 + switch_index:016x}"
+                kind = re.search(r"lid 0 (\S+)", text[text.index(line):]).group(1)
+                line = f'Switch\t{port} "{name}"'
+                end = next((j for j in range(i + 1, len(lines)) if not lines[j].strip()), len(lines))
+                lines.insert(end, f'[{port}]\t"{an}"[1]\t# "{AGGREGATION_NODE}" lid 0 {kind}')
+                extra += [f"devid=0x{0xCF09:x}", f"sysimgguid=0x{FIRST_SWITCH_GUID + switch_index:x}",
+                          f'Ca\t1 "{an}"\t# "{AGGREGATION_NODE}"', f'[1]\t"{name}"[{port}]\t# "{name}" lid 0 {kind}', ""]
+        elif m and m.group(3) in rename:
+            line = f'{m.group(1)}\t{m.group(2)} "{rename[m.group(3)]}"\t# "{DEFAULT_DESCRIPTION}"'
+        else:
+            for old, new in rename.items():
+                if f'"{old}"[' in line:
+                    line = line.replace(f'"{old}"[', f'"{new}"[').replace(f'# "{old}"', f'# "{DEFAULT_DESCRIPTION}"')
+        out.append(line)
+    if extra:       # ibsim keeps a `devid=` for every node after it: what follows is no Aggregation Node
+        extra.append("devid=0x0")
+    return "\n".join(out + ([""] if out and out[-1] else []) + extra)
+
+
+def three_tier_netfile(pods: int = 2, leaves_per_pod: int = 2, spines_per_pod: int = 2, cores_per_spine: int = 1,
+                       hosts_per_leaf: int = 2, speed: str = "HDR", aggregation_nodes: bool = False,
+                       unnamed: int = 0) -> str:
+    """A three-tier fat tree like an NVIDIA SuperPOD: pods (scalable units) of leaves and spines,
+    every leaf cabled to every spine of its pod, and spine ``j`` of every pod cabled to core group
+    ``j`` (``cores_per_spine`` cores each). Levels must come out 1 (``pNlM``), 2 (``pNsM``) and 3
+    (``coreNN``) from the graph alone. Options as :func:`plant`."""
+    speed = speed.upper()
+    if speed not in SPEEDS:
+        raise ValueError(f"speed {speed!r}: expected one of {SPEEDS}")
+    kind = _link_kind("4x", speed)
+    cores = [f"core{i + 1:02d}" for i in range(spines_per_pod * cores_per_spine)]
+    spine = [[f"p{p + 1}s{j + 1}" for j in range(spines_per_pod)] for p in range(pods)]
+    leaf = [[f"p{p + 1}l{i + 1}" for i in range(leaves_per_pod)] for p in range(pods)]
+    host = [f"node{i + 1:03d} mlx5_0" for i in range(pods * leaves_per_pod * hosts_per_leaf)]
+    switches = cores + [n for row in spine for n in row] + [n for row in leaf for n in row]
+    links: dict[str, dict[int, tuple[str, int]]] = {n: {} for n in switches + host}
+    nxt = dict.fromkeys(switches, 1)
+
+    def cable(a: str, b: str, bp: int | None = None) -> None:
+        ap, bp = nxt[a], bp if bp is not None else nxt[b]
+        links[a][ap] = (b, bp)
+        links[b][bp] = (a, ap)
+        nxt[a] += 1
+        if b in nxt:
+            nxt[b] += 1
+
+    h = 0
+    for p in range(pods):
+        for lf in leaf[p]:
+            for _ in range(hosts_per_leaf):
+                cable(lf, host[h], 1)
+                h += 1
+            for sp in spine[p]:
+                cable(lf, sp)
+    for p in range(pods):
+        for j, sp in enumerate(spine[p]):
+            for c in range(cores_per_spine):
+                cable(sp, cores[j * cores_per_spine + c])
+    out = [f"# fabricmon simulated three-tier fat tree: {pods} pods of {leaves_per_pod} leaves and {spines_per_pod} "
+           f"spines, {len(cores)} cores (ibsim topology)", ""]
+    for n in switches:
+        out.append(f'Switch\t{_switch_ports(max(links[n], default=1))} "{n}"')
+        out += [f'[{p}]\t"{r}"[{rp}]\t# "{r}" lid 0 {kind}' for p, (r, rp) in sorted(links[n].items())]
+        out.append("")
+    for n in host:
+        r, rp = links[n][1]
+        out += [f'Hca\t1 "{n}"', f'[1]\t"{r}"[{rp}]\t# "{r}" lid 0 {kind}', ""]
+    return plant("\n".join(out), aggregation_nodes, unnamed)
 
 
 def director_netfile(leaves: int = 4, hosts_per_leaf: int = 2, lines: int = 4, spines: int = 2,
@@ -485,8 +591,8 @@ class SimFabric:
             )
         #: node id -> (type, port count), parsed from the net file's headers.
         self.nodes: dict[str, tuple[str, int]] = _parse_nodes(netfile_text)
-        cas = [n for n, (t, _) in self.nodes.items() if t in ("Hca", "Ca")]
-        #: the CA that opensm runs on (the first CA of the net file), or None.
+        cas = self.hosts
+        #: the CA that opensm runs on (the first host CA of the net file), or None.
         self.sm_host: str | None = cas[0] if cas else None
 
         self.netfile = self.workdir / "fabric.net"
@@ -517,8 +623,10 @@ class SimFabric:
 
     @property
     def hosts(self) -> list[str]:
-        """Node ids of the CAs in the net file, in file order (SIM_HOST values)."""
-        return [n for n, (t, _) in self.nodes.items() if t in ("Hca", "Ca")]
+        """Node ids of the host CAs in the net file, in file order (SIM_HOST values); Aggregation
+        Nodes (CAs inside a switch) are no hosts."""
+        inside = set(re.findall(r'^(?:Hca|Ca)\s+\d+\s+"([^"]+)"\s*#\s*"' + AGGREGATION_NODE + '"', self.netfile_text, re.M))
+        return [n for n, (t, _) in self.nodes.items() if t in ("Hca", "Ca") and n not in inside]
 
     def __enter__(self) -> "SimFabric":
         if not self.running:

@@ -115,3 +115,29 @@ def test_the_director_map_collapses_and_a_group_expands_in_the_browser(browser, 
     assert next(e for e in elements(dom, "data-group") if e["data-group"] == g.id)["data-expanded"] == "1"
     assert len(elements(dom, "data-switch")) == 400
     screenshot(url, "fabric-map-director.png", size=(1400, 900))
+
+
+def test_a_three_tier_fabric_with_sharp_is_drawn_in_tiers_grouped_by_pod(browser, served) -> None:
+    """A generated three-tier fabric (records, no simulator) whose every switch carries a SHARP
+    Aggregation Node: one row per tier (cores, spines, leaves), the leaf and spine rows collapsed
+    into one group per pod (the switches they connect), every switch on the picture once."""
+    from fabric_snap import fabric_snapshot
+    from fabricmon.sim.fabric import three_tier_netfile
+    srv, publish = served
+    snap = fabric_snapshot(three_tier_netfile(pods=6, leaves_per_pod=8, spines_per_pod=6, cores_per_spine=2,
+                                              hosts_per_leaf=4, aggregation_nodes=True), sweeps=2)
+    assert sorted(set(snap.fabric.levels.values())) == [1, 2, 3] and len(snap.fabric.aggregation_nodes) == 96
+    publish(snap)
+    url = f"http://127.0.0.1:{srv.port}/"
+    dom = dump_dom(url, budget_ms=2000)
+    assert "96 switches on 3 levels" in dom
+    assert len(elements(dom, "data-switch")) == 96
+    groups = {e["data-group"]: e for e in elements(dom, "data-group")}
+    assert len(groups) == 12 and all(e["data-switches"] in ("6", "8") for e in groups.values())    # a pod each
+    lay = layout(snap.fabric, snap.findings)
+    assert [(r.level, r.label) for r in lay.rows] == [(3, "cores"), (2, "spines"), (1, "leaves")]
+    for gr in lay.groups:
+        assert len({snap.fabric.switches[m].name[:2] for m in gr.members}) == 1           # p1.., p2..: one pod
+    cores = [e for e in elements(dom, "data-switch") if e.get("data-level") == "3"]
+    assert len(cores) == 12 and all(e.get("data-sharp") == "1" for e in cores)
+    screenshot(url, "fabric-map-three-tier.png", size=(1400, 900))

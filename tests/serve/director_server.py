@@ -8,7 +8,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "pages"))      # fabric_snap
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))      # fabric_snap
 
 from fabric_snap import fabric_snapshot  # noqa: E402
 

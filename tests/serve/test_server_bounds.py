@@ -20,7 +20,7 @@ from fabricmon.serve import server as srvmod
 from fabricmon.serve import webconfig
 from fabricmon.serve.server import BadRequest, Exposition, MetricsServer, parse_head
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "pages"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from fabric_snap import fabric_snapshot  # noqa: E402
 
 from fabricmon.sim.fabric import director_netfile  # noqa: E402

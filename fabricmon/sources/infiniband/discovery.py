@@ -6,7 +6,13 @@ A run in which MADs went unanswered (ibnetdiscover still exits 0 and prints what
 says `bad status 110` per lost query) is partial: its records go out marked incomplete, the model
 merges them into the last complete view (model.fabric.merge_discovery), each lost query counts as an
 `unanswered` error, and its cache does not replace the last complete one (the sweep keeps reading
-every switch it knew)."""
+every switch it knew).
+
+The site's node name map (infiniband-diags' `--node-name-map` file, `fabric.sources.discovery.
+node_name_map`, `/etc/rdma/ib-node-name-map` by default) names hosts whose CAs keep the
+firmware's node description (no rdma-ndd): read with every discovery; no file is no map; an
+unreadable (`read`) or garbage (`parse`) file is a source error naming the file, the discovery
+itself stays complete and is used without the names."""
 
 from __future__ import annotations
 
@@ -14,10 +20,18 @@ import os
 
 from fabricmon.host.io import HostIO
 from fabricmon.model.fabric import DiscoveryData
+from fabricmon.parsers.errors import ParseError
 from fabricmon.parsers.ibnetdiscover import count_unanswered, parse_ibnetdiscover
+from fabricmon.parsers.node_name_map import parse_node_name_map
 from fabricmon.pipeline.source import Inputs, Source, SourceOutput, register
+from fabricmon.schema import Schema, string
 
 CACHE_NAME = "topology.cache"
+NODE_NAME_MAP = "/etc/rdma/ib-node-name-map"       # infiniband-diags' default
+OPTIONS = Schema((string("node_name_map", NODE_NAME_MAP,
+                         "infiniband-diags' node name map (`0x<guid> \"name\"` lines, `#` comments): names the "
+                         "hosts whose CAs keep the firmware's node description; a missing file is no map",
+                         kind="path"),))
 
 
 def cache_path(cache_dir: str) -> str:
@@ -25,7 +39,7 @@ def cache_path(cache_dir: str) -> str:
 
 
 @register("discovery", enabled=True, interval=300.0, timeout=60.0, command=("ibnetdiscover",),
-          provides_inventory=True, collector="infiniband", records=DiscoveryData)
+          provides_inventory=True, collector="infiniband", records=DiscoveryData, options=OPTIONS)
 class DiscoverySource(Source):
     def collect(self, io: HostIO, inputs: Inputs) -> SourceOutput:
         out = SourceOutput()
@@ -50,5 +64,22 @@ class DiscoverySource(Source):
                 data.cache_file = final
             except OSError as exc:
                 out.error("read", f"cannot move {tmp} into place: {exc.strerror or exc}")
+        data.node_names = self._node_names(io, out)
         out.data = data
         return out
+
+    def _node_names(self, io: HostIO, out: SourceOutput) -> dict[str, str]:
+        """The node name map, {} when there is none; an error of its own when it cannot be used."""
+        path = self.sc.options["node_name_map"] if self.sc.options else NODE_NAME_MAP
+        try:
+            text = io.read_host_file(path)
+        except FileNotFoundError:
+            return {}
+        except OSError as exc:
+            out.error("read", f"cannot read the node name map {path}: {exc.strerror or exc}")
+            return {}
+        try:
+            return parse_node_name_map(text)
+        except ParseError as exc:
+            out.error("parse", f"node name map {path} ignored: {exc}")
+            return {}
