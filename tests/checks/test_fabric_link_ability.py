@@ -117,5 +117,5 @@ def test_uplink_counts_compared_within_one_uplink_class() -> None:
     counts = fabric_symmetry.active_uplinks(infos)
     levels = {g: 1 for g in (*compute, storage)}
     assert fabric_symmetry.expected_uplinks(counts, levels)[storage] == 8        # one norm for the level
-    expected = fabric_symmetry.expected_uplinks(counts, levels, fabric_symmetry.uplink_classes(infos))
+    expected = fabric_symmetry.expected_uplinks(counts, levels, classes=fabric_symmetry.uplink_classes(infos))
     assert expected[storage] == 2 and expected[compute[0]] == 8
