@@ -11,7 +11,7 @@ DEMO_ETHERNET_PACKAGES = snmpsim snmp
 APT_PACKAGES = $(DEMO_PACKAGES) $(DEMO_ETHERNET_PACKAGES) ethtool iproute2 openssl prometheus prometheus-alertmanager systemd chromium slurm-wlm munge prometheus-node-exporter prometheus-snmp-exporter
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: demo test deps deps-demo venv wheel bench golden metrics-doc config-doc clean
+.PHONY: demo test deps deps-demo venv wheel offline deb deb-trial bench golden metrics-doc config-doc clean
 
 # DEMO_ARGS: fabricmon demo's options, e.g. make demo DEMO_ARGS="--duration 60" (default: until Ctrl-C)
 DEMO_ARGS ?=
@@ -59,6 +59,39 @@ wheel: $(VENV)/bin/python
 
 $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
+
+VERSION := $(shell sed -n 's/^version = "\(.*\)"$$/\1/p' pyproject.toml)
+
+# the air-gapped install (docs/install-offline.md): dist/fabricmon-VERSION-offline.tar.gz, this wheel and every
+# runtime dependency's wheel for CPython 3.10-3.13 on x86_64 and aarch64 (manylinux), with install.sh;
+# downloads from the package index (pip download), so it runs where one is reachable
+offline: wheel
+	$(VENV)/bin/python release/offline.py --out dist dist/fabricmon-$(VERSION)-py3-none-any.whl
+
+# the Debian package (docs/install-offline.md): dist/fabricmon_VERSION_all.deb, built with debhelper and pybuild
+# on Debian's python3-* packages from a staged copy (build/deb/; the checkout is not touched), then lintian
+DEB_BUILD_PACKAGES = debhelper dh-python pybuild-plugin-pyproject python3-all python3-setuptools python3-build python3-installer lintian
+# the distribution's python3 only (a pyenv or conda python3 earlier on PATH has neither its modules nor its setuptools)
+DEB_PATH = /usr/sbin:/usr/bin:/sbin:/bin
+deb:
+	$(call apt_install,$(DEB_BUILD_PACKAGES))
+	@test "$$(dpkg-parsechangelog -l debian/changelog -S Version)" = "$(VERSION)" || \
+		{ echo "make deb: debian/changelog's version is not pyproject.toml's $(VERSION)"; exit 1; }
+	rm -rf build/deb && mkdir -p build/deb/fabricmon-$(VERSION) dist
+	cp -r pyproject.toml README.md LICENSE fabricmon debian build/deb/fabricmon-$(VERSION)/
+	find build/deb -name __pycache__ -prune -exec rm -rf {} +
+	cd build/deb/fabricmon-$(VERSION) && PATH=$(DEB_PATH) dpkg-buildpackage -b -us -uc > ../build.log 2>&1 || \
+		{ tail -40 ../build.log; exit 1; }
+	mv build/deb/fabricmon_$(VERSION)_all.deb dist/
+	lintian --fail-on error --tag-display-limit 0 \
+		dist/fabricmon_$(VERSION)_all.deb
+	@ls dist/fabricmon_$(VERSION)_all.deb
+
+# the .deb on a clean Debian 12 (as root): apt install, fabricmon check as the service user, systemd-analyze verify,
+# remove, purge (release/deb-trial.sh; the clean root is made once with mmdebstrap and cached in /var/cache/fabricmon-trial)
+deb-trial: deb
+	$(call apt_install,mmdebstrap)
+	release/deb-trial.sh dist/fabricmon_$(VERSION)_all.deb
 
 # regenerate the golden expositions (tests/golden/*.prom: the node bundles, and fabric-<kind>.prom: the fabric
 # collector on a replayed InfiniBand and Ethernet bundle), the metrics reference (docs/metrics.md) and the

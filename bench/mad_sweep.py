@@ -52,13 +52,17 @@ def inner(mode: str, repeat: int, state: str, baseline: bool) -> dict:
     sweeps, cpus, passes, sources, snap = [], [], [], [], None
     loss = mode == "loss"
     down_seen, names0 = [], None
-    from fabricmon.sources.infiniband import mad
+    sweep_source = pipe.sources["sweep"]
     peer_reads: list[int] = []              # far-end PortInfo MADs (what a CA port enables) per sweep
+
+    def far_end_reads() -> int:
+        reader = getattr(sweep_source, "_reader", None)
+        return reader.peer_reads if reader is not None else 0
     for _ in range(repeat):
         t, c = time.monotonic(), time.process_time()
-        before = mad._reader.peer_reads if mad._reader is not None else 0
+        before = far_end_reads()
         snap = pipe.collect(["sweep"])
-        peer_reads.append((mad._reader.peer_reads if mad._reader is not None else 0) - before)
+        peer_reads.append(far_end_reads() - before)
         sweeps.append(time.monotonic() - t)
         cpus.append(time.process_time() - c)
         sources.append(snap.sources["sweep"].duration)
@@ -76,12 +80,13 @@ def inner(mode: str, repeat: int, state: str, baseline: bool) -> dict:
                 raise RuntimeError(f"ibqueryerrors --data failed: {r.stderr[-300:]}")
     body = render(snap)
     pipe.close()
-    engine = mad._reader.engine.totals if mad._reader is not None else {}
+    from fabricmon.host import mad
+    engine = mad.engine_totals()
     sw = snap.sources["sweep"]
     text = body.decode()
     swept = sorted(set(re.findall(r'^fabricmon_fabric_port_receive_bytes_total\{port="\d+",switch_guid="(\w+)"\}', text, re.M)))
     method = re.search(r'^fabricmon_fabric_sweep_method\{method="(\w+)"\} 1\.0$', text, re.M)
-    unanswered = re.search(r'^fabricmon_fabric_sweep_errors_total\{kind="unanswered"\} (\S+)$', text, re.M)
+    unanswered = re.search(r'^fabricmon_source_errors_total\{kind="unanswered",source="sweep"\} (\S+)$', text, re.M)
     return {
         "mode": mode, "method": method[1] if method else "", "switches": len(snap.fabric.switches),
         "ports": len(snap.fabric.ports), "swept": swept, "sweep_s": statistics.median(sweeps),

@@ -25,9 +25,13 @@ from fabricmon.pipeline.learned import LearnedStore, inventory_path
 from fabricmon.host import BundleError, HostIO, LiveIO, RecordingIO, ReplayIO
 
 EXIT_CONFIG = 2
-# the listen port is held by another process (a previous instance still stopping, a clash): not a
-# config error, so the units' RestartPreventExitStatus=2 lets systemd retry it (EX_TEMPFAIL, sysexits.h)
-EXIT_PORT_IN_USE = 75
+# a bind failure that a later boot stage or a moment cures: the listen port held by another process (a
+# previous instance still stopping, a clash), or the listen address not assigned yet (a management
+# interface still coming up). Not a config error: the units restart on it (RestartForceExitStatus=75;
+# EX_TEMPFAIL, sysexits.h)
+EXIT_TEMPFAIL = 75
+TEMPFAIL_BIND = {errno.EADDRINUSE: "another process holds the port",
+                 errno.EADDRNOTAVAIL: "the address is not assigned to an interface (yet)"}
 
 
 class UsageError(ValueError):
@@ -74,10 +78,10 @@ def _serve(cfg: Config, io: HostIO, address: str | None, port: int | None, pipel
     except OSError as exc:      # cannot bind (in use, no such address, bad name) or load the TLS files
         io.close()
         where = f"{address or cfg.address}:{cfg.port if port is None else port}"
-        if exc.errno == errno.EADDRINUSE:
-            print(f"fabricmon: cannot listen on {where}: {exc.strerror or exc}: another process holds the port "
-                  f"(not a config error: exit {EXIT_PORT_IN_USE}, systemd retries)", file=sys.stderr)
-            return EXIT_PORT_IN_USE
+        if exc.errno in TEMPFAIL_BIND:
+            print(f"fabricmon: cannot listen on {where}: {exc.strerror or exc}: {TEMPFAIL_BIND[exc.errno]} "
+                  f"(not a config error: exit {EXIT_TEMPFAIL}, systemd retries)", file=sys.stderr)
+            return EXIT_TEMPFAIL
         print(f"fabricmon: cannot listen on {where}: {exc.strerror or exc}", file=sys.stderr)
         return EXIT_CONFIG
 
@@ -324,14 +328,13 @@ def cmd_fabric_run(args: argparse.Namespace) -> int:
 
 
 def cmd_fabric_once(args: argparse.Namespace) -> int:
-    """Exit 0 when the last sweep read at least one switch (its findings on stderr), 1 with one
-    line saying why when it read none (no umad device, no permission, no SM, ...), 2 on a config
-    error. The exposition is written either way (its fabricmon_source_up says what failed); the
-    sources' own error logs stay quiet unless --log-level asks for them."""
+    """Exit 0 when the last sweep read at least one switch (its findings on stderr); when it read none,
+    one line saying why (no umad device, no permission, no SM, ...) and the exposition's
+    fabricmon_health_status: 3 (UNKNOWN), or 2 when what the discovery saw is CRITICAL; 2 on a config error. The exposition is written either way (its
+    fabricmon_source_up says what failed); the sources' own error logs stay quiet unless --log-level asks
+    for them."""
+    from fabricmon.model.health import health_status, verdict_findings
     from fabricmon.pipeline.fabric import fabric_pipeline
-    from fabricmon.pipeline.fabric_failure import why_nothing_read
-    from fabricmon.registry import failure_hints
-    from fabricmon.report import source_findings
     args.log_level = args.log_level or "error"
     cfg = _fabric_config(args)
     pipe = fabric_pipeline(cfg, _io(args, cfg))
@@ -344,11 +347,10 @@ def cmd_fabric_once(args: argparse.Namespace) -> int:
         write_atomic(args.output, body)
     else:
         sys.stdout.write(body.decode())
-    why = why_nothing_read(snap, failure_hints(cfg.fabric.kind))
-    if why is not None:
-        print(f"fabricmon: no switch could be read: {why}", file=sys.stderr)
-        return 1
-    for f in sorted(snap.findings + source_findings(snap), key=lambda f: -f.status):
+    if snap.unknown:
+        print(f"fabricmon: no switch could be read: {snap.unknown}", file=sys.stderr)
+        return health_status(snap)          # UNKNOWN, unless a finding from the discovery is CRITICAL
+    for f in sorted(verdict_findings(snap), key=lambda f: -f.status):
         print(f.line(), file=sys.stderr)
     return 0
 
@@ -475,7 +477,7 @@ def build_parser() -> argparse.ArgumentParser:
     sp.set_defaults(func=cmd_fabric_run)
 
     sp = fsub.add_parser("once", help="N sweeps, then the exposition of the last one on stdout (findings on stderr); "
-                                      "exit 1 with one line saying why when no switch could be read")
+                                      "exit 3 (UNKNOWN) with one line saying why when no switch could be read")
     fabric_common(sp)
     sp.add_argument("--sweeps", type=int, default=1, help="sweeps to run (rates and imbalance need 2 or more)")
     sp.add_argument("--interval", type=float, default=1.0, help="seconds between sweeps")
@@ -520,10 +522,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"fabricmon: {exc}", file=sys.stderr)
         return EXIT_CONFIG
     except OSError as exc:
-        if getattr(exc, "errno", None) == errno.EADDRINUSE:
-            print(f"fabricmon: cannot listen: {exc} (not a config error: exit {EXIT_PORT_IN_USE}, systemd retries)",
+        if getattr(exc, "errno", None) in TEMPFAIL_BIND:
+            print(f"fabricmon: cannot listen: {exc} (not a config error: exit {EXIT_TEMPFAIL}, systemd retries)",
                   file=sys.stderr)
-            return EXIT_PORT_IN_USE
+            return EXIT_TEMPFAIL
         raise
 
 

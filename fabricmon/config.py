@@ -136,7 +136,7 @@ class TLSConfig:
 class ServeConfig:
     """The HTTP server's bounds (serve/server.py) and its exporter-toolkit web config."""
     web_config_file: str | None = None      # tls_server_config, basic_auth_users (bcrypt), http_server_config
-    unauthenticated_paths: tuple[str, ...] = ("/healthz",)     # served without basic auth
+    unauthenticated_paths: tuple[str, ...] = ("/healthz", "/readyz")     # served without basic auth
     max_connections: int = 512              # open connections (fewer when RLIMIT_NOFILE is low)
     header_timeout: float = 5.0             # TLS handshake plus the whole request head, however slowly sent
     idle_timeout: float = 60.0              # a keep-alive connection between requests

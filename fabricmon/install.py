@@ -36,6 +36,9 @@ UDEV_RULE = "/etc/udev/rules.d/90-fabricmon-umad.rules"
 SYSUSERS = "/etc/sysusers.d/fabricmon.conf"
 UNIT_DIR = "/etc/systemd/system"
 SHIPPED_EXEC = "/opt/fabricmon/bin/fabricmon"      # what the shipped units say; install puts the real path
+# the Debian package's program and where its units go (make deb, debian/rules)
+PACKAGED_EXEC = "/usr/bin/fabricmon"
+PACKAGED_UNIT_DIRS = ("/lib/systemd/system", "/usr/lib/systemd/system")
 
 
 class InstallError(Exception):
@@ -71,6 +74,37 @@ def this_fabricmon() -> str:
     if found:
         return os.path.abspath(found)
     raise InstallError("cannot find the fabricmon executable of this environment (run it as <venv>/bin/fabricmon)")
+
+
+def packaged_unit(exe: str) -> str | None:
+    """The Debian package's unit when `exe` is the package's /usr/bin/fabricmon and that unit is installed
+    (docs/install-offline.md); None for a venv install."""
+    if os.path.realpath(exe) != os.path.realpath(PACKAGED_EXEC):
+        return None
+    for d in PACKAGED_UNIT_DIRS:
+        unit = os.path.join(d, ROLES["node"].unit)
+        if os.path.isfile(unit):
+            return unit
+    return None
+
+
+def _refuse_packaged(what: str) -> None:
+    """install and uninstall on the running system are for a venv install: on a host where the Debian
+    package laid fabricmon down, a second copy of the units under /etc/systemd/system would override the
+    packaged ones, and uninstall --purge would take the package's conffiles. One line, exit 2."""
+    try:
+        exe = this_fabricmon()
+    except InstallError:
+        return
+    unit = packaged_unit(exe)
+    if unit is None:
+        return
+    if what == "install":
+        raise InstallError(f"fabricmon install: this fabricmon ({exe}) is the Debian package's, which installed its units "
+                           f"({unit}), udev rule, user and config already; install is for a venv install (local "
+                           "changes to a unit: systemctl edit fabricmon)")
+    raise InstallError(f"fabricmon uninstall: this fabricmon ({exe}) is the Debian package's ({unit}): remove it with "
+                       "apt remove fabricmon (apt purge fabricmon also removes the config, the state and the user)")
 
 
 def render_unit(role: Role, exe: str) -> str:
@@ -259,8 +293,8 @@ def _check_sandbox(plan: Plan, role: Role, exe: str) -> None:
     path, directive, d = hit
     what = "fabricmon" if path in (exe, os.path.realpath(exe)) else "the Python it runs on"
     problem = (f"{role.unit} could not start: {what} is {path}, under {d}, which the unit's {directive}= hides "
-               f"from the service; install fabricmon into a venv outside {d} (python3 -m venv /opt/fabricmon, "
-               "with a Python that is not under /home, /root or /tmp)")
+               f"from the service; install fabricmon into a venv outside {d} made by the distribution's Python "
+               "(/usr/bin/python3 -m venv /opt/fabricmon; not a pyenv or conda python3 under /home or /root)")
     if plan.live and not plan.dry:
         raise InstallError(problem)
     print(f"fabricmon: warning: {problem}", file=sys.stderr)
@@ -294,6 +328,8 @@ def _users(plan: Plan) -> None:
 
 def install(args: argparse.Namespace, out=None) -> int:
     plan = Plan(args.root, args.dry_run, out)
+    if plan.live:
+        _refuse_packaged("install")
     roles = _roles(args, ("node",))
     targets = [SYSUSERS, UDEV_RULE, CONFIG, *(r.defaults for r in roles), *(f"{UNIT_DIR}/{r.unit}" for r in roles)]
     _preflight(plan, "fabricmon install", targets)
@@ -320,6 +356,8 @@ def install(args: argparse.Namespace, out=None) -> int:
 
 def uninstall(args: argparse.Namespace, out=None) -> int:
     plan = Plan(args.root, args.dry_run, out)
+    if plan.live:
+        _refuse_packaged("uninstall")
     roles = _roles(args, ("node", "fabric"))
     _preflight(plan, "fabricmon uninstall",
                [t for t in (*(f"{UNIT_DIR}/{r.unit}" for r in roles), UDEV_RULE, SYSUSERS,
@@ -437,4 +475,5 @@ def _cmd_uninstall(args: argparse.Namespace) -> int:
         raise InstallError(str(exc)) from exc
 
 
-__all__ = ["InstallError", "add_parsers", "install", "print_files", "render_unit", "this_fabricmon", "uninstall"]
+__all__ = ["InstallError", "add_parsers", "install", "packaged_unit", "print_files", "render_unit", "this_fabricmon",
+           "uninstall"]

@@ -1,44 +1,32 @@
 """The verdict of a snapshot as `fabricmon check` prints it and the daemon serves it
-(`/api/v1/findings`): the findings (source failures included), the worst status (UNKNOWN, 3, when
-the node has nothing to check and nothing is CRITICAL), the port count and every source's state. One builder, so that `check` reads the same whether it polled by itself
-or asked the running daemon."""
+(`/api/v1/findings`): the findings (source failures included), the status of the one health rule
+(model.health: CRITICAL, else UNKNOWN, 3, when nothing could be checked, else the worst finding), the
+port count and every source's state. One builder, so that `check` reads the same whether it polled by
+itself or asked the running daemon."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from fabricmon import __version__
-from fabricmon.checks import CRITICAL, OK, STATUS_NAMES, WARNING, Finding
+from fabricmon.checks import OK, STATUS_NAMES, Finding
+from fabricmon.model.health import UNKNOWN, health_status, overall_status, source_findings, verdict_findings
 from fabricmon.model.jobs import JobRef
 from fabricmon.model.snapshot import Snapshot
 
 API_VERSION = 1
 FINDINGS_PATH = "/api/v1/findings"
-UNKNOWN = 3         # nothing to check (Nagios: could not check); CRITICAL still outranks it
-
-
-def source_findings(snap: Snapshot) -> list[Finding]:
-    """A failing enabled source is a WARNING in `check`: silence must never read as healthy. An
-    `enabled: auto` tool that is not installed is off, not failing."""
-    out = []
-    for name, s in sorted(snap.sources.items()):
-        if s.enabled and s.ran and s.active_errors:
-            first = sorted(s.active_errors)[0]
-            more = f" (+{len(s.active_errors) - 1} more)" if len(s.active_errors) > 1 else ""
-            out.append(Finding("source", name, None, WARNING,
-                               f"source {name}: {first}{more}: fix it or disable sources.{name}"))
-    return out
 
 
 def verdict(snap: Snapshot) -> dict[str, Any]:
-    """The snapshot's verdict as a JSON-able document (API_VERSION)."""
-    findings = snap.findings + source_findings(snap)
-    status = max((f.status for f in findings), default=OK)
+    """The snapshot's verdict as a JSON-able document (API_VERSION); its status is the one health rule's
+    (model.health), as `fabricmon_health_status` exports it."""
+    findings = verdict_findings(snap)
     return {
         "api_version": API_VERSION,
         "fabricmon_version": __version__,
         "snapshot_time": snap.time,
-        "status": UNKNOWN if snap.unknown and status < CRITICAL else status,
+        "status": health_status(snap),
         "unknown": snap.unknown,
         "ports": len(snap.ib.ports),
         "inventory_known": snap.inventory_known,
@@ -61,12 +49,12 @@ def check_lines(doc: dict[str, Any], verbose: bool = False, note: str = "") -> l
     """`fabricmon check` output: a summary line (Nagios: the first line is the status), then one
     line per WARNING/CRITICAL finding, worst first; with `verbose` the OK results too."""
     findings = findings_of(doc)
-    status = max((f.status for f in findings), default=OK)
+    status = status_of(doc)
     bad = [f for f in findings if f.status != OK]
     crit = sum(1 for f in bad if f.status == 2)
     warn = sum(1 for f in bad if f.status == 1)
     nports = int(doc["ports"])
-    if status < CRITICAL and doc.get("unknown"):
+    if status == UNKNOWN:
         summary = f"FABRICMON UNKNOWN - {doc['unknown']}" + (f"; {warn} warning" if warn else "")
     else:
         summary = f"FABRICMON {STATUS_NAMES[status]} - {crit} critical, {warn} warning on {nports} port(s)"
@@ -82,10 +70,9 @@ def check_lines(doc: dict[str, Any], verbose: bool = False, note: str = "") -> l
 
 
 def status_of(doc: dict[str, Any]) -> int:
-    """The exit status of a verdict: CRITICAL, else UNKNOWN when there is nothing to check, else
-    the worst finding."""
-    worst = min(CRITICAL, max((f.status for f in findings_of(doc)), default=OK))
-    return UNKNOWN if worst < CRITICAL and doc.get("unknown") else worst
+    """The exit status of a verdict document (the daemon's, or a local poll's): the one health rule
+    (model.health) on its findings, so a document from an older daemon reads the same."""
+    return overall_status((f.status for f in findings_of(doc)), bool(doc.get("unknown")))
 
 
 __all__ = ["API_VERSION", "FINDINGS_PATH", "UNKNOWN", "check_lines", "findings_of", "source_findings", "status_of",

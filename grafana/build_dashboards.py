@@ -471,7 +471,7 @@ def fabric_dashboard() -> dict:
     L.add(timeseries("Sweep duration", "Duration of each shard's last counter sweep.",
                      [target(f"fabricmon_fabric_sweep_duration_seconds{{{FAB}}}", "{{instance}}")], "s"), 8, 8)
     L.add(timeseries("Sweep errors", "Sweep errors per second by kind (read: a switch without counters).",
-                     [target(f"sum by (instance, kind) (rate(fabricmon_fabric_sweep_errors_total{{{FAB}}}"
+                     [target(f"sum by (instance, kind) (rate(fabricmon_source_errors_total{{{FAB}, source=\"sweep\"}}"
                              "[$__rate_interval]))", "{{instance}} {{kind}}")]), 8, 8)
     L.add(timeline("Sources up", "discovery and sweep: 1 when the last run produced data.",
                    [target(f"fabricmon_source_up{{{FAB}}}", "{{instance}} {{source}}")], UP_MAPPING), 8, 8)

@@ -591,7 +591,7 @@ def fabric_alerts(base: str) -> list[dict]:
               "warning", FOR["fabric_sweep_stale"], "No complete fabric sweep for a long time.",
               "{{ $labels.instance }}: the last sweep that read every switch without an error is "
               "{{ $value | humanizeDuration }} old: some switches return no counters"
-              " (fabricmon_fabric_sweep_errors_total{kind=\"read\"}) or sweeps time out.", base),
+              " (fabricmon_source_errors_total{source=\"sweep\", kind=\"read\"}) or sweeps time out.", base),
         alert("FabricmonFabricCollectorDown", f"up{{{F}}} == 0", "critical", FOR["fabric_down"],
               "The fabric collector cannot be scraped.",
               "{{ $labels.instance }} (job {{ $labels.job }}) has not answered scrapes for "

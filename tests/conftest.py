@@ -132,6 +132,37 @@ def _no_series_twice():
                     + "; ".join(found[:3]), pytrace=False)
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _no_leftover_processes(tmp_path_factory):
+    """Every test that starts a service or a job stops it (issue 41.5: slurmstepd and `srun sleep 600`
+    outlived the suite, one set per run). The session carries a mark in its environment, which every
+    process a test starts inherits; when the session ends, what still runs of it (helpers.leftover_processes)
+    is named, with the test that started it, killed, and the session errors."""
+    import time
+    import uuid
+
+    from fabricmon.sim.procs import kill_with_environment
+    from helpers import SESSION_MARK, leftover_processes
+    mark = uuid.uuid4().hex
+    os.environ[SESSION_MARK] = mark
+    since = time.time() - 1.0
+    yield
+    dirs = (str(tmp_path_factory.getbasetemp()),)
+    deadline = time.monotonic() + 10.0         # a service a teardown just signalled may still be exiting
+    left = leftover_processes(mark, since, dirs)
+    while left and time.monotonic() < deadline:
+        time.sleep(0.5)
+        left = leftover_processes(mark, since, dirs)
+    if left:
+        import psutil
+
+        from fabricmon.sim.procs import end
+        kill_with_environment(SESSION_MARK, mark)
+        end(psutil.Process().children(recursive=True))
+        pytest.fail(f"{len(left)} process(es) the suite started still run after it (now killed):\n  "
+                    + "\n  ".join(left), pytrace=False)
+
+
 def pytest_terminal_summary(terminalreporter) -> None:
     if _guard is not None:
         line = (f"sim guard: ibsim started {sum(_guard.by_test.values())} time(s), "

@@ -368,6 +368,13 @@ class FakeIO:
             raise self.nvml
         return self.nvml or []
 
+    def mad_open(self, settings):
+        from fabricmon.host.umad import UmadUnavailable
+        raise UmadUnavailable(errno.ENODEV, "no umad port (FakeIO)")     # a host without one: the tools
+
+    def mad_run(self, requests, deadline):
+        return [None] * len(requests)
+
     def close(self):
         pass
 
@@ -475,3 +482,56 @@ def extract_ttar(ttar: Path, root: Path) -> Path:
                 i += 1
         i += 1
     return root
+
+
+# --- processes the suite leaves behind (issue 41.5) -------------------------------------------------
+
+#: set in the suite's environment for the whole session: every process a test starts inherits it
+SESSION_MARK = "FABRICMON_TEST_SESSION"
+#: the services and jobs tests start; one of them running from the session's temp dirs is the suite's
+SUITE_PROGRAMS = frozenset({"slurmstepd", "srun", "slurmctld", "slurmd", "munged", "ibsim", "opensm", "snmpsimd",
+                            "snmpsim-command-responder", "prometheus", "alertmanager", "prometheus-alertmanager"})
+
+
+def leftover_processes(mark: str, since: float, test_dirs: tuple[str, ...]) -> list[str]:
+    """The processes this test session started that still run, one line each (pid, name, command, and the
+    test that started it, from the PYTEST_CURRENT_TEST it inherited): this process's descendants, the
+    other members of its process group, every process carrying the session's mark in its environment
+    (orphans that started a session of their own included), and any of SUITE_PROGRAMS started since
+    `since` whose command line or working directory is under one of `test_dirs`."""
+    import psutil
+
+    from fabricmon.sim.procs import processes_with_environment
+    me = psutil.Process()
+    skip = {me.pid, *(p.pid for p in me.parents())}
+    found = {p.pid: p for p in me.children(recursive=True)}
+    found.update((p.pid, p) for p in processes_with_environment(SESSION_MARK, mark))
+    group = os.getpgid(0)
+    for p in psutil.process_iter(["name", "cmdline", "create_time"]):
+        if p.pid in skip or p.pid in found or (p.info["create_time"] or 0) < since:
+            continue
+        try:
+            if os.getpgid(p.pid) == group:
+                found[p.pid] = p
+            elif p.info["name"] in SUITE_PROGRAMS:
+                where = " ".join(p.info["cmdline"] or ()) + " " + p.cwd()
+                if any(d in where for d in test_dirs):
+                    found[p.pid] = p
+        except (psutil.Error, OSError):
+            continue
+    lines = []
+    for pid, p in sorted(found.items()):
+        if pid in skip:
+            continue
+        try:
+            if p.status() == psutil.STATUS_ZOMBIE:
+                continue
+            cmd = " ".join(p.cmdline())[:160] or p.name()
+            try:
+                test = p.environ().get("PYTEST_CURRENT_TEST", "?")
+            except (psutil.Error, OSError):
+                test = "?"
+        except (psutil.Error, OSError):
+            continue            # ended meanwhile
+        lines.append(f"pid {pid} {p.name()}: {cmd} (started under {test})")
+    return lines

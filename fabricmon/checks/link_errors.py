@@ -16,7 +16,7 @@ from __future__ import annotations
 from fabricmon import ibspec
 from fabricmon.checks import OK, WARNING, CRITICAL, Finding
 from fabricmon.config import COUNTER_CHECKS, Config
-from fabricmon.model.history import CounterHistory
+from fabricmon.model.history import CounterHistory, ib_rule
 from fabricmon.model.ports import PortView
 
 SATURATION_CHECK = "counter_saturation"
@@ -40,12 +40,11 @@ def _fmt_window(seconds: float) -> str:
 
 
 def saturated(p: PortView) -> dict[str, bool]:
-    """Which saturable counters sit at their maximum on this port."""
+    """Which saturable counters sit at their maximum on this port (the counter intake's rule)."""
     out = {}
     for name in ibspec.SATURABLE:
         v = p.counters.get(name)
-        spec = ibspec.COUNTER_BY_NAME[name]
-        out[name] = v is not None and v >= ibspec.counter_max(spec, p.counter_bits.get(name))
+        out[name] = v is not None and ib_rule(name, p.counter_bits.get(name)).at_max(v)
     return out
 
 
@@ -61,14 +60,16 @@ def ber_limits(cc, rate_gbps: float | None) -> tuple[float | None, float | None]
 
 def evaluate_port(p: PortView, history: CounterHistory, config: Config, now: float,
                   sat: dict[str, bool] | None = None, label: str | None = None) -> list[Finding]:
-    """sat: the port's saturated() result when the caller has it already; label: how the messages
-    name the port (default PortView.label(); the fabric collector names the switch and its port)."""
+    """sat: the port's saturated() result when the caller has it already (the fabric collector's says
+    which counters wrap instead); label: how the messages name the port (default PortView.label();
+    the fabric collector names the switch and its port). A check none of whose counters the port has
+    gives no finding (no status: absent, never OK); counter_saturation is judged where a counter that
+    can saturate was read."""
     findings = []
     where = label if label is not None else p.label()
     for check, (counters, _w, _warn, _crit) in COUNTER_CHECKS.items():
         cc = config.checks.counters[check]
         if not any(c in p.counters for c in counters):
-            findings.append(Finding(check, p.device, p.port, OK, f"{where}: no counters"))
             continue
         total, covered = 0, 0.0
         for c in counters:
@@ -98,9 +99,12 @@ def evaluate_port(p: PortView, history: CounterHistory, config: Config, now: flo
             msg = (f"{where}: {names} rose by {total} in the last {_fmt_window(covered)} "
                    f"(threshold {limit:g} per {_fmt_window(cc.window)}{budget}): {ACTIONS[check]}")
         findings.append(Finding(check, p.device, p.port, status, msg))
-    sat = [n for n, s in (saturated(p) if sat is None else sat).items() if s]
-    if sat:
-        msg = (f"{where}: counter(s) {', '.join(sat)} saturated at their maximum; their rates are "
+    judged = saturated(p) if sat is None else sat
+    if not any(n in p.counters for n in judged):
+        return findings                 # no counter that can saturate was read: not judged
+    full = [n for n, s in judged.items() if s]
+    if full:
+        msg = (f"{where}: counter(s) {', '.join(full)} saturated at their maximum; their rates are "
                f"unknown: clear them in a maintenance window (perfquery -R) if your fabric policy allows")
         findings.append(Finding(SATURATION_CHECK, p.device, p.port, config.checks.saturation_severity, msg))
     else:

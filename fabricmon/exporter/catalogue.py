@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 from fabricmon import __version__, ibspec
 from fabricmon.checks import degraded_link
+from fabricmon.model.health import health_status
 from fabricmon.model.snapshot import BUILD_BUCKETS, Snapshot
 
 Labels = tuple[str, ...]
@@ -123,13 +124,6 @@ def _device_info(snap: Snapshot) -> Iterator[Sample]:
 def _device_numa(snap: Snapshot) -> Iterator[Sample]:
     for name, d in sorted(snap.ib.devices.items()):
         yield (name,), d.numa_node
-
-
-def _health_status(snap: Snapshot) -> int:
-    """What `fabricmon check` exits with (report.status_of): CRITICAL, else UNKNOWN (3) when the node
-    has nothing to check, else the worst finding."""
-    worst = min(2, snap.status)
-    return 3 if worst < 2 and snap.unknown else worst
 
 
 def _check_status(snap: Snapshot) -> Iterator[Sample]:
@@ -356,11 +350,6 @@ def _fab_groups(get: Callable[[object], float | None]) -> Callable[[Snapshot], I
     return _fabric(fn)
 
 
-def _fab_sweep_errors(fab: object) -> Iterator[Sample]:
-    for kind, n in sorted(fab.sweep_errors.items()):
-        yield (kind,), n
-
-
 def _fab_routes(fab: object) -> Iterator[Sample]:
     for guid, rb in fab.routes.items():
         for port, n in sorted(rb.routes.items()):
@@ -551,9 +540,10 @@ CATALOGUE: tuple[Metric, ...] = (
     # Findings
     Metric("fabricmon_check_status", G, "Check result per port: 0 OK, 1 WARNING, 2 CRITICAL.",
            ("check", "device", "port"), _check_status),
-    Metric("fabricmon_health_status", G, "Worst check status on this node: 0 OK, 1 WARNING, 2 CRITICAL, "
-           "3 UNKNOWN (nothing to check: no InfiniBand or RoCE port, no expected_links, none seen before); "
-           "what fabricmon check exits with.", (), lambda snap: [((), _health_status(snap))]),
+    Metric("fabricmon_health_status", G, "The verdict, what fabricmon check (fabric once) exits with: 0 OK, "
+           "1 WARNING (a check, or a failing source), 2 CRITICAL, 3 UNKNOWN (nothing to check: no "
+           "InfiniBand or RoCE port, no expected_links, none seen before; a fabric collector that read no switch).",
+           (), lambda snap: [((), health_status(snap))]),
     # RoCE
     Metric("fabricmon_roce_pfc_enabled", G, "1 if PFC is enabled on the priority (mlnx_qos).",
            ("device", "netdev", "priority"), _roce(_pfc)),
@@ -669,8 +659,6 @@ CATALOGUE: tuple[Metric, ...] = (
            _fab_groups(lambda g: 1 if g.imbalanced else 0)),
     Metric("fabricmon_fabric_sweep_duration_seconds", G, "Duration of the last counter sweep.", (),
            _fabric(lambda fab: [((), fab.sweep_duration)])),
-    Metric("fabricmon_fabric_sweep_errors", C, "Sweep errors by kind (a switch that returned no counters in a "
-           "sweep counts once as read; unanswered: once per switch with queries unanswered after retries).", ("kind",), _fabric(_fab_sweep_errors)),
     Metric("fabricmon_fabric_switch_unresponsive", G, "1 while queries to the switch (MADs, SNMP walks) went "
            "unanswered in fabric.unresponsive_sweeps of its last fabric.unresponsive_window sweeps (its ports keep "
            "their last known state, none is taken as down), else 0.",
@@ -710,12 +698,13 @@ CATALOGUE: tuple[Metric, ...] = (
            "the switches of its level sharing an upper switch with it (a switch without uplinks: its whole level); "
            "absent where no switch shares one (nothing to compare it with).", ("switch_guid", "switch"),
            _fab_per_switch(lambda fab, g: fab.uplinks.get(g, (None, None))[1])),
-    Metric("fabricmon_fabric_check_status", G, "Fabric check result per switch (0 OK, 1 WARNING, 2 CRITICAL), OK "
-           "included; check is the finding's own check: degraded_link, the counter checks (symbol_errors, link_flap, "
-           "...), ecmp, uplinks, unresponsive, routing (once forwarding tables were read), pfc_storm (once "
-           "pause frames were read), or the fabric-wide sm and node_description (host CAs with the firmware's node "
-           "description, present only then; switch_guid and switch empty).", ("check", "switch_guid", "switch"),
-           _fabric(_fab_check_status)),
+    Metric("fabricmon_fabric_check_status", G, "Fabric check result per switch (0 OK, 1 WARNING, 2 CRITICAL) of "
+           "every check that ran, OK included, and absent for a check whose inputs were not read; check is the "
+           "finding's own check: degraded_link, the counter checks (symbol_errors, link_flap, ...: each once a "
+           "sweep read its counters; counter_saturation once one that can saturate), ecmp, uplinks, "
+           "unresponsive, routing (once forwarding tables were read), pfc_storm (once pause frames were read), "
+           "or the fabric-wide sm and node_description (host CAs with the firmware's node description, present "
+           "only then; switch_guid and switch empty).", ("check", "switch_guid", "switch"), _fabric(_fab_check_status)),
     Metric("fabricmon_fabric_sm_master_present", G, "1 if a subnet manager answers as master (sminfo), else 0.",
            (), _fabric(_fab_sm_master)),
     Metric("fabricmon_fabric_sm_info", G, "1 per subnet manager seen (the master, and every other port that "

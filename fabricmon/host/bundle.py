@@ -1,6 +1,11 @@
 """Capture bundles: RecordingIO writes everything a HostIO answers into a bundle directory
 (`fabricmon capture`), ReplayIO serves a bundle back, so a support case or a real node's
-recording drives the very same pipeline as a live host."""
+recording drives the very same pipeline as a live host.
+
+MADs are recorded as request -> answer (host.mad.exchange_key: per MAD by destination LID and
+the request itself; the last answer to a request wins, as for commands) under the manifest's
+"mad" key, or why no umad port opened under "mad_error"; a bundle without either (recorded with
+the infiniband-diags tools, or before MADs were recorded) replays the tools."""
 
 from __future__ import annotations
 
@@ -13,9 +18,11 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from fabricmon.host.io import HostIO, read_answer
+from fabricmon.host.mad import MadSettings, Request, answer_bytes, answer_text, exchange_key
 from fabricmon.host.nvml import NvmlError, NvmlUnavailable
 from fabricmon.host.runner import CommandResult
 from fabricmon.host.snmp import WalkSpec
+from fabricmon.host.umad import UmadUnavailable
 
 BUNDLE_VERSION = 1
 
@@ -39,6 +46,8 @@ class RecordingIO:
         self.nvml: list[dict] | None = None
         self.nvml_error: dict | None = None
         self.programs: dict[str, str | None] = {}
+        self.mads: dict[str, str | None] | None = None       # exchange key -> answer; None: never opened
+        self.mad_error: str | None = None
         self._lock = threading.Lock()
 
     def which(self, program: str) -> str | None:
@@ -67,6 +76,27 @@ class RecordingIO:
         for res in results:
             self._record(res)
         return results
+
+    def mad_open(self, settings: MadSettings) -> None:
+        try:
+            self.inner.mad_open(settings)
+        except OSError as exc:
+            with self._lock:
+                self.mad_error = exc.strerror or str(exc)
+            raise
+        with self._lock:
+            self.mad_error = None
+            if self.mads is None:
+                self.mads = {}
+
+    def mad_run(self, requests: Sequence[Request], deadline: float) -> list[bytes | None]:
+        answers = self.inner.mad_run(requests, deadline)
+        recorded = {exchange_key(r): answer_text(a) for r, a in zip(requests, answers)}
+        with self._lock:
+            if self.mads is None:
+                self.mads = {}
+            self.mads.update(recorded)
+        return answers
 
     def read(self, root: str, rel: str) -> str:
         key = f"{root}/{rel}"
@@ -158,6 +188,10 @@ class RecordingIO:
             manifest["nvml"] = self.nvml
         if self.nvml_error is not None:
             manifest["nvml_error"] = self.nvml_error
+        if self.mads is not None:
+            manifest["mad"] = self.mads
+        if self.mad_error is not None:
+            manifest["mad_error"] = self.mad_error
         path = self.dir / "bundle.json"
         path.write_text(json.dumps(manifest, indent=1, sort_keys=True))
         return path
@@ -208,6 +242,7 @@ class ReplayIO:
         self._listings = manifest.get("listings", {})
         self._realpaths = manifest.get("realpaths", {})
         self._programs: dict[str, str | None] = manifest.get("programs", {})
+        self._mads: dict[str, str | None] | None = manifest.get("mad")
 
     def which(self, program: str) -> str | None:
         """Whether the recorded host had the program: as recorded; in a bundle without that
@@ -239,6 +274,18 @@ class ReplayIO:
                 out.append(CommandResult(tuple(c["argv"]), c["returncode"], c["stdout"], c["stderr"],
                                          c.get("duration", 0.0), c.get("error")))
         return out
+
+    def mad_open(self, settings: MadSettings) -> None:
+        """As recorded: the recorded host's reason when no umad port opened there; a bundle without MADs
+        (recorded with the tools) has none, and its sweep replays the tools."""
+        if self._mads is None:
+            why = self.manifest.get("mad_error") or "the bundle holds no MAD exchanges"
+            raise UmadUnavailable(errno.ENODEV, str(why))
+
+    def mad_run(self, requests: Sequence[Request], deadline: float) -> list[bytes | None]:
+        """Each request's recorded answer; a request not in the bundle is unanswered."""
+        mads = self._mads or {}
+        return [answer_bytes(mads.get(exchange_key(r))) for r in requests]
 
     def read(self, root: str, rel: str) -> str:
         key = f"{root}/{rel}"

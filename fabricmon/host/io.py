@@ -1,4 +1,4 @@
-"""The host boundary: every command run, file read and NVML query goes through a HostIO.
+"""The host boundary: every command run, file read, NVML query, SNMP walk and MAD goes through a HostIO.
 
 - LiveIO reads the real host (paths rooted at the configured sysfs/procfs) and runs tools.
 - RecordingIO and ReplayIO (fabricmon.host.bundle) record a bundle and serve it back.
@@ -16,7 +16,8 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
-from fabricmon.host import nvml
+from fabricmon.host import mad, nvml
+from fabricmon.host.mad import MadSettings, Request
 from fabricmon.host.snmp import WalkSpec, walk_many
 from fabricmon.host.runner import DEFAULT_TOOL_DIRS, CommandResult, kill_all, resolve_program, run_command
 
@@ -31,6 +32,12 @@ class HostIO(Protocol):
     # `snmpbulkwalk -On -Oe -Ot` run it stands for (argv: spec.argv()); no child process
     def snmp_walks(self, specs: Sequence[WalkSpec], deadline: float, concurrency: int = 16,
                    cancel: threading.Event | None = None) -> list[CommandResult]: ...
+    # MADs in this process (host.mad: the one umad port, many requests in flight). mad_open raises
+    # UmadUnavailable (an OSError) where no umad port opens here or the bundle holds no MADs;
+    # mad_run returns each request's answer (None: unanswered) and raises OSError when the device
+    # fails under it (the port is reopened by the next mad_open)
+    def mad_open(self, settings: MadSettings) -> None: ...
+    def mad_run(self, requests: Sequence[Request], deadline: float) -> list[bytes | None]: ...
     def read(self, root: str, rel: str) -> str: ...
     def read_many(self, root: str, rels: Sequence[str]) -> list[str | OSError]: ...
     def listdir(self, root: str, rel: str) -> list[str]: ...
@@ -96,6 +103,15 @@ class LiveIO:
     def snmp_walks(self, specs: Sequence[WalkSpec], deadline: float, concurrency: int = 16,
                    cancel: threading.Event | None = None) -> list[CommandResult]:
         return walk_many(specs, deadline, concurrency, cancel)
+
+    def mad_open(self, settings: MadSettings) -> None:
+        """The process's umad port (opened once): it must reach the fabric this host's tools reach, so
+        a LiveIO whose tools run with another fabric's environment (umad2sim's preload given to the
+        tools only) has none."""
+        mad.open_engine(settings, self.env)
+
+    def mad_run(self, requests: Sequence[Request], deadline: float) -> list[bytes | None]:
+        return mad.run_engine(requests, deadline)
 
     def read(self, root: str, rel: str) -> str:
         if root != "sysfs":

@@ -86,19 +86,25 @@ def _descendants(pid: int) -> list[psutil.Process]:
         return []
 
 
-def _marked(token: str) -> list[psutil.Process]:
-    """Live processes whose environment carries our run id (only scanned after a timeout)."""
+def processes_with_environment(key: str, value: str) -> list[psutil.Process]:
+    """Live processes, other than this one, whose environment has key=value (those whose environment
+    cannot be read, another user's, are left out)."""
     found = []
     me = os.getpid()
     for p in psutil.process_iter():
         if p.pid == me:
             continue
         try:
-            if p.environ().get(RUN_MARK) == token:
+            if p.environ().get(key) == value:
                 found.append(p)
         except (psutil.Error, OSError):
             continue
     return found
+
+
+def _marked(token: str) -> list[psutil.Process]:
+    """Live processes whose environment carries our run id (only scanned after a timeout)."""
+    return processes_with_environment(RUN_MARK, token)
 
 
 def resolve_program(program: str, path: str | None = None,

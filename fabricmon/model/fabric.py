@@ -509,7 +509,6 @@ class FabricSection:
     ports: dict[Key, FabricPort] = field(default_factory=dict)
     groups: list[EcmpGroup] = field(default_factory=list)
     sweep_duration: float | None = None
-    sweep_errors: dict[str, int] = field(default_factory=dict)
     topology_changes: int = 0
     shard: tuple[int, int] = (0, 1)
     routes: dict[str, RouteBalance] = field(default_factory=dict)   # switch guid -> its route balance

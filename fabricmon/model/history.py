@@ -8,14 +8,20 @@ Rules (the lessons of the exporters we compete with):
   increase, and the new value becomes the baseline;
 - the history is bounded in time, and can be saved to disk so that `fabricmon check` run by
   cron or Slurm keeps rates between runs.
+
+CounterIntake is the one way counters enter a history (node, RoCE and fabric alike): width, wrap,
+saturation, reset and first baseline, each written once.
 """
 
 from __future__ import annotations
 
+import functools
 import json
 from collections import deque
+from collections.abc import Container, Mapping
 from dataclasses import dataclass
 
+from fabricmon import ibspec
 from fabricmon.fsutil import write_atomic
 
 Key = tuple[str, int, str]     # (device, port, counter)
@@ -138,3 +144,95 @@ class CounterHistory:
     def save(self, path: str) -> None:
         """Atomic write (temp file + rename)."""
         write_atomic(path, self.to_json().encode(), 0o600)
+
+
+@dataclass(frozen=True, slots=True)
+class CounterRule:
+    """What a counter's raw values mean at its width: it saturates (stops at 2^bits - 1: "at least
+    this"), wraps (rolls over to 0 at 2^bits: the intake adds 2^bits per wrap), or neither (64-bit
+    counters, which neither reach their maximum nor roll over in a machine's lifetime)."""
+    bits: int = 64
+    saturates: bool = False
+    wraps: bool = False
+
+    def at_max(self, raw: int) -> bool:
+        """The raw value is the saturation point: "unknown, at least this"."""
+        return self.saturates and raw >= (1 << self.bits) - 1
+
+
+PLAIN = CounterRule()
+
+
+@functools.lru_cache(maxsize=1024)
+def ib_rule(name: str, bits: int | None = None, wraps: bool = False) -> CounterRule:
+    """An InfiniBand (or ifTable) counter's rule: its width as read (`bits`, else the spec's), wrapping
+    where the reader says so (Ethernet's 32-bit ifTable counters), else saturating where the spec says
+    the counter saturates (the error and congestion counters)."""
+    spec = ibspec.COUNTER_BY_NAME.get(name)
+    width = bits or (spec.bits if spec is not None else 64)
+    return CounterRule(width, saturates=not wraps and name in ibspec.SATURABLE, wraps=wraps)
+
+
+class CounterIntake:
+    """The one way counters enter a CounterHistory, for the node, RoCE and fabric alike. Per counter:
+
+    - width and wrap: a wrapping counter's raw value plus 2^bits per wrap seen (a drop from the upper
+      half of its width to a value a short step past 0 is a wrap; any other drop is a reset);
+    - saturation: a raw value at the maximum of a saturating counter is recorded as "at least this"
+      (CounterHistory: a lower bound, never a rate from it);
+    - reset: a decrease is a reset (counted by the history, contributes 0, the new value is the baseline);
+    - first baseline: a port's first sample is only a baseline (no increase from it). A `sparse` intake
+      (the fabric: thousands of ports whose error counters stay 0) keeps no history for a counter until
+      it is non-zero; a counter first seen non-zero on a port sampled before was 0 at that port's
+      previous sample, so its increase counts from there.
+
+    Counters are never reset on the device: only Get() is ever sent, and nothing here writes."""
+
+    def __init__(self, history: CounterHistory, sparse: bool = False) -> None:
+        self.history = history
+        self.sparse = sparse
+        self._wrap: dict[Key, tuple[int, int]] = {}            # key -> (last raw value, offset)
+        self._times: dict[tuple[str, int, str], float] = {}     # (device, port, stream) -> its last sample time
+
+    def take_port(self, port: tuple[str, int], t: float, values: Mapping[str, int],
+                  rules: Mapping[str, CounterRule], only: Container[str] | None = None, stream: str = "") -> list[str]:
+        """One sample at `t` of a port's counters (those in `only`, if given; a counter without a rule
+        is PLAIN), keyed (device, port, name). A sample at or before the port's last one of this
+        `stream` (the same source's data again) is skipped. Returns the counters that reset."""
+        dev, num = port
+        tkey = (dev, num, stream)
+        prev = self._times.get(tkey)
+        if prev is not None and t <= prev:
+            return []
+        self._times[tkey] = t
+        history, sparse, wrap, resets = self.history, self.sparse, self._wrap, []
+        for name, raw in values.items():
+            if only is not None and name not in only:
+                continue
+            rule = rules.get(name, PLAIN)
+            key = (dev, num, name)
+            value = raw
+            if rule.wraps:
+                last, offset = wrap.get(key, (raw, 0))
+                if raw < last:
+                    top = 1 << rule.bits
+                    offset = offset + top if top // 2 <= last < top and raw + top - last < top // 2 else 0
+                wrap[key] = (raw, offset)
+                value = raw + offset
+            sat = rule.saturates and raw >= (1 << rule.bits) - 1
+            if sparse and not history.has(key):
+                if value == 0 and not sat:
+                    continue                # quiet: no history needed (its increase is 0 either way)
+                if prev is not None:
+                    history.add(key, prev, 0)       # it was 0 at this port's previous sample
+            if history.record(key, t, value, saturated=sat):
+                resets.append(name)
+        return resets
+
+    def prune(self, keep: set[tuple[str, int]]) -> None:
+        """Forget the ports that no longer exist (a removed HCA, a switch gone from the topology)."""
+        self.history.prune(keep)
+        for k in [k for k in self._wrap if (k[0], k[1]) not in keep]:
+            del self._wrap[k]
+        for t in [t for t in self._times if (t[0], t[1]) not in keep]:
+            del self._times[t]

@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from fabricmon.model.history import CounterHistory
+from fabricmon.model.history import CounterIntake
 from fabricmon.model.ports import pair_netdevs
 from fabricmon.parsers.ethtool import NetdevStats
 from fabricmon.parsers.mlnx_qos import QosResult
@@ -111,15 +111,16 @@ def ethtool_counters(stats: NetdevStats | None) -> dict[str, int]:
     return out
 
 
-def record_roce_counters(views: list[RoceView], history: CounterHistory, t_ethtool: float | None,
+def record_roce_counters(views: list[RoceView], intake: CounterIntake, t_ethtool: float | None,
                          t_hw: float | None) -> None:
-    """Sample the views' ethtool and hw counters into the history (a repeated timestamp is
-    ignored by the history), by the same rules as every other counter."""
+    """Sample the views' ethtool and hw counters through the one counter intake (a repeated sample is
+    skipped), under eth_key and hw_key, by the same rules as every other counter."""
     for v in views:
+        t = v.target
+        port = (t.device, t.port)
         if t_ethtool is not None:
-            for name, value in ethtool_counters(v.stats).items():
-                history.record(eth_key(v.target, name), t_ethtool, value)
+            values = {eth_key(t, name)[2]: value for name, value in ethtool_counters(v.stats).items()}
+            intake.take_port(port, t_ethtool, values, {}, stream=f"ethtool:{t.netdev}")
         if t_hw is not None:
-            for name in HW_TRACKED:
-                if name in v.hw:
-                    history.record(hw_key(v.target, name), t_hw, v.hw[name])
+            values = {hw_key(t, name)[2]: v.hw[name] for name in HW_TRACKED if name in v.hw}
+            intake.take_port(port, t_hw, values, {}, stream="hw")

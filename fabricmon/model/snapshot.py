@@ -112,6 +112,8 @@ class Snapshot:
     # Why this node has nothing to check ("" when it has): no InfiniBand/RoCE port, no
     # expected_links and no port learned before. `check` answers UNKNOWN with it.
     unknown: str = ""
+    # the host this daemon reports on (slurm.node_name, else the short host name; a bundle's recorded host)
+    host: str = ""
 
     @property
     def status(self) -> int:

@@ -19,7 +19,7 @@ from fabricmon.model.snapshot import Snapshot
 from fabricmon.pages.fabric_layout import (
     BOX_H, CELL, NO_RATE, RATE_CLASSES, UTIL_SCALE, Bundle, Layout, LinkLine, SwitchBox, layout, short_name,
 )
-from fabricmon.report import source_findings
+from fabricmon.model.health import health_status, verdict_findings
 from fabricmon.pages.html import document, esc, findings_table, state_name, when
 
 FIT_WIDTH, MAX_ZOOM = 1300, 1.8     # px a map is scaled up towards, and by at most
@@ -242,12 +242,13 @@ def _summary(sec: FabricSection, lay: Layout) -> str:
 
 def live(snap: Snapshot, query: Mapping[str, str]) -> str:
     sec: FabricSection = snap.fabric
-    meta = f'<div id="meta" hidden data-when="{esc(when(snap.time))}" data-state="{state_name(snap.status)}"></div>'
+    meta = f'<div id="meta" hidden data-when="{esc(when(snap.time))}" data-state="{state_name(health_status(snap))}"></div>'
     names = {g: sw.name for g, sw in sec.switches.items()}
-    table = f'<h2>Findings</h2>{findings_table(snap.findings + source_findings(snap), names, job_links=True)}'
+    table = f'<h2>Findings</h2>{findings_table(verdict_findings(snap), names, job_links=True)}'
     if not sec.switches:
-        return meta + '<p class="none" data-empty="1">No fabric discovered yet: waiting for the first ' \
-                      'ibnetdiscover run.</p>' + table
+        why = (f"No switch could be read: {snap.unknown}. Retrying." if snap.unknown
+               else "No fabric discovered yet: waiting for the first discovery.")
+        return meta + f'<p class="none" data-empty="1" data-unknown="{esc(snap.unknown)}">{esc(why)}</p>' + table
     expand = [e for e in query.get("expand", "").split(",") if e]
     job = query.get("job", "").strip()
     footprint = frozenset(snap.jobs.switches.get(job, ())) if job and snap.jobs is not None else frozenset()
@@ -292,7 +293,8 @@ def _footprint(snap: Snapshot, job: str, names: Mapping[str, str]) -> str:
 def page(snap: Snapshot, query: Mapping[str, str]) -> str:
     sec: FabricSection = snap.fabric
     sub = f"shard {sec.shard[0] + 1} of {sec.shard[1]}" if sec.shard[1] > 1 else ""
-    return document("fabric", "fabricmon fabric map", live(snap, query), snap.time, snap.status, sub)
+    return document("fabric", "fabricmon fabric map", live(snap, query), snap.time, health_status(snap), sub,
+                    host=snap.host)
 
 
 def switch(snap: Snapshot, query: Mapping[str, str]) -> str | None:

@@ -12,9 +12,9 @@ from collections.abc import Iterable
 
 from fabricmon import __version__
 from fabricmon.checks import CRITICAL, OK, STATUS_NAMES, WARNING, Finding
+from fabricmon.model.health import UNKNOWN      # nothing could be checked: grey, never green
 
 REFRESH_MS = 5000
-UNKNOWN = 3         # a node with nothing to check (report.UNKNOWN): grey, never green
 STATE_NAMES = {OK: "ok", WARNING: "warning", CRITICAL: "critical", UNKNOWN: "unknown"}
 
 
@@ -69,9 +69,11 @@ def findings_table(findings: Iterable[Finding], names: dict[str, str] | None = N
             f'<th>where</th><th>port</th><th>reason</th></tr></thead><tbody>{"".join(rows)}</tbody></table>')
 
 
-def document(kind: str, title: str, live: str, snap_time: float, status: int, subtitle: str = "") -> str:
-    """The whole page: `live` is the fragment page.js replaces on every refresh."""
-    host = socket.gethostname()
+def document(kind: str, title: str, live: str, snap_time: float, status: int, subtitle: str = "",
+             host: str = "") -> str:
+    """The whole page: `live` is the fragment page.js replaces on every refresh; `host` the daemon's host
+    identity (Snapshot.host), this machine's name when empty."""
+    host = host or socket.gethostname()
     return (
         "<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
         "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">"
@@ -80,7 +82,7 @@ def document(kind: str, title: str, live: str, snap_time: float, status: int, su
         f"<header><h1><span class=\"dot {state_name(status)}\" id=\"overall\"></span>{esc(title)}</h1>"
         f"<span class=\"sub\">{esc(host)}{' · ' + esc(subtitle) if subtitle else ''} · fabricmon {esc(__version__)}"
         f" · <span id=\"updated\">snapshot {esc(when(snap_time))}</span></span>"
-        "<nav><a href=\"/metrics\">/metrics</a> <a href=\"/healthz\">/healthz</a> "
+        "<nav><a href=\"/metrics\">/metrics</a> <a href=\"/healthz\">/healthz</a> <a href=\"/readyz\">/readyz</a> "
         "<a href=\"/api/v1/findings\">/api/v1/findings</a></nav></header>"
         f"<main id=\"live\">{live}</main>"
         "<aside id=\"details\" hidden><button type=\"button\" id=\"close\" title=\"close\">×</button>"

@@ -13,11 +13,11 @@ from collections.abc import Mapping
 from urllib.parse import quote
 
 from fabricmon import ibspec
-from fabricmon.checks import CRITICAL, OK, STATUS_NAMES, WARNING, Finding, worst
+from fabricmon.checks import OK, STATUS_NAMES, WARNING, Finding, worst
 from fabricmon.model.ports import PortView
 from fabricmon.model.snapshot import Snapshot, SourceState
-from fabricmon.pages.html import UNKNOWN, ago, document, esc, findings_table, natural_key, state_name, when
-from fabricmon.report import source_findings
+from fabricmon.pages.html import ago, document, esc, findings_table, natural_key, state_name, when
+from fabricmon.model.health import health_status, verdict_findings
 
 TITLE = "fabricmon node"
 STATE_DOWN = 1            # PortState DOWN (ibspec.PORT_STATES)
@@ -31,11 +31,6 @@ def port_order(snap: Snapshot) -> list[tuple[str, int]]:
 
 def port_id(key: tuple[str, int]) -> str:
     return f"{key[0]}/{key[1]}"
-
-
-def all_findings(snap: Snapshot) -> list[Finding]:
-    """What `fabricmon check` judges: the snapshot's findings plus a WARNING per failing source."""
-    return snap.findings + source_findings(snap)
 
 
 def port_findings(snap: Snapshot, key: tuple[str, int]) -> list[Finding]:
@@ -273,23 +268,17 @@ def summary(snap: Snapshot) -> str:
     active = [s for s in snap.sources.values() if s.enabled and s.active]
     failing = sum(1 for s in active if s.ran and s.active_errors)
     parts.append(f"{len(active)} source(s) active" + (f", {failing} failing" if failing else ""))
-    bad = [f for f in all_findings(snap) if f.status != OK]
+    bad = [f for f in verdict_findings(snap) if f.status != OK]
     parts.append(f"{len(bad)} finding(s)" if bad else "no findings")
     return f'<p class="summary">{esc(" · ".join(parts))}</p>'
 
 
 # --- the parts ---------------------------------------------------------------------------------
 
-def overall(snap: Snapshot) -> int:
-    """The worst finding; UNKNOWN when the node has nothing to check and nothing is CRITICAL."""
-    status = worst(all_findings(snap))
-    return UNKNOWN if snap.unknown and status < CRITICAL else status
-
-
 def live(snap: Snapshot, query: Mapping[str, str]) -> str:
-    return (f'<div id="meta" hidden data-when="{esc(when(snap.time))}" data-state="{state_name(overall(snap))}"></div>'
+    return (f'<div id="meta" hidden data-when="{esc(when(snap.time))}" data-state="{state_name(health_status(snap))}"></div>'
             f"{summary(snap)}{ports_section(snap)}"
-            f"<h2>Findings</h2>{findings_table(all_findings(snap))}"
+            f"<h2>Findings</h2>{findings_table(verdict_findings(snap))}"
             f"{gpu_section(snap)}{sources_section(snap)}")
 
 
@@ -336,7 +325,7 @@ def port_detail(snap: Snapshot, query: Mapping[str, str]) -> str | None:
 def page(snap: Snapshot, query: Mapping[str, str]) -> str:
     n = len(snap.ib.ports)
     sub = f"{n} port{'' if n == 1 else 's'}" if snap.inventory_known else "inventory pending"
-    return document("node", TITLE, live(snap, query), snap.time, overall(snap), sub)
+    return document("node", TITLE, live(snap, query), snap.time, health_status(snap), sub, host=snap.host)
 
 
 def _port_key(snap: Snapshot, value: str) -> tuple[str, int] | None:

@@ -11,8 +11,9 @@ source name:
    cabled), the peer's read included; a port not read keeps its last state (unreached is not
    down); a switch whose queries go unanswered in unresponsive_sweeps of its last unresponsive_window
    sweeps is unresponsive (checks.fabric_unresponsive, WARNING), on either fabric kind;
-2. every counter of a new sweep enters a CounterHistory through record() (saturation and reset
-   rules), keyed (switch_guid, port, counter); transmit/receive rates from the last step;
+2. every counter of a new sweep enters a CounterHistory through the one CounterIntake (width, wrap,
+   saturation, reset and first baseline: model.history), keyed (switch_guid, port, counter);
+   transmit/receive rates from the last step;
 3. the checks, each run when its inputs are present (capabilities, never the fabric kind):
    fabric_links (down, width, speed), link_errors (the node daemon's thresholds), fabric_ecmp
    (imbalance over consecutive sweeps), fabric_symmetry (active uplinks against the level's norm),
@@ -22,9 +23,12 @@ source name:
    yields SmData; its activity count followed between polls), fabric_pfc (PFC storms, once a
    sweep yielded pause frames) and the optics checks (checks.optics, the node daemon's logic, when a
    source yields SwitchOpticsData; each lane's baseline kept in <state_dir>/fabric_optics_baseline.json);
-4. every check's status per switch (fabricmon_fabric_check_status, OK included);
+4. every check's status per switch (fabricmon_fabric_check_status, OK included) for the checks whose
+   inputs were read (none for the others: absent, never OK), and per port once it was not OK;
 5. this collector's shard only: a switch belongs to exactly one shard (GUID hash);
-6. the jobs each WARNING/CRITICAL finding can hurt, when a job source runs (pipeline.jobs).
+6. the jobs each WARNING/CRITICAL finding can hurt, when a job source runs (pipeline.jobs);
+7. while the last sweep read no switch, the snapshot's `unknown` says why (pipeline.fabric_failure, the
+   kind's failure hints first), so the collector's verdict is UNKNOWN (model.health) and /readyz 503.
 """
 
 from __future__ import annotations
@@ -32,7 +36,7 @@ from __future__ import annotations
 import os
 import time
 from collections import deque
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
 
 import structlog
@@ -50,14 +54,16 @@ from fabricmon.model.fabric import (
     DiscoveryData, FabricPort, FabricSection, LftData, PortInfo, SmData, SweepData, Topology, build_topology,
     in_shard, merge_discovery,
 )
-from fabricmon.model.history import CounterHistory
+from fabricmon.model.history import PLAIN, CounterHistory, CounterIntake, ib_rule
 from fabricmon.model.link_ability import LinkAbility
 from fabricmon.model.ports import PortView
 from fabricmon.model.optics import OpticsPort, SwitchOpticsData
 from fabricmon.model.snapshot import SourceState, source_data, source_state
+from fabricmon.pipeline.fabric_failure import Hint, why_nothing_read
 from fabricmon.pipeline.jobs import FabricJobs
 from fabricmon.pipeline.optics_baseline import BaselineStore
 from fabricmon.pipeline.node import CHECKED_COUNTERS
+from fabricmon.registry import failure_hints
 
 log = structlog.get_logger("fabricmon.fabric")
 
@@ -75,8 +81,9 @@ MAX_CHANGE_LINES = 20       # topology changes logged one by one per discovery, 
 CAPABILITIES = ("topology", "forwarding_tables", "subnet_manager", "pause_frames", "transceiver_readings")
 SWITCH_CHECK_MODULES = (fabric_links, fabric_ecmp, fabric_symmetry, fabric_unresponsive, fabric_routing, fabric_pfc)
 FABRIC_WIDE_CHECK_MODULES = (fabric_sm, fabric_names)
-# the counter checks (checks.link_errors, shared with the node daemon) judge the sweep's counters per port
-COUNTER_CHECK_NAMES = (*COUNTER_CHECKS, link_errors.SATURATION_CHECK)
+# the counter checks (checks.link_errors, shared with the node daemon) judge the sweep's counters per port:
+# each runs once a sweep yielded one of its counters (COUNTER_CHECKS), counter_saturation once a sweep
+# yielded a counter that saturates (not one that wraps: Ethernet's ifTable counters)
 COUNTER_NEEDS = ("topology",)
 
 
@@ -84,14 +91,19 @@ class FabricModel:
     """Builds fabric snapshots; keeps the topology, the remembered links and the counter
     histories between builds."""
 
-    def __init__(self, config: Config, clock: Callable[[], float] = time.time, shard: tuple[int, int] | None = None):
+    def __init__(self, config: Config, clock: Callable[[], float] = time.time, shard: tuple[int, int] | None = None,
+                 hints: Sequence[Hint] = ()):
         self.config = config
         self.clock = clock
+        self.hints = tuple(hints)       # the collector's failure hints (registry.failure_hints), asked first
+        self._why = ""                  # why no switch could be read, as last logged ("" while one was)
         self.shard = shard or config.fabric.shard
         # Error counters: the node daemon's windows. A counter enters it once it is non-zero
         # (preceded by a 0 at the previous sweep), so a healthy fabric keeps no history at all.
         self.history = CounterHistory(horizon=max(c.window for c in config.checks.counters.values()))
         self.rates = CounterHistory(horizon=3600.0, max_samples=2)
+        self.intake = CounterIntake(self.history, sparse=True)
+        self.rate_intake = CounterIntake(self.rates)
         self._topo: Topology | None = None
         self._topo_time: float | None = None
         self._remembered: dict[tuple[str, int], PortInfo] = {}   # ports cabled at some discovery
@@ -106,7 +118,9 @@ class FabricModel:
         self.jobs = FabricJobs(config.slurm.max_job_switch_series)     # which jobs each finding hurts
         self._pfc_counts: dict[tuple[str, int, int, str], int] = {}
         self._reads_pause = False                                # some sweep yielded PFC pause frames
-        self._wrap: dict[tuple[str, int, str], tuple[int, int]] = {}     # key -> (last raw value, offset)
+        self._counters_read: set[str] = set()                    # the checked counters some sweep yielded
+        self._saturable_read = False                             # ... one of them a counter that saturates
+        self._flagged: set[tuple[str, str, int]] = set()         # (check, switch, port) once not OK
         self._view = None                                        # the merged discovery view (DiscoveryData)
         self._view_complete = False                              # some discovery so far was complete
         # the last read of each cabled port's link state: (up, data time); the newest read wins
@@ -200,62 +214,42 @@ class FabricModel:
             self._link_state[key] = (up, t)
 
     # --- counters -----------------------------------------------------------------------
-    def _unwrap(self, key: tuple[str, int, str], raw: int, bits: int) -> int:
-        """A counter that wraps at its width (Ethernet's 32-bit ifTable counters): the raw value
-        plus 2^bits per wrap seen. A drop from the upper half to a small value is a wrap; any other
-        drop is a reset (the offset goes, and the history counts the reset)."""
-        last, offset = self._wrap.get(key, (raw, 0))
-        if raw < last:
-            top = 1 << bits
-            offset = offset + top if last >= top // 2 and raw + top - last < top // 2 else 0
-        self._wrap[key] = (raw, offset)
-        return raw + offset
-
     def _record(self, sweep: SweepData, t: float, keep: set[tuple[str, int]]) -> None:
-        prev = self._sweep_time
+        """A new sweep's counters through the one intake: the error counters into the history (sparse:
+        a quiet counter keeps none), transmit/receive and pause frames into the rates."""
+        rules = {name: ib_rule(name, bits, name in sweep.wrapping) for name, bits in sweep.bits.items()}
+        rates = {name: rules.get(name, PLAIN) for name in RATE_COUNTERS}
+        take, take_rate = self.intake.take_port, self.rate_intake.take_port
+        read, unseen = self._counters_read, CHECKED_COUNTERS - self._counters_read
         for key, pause in sweep.pause.items():
             if key in keep:
-                for (prio, direction), value in pause.items():
-                    self.rates.record((key[0], key[1], f"pause:{prio}:{direction}"), t, value, saturated=False)
+                take_rate(key, t, {f"pause:{prio}:{direction}": v for (prio, direction), v in pause.items()}, {},
+                          stream="pause")
         for key, vals in sweep.ports.items():
             if key not in keep:
                 continue
-            guid, port = key
-            for name, value in vals.items():
-                bits = sweep.bits.get(name)
-                if name in sweep.wrapping and bits:
-                    value = self._unwrap((guid, port, name), value, bits)
-                spec = ibspec.COUNTER_BY_NAME.get(name)
-                sat = (spec is not None and name in ibspec.SATURABLE and name not in sweep.wrapping
-                       and value >= ibspec.counter_max(spec, bits))
-                if name in RATE_COUNTERS:
-                    self.rates.record((guid, port, name), t, value, saturated=False)
-                elif name in CHECKED_COUNTERS:
-                    hkey = (guid, port, name)
-                    if not self.history.has(hkey):
-                        if value == 0 and not sat:
-                            continue            # quiet: no history needed (increase is 0 either way)
-                        if prev is not None:
-                            self.history.add(hkey, prev, 0)     # it was 0 at the previous sweep
-                    if self.history.record(hkey, t, value, saturated=sat):
-                        log.info("counter decreased (reset)", switch_guid=guid, port=port, counter=name)
-        self.history.prune(keep)
-        self.rates.prune(keep)
-        for k in [k for k in self._wrap if (k[0], k[1]) not in keep]:
-            del self._wrap[k]
+            take_rate(key, t, vals, rates, only=RATE_COUNTERS)
+            if unseen and not unseen.isdisjoint(vals):
+                read |= unseen.intersection(vals)
+                unseen = unseen.difference(vals)
+            for name in take(key, t, vals, rules, only=CHECKED_COUNTERS):
+                log.info("counter decreased (reset)", switch_guid=key[0], port=key[1], counter=name)
+        self.intake.prune(keep)
+        self.rate_intake.prune(keep)
+        self._saturable_read = self._saturable_read or any(rules[n].saturates for n in read if n in rules)
 
     # --- the build ----------------------------------------------------------------------
     def build(self, states: Mapping[str, SourceState], inventory_ran: tuple[bool, bool] = (True, True)
               ) -> tuple[dict[str, object], list[Finding]]:
         now = self.clock()
+        unknown = self._nothing_read(states)
         topo = self.inventory(states)
         sec = FabricSection(shard=self.shard, topology_changes=self.topology_changes)
         sweep_st = source_state(states, SweepData)
         if sweep_st is not None:
-            sec.sweep_errors = dict(sweep_st.errors_total)
             sec.sweep_duration = sweep_st.duration if sweep_st.ran else None
         if not topo.switches:
-            return {"fabric": sec}, []
+            return {"fabric": sec, "unknown": unknown}, []
         sec.switches = {g: sw for g, sw in sorted(topo.switches.items()) if in_shard(g, *self.shard)}
         sec.levels = {g: topo.levels.get(g, 0) for g in sec.switches}
         for ca, g in topo.parts.items():        # the switches' SHARP Aggregation Nodes
@@ -318,13 +312,19 @@ class FabricModel:
                         setattr(p, attr, step[0] * scale / step[1])
         findings += self._links(sec)
         findings += self._unresponsive(sec, now)
+        flagged = self._flagged
+        flagged_ports = {k[1:] for k in flagged}
         for key, p in sec.ports.items():
-            if p.counters and any(self.history.has((key[0], key[1], c)) for c in CHECKED_COUNTERS):
+            if p.counters and (key in flagged_ports
+                               or any(self.history.has((key[0], key[1], c)) for c in CHECKED_COUNTERS)):
                 pv = PortView(device=key[0], port=key[1], counters=p.counters, counter_bits=dict(sweep.bits),
                               rate_gbps=p.rate_bps * 8 / 1e9 if p.rate_bps else None)   # the BER budget's rate
                 label = f"{sec.switches[key[0]].name} (0x{key[0]}) port {p.label}"
-                findings += [f for f in link_errors.evaluate_port(pv, self.history, self.config, now, label=label)
-                             if f.status != OK]
+                sat = {n: ib_rule(n, sweep.bits.get(n), n in sweep.wrapping).at_max(v)
+                       for n, v in p.counters.items() if n in ibspec.SATURABLE}
+                # per port: what is not OK, and the status of what was (flagged) not OK before
+                findings += [f for f in link_errors.evaluate_port(pv, self.history, self.config, now, sat, label)
+                             if f.status != OK or (f.check, f.device, f.port) in flagged]
         sec.groups = fabric_ecmp.groups(sec.ports, sec.switches, topo.levels)
         ecmp_findings, self._ecmp_counts = fabric_ecmp.judge(sec.groups, self._ecmp_counts,
                                                             self.config.fabric.thresholds, new_sweep, sec.ports)
@@ -343,9 +343,25 @@ class FabricModel:
             findings += pfc
         if set(optics_checks.NEEDS) <= caps:
             findings += self._optics(states, sec, now)
-        self._check_status(sec, findings, caps)
+        ran = self._ran(sec, caps)
+        findings += self._port_status(sec, findings, ran)
+        self._check_status(sec, findings, ran)
         jobs, findings = self.jobs.apply(states, sec, topo, findings)
-        return {"fabric": sec, "jobs": jobs}, findings
+        return {"fabric": sec, "jobs": jobs, "unknown": unknown}, findings
+
+    def _nothing_read(self, states: Mapping[str, SourceState]) -> str:
+        """Why the last sweep read no switch ("" when it read one): the line `fabric once` prints, its
+        kind's failure hints first. The snapshot's `unknown`, so the collector's verdict is UNKNOWN (3)
+        while it has no view of its fabric; logged once when it appears or changes, and when it clears."""
+        why = why_nothing_read(states, self.hints) or ""
+        ran = any(s.ran for s in states.values() if s.records in (DiscoveryData, SweepData))
+        if why != self._why and (ran or not why):
+            if why:
+                log.warning("no switch could be read", reason=why, retrying=True)
+            else:
+                log.info("switches read again", previous=self._why)
+            self._why = why
+        return why
 
     def _apply_state(self, sec: FabricSection) -> None:
         """Each port's state is its newest read (a sweep's PortInfo or ifOperStatus, or the
@@ -497,12 +513,36 @@ class FabricModel:
         self.optics_baseline.learn(learn, now)
         return findings
 
-    def _check_status(self, sec: FabricSection, findings: list[Finding], caps: set[str]) -> None:
+    def _ran(self, sec: FabricSection, caps: set[str]) -> dict[str, Iterable[str]]:
+        """The checks that ran this build, each with the switches it judged: only a check whose inputs
+        were read (its capability; a counter check once a sweep yielded one of its counters) has a
+        status, OK included; the others have none (absent, never OK)."""
         checks = [m.CHECK for m in SWITCH_CHECK_MODULES if set(m.NEEDS) <= caps]
-        checks += COUNTER_CHECK_NAMES if set(COUNTER_NEEDS) <= caps else ()
-        status = {(c, g): OK for g in sec.switches for c in checks}
+        if set(COUNTER_NEEDS) <= caps:
+            checks += [c for c, (counters, *_) in COUNTER_CHECKS.items() if not self._counters_read.isdisjoint(counters)]
+            checks += [link_errors.SATURATION_CHECK] if self._saturable_read else []
+        ran: dict[str, Iterable[str]] = {c: sec.switches for c in checks}
         if set(optics_checks.NEEDS) <= caps:     # the switches whose transceiver sensors were read
-            status.update({(c, g): OK for g in sec.optics_unjoined for c in optics_checks.CHECKS})
+            ran.update({c: sec.optics_unjoined for c in optics_checks.CHECKS})
+        return ran
+
+    def _port_status(self, sec: FabricSection, findings: list[Finding], ran: Mapping[str, Iterable[str]]) -> list[Finding]:
+        """fabricmon_check_status per switch port: a port's check, once not OK, keeps a status every build
+        while it ran and the port exists (OK when it recovered), so the series does not vanish; a port
+        never flagged has only its switch's status (fabricmon_fabric_check_status), which keeps a
+        16,000-port fabric from exporting a status per port and check."""
+        flagged = self._flagged | {(f.check, f.device, f.port) for f in findings
+                                   if f.status != OK and f.port is not None and f.device in sec.switches}
+        flagged = self._flagged = {k for k in flagged if (k[1], k[2]) in sec.ports and k[0] in ran}
+        have = {(f.check, f.device, f.port) for f in findings}
+        out = []
+        for check, g, port in sorted(flagged - have):
+            p = sec.ports[(g, port)]
+            out.append(Finding(check, g, port, OK, f"{sec.switches[g].name} (0x{g}) port {p.label}: {check} OK"))
+        return out
+
+    def _check_status(self, sec: FabricSection, findings: list[Finding], ran: Mapping[str, Iterable[str]]) -> None:
+        status = {(c, g): OK for c, switches in ran.items() for g in switches}
         for f in findings:      # a switch's findings by their own check name; fabric-wide ones (sm) with ""
             if f.device in sec.switches or f.device == "":
                 key = (f.check, f.device)
@@ -513,8 +553,9 @@ class FabricModel:
 def fabric_pipeline(config: Config, io: object, clock: Callable[[], float] = time.time) -> object:
     """The fabric collector: the one Pipeline, with the fabric sources and this model."""
     from fabricmon.pipeline.scheduler import Pipeline
-    # fabric.kind names the registry's collector (its sources); nothing here depends on which it is
-    return Pipeline(config, io, clock=clock, collector=config.fabric.kind, model=FabricModel(config, clock),
+    # fabric.kind names the registry's collector (its sources and failure hints); nothing here depends on which
+    model = FabricModel(config, clock, hints=failure_hints(config.fabric.kind))
+    return Pipeline(config, io, clock=clock, collector=config.fabric.kind, model=model,
                     source_configs=config.fabric.sources)
 
 

@@ -23,7 +23,7 @@ from fabricmon.checks import optics as optics_checks
 from fabricmon.checks import roce as roce_checks
 from fabricmon.config import COUNTER_CHECKS, Config
 from fabricmon.model.gpu import GpuData, GpudirectFacts
-from fabricmon.model.history import CounterHistory
+from fabricmon.model.history import CounterHistory, CounterIntake, ib_rule
 from fabricmon.model.optics import OpticsData, OpticsPort, OpticsSection
 from fabricmon.model.ports import DeviceView, Inventory, PortView, merge
 from fabricmon.model.roce import NetdevData, RoceView, record_roce_counters, roce_targets
@@ -67,7 +67,7 @@ class NodeModel:
         self.clock = clock
         self.history = history or CounterHistory(
             horizon=max(*(c.window for c in config.checks.counters.values()), *config.roce.windows()))
-        self._counter_times: dict[tuple[str, int], float] = {}
+        self.intake = CounterIntake(self.history)
         # Every port seen by a snapshot so far: key -> (link layer, wall-clock time last seen), so
         # that expected_inventory can name an adapter that vanished. `check` keeps it in its state.
         self.seen_ports: dict[tuple[str, int], tuple[str, float]] = {}
@@ -77,25 +77,18 @@ class NodeModel:
         return merge(s.data for s in states.values() if s.enabled and s.data is not None)
 
     # --- counters -------------------------------------------------------------------
-    def _record_ib_counters(self, states: Mapping[str, SourceState], ports: dict[tuple[str, int], PortView],
-                            saturation: Mapping[tuple[str, int], dict[str, bool]]) -> None:
+    def _record_ib_counters(self, states: Mapping[str, SourceState], ports: dict[tuple[str, int], PortView]) -> None:
         for key, p in ports.items():
             if not p.counters:
                 continue
             src = states.get(p.counter_source or "")
             t = src.data_time if src else self.clock()
-            if self._counter_times.get(key) == t:
-                continue        # the same sample as last build: nothing new
-            self._counter_times[key] = t
-            sat = saturation[key]
-            for name, value in p.counters.items():
-                if name not in CHECKED_COUNTERS:
-                    continue    # traffic counters feed no check: keep no history for them
-                if self.history.record((p.device, p.port, name), t, value, saturated=sat.get(name, False)):
-                    log.info("counter decreased (reset)", device=p.device, port=p.port, counter=name)
-        self.history.prune(set(ports))
-        for key in [k for k in self._counter_times if k not in ports]:
-            del self._counter_times[key]
+            bits = p.counter_bits
+            # traffic counters feed no check: keep no history for them (the same sample again is skipped)
+            rules = {n: ib_rule(n, bits.get(n)) for n in p.counters if n in CHECKED_COUNTERS}
+            for name in self.intake.take_port(key, t, p.counters, rules, only=CHECKED_COUNTERS, stream="ib"):
+                log.info("counter decreased (reset)", device=p.device, port=p.port, counter=name)
+        self.intake.prune(set(ports))
 
     # --- RoCE and GPU -----------------------------------------------------------------
     @staticmethod
@@ -204,7 +197,7 @@ class NodeModel:
         inv = self.inventory(states)
         ib = IbSection(devices=dict(sorted(inv.devices.items())), ports=dict(sorted(inv.ports.items())))
         ib.saturation = {key: link_errors.saturated(p) for key, p in ib.ports.items()}
-        self._record_ib_counters(states, ib.ports, ib.saturation)
+        self._record_ib_counters(states, ib.ports)
         findings: list[Finding] = []
         inventory_known = inventory_ran[0] or (inventory_ran[1] and bool(ib.ports))
         unknown = ""
@@ -229,7 +222,7 @@ class NodeModel:
 
         views = self.roce_views(states, inv)
         eth_st, hw_st = source_state(states, EthtoolData), source_state(states, HwCountersData)
-        record_roce_counters(views, self.history,
+        record_roce_counters(views, self.intake,
                              eth_st.data_time if eth_st is not None and eth_st.data is not None else None,
                              hw_st.data_time if hw_st is not None and hw_st.data is not None else None)
         findings += roce_checks.evaluate(views, self.history, self.config, now)

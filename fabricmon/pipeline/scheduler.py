@@ -87,6 +87,8 @@ class Pipeline:
         for n, st in self.states.items():
             st.active, st.program = self._resolve(n)
         self.model = model if model is not None else NodeModel(config, history, clock, learned)
+        # the host this pipeline reports on, as the cluster knows it (slurm.node_name; the demo's node01)
+        self.host = config.slurm.node_name or io.hostname().split(".")[0]
         self.snapshot: Snapshot | None = None
         self.on_snapshot: list[Callable[[Snapshot], None]] = []
         self._lock = threading.Lock()                    # states and the inventory
@@ -236,7 +238,7 @@ class Pipeline:
                 if took <= bound:
                     b.buckets[i] += 1
             snap = Snapshot(time=self.clock(), findings=findings, sources=states,
-                            builds=BuildStats(b.count, b.total, list(b.buckets)), **sections)
+                            builds=BuildStats(b.count, b.total, list(b.buckets)), host=self.host, **sections)
             self.snapshot = snap
             for fn in self.on_snapshot:
                 try:

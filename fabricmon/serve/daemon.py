@@ -35,6 +35,18 @@ def raise_fd_limit() -> None:
             pass
 
 
+def not_ready(snap: Snapshot) -> str:
+    """Why the daemon has no view to serve yet ("" once it has): the node daemon until its inventory
+    sources have listed the ports, the fabric collector while it has read no switch (the snapshot's
+    `unknown` reason: no umad device, no subnet manager, ...). A node with no port at all is ready: that
+    is its answer."""
+    if not snap.inventory_known:
+        return "the port inventory has not been read yet"
+    if snap.fabric is not None and snap.unknown:
+        return f"no switch could be read: {snap.unknown}"
+    return ""
+
+
 class Daemon:
     """Serves one pipeline: the node daemon's by default, or any other configuration of it
     (the fabric collector passes its own Pipeline)."""
@@ -81,6 +93,7 @@ class Daemon:
         self.expo.pages = Pages(snap, self.gate)        # rendered when / asks, through the gate
         self.expo.healthy = True
         self.expo.health_detail = f"last snapshot {time.strftime('%H:%M:%S', time.localtime(snap.time))}"
+        self.expo.not_ready = not_ready(snap)
         if self.on_snapshot:
             self.on_snapshot(snap)
 

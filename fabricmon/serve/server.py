@@ -1,6 +1,7 @@
 """HTTP(S) endpoint: /metrics serves the cached exposition of the last snapshot, /healthz
-says whether polling is alive, / the page of the last snapshot (fabricmon.pages: the node
-status page or the fabric map) with its static files under /static/. Nothing here ever waits
+says whether polling is alive (liveness), /readyz whether there is a view to serve (readiness),
+/ the page of the last snapshot (fabricmon.pages: the node status page or the fabric map) with its
+static files under /static/. Nothing here ever waits
 for a command.
 
 Bounded serving (Go's net/http deadlines, node_exporter's request cap), so that a slow or
@@ -62,6 +63,9 @@ class Exposition:
         self.updated = 0.0
         self.healthy = False
         self.health_detail = "no poll completed yet"
+        # /readyz: "" once the daemon has a view to serve (the node's first snapshot with its ports read,
+        # the collector's first switch read), else why not
+        self.not_ready = "no poll completed yet"
         # report.verdict() of the last snapshot, built when first asked for (check --daemon is rare;
         # snapshots are frequent): a callable until then
         self._verdict: Callable[[], dict[str, Any]] | dict[str, Any] | None = None
@@ -740,6 +744,9 @@ class MetricsServer:
             code = 200 if expo.healthy else 503
             return code, (("ok: " if expo.healthy else "unhealthy: ") + expo.health_detail + "\n").encode(), \
                 {"Content-Type": TEXT}
+        if path == "/readyz":
+            why = expo.not_ready
+            return (503 if why else 200), (f"not ready: {why}\n" if why else "ready\n").encode(), {"Content-Type": TEXT}
         if path == FINDINGS_PATH:
             doc = expo.verdict_json()
             if doc is None:

@@ -46,6 +46,8 @@ def demo_config(sysfs: str, port: int) -> dict:
             "iblinkinfo": {"interval": 5},
         },
         "expected_links": [{"device": "*", "width": "4X", "speed": "HDR"}],
+        # the host it runs as: the pages' header and the Slurm source name node01, not this machine
+        "slurm": {"node_name": DEMO_HOST.split()[0]},
     }
 
 

@@ -30,6 +30,7 @@ from pathlib import Path
 
 from fabricmon.parsers.slurm import SQUEUE_FORMAT, parse_squeue
 from fabricmon.sim.fabric import log_tail, pdeathsig_fn, stop_process
+from fabricmon.sim.procs import end, processes_in, processes_with_environment
 
 PROGRAMS = ("munged", "slurmctld", "slurmd", "sbatch", "squeue", "scancel", "scontrol", "sinfo")
 
@@ -226,6 +227,11 @@ class SimSlurm:
 
     # --- stop -------------------------------------------------------------------------
     def stop(self) -> None:
+        """Cancel every job, then stop the slurmds, slurmctld and munged by PID (GUIDE 10). A job's
+        slurmstepd runs in its own session and outlives its slurmd, so jobs are cancelled through a
+        controller: one stopped mid-test (stop_controller) is started again for that. What still runs
+        of the cluster afterwards (its SLURM_CONF in the environment, or a slurmstepd working in its
+        directory) is ended, so nothing of the cluster outlives stop()."""
         if not self._started:
             return
         self._started = False
@@ -233,14 +239,8 @@ class SimSlurm:
             atexit.unregister(self.stop)
         except Exception:       # pragma: no cover
             pass
-        if self.slurmctld is not None and self.slurmctld.poll() is None:
-            try:
-                self.run(["scancel", "--full", "--partition=all"], check=False, timeout=10)
-                end = time.monotonic() + 20
-                while time.monotonic() < end and any(self.steps_on(n) for n in self.nodes):
-                    time.sleep(0.2)
-            except (subprocess.SubprocessError, OSError):
-                pass
+        if any(self.steps_on(n) for n in self.nodes):
+            self._cancel_all()
         for proc in self.slurmds.values():
             stop_process(proc, grace=10.0)
         self.slurmds = {}
@@ -248,6 +248,19 @@ class SimSlurm:
         self.slurmctld = None
         stop_process(self.munged, grace=5.0)
         self.munged = None
+        end(list({p.pid: p for p in processes_with_environment("SLURM_CONF", str(self.conf))
+                  + processes_in(str(self.dir))}.values()))
+
+    def _cancel_all(self, timeout: float = 20.0) -> None:
+        try:
+            if self.slurmctld is None or self.slurmctld.poll() is not None:
+                self.start_controller()
+            self.run(["scancel", "--full", "--partition=all"], check=False, timeout=10)
+            end = time.monotonic() + timeout
+            while time.monotonic() < end and any(self.steps_on(n) for n in self.nodes):
+                time.sleep(0.2)
+        except (SlurmError, subprocess.SubprocessError, OSError):
+            pass            # the environment sweep in stop() ends what could not be cancelled
 
     def __enter__(self) -> SimSlurm:
         try:

@@ -61,11 +61,14 @@ def test_one_finding_per_check_ok_included() -> None:
     assert all(f.status == OK and f.device == "mlx5_0" and f.port == 1 for f in fs)
 
 
-def test_port_without_counters_still_gets_every_check() -> None:
-    fs = evaluate_port(port({}), history({}), cfg(), 1000.0)
-    assert [f.check for f in fs] == [*COUNTER_CHECKS, SATURATION_CHECK]
-    assert all(f.status == OK for f in fs)
-    assert all("no counters" in f.message for f in fs if f.check != SATURATION_CHECK)
+def test_a_check_whose_counters_were_not_read_has_no_status() -> None:
+    """No finding (no status: absent, never OK) for a check none of whose counters the port has; one for
+    each check whose counters it has, and counter_saturation only where a counter that can saturate was read."""
+    assert evaluate_port(port({}), history({}), cfg(), 1000.0) == []
+    fs = evaluate_port(port({"symbol_errors": 0, "transmit_bytes": 5}), history({}), cfg(), 1000.0)
+    assert [f.check for f in fs] == ["symbol_errors", SATURATION_CHECK] and all(f.status == OK for f in fs)
+    fs = evaluate_port(port({"receive_errors": 0}), history({}), cfg(), 1000.0, sat={})     # a counter that wraps
+    assert [f.check for f in fs] == ["receive_errors"]
 
 
 @pytest.mark.parametrize("rise,status", [(0, OK), (119, OK), (120, WARNING), (1199, WARNING), (1200, CRITICAL)])

@@ -35,7 +35,7 @@ def setup(tmp_path, rx_dbm: float):
 def test_switch_finding_names_port_lane_reading_threshold_and_peer(tmp_path) -> None:
     model, sec, states = setup(tmp_path, -13.0)
     findings = model._optics(states, sec, 1000.0)
-    model._check_status(sec, findings, model._capabilities(states, None))
+    model._check_status(sec, findings, model._ran(sec, model._capabilities(states, None)))
     (f,) = [f for f in findings if f.check == "optics_thresholds"]
     assert f.status == 2 and f.device == "aa:bb" and f.port == 7
     assert "switch leaf1 Ethernet7: lane 2 receive power -13.00 dBm is beyond the switch's low alarm threshold " \
@@ -70,9 +70,9 @@ def test_the_optics_checks_run_when_a_source_yields_switch_optics_never_by_fabri
     model, sec, states = setup(tmp_path, -2.0)
     model._optics(states, sec, 1000.0)                 # the switch was read: sec.optics_unjoined names it
     assert "transceiver_readings" not in model._capabilities({}, None)
-    model._check_status(sec, [], model._capabilities({}, None))
+    model._check_status(sec, [], model._ran(sec, model._capabilities({}, None)))
     assert not {c for c, _ in sec.check_status} & set(optics_checks.CHECKS)
     assert "transceiver_readings" in model._capabilities(states, None)
-    model._check_status(sec, [], model._capabilities(states, None))
+    model._check_status(sec, [], model._ran(sec, model._capabilities(states, None)))
     assert {(c, s) for (c, g), s in sec.check_status.items() if c in optics_checks.CHECKS} == \
         {(c, 0) for c in optics_checks.CHECKS}

@@ -8,7 +8,7 @@ from fabricmon.checks import CRITICAL, OK, WARNING
 from fabricmon.checks import roce
 from fabricmon.model.roce import RoceView, record_roce_counters, roce_mtu as kernel_roce_mtu
 from fabricmon.config import from_dict
-from fabricmon.model.history import CounterHistory
+from fabricmon.model.history import CounterHistory, CounterIntake
 from fabricmon.parsers.ethtool import curate_roce_stats
 from fabricmon.parsers.mlnx_qos import QosConfig
 from fabricmon.parsers.ethtool import NetdevStats
@@ -43,8 +43,9 @@ def cfg(**roce_cfg):
 
 def history_of(v0: RoceView, v1: RoceView, dt: float = 60.0) -> tuple[CounterHistory, float]:
     h = CounterHistory(horizon=86400)
-    record_roce_counters([v0], h, 1000.0, 1000.0)
-    record_roce_counters([v1], h, 1000.0 + dt, 1000.0 + dt)
+    intake = CounterIntake(h)
+    record_roce_counters([v0], intake, 1000.0, 1000.0)
+    record_roce_counters([v1], intake, 1000.0 + dt, 1000.0 + dt)
     return h, 1000.0 + dt
 
 
@@ -126,7 +127,7 @@ def test_sustained_pause_rate():
     assert roce.check_pause_rate(v1, h, cfg(pause_rate_warning=2000), now).status == OK
     # a single sample has no rate yet
     h1 = CounterHistory()
-    record_roce_counters([v0], h1, 1000.0, 1000.0)
+    record_roce_counters([v0], CounterIntake(h1), 1000.0, 1000.0)
     f = roce.check_pause_rate(v0, h1, cfg(), 1000.0)
     assert f.status == OK and "needs two samples" in f.message
 
@@ -157,7 +158,7 @@ def test_pause_storm_events():
     f = roce.check_pause_storm(v0, h, cfg(), now)
     assert f.status == OK and "1 error, 3 warning since the counters were cleared" in f.message
     h1 = CounterHistory()                           # first sample with events: unknown when
-    record_roce_counters([v0], h1, 1.0, 1.0)
+    record_roce_counters([v0], CounterIntake(h1), 1.0, 1.0)
     assert roce.check_pause_storm(v0, h1, cfg(), 1.0).status == WARNING
     quiet = view(stats=stats(tx_pause_storm_warning_events=0, tx_pause_storm_error_events=0))
     assert roce.check_pause_storm(quiet, CounterHistory(), cfg(), 1.0).status == OK

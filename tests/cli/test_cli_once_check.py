@@ -190,6 +190,37 @@ def test_once_without_any_rdma_device(tmp_path: Path) -> None:
     assert "3 UNKNOWN" in row and "nothing to check" in row, row
 
 
+# --- one health rule (issue 36.2) -------------------------------------------------------------
+
+BAD_IBSTAT = {"ibstat": {"enabled": True, "command": ["/nonexistent/ibstat"]}}
+HEALTH_STATES = {          # state -> (heal the tree?, empty sysfs?, config extras, the verdict)
+    "ok": (True, False, {"expected_links": NDR4}, 0),
+    "warning": (False, False, {"expected_links": NDR4, "checks": {"down_severity": "warning"}}, 1),
+    "critical": (False, False, {"expected_links": NDR4}, 2),
+    "failing source": (True, False, {"expected_links": NDR4, "sources": BAD_IBSTAT}, 1),
+    "failing source and critical": (False, False, {"expected_links": NDR4, "sources": BAD_IBSTAT}, 2),
+    "nothing to check": (False, True, {}, 3),
+    "nothing to check and a failing source": (False, True, {"sources": BAD_IBSTAT}, 3),
+}
+
+
+@pytest.mark.parametrize("state", HEALTH_STATES)
+def test_health_status_is_what_check_exits_with(tmp_path: Path, tree: Path, state: str) -> None:
+    """fabricmon_health_status, `check`'s exit code and the JSON verdict's status are one rule
+    (model.health): they agree in every state, a failing source included (the metric said OK there)."""
+    healed, empty, extra, want = HEALTH_STATES[state]
+    if healed:
+        heal(tree)
+    sysfs = tmp_path / "empty" if empty else tree
+    sysfs.mkdir(exist_ok=True)
+    cfg = config(tmp_path, sysfs, **extra)
+    once = fabricmon("once", "--config", cfg)
+    assert once.returncode == 0, once.stderr
+    check = fabricmon("check", "--no-state", "--config", cfg)
+    assert samples(once.stdout)[("fabricmon_health_status", ())] == check.returncode == want, \
+        (state, check.stdout)
+
+
 # --- the real H100 node ----------------------------------------------------------------------
 
 

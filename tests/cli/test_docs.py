@@ -114,3 +114,16 @@ def test_the_readme_configuration_essentials_are_a_valid_config():
     block = re.search(r"```yaml\n(.*?)```", section, re.S).group(1)
     cfg = from_dict(yaml.safe_load(block), check_paths=False)
     assert cfg.expected_links and cfg.expected_links[0].count == 8
+
+
+def test_the_readme_answers_a_new_users_first_questions():
+    """Issue 41.6: how long `make test` takes, how to run the demo for a bounded time, and a venv the
+    service user can run (the distribution's Python, not a pyenv/conda one under a home directory)."""
+    readme = (ROOT / "README.md").read_text()
+    assert 'make demo DEMO_ARGS="--duration 60"' in readme
+    assert re.search(r"make test +# about [\d,]+ tests, \d+ minutes", readme)
+    venvs = re.findall(r"^(\S*python3) -m venv /opt/fabricmon", readme, re.M)
+    assert venvs and set(venvs) == {"/usr/bin/python3"}, venvs
+    cli = (ROOT / "docs" / "cli.md").read_text()
+    row = next(ln for ln in cli.splitlines() if ln.startswith("| `status` |"))
+    assert "`3` UNKNOWN" in row and "| `unknown` |" in cli

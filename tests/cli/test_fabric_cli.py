@@ -47,8 +47,10 @@ def test_shards_split_the_replayed_fabric() -> None:
         # The bundle recorded an unsharded sweep (ibqueryerrors), not the per-switch perfquery a
         # shard runs: a shard with switches reads no counters from it, and says so in one line.
         if mine:
-            assert r.returncode == 1 and r.stderr.startswith("fabricmon: no switch could be read: sweep: switch ")
+            assert r.returncode in (2, 3) and r.stderr.startswith("fabricmon: no switch could be read: sweep: switch ")
             assert len(r.stderr.splitlines()) == 1, r.stderr
+            # the exit code is the exposition's verdict: UNKNOWN, or CRITICAL when a link seen down says so
+            assert f"\nfabricmon_health_status {r.returncode}.0\n" in r.stdout
         else:
             assert r.returncode == 0, r.stderr
     assert len(seen) == 6 and set(seen.values()) == {1}

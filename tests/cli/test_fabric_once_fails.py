@@ -1,6 +1,7 @@
-"""`fabricmon fabric once` fails loudly (issue 18, item 4): when no switch could be read it exits 1
-with ONE line on stderr saying why (no umad device, permission denied on it, no SM, a missing
-tool), never raw tool errors; the exposition is still written, with the failing sources at 0."""
+"""`fabricmon fabric once` fails loudly (issue 18, item 4): when no switch could be read it exits 3
+(UNKNOWN, issue 41: as the exposition's fabricmon_health_status) with ONE line on stderr saying why (no
+umad device, permission denied on it, no SM, a missing tool), never raw tool errors; the exposition is
+still written, with the failing sources at 0."""
 
 from __future__ import annotations
 
@@ -28,7 +29,7 @@ def why_nothing_read(snap: Snapshot, umad_glob: str = UMAD_GLOB) -> str | None:
     return why_neutral(snap, [lambda s, e: failure.explain(s, e, umad_glob)])
 
 
-def test_fabric_once_without_umad_exits_1_with_one_line(tmp_path: Path) -> None:
+def test_fabric_once_without_umad_is_unknown_with_one_line(tmp_path: Path) -> None:
     if glob.glob(UMAD_GLOB):
         unavailable(f"this host has {UMAD_GLOB}: the test needs a host without an InfiniBand umad device")
     cfg = tmp_path / "fabricmon.yml"
@@ -36,7 +37,7 @@ def test_fabric_once_without_umad_exits_1_with_one_line(tmp_path: Path) -> None:
     out = tmp_path / "fabric.prom"
     r = subprocess.run([sys.executable, "-m", "fabricmon", "fabric", "once", "--config", str(cfg), "--output", str(out)],
                        capture_output=True, text=True, timeout=120)
-    assert r.returncode == 1, r.stdout + r.stderr
+    assert r.returncode == 3, r.stdout + r.stderr
     lines = r.stderr.splitlines()
     assert len(lines) == 1 and lines[0].startswith(PREFIX), r.stderr
     tool = shutil.which("ibnetdiscover", path=os.pathsep.join([os.environ.get("PATH", ""), "/usr/sbin", "/sbin"]))
@@ -46,6 +47,74 @@ def test_fabric_once_without_umad_exits_1_with_one_line(tmp_path: Path) -> None:
         assert "ibnetdiscover is not installed" in lines[0]
     text = out.read_text()          # the exposition is written all the same: the failure shows in it
     assert 'fabricmon_source_up{source="discovery"} 0.0' in text and "fabricmon_fabric_switches 0.0" in text
+    assert "\nfabricmon_health_status 3.0\n" in text        # the exit code and the exposition agree
+
+
+def free_port() -> int:
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def get(url: str) -> tuple[int, str]:
+    import urllib.error
+    import urllib.request
+    try:
+        with urllib.request.urlopen(url, timeout=5) as r:
+            return r.status, r.read().decode()
+    except urllib.error.HTTPError as e:
+        return e.code, e.read().decode()
+
+
+def test_fabric_run_without_umad_is_unknown_says_why_and_retries(tmp_path: Path) -> None:
+    """Issue 41.2: a collector that cannot reach its fabric looked healthy (/healthz 200, health 0, "waiting
+    for the first ibnetdiscover run" forever, the raw ibnetdisc.c error in its log). Now: alive (/healthz 200)
+    but not ready (/readyz 503 with the reason), fabricmon_health_status 3 (UNKNOWN), and the reason `fabric
+    once` gives on its map and once in its log, while discovery keeps being retried."""
+    import json
+    import time
+    if glob.glob(UMAD_GLOB):
+        unavailable(f"this host has {UMAD_GLOB}: the test needs a host without an InfiniBand umad device")
+    cfg = tmp_path / "fabricmon.yml"
+    cfg.write_text(f"paths: {{state_dir: {tmp_path / 'state'}}}\nlogging: {{format: json}}\n"
+                   f"fabric: {{cache_dir: {tmp_path / 'cache'}, discovery_interval: 1, sweep_interval: 1}}\n")
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    log = tmp_path / "collector.log"
+    with open(log, "w") as err:
+        proc = subprocess.Popen([sys.executable, "-m", "fabricmon", "fabric", "run", "--config", str(cfg),
+                                 "--listen", f"127.0.0.1:{port}"], stdout=subprocess.DEVNULL, stderr=err)
+    try:
+        deadline = time.monotonic() + 60
+        runs = 0
+        while time.monotonic() < deadline:          # the event (a second discovery run), not the clock
+            assert proc.poll() is None, log.read_text()
+            try:
+                code, body = get(url + "/api/v1/findings")
+                runs = json.loads(body)["sources"]["discovery"]["runs"] if code == 200 else 0
+            except OSError:
+                pass
+            if runs >= 2:
+                break
+            time.sleep(0.1)
+        assert runs >= 2, "discovery was not retried"
+        once = subprocess.run([sys.executable, "-m", "fabricmon", "fabric", "once", "--config", str(cfg)],
+                              capture_output=True, text=True, timeout=120)
+        why = once.stderr.strip().removeprefix(PREFIX)
+        assert once.returncode == 3 and why and why != once.stderr.strip(), once.stderr
+        assert get(url + "/healthz")[0] == 200                     # alive: liveness only
+        assert get(url + "/readyz") == (503, f"not ready: {PREFIX.removeprefix('fabricmon: ')}{why}\n")
+        metrics = get(url + "/metrics")[1]
+        assert "\nfabricmon_health_status 3.0\n" in metrics
+        page = get(url + "/")[1]
+        assert "waiting for the first" not in page and f"No switch could be read: {why}. Retrying." in page
+    finally:
+        proc.terminate()
+        proc.wait(20)
+    lines = [json.loads(ln) for ln in log.read_text().splitlines() if ln.startswith("{")]
+    said = [ln for ln in lines if ln["event"] == "no switch could be read"]
+    assert len(said) == 1 and said[0]["reason"] == why, said     # once, not once per retry
 
 
 def snap(sweep=None, sweep_errors=(), disc=None, disc_errors=(), sm=None, sm_errors=()) -> Snapshot:

@@ -11,6 +11,7 @@ import stat
 import subprocess
 import sys
 import time
+import urllib.error
 import urllib.request
 from pathlib import Path
 
@@ -179,12 +180,41 @@ def test_bad_listen_is_one_line_and_exit_2(tmp_path: Path, listen: str) -> None:
     assert res.stderr.count("\n") == 1 and res.stderr.startswith(f"fabricmon: bad --listen {listen!r}"), res.stderr
 
 
-def test_an_address_that_cannot_be_bound_is_one_line_and_exit_2(tmp_path: Path) -> None:
+@pytest.mark.parametrize("command", [("run",), ("fabric", "run")])
+def test_an_address_not_assigned_yet_is_a_restartable_failure(tmp_path: Path, command: tuple) -> None:
+    """A management address a later boot stage brings up ("Cannot assign requested address",
+    EADDRNOTAVAIL; 192.0.2.1 is TEST-NET-1, on no interface here): exit 75 like a busy port, never 2."""
     sysfs = tmp_path / "sys"
     sysfs.mkdir()
-    res = fabricmon("run", "--listen", "192.0.2.1:9879", "--config", write_config(tmp_path, sysfs), timeout=20)
-    assert res.returncode == 2
-    assert res.stderr.startswith("fabricmon: cannot listen on 192.0.2.1:9879: ") and res.stderr.count("\n") == 1
+    extra = {"fabric": {"cache_dir": str(tmp_path / "cache")}} if command[0] == "fabric" else {}
+    res = fabricmon(*command, "--listen", "192.0.2.1:9879", "--config", write_config(tmp_path, sysfs, **extra),
+                    timeout=30)
+    assert res.returncode == 75, (res.returncode, res.stderr)
+    assert res.stderr.count("\n") == 1, res.stderr
+    assert res.stderr.startswith("fabricmon: cannot listen on 192.0.2.1:9879: Cannot assign requested address: "
+                                 "the address is not assigned to an interface (yet)"), res.stderr
+    assert "not a config error" in res.stderr and "retr" in res.stderr, res.stderr
+
+
+def test_an_address_that_is_not_an_address_is_exit_2(tmp_path: Path) -> None:
+    """A listen name that cannot be an address at all stays a config error (2): restarting cannot cure it."""
+    sysfs = tmp_path / "sys"
+    sysfs.mkdir()
+    res = fabricmon("run", "--listen", "300.1.1.1:9879", "--config", write_config(tmp_path, sysfs), timeout=20)
+    assert res.returncode == 2, (res.returncode, res.stderr)
+    assert res.stderr.startswith("fabricmon: cannot listen on 300.1.1.1:9879: ") and res.stderr.count("\n") == 1
+
+
+def test_the_units_restart_on_75_and_wait_for_the_network() -> None:
+    """Exit 75 is restarted whatever Restart= says, exit 2 is not; the units start once the network is
+    online (a management address configured by then), not merely once networking started."""
+    for unit in sorted((REPO / "fabricmon" / "deploy" / "systemd").glob("*.service")):
+        lines = unit.read_text().splitlines()
+        assert "RestartForceExitStatus=75" in lines and "RestartPreventExitStatus=2" in lines, unit.name
+        assert "Wants=network-online.target" in lines and "After=network-online.target" in lines, unit.name
+        assert "After=network.target" not in lines, unit.name
+    cli = " ".join((REPO / "docs" / "cli.md").read_text().split())
+    assert "Cannot assign requested address" in cli and "network-online.target" in cli
 
 
 @pytest.mark.parametrize("command", [("run",), ("fabric", "run")])
@@ -287,6 +317,27 @@ def wait_for(pred, timeout: float = 10.0):
             return got
         time.sleep(0.05)
     raise AssertionError("condition not met in time")
+
+
+def http_status(url: str) -> tuple[int, str]:
+    try:
+        with urllib.request.urlopen(url, timeout=5) as r:
+            return r.status, r.read().decode()
+    except urllib.error.HTTPError as e:
+        return e.code, e.read().decode()
+
+
+def test_healthz_is_liveness_and_readyz_readiness(tmp_path: Path, node) -> None:
+    """/healthz: the daemon polls (liveness only); /readyz: it has a view to serve (its ports read)."""
+    sysfs, d = node
+    assert http_status(d.url + "/healthz")[0] == 200
+    assert http_status(d.url + "/readyz") == (200, "ready\n")
+    from fabricmon.model.snapshot import BuildStats, Snapshot
+    from fabricmon.serve.daemon import not_ready
+    early = Snapshot(time=0.0, findings=[], sources={}, builds=BuildStats(), inventory_known=False)
+    assert not_ready(early) == "the port inventory has not been read yet"
+    empty = Snapshot(time=0.0, findings=[], sources={}, builds=BuildStats(), unknown="nothing to check: no port")
+    assert not_ready(empty) == ""           # a node without ports is ready: UNKNOWN is its answer
 
 
 def test_check_asks_the_daemon_and_answers_in_milliseconds(tmp_path: Path, node) -> None:

@@ -266,3 +266,28 @@ def test_an_interpreter_under_root_is_hidden_too(tmp_path: Path) -> None:
     unit = "".join(ln for ln in install.ROLES["node"].unit_src.read_text().splitlines(True)
                    if not ln.startswith("PrivateTmp="))
     assert install.sandbox_hides(unit, exe) == ("/root/.pyenv/versions/3.11.7/bin/python3", "ProtectHome", "/root")
+
+
+def test_install_and_uninstall_refuse_where_the_debian_package_installed_fabricmon(tmp_path: Path, capsys,
+                                                                                 monkeypatch) -> None:
+    """On a host where `apt install ./fabricmon_*.deb` laid fabricmon down (/usr/bin/fabricmon, its units in
+    /lib/systemd/system), install would put a second copy of the units in /etc/systemd/system, overriding the
+    packaged ones, and uninstall --purge would take the package's conffiles: both say so in one line, exit 2,
+    and touch nothing, dry run or not. --root (an image) and --print still work."""
+    (tmp_path / "fabricmon.service").write_text("[Service]\n")
+    monkeypatch.setattr(install, "PACKAGED_UNIT_DIRS", (str(tmp_path),))
+    monkeypatch.setattr(install, "this_fabricmon", lambda: install.PACKAGED_EXEC)
+    monkeypatch.setattr(install, "run_command", lambda *a, **k: pytest.fail(f"ran {a}"))
+    monkeypatch.setattr(install.Plan, "write", lambda *a, **k: pytest.fail("wrote"))
+    monkeypatch.setattr(install.Plan, "remove", lambda *a, **k: pytest.fail("removed"))
+    monkeypatch.setattr(os, "geteuid", lambda: 0)
+    for argv, says in ((["install"], "install is for a venv install"), (["install", "--dry-run"], "Debian package's"),
+                       (["uninstall", "--purge"], "apt remove fabricmon")):
+        assert cli.main(argv) == 2, argv
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and says in err and f"({tmp_path / 'fabricmon.service'})" in err, err
+    monkeypatch.undo()
+    monkeypatch.setattr(install, "PACKAGED_UNIT_DIRS", (str(tmp_path),))
+    monkeypatch.setattr(install, "this_fabricmon", lambda: install.PACKAGED_EXEC)
+    assert cli.main(["install", "--root", str(tmp_path / "image")]) == 0
+    assert install.packaged_unit("/opt/fabricmon/bin/fabricmon") is None       # a venv's: not the package's

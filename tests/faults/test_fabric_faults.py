@@ -75,7 +75,7 @@ def test_a_switch_that_does_not_answer_costs_only_that_switch(tmp_path) -> None:
     assert not fab.ports[(LEAF02, 1)].counters                       # that switch, that sweep
     assert fab.ports[("0000000000200002", 3)].counters["symbol_errors"] == 7    # the others are all there
     assert sum(1 for p in fab.ports.values() if p.counters) == 40
-    assert fab.sweep_errors["read"] == 1 and snap.sources["sweep"].up
+    assert snap.sources["sweep"].errors_total["read"] == 1 and snap.sources["sweep"].up
     assert any("leaf02" in e for e in snap.sources["sweep"].active_errors)
 
 
@@ -89,7 +89,7 @@ def test_sa_failed_with_exit_zero_is_an_error(tmp_path) -> None:
         snap = pipe.collect()
     finally:
         pipe.close()
-    assert snap.fabric.sweep_errors["parse"] == 2 and not snap.sources["sweep"].up
+    assert snap.sources["sweep"].errors_total["parse"] == 2 and not snap.sources["sweep"].up
     assert all(p.up for p in snap.fabric.ports.values() if p.link is not None)    # topology still reported
 
 
@@ -108,7 +108,7 @@ def test_hung_sweep_is_killed_counted_and_the_daemon_keeps_serving(tmp_path) -> 
         end = time.monotonic() + 20
         while True:
             s = scrape_samples(d.port)
-            if (sample_value(s, "fabricmon_fabric_sweep_errors_total", kind="timeout") or 0) >= 2:
+            if (sample_value(s, "fabricmon_source_errors_total", source="sweep", kind="timeout") or 0) >= 2:
                 break
             assert time.monotonic() < end, "no sweep timeout counted"
             time.sleep(0.2)
@@ -212,6 +212,6 @@ def test_link_state_fallback_under_loss_reads_only_what_the_pass_missed(tmp_path
     down = {k for k, p in fab.ports.items() if p.link is not None and not p.up}
     assert down == {(SPINE01, 1), (LEAF01, 3)}
     assert fab.ports[(LEAF02, 1)].up and fab.ports[(LEAF02, 1)].link is not None
-    assert fab.sweep_errors["unanswered"] == 2          # leaf01 and leaf02, once each
+    assert snap.sources["sweep"].errors_total["unanswered"] == 2          # leaf01 and leaf02, once each
     errs = snap.sources["sweep"].active_errors
     assert any(e.startswith("switch leaf02 (0x0000000000200003): 1 of ") and "(port state)" in e for e in errs), errs

@@ -232,3 +232,75 @@ def test_read_many_answers_each_file_or_its_error_alike_live_recorded_and_replay
             assert isinstance(b, OSError) and b.errno == a.errno
         else:
             assert b == a
+
+
+class MadHost(LiveIO):
+    """A live host whose umad port answers in Python: each Get() with a GetResp carrying its TID,
+    the LID and a counter (so answers differ by request); LID 99 never answers."""
+
+    def __init__(self, refuse: str = "") -> None:
+        super().__init__()
+        self.refuse, self.runs = refuse, 0
+
+    def mad_open(self, settings) -> None:
+        from fabricmon.host.umad import UmadUnavailable
+        if self.refuse:
+            raise UmadUnavailable(errno.ENODEV, self.refuse)
+
+    def mad_run(self, requests, deadline):
+        self.runs += 1
+        out = []
+        for r in requests:
+            mad = bytearray(r.mad)
+            mad[3] = 0x81                                      # GetResp
+            mad[8:16] = (0xABCD0000_00000000 + self.runs).to_bytes(8, "big")    # the kernel's and the engine's TID
+            mad[64:66] = r.lid.to_bytes(2, "big")
+            mad[66] = self.runs
+            out.append(None if r.lid == 99 else bytes(mad))
+        return out
+
+
+def test_mads_are_recorded_per_request_and_replayed_whatever_the_order(tmp_path: Path) -> None:
+    """A bundle holds one answer per request (LID and the request itself; the last answer wins), with
+    its transaction ID zeroed; replay answers each request with it, in any order, and a request the
+    bundle does not hold, or one that went unanswered, is unanswered."""
+    from fabricmon.host.mad import MadSettings, Request, exchange_key
+    from fabricmon.sources.infiniband.mad import codec
+    reqs = [Request("sw", lid, bytes(codec.encode_port_counters(p, 0))) for lid in (5, 7, 99) for p in (1, 2)]
+    rec = RecordingIO(MadHost(), tmp_path / "b")
+    rec.mad_open(MadSettings())
+    rec.mad_run(reqs, 0.0)
+    live = rec.mad_run(reqs, 0.0)                              # the second run's answers are kept
+    rec.save()
+    doc = json.loads((tmp_path / "b" / "bundle.json").read_text())
+    assert len(doc["mad"]) == len(reqs) and "mad_error" not in doc
+    # PortCounters' PortSelect is in the data: two ports of one LID are two keys
+    assert exchange_key(reqs[0]) == "5/04.01/0012/0/65:01ffff" and exchange_key(reqs[1]) == "5/04.01/0012/0/65:02ffff"
+    assert exchange_key(Request("sw", 5, bytes(codec.encode_port_info(3, 0)))) == "5/01.01/0015/3/"
+    rep = ReplayIO(tmp_path / "b")
+    rep.mad_open(MadSettings())
+    back = rep.mad_run(list(reversed(reqs)), 0.0)[::-1]
+    for got, want in zip(back, live):
+        if want is None:
+            assert got is None
+        else:
+            assert len(got) == 256 and got[8:16] == bytes(8) and got[:8] + got[16:] == want[:8] + want[16:]
+            assert got[66] == 2
+    other = Request("sw", 5, bytes(codec.encode_port_counters(3, 0)))
+    assert rep.mad_run([other], 0.0) == [None]
+
+
+def test_a_host_without_a_umad_port_is_recorded_so_and_its_replay_has_none(tmp_path: Path, tree: Path) -> None:
+    from fabricmon.host.mad import MadSettings
+    from fabricmon.host.umad import UmadUnavailable
+    rec = RecordingIO(MadHost(refuse="umad_open_port(default, 0) failed: No such device"), tmp_path / "b")
+    with pytest.raises(UmadUnavailable):
+        rec.mad_open(MadSettings())
+    rec.save()
+    with pytest.raises(UmadUnavailable, match="No such device"):
+        ReplayIO(tmp_path / "b").mad_open(MadSettings())
+    # a bundle that never opened one (a node's, or recorded with the tools) has none either
+    rec = RecordingIO(LiveIO(str(tree)), tmp_path / "c")
+    rec.save()
+    with pytest.raises(UmadUnavailable, match="no MAD exchanges"):
+        ReplayIO(tmp_path / "c").mad_open(MadSettings())

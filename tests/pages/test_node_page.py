@@ -90,6 +90,21 @@ def test_every_port_has_an_element_whose_state_agrees_with_check(name):
     assert doc.with_attr("data-findings")        # the findings table (or its empty line) is there
 
 
+def test_the_header_names_the_host_the_daemon_reports_on():
+    """Issue 41.6: the header named this machine (socket.gethostname()) while the demo runs as node01: it
+    names the daemon's host identity, a replay the recorded host, slurm.node_name when set."""
+    import socket
+    snap = collect(BUNDLES / "dgx-h100")
+    assert snap.host == "dgx-h100-01"
+    sub = render(snap).split('<span class="sub">', 1)[1].split(" · ", 1)[0]
+    assert sub == "dgx-h100-01" != socket.gethostname()
+    cfg = from_dict({**yaml.safe_load((BUNDLES / "dgx-h100" / "config.yml").read_text()),
+                     "slurm": {"node_name": "node01"}}, check_paths=False)
+    assert collect(BUNDLES / "dgx-h100", cfg).host == "node01"
+    from fabricmon.sim.demo import DEMO_HOST, demo_config
+    assert from_dict(demo_config("/nonexistent", 0), check_paths=False).slurm.node_name == DEMO_HOST.split()[0]
+
+
 def test_ports_are_in_a_stable_natural_order():
     snap = collect(BUNDLES / "dgx-h100")
     order = [a["data-port"] for _, a in Dom(render(snap, "live")).elements if "data-port" in a]

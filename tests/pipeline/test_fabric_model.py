@@ -40,10 +40,9 @@ def test_hung_sm_warns_after_the_configured_polls_and_check_status_is_per_switch
     assert statuses == [0, 0, 0, 1]
     sec = sec["fabric"]
     assert sec.check_status[("sm", "")] == 1 and sec.sm_activity == 50
-    # every switch check by its own name (the counter checks' too), OK included
-    assert {c for c, g in sec.check_status if g == LEAF} == {
-        "degraded_link", "symbol_errors", "link_flap", "link_error_recovery", "link_integrity", "receive_errors",
-        "transmit_discards", "counter_saturation", "ecmp", "uplinks", "unresponsive"}
+    # every switch check by its own name, OK included; no sweep read any counter yet: the counter checks
+    # have no status (absent, never OK)
+    assert {c for c, g in sec.check_status if g == LEAF} == {"degraded_link", "ecmp", "uplinks", "unresponsive"}
     moved = SmInfo(1, "0000000000100001", 51, 0, "MASTER")
     _, findings = model.build({"discovery": disc, "sm": state(SmData, SmData([moved], True), 4.0)})
     assert next(f.status for f in findings if f.check == "sm") == 0
@@ -144,11 +143,20 @@ def test_an_lldp_discovery_is_no_evidence_of_a_ports_state() -> None:
 
 
 def test_a_32_bit_counter_that_wraps_is_a_wrap_and_a_drop_is_a_reset() -> None:
+    """The Ethernet sweep's 32-bit ifTable counters go through the model's one counter intake
+    (tests/model/test_counter_intake.py has each rule)."""
+    from fabricmon.model.fabric import SweepData
     model = FabricModel(from_dict({}, check_paths=False))
-    key = (ELEAF, 1002, "receive_errors")
+    key = (ELEAF, 1002)
     top = 1 << 32
     seq = [top - 100, top - 10, 40, 90, 5]      # wraps once (+50), then a reboot (reset)
-    assert [model._unwrap(key, v, 32) for v in seq] == [top - 100, top - 10, top + 40, top + 90, 5]
+    for t, v in enumerate(seq, 1):
+        model._record(SweepData(ports={key: {"receive_errors": v}}, bits={"receive_errors": 32},
+                                wrapping={"receive_errors"}), float(t), {key})
+    h = model.history
+    assert h.last_delta((*key, "receive_errors")) == 0                         # the reboot contributes 0
+    assert h.increase((*key, "receive_errors"), 100.0, 5.0) == (90 + 50 + 50, 4.0)
+    assert h.resets[(*key, "receive_errors")] == 1
 
 
 def test_checks_run_by_their_inputs_not_by_the_fabric_kind() -> None:
@@ -192,3 +200,49 @@ def test_every_fabric_check_declares_its_inputs_and_is_run_by_them() -> None:
     sec, _ = model.build({"discovery": disc, "routing": state(LftData, LftData(tables={}), 1.0),
                           "sm": state(SmData, SmData([SmInfo(1, "0000000000100001", 5, 0, "MASTER")], True), 1.0)})
     assert ("routing", LEAF) in sec["fabric"].check_status and ("sm", "") in sec["fabric"].check_status
+
+
+def test_a_counter_check_has_a_status_only_once_a_sweep_read_its_counters() -> None:
+    """A sweep that reads only some counters (Ethernet's ifTable: receive_errors and transmit_discards,
+    wrapping at 32 bits) gives a status to those checks alone: none to symbol_errors, link_flap,
+    link_integrity, link_error_recovery, and none to counter_saturation (a counter that wraps never
+    saturates); an InfiniBand sweep's counters give every counter check a status, OK included."""
+    from fabricmon.model.fabric import SweepData
+    config = from_dict({}, check_paths=False)
+    disc = state(DiscoveryData, discovery(), 0.0)
+    eth = FabricModel(config)
+    sweep = SweepData(ports={(LEAF, 1): {"receive_errors": (1 << 32) - 1, "transmit_discards": 0, "receive_bytes": 9}},
+                      bits={"receive_errors": 32, "transmit_discards": 32, "receive_bytes": 32},
+                      wrapping={"receive_errors", "transmit_discards", "receive_bytes"})
+    sec, findings = eth.build({"discovery": disc, "sweep": state(SweepData, sweep, 1.0)})
+    counter = {"symbol_errors", "link_flap", "link_error_recovery", "link_integrity", "receive_errors",
+               "transmit_discards", "counter_saturation"}
+    assert {c for c, g in sec["fabric"].check_status if g == LEAF} & counter == {"receive_errors", "transmit_discards"}
+    assert not [f for f in findings if f.check == "counter_saturation"]      # 2^32-1 of a wrapping counter
+    ib = FabricModel(config)
+    sweep = SweepData(ports={(LEAF, 1): {c: 0 for c in ("symbol_errors", "link_downed", "link_error_recovery",
+                                                        "local_link_integrity_errors", "receive_errors",
+                                                        "transmit_discards")}},
+                      bits={"symbol_errors": 16, "link_downed": 8})
+    sec, _ = ib.build({"discovery": disc, "sweep": state(SweepData, sweep, 1.0)})
+    assert {c for c, g in sec["fabric"].check_status if g == LEAF} >= counter
+    assert all(sec["fabric"].check_status[(c, LEAF)] == 0 for c in counter)
+
+
+def test_a_port_once_flagged_keeps_its_status_ok_included_while_the_check_runs() -> None:
+    """fabricmon_check_status on the fabric: a port's check that was not OK keeps a status every build
+    (OK once recovered), so the series does not vanish; ports never flagged have none per port."""
+    from fabricmon.model.fabric import SweepData
+    from helpers import Clock
+    clock = Clock(0.0)
+    model = FabricModel(from_dict({}, check_paths=False), clock=clock)
+    disc = state(DiscoveryData, discovery(), 0.0)
+    per_port = []
+    for t, value in ((1.0, 0), (2.0, 50_000), (3.0, 50_000), (4000.0, 50_000)):
+        clock.t = t
+        sweep = SweepData(ports={(LEAF, 1): {"symbol_errors": value}, (LEAF, 2): {"symbol_errors": 0}},
+                          bits={"symbol_errors": 32})
+        _, findings = model.build({"discovery": disc, "sweep": state(SweepData, sweep, t)})
+        per_port.append(sorted((f.port, f.status) for f in findings if f.check == "symbol_errors"))
+    # quiet, then 50,000 symbol errors (CRITICAL), still in the window, then the window has passed (OK)
+    assert per_port == [[], [(1, 2)], [(1, 2)], [(1, 0)]]

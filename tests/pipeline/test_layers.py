@@ -27,6 +27,9 @@ FORBIDDEN = {
     # (the registry does), never globs devices nor reads a tool's text (a source's failure hint does)
     "pipeline": ("fabricmon.sources", "fabricmon.exporter", "fabricmon.serve", "fabricmon.pages", "fabricmon.cli",
                  "glob"),
+    # the host boundary is the bottom layer: device I/O (commands, files, NVML, SNMP, MADs) knows no record
+    "host": ("fabricmon.sources", "fabricmon.parsers", "fabricmon.model", "fabricmon.checks", "fabricmon.pipeline",
+             "fabricmon.exporter", "fabricmon.serve", "fabricmon.pages", "fabricmon.config"),
     # types flow down: the model holds findings and verdicts as its own types, never a check's
     "model": ("fabricmon.sources", "fabricmon.pipeline", "fabricmon.checks", "fabricmon.exporter", "fabricmon.serve",
               "fabricmon.config"),
@@ -120,6 +123,25 @@ def test_hostio_declares_every_method_sources_call() -> None:
                 called.add(node.attr)
     assert called and called <= declared, called - declared
     assert "getattr(io" not in "".join(p.read_text() for p in (PKG / "sources").rglob("*.py"))
+
+
+def test_sources_do_their_device_io_through_hostio_only() -> None:
+    """The MAD engine's I/O (libibumad through ctypes, the umad2sim environment) is the host's
+    (host/mad.py): no source loads a library, tests which HostIO it was given or reads the process's
+    environment to decide what to reach. The one environment read left in sources/ is Slurm's own
+    convention for where slurm.conf is (SLURM_CONF, read once), not device I/O."""
+    bad = []
+    for path in sorted((PKG / "sources").rglob("*.py")):
+        text, rel = path.read_text(), str(path.relative_to(REPO))
+        names = imports(path)
+        # (a `python -m` entry point builds its own live host: the debugging aid mad/__main__.py)
+        bad += [f"{rel} imports {n}" for n in names
+                if n.split(".")[0] == "ctypes" or (n.endswith(".LiveIO") and path.name != "__main__.py")]
+        if "type(io)" in text or "isinstance(io" in text:
+            bad.append(f"{rel} tests which HostIO it has")
+        if ("os.environ" in text or "getenv" in text) and rel != "fabricmon/sources/slurm.py":
+            bad.append(f"{rel} reads the environment")
+    assert not bad, "\n".join(bad)
 
 
 def test_no_module_imports_a_private_name_of_another() -> None:

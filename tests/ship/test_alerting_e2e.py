@@ -4,14 +4,18 @@ infiniband-diags), with `fabricmon fabric run`'s collector and two `fabricmon ru
 A webhook receiver in the test keeps every notification, and for each incident the test counts the
 notification groups that paged an alert not paged before:
 
-  quiet fabric 0; symbol errors under the configured threshold 0, over it 1; a flapping port 1 (however often
-  it flaps); a pulled leaf-spine cable 1; a dead spine 1 (naming it); a dead leaf under two node daemons 1.
+  quiet fabric 0; symbol errors under the configured threshold 0, over it 1 (a ticket); a flapping port 1 (a
+  page, however often it flaps); a pulled leaf-spine cable 1 page (its uplinks) and 1 ticket (its port down);
+  a dead spine 1 page (naming it); a dead leaf under two node daemons 1 page.
+
+Each group is checked to reach its receiver (issue 41.1): critical the pager (fabricmon-pager), warning the
+ticket queue (fabricmon-tickets), as the shipped route sends them; the webhook stands in for both.
 
 The incidents come in two waves on one fabric, each incident on its own switch or port: first the three counter
 incidents (leaf01 port 1 under the threshold, leaf02 port 1 over it, leaf01 port 2 flapping), then the cable
 (leaf03 port 5), the spine (spine01) and the leaf (leaf04) at once. The route groups by switch, so each incident
 is counted by the groups that page a new alert about its switch or port, and each wave must page exactly the
-groups its incidents expect (2, then 3): an alert that a parent fails to mute, on any other switch, is a group
+groups its incidents expect (2, then 4): an alert that a parent fails to mute, on any other switch, is a group
 too many. `for:` is cut to 1/60 in a test-time copy of the rules (the parent's
 3m to 3 s, the ports' 5m to 5 s), the Alertmanager example's group_wait and group_interval to 2 s; nothing else
 changes. docs/alerting.md records the counts."""
@@ -50,6 +54,7 @@ class Pager:
 
     def __init__(self):
         self.notifications: list[dict] = []
+        self.receiver: dict[str, str] = {}      # groupKey -> the receiver Alertmanager sent it to
         self.lock = threading.Lock()
         pager = self
 
@@ -57,7 +62,9 @@ class Pager:
             def do_POST(self):
                 body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
                 with pager.lock:
-                    pager.notifications.append({"at": time.monotonic(), **json.loads(body)})
+                    note = {"at": time.monotonic(), **json.loads(body)}
+                    pager.notifications.append(note)
+                    pager.receiver[note["groupKey"]] = note["receiver"]
                 self.send_response(200)
                 self.end_headers()
 
@@ -207,6 +214,9 @@ def test_one_incident_one_page(sim_fabric, processes, tmp_path):
             assert {a["labels"]["alertname"] for a in next(iter(over.values()))} == {"FabricmonFabricSymbolErrors"}
             assert len(flapping) == 1, flapping
             assert len(both) == 2, both     # nothing else paged
+            # issue 41.1: a warning opens a ticket, a critical alert pages
+            assert [pager.receiver[k] for k in over] == ["fabricmon-tickets"], over
+            assert [pager.receiver[k] for k in flapping] == ["fabricmon-pager"], flapping
 
             # 4-6. at once, on switches the counters left alone: a pulled leaf-spine cable (leaf03 port 5 to
             # spine03: both ends go down), a dead spine (every cable of spine01) and a dead leaf under the two
@@ -222,10 +232,12 @@ def test_one_incident_one_page(sim_fabric, processes, tmp_path):
                             lambda: fires("FabricmonFabricPortDown", switch="leaf03", port="5")()
                             and fires("FabricmonFabricSwitchUnresponsive", switch="spine01")()
                             and fires("FabricmonFabricSwitchUnresponsive", switch="leaf04")())
-            results["pulled cable"] = cable = about(down, "leaf03", "5")
+            results["pulled cable"] = cable = about(down, "leaf03")     # its port alert, and the uplinks one (no port)
             results["dead spine"] = spine = about(down, "spine01")
             results["dead leaf under node daemons"] = leaf = about(down, "leaf04")
-            assert len(cable) == 1, cable
+            # the cable: one page (leaf03's uplinks check is critical) and one ticket (its port down, a warning)
+            assert {pager.receiver[k]: sorted({a["labels"]["alertname"] for a in v}) for k, v in cable.items()} == {
+                "fabricmon-pager": ["FabricmonMissingUplinks"], "fabricmon-tickets": ["FabricmonFabricPortDown"]}, cable
             assert len(spine) == 1, spine
             (alerts,) = spine.values()
             assert {a["labels"]["alertname"] for a in alerts} == {"FabricmonFabricSwitchUnresponsive"}, alerts
@@ -236,7 +248,8 @@ def test_one_incident_one_page(sim_fabric, processes, tmp_path):
             assert parent and parent[0]["labels"]["switch"] == "leaf04", leaf
             hides = parent[0]["annotations"]["description"]
             assert "2 host port(s) cabled to it" in hides and "ibsim0" in hides, hides
-            assert len(down) == 3, down     # nothing else paged
+            assert len(down) == 4, down     # nothing else paged: 3 pages (one per incident) and the cable's ticket
+            assert [pager.receiver[k] for k in (*spine, *leaf)] == ["fabricmon-pager"] * 2
     finally:
         pager.close()
         lines = [f"{name}: {len(groups)} notification group(s): "

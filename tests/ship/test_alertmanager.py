@@ -22,18 +22,50 @@ def test_amtool_accepts_the_example():
     amtool = require_tool("amtool", "prometheus-alertmanager")
     res = subprocess.run([amtool, "check-config", str(ALERTMANAGER)], capture_output=True, text=True, timeout=60)
     assert res.returncode == 0 and "SUCCESS" in res.stdout, res.stdout + res.stderr
-    assert "7 inhibit rules" in res.stdout
+    assert "7 inhibit rules" in res.stdout and "2 receivers" in res.stdout
+
+
+def routes(route: dict) -> list[dict]:
+    """Every route of the tree, depth first."""
+    return [route] + [r for child in route.get("routes", []) for r in routes(child)]
+
+
+def route_test(amtool: str, *labels: str) -> str:
+    """The receiver the real amtool picks for an alert with these labels."""
+    res = subprocess.run([amtool, "config", "routes", "test", f"--config.file={ALERTMANAGER}", *labels],
+                         capture_output=True, text=True, timeout=60)
+    assert res.returncode == 0, res.stdout + res.stderr
+    return res.stdout.strip()
+
+
+def test_critical_pages_and_warning_opens_a_ticket():
+    """Issue 41: a warning (45 of the 74 alerts) must not page the on-call; two placeholder receivers."""
+    amtool = require_tool("amtool", "prometheus-alertmanager")
+    sev = {r["labels"]["severity"] for r in rules()}
+    assert sev == {"critical", "warning"}, sev
+    for labels in (["alertname=FabricmonFabricSwitchUnresponsive", "switch=leaf02"],
+                   ["alertname=FabricmonPortDown", "switch=leaf01", "instance=node01:9879"],
+                   ["alertname=FabricmonGpuNicAffinity", "instance=node01:9879"]):
+        assert route_test(amtool, *labels, "severity=critical") == "fabricmon-pager", labels
+        assert route_test(amtool, *labels, "severity=warning") == "fabricmon-tickets", labels
+    assert route_test(amtool, "alertname=SomethingElse") == "fabricmon-tickets"      # no severity: no page
+    cfg = yaml.safe_load(ALERTMANAGER.read_text())
+    assert [r["name"] for r in cfg["receivers"]] == ["fabricmon-pager", "fabricmon-tickets"]
+    assert all(set(r) == {"name"} for r in cfg["receivers"])       # placeholders: the operator fills them
 
 
 def test_routes_send_a_switch_and_the_hosts_on_it_to_one_group():
     amtool = require_tool("amtool", "prometheus-alertmanager")
     cfg = yaml.safe_load(ALERTMANAGER.read_text())
-    assert cfg["route"]["routes"][0]["group_by"] == ["switch"]
-    for labels in (["alertname=FabricmonPortDown", "switch=leaf01", "instance=node01:9879"],
-                   ["alertname=FabricmonFabricPortDown", "switch=leaf01"]):
-        res = subprocess.run([amtool, "config", "routes", "test", f"--config.file={ALERTMANAGER}", "--verify.receivers=fabricmon-oncall",
-                              *labels], capture_output=True, text=True, timeout=60)
-        assert res.returncode == 0, res.stdout + res.stderr
+    per_switch = [r for r in routes(cfg["route"]) if r.get("group_by") == ["switch"]]
+    assert len(per_switch) == 2 and all('switch=~".+"' in r["matchers"] for r in per_switch)
+    for severity, receiver in (("critical", "fabricmon-pager"), ("warning", "fabricmon-tickets")):
+        for labels in (["alertname=FabricmonPortDown", "switch=leaf01", "instance=node01:9879"],
+                       ["alertname=FabricmonFabricPortDown", "switch=leaf01"]):
+            res = subprocess.run([amtool, "config", "routes", "test", f"--config.file={ALERTMANAGER}",
+                                  f"--verify.receivers={receiver}", *labels, f"severity={severity}"],
+                                 capture_output=True, text=True, timeout=60)
+            assert res.returncode == 0, res.stdout + res.stderr
 
 
 def test_every_label_and_alert_the_example_names_is_one_the_rules_give():
@@ -45,7 +77,7 @@ def test_every_label_and_alert_the_example_names_is_one_the_rules_give():
     for label in ("switch", "switch_guid", "switch_port", "remote_guid"):
         if re.search(rf'\b{label}\b', text):
             produced.add(label)
-    grouped = set(cfg["route"]["group_by"]) | {lab for r in cfg["route"]["routes"] for lab in r["group_by"]}
+    grouped = {lab for r in routes(cfg["route"]) for lab in r.get("group_by", [])}
     assert grouped <= produced, grouped - produced
     for rule in cfg["inhibit_rules"]:
         assert set(rule["equal"]) <= produced, rule

@@ -106,3 +106,13 @@ def test_fabric_unit_least_privilege():
     assert kv["EnvironmentFile"] == ["-/etc/default/fabricmon-fabric"]
     assert kv["ExecStart"] == [f"{INSTALLED} fabric run $FABRICMON_FABRIC_ARGS"]
     assert dict(directives(FABRIC_DEFAULTS.read_text())) == {"FABRICMON_FABRIC_ARGS": '""'}
+
+
+def test_installed_files_name_only_installed_paths():
+    """Issue 41.6: what `fabricmon install` writes under /etc names no path of the source tree
+    (fabricmon/deploy/...), which an operator who installed the wheel does not have."""
+    shipped = [DEFAULTS, FABRIC_DEFAULTS, UNIT, FABRIC_UNIT, ROOT / "fabricmon" / "deploy" / "fabricmon.yml"]
+    for f in shipped:
+        text = f.read_text()
+        assert "fabricmon/deploy" not in text and "tests/" not in text, f.name
+    assert "fabricmon install --print config" in DEFAULTS.read_text() + FABRIC_DEFAULTS.read_text()

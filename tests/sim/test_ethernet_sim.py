@@ -123,7 +123,7 @@ def test_planted_faults_and_nothing_else(planted) -> None:
                                                        switch=silent) == 1, 10 * SWEEP + 10)
     assert sample_value(s, "fabricmon_fabric_switch_unresponsive", switch_guid=leaf01, switch="leaf01") == 0
     assert sample_value(s, "fabricmon_fabric_check_status", check="unresponsive", switch_guid=silent, switch=silent) == 1
-    assert sample_value(s, "fabricmon_fabric_sweep_errors_total", kind="timeout") >= 1
+    assert sample_value(s, "fabricmon_source_errors_total", source="sweep", kind="timeout") >= 1
     duration = sample_value(s, "fabricmon_fabric_sweep_duration_seconds")
     assert duration is not None and duration < SWEEP + 1.5
     found = [f for f in api_findings(d.port) if f["status"] > 0]

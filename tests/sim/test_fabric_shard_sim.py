@@ -1,6 +1,6 @@
 """True sharding on the simulated fabric: each shard's collector queries only its own switches.
 
-`fabricmon fabric capture --shard i/2` records every command it runs (argv and output) against ibsim; the
+`fabricmon fabric capture --shard i/2` (the tools' sweep) records every command it runs (argv and output) against ibsim; the
 recorded sweep commands (perfquery by LID; the LIDs are mapped to switch GUIDs with the recorded discovery)
 say which switches each shard asked for, so the split is asserted from what was run, not only from what was
 exported."""
@@ -60,7 +60,8 @@ def test_two_shards_query_disjoint_switch_sets_whose_union_is_the_fabric(sim_fab
     fab.set_counter("spine01", 2, "PortCounters.PortXmitWait", 1000)
     (tmp_path / "state").mkdir()
     cfg = tmp_path / "fabricmon.yml"
-    cfg.write_text(json.dumps({"paths": {"state_dir": str(tmp_path / "state")}}))
+    # the tools' path (the MAD engine's exchanges are recorded per request: test_mad_sweep_sim.py)
+    cfg.write_text(json.dumps({"paths": {"state_dir": str(tmp_path / "state")}, "fabric": {"sweep_method": "tools"}}))
     switches: set[str] = set()
     queried: dict[int, Counter] = {}
     series: dict[str, set] = {"whole": set(), "shards": set()}

@@ -79,7 +79,9 @@ def test_ecmp_imbalance_degraded_and_down_links_over_http(sim_fabric, tmp_path) 
         # A pulled cable: the next discovery counts the change, the port stays, reported down.
         leaf01 = g(LEAVES["leaf01"])
         fab.unlink("leaf01", 6)
-        s = wait_for_scrape(d.port, lambda s: sample_value(s, "fabricmon_fabric_port_up", switch_guid=leaf01, port=6) == 0, 15)
+        # wait for both events (issue 41.5): the sweep reads the port down, the next discovery counts the change
+        s = wait_for_scrape(d.port, lambda s: sample_value(s, "fabricmon_fabric_port_up", switch_guid=leaf01, port=6) == 0
+                            and sample_value(s, "fabricmon_fabric_topology_changes_total") >= 2, 40)
         assert sample_value(s, "fabricmon_fabric_port_degraded", switch_guid=leaf01, port=6, reason="down") == 1
         assert sample_value(s, "fabricmon_fabric_link_info", switch_guid=leaf01, port=6, role="up",
                             remote_guid=g(SPINES["spine02"]), remote_port=2, remote_name="spine02") == 1

@@ -118,5 +118,5 @@ def test_a_switch_that_does_not_answer_costs_only_its_own_requests(sim_fabric, t
         if g != dead:
             assert r["unanswered"] == 0 and len(r["ports"]) == disc.switches[g].nports, disc.switches[g].name
     # ibsim answers a MAD it drops at once with a timed-out status (as the kernel does after the
-    # timeout), so what a silent switch costs in time is tests/sources/mad/test_mad_engine.py's
+    # timeout), so what a silent switch costs in time is tests/host/test_mad_engine.py's
     assert out["wall"] < 5, out["wall"]

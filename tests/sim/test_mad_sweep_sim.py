@@ -13,6 +13,7 @@ libibumad reaches the simulator (docs/mad-engine.md "Under the simulator").
 from __future__ import annotations
 
 import json
+import os
 import re
 import socket
 import subprocess
@@ -62,6 +63,46 @@ def test_the_engine_exports_what_the_tools_export(sim_fabric, tmp_path) -> None:
     assert engine[("fabricmon_fabric_port_link_downed_total", '{port="2",switch_guid="0000000000200001"}')] == "3.0"
     ups = [k for k in engine if k[0] == "fabricmon_fabric_port_up"]
     assert ups and all(engine[k] == tools[k] for k in ups)
+
+
+def test_a_capture_of_the_engine_sweep_replays_through_the_same_pipeline_to_the_same_exposition(sim_fabric, tmp_path) -> None:
+    """`fabricmon fabric capture` on the live (simulated) fabric records the engine's MAD exchanges, one
+    answer per request; `fabricmon fabric once --replay` of that bundle, in a process that reaches no
+    fabric at all, sweeps through the engine's path from those answers and exports what the capture
+    exported (every series, every value but durations and timestamps)."""
+    fab = sim_fabric(fat_tree_netfile(**NET))
+    fab.run_sm()
+    fab.set_counter("leaf01", 3, "PortCounters.SymbolErrorCounter", 7)
+    fab.set_counter("spine02", 2, "PortCounters.LinkDownedCounter", 3)
+    (tmp_path / "state").mkdir()
+    cfg = tmp_path / "fabricmon.yml"
+    cfg.write_text(json.dumps({"paths": {"state_dir": str(tmp_path / "state")}, "fabric": {"cache_dir": str(tmp_path)}}))
+    bundle = tmp_path / "bundle"
+    r = subprocess.run([sys.executable, "-m", "fabricmon", "fabric", "capture", "--config", str(cfg), str(bundle)],
+                       env=fab.env(fab.hosts[0]), capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    doc = json.loads((bundle / "bundle.json").read_text())
+    ran = {c["argv"][0].rsplit("/", 1)[-1] for c in doc["commands"]}
+    assert "ibnetdiscover" in ran and not ran & {"ibqueryerrors", "perfquery", "smpquery"}, ran
+    # one answer per question: ClassPortInfo and the aggregate per switch, each port's counters, each cabled
+    # port's PortInfo, the per-port error counters of the two switches with errors
+    assert len(doc["mad"]) > 6 * 3 and all(a is not None for a in doc["mad"].values())
+    captured = series((bundle / "metrics.prom").read_text())
+    assert captured[("fabricmon_fabric_sweep_method", '{method="mad"}')] == "1.0"
+    clean = {k: v for k, v in os.environ.items() if k not in ("LD_PRELOAD", "IBSIM_SOCKNAME", "SIM_HOST")}
+    r = subprocess.run([sys.executable, "-m", "fabricmon", "fabric", "once", "--replay", str(bundle)],
+                       env=clean, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    every = re.compile(r"^(fabricmon_\w+)(\{[^}]*\})? (\S+)$", re.M)
+    captured = {(m[1], m[2]): m[3] for m in every.finditer((bundle / "metrics.prom").read_text())}
+    replayed = {(m[1], m[2]): m[3] for m in every.finditer(r.stdout)}
+    assert set(replayed) == set(captured), set(replayed) ^ set(captured)
+    moving = ("duration", "timestamp", "_seconds", "fabricmon_build_info", "fabricmon_process_")
+    differ = {k: (captured[k], replayed[k]) for k in captured
+              if captured[k] != replayed[k] and not any(w in k[0] for w in moving)}
+    assert not differ, differ
+    assert replayed[("fabricmon_fabric_port_symbol_errors_total", '{port="3",switch_guid="0000000000200002"}')] == "7.0"
+    assert replayed[("fabricmon_fabric_port_link_downed_total", '{port="2",switch_guid="0000000000200001"}')] == "3.0"
 
 
 def test_four_shards_report_every_switch_exactly_once(sim_fabric, tmp_path) -> None:

@@ -41,3 +41,24 @@ def test_jobs_land_on_named_nodes_and_stop(slurm):
     pids = [p.pid for p in (slurm.munged, slurm.slurmctld, *slurm.slurmds.values())]
     slurm.stop()
     assert not any(_alive(p) for p in pids)
+
+
+def test_stop_ends_every_job_even_with_the_controller_stopped(slurm):
+    """Issue 41.5: a test that stopped slurmctld mid-run (test_fabric_findings_name_only_the_jobs_they_hurt)
+    left its jobs' slurmstepd and `srun sleep 600` running for good, orphaned. stop() cancels them
+    through a controller it starts again, and ends what still carries the cluster's SLURM_CONF."""
+    from fabricmon.sim.procs import processes_in, processes_with_environment
+
+    def cluster() -> dict:
+        return {p.pid: p for p in processes_with_environment("SLURM_CONF", str(slurm.conf))
+                + processes_in(str(slurm.dir))}
+    jobs = [slurm.submit("left-a", ["node01"]), slurm.submit("left-b", ["node02", "node03"])]
+    for j in jobs:
+        slurm.wait_running(j)
+    mine = cluster()
+    names = {p.name() for p in mine.values()}
+    assert {"slurmstepd", "srun", "sleep", "slurmd", "slurmctld", "munged"} <= names, names
+    slurm.stop_controller()
+    slurm.stop()
+    assert cluster() == {}
+    assert not any(_alive(pid) for pid in mine)

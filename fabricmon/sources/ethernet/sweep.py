@@ -6,7 +6,7 @@ that switch answered at discovery). SNMPv2c: only the columns the parser reads
 (parsers.snmp.SWEEP_COLUMNS), every switch's walks driven in this process by one thread
 (HostIO.snmp_walks), at most `fabric.ethernet.concurrency` switches at once. SNMPv3: one net-snmp
 process per walk, as many switches at once from a thread pool. Both under the sweep's one deadline. A switch that does not answer costs only itself: the walks after
-its first failure are skipped, it is counted (`fabricmon_fabric_sweep_errors_total{kind}`) and
+its first failure are skipped, it is counted (`fabricmon_source_errors_total{source="sweep", kind}`) and
 listed as missing. Per switch the walks sent and those left unanswered (a timeout, a refused
 credential) fill SweepData.queries/unanswered/failed as the InfiniBand sweep's MADs do, so the one
 `unresponsive` check judges both kinds.

@@ -2,8 +2,9 @@
 
 Two ways, said by `method` (fabricmon_fabric_sweep_method):
 
-- **mad** (fabric.sweep_method auto or mad, where the collector's own process opens a umad port): the
-  in-process MAD engine (sources/infiniband/mad/, docs/mad-engine.md) reads every switch of the
+- **mad** (fabric.sweep_method auto or mad, where the host interface's mad_open opens a umad port in
+  the collector's own process, or a capture bundle holds MADs): the in-process MAD engine (the I/O
+  in host/mad.py, what to ask in sources/infiniband/mad/, docs/mad-engine.md) reads every switch of the
   sweep (the whole fabric, or a shard's switches) from the cached topology's LIDs in one pass:
   PortCountersExtended of every port, the PortCounters aggregate (AllPortSelect) and per port only
   where it is non-zero, and PortInfo (link state, width, speed and what the port may train at, by
@@ -11,7 +12,7 @@ Two ways, said by `method` (fabricmon_fabric_sweep_method):
   many MADs in flight under a window per switch and a global one. No process is spawned, no ibnetdiscover per
   sweep; a shard costs its share. Unanswered queries are retried, then counted per switch, and
   leave that port's last known state in place (never a port down).
-- **tools** (no umad port here, fabric.sweep_method tools, or a capture/replay bundle): the
+- **tools** (no umad port here, fabric.sweep_method tools, or a bundle recorded with the tools): the
   infiniband-diags processes, as follows.
 
 Measured on the real 400-switch director topology in ibsim (16,568 switch ports; docs/benchmarks.md
@@ -57,7 +58,7 @@ re-linked cable shows without a rediscovery. `state_method` says which path answ
 Unreached is not down: a query that went unanswered is retried with backoff (RETRY_BACKOFF)
 while the sweep's deadline allows (a port's PortInfo up to twice; a switch the fabric pass got no
 counters from, once, per switch with perfquery); what stays unanswered is counted per switch
-(`unanswered`, fabricmon_fabric_sweep_errors_total{kind="unanswered"}) and leaves that port's
+(`unanswered`, fabricmon_source_errors_total{source="sweep", kind="unanswered"}) and leaves that port's
 last known state in place (the model marks the switch stale), never a port down.
 """
 
@@ -71,7 +72,9 @@ from concurrent.futures import ThreadPoolExecutor
 import structlog
 
 from fabricmon import ibspec
-from fabricmon.host.io import HostIO, LiveIO
+from fabricmon.host.io import HostIO
+from fabricmon.host.mad import MadSettings
+from fabricmon.host.umad import UmadUnavailable
 from fabricmon.model.fabric import SweepData, Topology, in_shard
 from fabricmon.parsers.errors import ParseError
 from fabricmon.parsers.ibqueryerrors import IbqueryerrorsReport, parse_ibqueryerrors
@@ -79,6 +82,7 @@ from fabricmon.parsers.ibnetdiscover import count_unanswered, parse_ibnetdiscove
 from fabricmon.parsers.perfquery import parse_perfquery
 from fabricmon.parsers.portinfo import parse_portinfo, parse_saquery_pir
 from fabricmon.pipeline.source import INVENTORY, Inputs, Source, SourceOutput, command_error, register
+from fabricmon.sources.infiniband.mad import FabricReader, SwitchTarget
 
 ERROR_COUNTERS = tuple(c.name for c in ibspec.COUNTERS if c.kind in ("error", "congestion"))
 TRAFFIC_COUNTERS = frozenset(c.name for c in ibspec.COUNTERS if c.kind == "traffic")
@@ -88,8 +92,6 @@ SHARD_CONCURRENCY = 8
 LINK_STATE_CONCURRENCY = 6          # smpquery processes at once (the two ibqueryerrors passes have ended)
 RETRY_BACKOFF = (0.2, 0.5)          # seconds before each retry of the queries that went unanswered
 MAD_RECHECK = 60.0                  # seconds before a umad port that could not be opened is tried again
-# what decides which fabric the tools reach: the engine's process must reach the same one
-_FABRIC_ENV = ("LD_PRELOAD", "IBSIM_SOCKNAME", "SIM_HOST")
 log = structlog.get_logger("fabricmon.sources.sweep")
 
 
@@ -189,30 +191,21 @@ class SweepSource(Source):
                 log.info("sweeping with the infiniband-diags tools", why=why or None)
             self._method = method
 
-    def _mad_reader(self, io: HostIO, out: SourceOutput):
-        """The process's MAD reader when this sweep may use it (module doc), else None. The engine
-        runs in this process: it must reach the fabric the tools would reach (io's environment for
-        them, umad2sim's preload included, is this process's own), and a capture or replay bundle
-        records the tools."""
+    _reader: FabricReader | None = None       # what the MADs ask (capabilities and plans kept across sweeps)
+    _reader_io: HostIO | None = None          # the HostIO whose mad_run the reader sends through
+
+    def _mad_reader(self, io: HostIO, out: SourceOutput) -> FabricReader | None:
+        """The MAD reader when this sweep may use it (module doc), else None: where io opens a umad port
+        (the host's, reaching the fabric its tools reach, or a bundle's recorded MADs)."""
         fc = self.config.fabric
-        if fc.sweep_method == "tools" or type(io) is not LiveIO:
-            if fc.sweep_method == "mad":
-                out.error("read", "fabric.sweep_method is mad, but this run records or replays the tools")
-            return None
-        live: LiveIO = io                       # the live host (checked above): its tools' environment
-        env = live.env
-        if env is not None and any(env.get(k) != os.environ.get(k) for k in _FABRIC_ENV):
-            if fc.sweep_method == "mad":
-                out.error("read", "fabric.sweep_method is mad, but the tools run with another fabric's "
-                                  "environment (LD_PRELOAD/IBSIM_SOCKNAME) than this process")
+        if fc.sweep_method == "tools":
             return None
         now = time.monotonic()
         if self._mad_failed_at is not None and now - self._mad_failed_at < MAD_RECHECK and fc.sweep_method != "mad":
             return None
-        from fabricmon.sources.infiniband import mad
         try:
-            reader = mad.open_reader(fc.mad_window, fc.mad_window_per_switch, fc.mad_timeout_ms, fc.mad_retries)
-        except mad.UmadUnavailable as exc:
+            io.mad_open(MadSettings(fc.mad_window, fc.mad_window_per_switch, fc.mad_timeout_ms, fc.mad_retries))
+        except UmadUnavailable as exc:
             if self._mad_failed_at is None and fc.sweep_method == "mad":
                 out.error("read", f"fabric.sweep_method is mad, but no umad port opens: {exc.strerror or exc}")
             self._mad_failed_at = now
@@ -220,12 +213,13 @@ class SweepSource(Source):
             return None
         self._mad_failed_at = None
         self._note_method("mad")
-        return reader
+        if self._reader is None or self._reader_io is not io:
+            self._reader, self._reader_io = FabricReader(io.mad_run), io
+        return self._reader
 
-    def _sweep_mad(self, reader, inputs: Inputs, out: SourceOutput, topo: Topology, mine: set[str],
+    def _sweep_mad(self, reader: FabricReader, inputs: Inputs, out: SourceOutput, topo: Topology, mine: set[str],
                    data: SweepData) -> None:
         """This sweep's switches through the MAD engine, counters and link state in one pass."""
-        from fabricmon.sources.infiniband.mad import SwitchTarget
         fc = self.config.fabric
         state: dict[str, set[int]] = {}          # switch -> the ports whose PortInfo is read
         if fc.link_state_max_ports:
@@ -254,8 +248,6 @@ class SweepSource(Source):
         try:
             results = reader.read(targets, deadline, ERROR_COUNTERS)
         except OSError as exc:          # the umad device failed under us: nothing read; the port is reopened next sweep
-            from fabricmon.sources.infiniband import mad
-            mad.close_reader()
             out.error("read", f"MAD engine: {exc.strerror or exc}; no switch read this sweep")
             data.missing.update(t.guid for t in targets)
             return

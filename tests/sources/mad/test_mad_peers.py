@@ -51,7 +51,7 @@ def peer_reads(engine: Engine) -> int:
 
 def test_far_ends_read_once_again_only_when_the_link_changes_and_never_against_the_switch() -> None:
     eng = Engine()
-    reader = FabricReader(eng)
+    reader = FabricReader(eng.run)
     t = SwitchTarget("sw", SWITCH, 2, state_ports=(1, 2), peers=((1, CA_EDR, 1), (2, CA_SILENT, 1)))
     r = reader.read([t], time.monotonic() + 10, ("symbol_errors",))["sw"]
     assert r.link_up == {1: True, 2: True} and r.link[1][:2] == (4, "EDR") and r.link[2][:2] == (4, "HDR")

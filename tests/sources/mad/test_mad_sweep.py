@@ -91,28 +91,25 @@ def test_a_silent_switch_is_missing_and_unanswered_never_down() -> None:
     assert len(data.switches) == len(GUIDS) - 1
 
 
-def test_a_umad_device_error_costs_this_sweep_and_raises_nothing(monkeypatch) -> None:
-    from fabricmon.sources.infiniband import mad
-    closed = []
-    monkeypatch.setattr(mad, "close_reader", lambda: closed.append(True))
-
+def test_a_umad_device_error_costs_this_sweep_and_raises_nothing() -> None:
     class Broken(FakeReader):
         def read(self, targets, deadline, error_names):
             raise OSError(5, "Input/output error")
     data, out = sweep("0/1", Broken())
     assert data.missing == set(GUIDS) and not data.ports and not data.link_up
-    assert closed and any("MAD engine: Input/output error" in e for _, e in out.errors)
+    assert any("MAD engine: Input/output error" in e for _, e in out.errors)
 
 
 def no_umad(monkeypatch) -> list[bool]:
-    """mad.open_reader raising as it does where no umad port opens; returns the list of its calls."""
-    from fabricmon.sources.infiniband import mad
+    """The host's umad port refusing to open as it does where there is none (host.mad.open_engine
+    raising); returns the list of its calls."""
+    from fabricmon.host import mad
     calls: list[bool] = []
 
     def refuse(*a, **k):
         calls.append(True)
         raise mad.UmadUnavailable(95, "umad_open_port(default, 0) failed: Operation not supported")
-    monkeypatch.setattr(mad, "open_reader", refuse)
+    monkeypatch.setattr(mad, "open_engine", refuse)
     return calls
 
 
@@ -147,15 +144,15 @@ def test_sweep_method_mad_without_a_umad_port_says_why_and_never_runs_the_tools(
     assert [k for k, _ in out.errors] == ["read"] and "no umad port opens: " in out.errors[0][1]
 
 
-def test_a_capture_or_replay_io_sweeps_with_the_tools(monkeypatch) -> None:
+def test_a_bundle_recorded_with_the_tools_replays_the_tools(monkeypatch) -> None:
+    from fabricmon.host.bundle import ReplayIO
+    from helpers import REPO
     calls = no_umad(monkeypatch)
     out = SourceOutput()
-
-    class Recording:            # any HostIO that is not the live host (RecordingIO, ReplayIO)
-        env = None
-    assert fallback_source("auto")._mad_reader(Recording(), out) is None and not calls and not out.errors
-    assert fallback_source("mad")._mad_reader(Recording(), out) is None
-    assert "records or replays the tools" in out.errors[0][1]
+    io = ReplayIO(REPO / "tests" / "fixtures" / "fabric" / "fat-tree")        # no "mad" in its manifest
+    assert fallback_source("auto")._mad_reader(io, out) is None and not calls and not out.errors
+    assert fallback_source("mad")._mad_reader(io, out) is None and not calls
+    assert "no umad port opens: the bundle holds no MAD exchanges" in out.errors[0][1]
 
 
 def test_a_silent_switch_through_the_engine_is_unresponsive_as_through_the_tools_and_never_down() -> None:

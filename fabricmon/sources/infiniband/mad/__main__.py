@@ -12,6 +12,10 @@ import sys
 import time
 
 from fabricmon import ibspec
+from fabricmon.host import mad as host_mad
+from fabricmon.host.io import LiveIO
+from fabricmon.host.mad import MadSettings
+from fabricmon.host.umad import UmadUnavailable
 from fabricmon.parsers.ibnetdiscover import parse_ibnetdiscover
 from fabricmon.sources.infiniband import mad
 
@@ -29,17 +33,19 @@ def main(argv: list[str] | None = None) -> int:
     a = ap.parse_args(argv)
     with open(a.topology) as f:
         disc = parse_ibnetdiscover(f.read())
+    io = LiveIO()
     try:
-        reader = mad.open_reader(a.window, a.per_switch, a.timeout_ms, a.retries)
-    except mad.UmadUnavailable as exc:
+        io.mad_open(MadSettings(a.window, a.per_switch, a.timeout_ms, a.retries))
+    except UmadUnavailable as exc:
         print(f"no umad port: {exc}", file=sys.stderr)
         return 1
+    reader = mad.FabricReader(io.mad_run)
     targets = [mad.SwitchTarget(g, sw.lid, sw.nports, tuple(sorted(sw.links)))
                for g, sw in sorted(disc.switches.items()) if sw.lid]
     t0, c0 = time.monotonic(), time.process_time()
     res = reader.read(targets, time.monotonic() + a.deadline, ERRORS)
     wall, cpu = time.monotonic() - t0, time.process_time() - c0
-    out = {"wall": wall, "cpu": cpu, "engine": reader.engine.totals, "switches": {
+    out = {"wall": wall, "cpu": cpu, "engine": host_mad.engine_totals(), "switches": {
         g: {"ports": {str(p): v for p, v in r.ports.items()}, "errors_ok": r.errors_ok,
             "link_up": {str(p): v for p, v in r.link_up.items()}, "queries": r.queries,
             "unanswered": r.unanswered, "failed": sorted(r.failed)} for g, r in res.items()}}

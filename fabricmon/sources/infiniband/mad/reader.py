@@ -26,11 +26,12 @@ from __future__ import annotations
 import functools
 import gc
 import threading
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
+from fabricmon.host.mad import Request
 from fabricmon.model.link_ability import LinkAbility
 from fabricmon.sources.infiniband.mad import codec
-from fabricmon.sources.infiniband.mad.engine import MadEngine, Request
 
 TRAFFIC = frozenset(codec.PCE_NAMES)
 ASSUMED_CAPS = codec.CAP_ALL_PORT_SELECT | codec.CAP_EXT_WIDTH
@@ -83,10 +84,11 @@ class SwitchResult:
 
 
 class FabricReader:
-    """Reads switches through one MadEngine; keeps each switch's PerfMgt capability mask between sweeps."""
+    """Reads switches through `run` (a HostIO's mad_run); keeps each switch's PerfMgt capability mask
+    between sweeps."""
 
-    def __init__(self, engine: MadEngine) -> None:
-        self.engine = engine
+    def __init__(self, run: Callable[[Sequence[Request], float], list[bytes | None]]) -> None:
+        self.run = run
         self.caps: dict[str, int] = {}
         self._plans: dict[tuple, tuple[list[Request], bool, bool]] = {}     # switch -> its sweep's requests
         # (CA LID, CA port) -> (its ability, the switch end's (up, width, speed, ability) when it was read)
@@ -109,13 +111,12 @@ class FabricReader:
                     gc.enable()
 
     def _read(self, targets: list[SwitchTarget], deadline: float, error_names: tuple[str, ...]) -> dict[str, SwitchResult]:
-        eng = self.engine
         out = {t.guid: SwitchResult() for t in targets}
         # 1. capability masks not known yet
         ask = [t for t in targets if t.guid not in self.caps]
         if ask:
             reqs = [Request(t.guid, t.lid, _tmpl(codec.encode_class_port_info)) for t in ask]
-            for t, ans in zip(ask, eng.run(reqs, deadline)):
+            for t, ans in zip(ask, self.run(reqs, deadline)):
                 out[t.guid].queries += 1
                 try:
                     if ans is None:
@@ -145,7 +146,7 @@ class FabricReader:
             reqs.extend(plan[0])
         if len(plans) > 2 * len(targets) + 64:            # drop the plans of switches gone or changed
             self._plans = {k: plans[k] for k in used}
-        answers = eng.run(reqs, deadline) if reqs else []
+        answers = self.run(reqs, deadline) if reqs else []
         per_port_errors: dict[str, dict[int, dict[str, int]]] = {}
         agg_seen: set[str] = set()
         dec_pce, dec_pc, dec_link, MadError = codec.decode_port_counters_ext, codec.decode_port_counters, codec.decode_port_link, codec.MadError
@@ -201,7 +202,7 @@ class FabricReader:
             reqs = [Request(t.guid, t.lid, _tmpl(codec.encode_port_counters, p)) for t in drill for p in range(1, t.nports + 1)]
             keys = [(t, p) for t in drill for p in range(1, t.nports + 1)]
             bad: set[str] = set()
-            for (t, p), ans in zip(keys, eng.run(reqs, deadline)):
+            for (t, p), ans in zip(keys, self.run(reqs, deadline)):
                 out[t.guid].queries += 1
                 try:
                     if ans is None:
@@ -252,7 +253,7 @@ class FabricReader:
             return
         reqs = [Request(t.guid, key[0], _tmpl(codec.encode_port_info, key[1])) for t, _p, key, _s in ask]
         self.peer_reads += len(reqs)
-        for (t, port, key, sig), ans in zip(ask, self.engine.run(reqs, deadline)):
+        for (t, port, key, sig), ans in zip(ask, self.run(reqs, deadline)):
             out[t.guid].queries += 1
             # a CA that does not answer is not its switch's fault (never counted against it): its end
             # stays unknown, and is asked again only when the switch end's link changes

@@ -8,8 +8,9 @@ header (agent id, status, timeout_ms, retries, length, the address) followed by 
 
 Under ibsim the process must run with LD_PRELOAD=umad2sim (and IBSIM_SOCKNAME): umad2sim interposes
 libc's open/ioctl/read/write/poll as libibumad calls them, so the port opened here is the
-simulator's (docs/mad-engine.md, "Under the simulator"). Without the preload, on a host with no /dev/infiniband/umad*,
-`UmadPort.open` raises UmadUnavailable and the sweep uses the infiniband-diags tools instead.
+simulator's (docs/mad-engine.md, "Under the simulator"). Without the preload, on a host with no
+/dev/infiniband/umad*, `UmadPort.open` raises UmadUnavailable and the sweep uses the infiniband-diags
+tools instead. The engine over this port, and the HostIO methods that reach it, are host/mad.py.
 
 No privilege beyond the umad device: the port is opened read/write as the tools open it; QP0 (SMPs)
 needs what `smpquery` needs, nothing more."""
@@ -93,7 +94,7 @@ _STATUS = struct.Struct("=I")        # the header's status (host order) at 4
 ADDR_OFFSET = 20
 
 
-def pack_address(buf, offset: int, lid: int, qp: int, qkey: int, sl: int = 0) -> None:
+def pack_address(buf: bytearray, offset: int, lid: int, qp: int, qkey: int, sl: int = 0) -> None:
     """Fill a umad header's address at `offset` of `buf`, as umad_set_addr does."""
     _ADDR.pack_into(buf, offset + ADDR_OFFSET, qp, qkey, lid, sl)
 

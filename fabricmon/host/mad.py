@@ -1,4 +1,8 @@
-"""The MAD engine: many requests in flight over one umad port, matched by transaction ID.
+"""MADs in this process, as a method family of the host interface (HostIO.mad_open/mad_run/mad_close):
+the process's one umad port (host.umad: rdma-core's libibumad through ctypes) and the engine that
+keeps many requests in flight over it. A source builds the requests (the encoded Get()s of
+sources/infiniband/mad/codec.py) and decodes the answers; the I/O, its environment and its
+recording live here.
 
 `MadEngine.run(requests, deadline)` sends every request and returns each one's answer (the MAD's
 bytes) or None (unanswered). The fabric is kept safe and one switch's silence costs only its own
@@ -22,6 +26,13 @@ requests:
 Measured defaults (docs/mad-engine.md): window 32, per_target 4 (ibsim's own MAD rate is the floor
 there: 32 in flight is 11 us a query against 65 us one at a time; on hardware a switch's SMA/PMA
 answers in microseconds and ibdiagnet keeps up to 128 GMPs in flight).
+
+A capture bundle records a run's exchanges as request -> answer (`exchange_key`, `answer_text`):
+one entry per MAD keyed by the destination LID and the request itself (class, method, attribute,
+modifier and its data, where PortCounters' PortSelect lives), the answer with its transaction ID
+zeroed. Retries, windows, timing and transaction IDs are the live engine's business and are not
+recorded, so a bundle holds one entry per distinct question of the sweep and replays the same
+answers whatever order or timing the replaying process has (host.bundle).
 """
 
 from __future__ import annotations
@@ -29,15 +40,23 @@ from __future__ import annotations
 import ctypes
 import errno
 import itertools
+import os
 import struct
+import threading
 import time
 from collections import deque
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from fabricmon.sources.infiniband.mad import codec
-from fabricmon.sources.infiniband.mad.umad import pack_address
+from fabricmon.host.umad import UmadPort, UmadUnavailable, pack_address
 
 QP_SMP, QP_GSI = 0, 1
+MAD_SIZE = 256
+CLASS_PERF = 0x04                    # performance management: GMPs on QP1 with the GSI Q_Key
+GSI_QKEY = 0x80010000
+# what decides which fabric libibumad reaches (umad2sim's preload and its simulator; the simulated
+# node): tools run with another fabric's environment than this process's cannot share its engine
+FABRIC_ENV = ("LD_PRELOAD", "IBSIM_SOCKNAME", "SIM_HOST")
 
 
 @dataclass(slots=True)
@@ -60,8 +79,8 @@ class RunStats:
 
 
 class MadEngine:
-    def __init__(self, port, window: int = 32, per_target: int = 4, timeout_ms: int = 200, retries: int = 2,
-                 give_up_after: int = 16, clock=time.monotonic) -> None:
+    def __init__(self, port: UmadPort, window: int = 32, per_target: int = 4, timeout_ms: int = 200,
+                 retries: int = 2, give_up_after: int = 16, clock: Callable[[], float] = time.monotonic) -> None:
         if window < 1 or per_target < 1:
             raise ValueError("window and per_target must be >= 1")
         self.port = port
@@ -72,7 +91,7 @@ class MadEngine:
         self.stats = RunStats()
         self.totals = {"sent": 0, "answered": 0, "retried": 0, "unanswered": 0}   # over every run of this engine
 
-    def run(self, requests: list[Request], deadline: float) -> list[bytes | None]:
+    def run(self, requests: Sequence[Request], deadline: float) -> list[bytes | None]:
         """Answers in the order of `requests` (None: unanswered by the deadline or after every try)."""
         st = self.stats = RunStats()
         n = len(requests)
@@ -82,7 +101,7 @@ class MadEngine:
         port = self.port
         # every request's umad buffer (header with its address, then the MAD) in one block: a send
         # is then the TID written in place and one umad_send
-        size, mad_off = port.hdr + codec.MAD_SIZE, port.mad_offset
+        size, mad_off = port.hdr + MAD_SIZE, port.mad_offset
         block = bytearray(size * n)
         agents: dict[int, int] = {}
         names: dict[str, int] = {}                    # target -> its index
@@ -95,7 +114,7 @@ class MadEngine:
             if cls not in agents:
                 agents[cls] = port.register(cls, 1)
             agent_of[i] = agents[cls]
-            qp, qkey = (QP_GSI, codec.GSI_QKEY) if cls == codec.CLASS_PERF else (QP_SMP, 0)
+            qp, qkey = (QP_GSI, GSI_QKEY) if cls == CLASS_PERF else (QP_SMP, 0)
             pack_address(block, off, r.lid, qp, qkey)
             block[off + mad_off:off + mad_off + len(r.mad)] = r.mad
             k = names.get(r.target)
@@ -245,3 +264,95 @@ class MadEngine:
 
 
 _TID = struct.Struct(">I")
+
+
+@dataclass(frozen=True, slots=True)
+class MadSettings:
+    """The engine's settings (fabric.mad_*), applied to the open engine at each mad_open."""
+    window: int = 32
+    per_target: int = 4
+    timeout_ms: int = 200
+    retries: int = 2
+    ca: str = ""                     # "": the first CA and its first active port, as the tools pick it
+    port: int = 0
+
+
+_lock = threading.Lock()             # one engine run at a time on the one port (two pipelines in a process)
+_engine: MadEngine | None = None
+
+
+def open_engine(settings: MadSettings, tool_env: Mapping[str, str] | None = None) -> None:
+    """Open the process's one engine (one umad port, opened once and kept) and apply `settings`.
+    `tool_env`: the environment the host's tools run with (None: this process's own). Raises
+    UmadUnavailable where no umad port opens, or where the tools would reach another fabric than this
+    process's own libibumad (their LD_PRELOAD/IBSIM_SOCKNAME/SIM_HOST differ: umad2sim's preload
+    given to the tools only, as the in-process test collectors and `fabricmon demo` do)."""
+    global _engine
+    if tool_env is not None and any(tool_env.get(k) != os.environ.get(k) for k in FABRIC_ENV):
+        raise UmadUnavailable(errno.EXDEV, "the tools run with another fabric's environment "
+                                           "(LD_PRELOAD/IBSIM_SOCKNAME/SIM_HOST) than this process")
+    with _lock:
+        if _engine is None:
+            _engine = MadEngine(UmadPort.open(settings.ca, settings.port))
+        eng = _engine
+        eng.window, eng.per_target = settings.window, settings.per_target
+        eng.timeout_ms, eng.retries = settings.timeout_ms, settings.retries
+
+
+def run_engine(requests: Sequence[Request], deadline: float) -> list[bytes | None]:
+    """One run of the process's engine (open_engine first). On a device error (OSError) the port
+    is closed (the next open_engine opens it again) and the error raised."""
+    with _lock:
+        eng = _engine
+        if eng is None:
+            raise UmadUnavailable(errno.EBADF, "no umad port open (mad_open first)")
+        try:
+            return eng.run(requests, deadline)
+        except OSError:
+            _close()
+            raise
+
+
+def engine_totals() -> dict[str, int]:
+    """The open engine's counts over every run (sent, answered, retried, unanswered); {} when none."""
+    with _lock:
+        return dict(_engine.totals) if _engine is not None else {}
+
+
+def close_engine() -> None:
+    """Close the process's umad port; the next open_engine opens it again."""
+    with _lock:
+        _close()
+
+
+def _close() -> None:
+    global _engine
+    if _engine is not None:
+        _engine.port.close()
+        _engine = None
+
+
+def exchange_key(r: Request) -> str:
+    """A recorded exchange's key: `LID/class.method/attribute/modifier/data` in hex, the data being
+    what follows the 24-byte common header as `offset:bytes` from its first to its last non-zero
+    byte (PortCounters' PortSelect 1 is `65:01ffff`; none: empty). The transaction ID is not in it."""
+    m = r.mad
+    data = bytes(m[24:])
+    core = data.strip(bytes(1))
+    where = f"{24 + len(data) - len(data.lstrip(bytes(1)))}:{core.hex()}" if core else ""
+    return f"{r.lid}/{m[1]:02x}.{m[3]:02x}/{int.from_bytes(m[16:18], 'big'):04x}/{int.from_bytes(m[20:24], 'big'):x}/{where}"
+
+
+def answer_text(mad: bytes | None) -> str | None:
+    """An answer as recorded: hex, its transaction ID zeroed, trailing zeros left out (None: unanswered)."""
+    if mad is None:
+        return None
+    return (bytes(mad[:8]) + bytes(8) + bytes(mad[16:])).rstrip(bytes(1)).hex()
+
+
+def answer_bytes(text: str | None) -> bytes | None:
+    """answer_text's inverse: the 256-byte MAD (None: unanswered)."""
+    if text is None:
+        return None
+    raw = bytes.fromhex(text)
+    return raw + bytes(MAD_SIZE - len(raw)) if len(raw) < MAD_SIZE else raw

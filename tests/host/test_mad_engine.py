@@ -8,8 +8,8 @@ import ctypes
 import random
 from collections import Counter
 
+from fabricmon.host.mad import MadEngine, Request
 from fabricmon.sources.infiniband.mad import codec
-from fabricmon.sources.infiniband.mad.engine import MadEngine, Request
 
 
 class FakePort:
