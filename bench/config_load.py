@@ -1,8 +1,11 @@
-"""Config load time: the declarative config layer (fabricmon/config.py now) against the config.py of a
-baseline revision (default: the hand-written loader before it, 2ed9e98), both measured in this run.
+"""Config load time: this tree's config (fabricmon/config.py and the sections its packages declare)
+against a baseline revision's (default: the hand-written loader before the declarative layer, 2ed9e98),
+both measured in this run.
 
-Warm: from_dict on an already parsed document, in process (the best of --repeat rounds of --n
-loads). Cold: a fresh interpreter that imports the config module and loads the file (what
+The baseline's whole `fabricmon` package is extracted (git archive) into a temporary directory, so a
+config split over several modules is compared as a whole. Each measurement runs in a fresh interpreter
+with that tree first on sys.path. Warm: from_dict on an already parsed document (the best of --repeat
+rounds of --n loads). Cold: the interpreter imports the config module and loads the file (what
 `fabricmon check` pays), the best of --cold runs, baseline and now taking turns. Prints a table.
 
     python bench/config_load.py [--baseline REV] [--n 300] [--repeat 5] [--cold 7]
@@ -11,76 +14,45 @@ loads). Cold: a fresh interpreter that imports the config module and loads the f
 from __future__ import annotations
 
 import argparse
-import importlib.util
+import json
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-import yaml
-
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
-
-from fabricmon import config as current  # noqa: E402
-
 EXAMPLE = REPO / "fabricmon" / "deploy" / "fabricmon.yml"
+# keys of the example config that one of the two loaders does not know
+UNSHARED = ("unresponsive_sweeps", "unresponsive_window", "stale_sweeps", "pfc_storm")
 
-
-def baseline_module(rev: str, tmp: Path) -> tuple[object, Path]:
-    src = subprocess.run(["git", "show", f"{rev}:fabricmon/config.py"], cwd=REPO, capture_output=True, text=True,
-                         check=True).stdout
-    path = tmp / "config_baseline.py"
-    path.write_text(src)
-    spec = importlib.util.spec_from_file_location("fabricmon_config_baseline", path)
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = mod
-    spec.loader.exec_module(mod)
-    return mod, path
-
-
-def documents() -> dict[str, dict]:
-    """Documents both loaders accept: the example config less the keys only one of them knows."""
-    example = yaml.safe_load(EXAMPLE.read_text())
-    for k in ("unresponsive_sweeps", "unresponsive_window", "stale_sweeps"):
-        example["fabric"].pop(k, None)
-    ethernet = {"fabric": {"kind": "ethernet", "ethernet": {
-        "switches": [f"10.0.{i // 250}.{i % 250 + 1}" for i in range(192)],
-        "snmp": {"community": "public", "timeout": 1, "retries": 0}}}}
-    return {"defaults ({})": {}, "example config": example, "ethernet, 192 switches": ethernet}
-
-
-def warm(mod: object, doc: dict, n: int, repeat: int) -> float:
+WARM = """
+import json, sys, time, yaml
+from fabricmon.config import from_dict
+example = yaml.safe_load(open(sys.argv[1]))
+[example["fabric"].pop(k, None) for k in json.loads(sys.argv[2])]
+docs = {"defaults ({})": {}, "example config": example, "ethernet, 192 switches": {"fabric": {
+    "kind": "ethernet", "ethernet": {"switches": [f"10.0.{i // 250}.{i % 250 + 1}" for i in range(192)],
+                                     "snmp": {"community": "public", "timeout": 1, "retries": 0}}}}}
+n, repeat = int(sys.argv[3]), int(sys.argv[4])
+out = {}
+for name, doc in docs.items():
     best = float("inf")
     for _ in range(repeat):
         t0 = time.perf_counter()
         for _ in range(n):
-            mod.from_dict(doc, None, False)
+            from_dict(doc, None, False)
         best = min(best, (time.perf_counter() - t0) / n)
-    return best
+    out[name] = best
+print(json.dumps(out))
+"""
+COLD = ("import json, sys, yaml; from fabricmon.config import from_dict; d = yaml.safe_load(open(sys.argv[1])); "
+        "[d['fabric'].pop(k, None) for k in json.loads(sys.argv[2])]; from_dict(d, None, False)")
 
 
-def _cold_code(module_path: Path | None) -> str:
-    """A fresh interpreter: import the config module, load the example config."""
-    if module_path is None:
-        return "from fabricmon.config import load; load(%r, check_paths=False)" % str(EXAMPLE)
-    return ("import importlib.util, sys; s = importlib.util.spec_from_file_location('b', %r); "
-            "m = importlib.util.module_from_spec(s); sys.modules['b'] = m; s.loader.exec_module(m); "
-            "import yaml; d = yaml.safe_load(open(%r)); "
-            "[d['fabric'].pop(k, None) for k in ('unresponsive_sweeps', 'unresponsive_window')]; "
-            "m.from_dict(d, None, False)") % (str(module_path), str(EXAMPLE))
-
-
-def cold(module_path: Path, runs: int) -> tuple[float, float]:
-    """Best of `runs` fresh interpreters each, baseline and now taking turns (a busy machine slows both)."""
-    best = [float("inf"), float("inf")]
-    for _ in range(runs):
-        for i, code in enumerate((_cold_code(module_path), _cold_code(None))):
-            t0 = time.perf_counter()
-            subprocess.run([sys.executable, "-c", code], cwd=REPO, check=True)
-            best[i] = min(best[i], time.perf_counter() - t0)
-    return best[0], best[1]
+def run(tree: Path, code: str, *args: str) -> str:
+    return subprocess.run([sys.executable, "-c", code, str(EXAMPLE), json.dumps(UNSHARED), *args], cwd=tree,
+                          check=True, capture_output=True, text=True).stdout
 
 
 def main() -> int:
@@ -91,14 +63,24 @@ def main() -> int:
     ap.add_argument("--cold", type=int, default=9)
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as d:
-        base, base_path = baseline_module(args.baseline, Path(d))
-        print(f"config load time: declarative layer vs config.py at {args.baseline} (best of {args.repeat} x {args.n})")
+        base = Path(d)
+        archive = subprocess.run(["git", "archive", args.baseline, "fabricmon"], cwd=REPO, check=True,
+                                 capture_output=True).stdout
+        subprocess.run(["tar", "-x", "-C", str(base)], input=archive, check=True)
+        print(f"config load time: this tree vs fabricmon/ at {args.baseline} (best of {args.repeat} x {args.n})")
         print(f"{'case':<26} {'baseline':>12} {'now':>12} {'now/baseline':>13}")
-        for name, doc in documents().items():
-            b, c = warm(base, doc, args.n, args.repeat), warm(current, doc, args.n, args.repeat)
-            print(f"{name:<26} {b * 1e6:>9.1f} us {c * 1e6:>9.1f} us {c / b:>12.2f}x")
-        b, c = cold(base_path, args.cold)
-        print(f"{'cold: import + load (ex.)':<26} {b * 1e3:>9.1f} ms {c * 1e3:>9.1f} ms {c / b:>12.2f}x")
+        b = json.loads(run(base, WARM, str(args.n), str(args.repeat)))
+        c = json.loads(run(REPO, WARM, str(args.n), str(args.repeat)))
+        for name in b:
+            print(f"{name:<26} {b[name] * 1e6:>9.1f} us {c[name] * 1e6:>9.1f} us {c[name] / b[name]:>12.2f}x")
+        best = {base: float("inf"), REPO: float("inf")}
+        for _ in range(args.cold):
+            for tree in best:
+                t0 = time.perf_counter()
+                run(tree, COLD)
+                best[tree] = min(best[tree], time.perf_counter() - t0)
+        print(f"{'cold: import + load (ex.)':<26} {best[base] * 1e3:>9.1f} ms {best[REPO] * 1e3:>9.1f} ms "
+              f"{best[REPO] / best[base]:>12.2f}x")
     return 0
 
 

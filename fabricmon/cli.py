@@ -298,7 +298,7 @@ def _fabric_config(args: argparse.Namespace) -> Config:
     """The config with --shard applied; for a live run the topology cache dir exists."""
     from dataclasses import replace
 
-    from fabricmon.config import parse_shard
+    from fabricmon.fabric_settings import parse_shard
     cfg = _load(args)
     if getattr(args, "shard", None):
         cfg = replace(cfg, fabric=replace(cfg.fabric, shard=parse_shard(args.shard, "--shard")))

@@ -1,7 +1,9 @@
 """The registry of sources (node_exporter's `registerCollector`, in our words): each source
 module registers its class once with `@register(...)` and its defaults. It lives below the
 config and the pipeline, which both read it (the config validates `sources.<name>` against it,
-the pipeline runs what it holds), and it imports nothing of fabricmon: types flow down.
+with the schema `source_schema` makes of each spec; the pipeline runs what it holds), and it imports
+nothing of fabricmon but the declarative schema layer (fabricmon.schema, which imports nothing):
+types flow down.
 
 `registry(collector)` imports the collector's source package (registering its sources) on
 first use.
@@ -9,10 +11,15 @@ first use.
 
 from __future__ import annotations
 
+import functools
 import importlib
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import Any, TypeVar
+
+from fabricmon.schema import ConfigError, Context, Schema, custom, mapping, number, table
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True, slots=True)
@@ -28,9 +35,9 @@ class SourceSpec:
     collector: str                  # "node", "infiniband" or "ethernet": which configuration runs it
     concurrency: int                # commands in flight at once within one run
     records: type | None            # the record type its SourceOutput.data holds
-    # its own config keys beside enabled/interval/timeout/command (a fabricmon.schema.Schema, untyped
-    # here): validated under sources.<name>, built into SourceConfig.options
-    options: object | None = None
+    # its own config keys beside enabled/interval/timeout/command: validated under sources.<name>
+    # (or fabric.sources.<name>), built into SourceConfig.options (read with SourceConfig.settings)
+    options: Schema[Any] | None = None
 
 
 _REGISTRY: dict[tuple[str, str], SourceSpec] = {}     # (collector, name) -> spec: a name is unique per collector
@@ -40,7 +47,7 @@ S = TypeVar("S", bound=type)
 def register(name: str, *, enabled: bool | str = True, interval: float = 15.0, timeout: float = 5.0,
              command: tuple[str, ...] = (), needs: tuple[str, ...] = (), provides_inventory: bool = False,
              collector: str | tuple[str, ...] = "node", concurrency: int = 1,
-             records: type | None = None, options: object | None = None) -> Callable[[S], S]:
+             records: type | None = None, options: Schema[Any] | None = None) -> Callable[[S], S]:
     """Class decorator: register a source once, with its defaults; a kind-neutral source names
     every collector that runs it (`collector=("infiniband", "ethernet")`)."""
     collectors = (collector,) if isinstance(collector, str) else tuple(collector)
@@ -98,25 +105,100 @@ def failure_hints(collector: str) -> list[Callable]:
     return list(_HINTS.get(collector, ()))
 
 
-# Config sections declared by the package that reads them (a fabricmon.schema.Schema each, held
-# untyped here): dotted key -> the module whose import declares it with declare_section().
-SECTION_MODULES = {"fabric.ethernet": SOURCE_PACKAGES["ethernet"] + ".settings"}
-_SECTIONS: dict[str, object] = {}
+# --- sources.<name> (and fabric.sources.<name>): the keys of a registered source ------------------
+
+def _command(value: Any, key: str, ctx: Context) -> tuple[str, ...]:
+    cmd = [value] if isinstance(value, str) else value
+    if not isinstance(cmd, list) or not cmd or not all(isinstance(c, str) and c for c in cmd):
+        raise ConfigError(key, f"expected a program name or an argv list, got {value!r}")
+    return tuple(cmd)
 
 
-def declare_section(key: str, schema: object) -> None:
-    """Declare the schema of the config section at `key` (once, by the module that reads it)."""
-    if key in _SECTIONS and _SECTIONS[key] is not schema:
-        raise ValueError(f"config section {key!r} declared twice")
-    _SECTIONS[key] = schema
+def source_schema(spec: SourceSpec) -> Schema[SourceConfig]:
+    """A registered source's keys, with its registered defaults."""
+    fields = [custom("enabled", spec.enabled, "`auto`: run when its program is installed, quietly off when not "
+                     "(no run, no error, `fabricmon_source_active` 0); `true` makes a missing tool a source error",
+                     _bool_or_auto, "true, false or auto"),
+              number("interval", spec.interval, "seconds between runs", lo=0.1),
+              number("timeout", spec.timeout, "seconds; then the tool's whole process group is killed", lo=0.1)]
+    if spec.command:
+        fields.append(custom("command", spec.command, "program name or argv list (e.g. a full path); never run "
+                             "through a shell", _command, "program or argv list"))
+    options = spec.options       # the source's own keys, declared where it is registered
+    own = tuple(f.name for f in options.fields) if options is not None else ()
+
+    def build(v: dict[str, Any], key: str, ctx: Context) -> SourceConfig:
+        opts = None
+        if options is not None:
+            o = {n: v[n] for n in own}
+            if options.check is not None:
+                options.check(o, o, key, ctx)
+            opts = options.build(o, key, ctx)
+        return SourceConfig(name=spec.name, enabled=v["enabled"], interval=v["interval"], timeout=v["timeout"],
+                            command=v.get("command", ()), options=opts)
+    return Schema(tuple(fields) + (options.fields if options is not None else ()), build=build,
+                  extra=options.extra if options is not None else ())
 
 
-def section(key: str) -> object:
-    """The schema of the config section at `key` (its module imported on first use)."""
-    if key not in _SECTIONS:
-        importlib.import_module(SECTION_MODULES[key])
-    return _SECTIONS[key]
+@functools.lru_cache(maxsize=None)
+def source_schemas(collector: str) -> dict[str, Schema[SourceConfig]]:
+    return {name: source_schema(spec) for name, spec in registry(collector).items()}
 
 
-__all__ = ["SECTION_MODULES", "SOURCE_PACKAGES", "SourceSpec", "declare_section", "failure_hint", "failure_hints",
-           "register", "registry", "section"]
+def load_sources(raw: Any, key: str, collector: str, ctx: Context) -> tuple[dict[str, SourceConfig], dict[str, Any]]:
+    """`key.<name>` for every source of `collector`; also the mapping given (to tell a default from a setting)."""
+    schemas = source_schemas(collector)
+    m = mapping(raw, key, tuple(schemas))
+    return {name: s.load(m.get(name), f"{key}.{name}", ctx) for name, s in schemas.items()}, m
+
+
+def _bool_or_auto(value: Any, key: str, ctx: Context) -> bool | str:
+    if isinstance(value, bool) or value == "auto":
+        return value
+    raise ConfigError(key, f"expected true, false or 'auto', got {value!r}")
+
+
+@dataclass(frozen=True, slots=True)
+class SourceConfig:
+    name: str
+    enabled: bool | str      # True, False or "auto"
+    interval: float
+    timeout: float
+    command: tuple[str, ...]
+    options: object = None   # what the source's own keys built (its registered options schema), else None
+
+    def settings(self, cls: type[T]) -> T:
+        """The source's own settings (`register(options=Schema[cls])`), as the type it declared."""
+        if not isinstance(self.options, cls):
+            raise TypeError(f"source {self.name}: its options are {type(self.options).__name__}, not {cls.__name__}")
+        return self.options
+
+
+# --- the sources' part of docs/configuration.md ----------------------------------------------
+
+def source_rows(collector: str) -> list[tuple[str, str, str, str]]:
+    """The keys every source takes, as source_schema declares them (default: per source)."""
+    spec = next(s for s in registry(collector).values() if s.command)
+    rows = source_schema(spec).rows("sources.<name>")
+    return [(k, kind, "per source", doc) for k, kind, _, doc in rows
+            if k.rsplit(".", 1)[1] in ("enabled", "interval", "timeout", "command")]
+
+
+def source_tables(collectors: dict[str, tuple[str, str]], intervals: dict[str, dict[str, str]]) -> str:
+    """The registered sources of `collectors` (collector -> (where, key prefix)) and their defaults,
+    an interval another key sets shown as that key (`intervals[collector][source]`), then each
+    source's own keys (`register(options=...)`)."""
+    lines = ["| source | collector | enabled | interval | timeout | command |", "|---|---|---|---|---|---|"]
+    own = []
+    for collector, (where, prefix) in collectors.items():
+        for name, spec in registry(collector).items():
+            interval = intervals.get(collector, {}).get(name, f"{spec.interval:g}")
+            lines.append(f"| `{name}` | {where} | `{str(spec.enabled).lower()}` | {interval} | "
+                         f"{spec.timeout:g} | {'`' + ' '.join(spec.command) + '`' if spec.command else 'none'} |")
+            if spec.options is not None:
+                own.append(f"`{prefix}.{name}`'s own keys:\n\n" + table(spec.options.rows(f"{prefix}.{name}")))
+    return "\n".join(["The registered sources and their defaults:\n\n" + "\n".join(lines) + "\n", *own])
+
+
+__all__ = ["SOURCE_PACKAGES", "SourceConfig", "SourceSpec", "failure_hint", "failure_hints", "load_sources",
+           "register", "registry", "source_rows", "source_schema", "source_schemas", "source_tables"]

@@ -5,16 +5,22 @@ rows of the reference in docs/configuration.md. Every error is a ConfigError nam
 (a dotted path, `[i]` for list items) and the reason.
 
 It imports nothing of fabricmon, so a package that reads a section declares it beside its code
-(fabricmon/sources/ethernet/settings.py: fabric.ethernet) and the config (fabricmon/config.py)
-assembles the sections.
+(a check's thresholds in its module, fabric.ethernet in fabricmon/sources/ethernet/settings.py,
+server in fabricmon/serve/settings.py) and the config (fabricmon/config.py) composes the sections.
+A Schema is generic in what it builds (`Schema[RoceConfig]`), so a composed section keeps its type.
 """
 
 from __future__ import annotations
 
 import difflib
+import fnmatch
+import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from pathlib import Path
+from typing import Any, Generic, TypeVar, cast
+
+T = TypeVar("T")
 
 
 class ConfigError(ValueError):
@@ -71,44 +77,52 @@ class Field:
     doc: str
     kind: str
     default_doc: str | None = None
-    schema: Schema | None = None        # a nested section: its rows follow in the reference
+    schema: Schema[Any] | None = None   # a nested section: its rows follow in the reference
+
+
+Build = Callable[[dict[str, Any], str, Context], T]
+Check = Callable[[dict[str, Any], Mapping[str, Any], str, Context], None]
 
 
 @dataclass(frozen=True, slots=True)
-class Schema:
-    """A section: its fields, how its values become the typed object (`build(values, key, ctx)`,
-    default: the values as a dict), and `check(values, m, key, ctx)` for rules across fields
-    (it may fill in values that depend on others). `extra` are keys accepted and read by `check`
-    only (e.g. the `_file` variants of a secret); `extra_doc` documents them as (name, kind, default, doc)."""
+class Schema(Generic[T]):
+    """A section: its fields, how its values become the typed object T (`build(values, key, ctx)`;
+    `values()` below builds the values as a dict), and `check(values, m, key, ctx)` for rules across
+    fields (it may fill in values that depend on others). `extra` are keys accepted and read by
+    `check` only (e.g. the `_file` variants of a secret); `extra_doc` documents them as (name, kind,
+    default, doc); `doc` is the section's line above its table in the reference."""
     fields: tuple[Field, ...]
-    build: Callable[[dict[str, Any], str, Context], Any] | None = None
-    check: Callable[[dict[str, Any], Mapping[str, Any], str, Context], None] | None = None
+    build: Build[T]
+    check: Check | None = None
     extra: tuple[str, ...] = ()
     extra_doc: tuple[tuple[str, str, str, str], ...] = ()
     # what an absent section builds does not depend on the context or on other sections: built once
     pure: bool = True
+    doc: str = ""
     allowed: tuple[str, ...] = field(init=False, default=())
     _known: frozenset[str] = field(init=False, default=frozenset(), repr=False, compare=False)
     # (field, its key below the section, whether it is a nested section): what _load walks
     _walk: tuple[tuple[Field, str, bool], ...] = field(init=False, default=(), repr=False, compare=False)
-    _absent: list[Any] = field(init=False, default_factory=list, repr=False, compare=False)
+    _absent: list[T] = field(init=False, default_factory=list, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "allowed", tuple(f.name for f in self.fields) + self.extra)
         object.__setattr__(self, "_known", frozenset(self.allowed))
         object.__setattr__(self, "_walk", tuple((f, f.name, f.schema is not None) for f in self.fields))
 
-    def load(self, raw: Any, key: str, ctx: Context) -> Any:
+    def load(self, raw: Any, key: str, ctx: Context) -> T:
         if self.pure and not raw and isinstance(raw, (dict, type(None))):
             if not self._absent:
                 self._absent.append(self._load({}, key, ctx))
             out = self._absent[0]
-            return dict(out) if isinstance(out, dict) else out      # a frozen dataclass is shared as is
+            if isinstance(out, dict):
+                return cast(T, dict(out))       # a dict is copied (a check may fill it in)
+            return out                          # a frozen dataclass is shared as is
         return self._load(raw, key, ctx)
 
-    def _load(self, raw: Any, key: str, ctx: Context) -> Any:
+    def _load(self, raw: Any, key: str, ctx: Context) -> T:
         m = mapping(raw, key, self.allowed, self._known)
-        values = {}
+        values: dict[str, Any] = {}
         for f, name, nested in self._walk:
             if name in m or nested:     # an absent section is built from its defaults
                 values[name] = f.parse(m.get(name), f"{key}.{name}" if key else name, ctx)
@@ -116,7 +130,7 @@ class Schema:
                 values[name] = f.default
         if self.check is not None:
             self.check(values, m, key, ctx)
-        return self.build(values, key, ctx) if self.build is not None else values
+        return self.build(values, key, ctx)
 
     def field(self, name: str) -> Field:
         return next(f for f in self.fields if f.name == name)
@@ -124,11 +138,11 @@ class Schema:
     def defaults(self) -> dict[str, Any]:
         return {f.name: f.default for f in self.fields}
 
-    def default_object(self) -> Any:
+    def default_object(self) -> T:
         """What the section builds from its defaults alone, nested sections included (no check:
         e.g. fabric.ethernet's defaults when the fabric is not Ethernet)."""
         values = {f.name: f.schema.default_object() if f.schema is not None else f.default for f in self.fields}
-        return self.build(values, "", Context(check_paths=False)) if self.build is not None else values
+        return self.build(values, "", Context(check_paths=False))
 
     def rows(self, prefix: str) -> list[tuple[str, str, str, str]]:
         """(key, type, default, meaning) for the reference, nested sections flattened."""
@@ -145,9 +159,14 @@ class Schema:
         return out
 
 
-def from_class(cls: type) -> Callable[[dict[str, Any], str, Context], Any]:
+def from_class(cls: Callable[..., T]) -> Build[T]:
     """A build that passes the values to the dataclass as keyword arguments."""
     return lambda values, key, ctx: cls(**values)
+
+
+def values(values: dict[str, Any], key: str, ctx: Context) -> dict[str, Any]:
+    """The build of a section read as its values (a dict), e.g. `paths`, whose keys land in Config."""
+    return values
 
 
 def show(value: Any) -> str:
@@ -263,10 +282,72 @@ def custom(name: str, default: Any, doc: str, parse: Parse, kind: str, default_d
     return Field(name, parse, default, doc, kind, default_doc)
 
 
-def section(name: str, schema: Schema, doc: str = "", kind: str = "mapping") -> Field:
+def section(name: str, schema: Schema[Any], doc: str = "", kind: str = "mapping") -> Field:
     """A nested mapping with its own schema; absent, it is built from its defaults (at load time:
     a default may depend on another section, e.g. fabric.cache_dir on paths.state_dir)."""
     return Field(name, lambda v, key, ctx: schema.load(v, key, ctx), None, doc, kind, schema=schema)
+
+
+# --- value checks several packages' keys share (a `check` of string(), or a custom() parse) -------
+
+def glob_pattern(value: Any, key: str, ctx: Context | None = None) -> str:
+    """A non-empty fnmatch glob (a number is its text); an unclosed '[' is refused, not taken literally."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        pat = str(value)
+    elif not isinstance(value, str) or not value:
+        raise ConfigError(key, f"expected a non-empty string, got {value!r}")
+    else:
+        pat = value
+    depth = 0
+    for ch in pat:
+        if ch == "[":
+            depth += 1
+        elif ch == "]" and depth:
+            depth -= 1
+    if depth:
+        raise ConfigError(key, f"bad glob {pat!r}: unclosed '['")
+    return pat
+
+
+def glob_list(value: Any, key: str, ctx: Context) -> tuple[str, ...]:
+    if not isinstance(value, list):
+        raise ConfigError(key, f"expected a list of globs, got {value!r}")
+    return tuple(glob_pattern(p, f"{key}[{i}]") for i, p in enumerate(value))
+
+
+def matches_any(name: str, globs: tuple[str, ...]) -> bool:
+    return any(fnmatch.fnmatchcase(name, pat) for pat in globs)
+
+
+def existing_dir(value: str, key: str, ctx: Context) -> str:
+    if ctx.check_paths and not Path(value).is_dir():
+        raise ConfigError(key, f"{value} is not an existing directory")
+    return value
+
+
+def existing_file(value: str, key: str, ctx: Context) -> str:
+    if ctx.check_paths and not Path(value).is_file():
+        raise ConfigError(key, f"{value} is not a readable file")
+    return value
+
+
+def absolute(value: str, key: str, ctx: Context) -> str:
+    if not os.path.isabs(value):
+        raise ConfigError(key, f"expected an absolute path, got {value!r}")
+    return value
+
+
+def absolute_dir(value: Any, key: str, ctx: Context) -> str:
+    if not isinstance(value, str) or not os.path.isabs(value):
+        raise ConfigError(key, f"expected an absolute directory, got {value!r}")
+    return value
+
+
+def warning_below_critical(values: dict[str, Any], m: Mapping[str, Any], key: str, ctx: Context) -> None:
+    """A check's `warning` not above its `critical` (either may be null: that level is off)."""
+    w, c = values["warning"], values["critical"]
+    if w is not None and c is not None and w > c:
+        raise ConfigError(f"{key}.warning", f"{w:g} is above critical ({c:g})")
 
 
 def table(rows: list[tuple[str, str, str, str]]) -> str:
@@ -277,5 +358,7 @@ def table(rows: list[tuple[str, str, str, str]]) -> str:
     return "\n".join(lines) + "\n"
 
 
-__all__ = ["ConfigError", "Context", "Field", "Schema", "boolean", "choice", "custom", "from_class", "integer",
-           "join", "listing", "mapping", "number", "section", "show", "string", "suggest", "table"]
+__all__ = ["Build", "Check", "ConfigError", "Context", "Field", "Schema", "absolute", "absolute_dir", "boolean",
+           "choice", "custom", "existing_dir", "existing_file", "from_class", "glob_list", "glob_pattern", "integer",
+           "join", "listing", "mapping", "matches_any", "number", "section", "show", "string", "suggest", "table",
+           "values", "warning_below_critical"]

@@ -554,8 +554,8 @@ def fabric_alerts(base: str) -> list[dict]:
         out.append(alert("FabricmonFabricPfcStorm", fsel_("fabricmon_fabric_check_status", ',check="pfc_storm"')
                          + f" == {st}", sev, FOR["fabric_pfc_storm"],
                          "A switch sends or receives a storm of PFC pause frames.",
-                         SW + ": the collector's pfc_storm check (fabric.ethernet.pfc_storm_rate pause frames/s at a"
-                         " port, for fabric.ethernet.pfc_storm_sweeps sweeps): lossless traffic on that priority"
+                         SW + ": the collector's pfc_storm check (fabric.pfc_storm.rate pause frames/s at a"
+                         " port, for fabric.pfc_storm.sweeps sweeps): lossless traffic on that priority"
                          " stalls and the pauses spread upstream; the map names the port. Check the peer's RoCE"
                          " counters and PFC watchdog.", base))
         out.append(alert("FabricmonMissingUplinks", missing_uplinks(st), sev, FOR["missing_uplinks"],

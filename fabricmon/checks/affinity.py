@@ -126,7 +126,7 @@ def _sharing(g: GpuInfo, res: AffinityResult, nics: dict[str, NicInfo],
     for m in sorted(set(nics) - used):
         near_gpu = res.paths.get((g.index, m)) in ("PIX", "PXB")
         nc, mc = nchains.get(nic), nchains.get(m)
-        near_nic = bool(nc and mc) and classify_path(nc, mc, None, None) in ("PIX", "PXB")
+        near_nic = bool(nc and mc and classify_path(nc, mc, None, None) in ("PIX", "PXB"))
         m_numa = nics[m].numa_node
         same_numa = g.numa_node is not None and g.numa_node >= 0 and m_numa == g.numa_node
         if near_gpu or near_nic or same_numa:

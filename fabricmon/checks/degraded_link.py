@@ -10,16 +10,17 @@ from __future__ import annotations
 
 from fabricmon import ibspec
 from fabricmon.checks import OK, Finding
-from fabricmon.config import Config, ExpectedLink
+from fabricmon.checks.inventory import ExpectedLink
+from fabricmon.checks.settings import ChecksConfig
 from fabricmon.model.ports import LinkVerdict, PortView
 
 CHECK = "degraded_link"
 REASONS = ("down", "width", "speed")
 
 
-def _expected_for(p: PortView, config: Config) -> ExpectedLink | None:
+def _expected_for(p: PortView, expected: tuple[ExpectedLink, ...]) -> ExpectedLink | None:
     # The first matching entry that says a rate applies; an entry with only `count` sets none.
-    return next((e for e in config.expected_links
+    return next((e for e in expected
                  if e.sets_rate and e.matches(p.device, p.port, p.link_layer)), None)
 
 
@@ -39,9 +40,10 @@ def _state_text(p: PortView) -> str:
     return f"{st}/{ph}"
 
 
-def evaluate_port(p: PortView, config: Config) -> LinkVerdict:
+def evaluate_port(p: PortView, checks: ChecksConfig, expected: tuple[ExpectedLink, ...] = ()) -> LinkVerdict:
+    """`checks`: the severities and compare_with_supported; `expected`: the expected_links entries."""
     degraded = {r: False for r in REASONS}
-    exp = _expected_for(p, config)
+    exp = _expected_for(p, expected)
     expected_rate = _expected_rate(exp, p) if exp else None
     if p.state_id is not None and not p.up:
         degraded["down"] = True
@@ -49,7 +51,7 @@ def evaluate_port(p: PortView, config: Config) -> LinkVerdict:
                   if p.phys_state_id == ibspec.PHYS_LINKUP else
                   "check the cable, the transceiver and the peer switch port")
         msg = f"{p.label()} is {_state_text(p)} ({p.link_layer}): {action}"
-        return LinkVerdict(degraded, expected_rate, Finding(CHECK, p.device, p.port, config.checks.down_severity, msg))
+        return LinkVerdict(degraded, expected_rate, Finding(CHECK, p.device, p.port, checks.down_severity, msg))
     if p.state_id is None:
         return LinkVerdict(degraded, expected_rate,
                            Finding(CHECK, p.device, p.port, OK, f"{p.label()}: state unknown"))
@@ -68,7 +70,7 @@ def evaluate_port(p: PortView, config: Config) -> LinkVerdict:
                 and not (degraded["width"] or degraded["speed"]):
             # A bare rate expectation: blame the width when the lanes are fewer than usual.
             degraded["width" if (p.width or 4) < 4 else "speed"] = True
-    elif config.checks.compare_with_supported and p.is_ib:
+    elif checks.compare_with_supported and p.is_ib:
         if p.could_be_width and p.width and p.could_be_width > p.width:
             degraded["width"] = True
             problems.append(f"both ends support {p.could_be_width}X")
@@ -87,6 +89,6 @@ def evaluate_port(p: PortView, config: Config) -> LinkVerdict:
         msg = (f"{p.label()} runs at {p.link_text()} ({rate} Gb/s; expected {want}): "
                f"{what}; {action}")
         return LinkVerdict(degraded, expected_rate,
-                           Finding(CHECK, p.device, p.port, config.checks.degraded_severity, msg))
+                           Finding(CHECK, p.device, p.port, checks.degraded_severity, msg))
     return LinkVerdict(degraded, expected_rate,
                        Finding(CHECK, p.device, p.port, OK, f"{p.label()} up at {p.link_text()}"))

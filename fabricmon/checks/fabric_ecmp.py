@@ -12,14 +12,44 @@ from __future__ import annotations
 import statistics
 from collections import Counter
 from collections.abc import Mapping
+from dataclasses import dataclass
 
 from fabricmon.checks import OK, WARNING, Finding
 from fabricmon.checks.port_text import port_ranges
-from fabricmon.config import FabricThresholds
 from fabricmon.model.fabric import EcmpGroup, FabricPort, SwitchNode
+from fabricmon.schema import Schema, integer, number
 
 CHECK = "ecmp"
 NEEDS = ("topology",)             # the inputs it runs on (pipeline.fabric.CAPABILITIES)
+
+
+# --- settings: `fabric.thresholds` (fabricmon.schema), composed by fabricmon/fabric_settings.py -----
+
+@dataclass(frozen=True, slots=True)
+class FabricThresholds:
+    """ECMP imbalance judgement: operational defaults, not standards (docs/fabric-collector.md)."""
+    ecmp_ratio: float = 1.2              # max/mean transmit rate of a group
+    ecmp_cv: float | None = None         # coefficient of variation; None: not used to flag
+    consecutive_sweeps: int = 3          # over the threshold this many sweeps in a row
+    utilisation_floor: float = 0.3       # judge a group only while its mean is above this share of link rate
+
+
+_D_THRESHOLDS = FabricThresholds()
+THRESHOLDS: Schema[FabricThresholds] = Schema(fields=(
+    number("ecmp_ratio", _D_THRESHOLDS.ecmp_ratio, "max/mean transmit rate of a group above which it is over", lo=1.0),
+    number("ecmp_cv", _D_THRESHOLDS.ecmp_cv,
+           "coefficient of variation above which a group is over too (e.g. `0.2`); `null`: not used",
+           lo=0, null=True),
+    integer("consecutive_sweeps", _D_THRESHOLDS.consecutive_sweeps,
+            "sweeps in a row over the threshold before a group is flagged", lo=1),
+    number("utilisation_floor", _D_THRESHOLDS.utilisation_floor,
+           "judge a group only while its mean is above this share of link rate", lo=0, hi=1,
+           hi_reason="a share of link rate must be"),
+), build=lambda v, key, ctx: FabricThresholds(**v))
+
+
+def _remote(p: FabricPort) -> str:
+    return p.link.remote_name if p.link is not None else "?"
 
 
 def _gbps(bps: float) -> str:
@@ -49,8 +79,8 @@ def groups(ports: Mapping[tuple[str, int], FabricPort], switches: Mapping[str, S
         g = EcmpGroup(guid=guid, switch=switches[guid].name, direction=direction,
                       ports=sorted(p.port for p in ok),
                       excluded=sorted(p.port for p in members if p not in ok))
-        rates = {p.port: p.tx_rate for p in ok}
-        if len(ok) >= 2 and all(r is not None for r in rates.values()):
+        rates = {p.port: r for p in ok if (r := p.tx_rate) is not None}
+        if len(ok) >= 2 and len(rates) == len(ok):
             g.rates = rates
             mean = statistics.fmean(rates.values())
             link = statistics.fmean(p.rate_bps or 0.0 for p in ok)
@@ -95,7 +125,7 @@ def judge(gs: list[EcmpGroup], previous: Mapping[tuple[str, str], int], th: Fabr
             return ports[(guid, port)].label if (guid, port) in ports else str(port)
         remote = f'"{hp.link.remote_name}"[{hp.link.remote_port_label}]' if hp.link else "?"
         cold_txt = "; ".join(
-            f'port {label(c)} to "{ports[(g.guid, c)].link.remote_name}" at {_gbps(g.rates[c])}' for c in cold[:4])
+            f'port {label(c)} to "{_remote(ports[(g.guid, c)])}" at {_gbps(g.rates[c])}' for c in cold[:4])
         word = "idle" if low <= mean * 0.05 else "coldest"
         idle = f"{word}: port{'s' if len(cold) > 1 else ''} {port_ranges(cold, label)} ({cold_txt})"
         excl = f"; left out (down/degraded): ports {port_ranges(g.excluded, label)}" if g.excluded else ""

@@ -28,7 +28,7 @@ from collections.abc import Iterable, Mapping
 
 from fabricmon import ibspec
 from fabricmon.checks import OK, Finding
-from fabricmon.config import Config
+from fabricmon.checks.settings import ChecksConfig
 from fabricmon.model.fabric import FabricPort, Link, SwitchNode, rate_class
 from fabricmon.model.link_ability import LinkAbility, best_common
 
@@ -49,8 +49,8 @@ def link_class_norms(ports: Iterable[FabricPort], levels: Mapping[str, int]
                      ) -> dict[tuple[int, str], tuple[int | None, str | int | None]]:
     """(level, role) -> (most common width, most common speed) among the up links of that class;
     a speed is an IB generation name or an Ethernet speed in Mb/s."""
-    widths: dict[tuple[int, str], Counter] = {}
-    speeds: dict[tuple[int, str], Counter] = {}
+    widths: dict[tuple[int, str], Counter[int | None]] = {}
+    speeds: dict[tuple[int, str], Counter[str | int | None]] = {}
     for p in ports:
         if p.link is None or not p.up:
             continue
@@ -107,7 +107,7 @@ def remember(ports: Mapping[Key, FabricPort], past: Mapping[Key, Past]) -> dict[
 
 
 def evaluate(ports: Mapping[tuple[str, int], FabricPort], switches: Mapping[str, SwitchNode],
-             levels: Mapping[str, int], config: Config, abilities: Mapping[Key, LinkAbility] | None = None,
+             levels: Mapping[str, int], checks: ChecksConfig, abilities: Mapping[Key, LinkAbility] | None = None,
              past: Mapping[Key, Past] | None = None) -> list[Finding]:
     """Sets p.degraded, p.expected, p.note and p.rate_bps on every cabled port; returns the non-OK
     findings (a fabric has too many ports for one OK finding each)."""
@@ -144,7 +144,7 @@ def evaluate(ports: Mapping[tuple[str, int], FabricPort], switches: Mapping[str,
             below_class = ns_rank is not None and s_rank is not None and s_rank < ns_rank
             if low_w:
                 why.append(f"below the {p.expected} of its link class")
-            if below_class and p.role == "host" and (pr is None or s_rank >= pr) and p.up:
+            if below_class and p.role == "host" and s_rank is not None and (pr is None or s_rank >= pr) and p.up:
                 p.note = (f"slower than its link class ({p.expected}): it has run at {lk.rate_class} since "
                           f"first seen and neither end's abilities are known, so it is taken as slower by design")
             elif below_class:
@@ -171,12 +171,12 @@ def evaluate(ports: Mapping[tuple[str, int], FabricPort], switches: Mapping[str,
                 was = "no read has seen it up; the switch still lists its LLDP neighbour"
             else:
                 was = f"was up at an earlier {p.seen_by}"
-            findings.append(Finding(CHECK, guid, port, config.checks.down_severity,
+            findings.append(Finding(CHECK, guid, port, checks.down_severity,
                                     f"{where}: link is down ({was}): check the cable, "
                                     f"the transceivers and both ports"))
         elif p.degraded["width"] or p.degraded["speed"]:
             what = [r for r in ("width", "speed") if p.degraded[r]]
-            findings.append(Finding(CHECK, guid, port, config.checks.degraded_severity,
+            findings.append(Finding(CHECK, guid, port, checks.degraded_severity,
                                     f"{where}: runs at {lk.rate_class}, {' and '.join(why)} "
                                     f"({' and '.join(what)}): reseat or replace the cable/transceiver"))
     return [f for f in findings if f.status != OK]

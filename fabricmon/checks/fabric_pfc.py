@@ -1,5 +1,5 @@
 """PFC storm at a switch port: pause frames of one priority and one direction above a rate
-(fabric.ethernet.pfc_storm_rate, frames/s) for N sweeps in a row (pfc_storm_sweeps). The finding
+(fabric.pfc_storm.rate, frames/s) for N sweeps in a row (fabric.pfc_storm.sweeps). The finding
 names the switch, the port, the priority, the direction and the host or switch at the other end,
 and what each direction means: `tx`, the switch pauses its peer (the switch's buffer for that
 priority is full: congestion further on); `rx`, the peer pauses the switch (the peer cannot
@@ -10,13 +10,29 @@ Records in (FabricPort.pause_rates), findings out; nothing here parses or fetche
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 
 from fabricmon.checks import OK, WARNING, Finding
 from fabricmon.model.fabric import FabricPort, SwitchNode
+from fabricmon.schema import Schema, integer, number
 
 CHECK = "pfc_storm"
 NEEDS = ("pause_frames",)         # a sweep yielded PFC pause frames
 Key = tuple[str, int, int, str]          # (switch, port, priority, direction)
+
+
+@dataclass(frozen=True, slots=True)
+class PfcStormSettings:
+    """fabric.pfc_storm: whatever sweep reads pause frames (any fabric kind), judged alike."""
+    rate: float = 1000.0        # pause frames/s on one port, priority and direction ...
+    sweeps: int = 2             # ... for this many sweeps in a row: a PFC storm
+
+
+_D = PfcStormSettings()
+SCHEMA: Schema[PfcStormSettings] = Schema(fields=(
+    number("rate", _D.rate, "pause frames/s on one port, priority and direction ...", lo=0),
+    integer("sweeps", _D.sweeps, "... for this many sweeps in a row: a PFC storm (`pfc_storm`)", lo=1, hi=1000),
+), build=lambda v, key, ctx: PfcStormSettings(**v))
 
 
 def priority_label(prio: int) -> str:
@@ -24,10 +40,11 @@ def priority_label(prio: int) -> str:
 
 
 def evaluate(ports: Mapping[tuple[str, int], FabricPort], switches: Mapping[str, SwitchNode],
-             previous: Mapping[Key, int], rate: float, sweeps: int, new_sweep: bool
+             previous: Mapping[Key, int], settings: PfcStormSettings, new_sweep: bool
              ) -> tuple[list[Finding], dict[Key, int]]:
     """Consecutive sweeps over the rate per (switch, port, priority, direction); a new sweep
     advances the count. Returns the non-OK findings and the new counts."""
+    rate, sweeps = settings.rate, settings.sweeps
     counts: dict[Key, int] = {}
     findings = []
     for (guid, port), p in ports.items():
@@ -62,4 +79,4 @@ def evaluate(ports: Mapping[tuple[str, int], FabricPort], switches: Mapping[str,
     return [f for f in findings if f.status != OK], counts
 
 
-__all__ = ["CHECK", "NEEDS", "evaluate", "priority_label"]
+__all__ = ["CHECK", "NEEDS", "SCHEMA", "PfcStormSettings", "evaluate", "priority_label"]

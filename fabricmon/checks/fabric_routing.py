@@ -38,7 +38,7 @@ def ca_lids_below(topo: Topology) -> tuple[set[int], dict[str, set[int]]]:
             elif 0 < levels.get(lk.remote_guid, 0) < lvl:
                 mine |= below.get(lk.remote_guid, set())
         below[guid] = mine
-    every = set()
+    every: set[int] = set()
     for guid, sw in topo.switches.items():
         every.update(lk.remote_lid for lk in sw.links.values() if lk.remote_type != "Switch" and lk.remote_lid)
     return every, below

@@ -68,12 +68,12 @@ def expected_uplinks(counts: Mapping[str, int], levels: Mapping[str, int],
             below.setdefault(u, set()).add(guid)
     out: dict[str, int | None] = {}
     for guid, n in counts.items():
-        ups = uppers.get(guid) if uppers is not None else None
+        his = uppers.get(guid) if uppers is not None else None
         lvl, mine = levels.get(guid, 0), cls.get(guid, "")
-        if not ups:
+        if not his:
             out[guid] = norm[(lvl, mine)]
             continue
-        peers = {h for u in ups for h in below.get(u, ())
+        peers = {h for u in his for h in below.get(u, ())
                  if h in counts and levels.get(h, 0) == lvl and cls.get(h, "") == mine}
         out[guid] = _mode(Counter(counts[h] for h in peers)) if len(peers) > 1 else None
     return out
@@ -91,8 +91,8 @@ def evaluate(uplinks: Mapping[str, tuple[int, int | None]], ports: Mapping[tuple
         missing = sorted(p.port for (g, _), p in ports.items()
                          if g == guid and p.role == "up" and p.link is not None and not p.up)
         if missing:
-            ends = ", ".join(f'{ports[(guid, p)].label} to "{ports[(guid, p)].link.remote_name}"'
-                             f'[{ports[(guid, p)].link.remote_port_label}]' for p in missing[:8])
+            ends = ", ".join(f'{fp.label} to "{lk.remote_name}"[{lk.remote_port_label}]'
+                             for fp in (ports[(guid, p)] for p in missing[:8]) if (lk := fp.link) is not None)
             where = (f"missing: port{'s' if len(missing) > 1 else ''} "
                      f"{port_ranges(missing, lambda p: ports[(guid, p)].label)} ({ends}), cabled at an earlier discovery")
         else:

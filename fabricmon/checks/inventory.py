@@ -20,15 +20,92 @@ Pure: it takes the merged ports and the ports seen before, never reads or fetche
 
 from __future__ import annotations
 
+import fnmatch
 import itertools
 import re
 import time
 from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from fabricmon import ibspec
 
 from fabricmon.checks import CRITICAL, OK, Finding
-from fabricmon.config import Config, ExpectedLink
 from fabricmon.model.learned import LearnedPort
 from fabricmon.model.ports import PortView
+from fabricmon.schema import ConfigError, Context, Schema, choice, custom, glob_pattern, integer, number
+
+# --- settings: `expected_links[]` (fabricmon.schema), composed by fabricmon/config.py -------------
+
+@dataclass(frozen=True, slots=True)
+class ExpectedLink:
+    device: str
+    port: str
+    width: int | None
+    speed: str | None
+    rate_gbps: float | None
+    link_layer: str          # "InfiniBand" (default), "Ethernet" or "any"
+    count: int | None = None  # how many ports must match (expected_inventory); None: at least one
+
+    @property
+    def sets_rate(self) -> bool:
+        """The entry says what its ports should train at (not only how many there are)."""
+        return self.width is not None or self.speed is not None or self.rate_gbps is not None
+
+    def matches(self, device: str, port: int, link_layer: str | None) -> bool:
+        if not fnmatch.fnmatchcase(device, self.device):
+            return False
+        if not fnmatch.fnmatchcase(str(port), self.port):
+            return False
+        if self.link_layer == "any":
+            return True
+        return (link_layer or "InfiniBand") == self.link_layer
+
+
+def _width(value: Any, key: str, ctx: Context) -> int:
+    width = ibspec.parse_width(str(value))
+    if width is None:
+        raise ConfigError(key, f"expected a width like 4X, got {value!r}")
+    return width
+
+
+def _speed(value: Any, key: str, ctx: Context) -> str:
+    gen = ibspec.generation(str(value))
+    if gen is None:
+        names = ", ".join(g.name for g in ibspec.GENERATIONS)
+        raise ConfigError(key, f"unknown speed {value!r} (one of {names})")
+    return gen.name
+
+
+def _expected_check(values: dict[str, Any], m: Mapping[str, Any], key: str, ctx: Context) -> None:
+    if "device" not in m:
+        raise ConfigError(f"{key}.device", "required (a glob on the HCA name, e.g. 'mlx5_*')")
+    if all(values[k] is None for k in ("width", "speed", "rate_gbps", "count")):
+        raise ConfigError(key, "needs at least one of width, speed, rate_gbps or count")
+
+
+EXPECTED_LINK: Schema[ExpectedLink] = Schema(
+    fields=(custom("device", None, "glob on the HCA name (required)", glob_pattern, "glob", default_doc="required"),
+            custom("port", "*", "glob on the port number", glob_pattern, "glob"),
+            custom("width", None, "expected width (`4X`)", _width, "width", default_doc="unset"),
+            custom("speed", None, "expected speed (`NDR`, `HDR`, ...)", _speed, "speed", default_doc="unset"),
+            number("rate_gbps", None, "expected rate in Gb/s (e.g. 400 for RoCE)", lo=0.1, default_doc="unset"),
+            choice("link_layer", "InfiniBand", "which ports the entry applies to",
+                   {layer.lower(): layer for layer in ("InfiniBand", "Ethernet", "any")},
+                   reason="expected InfiniBand, Ethernet or any",
+                   fold=lambda v: v.lower() if isinstance(v, str) else v),
+            integer("count", None, "how many ports must match (`expected_inventory`)", lo=1, default_doc="unset")),
+    check=_expected_check, build=lambda v, key, ctx: ExpectedLink(**v),
+    doc="A list; at least one of width, speed, rate_gbps or count per entry. The first entry that sets a width, "
+        "speed or rate applies to a port; every entry is also an inventory check (`expected_inventory`). The "
+        "example config ships with none active and one commented example per fabric (NDR, HDR, RoCE 400G/200G).")
+
+
+def expected_links(value: Any, key: str, ctx: Context) -> tuple[ExpectedLink, ...]:
+    if not isinstance(value, list):
+        raise ConfigError(key, f"expected a list, got {type(value).__name__}")
+    return tuple(EXPECTED_LINK.load(item, f"{key}[{i}]", ctx) for i, item in enumerate(value))
+
 
 CHECK = "expected_inventory"
 MAX_EXPANSION = 256       # a finite glob expanding to more names than this is not listed
@@ -99,26 +176,26 @@ def _missing(e: ExpectedLink, present: Mapping[tuple[str, int], PortView],
     return ""
 
 
-def waiting(config: Config) -> list[Finding]:
+def waiting(expected: tuple[ExpectedLink, ...]) -> list[Finding]:
     """Before the inventory sources have answered: OK, not judged yet."""
-    if not config.expected_links:
+    if not expected:
         return [Finding(CHECK, "", None, OK, "waiting for the first port inventory")]
     return [Finding(CHECK, f"expected_links[{i}]", None, OK, f"{describe(e, i)}: waiting for the first port inventory")
-            for i, e in enumerate(config.expected_links)]
+            for i, e in enumerate(expected)]
 
 
-def evaluate(ports: Mapping[tuple[str, int], PortView], config: Config,
+def evaluate(ports: Mapping[tuple[str, int], PortView], expected: tuple[ExpectedLink, ...],
              seen_before: Mapping[tuple[str, int], str] | None = None) -> list[Finding]:
     """`ports`: the merged ports of this snapshot; `seen_before`: ports seen by earlier snapshots
     (or earlier `check` runs) with their link layer, so a vanished adapter can be named."""
     seen_before = seen_before or {}
-    if not config.expected_links:
+    if not expected:
         n = len(ports)
         msg = ("no InfiniBand or RoCE port found (no expected_links configured)" if n == 0 else
                f"{n} InfiniBand/RoCE port(s) found (no expected_links configured)")
         return [Finding(CHECK, "", None, OK, msg)]
     out = []
-    for i, e in enumerate(config.expected_links):
+    for i, e in enumerate(expected):
         what = describe(e, i)
         matched = sorted(k for k, p in ports.items() if e.matches(p.device, p.port, p.link_layer))
         dev = f"expected_links[{i}]"
@@ -146,11 +223,11 @@ def evaluate(ports: Mapping[tuple[str, int], PortView], config: Config,
 ACCEPT_COMMAND = "fabricmon inventory accept"
 
 
-def evaluate_learned(gone: list[LearnedPort], config: Config) -> list[Finding]:
+def evaluate_learned(gone: list[LearnedPort], expected: tuple[ExpectedLink, ...]) -> list[Finding]:
     """CRITICAL per learned port that is gone, unless an expected_links entry with a count covers it."""
     out = []
     for rec in gone:
-        if any(e.count and e.matches(rec.device, rec.port, rec.link_layer) for e in config.expected_links):
+        if any(e.count and e.matches(rec.device, rec.port, rec.link_layer) for e in expected):
             continue        # the configured count judges this port (expected_links wins)
         when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(rec.learned_at)) if rec.learned_at else "earlier"
         out.append(Finding(CHECK, rec.device, rec.port, CRITICAL,
@@ -161,9 +238,10 @@ def evaluate_learned(gone: list[LearnedPort], config: Config) -> list[Finding]:
     return out
 
 
-def nothing_to_check(ports: Mapping[tuple[str, int], PortView], config: Config, learned: int, where: str) -> str:
+def nothing_to_check(ports: Mapping[tuple[str, int], PortView], expected: tuple[ExpectedLink, ...], learned: int,
+                     where: str) -> str:
     """Why this node has nothing to check ("" when it has): no port, no expectation, nothing learned."""
-    if ports or config.expected_links or learned:
+    if ports or expected or learned:
         return ""
     return (f"nothing to check: no InfiniBand or RoCE device found ({where}) and none seen on this node before; "
             "is the RDMA driver loaded? (lsmod | grep ib_core, dmesg, lspci -d 15b3:)")

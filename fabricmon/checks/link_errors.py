@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from fabricmon import ibspec
 from fabricmon.checks import OK, WARNING, CRITICAL, Finding
-from fabricmon.config import COUNTER_CHECKS, Config
+from fabricmon.checks.settings import COUNTER_CHECKS, ChecksConfig, CounterCheckConfig
 from fabricmon.model.history import CounterHistory, ib_rule
 from fabricmon.model.ports import PortView
 
@@ -48,7 +48,7 @@ def saturated(p: PortView) -> dict[str, bool]:
     return out
 
 
-def ber_limits(cc, rate_gbps: float | None) -> tuple[float | None, float | None] | None:
+def ber_limits(cc: CounterCheckConfig, rate_gbps: float | None) -> tuple[float | None, float | None] | None:
     """(warning, critical) symbol-error counts per window from the BER budget and the link's data
     rate, or None when the counts apply (no BER configured, rate unknown or 0: a down port)."""
     if (cc.ber_warning is None and cc.ber_critical is None) or not rate_gbps:
@@ -58,7 +58,7 @@ def ber_limits(cc, rate_gbps: float | None) -> tuple[float | None, float | None]
             None if cc.ber_critical is None else cc.ber_critical * bits)
 
 
-def evaluate_port(p: PortView, history: CounterHistory, config: Config, now: float,
+def evaluate_port(p: PortView, history: CounterHistory, checks: ChecksConfig, now: float,
                   sat: dict[str, bool] | None = None, label: str | None = None) -> list[Finding]:
     """sat: the port's saturated() result when the caller has it already (the fabric collector's says
     which counters wrap instead); label: how the messages name the port (default PortView.label();
@@ -68,7 +68,7 @@ def evaluate_port(p: PortView, history: CounterHistory, config: Config, now: flo
     findings = []
     where = label if label is not None else p.label()
     for check, (counters, _w, _warn, _crit) in COUNTER_CHECKS.items():
-        cc = config.checks.counters[check]
+        cc = checks.counters[check]
         if not any(c in p.counters for c in counters):
             continue
         total, covered = 0, 0.0
@@ -88,7 +88,7 @@ def evaluate_port(p: PortView, history: CounterHistory, config: Config, now: flo
             status, limit = WARNING, warn
         names = "+".join(counters)
         budget = ""
-        if ber is not None:
+        if ber is not None and p.rate_gbps:
             ratio = cc.ber_critical if status == CRITICAL else cc.ber_warning
             seen = total / (p.rate_gbps * 1e9 * max(covered, 1.0))
             budget = (f", bit error ratio {seen:.1e} over the {p.rate_gbps:g} Gb/s link"
@@ -106,7 +106,7 @@ def evaluate_port(p: PortView, history: CounterHistory, config: Config, now: flo
     if full:
         msg = (f"{where}: counter(s) {', '.join(full)} saturated at their maximum; their rates are "
                f"unknown: clear them in a maintenance window (perfquery -R) if your fabric policy allows")
-        findings.append(Finding(SATURATION_CHECK, p.device, p.port, config.checks.saturation_severity, msg))
+        findings.append(Finding(SATURATION_CHECK, p.device, p.port, checks.saturation_severity, msg))
     else:
         findings.append(Finding(SATURATION_CHECK, p.device, p.port, OK, f"{where}: no saturated counter"))
     return findings

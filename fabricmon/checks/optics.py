@@ -21,14 +21,35 @@ baseline updates to keep out.
 
 from __future__ import annotations
 
+import operator
 import statistics
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 
 from fabricmon.checks import CRITICAL, OK, WARNING, Finding
-from fabricmon.config import OpticsCheckConfig
 from fabricmon.model.optics import LaneDiag, Limits, OpticsPort, RxBaseline
+from fabricmon.schema import Schema, number
+
+# --- settings: `checks.optics` (fabricmon.schema), composed by fabricmon/checks/settings.py --------
+
+@dataclass(frozen=True, slots=True)
+class OpticsCheckConfig:
+    """The optics checks' settings (docs/optics.md)."""
+    lane_spread_db: float = 4.0     # a lane this far below its siblings' median: a dirty/damaged connector
+    dimming_db: float = 3.0         # receive power this far below the lane's learned baseline: dimming
+    no_light_dbm: float = -30.0     # at or below: no light at all
+
+
+_D_OPTICS = OpticsCheckConfig()
+SCHEMA: Schema[OpticsCheckConfig] = Schema(fields=(
+    number("lane_spread_db", _D_OPTICS.lane_spread_db, "dB a lane's receive power may sit below its siblings' "
+           "median before `optics_lane_imbalance` (a dirty or damaged connector)", lo=0.1),
+    number("dimming_db", _D_OPTICS.dimming_db, "dB a lane's receive power may fall below its learned baseline "
+           "before `optics_dimming`", lo=0.1),
+    number("no_light_dbm", _D_OPTICS.no_light_dbm, "receive power (dBm) at or below which an up port has no "
+           "light (`optics_no_light`)", lo=-60),
+), build=lambda v, key, ctx: OpticsCheckConfig(**v))
 
 CHECKS = ("optics_thresholds", "optics_lane_imbalance", "optics_dimming", "optics_no_light")
 NEEDS = ("transceiver_readings",)   # the fabric collector runs them once a source read the switches' optics
@@ -76,10 +97,10 @@ def limits(port: OpticsPort, quantity: str, lane: int) -> Limits | None:
 def _judge(value: float, lim: Limits) -> tuple[int, str, float] | None:
     """(status, which threshold, its value) when `value` is beyond one, else None."""
     for status, name, bound, beyond in (
-            (CRITICAL, "low alarm", lim.low_alarm, lambda v, b: v < b),
-            (CRITICAL, "high alarm", lim.high_alarm, lambda v, b: v > b),
-            (WARNING, "low warning", lim.low_warning, lambda v, b: v < b),
-            (WARNING, "high warning", lim.high_warning, lambda v, b: v > b)):
+            (CRITICAL, "low alarm", lim.low_alarm, operator.lt),
+            (CRITICAL, "high alarm", lim.high_alarm, operator.gt),
+            (WARNING, "low warning", lim.low_warning, operator.lt),
+            (WARNING, "high warning", lim.high_warning, operator.gt)):
         if bound is not None and beyond(value, bound):
             return status, name, bound
     return None
@@ -136,17 +157,17 @@ def thresholds(port: OpticsPort) -> Finding:
 
 
 def lane_imbalance(port: OpticsPort, cfg: OpticsCheckConfig) -> Finding:
-    lit = [ln for ln in _used(port.module.lanes.values())
-           if ln.rx_power_dbm is not None and ln.rx_power_dbm > cfg.no_light_dbm]
+    lit = [(ln, rx) for ln in _used(port.module.lanes.values())
+           if (rx := ln.rx_power_dbm) is not None and rx > cfg.no_light_dbm]
     if port.up is False or len(lit) < 2:
         why = "port down" if port.up is False else "fewer than two lit lanes"
         return Finding("optics_lane_imbalance", port.owner, port.port, OK, f"{port.label}: not compared ({why})")
     low = []
-    for ln in lit:
-        others = [o.rx_power_dbm for o in lit if o is not ln]
+    for ln, rx in lit:
+        others = [o_rx for o, o_rx in lit if o is not ln]
         med = statistics.median(others)
-        if ln.rx_power_dbm < med - cfg.lane_spread_db:
-            low.append(f"lane {ln.lane} receives {ln.rx_power_dbm:.2f} dBm, {med - ln.rx_power_dbm:.1f} dB below "
+        if rx < med - cfg.lane_spread_db:
+            low.append(f"lane {ln.lane} receives {rx:.2f} dBm, {med - rx:.1f} dB below "
                        f"its siblings' median {med:.2f} dBm (threshold {cfg.lane_spread_db:g} dB)")
     if not low:
         return Finding("optics_lane_imbalance", port.owner, port.port, OK,

@@ -15,11 +15,87 @@ counts as a reset: that interval contributes 0, never a negative rate.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
 
 from fabricmon.checks import CRITICAL, OK, WARNING, Finding
-from fabricmon.config import Config
 from fabricmon.model.history import CounterHistory
 from fabricmon.model.roce import HW_LOSS, ROCE_HEADER_BYTES, RoceTarget, RoceView, eth_key, ethtool_counters, hw_key
+from fabricmon.schema import ConfigError, Context, Schema, choice, custom, listing, number
+
+# --- settings: the `roce` section (fabricmon.schema), composed by fabricmon/config.py -------------
+
+ROCE_MTUS = (256, 512, 1024, 2048, 4096)
+
+
+@dataclass(frozen=True, slots=True)
+class RoceConfig:
+    """RoCE lossless expectations (docs/roce-gpudirect.md)."""
+    priority: int = 3                              # the priority that carries RDMA traffic
+    lossless_priorities: tuple[int, ...] = (3,)    # PFC must be on exactly for these
+    trust: str | None = "dscp"                     # expected trust state; None: not checked
+    mtu: int = 4096                                # expected active RoCE (IB) MTU in bytes
+    pause_window: float = 300.0                    # pause rates/fractions are averaged over this
+    pause_rate_warning: float | None = 1000.0      # pause frames/s (one priority, one direction)
+    pause_rate_critical: float | None = None
+    pause_fraction_warning: float | None = 0.1     # fraction of time paused
+    pause_fraction_critical: float | None = 0.5
+    storm_window: float = 3600.0                   # a pause-storm event within it is a finding
+    drop_window: float = 3600.0                    # loss on a lossless priority
+    drop_warning: float | None = 1.0
+    drop_critical: float | None = None
+    cnp_window: float = 3600.0                     # rp_cnp_ignored rising: DCQCN off
+    cnp_ignored_warning: float | None = 1.0
+
+    def windows(self) -> tuple[float, ...]:
+        return (self.pause_window, self.storm_window, self.drop_window, self.cnp_window)
+
+
+def _priority(value: Any, key: str, ctx: Context | None = None) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= 7:
+        raise ConfigError(key, f"expected a priority 0-7, got {value!r}")
+    return value
+
+
+def _roce_check(values: dict[str, Any], m: Mapping[str, Any], key: str, ctx: Context) -> None:
+    prio = values["priority"]
+    if "lossless_priorities" not in m:
+        values["lossless_priorities"] = (prio,)
+    lossless = tuple(sorted(set(values["lossless_priorities"])))
+    if lossless and prio not in lossless:
+        raise ConfigError(f"{key}.lossless_priorities",
+                          f"must include roce.priority ({prio}), or be [] for lossy RoCE; "
+                          f"got {list(m['lossless_priorities'])!r}")
+    values["lossless_priorities"] = lossless
+
+
+_D_ROCE = RoceConfig()
+ROCE: Schema[RoceConfig] = Schema(fields=(
+    custom("priority", _D_ROCE.priority, "the priority that carries RDMA traffic", _priority, "priority 0-7"),
+    listing("lossless_priorities", _D_ROCE.lossless_priorities, "PFC must be on exactly for these; `[]`: lossy RoCE",
+            _priority,
+            "priorities 0-7", default_doc="`[roce.priority]`"),
+    choice("trust", _D_ROCE.trust, "expected trust state; `null`: not checked", ("dscp", "pcp", None),
+           reason="expected dscp, pcp or null (not checked)"),
+    choice("mtu", _D_ROCE.mtu, "expected active RoCE (IB) MTU in bytes, not the netdev MTU", ROCE_MTUS,
+           reason=f"expected the RoCE (IB) MTU, one of {', '.join(map(str, ROCE_MTUS))} (not the netdev MTU)"),
+    number("pause_window", _D_ROCE.pause_window, "seconds pause rates and fractions are averaged over", lo=1),
+    number("pause_rate_warning", _D_ROCE.pause_rate_warning, "pause frames/s (one priority, one direction)",
+           lo=0, null=True),
+    number("pause_rate_critical", _D_ROCE.pause_rate_critical, "pause frames/s", lo=0, null=True),
+    number("pause_fraction_warning", _D_ROCE.pause_fraction_warning, "fraction of time paused", lo=0, hi=1,
+           null=True, hi_reason="a fraction of time must be"),
+    number("pause_fraction_critical", _D_ROCE.pause_fraction_critical, "fraction of time paused", lo=0, hi=1,
+           null=True, hi_reason="a fraction of time must be"),
+    number("storm_window", _D_ROCE.storm_window, "seconds: a pause-storm event within it is a finding", lo=1),
+    number("drop_window", _D_ROCE.drop_window, "seconds: loss on a lossless priority within it", lo=1),
+    number("drop_warning", _D_ROCE.drop_warning, "drops within the window", lo=0, null=True),
+    number("drop_critical", _D_ROCE.drop_critical, "drops within the window", lo=0, null=True),
+    number("cnp_window", _D_ROCE.cnp_window, "seconds: `rp_cnp_ignored` rising within it (DCQCN off)", lo=1),
+    number("cnp_ignored_warning", _D_ROCE.cnp_ignored_warning, "ignored CNPs within the window", lo=0, null=True),
+), check=_roce_check, build=lambda v, key, ctx: RoceConfig(**v),
+   doc="RoCE lossless expectations ([roce-gpudirect.md](roce-gpudirect.md#configuration)).")
+
 
 PFC = "roce_pfc"
 PFC_LOSSY = "roce_pfc_lossy"
@@ -52,8 +128,8 @@ def _no_qos(v: RoceView, check: str, what: str) -> Finding:
                    f"{v.target.label()}: {what} not checked: {v.qos_note or 'no mlnx_qos data'}")
 
 
-def check_pfc(v: RoceView, config: Config) -> Finding:
-    t, rc = v.target, config.roce
+def check_pfc(v: RoceView, rc: RoceConfig) -> Finding:
+    t = v.target
     if not rc.lossless_priorities:
         return Finding(PFC, t.device, t.port, OK,
                        f"{t.label()}: lossy RoCE configured (roce.lossless_priorities: []), PFC not required")
@@ -78,8 +154,8 @@ def check_pfc(v: RoceView, config: Config) -> Finding:
     return Finding(PFC, t.device, t.port, OK, f"{t.label()}: PFC enabled on lossless priority {on}")
 
 
-def check_pfc_lossy(v: RoceView, config: Config) -> Finding:
-    t, rc = v.target, config.roce
+def check_pfc_lossy(v: RoceView, rc: RoceConfig) -> Finding:
+    t = v.target
     if v.qos is None:
         return _no_qos(v, PFC_LOSSY, "PFC")
     if v.qos.qos is None:
@@ -95,8 +171,8 @@ def check_pfc_lossy(v: RoceView, config: Config) -> Finding:
     return Finding(PFC_LOSSY, t.device, t.port, OK, f"{t.label()}: no PFC on lossy priorities")
 
 
-def check_trust(v: RoceView, config: Config) -> Finding:
-    t, rc = v.target, config.roce
+def check_trust(v: RoceView, rc: RoceConfig) -> Finding:
+    t = v.target
     if rc.trust is None:
         return Finding(TRUST, t.device, t.port, OK, f"{t.label()}: trust state not checked (roce.trust: null)")
     if v.qos is None:
@@ -119,8 +195,8 @@ def check_trust(v: RoceView, config: Config) -> Finding:
     return Finding(TRUST, t.device, t.port, OK, f"{t.label()}: trust state {q.trust}")
 
 
-def check_mtu(v: RoceView, config: Config) -> Finding:
-    t, want = v.target, config.roce.mtu
+def check_mtu(v: RoceView, rc: RoceConfig) -> Finding:
+    t, want = v.target, rc.mtu
     if v.netdev is None or v.netdev.mtu is None:
         return Finding(MTU, t.device, t.port, OK, f"{t.label()}: MTU unknown")
     have = v.roce_mtu or 0
@@ -150,14 +226,13 @@ _PAUSE_CAUSE = {
 }
 
 
-def _no_stats(v: RoceView, check: str) -> Finding | None:
+def _no_stats(v: RoceView, check: str) -> Finding:
+    """Why `check` could not judge the netdev: no ethtool data (v.ethtool is None)."""
     if v.stats is None:
         return Finding(check, v.target.device, v.target.port, OK,
                        f"{v.target.label()}: not checked: {v.stats_note or 'no ethtool data'}")
-    if v.stats.stats is None:
-        return Finding(check, v.target.device, v.target.port, OK,
-                       f"{v.target.label()}: not checked: the driver has no ethtool statistics")
-    return None
+    return Finding(check, v.target.device, v.target.port, OK,
+                   f"{v.target.label()}: not checked: the driver has no ethtool statistics")
 
 
 def _worst_rate(v: RoceView, history: CounterHistory, counters: Mapping[tuple[int, str], int], suffix: str,
@@ -172,14 +247,14 @@ def _worst_rate(v: RoceView, history: CounterHistory, counters: Mapping[tuple[in
     return worst
 
 
-def check_pause_rate(v: RoceView, history: CounterHistory, config: Config, now: float) -> Finding:
-    t, rc = v.target, config.roce
-    if (f := _no_stats(v, PAUSE_RATE)) is not None:
-        return f
-    worst = _worst_rate(v, history, v.stats.stats.pause, "pause", rc.pause_window, now)
+def check_pause_rate(v: RoceView, history: CounterHistory, rc: RoceConfig, now: float) -> Finding:
+    t = v.target
+    if (s := v.ethtool) is None:
+        return _no_stats(v, PAUSE_RATE)
+    worst = _worst_rate(v, history, s.pause, "pause", rc.pause_window, now)
     if worst is None:
         return Finding(PAUSE_RATE, t.device, t.port, OK,
-                       f"{t.label()}: no pause rate yet (needs two samples)" if v.stats.stats.pause
+                       f"{t.label()}: no pause rate yet (needs two samples)" if s.pause
                        else f"{t.label()}: no per-priority pause counters (PFC off?)")
     rate, prio, d, cov = worst
     status, limit = _status(rate, rc.pause_rate_warning, rc.pause_rate_critical)
@@ -192,16 +267,16 @@ def check_pause_rate(v: RoceView, history: CounterHistory, config: Config, now: 
                    f"{_fmt_window(cov)} (threshold {limit:g}/s): {_PAUSE_CAUSE[d]}")
 
 
-def check_pause_duration(v: RoceView, history: CounterHistory, config: Config, now: float) -> Finding:
-    t, rc = v.target, config.roce
-    if (f := _no_stats(v, PAUSE_DURATION)) is not None:
-        return f
-    worst = _worst_rate(v, history, v.stats.stats.pause_duration_us, "pause_duration", rc.pause_window, now,
+def check_pause_duration(v: RoceView, history: CounterHistory, rc: RoceConfig, now: float) -> Finding:
+    t = v.target
+    if (s := v.ethtool) is None:
+        return _no_stats(v, PAUSE_DURATION)
+    worst = _worst_rate(v, history, s.pause_duration_us, "pause_duration", rc.pause_window, now,
                         scale=1e-6)     # microseconds paused per second -> fraction of time
     if worst is None:
         return Finding(PAUSE_DURATION, t.device, t.port, OK,
                        f"{t.label()}: no pause duration rate yet (needs two samples)"
-                       if v.stats.stats.pause_duration_us else f"{t.label()}: no pause duration counters")
+                       if s.pause_duration_us else f"{t.label()}: no pause duration counters")
     frac, prio, d, cov = worst
     status, limit = _status(frac, rc.pause_fraction_warning, rc.pause_fraction_critical)
     if status == OK:
@@ -213,11 +288,11 @@ def check_pause_duration(v: RoceView, history: CounterHistory, config: Config, n
                    f"{_fmt_window(cov)} (threshold {limit:.0%}): {_PAUSE_CAUSE[d]}")
 
 
-def check_pause_storm(v: RoceView, history: CounterHistory, config: Config, now: float) -> Finding:
-    t, rc = v.target, config.roce
-    if (f := _no_stats(v, PAUSE_STORM)) is not None:
-        return f
-    storm = v.stats.stats.pause_storm
+def check_pause_storm(v: RoceView, history: CounterHistory, rc: RoceConfig, now: float) -> Finding:
+    t = v.target
+    if (s := v.ethtool) is None:
+        return _no_stats(v, PAUSE_STORM)
+    storm = s.pause_storm
     if not storm:
         return Finding(PAUSE_STORM, t.device, t.port, OK, f"{t.label()}: no pause-storm counters")
     incs, covered = {}, 0.0
@@ -248,12 +323,12 @@ def check_pause_storm(v: RoceView, history: CounterHistory, config: Config, now:
     return Finding(PAUSE_STORM, t.device, t.port, OK, f"{t.label()}: no pause-storm event")
 
 
-def check_drops(v: RoceView, history: CounterHistory, config: Config, now: float) -> Finding:
-    t, rc = v.target, config.roce
+def check_drops(v: RoceView, history: CounterHistory, rc: RoceConfig, now: float) -> Finding:
+    t = v.target
     if not rc.lossless_priorities:
         return Finding(DROPS, t.device, t.port, OK, f"{t.label()}: lossy RoCE configured, loss not checked")
     names: list[tuple[str, tuple[str, int, str]]] = []
-    errors = v.stats.stats.errors if v.stats and v.stats.stats else {}
+    errors = v.ethtool.errors if v.ethtool is not None else {}
     if "rx_discards_phy" in errors:
         names.append(("rx_discards_phy", eth_key(t, "rx_discards_phy")))
     for p in rc.lossless_priorities:
@@ -284,8 +359,8 @@ def check_drops(v: RoceView, history: CounterHistory, config: Config, now: float
                    f"traffic is marked for priority {rc.priority}")
 
 
-def check_cnp_ignored(v: RoceView, history: CounterHistory, config: Config, now: float) -> Finding:
-    t, rc = v.target, config.roce
+def check_cnp_ignored(v: RoceView, history: CounterHistory, rc: RoceConfig, now: float) -> Finding:
+    t = v.target
     if "rp_cnp_ignored" not in v.hw:
         return Finding(CNP_IGNORED, t.device, t.port, OK,
                        f"{t.label()}: rp_cnp_ignored is not exposed by this device")
@@ -303,12 +378,12 @@ def check_cnp_ignored(v: RoceView, history: CounterHistory, config: Config, now:
                    f"on the receivers)")
 
 
-def evaluate(views: list[RoceView], history: CounterHistory, config: Config, now: float) -> list[Finding]:
+def evaluate(views: list[RoceView], history: CounterHistory, rc: RoceConfig, now: float) -> list[Finding]:
     findings: list[Finding] = []
     for v in views:
-        findings += [check_pfc(v, config), check_pfc_lossy(v, config), check_trust(v, config),
-                     check_mtu(v, config),
-                     check_pause_rate(v, history, config, now), check_pause_duration(v, history, config, now),
-                     check_pause_storm(v, history, config, now), check_drops(v, history, config, now),
-                     check_cnp_ignored(v, history, config, now)]
+        findings += [check_pfc(v, rc), check_pfc_lossy(v, rc), check_trust(v, rc),
+                     check_mtu(v, rc),
+                     check_pause_rate(v, history, rc, now), check_pause_duration(v, history, rc, now),
+                     check_pause_storm(v, history, rc, now), check_drops(v, history, rc, now),
+                     check_cnp_ignored(v, history, rc, now)]
     return findings

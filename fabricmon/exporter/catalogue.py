@@ -15,10 +15,17 @@ from dataclasses import dataclass
 from fabricmon import __version__, ibspec
 from fabricmon.checks import degraded_link
 from fabricmon.model.health import health_status
-from fabricmon.model.snapshot import BUILD_BUCKETS, Snapshot
+from fabricmon.model.fabric import EcmpGroup, FabricPort, FabricSection, RouteBalance
+from fabricmon.model.gpu import AffinityResult, GpuInfo
+from fabricmon.model.jobs import JobsSection
+from fabricmon.model.optics import LaneDiag, ModuleDiag, NodeModule
+from fabricmon.model.ports import PortView
+from fabricmon.model.roce import NetdevInfo, RoceView, roce_mtu
+from fabricmon.model.snapshot import BUILD_BUCKETS, Snapshot, SourceState
 
 Labels = tuple[str, ...]
 Sample = tuple[Labels, "float | None"]
+Bucket = tuple[str, Labels, float]          # a histogram's (suffix, labels, value): _bucket{le}, _count, _sum
 
 
 @dataclass(frozen=True, slots=True)
@@ -28,7 +35,8 @@ class Metric:
     help: str
     labels: tuple[str, ...]
     samples: Callable[[Snapshot], Iterable[Sample]]
-    # histograms only: samples yield (suffix, labels, value) instead
+    # histograms only: its series, (suffix, labels, value) each (samples then yields nothing)
+    buckets: Callable[[Snapshot], Iterable[Bucket]] | None = None
 
     @property
     def exposed_name(self) -> str:
@@ -52,12 +60,12 @@ def _port_labels(key: tuple[str, int]) -> Labels:
     return lv
 
 
-def _ports(snap: Snapshot) -> Iterator[tuple[Labels, object]]:
+def _ports(snap: Snapshot) -> Iterator[tuple[Labels, PortView]]:
     for key, p in snap.ib.ports.items():
         yield _port_labels(key), p
 
 
-def _port_gauge(get: Callable[[object], float | None]) -> Callable[[Snapshot], Iterator[Sample]]:
+def _port_gauge(get: Callable[[PortView], float | None]) -> Callable[[Snapshot], Iterator[Sample]]:
     def samples(snap: Snapshot) -> Iterator[Sample]:
         for lv, p in _ports(snap):
             yield lv, get(p)
@@ -132,7 +140,7 @@ def _check_status(snap: Snapshot) -> Iterator[Sample]:
     for f in snap.findings:
         if f.port is None:
             port = ""
-        elif f.device in switches:      # a fabric switch port: the label every fabric series uses (its ifName)
+        elif fab is not None and f.device in switches:  # a fabric switch port: the label every fabric series uses
             port = fab.port_label(f.device, f.port)
         else:
             port = str(f.port)
@@ -141,72 +149,64 @@ def _check_status(snap: Snapshot) -> Iterator[Sample]:
 
 # --- RoCE -----------------------------------------------------------------------------------
 
-def _roce(fn: Callable[[Labels, object], Iterable[Sample]]) -> Callable[[Snapshot], Iterator[Sample]]:
+def _roce(fn: Callable[[Labels, RoceView], Iterable[Sample]]) -> Callable[[Snapshot], Iterator[Sample]]:
     def samples(snap: Snapshot) -> Iterator[Sample]:
         for v in snap.roce.views:
             yield from fn((v.target.device, v.target.netdev), v)
     return samples
 
 
-def _qos(v: object) -> object:
-    return v.qos.qos if v.qos is not None else None
-
-
-def _stats(v: object) -> object:
-    return v.stats.stats if v.stats is not None else None
-
-
-def _pfc(lv: Labels, v: object) -> Iterator[Sample]:
-    q = _qos(v)
+def _pfc(lv: Labels, v: RoceView) -> Iterator[Sample]:
+    q = v.qos.qos if v.qos is not None else None
     if q is not None:
         for prio, on in enumerate(q.pfc_enabled):
             yield (*lv, str(prio)), 1 if on else 0
 
 
-def _trust(lv: Labels, v: object) -> Iterator[Sample]:
-    q = _qos(v)
+def _trust(lv: Labels, v: RoceView) -> Iterator[Sample]:
+    q = v.qos.qos if v.qos is not None else None
     if q is not None and q.trust:
         yield (*lv, q.trust), 1
 
 
-def _per_prio(attr: str, scale: float = 1.0) -> Callable[[Labels, object], Iterator[Sample]]:
-    def fn(lv: Labels, v: object) -> Iterator[Sample]:
-        s = _stats(v)
+def _per_prio(attr: str, scale: float = 1.0) -> Callable[[Labels, RoceView], Iterator[Sample]]:
+    def fn(lv: Labels, v: RoceView) -> Iterator[Sample]:
+        s = v.ethtool
         if s is not None:
             for (prio, d), n in sorted(getattr(s, attr).items()):
                 yield (*lv, str(prio), d), n * scale
     return fn
 
 
-def _storm(lv: Labels, v: object) -> Iterator[Sample]:
-    s = _stats(v)
+def _storm(lv: Labels, v: RoceView) -> Iterator[Sample]:
+    s = v.ethtool
     if s is not None:
         for level, n in sorted(s.pause_storm.items()):
             yield (*lv, level), n
 
 
-def _netdev_errors(lv: Labels, v: object) -> Iterator[Sample]:
-    s = _stats(v)
+def _netdev_errors(lv: Labels, v: RoceView) -> Iterator[Sample]:
+    s = v.ethtool
     if s is not None:
         for name, n in sorted(s.errors.items()):
             yield (*lv, name), n
 
 
-def _hw(name: str) -> Callable[[Labels, object], Iterator[Sample]]:
-    def fn(lv: Labels, v: object) -> Iterator[Sample]:
+def _hw(name: str) -> Callable[[Labels, RoceView], Iterator[Sample]]:
+    def fn(lv: Labels, v: RoceView) -> Iterator[Sample]:
         yield lv, v.hw.get(name)
     return fn
 
 
-def _netdev(get: Callable[[object], float | None]) -> Callable[[Labels, object], Iterator[Sample]]:
-    def fn(lv: Labels, v: object) -> Iterator[Sample]:
+def _netdev(get: Callable[[NetdevInfo], float | None]) -> Callable[[Labels, RoceView], Iterator[Sample]]:
+    def fn(lv: Labels, v: RoceView) -> Iterator[Sample]:
         if v.netdev is not None:
-            yield lv, get(v)
+            yield lv, get(v.netdev)
     return fn
 
 
-def _speed(v: object) -> float | None:
-    mbps = v.netdev.speed_mbps
+def _speed(nd: NetdevInfo) -> float | None:
+    mbps = nd.speed_mbps
     return None if mbps is None else mbps * 1e6 / 8
 
 
@@ -219,7 +219,7 @@ def _gdr(snap: Snapshot) -> Iterator[Sample]:
             yield (method,), 1 if ok else 0
 
 
-def _gpus(fn: Callable[[object, object], Iterable[Sample]]) -> Callable[[Snapshot], Iterator[Sample]]:
+def _gpus(fn: Callable[[AffinityResult, GpuInfo], Iterable[Sample]]) -> Callable[[Snapshot], Iterator[Sample]]:
     def samples(snap: Snapshot) -> Iterator[Sample]:
         aff = snap.gpu.affinity
         if aff is not None:
@@ -228,27 +228,27 @@ def _gpus(fn: Callable[[object, object], Iterable[Sample]]) -> Callable[[Snapsho
     return samples
 
 
-def _gpu_info(aff: object, g: object) -> Iterator[Sample]:
+def _gpu_info(aff: AffinityResult, g: GpuInfo) -> Iterator[Sample]:
     yield (str(g.index), g.uuid, g.bus_id), 1
 
 
-def _gpu_numa(aff: object, g: object) -> Iterator[Sample]:
+def _gpu_numa(aff: AffinityResult, g: GpuInfo) -> Iterator[Sample]:
     yield (str(g.index),), g.numa_node
 
 
-def _gpu_paths(aff: object, g: object) -> Iterator[Sample]:
+def _gpu_paths(aff: AffinityResult, g: GpuInfo) -> Iterator[Sample]:
     for (gi, dev), cls in sorted(aff.paths.items()):
         if gi == g.index:
             yield (str(g.index), g.bus_id, dev, cls), 1
 
 
-def _gpu_nearest(aff: object, g: object) -> Iterator[Sample]:
+def _gpu_nearest(aff: AffinityResult, g: GpuInfo) -> Iterator[Sample]:
     if g.index in aff.assigned:
         dev = aff.assigned[g.index]
         yield (str(g.index), dev, aff.paths[(g.index, dev)]), 1
 
 
-def _gpu_ok(aff: object, g: object) -> Iterator[Sample]:
+def _gpu_ok(aff: AffinityResult, g: GpuInfo) -> Iterator[Sample]:
     verdict = aff.affinity_ok(g.index)
     yield (str(g.index),), None if verdict is None else (1 if verdict else 0)
 
@@ -258,22 +258,22 @@ def _gpu_ok(aff: object, g: object) -> Iterator[Sample]:
 SW_PORT = ("switch_guid", "port")
 
 
-def _fabric(fn: Callable[[object], Iterable[Sample]]) -> Callable[[Snapshot], Iterator[Sample]]:
+def _fabric(fn: Callable[[FabricSection], Iterable[Sample]]) -> Callable[[Snapshot], Iterator[Sample]]:
     def samples(snap: Snapshot) -> Iterator[Sample]:
         if snap.fabric is not None:
             yield from fn(snap.fabric)
     return samples
 
 
-def _fab_ports(get: Callable[[object], float | None]) -> Callable[[Snapshot], Iterator[Sample]]:
-    def fn(fab: object) -> Iterator[Sample]:
+def _fab_ports(get: Callable[[FabricPort], float | None]) -> Callable[[Snapshot], Iterator[Sample]]:
+    def fn(fab: FabricSection) -> Iterator[Sample]:
         for (guid, _), p in fab.ports.items():
             yield (guid, p.label), get(p)
     return _fabric(fn)
 
 
-def _fab_optics_lane(get: Callable[[object], float | None]) -> Callable[[Snapshot], Iterator[Sample]]:
-    def fn(fab: object) -> Iterator[Sample]:
+def _fab_optics_lane(get: Callable[[LaneDiag], float | None]) -> Callable[[Snapshot], Iterator[Sample]]:
+    def fn(fab: FabricSection) -> Iterator[Sample]:
         for (guid, port), m in sorted(fab.optics.items()):
             label = fab.port_label(guid, port)
             for n, ln in sorted(m.lanes.items()):
@@ -281,14 +281,14 @@ def _fab_optics_lane(get: Callable[[object], float | None]) -> Callable[[Snapsho
     return _fabric(fn)
 
 
-def _fab_optics_port(get: Callable[[object], float | None]) -> Callable[[Snapshot], Iterator[Sample]]:
-    def fn(fab: object) -> Iterator[Sample]:
+def _fab_optics_port(get: Callable[[ModuleDiag], float | None]) -> Callable[[Snapshot], Iterator[Sample]]:
+    def fn(fab: FabricSection) -> Iterator[Sample]:
         for (guid, port), m in sorted(fab.optics.items()):
             yield (guid, fab.port_label(guid, port)), get(m)
     return _fabric(fn)
 
 
-def _fab_optics_thresholds(fab: object) -> Iterator[Sample]:
+def _fab_optics_thresholds(fab: FabricSection) -> Iterator[Sample]:
     for (guid, port), m in sorted(fab.optics.items()):
         label = fab.port_label(guid, port)
         for (q, lane), lim in sorted(m.lane_limits.items()):
@@ -299,17 +299,17 @@ def _fab_optics_thresholds(fab: object) -> Iterator[Sample]:
                     yield (guid, label, str(lane) if lane else "", name, level), v * scale
 
 
-def _fab_switch_info(fab: object) -> Iterator[Sample]:
+def _fab_switch_info(fab: FabricSection) -> Iterator[Sample]:
     for guid, sw in fab.switches.items():
         yield (guid, sw.name, str(fab.levels.get(guid, 0))), 1
 
 
-def _fab_sharp(fab: object) -> Iterator[Sample]:
+def _fab_sharp(fab: FabricSection) -> Iterator[Sample]:
     for guid, ports in fab.aggregation_nodes.items():
         yield (guid, fab.switches[guid].name), len(ports)
 
 
-def _fab_link_info(fab: object) -> Iterator[Sample]:
+def _fab_link_info(fab: FabricSection) -> Iterator[Sample]:
     for (guid, _), p in fab.ports.items():
         lk = p.link
         if lk is None:
@@ -318,7 +318,7 @@ def _fab_link_info(fab: object) -> Iterator[Sample]:
             yield (guid, p.label, p.role, lk.remote_guid, lk.remote_port_label, lk.remote_name), 1
 
 
-def _fab_degraded(fab: object) -> Iterator[Sample]:
+def _fab_degraded(fab: FabricSection) -> Iterator[Sample]:
     for (guid, _), p in fab.ports.items():
         if p.link is not None:
             for reason in ("down", "width", "speed"):
@@ -328,7 +328,7 @@ def _fab_degraded(fab: object) -> Iterator[Sample]:
 def _fab_counter(spec: ibspec.CounterSpec) -> Callable[[Snapshot], Iterator[Sample]]:
     name, scale = spec.name, spec.scale
 
-    def fn(fab: object) -> Iterator[Sample]:
+    def fn(fab: FabricSection) -> Iterator[Sample]:
         k = fab.counter_scale.get(name, scale)      # Ethernet octets count bytes, not 4-octet words
         for (guid, _), p in fab.ports.items():
             v = p.counters.get(name)
@@ -337,46 +337,46 @@ def _fab_counter(spec: ibspec.CounterSpec) -> Callable[[Snapshot], Iterator[Samp
     return _fabric(fn)
 
 
-def _fab_pause(fab: object) -> Iterator[Sample]:
+def _fab_pause(fab: FabricSection) -> Iterator[Sample]:
     for (guid, _), p in fab.ports.items():
         for (prio, direction), v in sorted(p.pause.items()):
             yield (guid, p.label, "all" if prio < 0 else str(prio), direction), v
 
 
-def _fab_groups(get: Callable[[object], float | None]) -> Callable[[Snapshot], Iterator[Sample]]:
-    def fn(fab: object) -> Iterator[Sample]:
+def _fab_groups(get: Callable[[EcmpGroup], float | None]) -> Callable[[Snapshot], Iterator[Sample]]:
+    def fn(fab: FabricSection) -> Iterator[Sample]:
         for g in fab.groups:
             yield (g.guid, g.switch, g.direction), get(g)
     return _fabric(fn)
 
 
-def _fab_routes(fab: object) -> Iterator[Sample]:
+def _fab_routes(fab: FabricSection) -> Iterator[Sample]:
     for guid, rb in fab.routes.items():
         for port, n in sorted(rb.routes.items()):
             yield (guid, fab.port_label(guid, port)), n
 
 
-def _fab_per_switch(get: Callable[[object, str], float | None]) -> Callable[[Snapshot], Iterator[Sample]]:
-    def fn(fab: object) -> Iterator[Sample]:
+def _fab_per_switch(get: Callable[[FabricSection, str], float | None]) -> Callable[[Snapshot], Iterator[Sample]]:
+    def fn(fab: FabricSection) -> Iterator[Sample]:
         for guid, sw in fab.switches.items():
             yield (guid, sw.name), get(fab, guid)
     return _fabric(fn)
 
 
-def _fab_route(get: Callable[[object], float | None]) -> Callable[[object, str], float | None]:
-    def fn(fab: object, guid: str) -> float | None:
+def _fab_route(get: Callable[[RouteBalance], float | None]) -> Callable[[FabricSection, str], float | None]:
+    def fn(fab: FabricSection, guid: str) -> float | None:
         rb = fab.routes.get(guid)
         return None if rb is None else get(rb)
     return fn
 
 
-def _fab_check_status(fab: object) -> Iterator[Sample]:
+def _fab_check_status(fab: FabricSection) -> Iterator[Sample]:
     for (check, guid), status in sorted(fab.check_status.items()):
         sw = fab.switches.get(guid)
         yield (check, guid, sw.name if sw is not None else ""), status
 
 
-def _fab_sm_info(fab: object) -> Iterator[Sample]:
+def _fab_sm_info(fab: FabricSection) -> Iterator[Sample]:
     seen = set()
     for sm in fab.sms or ():
         if sm.guid not in seen:
@@ -384,32 +384,32 @@ def _fab_sm_info(fab: object) -> Iterator[Sample]:
             yield (sm.guid, str(sm.lid), str(sm.priority), sm.state), 1
 
 
-def _fab_sm_master(fab: object) -> Iterator[Sample]:
+def _fab_sm_master(fab: FabricSection) -> Iterator[Sample]:
     if fab.sms is not None:
         yield (), 1 if any(sm.state == "MASTER" for sm in fab.sms) else 0
 
 
 # --- jobs (model.jobs.JobsSection: a node's jobs, or the fabric's running jobs) ----------------
 
-def _jobs(fn: Callable[[object], Iterable[Sample]]) -> Callable[[Snapshot], Iterator[Sample]]:
+def _jobs(fn: Callable[[JobsSection], Iterable[Sample]]) -> Callable[[Snapshot], Iterator[Sample]]:
     def samples(snap: Snapshot) -> Iterator[Sample]:
         if snap.jobs is not None:
             yield from fn(snap.jobs)
     return samples
 
 
-def _job_info(jobs: object) -> Iterator[Sample]:
+def _job_info(jobs: JobsSection) -> Iterator[Sample]:
     for jid, j in sorted(jobs.jobs.items(), key=lambda kv: (len(kv[0]), kv[0])):
         yield (jid, j.user, j.name), 1
 
 
-def _job_switches(jobs: object) -> Iterator[Sample]:
+def _job_switches(jobs: JobsSection) -> Iterator[Sample]:
     for jid, guids in sorted(jobs.switches.items(), key=lambda kv: (len(kv[0]), kv[0])):
         for g in guids:
             yield (jid, g), 1
 
 
-def _finding_jobs(jobs: object) -> Iterator[Sample]:
+def _finding_jobs(jobs: JobsSection) -> Iterator[Sample]:
     for (guid, port), ids in sorted(jobs.finding_jobs.items(), key=lambda kv: (kv[0][0], kv[0][1] or 0)):
         for jid in ids:
             yield (guid, "" if port is None else str(port), jid), 1
@@ -417,7 +417,7 @@ def _finding_jobs(jobs: object) -> Iterator[Sample]:
 
 # --- fabricmon itself -------------------------------------------------------------------------
 
-def _sources(get: Callable[[object], float | None], enabled_only: bool = True) -> Callable[[Snapshot], Iterator[Sample]]:
+def _sources(get: Callable[[SourceState], float | None], enabled_only: bool = True) -> Callable[[Snapshot], Iterator[Sample]]:
     """Per-source self-metrics; those of a run (up, duration) only once the source has run."""
     def samples(snap: Snapshot) -> Iterator[Sample]:
         for name, s in sorted(snap.sources.items()):
@@ -433,7 +433,7 @@ def _source_errors(snap: Snapshot) -> Iterator[Sample]:
                 yield (name, kind), n
 
 
-def _build_histogram(snap: Snapshot) -> Iterator[tuple[str, Labels, float]]:
+def _build_histogram(snap: Snapshot) -> Iterator[Bucket]:
     b = snap.builds
     for bound, n in zip(BUILD_BUCKETS, b.buckets):     # the counts are already cumulative
         yield "_bucket", ("+Inf" if bound == float("inf") else repr(bound),), n
@@ -453,7 +453,7 @@ _OPT_QUANTITY = {"rx_power": ("rx_power_dbm", 1.0), "tx_power": ("tx_power_dbm",
                  "voltage": ("voltage_volts", 1.0)}
 
 
-def _optics(fn: Callable[[Labels, object], Iterable[Sample]]) -> Callable[[Snapshot], Iterator[Sample]]:
+def _optics(fn: Callable[[Labels, NodeModule], Iterable[Sample]]) -> Callable[[Snapshot], Iterator[Sample]]:
     def samples(snap: Snapshot) -> Iterator[Sample]:
         if snap.optics is None:
             return
@@ -462,32 +462,32 @@ def _optics(fn: Callable[[Labels, object], Iterable[Sample]]) -> Callable[[Snaps
     return samples
 
 
-def _opt_diag(lv: Labels, m: object) -> Iterator[Sample]:
+def _opt_diag(lv: Labels, m: NodeModule) -> Iterator[Sample]:
     yield lv, 1 if m.module is not None and m.module.has_readings else 0
 
 
-def _opt_info(lv: Labels, m: object) -> Iterator[Sample]:
+def _opt_info(lv: Labels, m: NodeModule) -> Iterator[Sample]:
     d = m.module
     if d is not None:
         yield (*lv, d.module_class, d.identifier, d.vendor, d.part_number, d.serial), 1
 
 
-def _opt_port(get: Callable[[object], float | None]) -> Callable[[Labels, object], Iterator[Sample]]:
-    def fn(lv: Labels, m: object) -> Iterator[Sample]:
+def _opt_port(get: Callable[[ModuleDiag], float | None]) -> Callable[[Labels, NodeModule], Iterator[Sample]]:
+    def fn(lv: Labels, m: NodeModule) -> Iterator[Sample]:
         if m.module is not None:
             yield lv, get(m.module)
     return fn
 
 
-def _opt_lane(get: Callable[[object], float | None]) -> Callable[[Labels, object], Iterator[Sample]]:
-    def fn(lv: Labels, m: object) -> Iterator[Sample]:
+def _opt_lane(get: Callable[[LaneDiag], float | None]) -> Callable[[Labels, NodeModule], Iterator[Sample]]:
+    def fn(lv: Labels, m: NodeModule) -> Iterator[Sample]:
         if m.module is not None:
             for n, ln in sorted(m.module.lanes.items()):
                 yield (*lv, str(n)), get(ln)
     return fn
 
 
-def _opt_thresholds(lv: Labels, m: object) -> Iterator[Sample]:
+def _opt_thresholds(lv: Labels, m: NodeModule) -> Iterator[Sample]:
     if m.module is None:
         return
     for q, lim in sorted(m.module.limits.items()):
@@ -561,7 +561,7 @@ CATALOGUE: tuple[Metric, ...] = (
            "tx_pause_storm_warning/error_events).", ("device", "netdev", "level"), _roce(_storm)),
     Metric("fabricmon_roce_mtu_bytes", G, "Active RoCE (IB) MTU derived from the netdev MTU "
            "as the kernel does (netdev MTU - 96, rounded down to 256..4096).", ND,
-           _roce(_netdev(lambda v: v.roce_mtu))),
+           _roce(_netdev(lambda nd: roce_mtu(nd.mtu)))),
     Metric("fabricmon_roce_cnp_sent", C, "CNPs sent as notification point (hw_counters np_cnp_sent).", ND,
            _roce(_hw("np_cnp_sent"))),
     Metric("fabricmon_roce_cnp_handled", C, "CNPs handled as reaction point (hw_counters rp_cnp_handled).", ND,
@@ -572,11 +572,11 @@ CATALOGUE: tuple[Metric, ...] = (
            "(hw_counters np_ecn_marked_roce_packets).", ND, _roce(_hw("np_ecn_marked_roce_packets"))),
     Metric("fabricmon_netdev_errors", C, "Drop and PHY error counters of the RoCE netdev "
            "(ethtool -S, curated), by ethtool counter name.", ("device", "netdev", "counter"), _roce(_netdev_errors)),
-    Metric("fabricmon_netdev_mtu_bytes", G, "MTU of the RoCE netdev.", ND, _roce(_netdev(lambda v: v.netdev.mtu))),
+    Metric("fabricmon_netdev_mtu_bytes", G, "MTU of the RoCE netdev.", ND, _roce(_netdev(lambda nd: nd.mtu))),
     Metric("fabricmon_netdev_speed_bytes_per_second", G, "Link speed of the RoCE netdev in bytes/s "
            "(absent while down).", ND, _roce(_netdev(_speed))),
     Metric("fabricmon_netdev_up", G, "1 if the RoCE netdev's operstate is up.", ND,
-           _roce(_netdev(lambda v: None if v.netdev.operstate is None else (1 if v.netdev.operstate == "up" else 0)))),
+           _roce(_netdev(lambda nd: None if nd.operstate is None else (1 if nd.operstate == "up" else 0)))),
     # Transceivers of the RDMA ports' netdevs (ethtool -m; docs/optics.md)
     Metric("fabricmon_optics_diagnostics", G, "1 if the netdev's transceiver reports digital diagnostics, 0 when "
            "there is no data (no module, a copper cable without DOM, a NIC that cannot read it).", OPT_PORT,
@@ -771,7 +771,8 @@ CATALOGUE: tuple[Metric, ...] = (
            _sources(lambda s: s.runs if s.enabled else None, enabled_only=False)),
     Metric("fabricmon_source_errors", C, "Source errors by kind.", ("source", "kind"), _source_errors),
     Metric("fabricmon_snapshot_build_duration_seconds", "histogram",
-           "Time to build a snapshot from the latest data of every source.", ("le",), _build_histogram),
+           "Time to build a snapshot from the latest data of every source.", ("le",), lambda snap: (),
+           buckets=_build_histogram),
     Metric("fabricmon_snapshot_timestamp_seconds", G, "Time the last snapshot was built.", (),
            lambda snap: [((), snap.time)]),
     Metric("fabricmon_http_errors", C, "HTTP clients that failed or were refused, by kind (disconnect, timeout, "

@@ -15,6 +15,7 @@ from collections.abc import Iterator
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 from prometheus_client.exposition import generate_latest
+from prometheus_client.metrics_core import Metric as Metric_
 from prometheus_client.registry import CollectorRegistry
 from prometheus_client.utils import floatToGoString
 
@@ -34,7 +35,7 @@ def _label_value(v: str) -> str:
 def _value(v: float) -> str:
     if -1e6 < v < 1e6 and v == int(v):     # the common case: small integral values
         return f"{float(v)!r}"
-    return floatToGoString(v)               # exponents, +Inf, NaN exactly as Prometheus writes them
+    return str(floatToGoString(v))          # exponents, +Inf, NaN exactly as Prometheus writes them
 
 
 def _header(m: Metric) -> str:
@@ -75,10 +76,10 @@ class Renderer:
                 cache = self._lines[m.name]
                 lines: list[str] = []
                 append = lines.append
-                if m.type == "histogram":
-                    for suffix, lv, value in m.samples(snap):
+                if m.buckets is not None:
+                    for suffix, lv, n in m.buckets(snap):
                         keys = ("le",) if lv else ()
-                        append(self._prefix(m.name + suffix, keys, lv) + _value(value) + "\n")
+                        append(self._prefix(m.name + suffix, keys, lv) + _value(n) + "\n")
                 else:
                     name, labels = m.exposed_name, m.labels
                     get = cache.get
@@ -111,17 +112,18 @@ def render(snap: Snapshot) -> bytes:
     return _default.render(snap)
 
 
-def families(snap: Snapshot) -> Iterator:
+def families(snap: Snapshot) -> Iterator[Metric_]:
     """The snapshot as prometheus_client metric families (for render_reference)."""
     for m in CATALOGUE:
-        if m.type == "histogram":
-            samples = list(m.samples(snap))
+        fam: Metric_
+        if m.buckets is not None:
+            samples = list(m.buckets(snap))
             buckets = [(lv[0], v) for suffix, lv, v in samples if suffix == "_bucket"]
             total = next(v for suffix, _, v in samples if suffix == "_sum")
             fam = HistogramMetricFamily(m.name, m.help, buckets=buckets, sum_value=total)
         else:
-            cls = CounterMetricFamily if m.type == "counter" else GaugeMetricFamily
-            fam = cls(m.name, m.help, labels=list(m.labels))
+            fam = (CounterMetricFamily if m.type == "counter" else GaugeMetricFamily)(m.name, m.help,
+                                                                                     labels=list(m.labels))
             for lv, value in m.samples(snap):
                 if value is not None:
                     fam.add_metric(list(lv), value)
@@ -135,7 +137,7 @@ class SnapshotCollector:
     def __init__(self, snap: Snapshot):
         self.snap = snap
 
-    def collect(self) -> Iterator:
+    def collect(self) -> Iterator[Metric_]:
         return families(self.snap)
 
 

@@ -25,9 +25,13 @@ import re
 from collections import deque
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING
 
 from fabricmon import ibspec
 from fabricmon.model.link_ability import LinkAbility
+
+if TYPE_CHECKING:
+    from fabricmon.model.optics import ModuleDiag
 
 ROLES = ("host", "internal", "up", "down", "unconnected", "external")
 AGGREGATION_NODE_DEVICE = 0xCF09                 # NodeInfo DeviceID of a SHARP Aggregation Node
@@ -527,7 +531,7 @@ class FabricSection:
     sweep_method: str = ""           # how the last InfiniBand sweep read the switches: "mad", "tools" ("": not one)
     # transceivers (sources.ethernet.optics): (guid, ifIndex) -> model.optics.ModuleDiag, and per switch
     # the transceiver sensors that named no interface (or more than one)
-    optics: dict[Key, object] = field(default_factory=dict)
+    optics: dict[Key, ModuleDiag] = field(default_factory=dict)
     optics_unjoined: dict[str, int] = field(default_factory=dict)
     # switches with a CA inside them (SHARP Aggregation Nodes): guid -> the ports leading to it
     aggregation_nodes: dict[str, tuple[int, ...]] = field(default_factory=dict)

@@ -19,6 +19,7 @@ import functools
 import json
 from collections import deque
 from collections.abc import Container, Mapping
+from typing import Any
 from dataclasses import dataclass
 
 from fabricmon import ibspec
@@ -133,7 +134,7 @@ class CounterHistory:
         return cls.from_dict(json.loads(text), horizon)
 
     @classmethod
-    def from_dict(cls, doc: dict[str, list[list[float | int | None]]], horizon: float = 43200.0) -> CounterHistory:
+    def from_dict(cls, doc: dict[str, list[list[Any]]], horizon: float = 43200.0) -> CounterHistory:
         h = cls(horizon)
         for k, samples in doc.items():
             dev, port, counter = k.rsplit("|", 2)

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
+from typing import Any
 
 from fabricmon.model.ports import Inventory
 
@@ -158,12 +159,12 @@ class LearnedInventory:
             out.append(rec)
         return sorted(out, key=lambda r: (r.device, r.port))
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, object]:
         return {"version": VERSION, "accepted_at": self.accepted_at,
                 "ports": [asdict(p) for _, p in sorted(self.ports.items())]}
 
     @classmethod
-    def from_dict(cls, doc: dict) -> LearnedInventory:
+    def from_dict(cls, doc: dict[str, Any]) -> LearnedInventory:
         """Raises ValueError (or KeyError/TypeError) on a document this version cannot read."""
         if not isinstance(doc, dict) or doc.get("version") != VERSION:
             raise ValueError(f"not a learned inventory of version {VERSION}")

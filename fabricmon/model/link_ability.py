@@ -19,6 +19,7 @@ Pure data; the decoders of the bytes (sources.infiniband.mad.codec) and of the t
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TypeVar
 
 from fabricmon import ibspec
 
@@ -41,7 +42,10 @@ class LinkAbility:
         return bool(self.widths) and bool(self.speeds)
 
 
-def _bits(mask: int, table: tuple[tuple[int, object], ...]) -> set:
+T = TypeVar("T")
+
+
+def _bits(mask: int, table: tuple[tuple[int, T], ...]) -> set[T]:
     return {v for bit, v in table if mask & bit}
 
 

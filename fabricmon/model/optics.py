@@ -11,9 +11,10 @@ pipeline.optics_baseline.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 
-from fabricmon.model.ports import pair_netdevs
+from fabricmon.model.ports import DeviceView, PortView, pair_netdevs
 
 # The quantities a module or switch reports, with their unit as the metric names spell it.
 QUANTITIES = ("rx_power", "tx_power", "tx_bias", "temperature", "voltage")
@@ -36,7 +37,7 @@ def dbm_to_mw(dbm: float | None) -> float | None:
         return None
     if math.isinf(dbm) and dbm < 0:
         return 0.0
-    return 10.0 ** (dbm / 10.0)
+    return math.pow(10.0, dbm / 10.0)
 
 
 @dataclass(frozen=True, slots=True)
@@ -153,11 +154,11 @@ class RxBaseline:
         self.lanes[k] = LaneBaseline(round(rx_dbm, 2), serial, now)
         return True
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, object]:
         return {"version": BASELINE_VERSION, "lanes": {k: asdict(v) for k, v in sorted(self.lanes.items())}}
 
     @classmethod
-    def from_dict(cls, doc: dict) -> RxBaseline:
+    def from_dict(cls, doc: object) -> RxBaseline:
         if not isinstance(doc, dict) or doc.get("version") != BASELINE_VERSION:
             raise ValueError("not an optics baseline of version 1")
         lanes = {}
@@ -191,7 +192,8 @@ class OpticsSection:
     modules: list[NodeModule] = field(default_factory=list)
 
 
-def netdev_ports(devices: dict, ports: dict) -> list[tuple[str, int, str]]:
+def netdev_ports(devices: Mapping[str, DeviceView], ports: Mapping[tuple[str, int], PortView]
+                 ) -> list[tuple[str, int, str]]:
     """(device, port, netdev) of every RDMA port with a netdev, RoCE and IPoIB alike, paired as
     model.ports.pair_netdevs pairs them."""
     by_dev: dict[str, list[int]] = {}

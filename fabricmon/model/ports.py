@@ -10,9 +10,9 @@ Precedence, most trusted first (sources are cross-checked, never trusted alone):
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TypeVar
 
 from fabricmon import ibspec
 from fabricmon.model.finding import Finding
@@ -20,6 +20,8 @@ from fabricmon.parsers.iblinkinfo import LinkData
 from fabricmon.parsers.ibstat import IbstatData
 from fabricmon.parsers.perfquery import PerfqueryData
 from fabricmon.parsers.sysfs_ib import HwCountersData, SysfsData
+
+R = TypeVar("R")
 
 
 @dataclass(slots=True)
@@ -100,11 +102,11 @@ class Inventory:
                 if p.is_ib and not (without_sysfs_counters and p.counter_source == "sysfs")]
 
 
-def _pick(records: Iterable[Any], cls: type) -> Any:
+def _pick(records: Iterable[object], cls: type[R]) -> R | None:
     return next((r for r in records if isinstance(r, cls)), None)
 
 
-def merge(records: Iterable[Any]) -> Inventory:
+def merge(records: Iterable[object]) -> Inventory:
     """Merge the latest records of every source, picked by their type (SysfsData, IbstatData,
     PerfqueryData, LinkData, HwCountersData); records of other types are ignored."""
     records = list(records)
@@ -115,6 +117,7 @@ def merge(records: Iterable[Any]) -> Inventory:
     hw_data: HwCountersData | None = _pick(records, HwCountersData)
     devices: dict[str, DeviceView] = {}
     ports: dict[tuple[str, int], PortView] = {}
+    p: PortView | None
 
     def port(dev: str, num: int) -> PortView:
         key = (dev, num)
@@ -195,7 +198,8 @@ def merge(records: Iterable[Any]) -> Inventory:
     return Inventory(devices, ports)
 
 
-def pair_netdevs(devices: Any, ports_by_device: dict[str, list[int]]) -> list[tuple[str, int, str]]:
+def pair_netdevs(devices: Mapping[str, DeviceView], ports_by_device: dict[str, list[int]]
+                 ) -> list[tuple[str, int, str]]:
     """(device, port, netdev) for each device's ports and the netdevs its DeviceView lists
     (comma-separated): with as many netdevs as ports they pair up in order, otherwise every netdev
     belongs to the device's first port; a device without a netdev gives each port with netdev ""."""

@@ -6,11 +6,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
 
 from fabricmon.model.history import CounterIntake
-from fabricmon.model.ports import pair_netdevs
-from fabricmon.parsers.ethtool import NetdevStats
+from fabricmon.model.ports import DeviceView, PortView, pair_netdevs
+from fabricmon.parsers.ethtool import NetdevStats, RoceNetdevStats
 from fabricmon.parsers.mlnx_qos import QosResult
 
 
@@ -24,13 +23,13 @@ class RoceTarget:
         return f"{self.device} ({self.netdev or 'netdev unknown'})"
 
 
-def roce_targets(devices: Mapping[str, Any], ports: Mapping[tuple[str, int], Any]) -> list[RoceTarget]:
+def roce_targets(devices: Mapping[str, DeviceView], ports: Mapping[tuple[str, int], PortView]) -> list[RoceTarget]:
     """One target per (RoCE device, netdev). With as many netdevs as Ethernet ports they pair up
     in order; otherwise every netdev belongs to the device's first Ethernet port. A device
     without a netdev gets one target per Ethernet port with netdev "" (hw_counters only)."""
     eth: dict[str, list[int]] = {}
     for (dev, num), p in ports.items():
-        if getattr(p, "link_layer", None) == "Ethernet":
+        if p.link_layer == "Ethernet":
             eth.setdefault(dev, []).append(num)
     # a device without a netdev (no device/net): hw_counters still count; netdev tools are not asked
     return [RoceTarget(dev, num, nd) for dev, num, nd in pair_netdevs(devices, eth)]
@@ -76,6 +75,11 @@ class RoceView:
     @property
     def roce_mtu(self) -> int | None:
         return roce_mtu(self.netdev.mtu if self.netdev else None)
+
+    @property
+    def ethtool(self) -> RoceNetdevStats | None:
+        """The netdev's RoCE statistics (None: no ethtool data, or the driver has none)."""
+        return self.stats.stats if self.stats is not None else None
 
 
 # hw_counters sampled into the history (rates) and exported (the congestion ones).

@@ -6,17 +6,21 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, TypedDict, TypeVar
 
 from fabricmon.model.finding import Finding, worst
 
 if TYPE_CHECKING:
+    from fabricmon.model.fabric import FabricSection
     from fabricmon.model.gpu import AffinityResult, GpuData, GpudirectStatus
+    from fabricmon.model.jobs import JobsSection
+    from fabricmon.model.optics import OpticsSection
     from fabricmon.model.ports import DeviceView, LinkVerdict, PortView
     from fabricmon.model.roce import RoceView
 
 # Error kinds exported in fabricmon_source_errors_total{kind}; all are pre-declared at 0.
 ERROR_KINDS = ("not_found", "timeout", "exit_code", "parse", "read")
+R = TypeVar("R")
 
 
 @dataclass(slots=True)
@@ -29,7 +33,7 @@ class SourceState:
     records: type | None = None
     up: bool = False
     ran: bool = False
-    data: Any = None
+    data: object = None                 # its records (of type `records`); None: none yet
     data_time: float = 0.0              # wall-clock time of the data
     duration: float = 0.0
     last_success: float = 0.0
@@ -53,10 +57,10 @@ def source_state(states: Mapping[str, SourceState], records: type) -> SourceStat
     return next((s for s in states.values() if s.records is records and s.enabled), None)
 
 
-def source_data(states: Mapping[str, SourceState], records: type) -> Any:
+def source_data(states: Mapping[str, SourceState], records: type[R]) -> R | None:
     """The latest records of that source (None: none yet, or no enabled source of them)."""
     st = source_state(states, records)
-    return st.data if st is not None else None
+    return st.data if st is not None and isinstance(st.data, records) else None
 
 
 @dataclass(slots=True)
@@ -87,6 +91,19 @@ class BuildStats:
     buckets: list[int] = field(default_factory=list)     # cumulative, one per BUILD_BUCKETS bound
 
 
+class Sections(TypedDict, total=False):
+    """What a pipeline model's build fills in of a Snapshot (its keyword arguments besides time,
+    findings, sources and builds); a section left out keeps its default."""
+    ib: IbSection
+    roce: RoceSection
+    gpu: GpuSection
+    fabric: FabricSection | None
+    jobs: JobsSection | None
+    optics: OpticsSection | None
+    inventory_known: bool
+    unknown: str
+
+
 BUILD_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0, float("inf"))
 
 
@@ -101,9 +118,9 @@ class Snapshot:
     ib: IbSection = field(default_factory=IbSection)
     roce: RoceSection = field(default_factory=RoceSection)
     gpu: GpuSection = field(default_factory=GpuSection)
-    fabric: Any = None          # the fabric collector's section (None on a node)
-    jobs: Any = None            # model.jobs.JobsSection when a job source runs, else None
-    optics: Any = None          # model.optics.OpticsSection when the optics source runs, else None
+    fabric: FabricSection | None = None     # the fabric collector's section (None on a node)
+    jobs: JobsSection | None = None         # when a job source runs, else None
+    optics: OpticsSection | None = None     # when the optics source runs, else None
     # False until the port inventory is known (the inventory sources have answered): a daemon's
     # first snapshots may be built before sysfs/ibstat ran, and must not call the node empty.
     inventory_known: bool = True
@@ -120,5 +137,5 @@ class Snapshot:
         return worst(self.findings)
 
 
-__all__ = ["BUILD_BUCKETS", "ERROR_KINDS", "BuildStats", "GpuSection", "IbSection", "RoceSection", "Snapshot", "SourceState",
-           "source_data", "source_state"]
+__all__ = ["BUILD_BUCKETS", "ERROR_KINDS", "BuildStats", "GpuSection", "IbSection", "RoceSection", "Sections",
+           "Snapshot", "SourceState", "source_data", "source_state"]

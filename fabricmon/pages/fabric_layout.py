@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 
 from fabricmon.checks import CRITICAL, OK, WARNING, Finding, worst
 from fabricmon.checks.link_errors import SATURATION_CHECK
-from fabricmon.config import COUNTER_CHECKS
+from fabricmon.checks.settings import COUNTER_CHECKS
 from fabricmon.model.fabric import FabricPort, FabricSection, Link
 from fabricmon.pages.html import natural_key
 

@@ -38,6 +38,7 @@ import time
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
+from typing import TYPE_CHECKING
 
 import structlog
 
@@ -49,7 +50,8 @@ from fabricmon.checks import (
     link_errors,
 )
 from fabricmon.checks.fabric_unresponsive import SweepRead
-from fabricmon.config import COUNTER_CHECKS, Config
+from fabricmon.config import Config
+from fabricmon.checks.settings import COUNTER_CHECKS
 from fabricmon.model.fabric import (
     DiscoveryData, FabricPort, FabricSection, LftData, PortInfo, SmData, SweepData, Topology, build_topology,
     in_shard, merge_discovery,
@@ -58,12 +60,17 @@ from fabricmon.model.history import PLAIN, CounterHistory, CounterIntake, ib_rul
 from fabricmon.model.link_ability import LinkAbility
 from fabricmon.model.ports import PortView
 from fabricmon.model.optics import OpticsPort, SwitchOpticsData
-from fabricmon.model.snapshot import SourceState, source_data, source_state
+from fabricmon.model.snapshot import Sections, SourceState, source_data, source_state
 from fabricmon.pipeline.fabric_failure import Hint, why_nothing_read
 from fabricmon.pipeline.jobs import FabricJobs
 from fabricmon.pipeline.optics_baseline import BaselineStore
 from fabricmon.pipeline.node import CHECKED_COUNTERS
 from fabricmon.registry import failure_hints
+from fabricmon.host.io import HostIO
+from fabricmon.parsers.entity_sensor import SwitchOptics
+
+if TYPE_CHECKING:
+    from fabricmon.pipeline.scheduler import Pipeline
 
 log = structlog.get_logger("fabricmon.fabric")
 
@@ -121,7 +128,7 @@ class FabricModel:
         self._counters_read: set[str] = set()                    # the checked counters some sweep yielded
         self._saturable_read = False                             # ... one of them a counter that saturates
         self._flagged: set[tuple[str, str, int]] = set()         # (check, switch, port) once not OK
-        self._view = None                                        # the merged discovery view (DiscoveryData)
+        self._view: DiscoveryData | None = None                  # the merged discovery view
         self._view_complete = False                              # some discovery so far was complete
         # the last read of each cabled port's link state: (up, data time); the newest read wins
         self._link_state: dict[tuple[str, int], tuple[bool, float]] = {}
@@ -143,7 +150,7 @@ class FabricModel:
     def inventory(self, states: Mapping[str, SourceState]) -> Topology:
         """The latest topology (empty before the first discovery): the sweep's input."""
         st = source_state(states, DiscoveryData)
-        if st is None or st.data is None:
+        if st is None or not isinstance(st.data, DiscoveryData):
             return self._topo if self._topo is not None else Topology()
         if self._topo_time == st.data_time and self._topo is not None:
             return self._topo
@@ -169,7 +176,8 @@ class FabricModel:
                     self._read_state(key, True, st.data_time)
         for key in self._remembered:
             if key not in topo.ports or topo.ports[key].link is None:
-                topo.down_links[key] = self._remembered[key].link
+                if (lk := self._remembered[key].link) is not None:     # always: only cabled ports are remembered
+                    topo.down_links[key] = lk
                 if data.complete and evidence:    # gone from a complete discovery: positive evidence
                     self._read_state(key, False, st.data_time)
         max_age = self.config.fabric.down_port_max_age
@@ -183,7 +191,7 @@ class FabricModel:
         return topo
 
     def _log_changes(self, old: Topology, new: Topology) -> None:
-        def links(t: Topology) -> set[tuple]:
+        def links(t: Topology) -> set[tuple[str, str, str, str, str, str]]:
             return {(g, sw.port_name(p), lk.remote_guid, lk.remote_port_label,
                      lk.rate_class if lk.rate_mbps else f"{lk.width}x{lk.speed}", lk.remote_name)
                     for g, sw in t.switches.items() for p, lk in sw.links.items()}
@@ -240,9 +248,10 @@ class FabricModel:
 
     # --- the build ----------------------------------------------------------------------
     def build(self, states: Mapping[str, SourceState], inventory_ran: tuple[bool, bool] = (True, True)
-              ) -> tuple[dict[str, object], list[Finding]]:
+              ) -> tuple[Sections, list[Finding]]:
         now = self.clock()
         unknown = self._nothing_read(states)
+        p: FabricPort | None
         topo = self.inventory(states)
         sec = FabricSection(shard=self.shard, topology_changes=self.topology_changes)
         sweep_st = source_state(states, SweepData)
@@ -269,17 +278,18 @@ class FabricModel:
                 else:
                     sec.ports[(g, port)] = FabricPort(g, port, info.role, info.link, up=True, name=name)
 
-        sweep: SweepData | None = sweep_st.data if sweep_st is not None else None
-        new_sweep = sweep is not None and sweep_st.data_time != self._sweep_time
-        if new_sweep:
-            self._record(sweep, sweep_st.data_time, set(sec.ports))
-            self._prev_sweep_time, self._sweep_time = self._sweep_time, sweep_st.data_time
+        sweep = sweep_st.data if sweep_st is not None and isinstance(sweep_st.data, SweepData) else None
+        sweep_time = sweep_st.data_time if sweep_st is not None else 0.0
+        new_sweep = sweep is not None and sweep_time != self._sweep_time
+        if sweep is not None and new_sweep:
+            self._record(sweep, sweep_time, set(sec.ports))
+            self._prev_sweep_time, self._sweep_time = self._sweep_time, sweep_time
             for key, up in sweep.link_up.items():
-                self._read_state(key, up, sweep_st.data_time)
+                self._read_state(key, up, sweep_time)
                 if up:
                     self._seen_up.add(key)
             self._seen_up &= set(sec.ports)
-            self._note_reads(sweep, sweep_st.data_time, sec)
+            self._note_reads(sweep, sweep_time, sec)
             self._abilities.update(sweep.abilities)
         findings: list[Finding] = []
         self._apply_state(sec)
@@ -317,13 +327,15 @@ class FabricModel:
         for key, p in sec.ports.items():
             if p.counters and (key in flagged_ports
                                or any(self.history.has((key[0], key[1], c)) for c in CHECKED_COUNTERS)):
-                pv = PortView(device=key[0], port=key[1], counters=p.counters, counter_bits=dict(sweep.bits),
+                bits = dict(sweep.bits) if sweep else {}
+                wrapping = sweep.wrapping if sweep else set()
+                pv = PortView(device=key[0], port=key[1], counters=p.counters, counter_bits=bits,
                               rate_gbps=p.rate_bps * 8 / 1e9 if p.rate_bps else None)   # the BER budget's rate
                 label = f"{sec.switches[key[0]].name} (0x{key[0]}) port {p.label}"
-                sat = {n: ib_rule(n, sweep.bits.get(n), n in sweep.wrapping).at_max(v)
+                sat = {n: ib_rule(n, bits.get(n), n in wrapping).at_max(v)
                        for n, v in p.counters.items() if n in ibspec.SATURABLE}
                 # per port: what is not OK, and the status of what was (flagged) not OK before
-                findings += [f for f in link_errors.evaluate_port(pv, self.history, self.config, now, sat, label)
+                findings += [f for f in link_errors.evaluate_port(pv, self.history, self.config.checks, now, sat, label)
                              if f.status != OK or (f.check, f.device, f.port) in flagged]
         sec.groups = fabric_ecmp.groups(sec.ports, sec.switches, topo.levels)
         ecmp_findings, self._ecmp_counts = fabric_ecmp.judge(sec.groups, self._ecmp_counts,
@@ -337,9 +349,8 @@ class FabricModel:
         if set(fabric_sm.NEEDS) <= caps:
             findings += self._sm(states, sec)
         if set(fabric_pfc.NEEDS) <= caps:
-            eth = self.config.fabric.ethernet
             pfc, self._pfc_counts = fabric_pfc.evaluate(sec.ports, sec.switches, self._pfc_counts,
-                                                        eth.pfc_storm_rate, eth.pfc_storm_sweeps, new_sweep)
+                                                        self.config.fabric.pfc_storm, new_sweep)
             findings += pfc
         if set(optics_checks.NEEDS) <= caps:
             findings += self._optics(states, sec, now)
@@ -423,7 +434,7 @@ class FabricModel:
     def _links(self, sec: FabricSection) -> list[Finding]:
         """checks.fabric_links against what both ends enable, each link's past and its class; a port
         newly noted slower than its class (information, never a finding) is logged once."""
-        findings = fabric_links.evaluate(sec.ports, sec.switches, sec.levels, self.config, self._abilities, self._past)
+        findings = fabric_links.evaluate(sec.ports, sec.switches, sec.levels, self.config.checks, self._abilities, self._past)
         self._past = fabric_links.remember(sec.ports, self._past)
         noted = {k for k, p in sec.ports.items() if p.note}
         for g, port in sorted(noted - self._noted):
@@ -450,7 +461,7 @@ class FabricModel:
 
     def _routing(self, states: Mapping[str, SourceState], sec: FabricSection, topo: Topology) -> list[Finding]:
         st = source_state(states, LftData)
-        if st is None or st.data is None:
+        if st is None or not isinstance(st.data, LftData):
             return []
         threshold = self.config.fabric.routing_imbalance_threshold
         sec.routes = fabric_routing.balance(topo, st.data.tables, sec.ports, list(sec.switches), threshold)
@@ -458,7 +469,7 @@ class FabricModel:
 
     def _sm(self, states: Mapping[str, SourceState], sec: FabricSection) -> list[Finding]:
         st = source_state(states, SmData)
-        if st is None or st.data is None:
+        if st is None or not isinstance(st.data, SmData):
             return []
         sec.sms = list(st.data.sms)
         ms = fabric_sm.masters(sec.sms)
@@ -492,7 +503,7 @@ class FabricModel:
         judged = []
         for g, so in sorted(data.switches.items()):
             sw = sec.switches.get(g)
-            if sw is None:
+            if sw is None or not isinstance(so, SwitchOptics):
                 continue
             sec.optics_unjoined[g] = len(so.unjoined)
             for if_index, mod in sorted(so.ports.items()):
@@ -550,7 +561,7 @@ class FabricModel:
         sec.check_status = status
 
 
-def fabric_pipeline(config: Config, io: object, clock: Callable[[], float] = time.time) -> object:
+def fabric_pipeline(config: Config, io: HostIO, clock: Callable[[], float] = time.time) -> Pipeline:
     """The fabric collector: the one Pipeline, with the fabric sources and this model."""
     from fabricmon.pipeline.scheduler import Pipeline
     # fabric.kind names the registry's collector (its sources and failure hints); nothing here depends on which

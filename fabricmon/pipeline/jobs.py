@@ -21,7 +21,7 @@ configuration after the checks ran (the checks know nothing of jobs).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 
 from fabricmon.checks import OK, Finding
@@ -35,7 +35,7 @@ def _sorted_refs(jobs: Iterable[JobRef]) -> tuple[JobRef, ...]:
     return tuple(sorted(jobs, key=lambda j: (len(j.job_id), j.job_id)))
 
 
-def annotate(findings: list[Finding], jobs_for) -> list[Finding]:
+def annotate(findings: list[Finding], jobs_for: Callable[[Finding], tuple[JobRef, ...]]) -> list[Finding]:
     """Each WARNING/CRITICAL finding with the jobs `jobs_for(finding)` names (OK ones unchanged)."""
     out = []
     for f in findings:
@@ -224,7 +224,7 @@ class FabricJobs:
 
     def __init__(self, max_series: int):
         self.max_series = max_series
-        self._key: tuple | None = None
+        self._key: tuple[int, float, tuple[object, ...], tuple[str, ...]] | None = None
         self._map: JobMap | None = None
         self._switches: dict[str, tuple[str, ...]] = {}
         self._dropped = 0

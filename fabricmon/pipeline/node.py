@@ -21,13 +21,15 @@ from fabricmon.checks import degraded_link, inventory as inventory_checks, link_
 from fabricmon.checks import gpudirect as gpudirect_checks
 from fabricmon.checks import optics as optics_checks
 from fabricmon.checks import roce as roce_checks
-from fabricmon.config import COUNTER_CHECKS, Config
+from fabricmon.config import Config
+from fabricmon.checks.settings import COUNTER_CHECKS
 from fabricmon.model.gpu import GpuData, GpudirectFacts
 from fabricmon.model.history import CounterHistory, CounterIntake, ib_rule
 from fabricmon.model.optics import OpticsData, OpticsPort, OpticsSection
 from fabricmon.model.ports import DeviceView, Inventory, PortView, merge
 from fabricmon.model.roce import NetdevData, RoceView, record_roce_counters, roce_targets
-from fabricmon.model.snapshot import GpuSection, IbSection, RoceSection, SourceState, source_data, source_state
+from fabricmon.model.snapshot import (GpuSection, IbSection, RoceSection, Sections, SourceState, source_data,
+                                      source_state)
 from fabricmon.pipeline.jobs import node_jobs
 from fabricmon.parsers.ethtool import EthtoolData
 from fabricmon.parsers.iblinkinfo import LinkData
@@ -172,7 +174,7 @@ class NodeModel:
         out = []
         if not unlisted(states):
             out = inventory_checks.evaluate_learned(self.learned.inventory.gone(inv, self.config.device_excluded),
-                                                    self.config)
+                                                    self.config.expected_links)
         self.learned.learn(Inventory(inv.devices, dict(ports)), now)
         self.learned.inventory.recall_peers(Inventory(inv.devices, dict(ports)))
         return out
@@ -187,7 +189,7 @@ class NodeModel:
 
     # --- the build ----------------------------------------------------------------------
     def build(self, states: Mapping[str, SourceState], inventory_ran: tuple[bool, bool] = (True, True)
-              ) -> tuple[dict[str, object], list[Finding]]:
+              ) -> tuple[Sections, list[Finding]]:
         """The snapshot sections (keyword arguments of Snapshot) and the findings.
 
         `inventory_ran`: (every, any) active inventory source has answered. The inventory is
@@ -203,29 +205,30 @@ class NodeModel:
         unknown = ""
         if inventory_known:
             gone = {k: layer for k, (layer, _) in self.seen_ports.items() if k not in ib.ports}
-            findings += inventory_checks.evaluate(ib.ports, self.config, gone)
+            findings += inventory_checks.evaluate(ib.ports, self.config.expected_links, gone)
             findings += self._learned(states, inv, ib.ports, now)
             learned = sum(1 for r in self.learned.inventory.ports.values() if not self.config.device_excluded(r.device))
-            unknown = inventory_checks.nothing_to_check(ib.ports, self.config, learned, self._where(states))
+            unknown = inventory_checks.nothing_to_check(ib.ports, self.config.expected_links, learned,
+                                                        self._where(states))
         else:
-            findings += inventory_checks.waiting(self.config)
+            findings += inventory_checks.waiting(self.config.expected_links)
         for k, p in ib.ports.items():
             self.seen_ports[k] = (p.link_layer, now)
         if len(self.seen_ports) > MAX_SEEN_PORTS:        # bounded: forget the longest gone
             for k, _ in sorted(self.seen_ports.items(), key=lambda kv: kv[1][1])[:len(self.seen_ports) - MAX_SEEN_PORTS]:
                 del self.seen_ports[k]
         for key, p in ib.ports.items():
-            v = degraded_link.evaluate_port(p, self.config)
+            v = degraded_link.evaluate_port(p, self.config.checks, self.config.expected_links)
             ib.verdicts[key] = v
             findings.append(v.finding)
-            findings.extend(link_errors.evaluate_port(p, self.history, self.config, now, ib.saturation[key]))
+            findings.extend(link_errors.evaluate_port(p, self.history, self.config.checks, now, ib.saturation[key]))
 
         views = self.roce_views(states, inv)
         eth_st, hw_st = source_state(states, EthtoolData), source_state(states, HwCountersData)
         record_roce_counters(views, self.intake,
                              eth_st.data_time if eth_st is not None and eth_st.data is not None else None,
                              hw_st.data_time if hw_st is not None and hw_st.data is not None else None)
-        findings += roce_checks.evaluate(views, self.history, self.config, now)
+        findings += roce_checks.evaluate(views, self.history, self.config.roce, now)
         optics, optics_findings = self._optics(states, ib.ports, now)
         findings += optics_findings
 

@@ -12,10 +12,12 @@ from __future__ import annotations
 import json
 import os
 import time
+from collections.abc import Callable, Iterable
 
 import structlog
 
 from fabricmon.fsutil import write_atomic
+from fabricmon.checks.optics import Learn
 from fabricmon.model.optics import RxBaseline
 
 FILE_NAME = "optics_baseline.json"
@@ -24,7 +26,7 @@ log = structlog.get_logger("fabricmon.optics")
 
 
 class BaselineStore:
-    def __init__(self, path: str | None = None, clock=time.monotonic):
+    def __init__(self, path: str | None = None, clock: Callable[[], float] = time.monotonic):
         self.path = path
         self.clock = clock
         self.baseline = RxBaseline()
@@ -45,7 +47,7 @@ class BaselineStore:
             self._warned.add(what)
             log.warning(what, path=self.path, error=error)
 
-    def learn(self, updates, now: float) -> int:
+    def learn(self, updates: Iterable[Learn], now: float) -> int:
         """Apply the checks' Learn updates; save when due. Returns how many lanes changed."""
         changed = 0
         for u in updates:

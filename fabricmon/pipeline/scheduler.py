@@ -19,6 +19,7 @@ import re
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
+from typing import Protocol
 from concurrent.futures import ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
 
@@ -28,7 +29,9 @@ from fabricmon.config import Config, SourceConfig
 from fabricmon.host.io import HostIO
 from fabricmon.model.history import CounterHistory
 from fabricmon.model.ports import Inventory
-from fabricmon.model.snapshot import BUILD_BUCKETS, BuildStats, Snapshot, SourceState
+from fabricmon.model.fabric import Topology
+from fabricmon.model.finding import Finding
+from fabricmon.model.snapshot import BUILD_BUCKETS, BuildStats, Sections, Snapshot, SourceState
 from fabricmon.pipeline.learned import LearnedStore
 from fabricmon.pipeline.node import NodeModel
 from fabricmon.pipeline.source import INVENTORY, Inputs, Source, SourceOutput, SourceSpec, registry
@@ -51,15 +54,16 @@ def _error_key(message: str) -> str:
     return _NUMBER.sub("#", message)
 
 
-class Model:
+class Model(Protocol):
     """What a configuration of the pipeline supplies: how the latest records become an
-    inventory (for sources that need one) and a snapshot's sections and findings.
-    `inventory_ran` is (every, any) active inventory source has answered."""
+    inventory (for sources that need one) and a snapshot's sections and findings, and the
+    counter history it keeps. `inventory_ran` is (every, any) active inventory source has answered."""
+    history: CounterHistory
 
-    def inventory(self, states: Mapping[str, SourceState]) -> Inventory: ...
+    def inventory(self, states: Mapping[str, SourceState]) -> Inventory | Topology: ...
 
     def build(self, states: Mapping[str, SourceState], inventory_ran: tuple[bool, bool]
-              ) -> tuple[dict[str, object], list]: ...
+              ) -> tuple[Sections, list[Finding]]: ...
 
 
 class Pipeline:
@@ -93,7 +97,7 @@ class Pipeline:
         self.on_snapshot: list[Callable[[Snapshot], None]] = []
         self._lock = threading.Lock()                    # states and the inventory
         self._inventory_changed = threading.Condition(self._lock)
-        self._inventory = Inventory()
+        self._inventory: Inventory | Topology = Inventory()
         self._inventory_since: float | None = None       # when the inventory first listed ports
         self._inventory_stale = False                    # an inventory source completed since the merge
         self._build_lock = threading.Lock()              # one build at a time, in order
@@ -126,7 +130,7 @@ class Pipeline:
         return path is not None, path
 
     # --- the inventory ------------------------------------------------------------------
-    def _current_inventory(self) -> Inventory:
+    def _current_inventory(self) -> Inventory | Topology:
         """The inventory merged from the latest data, merged only when a source needs it and
         an inventory source has completed since (callers hold the lock)."""
         if self._inventory_stale:
@@ -145,7 +149,7 @@ class Pipeline:
             return True
         return self._inventory_since is not None and time.monotonic() - self._inventory_since >= INVENTORY_GRACE
 
-    def _wait_inventory(self, deadline: float) -> Inventory:
+    def _wait_inventory(self, deadline: float) -> Inventory | Topology:
         with self._inventory_changed:
             while not self._inventory_ready() and not self._stop.is_set():
                 left = deadline - time.monotonic()
@@ -210,10 +214,10 @@ class Pipeline:
                 if key not in before and key not in logged:
                     logged.add(key)
                     log.warning("source error", source=name, kind=kind, error=message)
-            now = {_error_key(m) for m in seen}
+            still = {_error_key(m) for m in seen}
             for message in sorted(st.active_errors):
                 key = _error_key(message)
-                if key not in now and key not in logged:
+                if key not in still and key not in logged:
                     logged.add(key)
                     log.info("source recovered", source=name, error=message)
             st.active_errors = seen

@@ -45,7 +45,7 @@ from urllib.parse import parse_qsl, unquote
 import structlog
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
-from fabricmon.config import ServeConfig, TLSConfig
+from fabricmon.serve.settings import ServeConfig, TLSConfig
 from fabricmon.pages import Busy, Pages, runbooks, static_file
 from fabricmon.report import FINDINGS_PATH
 from fabricmon.serve.webconfig import BasicAuth, TLSSettings, WebConfig, from_tls_keys

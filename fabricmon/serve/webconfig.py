@@ -19,7 +19,9 @@ from typing import Any
 
 import yaml
 
-from fabricmon.config import Config, ConfigError, TLSConfig
+from fabricmon.config import Config
+from fabricmon.schema import ConfigError
+from fabricmon.serve.settings import TLSConfig
 
 KEY = "server.web_config_file"
 TLS_VERSIONS = {"TLS10": ssl.TLSVersion.TLSv1, "TLS11": ssl.TLSVersion.TLSv1_1,

@@ -14,7 +14,8 @@ from fabricmon.model.ports import PortView
 
 
 def cfg(**checks):
-    return from_dict({"checks": checks}, check_paths=False)
+    """The `checks` section, all a counter check receives."""
+    return from_dict({"checks": checks}, check_paths=False).checks
 
 
 def run(rise: int, rate_gbps: float | None, config=None, generation="NDR"):
@@ -52,7 +53,7 @@ def test_ndr_is_not_held_to_the_33_gbps_budget() -> None:
 
 def test_configured_counts_keep_working() -> None:
     counted = cfg(symbol_errors={"window": 3600, "warning": 120, "critical": 1200})
-    assert counted.checks.counters["symbol_errors"].ber_warning is None
+    assert counted.counters["symbol_errors"].ber_warning is None
     f = run(500, 400.0, counted)
     assert f.status == WARNING and "threshold 120 per 1h" in f.message
     # counts and a BER given together: the BER rules where the rate is known, the counts elsewhere
@@ -62,7 +63,7 @@ def test_configured_counts_keep_working() -> None:
 
 
 def test_ber_limits_and_config_errors() -> None:
-    cc = cfg().checks.counters["symbol_errors"]
+    cc = cfg().counters["symbol_errors"]
     assert (cc.ber_warning, cc.ber_critical) == (1e-12, 1e-11)
     assert ber_limits(cc, 400.0) == pytest.approx((1440.0, 14400.0))
     assert ber_limits(cc, 0.0) is None

@@ -12,7 +12,8 @@ from fabricmon import ibspec
 from fabricmon.checks import CRITICAL, OK, WARNING
 from fabricmon.checks.link_errors import SATURATION_CHECK, evaluate_port, saturated
 from fabricmon.pipeline import Pipeline
-from fabricmon.config import COUNTER_CHECKS, from_dict
+from fabricmon.config import from_dict
+from fabricmon.checks.settings import COUNTER_CHECKS
 from fabricmon.pipeline.source import registry
 from fabricmon.model.history import CounterHistory
 from fabricmon.host import LiveIO
@@ -24,7 +25,8 @@ HOUR = 3600.0
 
 
 def cfg(**checks):
-    return from_dict({"checks": checks}, check_paths=False)
+    """The `checks` section, all a counter check receives."""
+    return from_dict({"checks": checks}, check_paths=False).checks
 
 
 def port(counters: dict[str, int], bits: dict[str, int] | None = None) -> PortView:

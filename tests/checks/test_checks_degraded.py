@@ -4,14 +4,19 @@ from __future__ import annotations
 
 import pytest
 
-from fabricmon.checks import CRITICAL, OK, WARNING
-from fabricmon.checks.degraded_link import CHECK, REASONS, evaluate_port
-from fabricmon.config import from_dict
-from fabricmon.model.ports import PortView
+from fabricmon.checks import CRITICAL, OK, WARNING, degraded_link
+from fabricmon.checks.degraded_link import CHECK, REASONS
+from fabricmon.config import Config, from_dict
+from fabricmon.model.ports import LinkVerdict, PortView
 
 
 def cfg(expected: list | None = None, **checks):
     return from_dict({"expected_links": expected or [], "checks": checks}, check_paths=False)
+
+
+def evaluate_port(p: PortView, c: Config) -> LinkVerdict:
+    """The check with what it receives of the config: the `checks` section and the expected links."""
+    return degraded_link.evaluate_port(p, c.checks, c.expected_links)
 
 
 def port(device: str = "mlx5_0", num: int = 1, *, width: int | None = 4, gen: str | None = "NDR",

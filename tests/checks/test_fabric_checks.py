@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from fabricmon.checks import fabric_ecmp, fabric_links
-from fabricmon.config import FabricThresholds, from_dict
+from fabricmon.config import from_dict
+from fabricmon.checks.fabric_ecmp import FabricThresholds
 from fabricmon.model.fabric import FabricPort, Link, SwitchNode
 
 LEAF, SPINE = "00000000000000a1", "00000000000000b1"
@@ -16,7 +17,7 @@ def leaf(rates: dict[int, float], widths: dict[int, int] | None = None, down: tu
         ports[(LEAF, p)] = FabricPort(LEAF, p, "up", lk, up=p not in down, tx_rate=r)
     switches = {LEAF: SwitchNode(LEAF, "leaf07", 8, 1), SPINE: SwitchNode(SPINE, "spine01", 8, 2)}
     levels = {LEAF: 1, SPINE: 2}
-    fabric_links.evaluate(ports, switches, levels, from_dict({}, check_paths=False))
+    fabric_links.evaluate(ports, switches, levels, from_dict({}, check_paths=False).checks)
     return ports, {LEAF: switches[LEAF]}, levels
 
 

@@ -9,7 +9,7 @@ from fabricmon.model.fabric import FabricPort, Link, PortInfo, SwitchNode
 from fabricmon.model.link_ability import from_masks
 
 LEAF, SPINE = "00000000000000a1", "00000000000000b1"
-CFG = from_dict({}, check_paths=False)
+CFG = from_dict({}, check_paths=False).checks
 HDR = from_masks(0x03, 0x1F, 0x7, 0x7, 0x7, 0xF)        # 1X/4X, up to HDR: every port of an HDR switch
 EDR = from_masks(0x03, 0x1F, 0x7, 0x7, 0x3, 0xF)        # an EDR appliance's port
 SWITCHES = {LEAF: SwitchNode(LEAF, "leaf01", 16, 1), SPINE: SwitchNode(SPINE, "spine01", 16, 2)}

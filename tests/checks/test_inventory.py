@@ -12,7 +12,7 @@ from fabricmon.model.ports import PortView
 
 
 def cfg(expected: list | None = None):
-    return from_dict({"expected_links": expected or []}, check_paths=False)
+    return from_dict({"expected_links": expected or []}, check_paths=False).expected_links
 
 
 def ports(*specs: tuple[str, int] | tuple[str, int, str]) -> dict:
@@ -103,7 +103,7 @@ def test_a_count_only_entry_sets_no_rate() -> None:
     """`{device, count}` alone: only the inventory is judged; a later entry still sets the rate."""
     c = cfg([{"device": "mlx5_*", "count": 8}, {"device": "mlx5_*", "width": "4X", "speed": "NDR"}])
     p = PortView(device="mlx5_0", port=1, state_id=4, phys_state_id=5, width=1, generation="NDR", rate_gbps=100)
-    v = degraded_link.evaluate_port(p, c)
+    v = degraded_link.evaluate_port(p, from_dict({}, check_paths=False).checks, c)
     assert v.finding.status == CRITICAL and v.degraded["width"]
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from fabricmon.checks import CRITICAL, OK, WARNING
 from fabricmon.checks.optics import evaluate
-from fabricmon.config import OpticsCheckConfig
+from fabricmon.checks.optics import OpticsCheckConfig
 from fabricmon.model.optics import ModuleDiag, OpticsPort, RxBaseline
 from fabricmon.parsers.ethtool_module import parse_module
 from helpers import FIXTURES

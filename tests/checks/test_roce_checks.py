@@ -38,7 +38,7 @@ def view(**kw) -> RoceView:
 
 
 def cfg(**roce_cfg):
-    return from_dict({"roce": roce_cfg})
+    return from_dict({"roce": roce_cfg}).roce
 
 
 def history_of(v0: RoceView, v1: RoceView, dt: float = 60.0) -> tuple[CounterHistory, float]:

@@ -291,9 +291,9 @@ def test_the_ethernet_section_lives_with_the_ethernet_sources() -> None:
     from fabricmon.sources.ethernet.settings import DEFAULT_EXCLUDE_PORTS, EthernetConfig
     # an InfiniBand config does not import the Ethernet package, and reads the Ethernet defaults if asked
     code = ("import sys; from fabricmon.config import from_dict; c = from_dict({}); "
-            "print('fabricmon.sources.ethernet' in sys.modules, c.fabric.ethernet.pfc_storm_sweeps)")
+            "print('fabricmon.sources.ethernet' in sys.modules, c.fabric.ethernet.concurrency)")
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, cwd=REPO)
-    assert res.stdout.split() == ["False", "2"], res.stderr
+    assert res.stdout.split() == ["False", "16"], res.stderr
     eth = {"switches": ["sw1"], "snmp": {"community": "x"}}
     cfg = from_dict({"fabric": {"kind": "ethernet", "ethernet": eth}})
     assert isinstance(cfg.fabric.ethernet, EthernetConfig)
@@ -306,6 +306,20 @@ def test_the_ethernet_section_lives_with_the_ethernet_sources() -> None:
     assert e.key == "fabric.ethernet.exclude_ports[1]" and "bad regular expression" in e.reason
     e = error_of({"fabric": {"kind": "ethernet", "ethernet": {**eth, "concurency": 3}}})
     assert e.key == "fabric.ethernet.concurency" and "did you mean 'concurrency'" in e.reason
+
+
+def test_the_pfc_storm_thresholds_are_the_checks() -> None:
+    """fabric.pfc_storm (the pfc_storm check's, whatever sweep reads pause frames); the keys it had
+    in the Ethernet section are refused with where they went."""
+    from fabricmon.checks.fabric_pfc import PfcStormSettings
+    assert from_dict({}).fabric.pfc_storm == PfcStormSettings(1000.0, 2)
+    set_ = from_dict({"fabric": {"pfc_storm": {"rate": 50, "sweeps": 3}}}).fabric.pfc_storm
+    assert set_ == PfcStormSettings(50.0, 3)
+    eth = {"switches": ["sw1"], "snmp": {"community": "x"}, "pfc_storm_sweeps": 3}
+    e = error_of({"fabric": {"kind": "ethernet", "ethernet": eth}})
+    assert e.key == "fabric.ethernet.pfc_storm_sweeps" and "moved to fabric.pfc_storm.sweeps" in e.reason
+    e = error_of({"fabric": {"pfc_storm": {"sweeps": 0}}})
+    assert e.key == "fabric.pfc_storm.sweeps" and "1-1000" in e.reason
 
 
 @pytest.mark.parametrize("raw,key,words", [
@@ -330,7 +344,7 @@ def test_a_source_declares_its_own_keys_where_it_is_registered() -> None:
     enabled/interval/timeout/command, and arrive built in SourceConfig.options."""
     from dataclasses import dataclass
 
-    from fabricmon.config import source_schema
+    from fabricmon.registry import source_schema
     from fabricmon.registry import SourceSpec
     from fabricmon.schema import Context, Schema, from_class, integer, number
 
@@ -345,6 +359,9 @@ def test_a_source_declares_its_own_keys_where_it_is_registered() -> None:
     schema = source_schema(spec)
     sc = schema.load({"interval": 30, "lanes": 8}, "sources.optics", Context())
     assert (sc.interval, sc.command, sc.options) == (30.0, ("mlxlink",), Budget(1e-12, 8))
+    assert sc.settings(Budget).lanes == 8            # what the source reads: its own type
+    with pytest.raises(TypeError, match="source optics: its options are Budget, not int"):
+        sc.settings(int)
     assert schema.load(None, "sources.optics", Context()).options == Budget()
     with pytest.raises(ConfigError) as exc:
         schema.load({"lanes": 9}, "sources.optics", Context())

@@ -10,7 +10,14 @@ import re
 from helpers import REPO
 
 from fabricmon import config
-from fabricmon.registry import section
+from fabricmon.checks.fabric_ecmp import THRESHOLDS, FabricThresholds
+from fabricmon.checks.fabric_pfc import SCHEMA as PFC_STORM
+from fabricmon.checks.fabric_pfc import PfcStormSettings
+from fabricmon.checks.inventory import EXPECTED_LINK
+from fabricmon.checks.optics import SCHEMA as OPTICS
+from fabricmon.checks.optics import OpticsCheckConfig
+from fabricmon.serve.settings import SERVER, TLS
+from fabricmon.sources.ethernet.settings import SCHEMA as ETHERNET
 
 DOC = REPO / "docs" / "configuration.md"
 UPDATE = os.environ.get("FABRICMON_UPDATE_GOLDEN") == "1"
@@ -50,26 +57,28 @@ def test_every_key_the_loader_accepts_is_documented() -> None:
     for name, schema in config.SECTIONS.items():
         if schema is not None:
             walk(schema, name)
-    walk(section("fabric.ethernet"), "fabric.ethernet")
-    walk(config.EXPECTED_LINK, "expected_links[]")
+    walk(ETHERNET, "fabric.ethernet")
+    walk(EXPECTED_LINK, "expected_links[]")
     assert not missing, missing
 
 
 def test_each_section_builds_every_field_of_its_dataclass_from_one_key() -> None:
     """The keys are typed once: a section's fields are exactly its dataclass's fields (less the ones
     the loader derives), so a new attribute without a key, or a key without an attribute, fails here."""
-    eth = section("fabric.ethernet")
+    eth = ETHERNET
     derived = {"loose_files", "community", "auth_password", "priv_password"}      # from the secret keys
     cases = [
-        (config.SERVER, config.ServeConfig, {"write_timeout", "backlog", "page_render_budget"},
+        (SERVER, config.ServeConfig, {"write_timeout", "backlog", "page_render_budget"},
          {"address", "port", "tls"}),
-        (config.TLS, config.TLSConfig, set(), set()),
-        (config.ROCE, config.RoceConfig, set(), set()),
-        (config.GPU, config.GpuConfig, set(), set()),
-        (config.SLURM, config.SlurmConfig, set(), set()),
-        (config.THRESHOLDS, config.FabricThresholds, set(), set()),
-        (config.EXPECTED_LINK, config.ExpectedLink, set(), set()),
-        (config.FABRIC, config.FabricConfig, {"sources", "_ethernet"}, {"timeouts"}),
+        (TLS, config.TLSConfig, set(), set()),
+        (config.SECTIONS["roce"], config.RoceConfig, set(), set()),
+        (config.SECTIONS["gpu"], config.GpuConfig, set(), set()),
+        (config.SECTIONS["slurm"], config.SlurmConfig, set(), set()),
+        (THRESHOLDS, FabricThresholds, set(), set()),
+        (PFC_STORM, PfcStormSettings, set(), set()),
+        (OPTICS, OpticsCheckConfig, set(), set()),
+        (EXPECTED_LINK, config.ExpectedLink, set(), set()),
+        (config.SECTIONS["fabric"], config.FabricConfig, {"sources", "_ethernet"}, {"timeouts"}),
         (eth, type(config.from_dict({"fabric": {"kind": "ethernet", "ethernet": {
             "switches": ["a"], "snmp": {"community": "x"}}}}).fabric.ethernet), set(), set()),
         (eth.field("snmp").schema, type(config.from_dict({"fabric": {"kind": "ethernet", "ethernet": {

@@ -6,7 +6,8 @@ import dataclasses
 import re
 from pathlib import Path
 
-from fabricmon.config import COUNTER_CHECKS, load
+from fabricmon.config import load
+from fabricmon.checks.settings import COUNTER_CHECKS
 from helpers import ROOT, skip_without_captures
 
 

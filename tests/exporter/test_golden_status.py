@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from fabricmon import ibspec
-from fabricmon.config import COUNTER_CHECKS
+from fabricmon.checks.settings import COUNTER_CHECKS
 from helpers import REPO
 
 GOLDEN = sorted((REPO / "tests" / "golden").glob("*.prom"))

@@ -220,7 +220,7 @@ def test_hostile_strings_are_escaped():
 
 def test_before_the_inventory_is_known_it_says_so():
     cfg = load(BUNDLES / "dgx-h100" / "config.yml", check_paths=False)
-    snap = Snapshot(time=time.time(), findings=inventory_checks.waiting(cfg),
+    snap = Snapshot(time=time.time(), findings=inventory_checks.waiting(cfg.expected_links),
                     sources={"sysfs": SourceState("sysfs", True, 15.0, 5.0)}, builds=BuildStats(),
                     inventory_known=False)
     html = render(snap)

@@ -163,7 +163,7 @@ def test_checks_run_by_their_inputs_not_by_the_fabric_kind() -> None:
     """The PFC check runs once a sweep yielded pause frames, whatever the kind: an InfiniBand-modelled
     switch whose sweep carries pause frames is judged for storms; an Ethernet sweep without them is not."""
     from fabricmon.model.fabric import SweepData
-    config = from_dict({}, check_paths=False)         # pfc_storm_rate 1000/s for pfc_storm_sweeps (2) sweeps
+    config = from_dict({}, check_paths=False)         # fabric.pfc_storm: 1000/s for 2 sweeps
     ib = FabricModel(config)
     disc = state(DiscoveryData, discovery(), 0.0)
     for t, frames in ((1.0, 0), (2.0, 10000), (3.0, 20000), (4.0, 30000)):

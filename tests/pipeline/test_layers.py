@@ -15,8 +15,9 @@ FORBIDDEN = {
     # parsers return records that live with them or in the model (record types only)
     "parsers": ("fabricmon.sources", "fabricmon.checks", "fabricmon.model.snapshot", "fabricmon.model.history",
                 "fabricmon.pipeline", "fabricmon.exporter", "fabricmon.host", "fabricmon.config"),
+    # a check declares its settings (a dataclass and its fabricmon.schema) and receives only them
     "checks": ("fabricmon.sources", "fabricmon.parsers", "fabricmon.host", "fabricmon.pipeline",
-               "fabricmon.exporter"),
+               "fabricmon.exporter", "fabricmon.config", "fabricmon.fabric_settings"),
     "sources": ("fabricmon.checks", "fabricmon.exporter", "fabricmon.pipeline.scheduler",
                 "fabricmon.pipeline.node", "fabricmon.serve"),
     "exporter": ("fabricmon.sources", "fabricmon.parsers", "fabricmon.host", "fabricmon.pipeline"),
@@ -32,13 +33,22 @@ FORBIDDEN = {
              "fabricmon.exporter", "fabricmon.serve", "fabricmon.pages", "fabricmon.config"),
     # types flow down: the model holds findings and verdicts as its own types, never a check's
     "model": ("fabricmon.sources", "fabricmon.pipeline", "fabricmon.checks", "fabricmon.exporter", "fabricmon.serve",
-              "fabricmon.config"),
+              "fabricmon.config", "fabricmon.fabric_settings"),
 }
-# single modules -> modules they must never import (the config sits below the pipeline and the checks)
+# single modules -> modules they must never import. The config composes the sections the packages
+# declare beside their code (the checks' settings, serve/settings.py, sources/<kind>/settings.py):
+# it sits above the checks and below the pipeline, and reads a source or serve package only through
+# its `settings` module. The registry sits below everything but the schema layer, which imports nothing.
 FORBIDDEN_MODULES = {
-    "config.py": ("fabricmon.pipeline", "fabricmon.checks", "fabricmon.sources", "fabricmon.model"),
+    "config.py": ("fabricmon.pipeline", "fabricmon.model", "fabricmon.pages", "fabricmon.cli"),
+    "fabric_settings.py": ("fabricmon.pipeline", "fabricmon.model", "fabricmon.pages", "fabricmon.cli",
+                           "fabricmon.config"),
     "registry.py": ("fabricmon.",),
 }
+ALLOWED_MODULES = {"registry.py": ("fabricmon.schema",)}
+# only the `settings` module of these packages (config.py, fabric_settings.py): e.g. a key the exporter
+# reads goes to fabricmon/exporter/settings.py (the pipeline's package imports the config: none there)
+SETTINGS_ONLY = ("fabricmon.sources", "fabricmon.serve", "fabricmon.exporter")
 
 
 def imports(path: Path) -> set[str]:
@@ -61,8 +71,13 @@ def test_each_layer_imports_only_what_lies_before_it() -> None:
                     bad.append(f"{path.relative_to(REPO)} imports {name}")
     for module, forbidden in FORBIDDEN_MODULES.items():
         for name in imports(PKG / module):
+            if any(name == a or name.startswith(a + ".") for a in ALLOWED_MODULES.get(module, ())):
+                continue
             if any(name == f or name.startswith(f if f.endswith(".") else f + ".") for f in forbidden):
                 bad.append(f"fabricmon/{module} imports {name}")
+            elif module != "registry.py" and any(name.startswith(p + ".") for p in SETTINGS_ONLY) \
+                    and ".settings" not in name:
+                bad.append(f"fabricmon/{module} imports {name}: only a package's settings module")
     assert not bad, "\n".join(bad)
 
 

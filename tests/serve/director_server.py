@@ -13,7 +13,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))      # fabric_snap
 from fabric_snap import fabric_snapshot  # noqa: E402
 
 from fabricmon import log  # noqa: E402
-from fabricmon.config import ServeConfig  # noqa: E402
+from fabricmon.serve.settings import ServeConfig  # noqa: E402
 from fabricmon.exporter import render  # noqa: E402
 from fabricmon.pages import Pages, RenderGate  # noqa: E402
 from fabricmon.serve.server import Exposition, MetricsServer  # noqa: E402

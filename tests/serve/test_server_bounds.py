@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 
 from fabricmon import config as fconfig
-from fabricmon.config import ConfigError, ServeConfig
+from fabricmon.config import ConfigError
+from fabricmon.serve.settings import ServeConfig
 from fabricmon.pages import Busy, Pages, RenderGate
 from fabricmon.serve import server as srvmod
 from fabricmon.serve import webconfig

@@ -44,7 +44,8 @@ def _collector(tmp: Path, addresses: list[str], extra: dict | None = None):
                                 "sources": NO_JOBS,
                                 "timeouts": {"sweep": 8, "discovery": 20},
                                 "thresholds": {"consecutive_sweeps": 2, "utilisation_floor": 0.1},
-                                "ethernet": {"switches": addresses, "pfc_storm_sweeps": 2,
+                                "pfc_storm": {"sweeps": 2},
+                                "ethernet": {"switches": addresses,
                                              "snmp": {"community_file": str(comm), "timeout": 0.5, "retries": 0},
                                              **(extra or {})}}})
     (tmp / "state" / "fabric").mkdir(parents=True, exist_ok=True)

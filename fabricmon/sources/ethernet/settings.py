@@ -1,6 +1,6 @@
 """fabric.ethernet: the Ethernet (RoCE) collector's config section, declared beside the sources that
-read it (fabricmon.schema). The config (fabricmon/config.py) finds it through the registry
-(registry.section("fabric.ethernet")), so its keys are typed once, here.
+read it (fabricmon.schema). The fabric section (fabricmon/fabric_settings.py) composes it, importing
+this module only for an Ethernet fabric, so its keys are typed once, here.
 
 Secrets are read from their files when the config loads and never shown (repr=False): v2c's
 community and v3's keys only into the request datagrams (host.snmp, host.usm); v3's pass phrases
@@ -16,8 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
-from fabricmon.registry import declare_section
-from fabricmon.schema import (ConfigError, Context, Schema, choice, integer, listing, number, section, string)
+from fabricmon.schema import ConfigError, Context, Schema, choice, integer, listing, number, section, string
 
 SNMP_AUTH_PROTOCOLS = ("MD5", "SHA", "SHA224", "SHA256", "SHA384", "SHA512")
 SNMP_PRIV_PROTOCOLS = ("DES", "AES", "AES192", "AES256", "AES192C", "AES256C")   # C: Cisco's key extension
@@ -52,8 +51,6 @@ class EthernetConfig:
     switches: tuple[str, ...] = ()       # host[:port]
     snmp: SnmpConfig = field(default_factory=SnmpConfig)
     concurrency: int = 16                # switches read at once
-    pfc_storm_rate: float = 1000.0       # pause frames/s on one port, priority and direction ...
-    pfc_storm_sweeps: int = 2            # ... for this many sweeps in a row: a PFC storm
     # interfaces that are never fabric ports: regexes matched whole against the ifName (else ifDescr)
     exclude_ports: tuple[str, ...] = DEFAULT_EXCLUDE_PORTS
 
@@ -121,7 +118,7 @@ def _snmp_check(values: dict[str, Any], m: Mapping[str, Any], key: str, ctx: Con
 
 
 _D_SNMP = SnmpConfig()
-SNMP = Schema(
+SNMP: Schema[SnmpConfig] = Schema(
     fields=(
         choice("version", _D_SNMP.version, "`\"2c\"` or `\"3\"` (authPriv), both read in process; v3 falls back to "
                "net-snmp's tools where the `cryptography` package is missing",
@@ -208,15 +205,12 @@ def _ethernet_check(values: dict[str, Any], m: Mapping[str, Any], key: str, ctx:
 
 
 _D = EthernetConfig()
-SCHEMA = Schema(
+SCHEMA: Schema[EthernetConfig] = Schema(
     fields=(
         listing("switches", _D.switches, "the switches, `host[:port]` (UDP port default 161)", _switch, "host[:port]",
                 default_doc="`[]`"),
         section("snmp", SNMP, "how the switches are read over SNMP"),
         integer("concurrency", _D.concurrency, "switches read at once", lo=1, hi=256),
-        number("pfc_storm_rate", _D.pfc_storm_rate, "pause frames/s on one port, priority and direction ...", lo=0),
-        integer("pfc_storm_sweeps", _D.pfc_storm_sweeps,
-                "... for this many sweeps in a row: a PFC storm (`pfc_storm`)", lo=1, hi=1000),
         listing("exclude_ports", _D.exclude_ports, "interfaces that are never fabric ports (management ports): "
                 "regular expressions matched against the whole ifName (else ifDescr); see "
                 "[ethernet.md](ethernet.md#the-port-model)", _regex, "regular expressions"),
@@ -228,8 +222,6 @@ SCHEMA = Schema(
     build=lambda values, key, ctx: EthernetConfig(**values),
     pure=False,         # switches are required only where host paths are checked
 )
-
-declare_section("fabric.ethernet", SCHEMA)
 
 __all__ = ["DEFAULT_EXCLUDE_PORTS", "SCHEMA", "SNMP", "SNMP_AUTH_PROTOCOLS", "SNMP_PRIV_PROTOCOLS", "SNMP_SECRETS",
            "EthernetConfig", "SnmpConfig"]

@@ -17,6 +17,7 @@ itself stays complete and is used without the names."""
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 
 from fabricmon.host.io import HostIO
 from fabricmon.model.fabric import DiscoveryData
@@ -24,14 +25,24 @@ from fabricmon.parsers.errors import ParseError
 from fabricmon.parsers.ibnetdiscover import count_unanswered, parse_ibnetdiscover
 from fabricmon.parsers.node_name_map import parse_node_name_map
 from fabricmon.pipeline.source import Inputs, Source, SourceOutput, register
-from fabricmon.schema import Schema, string
+from fabricmon.schema import Schema, from_class, string
 
 CACHE_NAME = "topology.cache"
 NODE_NAME_MAP = "/etc/rdma/ib-node-name-map"       # infiniband-diags' default
-OPTIONS = Schema((string("node_name_map", NODE_NAME_MAP,
-                         "infiniband-diags' node name map (`0x<guid> \"name\"` lines, `#` comments): names the "
-                         "hosts whose CAs keep the firmware's node description; a missing file is no map",
-                         kind="path"),))
+
+
+@dataclass(frozen=True, slots=True)
+class DiscoverySettings:
+    """fabric.sources.discovery's own keys."""
+    node_name_map: str = NODE_NAME_MAP
+
+
+OPTIONS: Schema[DiscoverySettings] = Schema(fields=(
+    string("node_name_map", NODE_NAME_MAP,
+           "infiniband-diags' node name map (`0x<guid> \"name\"` lines, `#` comments): names the "
+           "hosts whose CAs keep the firmware's node description; a missing file is no map",
+           kind="path"),
+), build=from_class(DiscoverySettings))
 
 
 def cache_path(cache_dir: str) -> str:
@@ -70,7 +81,7 @@ class DiscoverySource(Source):
 
     def _node_names(self, io: HostIO, out: SourceOutput) -> dict[str, str]:
         """The node name map, {} when there is none; an error of its own when it cannot be used."""
-        path = self.sc.options["node_name_map"] if self.sc.options else NODE_NAME_MAP
+        path = self.sc.settings(DiscoverySettings).node_name_map
         try:
             text = io.read_host_file(path)
         except FileNotFoundError:
