@@ -154,11 +154,14 @@ def start_node_exporter(sysfs: str, port: int, log: Path) -> subprocess.Popen:
 
 
 def fabricmon_config(sysfs: str, port: int, interval: float | None, state_dir: str,
-                     only_sysfs: bool = True) -> str:
+                     only_sysfs: bool = True, kernel_log: bool = True) -> str:
     """YAML text listening on 127.0.0.1:port. only_sysfs: every other source (the external
-    tools, and the RoCE/GPU sources) disabled; else every source at its default."""
+    tools, and the RoCE/GPU sources) disabled; else every source at its default (kernel_log: false
+    turns the kernel log source off)."""
     sources: dict = {name: {"enabled": False} for name in registry() if name not in ("sysfs", "hw_counters")} if only_sysfs else {}
     sources["sysfs"] = {"interval": interval} if interval else {}
+    if not kernel_log:
+        sources["kernel_log"] = {"enabled": False}
     return yaml.safe_dump({
         "server": {"address": "127.0.0.1", "port": port},
         "paths": {"sysfs": sysfs, "state_dir": state_dir},
@@ -304,6 +307,9 @@ def main() -> int:
                     help="how long the default-interval daemon is measured, at least (default 150)")
     ap.add_argument("--no-default-run", action="store_true",
                     help="skip the background fabricmon at the default 15 s interval")
+    ap.add_argument("--kernel-log-off-too", action="store_true",
+                    help="also run a default-interval daemon with sources.kernel_log off, measured over the same "
+                         "time, so the kernel log source's cost is the difference of the two (one run, one load)")
     args = ap.parse_args()
     if args.interval < 0.1:
         ap.error("--interval must be >= 0.1 (fabricmon's minimum)")
@@ -333,6 +339,14 @@ def main() -> int:
             procs.append(fd)
             fd_c0, fd_t0, fd_count0 = cpu_seconds(fd.pid), time.monotonic(), poll_count(scrape(fd_port))
             fd_next_scrape = time.monotonic() + DEFAULT_SYSFS_INTERVAL
+        fk = None
+        if not args.no_default_run and args.kernel_log_off_too:
+            fk_port = free_port()
+            fk = start_fabricmon(fabricmon_config(sysfs, fk_port, None, str(work / "state-off"),
+                                                  args.default_sources == "sysfs", kernel_log=False),
+                                 work, "fabricmon-default-kernel-log-off", fk_port)
+            procs.append(fk)
+            fk_c0 = cpu_seconds(fk.pid)
 
         traffic = None if args.no_traffic else Traffic(sysfs)
 
@@ -382,6 +396,10 @@ def main() -> int:
             fd_cpu, fd_wall = cpu_seconds(fd.pid) - fd_c0, time.monotonic() - fd_t0
             fd_cycles = poll_count(scrape(fd_port)) - fd_count0
             fd_row = (fd_cpu / fd_wall * 100, fd_wall, fd_cycles, fd_cpu, rss_mib(fd.pid))
+            fk_row = None
+            if fk is not None:
+                fk_cpu = cpu_seconds(fk.pid) - fk_c0
+                fk_row = (fk_cpu / fd_wall * 100, rss_mib(fk.pid))
     finally:
         for p in reversed(procs):
             stop(p)
@@ -417,6 +435,10 @@ def main() -> int:
         print(f"| {f'CPU % of one core, measured: {args.default_sources} sources, {wall:.0f} s, {cycles} polls':62} | "
               f"{cpu_pct:13.3f}% |")
         print(f"| {'RSS MiB of that daemon':62} | {rss:14.1f} |")
+        if fk_row:
+            print(f"| {'the same with sources.kernel_log off: CPU % of one core':62} | {fk_row[0]:13.3f}% |")
+            print(f"| {'RSS MiB of that daemon':62} | {fk_row[1]:14.1f} |")
+            print(f"| {'CPU ratio kernel_log on / off':62} | {cpu_pct / fk_row[0] if fk_row[0] else float('nan'):14.2f} |")
     return 0
 
 

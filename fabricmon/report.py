@@ -10,6 +10,7 @@ from typing import Any
 
 from fabricmon import __version__
 from fabricmon.checks import OK, STATUS_NAMES, Finding
+from fabricmon.model.finding import FATAL, class_of
 from fabricmon.model.health import UNKNOWN, health_status, overall_status, source_findings, verdict_findings
 from fabricmon.model.jobs import JobRef
 from fabricmon.model.snapshot import Snapshot
@@ -28,10 +29,11 @@ def verdict(snap: Snapshot) -> dict[str, Any]:
         "snapshot_time": snap.time,
         "status": health_status(snap),
         "unknown": snap.unknown,
+        "drain_reason": drain_reason(findings),
         "ports": len(snap.ib.ports),
         "inventory_known": snap.inventory_known,
         "findings": [{"check": f.check, "device": f.device, "port": f.port, "status": f.status,
-                      "severity": STATUS_NAMES[f.status], "message": f.message,
+                      "severity": STATUS_NAMES[f.status], "class": class_of(f), "message": f.message,
                       "jobs": [j.as_dict() for j in f.jobs]} for f in findings],
         "sources": {n: {"enabled": s.enabled, "active": s.enabled and s.active, "up": s.up, "runs": s.runs,
                         "errors": sorted(s.active_errors)} for n, s in sorted(snap.sources.items())},
@@ -41,8 +43,24 @@ def verdict(snap: Snapshot) -> dict[str, Any]:
 def findings_of(doc: dict[str, Any]) -> list[Finding]:
     return [Finding(f["check"], f["device"], f["port"], int(f["status"]), f["message"],
                     tuple(JobRef(str(j.get("id", "")), str(j.get("user", "")), str(j.get("name", "")))
-                          for j in f.get("jobs") or () if isinstance(j, dict)))
+                          for j in f.get("jobs") or () if isinstance(j, dict)), klass=str(f.get("class", "")))
             for f in doc["findings"]]
+
+
+def drain_reason(findings: list[Finding]) -> str:
+    """The one line a scheduler drains the node with: the first fatal finding's device, port and cause
+    ("" when nothing is fatal), as /api/v1/findings serves it (`drain_reason`). It is the first
+    CRITICAL line of `check`'s output, which the Slurm and NHC wrappers drain with, less the evidence."""
+    fatal = sorted((f for f in findings if class_of(f) == FATAL), key=lambda f: (f.device, f.port or 0, f.check))
+    if not fatal:
+        return ""
+    f = fatal[0]
+    where = f.device + (f" port {f.port}" if f.port is not None else "")
+    head = f.message.split(" [", 1)[0]          # the kernel log's message: what happened, before the evidence
+    if f.device not in head:
+        head = f"{where}: {head}"
+    more = f" (+{len(fatal) - 1} more)" if len(fatal) > 1 else ""
+    return f"fabricmon: {STATUS_NAMES[f.status]} {f.check}: {head}{more}"
 
 
 def check_lines(doc: dict[str, Any], verbose: bool = False, note: str = "") -> list[str]:
@@ -75,5 +93,5 @@ def status_of(doc: dict[str, Any]) -> int:
     return overall_status((f.status for f in findings_of(doc)), bool(doc.get("unknown")))
 
 
-__all__ = ["API_VERSION", "FINDINGS_PATH", "UNKNOWN", "check_lines", "findings_of", "source_findings", "status_of",
+__all__ = ["API_VERSION", "FINDINGS_PATH", "drain_reason", "UNKNOWN", "check_lines", "findings_of", "source_findings", "status_of",
            "verdict"]

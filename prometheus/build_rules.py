@@ -75,6 +75,7 @@ FOR = {
     "gpu": "15m",                 # GPUDirect / affinity: configuration, not transient
     "counter_saturated": "15m",
     "qp_fatal": "0m",
+    "kernel": "0m",               # a kernel log event: the finding holds (fatal: until reboot), no need to wait
     "source_failing": "15m",
     "source_errors": "30m",
     "snapshot_stale": "5m",
@@ -215,6 +216,11 @@ VERDICTS = [
      "RoCE congestion notifications are ignored (DCQCN off).",
      value_of(f"sum(increase({netdev_sel('fabricmon_roce_cnp_ignored_total')}[1h]))", INT)
      + " CNPs ignored in the last hour: DCQCN is off on the reaction point."),
+    ("FabricmonNicKernelEvent", "kernel_log", "critical warning", "kernel",
+     "The kernel log reports a NIC failure.",
+     "{{ $labels.instance }} {{ $labels.device }}{{ if $labels.port }} port {{ $labels.port }}{{ end }}: the driver"
+     " logged a {{ $labels.class }} event (fatal: drain the node; degraded: schedule a repair); `fabricmon check`"
+     " names the event, its last line, the cabled switch port and the fix."),
     ("FabricmonGpuDirectRdmaUnavailable", "gpudirect_rdma", "critical", "gpu",
      "GPUDirect RDMA is unavailable.",
      "{{ $labels.instance }}: the node has NVIDIA GPUs and RDMA NICs but no GPUDirect RDMA path"

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 from fabricmon import __version__, ibspec
 from fabricmon.checks import degraded_link
+from fabricmon.model.finding import class_of
 from fabricmon.model.health import health_status
 from fabricmon.model.fabric import EcmpGroup, FabricPort, FabricSection, RouteBalance
 from fabricmon.model.gpu import AffinityResult, GpuInfo
@@ -144,7 +145,40 @@ def _check_status(snap: Snapshot) -> Iterator[Sample]:
             port = fab.port_label(f.device, f.port)
         else:
             port = str(f.port)
-        yield (f.check, f.device, port), f.status
+        yield (f.check, f.device, port, class_of(f)), f.status
+
+
+# --- the kernel log -----------------------------------------------------------------------------
+
+def _kernel_events(snap: Snapshot) -> Iterator[Sample]:
+    k = snap.kernel
+    if k is None:
+        return
+    for a in k.events:
+        yield (a.device, "" if a.port is None else str(a.port), a.event.event, a.klass), a.event.count
+
+
+def _kernel_lines(snap: Snapshot) -> Iterator[Sample]:
+    k = snap.kernel
+    if k is None or k.data is None or not k.data.via:
+        return          # no kernel log here (a replayed bundle)
+    d = k.data
+    yield ("unmatched",), d.lines - d.matched
+    yield ("attributed",), d.matched - k.unattributed
+    yield ("unattributed",), k.unattributed
+
+
+def _kernel_lost(snap: Snapshot) -> Iterator[Sample]:
+    k = snap.kernel
+    if k is not None and k.data is not None and k.data.via:
+        yield (), k.data.lost
+
+
+def _restricted(snap: Snapshot) -> Iterator[Sample]:
+    k = snap.kernel
+    if k is not None:
+        for dev in sorted(k.restricted):
+            yield (dev,), 1
 
 
 # --- RoCE -----------------------------------------------------------------------------------
@@ -538,8 +572,9 @@ CATALOGUE: tuple[Metric, ...] = (
     Metric("fabricmon_ib_device_numa_node", G, "NUMA node of the HCA's PCI function (absent if unknown).",
            ("device",), _device_numa),
     # Findings
-    Metric("fabricmon_check_status", G, "Check result per port: 0 OK, 1 WARNING, 2 CRITICAL.",
-           ("check", "device", "port"), _check_status),
+    Metric("fabricmon_check_status", G, "Check result per port: 0 OK, 1 WARNING, 2 CRITICAL; class: what an "
+           "automation does (fatal: drain the node, degraded: schedule a repair, watch: nothing).",
+           ("check", "device", "port", "class"), _check_status),
     Metric("fabricmon_health_status", G, "The verdict, what fabricmon check (fabric once) exits with: 0 OK, "
            "1 WARNING (a check, or a failing source), 2 CRITICAL, 3 UNKNOWN (nothing to check: no "
            "InfiniBand or RoCE port, no expected_links, none seen before; a fabric collector that read no switch).",
@@ -602,6 +637,18 @@ CATALOGUE: tuple[Metric, ...] = (
            "bound (rx_power_dbm, tx_power_dbm, tx_bias_amperes, temperature_celsius, voltage_volts: the unit of "
            "that reading's metric) and level (high_alarm, high_warning, low_warning, low_alarm).",
            (*OPT_PORT, "quantity", "level"), _optics(_opt_thresholds)),
+    # The kernel log (docs/kernel-log.md)
+    Metric("fabricmon_kernel_log_events", C, "Kernel log lines of a NIC event, per device (the RDMA device, or the "
+           "PCI function/netdev the line names when it is none of this node's), port, event and class.",
+           ("device", "port", "event", "class"), _kernel_events),
+    Metric("fabricmon_kernel_log_lines", C, "Kernel log records read, by result: unmatched (no NIC event), "
+           "attributed (an event of a monitored device), unattributed (an event naming no monitored device).",
+           ("result",), _kernel_lines),
+    Metric("fabricmon_kernel_log_lost_records", C, "Kernel log records overwritten in the ring buffer before "
+           "fabricmon read them.", (), _kernel_lost),
+    Metric("fabricmon_ib_device_counters_restricted", G, "1 for a device whose port counters are not read (a "
+           "firmware-restricted function, or sources.sysfs.counters_exclude_devices); its state and rate still are.",
+           ("device",), _restricted),
     # GPUDirect RDMA and GPU-NIC affinity
     Metric("fabricmon_gpudirect_rdma_path_available", G,
            "1 if this GPUDirect RDMA method is available (peermem, nv_peer_mem, dmabuf).", ("method",), _gdr),

@@ -26,6 +26,9 @@ SECTIONS: tuple[tuple[str, tuple[str, ...], str], ...] = (
     ("RoCE and netdevs", ("fabricmon_roce_", "fabricmon_netdev_"),
      "Only on ports whose link layer is Ethernet (RoCE); families without samples are not rendered, so "
      "an InfiniBand-only node exports none of these ([roce-gpudirect.md](roce-gpudirect.md))."),
+    ("The kernel log", ("fabricmon_kernel_log_",),
+     "The node daemon's `kernel_log` source: the NIC events of the kernel log, counted exactly per device, "
+     "port, event and class ([kernel-log.md](kernel-log.md)). Only where a kernel log is read."),
     ("GPUDirect RDMA and GPUs", ("fabricmon_gpudirect_", "fabricmon_gpu_"),
      "Only on nodes with NVIDIA GPUs or their driver; `gpu` is the NVML index, as in DCGM's `gpu` label."),
     ("Fabric collector", ("fabricmon_fabric_", "fabricmon_ecmp_"),

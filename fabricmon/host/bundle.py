@@ -19,6 +19,7 @@ from pathlib import Path
 
 from fabricmon.host.io import HostIO, read_answer
 from fabricmon.host.mad import MadSettings, Request, answer_bytes, answer_text, exchange_key
+from fabricmon.host.kmsg import KmsgRead
 from fabricmon.host.nvml import NvmlError, NvmlUnavailable
 from fabricmon.host.runner import CommandResult
 from fabricmon.host.snmp import WalkSpec
@@ -205,6 +206,9 @@ class RecordingIO:
     def kill_tools(self) -> None:
         self.inner.kill_tools()
 
+    def kmsg(self, path: str, after: int | None, limit: int) -> KmsgRead:
+        raise OSError(errno.EOPNOTSUPP, "the kernel log is not recorded in a bundle", path)
+
     def close(self) -> None:
         self.inner.close()
 
@@ -348,6 +352,9 @@ class ReplayIO:
 
     def kill_tools(self) -> None:
         pass            # a replayed tool is no process
+
+    def kmsg(self, path: str, after: int | None, limit: int) -> KmsgRead:
+        raise OSError(errno.EOPNOTSUPP, "the kernel log is not recorded in a bundle", path)
 
     def close(self) -> None:
         pass

@@ -17,6 +17,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
 from fabricmon.host import mad, nvml
+from fabricmon.host.kmsg import KmsgRead, KmsgReader
 from fabricmon.host.mad import MadSettings, Request
 from fabricmon.host.snmp import WalkSpec, walk_many
 from fabricmon.host.runner import DEFAULT_TOOL_DIRS, CommandResult, kill_all, resolve_program, run_command
@@ -46,6 +47,9 @@ class HostIO(Protocol):
     def read_host_file(self, path: str) -> str: ...
     def list_host_dir(self, path: str) -> list[str]: ...
     def hostname(self) -> str: ...
+    # the kernel log (/dev/kmsg at `path`): the records after sequence number `after`, at most `limit`;
+    # OSError where it cannot be opened (the caller falls back to the journal)
+    def kmsg(self, path: str, after: int | None, limit: int) -> KmsgRead: ...
     def sweep(self, root: str, rel: str) -> None: ...
     def commit_file(self, tmp: str, final: str) -> None: ...
     # the daemon (this pipeline) is stopping: kill the tools this HostIO has in flight, no others
@@ -70,6 +74,7 @@ class LiveIO:
         self._fds: dict[str, int] = {}        # sysfs files kept open, by path relative to the sysfs root
         self._used: set[str] = set()
         self._lock = threading.Lock()
+        self._kmsg: dict[str, KmsgReader] = {}     # /dev/kmsg kept open between polls, by path
 
     def path(self, root: str, rel: str) -> str:
         return os.path.join(self.roots[root], rel)
@@ -223,7 +228,16 @@ class LiveIO:
     def kill_tools(self) -> None:
         kill_all(owner=self)
 
+    def kmsg(self, path: str, after: int | None, limit: int) -> KmsgRead:
+        with self._lock:
+            reader = self._kmsg.setdefault(path, KmsgReader(path))
+        return reader.read(after, limit)
+
     def close(self) -> None:
+        with self._lock:
+            readers, self._kmsg = list(self._kmsg.values()), {}
+        for r in readers:
+            r.close()
         with self._lock:
             fds, self._fds = list(self._fds.values()), {}
         for fd in fds:

@@ -14,6 +14,7 @@ if TYPE_CHECKING:
     from fabricmon.model.fabric import FabricSection
     from fabricmon.model.gpu import AffinityResult, GpuData, GpudirectStatus
     from fabricmon.model.jobs import JobsSection
+    from fabricmon.model.kernel_log import KernelSection
     from fabricmon.model.optics import OpticsSection
     from fabricmon.model.ports import DeviceView, LinkVerdict, PortView
     from fabricmon.model.roce import RoceView
@@ -100,6 +101,7 @@ class Sections(TypedDict, total=False):
     fabric: FabricSection | None
     jobs: JobsSection | None
     optics: OpticsSection | None
+    kernel: KernelSection | None
     inventory_known: bool
     unknown: str
 
@@ -121,6 +123,7 @@ class Snapshot:
     fabric: FabricSection | None = None     # the fabric collector's section (None on a node)
     jobs: JobsSection | None = None         # when a job source runs, else None
     optics: OpticsSection | None = None     # when the optics source runs, else None
+    kernel: KernelSection | None = None     # when the kernel_log source has data, else None
     # False until the port inventory is known (the inventory sources have answered): a daemon's
     # first snapshots may be built before sysfs/ibstat ran, and must not call the node empty.
     inventory_known: bool = True

@@ -52,6 +52,9 @@ class HwCountersData:
 class SysfsData:
     """Every RDMA device under /sys/class/infiniband (empty: no devices, not an error)."""
     devices: dict[str, SysfsDevice] = field(default_factory=dict)
+    # devices whose port counters are not read, and why: a firmware-restricted function (a counter
+    # read failed EINVAL/EIO/EACCES), or named in sources.sysfs.counters_exclude_devices
+    restricted: dict[str, str] = field(default_factory=dict)
 
 
 def parse_enum(text: str) -> tuple[int, str]:

@@ -19,12 +19,14 @@ from fabricmon.checks import Finding
 from fabricmon.checks import affinity as affinity_checks
 from fabricmon.checks import degraded_link, inventory as inventory_checks, link_errors
 from fabricmon.checks import gpudirect as gpudirect_checks
+from fabricmon.checks import kernel_log as kernel_log_checks
 from fabricmon.checks import optics as optics_checks
 from fabricmon.checks import roce as roce_checks
 from fabricmon.config import Config
 from fabricmon.checks.settings import COUNTER_CHECKS
 from fabricmon.model.gpu import GpuData, GpudirectFacts
 from fabricmon.model.history import CounterHistory, CounterIntake, ib_rule
+from fabricmon.model.kernel_log import KernelLogData, KernelSection
 from fabricmon.model.optics import OpticsData, OpticsPort, OpticsSection
 from fabricmon.model.ports import DeviceView, Inventory, PortView, merge
 from fabricmon.model.roce import NetdevData, RoceView, record_roce_counters, roce_targets
@@ -240,9 +242,27 @@ class NodeModel:
         aff = affinity_checks.evaluate(gpus, self.nics(inv.devices, inv.ports))
         findings += aff.findings
         gpu = GpuSection(gpudirect=gd if facts is not None else None, gpus=gpus, affinity=aff)
+        kernel, kernel_findings = self._kernel_log(states, inv, ib, gpus, now)
+        findings += kernel_findings
         jobs, findings = node_jobs(states, findings)
         return ({"ib": ib, "roce": RoceSection(views), "gpu": gpu, "inventory_known": inventory_known,
-                 "jobs": jobs, "unknown": unknown, "optics": optics}, findings)
+                 "jobs": jobs, "unknown": unknown, "optics": optics, "kernel": kernel}, findings)
+
+    def _kernel_log(self, states: Mapping[str, SourceState], inv: Inventory, ib: IbSection, gpus: GpuData | None,
+                    now: float) -> tuple[KernelSection | None, list[Finding]]:
+        """The kernel log's events judged against the ports (checks.kernel_log), and the devices whose
+        counters the sysfs source does not read (restricted_counters)."""
+        sysfs = source_data(states, SysfsData)
+        restricted = dict(sysfs.restricted) if sysfs is not None else {}
+        data = source_data(states, KernelLogData)
+        if data is None and not restricted:
+            return None, []
+        sc = self.config.sources.get("kernel_log")
+        hold = float(getattr(sc.options, "hold", 3600.0)) if sc is not None else 3600.0
+        kernel, findings = kernel_log_checks.evaluate(data, inv.devices, ib.ports, now, hold,
+                                                      gpu_node=bool(gpus is not None and gpus.gpus))
+        kernel.restricted = restricted
+        return kernel, findings + kernel_log_checks.restricted_findings(restricted)
 
 
 __all__ = ["NodeModel", "CHECKED_COUNTERS", "unlisted"]

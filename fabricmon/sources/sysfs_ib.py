@@ -11,8 +11,11 @@ twin that reads 0) or saturated (a 32-bit `counters/` value stuck at 2^32-1).
 from __future__ import annotations
 
 import errno
+import fnmatch
 import time
 from dataclasses import dataclass
+
+import structlog
 
 from fabricmon.host.io import HostIO
 from fabricmon.ibspec import COUNTER_BY_NAME, COUNTER_BY_SYSFS, COUNTER_BY_SYSFS_EXT
@@ -22,8 +25,33 @@ from fabricmon.parsers.sysfs_ib import (
     SysfsData, SysfsDevice, SysfsPort, parse_counter, parse_enum, parse_rate, port_guid_from_gid,
 )
 from fabricmon.pipeline.source import Inputs, Source, SourceOutput, register
+from fabricmon.schema import ConfigError, Context, Schema, from_class, listing
 
+log = structlog.get_logger("fabricmon.sources.sysfs")
 BASE = "class/infiniband"
+# A counter read failing so is a firmware-restricted function's (HGX B200/B300, GB200, DGX): each
+# read makes the driver log an ACCESS_REG failure, so the device's counters are never read again.
+RESTRICTED_ERRNOS = (errno.EINVAL, errno.EIO, errno.EACCES, errno.EPERM)
+
+
+def _glob(v: object, key: str, ctx: Context) -> str:
+    if not isinstance(v, str) or not v:
+        raise ConfigError(key, f"expected a device name or glob, got {v!r}")
+    return v
+
+
+@dataclass(frozen=True, slots=True)
+class SysfsOptions:
+    """sources.sysfs's own keys."""
+    counters_exclude_devices: tuple[str, ...] = ()
+
+
+OPTIONS: Schema[SysfsOptions] = Schema((
+    listing("counters_exclude_devices", (), "RDMA devices (globs) whose port counters are never read (state and rate "
+            "still are): firmware-restricted functions, whose every counter read logs an ACCESS_REG failure. "
+            "fabricmon also finds them itself, on the first counter read that fails EINVAL/EIO/EACCES",
+            _glob, "globs"),
+), build=from_class(SysfsOptions))
 # How long a device's static layout (identity, netdevs, port and counter lists) is reused
 # before it is read again; a re-registered device (driver reload) is seen within this time.
 STATIC_TTL = 60.0
@@ -59,12 +87,16 @@ class _Layout:
     read_at: float
 
 
-@register("sysfs", enabled=True, interval=15.0, timeout=5.0, provides_inventory=True, records=SysfsData)
+@register("sysfs", enabled=True, interval=15.0, timeout=5.0, provides_inventory=True, records=SysfsData,
+          options=OPTIONS)
 class SysfsSource(Source):
     def __init__(self, config, sc=None):
         super().__init__(config, sc)
         self._layouts: dict[str, _Layout] = {}
         self._parsed: dict[tuple[str, str], object] = {}    # (file, text) -> parsed: states and rates repeat
+        self._counters_exclude: tuple[str, ...] = self.sc.settings(SysfsOptions).counters_exclude_devices
+        self._restricted: dict[str, str] = {}     # device -> why its counters are not read (never forgotten)
+        self._verified: set[str] = set()          # devices one counter of which read fine
 
     def _read(self, io: HostIO, rel: str, out: SourceOutput, optional: bool = False) -> str | None:
         try:
@@ -107,7 +139,7 @@ class SysfsSource(Source):
         gone = set(self._layouts) - set(devices)
         for name in gone:
             del self._layouts[name]     # a removed HCA: re-read in full if it comes back
-        out.data = SysfsData(devices)
+        out.data = SysfsData(devices, {d: why for d, why in self._restricted.items() if d in devices})
         if relaid or gone or out.errors:
             # the files of devices and ports that are gone are closed when the layout changes
             io.sweep("sysfs", BASE)
@@ -160,8 +192,32 @@ class SysfsSource(Source):
                           node_guid=s.node_guid, netdevs=list(s.netdevs), numa_node=s.numa_node,
                           pci_path=s.pci_path, pci_chain=s.pci_chain)
         for pl in layout.ports:
-            dev.ports[pl.num] = self._port(io, pl, out)
+            dev.ports[pl.num] = self._port(io, pl, out, self._counters_allowed(io, s.name, pl))
         return dev
+
+    def _counters_allowed(self, io: HostIO, name: str, pl: _PortLayout) -> bool:
+        """Whether this port's counters are read: never for a restricted device; for one not yet
+        verified, one counter is read alone first, so that a restricted function costs one failing
+        read (one kernel log line), not one per counter file."""
+        if name in self._restricted:
+            return False
+        if any(fnmatch.fnmatchcase(name, g) for g in self._counters_exclude):
+            self._restricted[name] = "named in sources.sysfs.counters_exclude_devices"
+            return False
+        if name in self._verified or not pl.counters:
+            return True
+        rel = pl.counters[0][0]
+        try:
+            io.read("sysfs", rel)
+        except OSError as exc:
+            if exc.errno in RESTRICTED_ERRNOS:
+                self._restricted[name] = f"reading /sys/{rel} failed: {exc.strerror or exc}"
+                log.warning("port counters not read: a restricted function", device=name, path=f"/sys/{rel}",
+                            error=exc.strerror or str(exc))
+                return False
+            return True         # vanished (ENOENT) and the like: the usual per-file error below
+        self._verified.add(name)
+        return True
 
     def _parse(self, fname: str, text: str, parse, base: str, out: SourceOutput) -> object:
         """parse(text), remembered per distinct text (a port's state and rate rarely change)."""
@@ -184,10 +240,10 @@ class SysfsSource(Source):
             return None
         return answer.strip()
 
-    def _port(self, io: HostIO, pl: _PortLayout, out: SourceOutput) -> SysfsPort:
+    def _port(self, io: HostIO, pl: _PortLayout, out: SourceOutput, counters: bool = True) -> SysfsPort:
         base = pl.base
         p = SysfsPort(port=pl.num, link_layer=pl.link_layer, port_guid=pl.port_guid)
-        answers = io.read_many("sysfs", pl.rels)      # state, phys_state, rate, counters
+        answers = io.read_many("sysfs", pl.rels if counters else pl.rels[:3])   # state, phys_state, rate, counters
         for i, (fname, rel) in enumerate((("state", pl.state), ("phys_state", pl.phys_state))):
             text = self._text(rel, answers[i], out)
             if text is not None:

@@ -267,11 +267,11 @@ def free_port() -> int:
 class RunningDaemon:
     """`fabricmon run` as a subprocess on a sysfs tree; stderr (JSON log lines) to a file."""
 
-    def __init__(self, tmp_path: Path, sysfs: Path, **extra):
+    def __init__(self, tmp_path: Path, sysfs: Path, sources: dict | None = None, **extra):
         self.port = free_port()
         self.log = tmp_path / "daemon.log"
         cfg = write_config(tmp_path, sysfs, "daemon.yml", logging={"format": "json"},
-                           sources={"sysfs": {"interval": 0.2}}, **extra)
+                           sources={"sysfs": {"interval": 0.2}, **(sources or {})}, **extra)
         self.proc = subprocess.Popen([*exe(), "run", "--config", cfg, "--listen", f"127.0.0.1:{self.port}"],
                                      stdout=subprocess.DEVNULL, stderr=open(self.log, "w"),
                                      env=no_tools_env(tmp_path))

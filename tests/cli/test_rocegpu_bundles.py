@@ -130,8 +130,8 @@ def test_miswired_dgx_findings(capsys):
     assert nearest[lab(gpu="5", device="mlx5_4", path="PIX")] == 1
     assert nearest[lab(gpu="3", device="mlx5_0", path="NODE")] == 1
     status = samples(text, "fabricmon_check_status")
-    assert status[lab(check="gpu_nic_affinity", device="GPU3", port="")] == WARNING
-    assert status[lab(check="gpu_nic_affinity", device="GPU0", port="")] == OK
+    assert status[lab(check="gpu_nic_affinity", device="GPU3", port="", **{"class": "degraded"})] == WARNING
+    assert status[lab(check="gpu_nic_affinity", device="GPU0", port="", **{"class": "watch"})] == OK
 
 
 def test_no_peermem_is_critical(capsys):
@@ -143,7 +143,8 @@ def test_no_peermem_is_critical(capsys):
     rc, text = run_cli(capsys, "once", "--replay", str(BUNDLES / "no-peermem"))
     assert samples(text, "fabricmon_gpudirect_rdma_path_available") == {
         lab(method="peermem"): 0, lab(method="nv_peer_mem"): 0, lab(method="dmabuf"): 0}
-    assert samples(text, "fabricmon_check_status")[lab(check="gpudirect_rdma", device="", port="")] == CRITICAL
+    assert samples(text, "fabricmon_check_status")[lab(check="gpudirect_rdma", device="", port="",
+                                                                 **{"class": "fatal"})] == CRITICAL
 
 
 def test_roce_healthy_metrics(capsys):
@@ -283,7 +284,7 @@ def test_once_replay_as_a_subprocess():
                          capture_output=True, text=True, timeout=60, cwd=ROOT)
     assert res.returncode == 0, res.stderr
     assert 'fabricmon_roce_pfc_enabled{device="mlx5_1",netdev="ens2f0np0",priority="4"} 1.0' in res.stdout
-    assert 'fabricmon_check_status{check="roce_pfc",device="mlx5_0",port="1"} 2.0' in res.stdout
+    assert 'fabricmon_check_status{check="roce_pfc",class="fatal",device="mlx5_0",port="1"} 2.0' in res.stdout
 
 
 def test_collector_snapshot_extra():

@@ -103,7 +103,7 @@ def test_down_port_is_present_as_down(metrics: Metrics) -> None:
     assert m.port("fabricmon_ib_port_link_width_lanes", "mlx5_0", "2") == 0
     assert m.port("fabricmon_ib_port_degraded", "mlx5_0", "2", reason="down") == 1
     assert m.port("fabricmon_ib_port_degraded", "mlx5_0", "2", reason="width") == 0
-    assert m.port("fabricmon_check_status", "mlx5_0", "2", check="degraded_link") == 2
+    assert m.port("fabricmon_check_status", "mlx5_0", "2", check="degraded_link", **{"class": "fatal"}) == 2
     assert m.get("fabricmon_health_status") == 2
 
 
@@ -122,7 +122,7 @@ def test_up_ports(metrics: Metrics) -> None:
     assert m.port("fabricmon_ib_port_rate_bytes_per_second", "mlx5_1", "1") == 1.25e+10
     assert m.port("fabricmon_ib_port_link_width_lanes", "mlx5_1", "1") == 2
     assert m.port("fabricmon_ib_port_expected_rate_bytes_per_second", "mlx5_1", "1") is None
-    assert m.port("fabricmon_check_status", "mlx5_1", "1", check="degraded_link") == 0
+    assert m.port("fabricmon_check_status", "mlx5_1", "1", check="degraded_link", **{"class": "watch"}) == 0
 
 
 def test_byte_counters_are_words_times_four(metrics: Metrics, tree: Path) -> None:

@@ -74,7 +74,8 @@ def test_saturation_metric_in_a_scrape(harness):
     assert val(s, "fabricmon_ib_port_saturated", device="mlx5_0", port=1,
                counter="excessive_buffer_overrun_errors") == 1
     assert val(s, "fabricmon_ib_port_saturated", device="mlx5_0", port=1, counter="symbol_errors") == 0
-    assert val(s, "fabricmon_check_status", check="link_integrity", device="mlx5_0", port=1) == 0
+    assert val(s, "fabricmon_check_status", check="link_integrity", device="mlx5_0", port=1,
+               **{"class": "watch"}) == 0
 
 
 def test_step_onto_saturation_counts_as_a_lower_bound(harness):

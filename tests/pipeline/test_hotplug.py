@@ -38,7 +38,7 @@ def test_hca_removed_and_added(tmp_path):
     assert devices_up(text) == ["mlx5_0", "mlx5_2"]
     # of the removed HCA only the learned inventory's verdict is left: it was there and is gone
     assert [ln for ln in text.splitlines() if 'device="mlx5_1"' in ln] == [
-        'fabricmon_check_status{check="expected_inventory",device="mlx5_1",port="1"} 2.0']
+        'fabricmon_check_status{check="expected_inventory",class="fatal",device="mlx5_1",port="1"} 2.0']
     assert io.open_files() < fds_before            # the removed HCA's files were closed
     nodetree.build(tmp_path, 4)                     # mlx5_1 comes back, mlx5_3 is new
     text = render(col.collect(["sysfs"])).decode()

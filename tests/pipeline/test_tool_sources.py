@@ -58,7 +58,7 @@ def test_liveio_runs_a_tool_found_in_a_tool_dir_with_argv_unchanged(tmp_path: Pa
 
 
 def _config(tmp_path: Path, sbin: Path, **sources: dict) -> object:
-    srcs = {n: {"enabled": False} for n in ("netdev", "gpudirect", "gpu")}
+    srcs = {n: {"enabled": False} for n in ("netdev", "gpudirect", "gpu", "kernel_log")}
     srcs.update(sources)
     return from_dict({"paths": {"sysfs": str(tmp_path / "sys"), "tool_dirs": [str(sbin)]}, "sources": srcs})
 

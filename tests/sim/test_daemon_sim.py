@@ -121,7 +121,7 @@ def test_1x_link_is_degraded_and_check_exits_2(fabric, daemon_for, tmp_path):
     assert value(s, "fabricmon_ib_port_link_width_lanes", **lv) == 1
     assert value(s, "fabricmon_ib_port_degraded", reason="width", **lv) == 1
     assert value(s, "fabricmon_ib_port_rate_bytes_per_second", **lv) == 6.25e+09
-    assert value(s, "fabricmon_check_status", check="degraded_link", **lv) == 2
+    assert value(s, "fabricmon_check_status", check="degraded_link", **lv, **{"class": "fatal"}) == 2
     res = run_check(fabric, DEGRADED, tmp_path, "--no-state")
     assert res.returncode == 2, res.stdout + res.stderr
     assert "CRITICAL degraded_link: ibsim0 port 1 runs at 1X HDR" in res.stdout
@@ -134,7 +134,7 @@ def test_symbol_errors_show_within_one_poll_interval(fabric, daemon_for, tmp_pat
     assert run_check(fabric, HEALTHY, tmp_path).returncode == 0     # baseline saved in the state file
     # 4X HDR (200 Gb/s): the 1e-11 critical budget is 7,200 an hour (docs/optics.md#ber-budget)
     fabric.set_counter(HEALTHY, 1, "PortCounters.SymbolErrorCounter", 8000)
-    took, s = wait_for(d.port, lambda s: value(s, "fabricmon_check_status", check="symbol_errors", **lv) == 2,
+    took, s = wait_for(d.port, lambda s: value(s, "fabricmon_check_status", check="symbol_errors", **lv, **{"class": "fatal"}) == 2,
                        timeout=10)
     assert took <= one_poll_bound(s), f"took {took:.2f}s for a {INTERVAL}s poll interval (bound {one_poll_bound(s):.2f}s)"
     assert value(s, "fabricmon_ib_port_symbol_errors_total", **lv) == 8000
@@ -164,7 +164,7 @@ def test_link_flap_counter_is_a_flap(fabric, daemon_for):
     d = daemon_for(HEALTHY)
     lv = {"device": "ibsim0", "port": "1"}
     fabric.set_counter(HEALTHY, 1, "PortCounters.LinkDownedCounter", 2)
-    _, s = wait_for(d.port, lambda s: value(s, "fabricmon_check_status", check="link_flap", **lv) == 1, 10)
+    _, s = wait_for(d.port, lambda s: value(s, "fabricmon_check_status", check="link_flap", **lv, **{"class": "degraded"}) == 1, 10)
     assert value(s, "fabricmon_ib_port_link_downed_total", **lv) == 2
 
 

@@ -68,7 +68,7 @@ def test_ecmp_imbalance_degraded_and_down_links_over_http(sim_fabric, tmp_path) 
         assert sample_value(s, "fabricmon_fabric_link_info", switch_guid=leaf04, port=5, role="up",
                             remote_guid=g(SPINES["spine02"]), remote_port=7, remote_name="spine02") == 1
         assert sample_value(s, "fabricmon_check_status", check="ecmp", device=g(LEAVES["leaf03"]),
-                            port="") == 1       # WARNING, for the switch's group (the message names the ports)
+                            port="", **{"class": "degraded"}) == 1       # WARNING, for the switch's group (the message names the ports)
         msgs = [f.message for f in d.snapshot.findings if f.check == "ecmp"]
         polar = next(m for m in msgs if m.startswith("leaf03 uplinks"))
         assert 'to "spine01"[' in polar and "idle: ports 5-6 (port 5 to \"spine02\"" in polar and "check ECMP hashing" in polar

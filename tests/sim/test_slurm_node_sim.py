@@ -139,7 +139,8 @@ def test_slurmctld_down_costs_only_the_job_names(cluster, daemon):
     for src in ("sysfs", "ibstat", "perfquery", "iblinkinfo", "slurm"):
         assert sample_value(s, "fabricmon_source_up", source=src) == 1, src
     assert sample_value(s, "fabricmon_source_errors_total", source="slurm", kind="timeout") == 0
-    assert sample_value(s, "fabricmon_check_status", check="degraded_link", device="ibsim0", port="1") == 2
+    assert sample_value(s, "fabricmon_check_status", check="degraded_link", device="ibsim0", port="1",
+                        **{"class": "fatal"}) == 2
     assert not [f for f in findings(d.port) if f["check"] == "source"]
     # slurmctld back: the name follows (lookup_retry 1 s)
     slurm.start_controller()

@@ -132,7 +132,7 @@ def test_node_pipeline_exports_per_lane_readings_and_a_planted_low_lane_is_a_fin
     assert samples[("fabricmon_optics_threshold", "mlx5_3", "1", "ens3f0np0", "rx_power_dbm", "low_alarm")] == -13.31
     assert samples[("fabricmon_optics_threshold", "mlx5_3", "1", "ens3f0np0", "tx_bias_amperes", "high_alarm")] == \
         pytest.approx(0.0085)
-    assert samples[("fabricmon_check_status", "optics_lane_imbalance", "mlx5_0", "1")] == 1
+    assert samples[("fabricmon_check_status", "optics_lane_imbalance", "mlx5_0", "1", "degraded")] == 1
     # every lane of both module types is exported: 4 + 1 + 4 lanes
     assert sum(1 for k in samples if k[0] == "fabricmon_optics_rx_power_dbm") == 9
     # the healthy lanes were learned and written beside the inventory

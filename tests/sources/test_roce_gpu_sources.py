@@ -292,8 +292,9 @@ def test_new_sources_are_quiet_on_a_plain_ib_node(tmp_path, monkeypatch):
     monkeypatch.setattr(pynvml, "nvmlInit", missing)
     (tmp_path / "sys").mkdir()
     (tmp_path / "proc").mkdir()
+    # the kernel log is this machine's real one (other tests' lines in it): not what this test is about
     c = from_dict({"paths": {"sysfs": str(tmp_path / "sys"), "procfs": str(tmp_path / "proc")},
-                   "sources": {n: {"enabled": False} for n in ("ibstat", "perfquery", "iblinkinfo")}})
+                   "sources": {n: {"enabled": False} for n in ("ibstat", "perfquery", "iblinkinfo", "kernel_log")}})
     col = Pipeline(c, LiveIO(c.sysfs, c.procfs))
     snap = col.collect()
     col.close()

@@ -1,0 +1,211 @@
+"""The kernel_log source end to end: real driver lines (verbatim formats, tests/fixtures/kmsg) written
+into this machine's real kernel ring buffer (/dev/kmsg, as root) are read back by a running
+`fabricmon run` and become the right findings; a restart neither loses nor repeats; `check` exits
+CRITICAL with a drain reason for a fatal event and WARNING for a degraded one; a burst of 10,000
+lines costs bounded CPU and memory and every line is counted (or counted lost).
+
+Each test names devices by a PCI domain drawn at random, which no real device and no other test
+uses, and tolerates every other line in the ring buffer (other tests write to it too).
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import time
+from pathlib import Path
+
+import pytest
+
+from cli.test_health_check import RunningDaemon, fabricmon, wait_for
+from fabricmon.sim import sysfs_tree
+from helpers import sample_value, scrape_samples
+
+KMSG = "/dev/kmsg"
+
+
+def kmsg_writable() -> str:
+    if os.geteuid() != 0:
+        return "writing /dev/kmsg needs root"
+    try:
+        with open(KMSG, "w"):
+            pass
+    except OSError as exc:
+        return f"{KMSG}: {exc.strerror}"
+    return ""
+
+
+pytestmark = pytest.mark.skipif(bool(kmsg_writable()), reason=kmsg_writable() or "ok")
+
+
+def write_kmsg(lines: list[str]) -> None:
+    """Into the real ring buffer. The kernel rate-limits each open /dev/kmsg to 10 lines per 5 s
+    (kernel.printk_devkmsg=ratelimit), so every 10 lines take a fresh descriptor."""
+    for i in range(0, len(lines), 10):
+        fd = os.open(KMSG, os.O_WRONLY)
+        try:
+            for ln in lines[i:i + 10]:
+                os.write(fd, f"<4>{ln}\n".encode())    # warning: as mlx5_core_warn, below the console level
+        finally:
+            os.close(fd)
+
+
+def tree(tmp_path: Path, hcas: int = 2) -> tuple[Path, list[str], list[str]]:
+    """The synthetic NDR node, each HCA's `device` a PCI function of a domain no other test uses,
+    with its netdev."""
+    sysfs = sysfs_tree.build(tmp_path / "sys", hcas)
+    (tmp_path / "state").mkdir(exist_ok=True)        # the daemon's state dir (systemd's StateDirectory)
+    domain = f"{random.randint(0x1000, 0xfffe):04x}"
+    pcis, netdevs = [], []
+    for i in range(hcas):
+        pci = f"{domain}:{0x10 + i:02x}:00.0"
+        fn = sysfs / "devices" / f"pci{domain}:00" / pci
+        (fn / "net" / f"kl{domain}p{i}").mkdir(parents=True)
+        os.symlink(os.path.relpath(fn, sysfs / "class" / "infiniband" / f"mlx5_{i}"),
+                   sysfs / "class" / "infiniband" / f"mlx5_{i}" / "device")
+        pcis.append(pci)
+        netdevs.append(f"kl{domain}p{i}")
+    return sysfs, pcis, netdevs
+
+
+def kernel_findings(d: RunningDaemon) -> dict[str, dict]:
+    import json
+    import urllib.request
+    with urllib.request.urlopen(d.url + "/api/v1/findings", timeout=5) as r:
+        doc = json.loads(r.read())
+    return {f["device"]: f for f in doc["findings"] if f["check"] == "kernel_log"}
+
+
+KL = {"kernel_log": {"interval": 0.2}}
+
+
+def test_real_lines_become_findings_and_a_restart_neither_loses_nor_repeats(tmp_path: Path) -> None:
+    sysfs, pcis, netdevs = tree(tmp_path)
+    other = f"{random.randint(0x1000, 0xfffe):04x}:77:00.0"        # no device of this node
+    d = RunningDaemon(tmp_path, sysfs, sources=KL)
+    try:
+        t0 = time.monotonic()
+        write_kmsg([
+            f"mlx5_core {pcis[0]}: wait_func:964:(pid 112): ENABLE_HCA(0x104) timeout. Will cause a leak of a command resource",
+            f"mlx5_core {pcis[1]}: Port module event[error]: module 0, Cable error, High Temperature",
+            f"mlx5_core {pcis[1]} {netdevs[1]}: Link down",          # the port is up in sysfs: a flap, watched
+            f"mlx5_core {other}: poll_health:852:(pid 0): device's health compromised - reached miss count",
+        ])
+        got = wait_for(lambda: (lambda k: k if {"mlx5_0", "mlx5_1"} <= set(k) else None)(kernel_findings(d)), 5)
+        took = time.monotonic() - t0
+        assert took < 2.0, f"{took:.2f}s: more than a few 0.2 s polls"
+        f0, f1 = got["mlx5_0"], got["mlx5_1"]
+        assert (f0["status"], f0["class"], f0["port"]) == (2, "fatal", 1)
+        assert "firmware did not answer" in f0["message"] and "ENABLE_HCA(0x104)" in f0["message"]
+        assert "drain the node" in f0["message"]
+        assert (f1["status"], f1["class"]) == (1, "degraded") and "over temperature" in f1["message"]
+        samples = scrape_samples(d.port)
+        assert sample_value(samples, "fabricmon_kernel_log_events_total", device="mlx5_0", port="1",
+                            event="cmd_timeout", **{"class": "fatal"}) == 1
+        assert sample_value(samples, "fabricmon_kernel_log_events_total", device="mlx5_1", port="1",
+                            event="link_down", **{"class": "watch"}) == 1
+        # the line naming no device of this node: counted, never judged
+        assert sample_value(samples, "fabricmon_kernel_log_events_total", device=other, port="",
+                            event="health_miss_count", **{"class": "watch"}) == 1
+        assert sample_value(samples, "fabricmon_check_status", check="kernel_log", device="mlx5_0", port="1",
+                            **{"class": "fatal"}) == 2
+
+        # check: CRITICAL; its first CRITICAL line (the wrappers' drain reason) names device, port and cause
+        res = fabricmon("check", "--daemon", d.url)
+        assert res.returncode == 2, res.stdout
+        first = next(ln for ln in res.stdout.splitlines() if ln.startswith("CRITICAL "))
+        assert first.startswith("CRITICAL kernel_log: mlx5_0 port 1: the adapter's firmware did not answer"), res.stdout
+        import json
+        import urllib.request
+        with urllib.request.urlopen(d.url + "/api/v1/findings", timeout=5) as r:
+            reason = json.loads(r.read())["drain_reason"]
+        assert reason == ("fabricmon: CRITICAL kernel_log: mlx5_0 port 1: the adapter's firmware did not answer a "
+                          "driver command (ENABLE_HCA(0x104))")
+    finally:
+        d.stop()
+
+    # stopped: one more line; after the restart it is counted once, the earlier ones not again
+    write_kmsg([f"mlx5_core {pcis[0]}: wait_func:964:(pid 113): ENABLE_HCA(0x104) timeout. Will cause a leak of a "
+                "command resource"])
+    d = RunningDaemon(tmp_path, sysfs, sources=KL)
+    try:
+        def two() -> dict | None:
+            s = scrape_samples(d.port)
+            v = sample_value(s, "fabricmon_kernel_log_events_total", device="mlx5_0", port="1", event="cmd_timeout",
+                             **{"class": "fatal"})
+            return s if v == 2 else None
+        samples = wait_for(two, 5)
+        assert sample_value(samples, "fabricmon_kernel_log_events_total", device="mlx5_1", port="1",
+                            event="module_high_temperature", **{"class": "degraded"}) == 1
+        time.sleep(1.0)         # five more polls: still 2
+        assert sample_value(scrape_samples(d.port), "fabricmon_kernel_log_events_total", device="mlx5_0", port="1",
+                            event="cmd_timeout", **{"class": "fatal"}) == 2
+    finally:
+        d.stop()
+
+
+def test_a_degraded_event_is_a_warning(tmp_path: Path) -> None:
+    sysfs, pcis, _ = tree(tmp_path, 1)
+    d = RunningDaemon(tmp_path, sysfs, sources=KL)
+    try:
+        write_kmsg([f"mlx5_core {pcis[0]}: mlx5_pcie_event:299:(pid 268269): Detected insufficient power on the "
+                    "PCIe slot (27W)."])
+        got = wait_for(lambda: kernel_findings(d).get("mlx5_0"), 5)
+        assert (got["status"], got["class"]) == (1, "degraded") and "(27W)" in got["message"]
+        res = fabricmon("check", "--daemon", d.url)
+        assert res.returncode == 1, res.stdout
+        assert "WARNING kernel_log: mlx5_0 port 1: the slot cannot power the adapter" in res.stdout
+    finally:
+        d.stop()
+
+
+def _cpu_rss(pid: int) -> tuple[float, int]:
+    with open(f"/proc/{pid}/stat") as fh:
+        f = fh.read().rsplit(")", 1)[1].split()
+    tick = os.sysconf("SC_CLK_TCK")
+    cpu = (int(f[11]) + int(f[12])) / tick
+    with open(f"/proc/{pid}/status") as fh:
+        rss = next(int(ln.split()[1]) for ln in fh if ln.startswith("VmRSS:"))
+    return cpu, rss
+
+
+def test_a_burst_of_10000_lines_is_counted_in_bounded_cpu_and_memory(tmp_path: Path) -> None:
+    sysfs, pcis, _ = tree(tmp_path, 1)
+    d = RunningDaemon(tmp_path, sysfs, sources=KL)
+    try:
+        time.sleep(1.0)
+        cpu0, rss0 = _cpu_rss(d.proc.pid)
+        s0 = scrape_samples(d.port)
+        lost0 = sample_value(s0, "fabricmon_kernel_log_lost_records_total") or 0
+        n = 10_000
+        t0 = time.monotonic()
+        write_kmsg([f"mlx5_core {pcis[0]}: Port module event: module 0, Cable plugged"] * n)
+        wrote = time.monotonic() - t0
+
+        def settled() -> dict | None:
+            s = scrape_samples(d.port)
+            got = sample_value(s, "fabricmon_kernel_log_events_total", device="mlx5_0", port="1",
+                               event="module_plugged", **{"class": "watch"}) or 0
+            lost = (sample_value(s, "fabricmon_kernel_log_lost_records_total") or 0) - lost0
+            return s if got + lost >= n else None
+        s = wait_for(settled, 20)
+        time.sleep(0.5)
+        cpu1, rss1 = _cpu_rss(d.proc.pid)
+        got = sample_value(s, "fabricmon_kernel_log_events_total", device="mlx5_0", port="1", event="module_plugged",
+                           **{"class": "watch"}) or 0
+        lost = (sample_value(s, "fabricmon_kernel_log_lost_records_total") or 0) - lost0
+        # every line is counted as its event, or as lost where the ring buffer overwrote it first (other
+        # writers' lines may be lost too, so lost may exceed what is missing here)
+        assert got <= n and got + lost >= n, (got, lost)
+        # the follower thread keeps up (0 lost in a quiet run); on a machine loaded many times over its
+        # cores it can fall behind the ring buffer for a moment, and what it loses is counted above
+        assert got >= 0.5 * n, f"the follower let the ring buffer overwrite {n - got:.0f} of {n} lines"
+        print(f"\nburst: {n} lines written in {wrote:.2f}s; counted {got:.0f}, lost {lost:.0f}; daemon CPU "
+              f"{cpu1 - cpu0:.2f}s, RSS {rss0} -> {rss1} kB")
+        assert cpu1 - cpu0 < 5.0, "10,000 lines cost more than 5 CPU seconds"
+        assert rss1 - rss0 < 20_000, "10,000 lines grew the daemon by more than 20 MB"
+        # one aggregate, not 10,000: the finding list stays one line
+        assert [f["message"].count("module_plugged") for f in kernel_findings(d).values()
+                if f["device"] == "mlx5_0"] == [1]
+    finally:
+        d.stop()
