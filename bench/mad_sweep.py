@@ -8,7 +8,8 @@
 - wall, CPU (the collector process's own: the engine runs in it; the tools path adds its children's),
   RSS, series count and exposition size, each mode in its own collector process;
 - 30% MAD loss (ibsim console `Error "switch"[port] 30` on every port of one switch): over several
-  sweeps no cabled port reads down and no switch loses its name.
+  sweeps no cabled port reads down and no switch loses its name;
+- the far ends of the host links (one PortInfo MAD per CA port, once): how many a sweep sends.
 
 The collector processes run under umad2sim (LD_PRELOAD and IBSIM_SOCKNAME from the simulator), as
 a collector must for its own libibumad to reach ibsim (docs/mad-engine.md).
@@ -51,9 +52,17 @@ def inner(mode: str, repeat: int, state: str, baseline: bool) -> dict:
     sweeps, cpus, passes, sources, snap = [], [], [], [], None
     loss = mode == "loss"
     down_seen, names0 = [], None
+    sweep_source = pipe.sources["sweep"]
+    peer_reads: list[int] = []              # far-end PortInfo MADs (what a CA port enables) per sweep
+
+    def far_end_reads() -> int:
+        reader = getattr(sweep_source, "_reader", None)
+        return reader.peer_reads if reader is not None else 0
     for _ in range(repeat):
         t, c = time.monotonic(), time.process_time()
+        before = far_end_reads()
         snap = pipe.collect(["sweep"])
+        peer_reads.append(far_end_reads() - before)
         sweeps.append(time.monotonic() - t)
         cpus.append(time.process_time() - c)
         sources.append(snap.sources["sweep"].duration)
@@ -87,7 +96,9 @@ def inner(mode: str, repeat: int, state: str, baseline: bool) -> dict:
         "series": body.count(b"\n") - body.count(b"\n#"), "exposition_kib": len(body) / 1024,
         "rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
         "source_up": sw.up, "down_under_loss": len(down_seen), "names": len(names0 or ()),
-        "unanswered": float(unanswered[1]) if unanswered else 0.0, "engine": engine,
+        "unanswered": float(unanswered[1]) if unanswered else 0.0, "engine": engine, "peer_reads": peer_reads,
+        "host_links": sum(1 for p in snap.fabric.ports.values() if p.role == "host" and p.link is not None),
+        "degraded": sum(1 for p in snap.fabric.ports.values() if p.degraded.get("width") or p.degraded.get("speed")),
     }
 
 
@@ -179,6 +190,9 @@ def main() -> int:
           f"{max(x['sweep_min'] for x in shards) / whole['sweep_min']:.2f}x / {max(x['sweep_s'] for x in shards) / whole['sweep_s']:.2f}x, "
           f"read {max(x['source_min'] for x in shards) / whole['source_min']:.2f}x / "
           f"{max(x['source_s'] for x in shards) / whole['source_s']:.2f}x")
+    print(f"- far ends of the host links (what each CA port enables, docs/fabric-collector.md): PortInfo MADs per "
+          f"sweep {whole['peer_reads']} for {whole['host_links']} host links (read once, again only when a link "
+          f"changes); links degraded (width or speed): {whole['degraded']}")
     loss = rows["loss"]
     print(f"- 30% MAD loss on every port of one switch ({loss['mode']}, {max(3, args.repeat)} sweeps): "
           f"cabled ports read down: {loss['down_under_loss']}, switches named: {loss['names']} of {loss['switches']}, "

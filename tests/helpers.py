@@ -446,6 +446,21 @@ def fabric_collector(fab, tmp_path: Path, fabric: dict, traffic: dict | None = N
         d.stop()
 
 
+def fabric_once(fab, tmp_path: Path, name: str, fabric: dict, *args: str):
+    """`fabricmon fabric once` as its own process under the simulator's preload (so its own libibumad
+    reaches ibsim: the MAD engine runs where fabric.sweep_method allows), state in tmp_path/<name>.
+    Returns the CompletedProcess (exposition on stdout, findings on stderr); asserts exit 0."""
+    import subprocess
+    state = tmp_path / name
+    state.mkdir()
+    cfg = tmp_path / f"{name}.yml"
+    cfg.write_text(json.dumps({"paths": {"state_dir": str(state)}, "fabric": fabric}))
+    r = subprocess.run([sys.executable, "-m", "fabricmon", "fabric", "once", "--config", str(cfg), *args],
+                       env=fab.env(fab.hosts[0]), capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    return r
+
+
 def extract_ttar(ttar: Path, root: Path) -> Path:
     """Write a ttar archive (procfs/node_exporter's text fixture format: `Directory:`, `Path:` with
     `Lines: N` and N lines, `SymlinkTo:`) under root; returns root."""

@@ -10,6 +10,7 @@ Records in (FabricPort rates, levels), groups and findings out; nothing here par
 from __future__ import annotations
 
 import statistics
+from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -69,7 +70,12 @@ def groups(ports: Mapping[tuple[str, int], FabricPort], switches: Mapping[str, S
         members = [p for p in by_switch[guid] if p.role == direction and p.link is not None]
         if len(members) < 2:
             continue
-        ok = [p for p in members if p.up and not any(p.degraded.values())]
+        # judged among links of one class: the most common rate class of the group's up links (a
+        # 4X EDR uplink beside 4X HDR ones carries a different share by design); the others are excluded
+        classes = Counter(p.link.rate_class for p in members if p.up and p.link is not None)
+        main = classes.most_common(1)[0][0] if classes else None
+        ok = [p for p in members if p.up and not any(p.degraded.values())
+              and (main is None or p.link is None or p.link.rate_class == main)]
         ok_ports = {p.port for p in ok}     # by port number: comparing whole records costs O(n^2) field compares
         g = EcmpGroup(guid=guid, switch=switches[guid].name, direction=direction,
                       ports=sorted(ok_ports),

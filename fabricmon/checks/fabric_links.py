@@ -1,22 +1,44 @@
-"""Fabric link health: a cabled switch port that went away is down (reported, never dropped);
-a link below the norm of its link class (the most common width and speed among the up links
-of the same switch level and port role, e.g. every other leaf uplink is 4X HDR, or 400G on
-Ethernet) is degraded. Speeds compare within a kind: IB generations by rank, Ethernet by Mb/s.
+"""Fabric link health: a cabled switch port that went away is down (reported, never dropped); a
+link running below what it can run at is degraded. What a link is judged against, in this order
+(docs/fabric-collector.md "What a link is judged against"):
 
-Records in (FabricPort with its link), verdicts and findings out; nothing here parses or fetches."""
+1. **What both ends enable** (InfiniBand PortInfo, read by the sweep: model.link_ability): the
+   fastest width and the fastest speed both ends may train at. A link running there is not degraded,
+   however slow beside its neighbours (an EDR storage appliance on an HDR leaf, a DDR host on a QDR
+   leaf); one below it is.
+2. **Its own past**: a link that ran faster since the collector first saw it (to the same far end)
+   and runs slower now is degraded.
+3. **Its link class** where neither end's abilities are known: the most common width and speed
+   among the up links of the same switch level and port role (every other leaf uplink is 4X HDR,
+   or 400G on Ethernet). A link narrower than its class is degraded; a host link slower than its
+   class that has run at that speed since first seen is slower by design as far as fabricmon can
+   tell (hosts mix generations on purpose: storage appliances, older nodes): a note on the port
+   (`FabricPort.note`, logged once), never a broken cable. Links between switches are built as one
+   class per level and role, so one slower than its class is degraded.
+
+Speeds compare within a kind: IB generations by rank, Ethernet by Mb/s.
+
+Records in (FabricPort with its link, the ends' abilities, each port's past), verdicts and
+findings out; nothing here parses or fetches. The past is the caller's state (`remember`)."""
 
 from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable, Mapping
 
+from fabricmon import ibspec
 from fabricmon.checks import OK, Finding
 from fabricmon.checks.settings import ChecksConfig
-from fabricmon.model.fabric import FabricPort, Link, SwitchNode
+from fabricmon.model.fabric import FabricPort, Link, SwitchNode, rate_class
+from fabricmon.model.link_ability import LinkAbility, best_common
 
 REASONS = ("down", "width", "speed")
 CHECK = "degraded_link"          # the node's link check's name: one idea, one name
 NEEDS = ("topology",)             # the inputs it runs on (pipeline.fabric.CAPABILITIES)
+Key = tuple[str, int]
+# per port: the best width and speed rank it has run at since first seen, and the far end it ran to
+# (a cable moved elsewhere starts again)
+Past = tuple[int | None, int | None, Key]
 
 
 def _speed(lk: Link) -> str | int | None:
@@ -51,24 +73,95 @@ def _norm_link(width: int | None, speed: str | int | None) -> Link:
     return Link(0, "", 0, "", "", width, speed if isinstance(speed, str) else None, rate_mbps=mbps)
 
 
+def ceiling(p: FabricPort, abilities: Mapping[Key, LinkAbility]) -> tuple[int, str] | None:
+    """The fastest width and speed both ends of a port's link enable, None where either is unknown."""
+    if p.link is None or not abilities:
+        return None
+    lk = p.link
+    return best_common(abilities.get((p.guid, p.port)), abilities.get((lk.remote_guid, lk.remote_port)))
+
+
+def remember(ports: Mapping[Key, FabricPort], past: Mapping[Key, Past]) -> dict[Key, Past]:
+    """Each cabled link's best width and speed since first seen (the caller keeps it between sweeps);
+    a link moved to another far end starts again. What both ends enable does not reset it: a port
+    whose enabled set was lowered under a running link is not told apart from one that lost lanes."""
+    out: dict[Key, Past] = {}
+    for key, p in ports.items():
+        if p.link is None:
+            continue
+        old = past.get(key)
+        lk = p.link
+        far = (lk.remote_guid, lk.remote_port)
+        if not p.up:
+            if old is not None:
+                out[key] = old
+            continue
+        w, r = lk.width, lk.speed_rank
+        if old is None or old[2] != far:
+            out[key] = (w, r, far)
+            continue
+        pw, pr = old[0], old[1]
+        out[key] = (max(pw, w) if pw is not None and w is not None else (pw if w is None else w),
+                    max(pr, r) if pr is not None and r is not None else (pr if r is None else r), far)
+    return out
+
+
 def evaluate(ports: Mapping[tuple[str, int], FabricPort], switches: Mapping[str, SwitchNode],
-             levels: Mapping[str, int], checks: ChecksConfig) -> list[Finding]:
-    """Sets p.degraded, p.expected and p.rate_bps on every cabled port; returns the non-OK
+             levels: Mapping[str, int], checks: ChecksConfig, abilities: Mapping[Key, LinkAbility] | None = None,
+             past: Mapping[Key, Past] | None = None) -> list[Finding]:
+    """Sets p.degraded, p.expected, p.note and p.rate_bps on every cabled port; returns the non-OK
     findings (a fabric has too many ports for one OK finding each)."""
+    abilities = abilities or {}
+    past = past or {}
     norms = link_class_norms(ports.values(), levels)
     findings = []
     for (guid, port), p in ports.items():
         if p.link is None:
             continue
         lk = p.link
+        p.note = ""
         nw, ns = norms.get((levels.get(guid, 0), p.role), (None, None))
         norm = _norm_link(nw, ns)
-        p.expected = norm.rate_class if nw or ns else ""
-        ns_rank, s_rank = norm.speed_rank, lk.speed_rank
+        ceil = ceiling(p, abilities)
+        s_rank = lk.speed_rank
+        before = past.get((guid, port))
+        same = before is not None and before[2] == (lk.remote_guid, lk.remote_port)
+        pw, pr = (before[0], before[1]) if before is not None and same else (None, None)
+        low_w = low_s = False
+        why: list[str] = []
+        if ceil is not None:             # 1. what both ends enable
+            cw, cs = ceil
+            c_rank = _norm_link(None, cs).speed_rank
+            p.expected = rate_class(cw, cs)
+            low_w = lk.width is not None and lk.width < cw
+            low_s = s_rank is not None and c_rank is not None and s_rank < c_rank
+            if low_w or low_s:
+                why.append(f"below the {p.expected} both ends enable")
+        else:                            # 3. its link class
+            p.expected = norm.rate_class if nw or ns else ""
+            ns_rank = norm.speed_rank
+            low_w = nw is not None and lk.width is not None and lk.width < nw
+            below_class = ns_rank is not None and s_rank is not None and s_rank < ns_rank
+            if low_w:
+                why.append(f"below the {p.expected} of its link class")
+            if below_class and p.role == "host" and s_rank is not None and (pr is None or s_rank >= pr) and p.up:
+                p.note = (f"slower than its link class ({p.expected}): it has run at {lk.rate_class} since "
+                          f"first seen and neither end's abilities are known, so it is taken as slower by design")
+            elif below_class:
+                low_s = True
+                if not low_w:
+                    why.append(f"below the {p.expected} of its link class")
+        # 2. its own past
+        past_w = pw is not None and lk.width is not None and lk.width < pw
+        past_s = pr is not None and s_rank is not None and s_rank < pr
+        if past_w or past_s:
+            why.append(f"below the {_past_class(lk, pw, pr)} it ran at earlier")
+            p.note = ""
+        low_w, low_s = low_w or past_w, low_s or past_s
         p.degraded = {
             "down": not p.up,
-            "width": p.up and nw is not None and lk.width is not None and lk.width < nw,
-            "speed": p.up and ns_rank is not None and s_rank is not None and s_rank < ns_rank,
+            "width": p.up and low_w,
+            "speed": p.up and low_s,
         }
         p.rate_bps = (lk.rate_bps or 0.0) if p.up else 0.0
         name = switches[guid].name if guid in switches else guid
@@ -82,11 +175,19 @@ def evaluate(ports: Mapping[tuple[str, int], FabricPort], switches: Mapping[str,
                                     f"{where}: link is down ({was}): check the cable, "
                                     f"the transceivers and both ports"))
         elif p.degraded["width"] or p.degraded["speed"]:
-            why = [r for r in ("width", "speed") if p.degraded[r]]
+            what = [r for r in ("width", "speed") if p.degraded[r]]
             findings.append(Finding(CHECK, guid, port, checks.degraded_severity,
-                                    f"{where}: runs at {lk.rate_class}, below the {p.expected} of its "
-                                    f"link class ({' and '.join(why)}): reseat or replace the cable/transceiver"))
+                                    f"{where}: runs at {lk.rate_class}, {' and '.join(why)} "
+                                    f"({' and '.join(what)}): reseat or replace the cable/transceiver"))
     return [f for f in findings if f.status != OK]
 
 
-__all__ = ["CHECK", "NEEDS", "REASONS", "evaluate", "link_class_norms"]
+def _past_class(lk: Link, width: int | None, rank: int | None) -> str:
+    """The rate class a link ran at before, from its best width and speed rank."""
+    if lk.rate_mbps:
+        return rate_class(None, None, rank) if rank else lk.rate_class
+    speed = ibspec.GENERATIONS[rank].name if rank is not None and 0 <= rank < len(ibspec.GENERATIONS) else lk.speed
+    return rate_class(width or lk.width, speed)
+
+
+__all__ = ["CHECK", "NEEDS", "REASONS", "ceiling", "evaluate", "link_class_norms", "remember"]

@@ -2,7 +2,8 @@
 uplinks. Each switch's count is compared with the most common count among its peers: the
 switches of its level that share an upper switch with it (a pod's leaves share their spines; a
 management leaf cabled to the cores shares them with no leaf, so nothing is expected of it); a
-switch with no uplink at all is compared with its whole level. A switch below its peers is a WARNING naming the uplinks that were cabled at an
+switch with no uplink at all is compared with its whole level; only switches whose uplinks are of
+one rate class are peers. A switch below its peers is a WARNING naming the uplinks that were cabled at an
 earlier discovery and are down now (a leaf that lost an uplink runs every job at a fraction of
 its bandwidth), and CRITICAL once `critical_fraction` (fabric.uplinks_critical_fraction) of its
 expected uplinks or more are missing: one uplink of many is a ticket, half of them a page.
@@ -32,20 +33,34 @@ def active_uplinks(ports: Iterable[PortInfo | FabricPort]) -> dict[str, int]:
     return out
 
 
+def uplink_classes(ports: Iterable[PortInfo | FabricPort]) -> dict[str, str]:
+    """Per switch, the rate class of its uplinks (the most common among its cabled up ports, "" for none)."""
+    by_switch: dict[str, Counter[str]] = {}
+    for p in ports:
+        c = by_switch.setdefault(p.guid, Counter())
+        if p.role == "up" and p.link is not None:
+            c[p.link.rate_class] += 1
+    return {g: (c.most_common(1)[0][0] if c else "") for g, c in by_switch.items()}
+
+
 def _mode(c: Counter[int]) -> int:
     """The most common count (ties: the larger, so a half-cabled group is not taken as the norm)."""
     return max(c.items(), key=lambda kv: (kv[1], kv[0]))[0]
 
 
 def expected_uplinks(counts: Mapping[str, int], levels: Mapping[str, int],
-                     uppers: Mapping[str, frozenset[str]] | None = None) -> dict[str, int | None]:
+                     uppers: Mapping[str, frozenset[str]] | None = None,
+                     classes: Mapping[str, str] | None = None) -> dict[str, int | None]:
     """Per switch, the most common active-uplink count among its peers, itself included: with
     `uppers` (switch -> the switches its uplinks lead to, down ones included), the switches of its
     level sharing one of them (None when none does: nothing to compare it with); a switch without
-    uplinks, or without `uppers`, against its whole level."""
-    by_level: dict[int, Counter[int]] = {}
+    uplinks, or without `uppers`, against its whole level. With `classes` (uplink_classes), only the
+    switches whose uplinks are of its rate class count as its peers (a storage leaf with EDR uplinks
+    is not held to the HDR compute leaves' count)."""
+    cls = classes or {}
+    by_level: dict[tuple[int, str], Counter[int]] = {}
     for guid, n in counts.items():
-        by_level.setdefault(levels.get(guid, 0), Counter())[n] += 1
+        by_level.setdefault((levels.get(guid, 0), cls.get(guid, "")), Counter())[n] += 1
     norm = {lvl: _mode(c) for lvl, c in by_level.items()}
     below: dict[str, set[str]] = {}         # upper switch -> the switches whose uplinks lead to it
     for guid, ups in (uppers or {}).items():
@@ -53,12 +68,13 @@ def expected_uplinks(counts: Mapping[str, int], levels: Mapping[str, int],
             below.setdefault(u, set()).add(guid)
     out: dict[str, int | None] = {}
     for guid, n in counts.items():
-        mine = uppers.get(guid) if uppers is not None else None
-        if not mine:
-            out[guid] = norm[levels.get(guid, 0)]
+        his = uppers.get(guid) if uppers is not None else None
+        lvl, mine = levels.get(guid, 0), cls.get(guid, "")
+        if not his:
+            out[guid] = norm[(lvl, mine)]
             continue
-        lvl = levels.get(guid, 0)
-        peers = {h for u in mine for h in below.get(u, ()) if h in counts and levels.get(h, 0) == lvl}
+        peers = {h for u in his for h in below.get(u, ())
+                 if h in counts and levels.get(h, 0) == lvl and cls.get(h, "") == mine}
         out[guid] = _mode(Counter(counts[h] for h in peers)) if len(peers) > 1 else None
     return out
 
@@ -90,4 +106,4 @@ def evaluate(uplinks: Mapping[str, tuple[int, int | None]], ports: Mapping[tuple
     return [f for f in findings if f.status != OK]
 
 
-__all__ = ["CHECK", "NEEDS", "active_uplinks", "evaluate", "expected_uplinks"]
+__all__ = ["CHECK", "NEEDS", "active_uplinks", "evaluate", "expected_uplinks", "uplink_classes"]

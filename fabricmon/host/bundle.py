@@ -67,6 +67,7 @@ class RecordingIO:
             self.commands.append({
                 "argv": list(res.argv), "returncode": res.returncode, "stdout": res.stdout,
                 "stderr": res.stderr, "duration": round(res.duration, 4), "error": res.error,
+                **({"truncated": True} if res.truncated else {}),
             })
 
     def snmp_walks(self, specs: Sequence[WalkSpec], deadline: float, concurrency: int = 16,
@@ -262,7 +263,7 @@ class ReplayIO:
         if c is None:
             return CommandResult(tuple(argv), None, "", "not in the bundle", 0.0, "not_recorded")
         return CommandResult(tuple(c["argv"]), c["returncode"], c["stdout"], c["stderr"],
-                             c.get("duration", 0.0), c.get("error"))
+                             c.get("duration", 0.0), c.get("error"), bool(c.get("truncated")))
 
     def snmp_walks(self, specs: Sequence[WalkSpec], deadline: float, concurrency: int = 16,
                    cancel: threading.Event | None = None) -> list[CommandResult]:

@@ -18,7 +18,10 @@ from dataclasses import dataclass
 
 import psutil
 
-MAX_OUTPUT = 16 * 1024 * 1024
+# What is kept of a tool's stdout and stderr each (the pipes are read whole either way). A SuperPOD-class
+# fabric's `dump_fts` prints about 40 MB, a 2,000-switch fabric's about five times that; output cut at
+# this bound is marked (CommandResult.truncated), an error of the source, never taken as complete.
+MAX_OUTPUT = 256 * 1024 * 1024
 # Where tools are looked for after PATH: infiniband-diags installs into /usr/sbin, which is not on
 # an ordinary user's PATH on Debian.
 DEFAULT_TOOL_DIRS = ("/usr/local/sbin", "/usr/sbin", "/sbin")
@@ -43,6 +46,7 @@ class CommandResult:
     stderr: str
     duration: float
     error: str | None = None   # None, "not_found", "timeout", "exec_error", "not_recorded"
+    truncated: bool = False    # stdout or stderr was longer than MAX_OUTPUT and is cut there
 
     @property
     def ok(self) -> bool:
@@ -57,6 +61,8 @@ class CommandResult:
             return f"{cmd}: timed out after {self.duration:.1f}s (process group killed)"
         if self.error:
             return f"{cmd}: {self.error}: {self.stderr.strip()[:200]}"
+        if self.truncated:
+            return f"{cmd}: output longer than {MAX_OUTPUT / 2**20:g} MiB, cut there (not read whole)"
         tail = (self.stderr.strip() or self.stdout.strip()).splitlines()[-1:] or [""]
         return f"{cmd}: exit {self.returncode}: {tail[0][:200]}"
 
@@ -212,14 +218,19 @@ def _wait(proc: subprocess.Popen[bytes], args: tuple[str, ...], timeout: float, 
             proc.wait()
         return CommandResult(args, None, out[:MAX_OUTPUT].decode("utf-8", "replace"),
                              err[:MAX_OUTPUT].decode("utf-8", "replace"),
-                             time.monotonic() - start, "timeout")
+                             time.monotonic() - start, "timeout", _cut(out, err))
     # The tool exited; a child it left behind (daemonised, pipes closed) must not outlive it.
     try:
         os.killpg(proc.pid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
         pass
     return CommandResult(args, proc.returncode, out[:MAX_OUTPUT].decode("utf-8", "replace"),
-                         err[:MAX_OUTPUT].decode("utf-8", "replace"), time.monotonic() - start)
+                         err[:MAX_OUTPUT].decode("utf-8", "replace"), time.monotonic() - start,
+                         truncated=_cut(out, err))
+
+
+def _cut(out: bytes, err: bytes) -> bool:
+    return len(out) > MAX_OUTPUT or len(err) > MAX_OUTPUT
 
 
 _SAFE_ARG = re.compile(r"^[A-Za-z0-9_.:\-]+$")

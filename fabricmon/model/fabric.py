@@ -28,6 +28,7 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 from fabricmon import ibspec
+from fabricmon.model.link_ability import LinkAbility
 
 if TYPE_CHECKING:
     from fabricmon.model.optics import ModuleDiag
@@ -404,6 +405,11 @@ class SweepData:
     failed: dict[str, set[str]] = field(default_factory=dict)  # switch -> what went unanswered (counters, state)
     state_method: str = ""           # how link_up was read: "sa" (the SM's PortInfoRecords), "smp", "" (not read)
     method: str = ""                 # how the InfiniBand sweep read the switches: "mad" (in process), "tools"; "": another kind
+    # InfiniBand: what each end of a link may train at (PortInfo's enabled widths and speeds), by
+    # (node GUID, port): a switch's ports and the far ends of its links (CA ports included)
+    abilities: dict[Key, LinkAbility] = field(default_factory=dict)
+    # InfiniBand: the width and speed a port runs at, read in this sweep (wins over the discovery's)
+    link_rate: dict[Key, tuple[int | None, str | None]] = field(default_factory=dict)
 
 
 # --- forwarding tables and the subnet manager ---------------------------------------------
@@ -472,6 +478,9 @@ class FabricPort:
     # at an earlier sweep): what a down finding may claim about its history; `seen_by` names that read
     seen_up: bool = True
     seen_by: str = "discovery"
+    # what the link is judged against when it is not degraded but slower than its class, e.g.
+    # "slower than its class (4X HDR), as since first seen": information, never a broken cable
+    note: str = ""
 
     @property
     def label(self) -> str:

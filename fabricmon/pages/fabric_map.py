@@ -321,6 +321,7 @@ def switch(snap: Snapshot, query: Mapping[str, str]) -> str | None:
                          if v and (spec := ibspec.COUNTER_BY_NAME.get(k)) is not None and spec.kind != "traffic")
         why = "<br>".join([esc(f.message) for f in by_port.get(port, ())]
                           + (["hot port of an imbalanced ECMP group"] if port in hot else [])
+                          + ([esc(p.note)] if p.note else [])        # slower than its class, by design
                           + ([esc(f"{len(sw.neighbours[port])} LLDP neighbours: " + ", ".join(sw.neighbours[port]))]
                              if port in sw.neighbours else []))
         rows.append(f'<tr data-port="{port}" data-state="{state_name(st)}"><td class="num">{esc(p.label)}'

@@ -57,6 +57,7 @@ from fabricmon.model.fabric import (
     in_shard, merge_discovery,
 )
 from fabricmon.model.history import PLAIN, CounterHistory, CounterIntake, ib_rule
+from fabricmon.model.link_ability import LinkAbility
 from fabricmon.model.ports import PortView
 from fabricmon.model.optics import OpticsPort, SwitchOpticsData
 from fabricmon.model.snapshot import Sections, SourceState, source_data, source_state
@@ -136,6 +137,11 @@ class FabricModel:
         # per switch: the last sweeps' (unanswered, queries, what failed), and the data time of its last full read
         self._reads: dict[str, deque[SweepRead]] = {}
         self._last_read: dict[str, float] = {}
+        # what each port may train at (InfiniBand PortInfo, both ends of a link: the latest read of each),
+        # each link's past (checks.fabric_links.remember), and the ports noted slower than their class
+        self._abilities: dict[tuple[str, int], LinkAbility] = {}
+        self._past: dict[tuple[str, int], fabric_links.Past] = {}
+        self._noted: set[tuple[str, int]] = set()
         # each switch lane's learned receive power (checks.optics), in the state directory
         self.optics_baseline = BaselineStore(os.path.join(config.state_dir, "fabric_optics_baseline.json")
                                              if os.path.isdir(config.state_dir) else None)
@@ -284,6 +290,7 @@ class FabricModel:
                     self._seen_up.add(key)
             self._seen_up &= set(sec.ports)
             self._note_reads(sweep, sweep_time, sec)
+            self._abilities.update(sweep.abilities)
         findings: list[Finding] = []
         self._apply_state(sec)
         if not self._discovery_reads_state:     # a first discovery claims no history: only a sweep that saw it up
@@ -313,7 +320,7 @@ class FabricModel:
                     if step is not None and step[1] > 0:
                         scale = sweep.scale.get(name, ibspec.COUNTER_BY_NAME[name].scale)
                         setattr(p, attr, step[0] * scale / step[1])
-        findings += fabric_links.evaluate(sec.ports, sec.switches, sec.levels, self.config.checks)
+        findings += self._links(sec)
         findings += self._unresponsive(sec, now)
         flagged = self._flagged
         flagged_ports = {k[1:] for k in flagged}
@@ -412,12 +419,30 @@ class FabricModel:
 
     @staticmethod
     def _fresh_state(sweep: SweepData, sec: FabricSection) -> None:
-        """The sweep's own view of a port's speed (Ethernet: ifHighSpeed) wins over the last
-        discovery's."""
+        """The sweep's own view of a port's speed (Ethernet: ifHighSpeed; InfiniBand: the width and
+        speed PortInfo or the sweep's discovery pass read) wins over the last discovery's."""
         for key, mbps in sweep.rate_mbps.items():
             p = sec.ports.get(key)
             if p is not None and p.link is not None and p.link.rate_mbps is not None and mbps and mbps != p.link.rate_mbps:
                 p.link = replace(p.link, rate_mbps=mbps)
+        for key, (width, speed) in sweep.link_rate.items():
+            p = sec.ports.get(key)
+            if p is not None and p.link is not None and p.up and width and speed \
+                    and (width, speed) != (p.link.width, p.link.speed):
+                p.link = replace(p.link, width=width, speed=speed)
+
+    def _links(self, sec: FabricSection) -> list[Finding]:
+        """checks.fabric_links against what both ends enable, each link's past and its class; a port
+        newly noted slower than its class (information, never a finding) is logged once."""
+        findings = fabric_links.evaluate(sec.ports, sec.switches, sec.levels, self.config.checks, self._abilities, self._past)
+        self._past = fabric_links.remember(sec.ports, self._past)
+        noted = {k for k, p in sec.ports.items() if p.note}
+        for g, port in sorted(noted - self._noted):
+            p = sec.ports[(g, port)]
+            log.info("link slower than its class", switch=sec.switches[g].name, switch_guid=g, port=p.label,
+                     remote=p.link.remote_name if p.link is not None else "", note=p.note)
+        self._noted = noted
+        return findings
 
     # --- symmetry, routing, the subnet manager, check status ------------------------------
     def _symmetry(self, sec: FabricSection, topo: Topology) -> list[Finding]:
@@ -427,8 +452,9 @@ class FabricModel:
         for (g, _), lk in links:
             if lk is not None and lk.remote_type == "Switch" and topo.levels.get(lk.remote_guid, 0) > topo.levels.get(g, 0):
                 uppers.setdefault(g, set()).add(lk.remote_guid)
+        classes = fabric_symmetry.uplink_classes(topo.ports.values())
         expected = fabric_symmetry.expected_uplinks(counts, topo.levels,
-                                                    {g: frozenset(u) for g, u in uppers.items()})
+                                                    {g: frozenset(u) for g, u in uppers.items()}, classes)
         sec.uplinks = {g: (counts.get(g, 0), expected.get(g)) for g in sec.switches}
         return fabric_symmetry.evaluate(sec.uplinks, sec.ports, sec.switches, sec.levels,
                                         self.config.fabric.uplinks_critical_fraction)

@@ -119,6 +119,8 @@ def command_error(res: CommandResult) -> tuple[str, str] | None:
         return ("timeout", res.describe())
     if res.returncode != 0:
         return ("exit_code", res.describe())
+    if res.truncated:               # output cut at the host's bound: never taken as the whole answer
+        return ("read", res.describe())
     return None
 
 

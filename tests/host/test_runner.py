@@ -243,3 +243,14 @@ def test_invalid_utf8_is_replaced_not_raised() -> None:
 def test_describe_of_a_clean_failure_uses_the_last_line() -> None:
     r = CommandResult(("perfquery", "-x"), 255, "", "ibwarn: x\nperfquery: iberror: failed: y\n", 0.1)
     assert r.describe() == "perfquery -x: exit 255: perfquery: iberror: failed: y"
+
+
+def test_output_cut_at_the_bound_is_marked_and_an_error_of_the_source(monkeypatch) -> None:
+    from fabricmon.host import runner
+    from fabricmon.pipeline.source import command_error
+    monkeypatch.setattr(runner, "MAX_OUTPUT", 1000)
+    res = runner.run_command([sys.executable, "-c", "print('x' * 5000)"], 10)
+    assert res.ok and res.truncated and len(res.stdout) == 1000
+    assert command_error(res) == ("read", res.describe()) and "output longer than 0.000953674 MiB" in res.describe()
+    whole = runner.run_command([sys.executable, "-c", "print('x' * 500)"], 10)
+    assert not whole.truncated and command_error(whole) is None

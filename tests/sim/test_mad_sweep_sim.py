@@ -27,7 +27,7 @@ from fabricmon.exporter.render import render
 from fabricmon.host import LiveIO
 from fabricmon.pipeline.fabric import fabric_pipeline
 from fabricmon.sim.fabric import fat_tree_netfile
-from helpers import sample_value, scrape_samples
+from helpers import fabric_once, sample_value, scrape_samples
 
 pytestmark = pytest.mark.sim
 
@@ -36,14 +36,7 @@ SWITCHES = {f"{0x200000 + i:016x}" for i in range(6)}
 
 
 def once(fab, tmp_path, name: str, fabric: dict, *args: str) -> str:
-    state = tmp_path / name
-    state.mkdir()
-    cfg = tmp_path / f"{name}.yml"
-    cfg.write_text(json.dumps({"paths": {"state_dir": str(state)}, "fabric": fabric}))
-    r = subprocess.run([sys.executable, "-m", "fabricmon", "fabric", "once", "--config", str(cfg), *args],
-                       env=fab.env(fab.hosts[0]), capture_output=True, text=True, timeout=120)
-    assert r.returncode == 0, r.stderr
-    return r.stdout
+    return fabric_once(fab, tmp_path, name, fabric, *args).stdout
 
 
 def series(text: str) -> dict[tuple[str, str], str]:

@@ -8,7 +8,7 @@ each with its SHARP Aggregation Node (devid 0xcf09, sysimgguid its switch's), 54
 which 74 keep a default node description (69 `MT4129 ConnectX7   Mellanox Technologies`,
 `ubuntu ...`, `localhost ...`), and 12 leaves with fewer than the 18 uplinks of the others (the
 capture's own missing cables). ibsim 0.10 does not know NDR and trains every link at SDR: the
-speeds are uniform here, so the speed judgement (rf-links' part) has nothing to say on it.
+speeds are uniform here, so the speed judgement has nothing to say on it.
 
 hwloc's netloc test data (two older clusters, `ibnetdiscover -p` ports reports turned into the
 topology format): `avakas`, QDR hosts on the line cards of a QLogic director (two tiers, one DDR
@@ -34,7 +34,7 @@ from fabricmon.model.fabric import AGGREGATION_NODE_DESCRIPTION, default_descrip
 from fabricmon.pipeline.fabric import fabric_pipeline
 from fabricmon.sim.fabric import SimFabric, tools_available
 from fabric_snap import ports_report_topology
-from helpers import FIXTURES, unavailable
+from helpers import FIXTURES, fabric_once, unavailable
 
 pytestmark = pytest.mark.sim
 
@@ -183,11 +183,21 @@ def test_a_garbage_or_unreadable_name_map_is_an_error_of_the_discovery_alone(ndr
         assert {k for k, n in st.errors_total.items() if n} == ({kind} if kind else set()), (path, st.errors_total)
 
 
-# rf-links' part: a host slower by design (a DDR HCA on a QDR line card, an SDR head node on a QDR
-# switch) is still judged against its link class's most common speed, CRITICAL degraded_link; the
-# link judgement against what both ends can do is another change's (issue 35, rf-links). These tests
-# assert the topology and leave degraded_link out, naming the one port it is about.
-SLOWER_BY_DESIGN = "degraded_link"
+# a host slower by design (a DDR HCA on a QDR line card, an SDR head node on a QDR switch) is not a
+# broken cable (docs/fabric-collector.md "What a link is judged against"): through the tools (no end's
+# abilities known under ibsim's SA) it is noted slower than its class, never a finding; through the MAD
+# engine (both ends' PortInfo read) it runs at the best both ends enable
+
+
+def slower_by_design(snap, fab, work: Path, remote: str) -> None:
+    """No degraded_link on either sweep path, and the tools' note on the one host link it is about."""
+    assert [f.line() for f in snap.findings if f.check == "degraded_link"] == []
+    notes = [p for p in snap.fabric.ports.values() if p.note]
+    assert len(notes) == 1 and notes[0].link.remote_name == remote and "slower than its link class" in notes[0].note
+    mad = fabric_once(fab, work, "mad", {"sweep_method": "mad", "cache_dir": str(work / "mad-cache"),
+                                         "sources": {"sm": {"enabled": False}}})
+    assert 'fabricmon_fabric_sweep_method{method="mad"} 1.0' in mad.stdout and "degraded_link" not in mad.stderr
+    assert not re.findall(r'^fabricmon_fabric_port_degraded\{[^}]*reason="(?:width|speed)"[^}]*\} 1\.0$', mad.stdout, re.M)
 
 
 def test_an_older_qdr_cluster_on_a_director(tmp_path) -> None:
@@ -195,7 +205,7 @@ def test_an_older_qdr_cluster_on_a_director(tmp_path) -> None:
     carrying the hosts, 9 spine chips; 281 hosts, one with a DDR HCA), its `ibnetdiscover -p` ports
     report turned into the topology format ibsim loads (tests/fabric_snap.ports_report_topology)."""
     report = lzma.decompress(AVAKAS.read_bytes()).decode()
-    with collected(ports_report_topology(report), tmp_path) as (snap, topo, _):
+    with collected(ports_report_topology(report), tmp_path) as (snap, topo, fab):
         sec = snap.fabric
         names = {g: sw.name for g, sw in sec.switches.items()}
         tier = {g: 1 if re.search(r" L\d+$", n) else 2 if re.search(r" S\d+[AB]$", n) else 0 for g, n in names.items()}
@@ -204,16 +214,15 @@ def test_an_older_qdr_cluster_on_a_director(tmp_path) -> None:
         assert len(topo.hosts) == 281 and not topo.unnamed and not topo.parts
         hosts = set(topo.hosts.values())
         assert len(hosts) == 281 and {"node008", "bigmem01", "avakas-frontend1"} <= hosts
-        slow = [f for f in snap.findings if f.status and f.check == SLOWER_BY_DESIGN]
-        assert all('"node008 HCA-1"' in f.message for f in slow)          # the DDR host (rf-links' part)
-        assert [f.line() for f in snap.findings if f.status and f.check != SLOWER_BY_DESIGN] == []
+        assert [f.line() for f in snap.findings if f.status] == []
+        slower_by_design(snap, fab, tmp_path, "node008 HCA-1")            # the DDR host
 
 
 def test_a_cluster_whose_hosts_keep_the_firmwares_description(tmp_path) -> None:
     """hwloc's netloc data `plafrim2`, subnet fe80::1: one IS5030 switch, 23 hosts of which 21 keep
     `MT25408 ConnectX Mellanox Technologies` (no rdma-ndd): 21 hosts, never one, in one finding."""
     report = lzma.decompress(PLAFRIM2.read_bytes()).decode()
-    with collected(ports_report_topology(report), tmp_path) as (snap, topo, _):
+    with collected(ports_report_topology(report), tmp_path) as (snap, topo, fab):
         assert list(snap.fabric.levels.values()) == [1]
         assert len(topo.hosts) == 23 and len(topo.unnamed) == 21 and len(set(topo.hosts.values())) == 23
         assert {topo.hosts[g] for g in topo.hosts if g not in topo.unnamed} == {"bright", "sirocco06"}
@@ -221,6 +230,5 @@ def test_a_cluster_whose_hosts_keep_the_firmwares_description(tmp_path) -> None:
                    for g in topo.unnamed)
         (f,) = [f for f in snap.findings if f.check == "node_description"]
         assert f.message.startswith("21 of 23 hosts have no node description")
-        slow = [f for f in snap.findings if f.status and f.check == SLOWER_BY_DESIGN]
-        assert all('"bright mlx4_0"' in f.message for f in slow)           # an SDR head node (rf-links' part)
-        assert [f.line() for f in snap.findings if f.status and f.check not in (SLOWER_BY_DESIGN, "node_description")] == []
+        assert [f.line() for f in snap.findings if f.status and f.check != "node_description"] == []
+        slower_by_design(snap, fab, tmp_path, "bright mlx4_0")            # an SDR head node

@@ -7,7 +7,12 @@ topology in ibsim (1,774 CA LIDs, docs/benchmarks.md). With a running opensm (as
 production fabric) one `dump_fts -n` took 1.8 s and `ibroute` per switch, 4 at a time, 10-21 s;
 with no SM answering they were even (3.2 s against 3.1 s; 2.5 s 8 at a time). The tables are
 kept as bytes indexed by LID (about 5 KB per switch on that fabric); a shard keeps only its own
-switches' tables."""
+switches' tables.
+
+Every table is read, however large the fabric: the host keeps up to host.runner.MAX_OUTPUT (256 MiB)
+of the tool's output (a SuperPOD-class fabric prints about 40 MB). Output cut at that bound is an
+error of this source (`read`, fabricmon_source_errors_total), and that run yields no tables: no
+switch is ever blamed for a table the cut-off left out, and the last complete tables stay in use."""
 
 from __future__ import annotations
 
@@ -31,6 +36,10 @@ class RoutingSource(Source):
         fc = self.config.fabric
         t0 = time.monotonic()
         res = io.run([*self.sc.command, "-n", "-t", str(fc.mad_timeout_ms)], inputs.remaining(self.sc.timeout))
+        if res.truncated:           # not the whole answer: an error of the source, never of the switches
+            out.error("read", f"{res.describe()}: forwarding tables not judged this run (the last complete "
+                              f"ones stay in use)")
+            return out
         tables = out.parsed(res, parse_lft, partial=True)
         if tables is None:
             return out

@@ -7,8 +7,9 @@ Two ways, said by `method` (fabricmon_fabric_sweep_method):
   in host/mad.py, what to ask in sources/infiniband/mad/, docs/mad-engine.md) reads every switch of the
   sweep (the whole fabric, or a shard's switches) from the cached topology's LIDs in one pass:
   PortCountersExtended of every port, the PortCounters aggregate (AllPortSelect) and per port only
-  where it is non-zero, and PortInfo (link state, by SMP) of every cabled port, with many MADs in
-  flight under a window per switch and a global one. No process is spawned, no ibnetdiscover per
+  where it is non-zero, and PortInfo (link state, width, speed and what the port may train at, by
+  SMP) of every cabled port and, once, of each link's far end outside the sweep (CA ports), with
+  many MADs in flight under a window per switch and a global one. No process is spawned, no ibnetdiscover per
   sweep; a shard costs its share. Unanswered queries are retried, then counted per switch, and
   leave that port's last known state in place (never a port down).
 - **tools** (no umad port here, fabric.sweep_method tools, or a bundle recorded with the tools): the
@@ -41,7 +42,9 @@ at once, all under the sweep's one deadline; a switch whose read fails costs onl
 
 Link state, every sweep, before the counters (so the counters are read closest to the sweep's data
 time): first from the subnet manager's database, one `saquery PIR` (PortInfoRecords; no MAD to any
-switch), used when it holds a record for every cabled port swept. Otherwise (no SM, or an SA that
+switch), used when it holds a record for every cabled port swept; its records also say what each end
+of a link may train at (the enabled widths and speeds, CA ports included), taken for every port
+they cover. Otherwise (no SM, or an SA that
 answers partially, as ibsim's does) from PortInfo SMPs: one `ibnetdiscover` pass without a cache
 (the topology and the cache are left alone; only which ports are cabled is taken from it: 1.6 s on
 the 400-switch director fabric, 0.1-0.3 s on a fat tree, where a process per port would cost a
@@ -233,7 +236,13 @@ class SweepSource(Source):
                 out.error("read", f"switch {sw.name or g} (0x{g}) has no LID in the discovered topology")
                 data.missing.add(g)
                 continue
-            targets.append(SwitchTarget(g, sw.lid, sw.nports, tuple(sorted(state.get(g, ())))))
+            # the far ends this read does not reach as its own switches' ports: CA ports, and the
+            # switches of other shards (what they may train at: checks.fabric_links)
+            links = [(p, topo.ports[(g, p)].link) for p in sorted(state.get(g, ())) if (g, p) in topo.ports]
+            peers = tuple((p, lk.remote_lid, lk.remote_port) for p, lk in links
+                          if lk is not None and lk.remote_lid and lk.remote_port
+                          and not (lk.remote_type == "Switch" and lk.remote_guid in mine))
+            targets.append(SwitchTarget(g, sw.lid, sw.nports, tuple(sorted(state.get(g, ()))), peers))
         if any(t.state_ports for t in targets):
             data.state_method = "smp"
         deadline = time.monotonic() + inputs.remaining(self.sc.timeout)
@@ -255,6 +264,13 @@ class SweepSource(Source):
                 out.error("read", f"switch {sw.name or g} (0x{g}) returned no counters this sweep")
             for p, up in r.link_up.items():
                 data.link_up[(g, p)] = up
+            for p, (width, speed, ability) in r.link.items():
+                data.link_rate[(g, p)] = (width, speed)
+                data.abilities[(g, p)] = ability
+            for p, ability in r.peer_ability.items():
+                info = topo.ports.get((g, p))
+                if info is not None and info.link is not None:
+                    data.abilities[(info.link.remote_guid, info.link.remote_port)] = ability
             data.queries[g] = r.queries
             if r.unanswered:
                 data.unanswered[g] = r.unanswered
@@ -309,6 +325,7 @@ class SweepSource(Source):
         sa = io.run([os.path.join(tooldir, "saquery"), *t, "PIR"], inputs.remaining(self.sc.timeout))
         if command_error(sa) is None:
             records = parse_saquery_pir(sa.stdout)
+            self._abilities(topo, targets, records, data)
             states = {k: records.get((topo.switches[k[0]].lid, k[1])) for k in targets}
             if all(v is not None for v in states.values()):
                 data.link_up.update({k: v.up for k, v in states.items()})
@@ -325,6 +342,10 @@ class SweepSource(Source):
         lost = count_unanswered(disc.stderr)
         complete = seen is not None and command_error(disc) is None and not lost
         cabled = {(g, p) for g, sw in seen.switches.items() for p in sw.links} if seen is not None else set()
+        for g, sw in seen.switches.items() if seen is not None else ():
+            for p, lk in sw.links.items():      # what each link runs at now (the pass prints `4xHDR`)
+                if g in mine:
+                    data.link_rate[(g, p)] = (lk.width, lk.speed)
         for k in targets:
             data.queries[k[0]] = data.queries.get(k[0], 0) + 1
             if k in cabled:
@@ -365,13 +386,35 @@ class SweepSource(Source):
                 try:
                     if command_error(res) is not None:
                         raise ParseError("unanswered")
-                    data.link_up[k] = parse_portinfo(res.stdout).up
+                    st = parse_portinfo(res.stdout)
+                    data.link_up[k] = st.up
+                    if st.ability is not None:
+                        data.abilities[k] = st.ability
                 except ParseError:
                     pending.append(k)
             if not pending:
                 break
         for k in pending:
             self._lost(data, k[0], "port state")
+
+    @staticmethod
+    def _abilities(topo: Topology, targets: list[tuple[str, int]], records: dict, data: SweepData) -> None:
+        """What both ends of each swept link may train at, from the SM's PortInfoRecords (they hold
+        every port's PortInfo, CA ports included, where the SA covers them: a real fabric's SM does;
+        ibsim's SA holds a few): each port whose record is there, nothing assumed for the others."""
+        for k in targets:
+            sw = topo.switches[k[0]]
+            own = records.get((sw.lid, k[1]))
+            if own is not None and own.ability is not None:
+                data.abilities[k] = own.ability
+                if own.up:
+                    data.link_rate[k] = (own.width, own.speed)
+            info = topo.ports.get(k)
+            lk = info.link if info is not None else None
+            if lk is not None and lk.remote_lid and lk.remote_port:
+                far = records.get((lk.remote_lid, lk.remote_port))
+                if far is not None and far.ability is not None:
+                    data.abilities[(lk.remote_guid, lk.remote_port)] = far.ability
 
     def _parse(self, out: SourceOutput, res, what: str = "") -> IbqueryerrorsReport | None:
         err = command_error(res)

@@ -3,8 +3,11 @@ own structs), so a wrong offset in the codec fails here."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
+from fabricmon.model.link_ability import LinkAbility, best_common
 from fabricmon.sources.infiniband.mad import codec
 
 D = 64                                   # attribute data offset (SMP and PerfMgt)
@@ -127,3 +130,56 @@ def test_wrong_answers_raise() -> None:
                      (bytes(answer(0x01, 0x15, status=0x801C)), "status"), (bytes(answer(0x01, 0x11)), "attribute")):
         with pytest.raises(codec.MadError, match=why):
             codec.decode_port_up(bad)
+
+
+# --- PortInfo: what a port may train at (fixtures: ibsim's own bytes, tests/fixtures/portinfo/README.md) ---
+
+PORTINFO = Path(__file__).parents[2] / "fixtures" / "portinfo"
+
+
+def smpdump(name: str, port: int = 1) -> bytes:
+    """A GetResp(PortInfo) carrying the 64 data bytes `smpdump -L` printed."""
+    data = bytes.fromhex("".join((PORTINFO / f"{name}.smpdump").read_text().split()))
+    assert len(data) == 64
+    mad = answer(0x01, 0x15, mod=port)
+    mad[D:D + 64] = data
+    return bytes(mad)
+
+
+def test_port_link_decodes_ibsim_edr_host_on_an_hdr_leaf() -> None:
+    up, width, speed, sw = codec.decode_port_link(smpdump("hdr-edr-switch-port"))
+    assert (up, width, speed) == (True, 4, "EDR")
+    assert sw == LinkAbility(frozenset({1, 4}), frozenset({"SDR", "DDR", "QDR", "FDR", "EDR"}))
+    ca = codec.decode_port_link(smpdump("hdr-edr-ca-port"))[3]
+    assert ca == sw and best_common(sw, ca) == (4, "EDR")          # running at the best both ends enable
+    up, width, speed, hdr = codec.decode_port_link(smpdump("hdr-edr-switch-port2", 2))
+    assert (width, speed) == (4, "HDR") and "HDR" in hdr.speeds and best_common(hdr, ca) == (4, "EDR")
+    assert codec.decode_port_info(smpdump("hdr-edr-switch-port")).speed == "EDR"
+
+
+def test_port_link_decodes_ibsim_ddr_host_on_a_qdr_leaf() -> None:
+    up, width, speed, ca = codec.decode_port_link(smpdump("qdr-ddr-ca-port"))
+    assert (up, width, speed) == (True, 4, "DDR") and ca.speeds == {"SDR", "DDR"}     # no extended speed
+    qdr = codec.decode_port_link(smpdump("qdr-ddr-switch-port2", 2))[3]
+    assert qdr.speeds == {"SDR", "DDR", "QDR"} and best_common(qdr, ca) == (4, "DDR")
+
+
+def test_port_link_fields_at_their_spec_offsets() -> None:
+    m = answer(0x01, 0x15, mod=9)
+    m[D + 29], m[D + 30], m[D + 31] = 0x13, 0x03, 0x02    # width enabled 1X/4X/2X, supported 1X/4X, active 4X
+    m[D + 32], m[D + 33] = 0x74, 0x50                     # speed supported SDR-QDR, Active; LinkUp
+    m[D + 35] = 0x47                                      # speed active QDR, enabled SDR-QDR
+    m[D + 56] = 0b0_01_01_001                             # XDR active2, supported2, enabled2
+    m[D + 62], m[D + 63] = 0x4F, 0x0C                     # ext active HDR, supported FDR-NDR; enabled HDR, NDR
+    up, width, speed, ab = codec.decode_port_link(bytes(m))
+    assert up and width == 4 and speed == "XDR"           # ExtActive2 wins over ExtActive
+    assert ab.widths == {1, 4} and ab.speeds == {"SDR", "DDR", "QDR", "HDR", "NDR", "XDR"}   # 2X not supported
+    m[D + 56], m[D + 63] = 0, 30                          # no XDR; extended speeds disabled
+    assert codec.decode_port_link(bytes(m))[3].speeds == {"SDR", "DDR", "QDR"}
+    assert codec.decode_port_link(bytes(m))[2] == "HDR"
+    m[D + 62] = 0x00                                      # no extended speed: LinkSpeedActive
+    assert codec.decode_port_link(bytes(m))[2] == "QDR"
+    m[D + 33] = 0x20                                      # Polling: down
+    assert codec.decode_port_link(bytes(m))[0] is False
+    with pytest.raises(codec.MadError):
+        codec.decode_port_link(bytes(answer(0x01, 0x11)))

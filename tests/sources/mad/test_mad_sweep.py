@@ -20,7 +20,7 @@ def topology() -> Topology:
     for i, g in enumerate(GUIDS):
         topo.switches[g] = SwitchNode(g, f"sw{i:02d}", 4, 10 + i)
         for p in (1, 2):                    # ports 1-2 cabled, 3-4 not
-            link = Link(p, GUIDS[(i + 1) % len(GUIDS)], p, "Switch", "peer", 4, "HDR")
+            link = Link(p, GUIDS[(i + 1) % len(GUIDS)], p, "Switch", "peer", 4, "HDR", remote_lid=10 + (i + 1) % len(GUIDS))
             topo.ports[(g, p)] = PortInfo(g, p, "uplink", link, True)
         for p in (3, 4):
             topo.ports[(g, p)] = PortInfo(g, p, "unconnected", None, False)
@@ -181,3 +181,26 @@ def test_a_silent_switch_through_the_engine_is_unresponsive_as_through_the_tools
         assert sec.ports[(silent, 1)].up                      # unreached is not down
     assert unresp[0].status == 1 and "sw05" in unresp[0].message
     assert sec.check_status[("unresponsive", silent)] == 1 and sec.check_status[("unresponsive", GUIDS[4])] == 0
+
+
+def test_what_each_end_may_train_at_lands_by_node_and_port() -> None:
+    from fabricmon.model.link_ability import from_masks
+    hdr, edr = from_masks(0x03, 0x1F, 0x7, 0x7, 0x7, 0xF), from_masks(0x03, 0x1F, 0x7, 0x7, 0x3, 0xF)
+
+    class Reader(FakeReader):
+        def read(self, targets, deadline, error_names):
+            out = super().read(targets, deadline, error_names)
+            for t in targets:
+                out[t.guid].link = {p: (4, "HDR", hdr) for p in t.state_ports}
+                out[t.guid].peer_ability = {p: edr for p, _lid, _rport in t.peers}
+            return out
+    reader = Reader()
+    data, _ = sweep("1/4", reader)
+    mine = {t.guid for t in reader.targets}
+    for t in reader.targets:
+        # the far ends asked for are the links to switches of other shards (every link here is switch to switch)
+        assert {p for p, _, _ in t.peers} == {p for p in (1, 2) if GUIDS[(GUIDS.index(t.guid) + 1) % 16] not in mine}
+    g = reader.targets[0].guid
+    assert data.link_rate[(g, 1)] == (4, "HDR") and data.abilities[(g, 1)] == hdr
+    far = [(GUIDS[(GUIDS.index(t.guid) + 1) % 16], p) for t in reader.targets for p, _, _ in t.peers]
+    assert far and all(data.abilities[k] == edr for k in far)

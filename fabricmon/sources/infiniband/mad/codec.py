@@ -16,13 +16,20 @@ Attributes read here:
   the 32-bit data counters. PortSelect 255 with AllPortSelect: the sums over every port.
 - PerfMgt PortCountersExtended (0x001D): 64-bit data and packet counters.
 - SMP PortInfo (0x0015, modifier: port): PortState, PortPhysicalState, LinkWidthActive,
-  LinkSpeedActive/LinkSpeedExtActive.
+  LinkSpeedActive/LinkSpeedExtActive/LinkSpeedExtActive2, and what the port may train at
+  (`decode_port_link`): LinkWidthEnabled/Supported (data bytes 29, 30), LinkSpeedSupported (byte 32,
+  high nibble), LinkSpeedEnabled (byte 35, low nibble), LinkSpeedExtSupported (byte 62, low nibble),
+  LinkSpeedExtEnabled (byte 63, low 5 bits) and IBA 1.7's LinkSpeedExtActive2/Supported2/Enabled2
+  (byte 56: bits 1-2, 3-4, 5-7 from the top), as libibmad's fields.c places them.
 - SMP NodeInfo (0x0011) and NodeDescription (0x0010)."""
 
 from __future__ import annotations
 
+import functools
 import struct
 from dataclasses import dataclass
+
+from fabricmon.model.link_ability import LinkAbility, from_masks
 
 MAD_SIZE = 256
 DATA_OFFSET = 64                     # attribute data of both SMPs and PerfMgt GMPs
@@ -59,6 +66,7 @@ PCE_NAMES = ("transmit_bytes", "receive_bytes", "transmit_packets", "receive_pac
 WIDTHS = {1: 1, 2: 4, 4: 8, 8: 12, 16: 2}                    # LinkWidthActive bit -> lanes
 SPEEDS = {1: "SDR", 2: "DDR", 4: "QDR"}                       # LinkSpeedActive
 SPEEDS_EXT = {1: "FDR", 2: "EDR", 4: "HDR", 8: "NDR", 16: "XDR"}  # LinkSpeedExtActive (wins when set)
+SPEEDS_EXT2 = {1: "XDR"}                                      # LinkSpeedExtActive2 (wins over both)
 
 
 class MadError(ValueError):
@@ -184,10 +192,29 @@ def decode_port_info(mad: bytes) -> PortInfoState:
     """SMP PortInfo -> the port's link state, width and speed."""
     _answer(mad, ATTR_PORT_INFO, 64)
     d = DATA_OFFSET
-    ext = mad[d + 62] >> 4
-    speed = SPEEDS_EXT.get(ext) if ext else SPEEDS.get(mad[d + 35] >> 4)
+    speed = _link(bytes(mad[d + 29:d + 36]) + bytes((mad[d + 56], mad[d + 62], mad[d + 63])))[1]
     return PortInfoState(int.from_bytes(mad[20:24], "big"), mad[d + 32] & 0xF, mad[d + 33] >> 4,
                          WIDTHS.get(mad[d + 31]), speed)
+
+
+@functools.lru_cache(maxsize=1024)
+def _link(key: bytes) -> tuple[int | None, str | None, LinkAbility]:
+    """(width, speed, ability) from PortInfo data bytes 29-35, 56, 62-63 (a fabric has few
+    distinct combinations, so each is decoded once)."""
+    wen, wsup, wact, ssup_state, _phys, _lmc, sact_sen, b56, b62, b63 = key
+    act2 = (b56 >> 5) & 0x3
+    ext = b62 >> 4
+    speed = SPEEDS_EXT2.get(act2) if act2 else SPEEDS_EXT.get(ext) if ext else SPEEDS.get(sact_sen >> 4)
+    ability = from_masks(wen, wsup, sact_sen & 0xF, ssup_state >> 4, b63 & 0x1F, b62 & 0xF, b56 & 0x7, (b56 >> 3) & 0x3)
+    return WIDTHS.get(wact), speed, ability
+
+
+def decode_port_link(mad: bytes) -> tuple[bool, int | None, str | None, LinkAbility]:
+    """SMP PortInfo -> (link up, active width, active speed, what the port may train at): what a
+    sweep reads of every cabled port."""
+    up = decode_port_up(mad)
+    d = DATA_OFFSET
+    return (up, *_link(bytes(mad[d + 29:d + 36]) + bytes((mad[d + 56], mad[d + 62], mad[d + 63]))))
 
 
 def decode_port_up(mad: bytes) -> bool:

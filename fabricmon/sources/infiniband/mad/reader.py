@@ -11,6 +11,11 @@ Per switch (the topology's LID; one engine, one pass for the whole fabric or a s
 3. PortCounters of each port of the switches whose aggregate shows a non-zero error counter or
    PortXmitWait: error counters are sums (saturating), so an aggregate of zero proves every port's
    are zero, as infiniband-diags' ibqueryerrors reasons.
+4. PortInfo of the far end of each host link (the CA port, LID-routed to its own LID): what it
+   may train at (its enabled widths and speeds), read once and kept, and read again only when the
+   switch end's link changed (came up, trained at another width or speed, or its own enabled set
+   changed): a fabric costs one MAD per host port once, then none while nothing changes. A CA
+   that does not answer leaves its end unknown; it is not counted against its switch.
 
 Unreached is not down: a PortInfo that went unanswered leaves that port out of `link_up`; a switch
 whose error aggregate went unanswered has `errors_ok` False (its error counters are not reported
@@ -25,10 +30,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from fabricmon.host.mad import Request
+from fabricmon.model.link_ability import LinkAbility
 from fabricmon.sources.infiniband.mad import codec
 
 TRAFFIC = frozenset(codec.PCE_NAMES)
 ASSUMED_CAPS = codec.CAP_ALL_PORT_SELECT | codec.CAP_EXT_WIDTH
+_UNKNOWN = LinkAbility(frozenset(), frozenset())     # a far end that could not be read
 
 
 @functools.lru_cache(maxsize=2048)
@@ -58,6 +65,9 @@ class SwitchTarget:
     lid: int
     nports: int
     state_ports: tuple[int, ...] = ()    # ports whose PortInfo (link state) this sweep reads
+    # host links: (switch port, the CA port's LID, the CA port's number), whose far end's PortInfo
+    # (what it may train at) is read when not known yet or when the switch end's link changed
+    peers: tuple[tuple[int, int, int], ...] = ()
 
 
 @dataclass(slots=True)
@@ -65,6 +75,9 @@ class SwitchResult:
     ports: dict[int, dict[str, int]] = field(default_factory=dict)   # traffic (+ errors when errors_ok)
     errors_ok: bool = False
     link_up: dict[int, bool] = field(default_factory=dict)
+    # port -> (active width, active speed, what it may train at), from the same PortInfo as link_up
+    link: dict[int, tuple[int | None, str | None, LinkAbility]] = field(default_factory=dict)
+    peer_ability: dict[int, LinkAbility] = field(default_factory=dict)   # switch port -> its far end's
     queries: int = 0
     unanswered: int = 0
     failed: set[str] = field(default_factory=set)                    # "counters", "port state"
@@ -78,6 +91,9 @@ class FabricReader:
         self.run = run
         self.caps: dict[str, int] = {}
         self._plans: dict[tuple, tuple[list[Request], bool, bool]] = {}     # switch -> its sweep's requests
+        # (CA LID, CA port) -> (its ability, the switch end's (up, width, speed, ability) when it was read)
+        self.peers: dict[tuple[int, int], tuple[LinkAbility, tuple]] = {}
+        self.peer_reads = 0                 # far-end PortInfo MADs sent (bench/mad_sweep.py reports it)
         self._lock = threading.Lock()       # one read at a time on the one port (two pipelines in a process)
 
     def read(self, targets: list[SwitchTarget], deadline: float, error_names: tuple[str, ...]) -> dict[str, SwitchResult]:
@@ -133,7 +149,7 @@ class FabricReader:
         answers = self.run(reqs, deadline) if reqs else []
         per_port_errors: dict[str, dict[int, dict[str, int]]] = {}
         agg_seen: set[str] = set()
-        dec_pce, dec_pc, dec_up, MadError = codec.decode_port_counters_ext, codec.decode_port_counters, codec.decode_port_up, codec.MadError
+        dec_pce, dec_pc, dec_link, MadError = codec.decode_port_counters_ext, codec.decode_port_counters, codec.decode_port_link, codec.MadError
         for t, at, ext, agg in spans:
             res = out[t.guid]
             nports, nstate = t.nports, len(t.state_ports)
@@ -169,14 +185,16 @@ class FabricReader:
                     bad += 1
             if bad:
                 res.failed.add("counters")
-            link_up = res.link_up
+            link_up, link = res.link_up, res.link
             for p, ans in zip(t.state_ports, chunk[nports + agg:]):     # the link state of the cabled ports
                 if ans is None:
                     res.unanswered += 1
                     res.failed.add("port state")
                     continue
                 try:
-                    link_up[p] = dec_up(ans)
+                    up, *rest = dec_link(ans)
+                    link_up[p] = up
+                    link[p] = tuple(rest)
                 except MadError:
                     res.failed.add("port state")
         # 3. per-port error counters where the aggregate is not zero
@@ -197,6 +215,7 @@ class FabricReader:
                     out[t.guid].failed.add("counters")
             for g in bad:
                 per_port_errors.pop(g, None)
+        self._read_peers(targets, out, deadline)
         drilled = {t.guid for t in drill}
         zeros = dict.fromkeys(error_names, 0)
         for t in targets:
@@ -212,3 +231,37 @@ class FabricReader:
                 for vals in res.ports.values():
                     vals.update(zeros)
         return out
+
+    def _read_peers(self, targets: list[SwitchTarget], out: dict[str, SwitchResult], deadline: float) -> None:
+        """4. The far ends of the host links (module doc): each CA port's PortInfo where it is not
+        known yet or the switch end's link changed since it was read; the others from what was read
+        before. An unanswered or failed read leaves that end unknown (and is counted)."""
+        ask: list[tuple[SwitchTarget, int, tuple[int, int], tuple]] = []
+        for t in targets:
+            res = out[t.guid]
+            for port, lid, rport in t.peers:
+                now = res.link.get(port)
+                if now is None or not res.link_up.get(port):
+                    continue                        # not read up this sweep: nothing to judge
+                sig = (True, *now)
+                known = self.peers.get((lid, rport))
+                if known is not None and known[1] == sig:
+                    res.peer_ability[port] = known[0]
+                else:
+                    ask.append((t, port, (lid, rport), sig))
+        if not ask:
+            return
+        reqs = [Request(t.guid, key[0], _tmpl(codec.encode_port_info, key[1])) for t, _p, key, _s in ask]
+        self.peer_reads += len(reqs)
+        for (t, port, key, sig), ans in zip(ask, self.run(reqs, deadline)):
+            out[t.guid].queries += 1
+            # a CA that does not answer is not its switch's fault (never counted against it): its end
+            # stays unknown, and is asked again only when the switch end's link changes
+            ability = _UNKNOWN
+            if ans is not None:
+                try:
+                    ability = codec.decode_port_link(ans)[3]
+                except codec.MadError:
+                    pass
+            self.peers[key] = (ability, sig)
+            out[t.guid].peer_ability[port] = ability
