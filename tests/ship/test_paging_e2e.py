@@ -100,10 +100,11 @@ def test_port_down_pages_and_resolves(sim_fabric, processes, webhook, tmp_path):
     # 1. the 1X link pages, named by instance, device and port, with the rates in the description
     page = wait_until(lambda: webhook.find("firing", alertname="FabricmonPortDegraded"), 45,
                       "FabricmonPortDegraded at the webhook")
-    # ... and the leaf port it is cabled to, which the daemon learned from iblinkinfo (issue 27)
+    # ... and the leaf port it is cabled to, which the daemon learned from iblinkinfo (issue 27), and the
+    # finding's class (issue 39: a CRITICAL link is what the drain wrappers act on: fatal)
     assert page["labels"] == {"alertname": "FabricmonPortDegraded", "severity": "critical", "check": "degraded_link",
                               "instance": f"127.0.0.1:{degraded}", "job": "fabricmon", "device": "ibsim0",
-                              "port": "1", "switch": "leaf01", "switch_port": "2"}
+                              "port": "1", "switch": "leaf01", "switch_port": "2", "class": "fatal"}
     assert page["annotations"]["description"] == (
         f"127.0.0.1:{degraded} ibsim0 port 1 runs at 50 Gb/s over 1 lane(s); expected 200 Gb/s "
         "(or what both ends could do).")
@@ -119,7 +120,7 @@ def test_port_down_pages_and_resolves(sim_fabric, processes, webhook, tmp_path):
     # the link is down, so iblinkinfo names no peer now: the switch port is the one learned while it was up
     assert down["labels"] == {"alertname": "FabricmonPortDown", "severity": "critical", "check": "degraded_link",
                               "instance": f"127.0.0.1:{healthy}", "job": "fabricmon", "device": "ibsim0", "port": "1",
-                              "switch": "leaf01", "switch_port": "1"}
+                              "switch": "leaf01", "switch_port": "1", "class": "fatal"}
     assert down["annotations"]["summary"] == "RDMA port is down."
     assert re.fullmatch(rf"127\.0\.0\.1:{healthy} ibsim0 port 1 is down: PortState 1 \(1 DOWN, 2 INIT, 3 ARMED\), "
                         r"PhysState \d \(2 Polling, 3 Disabled\)\.", down["annotations"]["description"]), down

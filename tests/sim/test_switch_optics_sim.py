@@ -172,7 +172,7 @@ def snapshot(cfg, topo, data: SwitchOpticsData, tmp: Path):
             sec.ports[(g, i)] = FabricPort(g, i, "unconnected", None, up=so.oper_up.get(i, False), name=name)
     st = SourceState("optics", True, 300.0, 60.0, records=SwitchOpticsData, up=True, ran=True, data=data, data_time=1.0)
     findings = model._optics({"optics": st}, sec, 1.0)
-    model._check_status(sec, findings, model._capabilities({"optics": st}, None))
+    model._check_status(sec, findings, model._ran(sec, model._capabilities({"optics": st}, None)))
     snap = Snapshot(time=2.0, findings=findings, sources={"optics": st}, builds=BuildStats(), fabric=sec)
     return sec, findings, render(snap).decode()
 
