@@ -35,6 +35,9 @@ class DeviceView:
     numa_node: int | None = None
     pci_path: str | None = None
     pci_chain: tuple[str, ...] | None = None
+    # why no source reads this device's port counters ("" when they are read): a firmware-restricted
+    # function, each of whose counter reads logs an ACCESS_REG failure (SysfsData.restricted)
+    counters_restricted: str = ""
 
 
 @dataclass(slots=True)
@@ -100,6 +103,11 @@ class Inventory:
         counters sysfs does not give."""
         return [key for key, p in sorted(self.ports.items())
                 if p.is_ib and not (without_sysfs_counters and p.counter_source == "sysfs")]
+
+    def counters_restricted(self, device: str) -> bool:
+        """Whether no source may read the device's port counters (a restricted function)."""
+        d = self.devices.get(device)
+        return d is not None and bool(d.counters_restricted)
 
 
 def _pick(records: Iterable[object], cls: type[R]) -> R | None:
@@ -167,6 +175,9 @@ def merge(records: Iterable[object]) -> Inventory:
                 p.counters = dict(sp.counters)
                 p.counter_bits = dict(sp.counter_bits)
                 p.counter_source = "sysfs"
+    for name, why in (sysfs_data.restricted if sysfs_data else {}).items():
+        if name in devices:
+            devices[name].counters_restricted = why
     for (dev, num), cs in (perfq_data.ports if perfq_data else {}).items():
         p = ports.get((dev, num))
         if p is None or p.counter_source == "sysfs":

@@ -21,7 +21,9 @@ class PerfquerySource(Source):
     def collect(self, io: HostIO, inputs: Inputs) -> SourceOutput:
         out = SourceOutput()
         skip_sysfs = self.sc.enabled == "auto"
-        keys = [f"{dev}:{port}" for (dev, port) in inputs.inventory.ib_ports(without_sysfs_counters=skip_sysfs)]
+        inv = inputs.inventory          # a restricted function's counters are never read (docs/kernel-log.md)
+        keys = [f"{dev}:{port}" for (dev, port) in inv.ib_ports(without_sysfs_counters=skip_sysfs)
+                if not inv.counters_restricted(dev)]
         # Two queries per port (PortCounters, then -x): both in flight at once, one deadline.
         names = [f"{k}:{x}" for k in keys for x in ("basic", "x")]
 

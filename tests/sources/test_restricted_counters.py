@@ -133,3 +133,27 @@ def test_counters_exclude_devices_names_them_in_advance(tmp_path: Path, served: 
         assert sample_value(samples, "fabricmon_ib_port_up", device="mlx5_1", port="1") == 1
     finally:
         d.stop()
+
+
+def test_no_source_reads_a_restricted_functions_counters(tmp_path: Path, failfs: Path) -> None:
+    """Every counter file of the restricted function fails (counters/ and hw_counters/, as on the real
+    machines): once the sysfs source found it, the hw_counters source never reads it either, while it
+    keeps reading the other devices' hw_counters."""
+    src = sysfs_tree.build(tmp_path / "src", 3)
+    served = Served(failfs, src, tmp_path / "mnt", tmp_path / "failed.log",
+                    ["/class/infiniband/mlx5_1/ports/1/counters/", "/class/infiniband/mlx5_1/ports/1/hw_counters/"])
+    (tmp_path / "state").mkdir()
+    d = RunningDaemon(tmp_path, served.mnt, sources={"hw_counters": {"interval": 0.2}})
+    try:
+        wait_for(lambda: sample_value(scrape_samples(d.port), "fabricmon_ib_device_counters_restricted",
+                                      device="mlx5_1") == 1, 10)
+        samples = wait_for(lambda: (lambda s: s if (sample_value(s, "fabricmon_source_runs_total", source="hw_counters")
+                                                    or 0) >= 5 else None)(scrape_samples(d.port)), 15)
+        failed = served.failed_reads()
+        assert len(failed) == 1 and "/counters/" in failed[0], failed
+        hw = {dict(labels).get("device") for name, labels in samples if name == "fabricmon_ib_port_hw_counters_total"}
+        assert "mlx5_0" in hw and "mlx5_2" in hw, hw          # the other devices' hw_counters are still read
+        assert "mlx5_1" not in hw, hw
+    finally:
+        d.stop()
+        served.stop()
