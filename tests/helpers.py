@@ -450,12 +450,18 @@ def fabric_once(fab, tmp_path: Path, name: str, fabric: dict, *args: str):
     """`fabricmon fabric once` as its own process under the simulator's preload (so its own libibumad
     reaches ibsim: the MAD engine runs where fabric.sweep_method allows), state in tmp_path/<name>.
     Returns the CompletedProcess (exposition on stdout, findings on stderr); asserts exit 0."""
+    return fabricmon_on_fabric(fab, tmp_path, name, fabric, "fabric", "once", *args)
+
+
+def fabricmon_on_fabric(fab, tmp_path: Path, name: str, fabric: dict, *argv: str):
+    """`fabricmon ARGV... --config C` as its own process under the simulator's preload, with the
+    `fabric` section given and its state in tmp_path/<name>; asserts exit 0."""
     import subprocess
     state = tmp_path / name
     state.mkdir()
     cfg = tmp_path / f"{name}.yml"
     cfg.write_text(json.dumps({"paths": {"state_dir": str(state)}, "fabric": fabric}))
-    r = subprocess.run([sys.executable, "-m", "fabricmon", "fabric", "once", "--config", str(cfg), *args],
+    r = subprocess.run([sys.executable, "-m", "fabricmon", *argv, "--config", str(cfg)],
                        env=fab.env(fab.hosts[0]), capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr
     return r

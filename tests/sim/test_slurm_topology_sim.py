@@ -1,0 +1,58 @@
+"""`fabricmon topology slurm` on an ibsim fat tree with SHARP Aggregation Nodes and a storage rail
+(every node's second HCA on one storage switch, as in topograph #488), read by the real
+collector's discovery; the generated topology.conf for the compute rail (hca=mlx5_0) is given to a
+real slurmctld (TopologyPlugin=topology/tree, slurmd names = ibsim host names), and `scontrol show
+topology` lists every switch and node of the rail, each node under its own leaf, and nothing of
+the storage rail."""
+
+from __future__ import annotations
+
+import re
+
+from helpers import fabricmon_on_fabric
+
+from fabricmon.parsers.slurm import expand_hostlist
+from fabricmon.sim.fabric import fat_tree_netfile
+from model.test_slurm_topology import check_topology_yaml, storage_rail
+
+HOSTS = [f"node{i:02d}" for i in range(1, 9)]      # leaf01: node01-02, leaf02: 03-04, leaf03: 05-06, leaf04: 07-08
+LEAVES = {f"leaf{i:02d}": HOSTS[2 * i - 2:2 * i] for i in range(1, 5)}
+
+
+def scontrol_topology(text: str) -> dict[str, dict[str, str]]:
+    """`scontrol show topology` lines (`SwitchName=leaf01 Level=0 LinkSpeed=1 Nodes=node[01-02]`)
+    -> switch -> its fields."""
+    out = {}
+    for line in text.splitlines():
+        fields = dict(re.findall(r"(\w+)=(\S+)", line))
+        if "SwitchName" in fields:
+            out[fields["SwitchName"]] = fields
+    return out
+
+
+def test_generated_topology_conf_is_what_slurmctld_shows(sim_fabric, sim_slurm, tmp_path) -> None:
+    net = storage_rail(fat_tree_netfile(spines=2, leaves=4, hosts_per_leaf=2, uplinks_per_spine=2,
+                                        aggregation_nodes=True), hosts=8, spine_port=10)
+    fab = sim_fabric(net)
+    r = fabricmon_on_fabric(fab, tmp_path, "conf", {}, "topology", "slurm", "--rail", "hca=mlx5_0")
+    conf = r.stdout
+    assert "stor01" not in conf and "Aggregation" not in conf, conf
+    assert "SwitchName=leaf01 Nodes=node[01-02]\n" in conf and "SwitchName=spine02 Switches=leaf[01-04]\n" in conf
+
+    slurm = sim_slurm(HOSTS, topology_conf=conf)
+    shown = scontrol_topology(slurm.run(["scontrol", "show", "topology"]).stdout)
+    assert set(shown) == {*LEAVES, "spine01", "spine02"}, shown
+    for leaf, hosts in LEAVES.items():
+        assert expand_hostlist(shown[leaf]["Nodes"]) == hosts
+    for spine in ("spine01", "spine02"):
+        assert expand_hostlist(shown[spine]["Switches"]) == list(LEAVES)
+        assert expand_hostlist(shown[spine]["Nodes"]) == HOSTS       # Slurm's own view: every node below it
+
+    # the same discovery as topology.yaml (no Slurm here reads it: checked against topology.yaml(5))
+    y = fabricmon_on_fabric(fab, tmp_path, "yaml", {}, "topology", "slurm", "--rail", "hca=mlx5_0", "--format",
+                            "yaml").stdout
+    (t,) = check_topology_yaml(y)
+    assert {s["switch"] for s in t["tree"]["switches"]} == set(shown)
+    # without a rail selector the storage switch is a leaf holding every node: the merge the selector prevents
+    every = fabricmon_on_fabric(fab, tmp_path, "all", {}, "topology", "slurm").stdout
+    assert "SwitchName=stor01 Nodes=node[01-08]\n" in every
