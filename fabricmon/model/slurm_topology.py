@@ -14,8 +14,9 @@ nodes.
 
 from __future__ import annotations
 
+import json
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
 
@@ -232,11 +233,43 @@ def topology_yaml_data(tree: SlurmTree, name: str = "fabric", block: bool = Fals
 
 def topology_yaml(tree: SlurmTree, name: str = "fabric", block: bool = False, block_sizes: Iterable[int] = (),
                   header: str = "") -> str:
-    import yaml
+    """topology.yaml's text: the data of topology_yaml_data in block style, every string
+    double-quoted (a JSON string is a YAML double-quoted scalar), so no name reads as a number
+    or a boolean."""
     lines = [f"# {h}" for h in header.splitlines()] + [f"# note: {n}" for n in tree.notes]
-    body = yaml.safe_dump(topology_yaml_data(tree, name, block, block_sizes), sort_keys=False,
-                          default_flow_style=False)
-    return "\n".join([*lines, body.rstrip("\n")]) + "\n"
+    for topo in topology_yaml_data(tree, name, block, block_sizes):
+        lines += _yaml(topo, "", first="- ")
+    return "\n".join(lines) + "\n"
+
+
+def _yaml(value: Mapping[str, object], indent: str, first: str = "") -> list[str]:
+    """A mapping of scalars, lists and mappings in YAML block style; `first` prefixes its first
+    line (a list item's "- ")."""
+    out: list[str] = []
+    pad = indent + " " * len(first)
+    for i, (k, v) in enumerate(value.items()):
+        lead = (indent + first) if i == 0 else pad
+        if isinstance(v, dict):
+            out.append(f"{lead}{k}:")
+            out += _yaml(v, pad + "  ")
+        elif isinstance(v, list):
+            out.append(f"{lead}{k}:")
+            for item in v:
+                if isinstance(item, dict):
+                    out += _yaml(item, pad + "  ", first="- ")
+                else:
+                    out.append(f"{pad}  - {_scalar(item)}")
+        else:
+            out.append(f"{lead}{k}: {_scalar(v)}")
+    return out
+
+
+def _scalar(v: object) -> str:
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, int):
+        return str(v)
+    return json.dumps(str(v))
 
 
 __all__ = ["Rail", "SlurmTree", "build_tree", "compress_hostlist", "parse_rail", "slurm_name",

@@ -14,7 +14,7 @@ from fabric_snap import add_cable, ibnetdiscover_text
 
 from fabricmon.model.fabric import Topology, build_topology
 from fabricmon.model.slurm_topology import (
-    Rail, build_tree, compress_hostlist, parse_rail, slurm_name, switch_names, topology_conf, topology_yaml,
+    Rail, SlurmTree, build_tree, compress_hostlist, parse_rail, slurm_name, switch_names, topology_conf, topology_yaml,
     topology_yaml_data,
 )
 from fabricmon.parsers.ibnetdiscover import parse_ibnetdiscover
@@ -214,3 +214,10 @@ def test_topology_yaml_block() -> None:
         {"block": f"leaf{i:02d}", "nodes": f"node[{4 * i - 3:02d}-{4 * i:02d}]"} for i in range(1, 5)]}
     (t,) = check_topology_yaml(topology_yaml(tree, block=True, block_sizes=[4, 16]))
     assert t["block"]["block_sizes"] == [4, 16]
+
+
+def test_topology_yaml_names_stay_strings() -> None:
+    """A switch or host named like a number or a boolean stays a string (every string quoted)."""
+    tree = SlurmTree(switches={"yes": ["1"]}, nodes={"1": ["007", "null"]}, levels={"1": 1, "yes": 2})
+    (t,) = check_topology_yaml(topology_yaml(tree))
+    assert t["tree"]["switches"] == [{"switch": "1", "nodes": "007,null"}, {"switch": "yes", "children": "1"}]
