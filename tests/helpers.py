@@ -453,9 +453,9 @@ def fabric_once(fab, tmp_path: Path, name: str, fabric: dict, *args: str):
     return fabricmon_on_fabric(fab, tmp_path, name, fabric, "fabric", "once", *args)
 
 
-def fabricmon_on_fabric(fab, tmp_path: Path, name: str, fabric: dict, *argv: str):
+def fabricmon_on_fabric(fab, tmp_path: Path, name: str, fabric: dict, *argv: str, rc: int = 0):
     """`fabricmon ARGV... --config C` as its own process under the simulator's preload, with the
-    `fabric` section given and its state in tmp_path/<name>; asserts exit 0."""
+    `fabric` section given and its state in tmp_path/<name>; asserts exit `rc`."""
     import subprocess
     state = tmp_path / name
     state.mkdir()
@@ -463,7 +463,7 @@ def fabricmon_on_fabric(fab, tmp_path: Path, name: str, fabric: dict, *argv: str
     cfg.write_text(json.dumps({"paths": {"state_dir": str(state)}, "fabric": fabric}))
     r = subprocess.run([sys.executable, "-m", "fabricmon", *argv, "--config", str(cfg)],
                        env=fab.env(fab.hosts[0]), capture_output=True, text=True, timeout=120)
-    assert r.returncode == 0, r.stderr
+    assert r.returncode == rc, r.stderr
     return r
 
 

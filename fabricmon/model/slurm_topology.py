@@ -272,5 +272,86 @@ def _scalar(v: object) -> str:
     return json.dumps(str(v))
 
 
-__all__ = ["Rail", "SlurmTree", "build_tree", "compress_hostlist", "parse_rail", "slurm_name",
+# --- drift: the configured topology.conf against the fabric ---------------------------------
+
+@dataclass(frozen=True, slots=True)
+class TopologyLine:
+    """One switch line of a topology.conf (parsers.slurm.parse_topology_conf): its line number,
+    its text, and its expanded `Switches=` and `Nodes=`."""
+    line: int
+    switch: str
+    switches: tuple[str, ...] = ()
+    nodes: tuple[str, ...] = ()
+    text: str = ""
+
+
+DRIFT_KINDS = ("wrong_switch", "missing_node", "unknown_node", "unknown_switch")
+
+
+@dataclass(frozen=True, slots=True)
+class Drift:
+    """One difference between the configured topology and the rail's: `kind` one of DRIFT_KINDS,
+    `name` the node or switch, `line` the line to change (0: a line to add)."""
+    kind: str
+    name: str
+    line: int
+    message: str
+
+
+def drift(tree: SlurmTree, conf: Iterable[TopologyLine], fabric_switches: Iterable[str] = ()) -> list[Drift]:
+    """Every node listed under a switch it is not cabled to, every node of the rail under no
+    switch, every node listed that is on no leaf of the rail, every switch the fabric lacks (or
+    that is not on the rail): one each, with the line to change. `fabric_switches`: the Slurm
+    names of every switch discovered (a switch off the rail is told apart from one that is gone)."""
+    lines = list(conf)
+    out: list[Drift] = []
+    leaf_of: dict[str, list[str]] = {}
+    for leaf, nodes in tree.nodes.items():
+        for n in nodes:
+            leaf_of.setdefault(n, []).append(leaf)
+    by_switch = {ln.switch: ln for ln in lines if ln.nodes}
+    listed: dict[str, list[TopologyLine]] = {}
+    for ln in lines:
+        for n in ln.nodes:
+            listed.setdefault(n, []).append(ln)
+    every = set(fabric_switches)
+    for ln in lines:
+        if ln.switch not in tree.levels:
+            where = "is not a switch of this rail" if ln.switch in every else "does not exist in the fabric"
+            out.append(Drift("unknown_switch", ln.switch, ln.line,
+                             f"switch {ln.switch} (line {ln.line}: `{ln.text}`) {where}: remove the line, or "
+                             "rename it to the fabric's switch"))
+    for node in sorted(listed, key=_natural):
+        cabled = leaf_of.get(node)
+        if cabled is None:
+            first = listed[node][0]
+            out.append(Drift("unknown_node", node, first.line,
+                             f"{node} is listed under {first.switch} (line {first.line}) but is on no leaf of the "
+                             "rail (down, unnamed, or on another rail): remove it, or bring its HCA up"))
+            continue
+        for ln in listed[node]:
+            if ln.switch not in cabled:
+                to = cabled[0]
+                target = by_switch.get(to)
+                move = (f"to line {target.line} (`SwitchName={to} Nodes=...`)" if target is not None
+                        else f"to a new line `SwitchName={to} Nodes={node}`")
+                out.append(Drift("wrong_switch", node, ln.line,
+                                 f"{node} is listed under {ln.switch} (line {ln.line}) but cabled to {to}: "
+                                 f"move it {move}"))
+    for node in sorted(set(leaf_of) - set(listed), key=_natural):
+        to = leaf_of[node][0]
+        target = by_switch.get(to)
+        add = (f"add it to line {target.line} (`SwitchName={to} Nodes=...`)" if target is not None
+               else f"add the line `SwitchName={to} Nodes={node}`")
+        out.append(Drift("missing_node", node, target.line if target is not None else 0,
+                         f"{node} (cabled to {to}) is under no switch of the topology: {add}"))
+    return out
+
+
+def drifted_nodes(found: Iterable[Drift]) -> int:
+    """Nodes with a drift (a switch that is gone counts none by itself)."""
+    return len({d.name for d in found if d.kind != "unknown_switch"})
+
+
+__all__ = ["DRIFT_KINDS", "Drift", "Rail", "SlurmTree", "TopologyLine", "drift", "drifted_nodes", "build_tree", "compress_hostlist", "parse_rail", "slurm_name",
            "switch_names", "topology_conf", "topology_yaml", "topology_yaml_data"]

@@ -18,6 +18,7 @@ import re
 from dataclasses import dataclass, field
 
 from fabricmon.model.jobs import JobRef
+from fabricmon.model.slurm_topology import TopologyLine
 from fabricmon.parsers.errors import ParseError
 
 MAX_HOSTS = 100_000         # one host list expands to at most this many names
@@ -201,3 +202,36 @@ def step_jobs(names: list[str], node: str) -> list[str]:
 
 __all__ = ["DEFAULT_SPOOL_DIR", "MAX_HOSTS", "RUNNING", "SQUEUE_FORMAT", "ClusterJobsData", "NodeJobsData",
            "SlurmJob", "expand_hostlist", "not_configured", "parse_conf_value", "parse_squeue", "spool_dir", "step_jobs"]
+
+
+def parse_topology_conf(text: str) -> list[TopologyLine]:
+    """topology.conf (topology/tree) -> its switch lines, host lists expanded. Keys are case
+    insensitive, `#` starts a comment, a trailing `\\` continues a line; a line without
+    `SwitchName=`, or with a bad host list, raises ParseError naming its line number."""
+    out: list[TopologyLine] = []
+    pending, start = "", 0
+    for no, raw in enumerate(text.splitlines(), 1):
+        body = raw.split("#", 1)[0].rstrip()
+        if not pending:
+            start = no
+        if body.endswith("\\"):
+            pending += body[:-1] + " "
+            continue
+        body, pending = (pending + body).strip(), ""
+        if not body:
+            continue
+        fields: dict[str, str] = {}
+        for word in body.split():
+            key, sep, value = word.partition("=")
+            if not sep:
+                raise ParseError(f"topology.conf line {start}: {word!r} is not KEY=VALUE")
+            fields[key.lower()] = value
+        if not fields.get("switchname"):
+            raise ParseError(f"topology.conf line {start}: no SwitchName=")
+        try:
+            switches = tuple(expand_hostlist(fields["switches"])) if fields.get("switches") else ()
+            nodes = tuple(expand_hostlist(fields["nodes"])) if fields.get("nodes") else ()
+        except ParseError as exc:
+            raise ParseError(f"topology.conf line {start}: {exc}") from exc
+        out.append(TopologyLine(start, fields["switchname"], switches, nodes, body))
+    return out

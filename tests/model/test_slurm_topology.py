@@ -14,11 +14,12 @@ from fabric_snap import add_cable, ibnetdiscover_text
 
 from fabricmon.model.fabric import Topology, build_topology
 from fabricmon.model.slurm_topology import (
-    Rail, SlurmTree, build_tree, compress_hostlist, parse_rail, slurm_name, switch_names, topology_conf, topology_yaml,
-    topology_yaml_data,
+    Drift, Rail, SlurmTree, TopologyLine, build_tree, compress_hostlist, drift, drifted_nodes, parse_rail, slurm_name,
+    switch_names, topology_conf, topology_yaml, topology_yaml_data,
 )
+from fabricmon.parsers.errors import ParseError
 from fabricmon.parsers.ibnetdiscover import parse_ibnetdiscover
-from fabricmon.parsers.slurm import expand_hostlist
+from fabricmon.parsers.slurm import expand_hostlist, parse_topology_conf
 from fabricmon.sim.fabric import fat_tree_netfile, three_tier_netfile
 
 
@@ -221,3 +222,60 @@ def test_topology_yaml_names_stay_strings() -> None:
     tree = SlurmTree(switches={"yes": ["1"]}, nodes={"1": ["007", "null"]}, levels={"1": 1, "yes": 2})
     (t,) = check_topology_yaml(topology_yaml(tree))
     assert t["tree"]["switches"] == [{"switch": "1", "nodes": "007,null"}, {"switch": "yes", "children": "1"}]
+
+
+# --- drift: a configured topology.conf against the rail ----------------------------------------
+
+def fat_tree_and_conf() -> tuple[SlurmTree, str, list[str]]:
+    topo = topology(storage_rail(fat_tree_netfile(spines=2, leaves=4, hosts_per_leaf=2, uplinks_per_spine=2), 8))
+    tree = build_tree(topo, parse_rail(["hca=mlx5_0"]))
+    return tree, topology_conf(tree), list(switch_names(topo, topo.switches).values())
+
+
+def test_the_generated_conf_has_no_drift() -> None:
+    tree, conf, every = fat_tree_and_conf()
+    assert drift(tree, parse_topology_conf(conf), every) == []
+
+
+def test_a_node_under_the_wrong_leaf_is_one_finding() -> None:
+    tree, conf, every = fat_tree_and_conf()
+    planted = conf.replace("Nodes=node[05-06]", "Nodes=node05").replace("Nodes=node[07-08]", "Nodes=node[06-08]")
+    (d,) = drift(tree, parse_topology_conf(planted), every)
+    assert d == Drift("wrong_switch", "node06", 4, "node06 is listed under leaf04 (line 4) but cabled to leaf03: "
+                      "move it to line 3 (`SwitchName=leaf03 Nodes=...`)")
+    assert drifted_nodes([d]) == 1
+
+
+def test_every_kind_of_drift() -> None:
+    tree, _, every = fat_tree_and_conf()
+    conf = ("# hand-kept\n"
+            "SwitchName=leaf01 Nodes=node[01-02],node99\n"         # node99: on no leaf of the rail
+            "SwitchName=leaf02 Nodes=node03\n"                     # node04 missing
+            "SwitchName=spine01 Switches=leaf[01-02] Nodes=node05\n"   # node05 under a spine
+            "SwitchName=stor01 Nodes=node07\n"                     # the storage switch: exists, off the rail
+            "SwitchName=spine07 Switches=leaf01\n")                # gone
+    found = drift(tree, parse_topology_conf(conf), every)
+    kinds = sorted((d.kind, d.name, d.line) for d in found)
+    assert kinds == [("missing_node", "node04", 3), ("missing_node", "node06", 0), ("missing_node", "node08", 0),
+                     ("unknown_node", "node99", 2), ("unknown_switch", "spine07", 6),
+                     ("unknown_switch", "stor01", 5), ("wrong_switch", "node05", 4), ("wrong_switch", "node07", 5)]
+    msg = {(d.kind, d.name): d.message for d in found}
+    assert msg[("unknown_switch", "stor01")].endswith("is not a switch of this rail: remove the line, or rename it "
+                                                      "to the fabric's switch")
+    assert "does not exist in the fabric" in msg[("unknown_switch", "spine07")]
+    assert msg[("missing_node", "node06")] == ("node06 (cabled to leaf03) is under no switch of the topology: add "
+                                               "the line `SwitchName=leaf03 Nodes=node06`")
+    assert msg[("wrong_switch", "node05")].endswith("move it to a new line `SwitchName=leaf03 Nodes=node05`")
+    assert drifted_nodes(found) == 6
+
+
+def test_topology_conf_parser() -> None:
+    text = ("# comment\n\nswitchname=s1 \\\n   Switches=leaf[01-02] LinkSpeed=100 # trailing\n"
+            "SwitchName=leaf01 Nodes=n[1-2],x\n")
+    assert parse_topology_conf(text) == [
+        TopologyLine(3, "s1", ("leaf01", "leaf02"), (), "switchname=s1     Switches=leaf[01-02] LinkSpeed=100"),
+        TopologyLine(5, "leaf01", (), ("n1", "n2", "x"), "SwitchName=leaf01 Nodes=n[1-2],x")]
+    for bad, words in (("Nodes=a\n", "line 1: no SwitchName="), ("SwitchName=a b\n", "line 1: 'b' is not"),
+                       ("\nSwitchName=a Nodes=n[2-1]\n", "line 2:")):
+        with pytest.raises(ParseError, match=words):
+            parse_topology_conf(bad)

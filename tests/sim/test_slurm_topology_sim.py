@@ -48,6 +48,19 @@ def test_generated_topology_conf_is_what_slurmctld_shows(sim_fabric, sim_slurm, 
         assert expand_hostlist(shown[spine]["Switches"]) == list(LEAVES)
         assert expand_hostlist(shown[spine]["Nodes"]) == HOSTS       # Slurm's own view: every node below it
 
+    # drift: the file Slurm runs with matches; one node planted under the wrong leaf is one finding
+    ok = fabricmon_on_fabric(fab, tmp_path, "check", {}, "topology", "slurm", "--rail", "hca=mlx5_0", "--check",
+                             str(slurm.dir / "topology.conf"))
+    assert "matches the fabric (6 switches, 8 nodes of the rail)" in ok.stdout
+    planted = tmp_path / "planted.conf"
+    planted.write_text(conf.replace("Nodes=node[05-06]", "Nodes=node05").replace("Nodes=node[07-08]",
+                                                                                 "Nodes=node[06-08]"))
+    bad = fabricmon_on_fabric(fab, tmp_path, "drift", {}, "topology", "slurm", "--rail", "hca=mlx5_0", "--check",
+                              str(planted), rc=1)
+    drifts = [ln for ln in bad.stdout.splitlines() if ln.startswith("DRIFT")]
+    assert drifts == ["DRIFT wrong_switch: node06 is listed under leaf04 (line 6) but cabled to leaf03: move it to "
+                      "line 5 (`SwitchName=leaf03 Nodes=...`)"], bad.stdout
+
     # the same discovery as topology.yaml (no Slurm here reads it: checked against topology.yaml(5))
     y = fabricmon_on_fabric(fab, tmp_path, "yaml", {}, "topology", "slurm", "--rail", "hca=mlx5_0", "--format",
                             "yaml").stdout
