@@ -98,10 +98,15 @@ def repeated_series(body: str | bytes) -> list[str]:
 def scrape_samples(port: int, timeout: float = 5.0) -> dict:
     """GET /metrics on 127.0.0.1:port, parsed into {(name, sorted label items): value}. Every
     exposition scraped this way is also checked: no series twice with one label set."""
-    from prometheus_client.parser import text_string_to_metric_families
     body = scrape_text(port, timeout)
     dups = duplicate_series(body)
     assert not dups, f"{len(dups)} series written twice with one label set, e.g. {dups[:3]}"
+    return exposition_samples(body)
+
+
+def exposition_samples(body: str) -> dict:
+    """An exposition's text parsed into {(name, sorted label items): value}."""
+    from prometheus_client.parser import text_string_to_metric_families
     return {(s.name, tuple(sorted(s.labels.items()))): s.value
             for fam in text_string_to_metric_families(body) for s in fam.samples}
 

@@ -285,6 +285,16 @@ class TopologyLine:
     text: str = ""
 
 
+@dataclass(frozen=True, slots=True)
+class SchedulerTopologyData:
+    """The scheduler's topology as configured (sources.slurm_topology): the file, its switch lines,
+    and the rail it describes."""
+    path: str
+    lines: tuple[TopologyLine, ...]
+    rail: Rail = Rail()
+    configured: bool = True           # False: `enabled: auto` and no file at `path` (quietly off)
+
+
 DRIFT_KINDS = ("wrong_switch", "missing_node", "unknown_node", "unknown_switch")
 
 
@@ -353,5 +363,5 @@ def drifted_nodes(found: Iterable[Drift]) -> int:
     return len({d.name for d in found if d.kind != "unknown_switch"})
 
 
-__all__ = ["DRIFT_KINDS", "Drift", "Rail", "SlurmTree", "TopologyLine", "drift", "drifted_nodes", "build_tree", "compress_hostlist", "parse_rail", "slurm_name",
+__all__ = ["DRIFT_KINDS", "Drift", "Rail", "SchedulerTopologyData", "SlurmTree", "TopologyLine", "drift", "drifted_nodes", "build_tree", "compress_hostlist", "parse_rail", "slurm_name",
            "switch_names", "topology_conf", "topology_yaml", "topology_yaml_data"]

@@ -45,6 +45,7 @@ import structlog
 from fabricmon import ibspec
 from fabricmon.checks import OK, Finding
 from fabricmon.checks import optics as optics_checks
+from fabricmon.checks import fabric_slurm_topology as slurm_topology_check
 from fabricmon.checks import (
     fabric_ecmp, fabric_links, fabric_names, fabric_pfc, fabric_routing, fabric_sm, fabric_symmetry, fabric_unresponsive,
     link_errors,
@@ -58,7 +59,9 @@ from fabricmon.model.fabric import (
 )
 from fabricmon.model.history import PLAIN, CounterHistory, CounterIntake, ib_rule
 from fabricmon.model.link_ability import LinkAbility
+from fabricmon.model import slurm_topology
 from fabricmon.model.ports import PortView
+from fabricmon.model.slurm_topology import SchedulerTopologyData
 from fabricmon.model.optics import OpticsPort, SwitchOpticsData
 from fabricmon.model.snapshot import Sections, SourceState, source_data, source_state
 from fabricmon.pipeline.fabric_failure import Hint, why_nothing_read
@@ -85,9 +88,10 @@ MAX_CHANGE_LINES = 20       # topology changes logged one by one per discovery, 
 #   pause_frames       a sweep yielded PFC pause frames (SweepData.pause)
 #   transceiver_readings  a source yielded the switches' optics (SwitchOpticsData): the optics checks
 #                      (checks.optics, shared with the node daemon), per switch whose sensors were read
-CAPABILITIES = ("topology", "forwarding_tables", "subnet_manager", "pause_frames", "transceiver_readings")
+CAPABILITIES = ("topology", "forwarding_tables", "subnet_manager", "pause_frames", "transceiver_readings",
+                "scheduler_topology")
 SWITCH_CHECK_MODULES = (fabric_links, fabric_ecmp, fabric_symmetry, fabric_unresponsive, fabric_routing, fabric_pfc)
-FABRIC_WIDE_CHECK_MODULES = (fabric_sm, fabric_names)
+FABRIC_WIDE_CHECK_MODULES = (fabric_sm, fabric_names, slurm_topology_check)
 # the counter checks (checks.link_errors, shared with the node daemon) judge the sweep's counters per port:
 # each runs once a sweep yielded one of its counters (COUNTER_CHECKS), counter_saturation once a sweep
 # yielded a counter that saturates (not one that wraps: Ethernet's ifTable counters)
@@ -354,6 +358,9 @@ class FabricModel:
             findings += pfc
         if set(optics_checks.NEEDS) <= caps:
             findings += self._optics(states, sec, now)
+        conf = source_data(states, SchedulerTopologyData)
+        if conf is not None and set(slurm_topology_check.NEEDS) <= caps:
+            findings += self._scheduler_topology(conf, topo, sec)
         ran = self._ran(sec, caps)
         findings += self._port_status(sec, findings, ran)
         self._check_status(sec, findings, ran)
@@ -480,6 +487,15 @@ class FabricModel:
             self._sm_last, self._sm_time = cur, st.data_time
         return [fabric_sm.evaluate(sec.sms, self._sm_stalled, self.config.fabric.sm_stalled_polls)]
 
+    def _scheduler_topology(self, conf: SchedulerTopologyData, topo: Topology, sec: FabricSection) -> list[Finding]:
+        """The configured topology.conf against the rail's tree of this topology (docs/slurm-topology.md)."""
+        tree = slurm_topology.build_tree(topo, conf.rail)
+        found = slurm_topology.drift(tree, conf.lines, slurm_topology.switch_names(topo, topo.switches).values())
+        sec.slurm_topology_drifted = slurm_topology.drifted_nodes(found)
+        sec.slurm_topology_drift = {k: sum(1 for d in found if d.kind == k) for k in slurm_topology.DRIFT_KINDS}
+        nodes = len(set().union(*tree.nodes.values())) if tree.nodes else 0
+        return slurm_topology_check.evaluate(found, conf.path, nodes)
+
     def _capabilities(self, states: Mapping[str, SourceState], sweep: SweepData | None) -> set[str]:
         """What the sources provide now (CAPABILITIES); pause frames once any sweep yielded them (a sweep
         that failed does not take the check away)."""
@@ -493,6 +509,9 @@ class FabricModel:
             caps.add("pause_frames")
         if source_data(states, SwitchOpticsData) is not None:
             caps.add("transceiver_readings")
+        conf = source_data(states, SchedulerTopologyData)
+        if conf is not None and conf.configured:
+            caps.add("scheduler_topology")
         return caps
 
     def _optics(self, states: Mapping[str, SourceState], sec: FabricSection, now: float) -> list[Finding]:

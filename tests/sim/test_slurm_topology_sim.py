@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 
-from helpers import fabricmon_on_fabric
+from helpers import exposition_samples, fabric_once, fabricmon_on_fabric, sample_value
 
 from fabricmon.parsers.slurm import expand_hostlist
 from fabricmon.sim.fabric import fat_tree_netfile
@@ -60,6 +60,19 @@ def test_generated_topology_conf_is_what_slurmctld_shows(sim_fabric, sim_slurm, 
     drifts = [ln for ln in bad.stdout.splitlines() if ln.startswith("DRIFT")]
     assert drifts == ["DRIFT wrong_switch: node06 is listed under leaf04 (line 6) but cabled to leaf03: move it to "
                       "line 5 (`SwitchName=leaf03 Nodes=...`)"], bad.stdout
+
+    # the collector reads the configured file on its own: the drifted node is a metric and one finding
+    once = fabric_once(fab, tmp_path, "once", {"sources": {"slurm_topology": {"path": str(planted),
+                                                                               "rail": ["hca=mlx5_0"]}}})
+    assert sample_value(exposition_samples(once.stdout), "fabricmon_fabric_slurm_topology_drifted_nodes") == 1
+    assert sample_value(exposition_samples(once.stdout), "fabricmon_fabric_slurm_topology_drift", kind="wrong_switch") == 1
+    (warn,) = [ln for ln in once.stderr.splitlines() if "slurm_topology" in ln]
+    assert warn.startswith(f"WARNING slurm_topology: {planted} drifted from the fabric (1 of 8 nodes): node06 is "
+                           "listed under leaf04 (line 6) but cabled to leaf03")
+    clean = fabric_once(fab, tmp_path, "clean", {"sources": {"slurm_topology": {
+        "path": str(slurm.dir / "topology.conf"), "rail": ["hca=mlx5_0"]}}})
+    assert sample_value(exposition_samples(clean.stdout), "fabricmon_fabric_slurm_topology_drifted_nodes") == 0
+    assert "slurm_topology" not in clean.stderr
 
     # the same discovery as topology.yaml (no Slurm here reads it: checked against topology.yaml(5))
     y = fabricmon_on_fabric(fab, tmp_path, "yaml", {}, "topology", "slurm", "--rail", "hca=mlx5_0", "--format",
