@@ -46,3 +46,61 @@ def test_a_rail_with_no_node(capsys) -> None:
 def test_bad_options_exit_2(capsys, argv: list[str], words: str) -> None:
     assert main(["topology", "slurm", "--replay", BUNDLE, *argv]) == 2
     assert words in capsys.readouterr().err
+
+
+def planted_conf(tmp_path) -> str:
+    path = tmp_path / "topology.conf"
+    path.write_text(CONF.replace("Nodes=node[05-06]", "Nodes=node05").replace("Nodes=node[07-08]", "Nodes=node[06-08]")
+                    + "SwitchName=spine09 Switches=leaf01\n")
+    return str(path)
+
+
+def test_check_lists_every_drift_with_its_line(capsys, tmp_path) -> None:
+    good = tmp_path / "good.conf"
+    good.write_text(CONF)
+    assert main(["topology", "slurm", "--replay", BUNDLE, "--check", str(good)]) == 0
+    assert capsys.readouterr().out == f"{good}: matches the fabric (6 switches, 8 nodes of the rail)\n"
+    bad = planted_conf(tmp_path)
+    assert main(["topology", "slurm", "--replay", BUNDLE, "--check", bad]) == 1
+    assert capsys.readouterr().out.splitlines() == [
+        "DRIFT unknown_switch: switch spine09 (line 7: `SwitchName=spine09 Switches=leaf01`) does not exist in the "
+        "fabric: remove the line, or rename it to the fabric's switch",
+        "DRIFT wrong_switch: node06 is listed under leaf04 (line 4) but cabled to leaf03: move it to line 3 "
+        "(`SwitchName=leaf03 Nodes=...`)",
+        f"{bad}: 1 of 8 nodes drifted, 2 finding(s)"]
+    (tmp_path / "broken.conf").write_text("SwitchName=a Nodes=n[3-1]\n")
+    assert main(["topology", "slurm", "--replay", BUNDLE, "--check", str(tmp_path / "broken.conf")]) == 2
+    assert "broken.conf: topology.conf line 1:" in capsys.readouterr().err
+
+
+def fabric_once_with(tmp_path, sources: dict) -> tuple[int, str, str]:
+    import json
+    import subprocess
+    import sys
+    cfg = tmp_path / "c.yml"
+    cfg.write_text(json.dumps({"paths": {"state_dir": str(tmp_path)},
+                               "fabric": {"cache_dir": "/tmp/fabricmon-fixture-cache", "sources": sources}}))
+    r = subprocess.run([sys.executable, "-m", "fabricmon", "fabric", "once", "--replay", BUNDLE, "--config", str(cfg)],
+                       capture_output=True, text=True, timeout=120)
+    return r.returncode, r.stdout, r.stderr
+
+
+def test_the_collector_without_the_file(tmp_path) -> None:
+    """(The collector reading a file: tests/sim/test_slurm_topology_sim.py, live.) Replayed, no
+    topology.conf: `auto` is quietly off (up, no drift metric); `enabled: true` makes it an error."""
+    from helpers import exposition_samples, sample_value
+    for enabled, up, errors in (("auto", 1, 0), (True, 0, 1)):
+        rc, out, err = fabric_once_with(tmp_path, {"slurm_topology": {"enabled": enabled,
+                                                                      "path": str(tmp_path / "none")}})
+        s = exposition_samples(out)
+        assert rc == 0 and sample_value(s, "fabricmon_fabric_switches") == 6, err
+        assert sample_value(s, "fabricmon_source_up", source="slurm_topology") == up
+        assert sample_value(s, "fabricmon_source_errors_total", source="slurm_topology", kind="read") == errors
+        assert sample_value(s, "fabricmon_fabric_slurm_topology_drifted_nodes") is None
+        assert ("slurm_topology" in err) == bool(errors), err      # a failing enabled source is a finding
+
+
+def test_a_bad_rail_in_the_config_names_its_key() -> None:
+    from fabricmon.config import ConfigError, from_dict
+    with pytest.raises(ConfigError, match=r"fabric\.sources\.slurm_topology\.rail\[0\]"):
+        from_dict({"fabric": {"sources": {"slurm_topology": {"rail": ["port=1"]}}}}, check_paths=False)
