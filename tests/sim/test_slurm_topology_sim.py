@@ -12,7 +12,7 @@ import re
 from helpers import exposition_samples, fabric_once, fabricmon_on_fabric, sample_value
 
 from fabricmon.parsers.slurm import expand_hostlist
-from fabricmon.sim.fabric import fat_tree_netfile
+from fabricmon.sim.fabric import fat_tree_netfile, three_tier_netfile
 from model.test_slurm_topology import check_topology_yaml, storage_rail
 
 HOSTS = [f"node{i:02d}" for i in range(1, 9)]      # leaf01: node01-02, leaf02: 03-04, leaf03: 05-06, leaf04: 07-08
@@ -82,3 +82,21 @@ def test_generated_topology_conf_is_what_slurmctld_shows(sim_fabric, sim_slurm, 
     # without a rail selector the storage switch is a leaf holding every node: the merge the selector prevents
     every = fabricmon_on_fabric(fab, tmp_path, "all", {}, "topology", "slurm").stdout
     assert "SwitchName=stor01 Nodes=node[01-08]\n" in every
+
+
+def test_three_tiers_with_sharp_in_slurmctld(sim_fabric, sim_slurm, tmp_path) -> None:
+    """A SuperPOD-like three-tier fabric, an Aggregation Node in every switch: Slurm takes the cores
+    as level 2 above every node, the spines as level 1 above their pod."""
+    fab = sim_fabric(three_tier_netfile(pods=2, leaves_per_pod=2, spines_per_pod=2, hosts_per_leaf=2,
+                                        aggregation_nodes=True))
+    conf = fabricmon_on_fabric(fab, tmp_path, "conf", {}, "topology", "slurm").stdout
+    hosts = [f"node{i:03d}" for i in range(1, 9)]
+    slurm = sim_slurm(hosts, topology_conf=conf)
+    shown = scontrol_topology(slurm.run(["scontrol", "show", "topology"]).stdout)
+    assert set(shown) == {"p1l1", "p1l2", "p2l1", "p2l2", "p1s1", "p1s2", "p2s1", "p2s2", "core01", "core02"}, conf
+    assert {n: shown[n]["Level"] for n in shown} == {n: "2" if n.startswith("core") else "1" if "s" in n[2:] else "0"
+                                                     for n in shown}
+    for core in ("core01", "core02"):
+        assert expand_hostlist(shown[core]["Nodes"]) == hosts
+    assert expand_hostlist(shown["p2s1"]["Nodes"]) == hosts[4:]
+    assert expand_hostlist(shown["p1l2"]["Nodes"]) == ["node003", "node004"]
