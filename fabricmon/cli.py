@@ -458,9 +458,9 @@ def _topology_check(path: str, tree: SlurmTree, fabric_switches: Iterable[str], 
     """`topology slurm --check FILE`: one line per drift between FILE and the rail; exit 0 none, 1 some."""
     from fabricmon.model import slurm_topology as st
     from fabricmon.parsers.errors import ParseError
-    from fabricmon.parsers.slurm import parse_topology_conf
+    from fabricmon.parsers.slurm import parse_topology
     try:
-        conf = parse_topology_conf(Path(path).read_text())
+        conf = parse_topology(Path(path).read_text(), path)
     except (OSError, UnicodeDecodeError) as exc:
         raise UsageError(f"--check {path}: {getattr(exc, 'strerror', None) or exc}") from exc
     except ParseError as exc:
@@ -580,8 +580,9 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--block-sizes", metavar="N[,N...]", help="yaml --block: block_sizes (default: the smallest "
                                                               "leaf's node count)")
     sp.add_argument("--name", default="fabric", help="yaml: the topology's name (default fabric)")
-    sp.add_argument("--check", metavar="TOPOLOGY_CONF", help="instead of printing: compare this topology.conf with "
-                                                           "the rail, one line per drift; exit 1 on drift")
+    sp.add_argument("--check", metavar="TOPOLOGY_CONF", help="instead of printing: compare this topology.conf (or "
+                                                           "topology.yaml's tree) with the rail, one line per drift; "
+                                                           "exit 1 on drift")
     sp.add_argument("--output", "-o", metavar="FILE", help="write atomically instead of stdout")
     sp.set_defaults(func=cmd_topology_slurm)
 

@@ -343,7 +343,7 @@ def drift(tree: SlurmTree, conf: Iterable[TopologyLine], fabric_switches: Iterab
             if ln.switch not in cabled:
                 to = cabled[0]
                 target = by_switch.get(to)
-                move = (f"to line {target.line} (`SwitchName={to} Nodes=...`)" if target is not None
+                move = (f"to line {target.line} (`{target.text}`)" if target is not None
                         else f"to a new line `SwitchName={to} Nodes={node}`")
                 out.append(Drift("wrong_switch", node, ln.line,
                                  f"{node} is listed under {ln.switch} (line {ln.line}) but cabled to {to}: "
@@ -351,7 +351,7 @@ def drift(tree: SlurmTree, conf: Iterable[TopologyLine], fabric_switches: Iterab
     for node in sorted(set(leaf_of) - set(listed), key=_natural):
         to = leaf_of[node][0]
         target = by_switch.get(to)
-        add = (f"add it to line {target.line} (`SwitchName={to} Nodes=...`)" if target is not None
+        add = (f"add it to line {target.line} (`{target.text}`)" if target is not None
                else f"add the line `SwitchName={to} Nodes={node}`")
         out.append(Drift("missing_node", node, target.line if target is not None else 0,
                          f"{node} (cabled to {to}) is under no switch of the topology: {add}"))

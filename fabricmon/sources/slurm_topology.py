@@ -1,5 +1,6 @@
 """slurm_topology (the fabric collector, both kinds): the scheduler's topology as configured, Slurm's
-`topology.conf` (`fabric.sources.slurm_topology.path`, default /etc/slurm/topology.conf), read on the
+`topology.conf` or `topology.yaml` (its tree; `fabric.sources.slurm_topology.path`, default
+/etc/slurm/topology.conf), read on the
 discovery's schedule and parsed by parsers.slurm; the model compares it with the rail's tree of the
 live topology (checks.fabric_slurm_topology, docs/slurm-topology.md). `enabled: auto` (the default): on where
 the file exists; a file that cannot be read or parsed is this source's error (the check does not run)."""
@@ -12,7 +13,7 @@ from typing import Any
 from fabricmon.host.io import HostIO
 from fabricmon.model.slurm_topology import SchedulerTopologyData, parse_rail
 from fabricmon.parsers.errors import ParseError
-from fabricmon.parsers.slurm import parse_topology_conf
+from fabricmon.parsers.slurm import parse_topology
 from fabricmon.pipeline.source import Inputs, Source, SourceOutput, register
 from fabricmon.schema import ConfigError, Context, Schema, from_class, listing, string
 
@@ -62,7 +63,7 @@ class SlurmTopologySource(Source):
             out.error("read", f"cannot read {s.path}: {exc.strerror or exc}")
             return out
         try:
-            lines = parse_topology_conf(text)
+            lines = parse_topology(text, s.path)
         except ParseError as exc:
             out.error("parse", f"{s.path}: {exc}")
             return out

@@ -66,7 +66,7 @@ def test_check_lists_every_drift_with_its_line(capsys, tmp_path) -> None:
         "DRIFT unknown_switch: switch spine09 (line 7: `SwitchName=spine09 Switches=leaf01`) does not exist in the "
         "fabric: remove the line, or rename it to the fabric's switch",
         "DRIFT wrong_switch: node06 is listed under leaf04 (line 4) but cabled to leaf03: move it to line 3 "
-        "(`SwitchName=leaf03 Nodes=...`)",
+        "(`SwitchName=leaf03 Nodes=node05`)",
         f"{bad}: 1 of 8 nodes drifted, 2 finding(s)"]
     (tmp_path / "broken.conf").write_text("SwitchName=a Nodes=n[3-1]\n")
     assert main(["topology", "slurm", "--replay", BUNDLE, "--check", str(tmp_path / "broken.conf")]) == 2

@@ -19,7 +19,7 @@ from fabricmon.model.slurm_topology import (
 )
 from fabricmon.parsers.errors import ParseError
 from fabricmon.parsers.ibnetdiscover import parse_ibnetdiscover
-from fabricmon.parsers.slurm import expand_hostlist, parse_topology_conf
+from fabricmon.parsers.slurm import expand_hostlist, parse_topology, parse_topology_conf, parse_topology_yaml
 from fabricmon.sim.fabric import fat_tree_netfile, three_tier_netfile
 
 
@@ -242,7 +242,7 @@ def test_a_node_under_the_wrong_leaf_is_one_finding() -> None:
     planted = conf.replace("Nodes=node[05-06]", "Nodes=node05").replace("Nodes=node[07-08]", "Nodes=node[06-08]")
     (d,) = drift(tree, parse_topology_conf(planted), every)
     assert d == Drift("wrong_switch", "node06", 4, "node06 is listed under leaf04 (line 4) but cabled to leaf03: "
-                      "move it to line 3 (`SwitchName=leaf03 Nodes=...`)")
+                      "move it to line 3 (`SwitchName=leaf03 Nodes=node05`)")
     assert drifted_nodes([d]) == 1
 
 
@@ -279,3 +279,27 @@ def test_topology_conf_parser() -> None:
                        ("\nSwitchName=a Nodes=n[2-1]\n", "line 2:")):
         with pytest.raises(ParseError, match=words):
             parse_topology_conf(bad)
+
+
+def test_topology_yaml_drift() -> None:
+    """The configured topology.yaml's tree is compared as topology.conf is: line numbers are its
+    `switch:` entries'; the cluster default tree is taken unless one is named."""
+    tree, _, every = fat_tree_and_conf()
+    text = topology_yaml(tree, name="ib")
+    assert drift(tree, parse_topology_yaml(text), every) == []
+    flat = '- topology: flat1\n  cluster_default: false\n  flat: true\n'
+    planted = flat + text.replace('"node[05-06]"', '"node05"').replace('"node[07-08]"', '"node[06-08]"')
+    lines = parse_topology_yaml(planted)
+    assert [(ln.line, ln.switch) for ln in lines][:2] == [(8, "leaf01"), (10, "leaf02")]
+    (d,) = drift(tree, lines, every)
+    assert d.message == ("node06 is listed under leaf04 (line 14) but cabled to leaf03: move it to line 12 "
+                         "(`switch: leaf03`)")
+    assert parse_topology(planted, "/etc/slurm/topology.yaml") == lines
+    two = text + text.replace('topology: "ib"', 'topology: "other"').replace("cluster_default: true",
+                                                                            "cluster_default: false")
+    assert parse_topology_yaml(two, "other")[0].line == 21 and parse_topology_yaml(two)[0].line == 5
+    for bad, words in (("a: 1\n", "expected a list of topologies"), (flat, "no tree topology"),
+                       ("- topology: t\n  tree:\n    switches:\n      - nodes: n1\n", "line 4: a switch entry needs"),
+                       ("- [", "topology.yaml:")):
+        with pytest.raises(ParseError, match=words):
+            parse_topology_yaml(bad)
