@@ -38,8 +38,8 @@ def _rail_spec(value: Any, key: str, ctx: Context) -> str:
 
 
 OPTIONS: Schema[SlurmTopologySettings] = Schema(fields=(
-    string("path", TOPOLOGY_CONF, "Slurm's topology.conf as configured (topology/tree), compared with the live "
-           "fabric's rail", kind="path"),
+    string("path", TOPOLOGY_CONF, "Slurm's topology.conf as configured (topology/tree; or a topology.yaml, its "
+           "tree), compared with the live fabric's rail", kind="path"),
     listing("rail", (), "the rail the file describes, as `fabricmon topology slurm --rail`: hca=PATTERN, "
             "switch=PATTERN, guid=GUID,... (all must hold); empty: every host CA", _rail_spec, "rail specs"),
 ), build=from_class(SlurmTopologySettings))
