@@ -303,3 +303,4 @@ def test_topology_yaml_drift() -> None:
                        ("- [", "topology.yaml:")):
         with pytest.raises(ParseError, match=words):
             parse_topology_yaml(bad)
+
