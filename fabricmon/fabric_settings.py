@@ -77,9 +77,10 @@ class FabricConfig:
         return self._ethernet if self._ethernet is not None else _ethernet_defaults()
 
 
-# a fabric source's interval is set once, by the fabric key; slurm_jobs runs once per sweep
+# a fabric source's interval is set once, by the fabric key; slurm_jobs runs once per sweep, slurm_topology
+# (the configured topology.conf) once per discovery
 SOURCE_INTERVALS = {"sweep": "sweep_interval", "discovery": "discovery_interval", "routing": "routing_interval",
-                    "sm": "sm_interval", "slurm_jobs": "sweep_interval"}
+                    "sm": "sm_interval", "slurm_jobs": "sweep_interval", "slurm_topology": "discovery_interval"}
 _TIMED = ("sweep", "discovery", "routing", "sm")
 
 

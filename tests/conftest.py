@@ -216,7 +216,7 @@ def sim_fabric(tmp_path):
 
 @pytest.fixture
 def sim_slurm(tmp_path):
-    """Factory: ``sim_slurm(nodes) -> SimSlurm``: a real slurmctld and one slurmd per node name on
+    """Factory: ``sim_slurm(nodes, topology_conf=None) -> SimSlurm``: a real slurmctld and one slurmd per node name on
     127.0.0.1, in tmp_path, stopped (jobs cancelled, daemons by PID) at teardown. Skips when
     slurm-wlm/munge are missing, and fails instead when $CI is set."""
     from fabricmon.sim.slurm import SimSlurm
@@ -226,8 +226,9 @@ def sim_slurm(tmp_path):
         unavailable(why)
     clusters: list[SimSlurm] = []
 
-    def factory(nodes: list[str]) -> SimSlurm:
-        s = SimSlurm(nodes, tmp_path / f"slurm{len(clusters)}", cluster=f"fm{len(clusters)}")
+    def factory(nodes: list[str], topology_conf: str | None = None) -> SimSlurm:
+        s = SimSlurm(nodes, tmp_path / f"slurm{len(clusters)}", cluster=f"fm{len(clusters)}",
+                     topology_conf=topology_conf)
         clusters.append(s)
         s.start()
         return s

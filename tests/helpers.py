@@ -98,10 +98,15 @@ def repeated_series(body: str | bytes) -> list[str]:
 def scrape_samples(port: int, timeout: float = 5.0) -> dict:
     """GET /metrics on 127.0.0.1:port, parsed into {(name, sorted label items): value}. Every
     exposition scraped this way is also checked: no series twice with one label set."""
-    from prometheus_client.parser import text_string_to_metric_families
     body = scrape_text(port, timeout)
     dups = duplicate_series(body)
     assert not dups, f"{len(dups)} series written twice with one label set, e.g. {dups[:3]}"
+    return exposition_samples(body)
+
+
+def exposition_samples(body: str) -> dict:
+    """An exposition's text parsed into {(name, sorted label items): value}."""
+    from prometheus_client.parser import text_string_to_metric_families
     return {(s.name, tuple(sorted(s.labels.items()))): s.value
             for fam in text_string_to_metric_families(body) for s in fam.samples}
 
@@ -450,14 +455,20 @@ def fabric_once(fab, tmp_path: Path, name: str, fabric: dict, *args: str):
     """`fabricmon fabric once` as its own process under the simulator's preload (so its own libibumad
     reaches ibsim: the MAD engine runs where fabric.sweep_method allows), state in tmp_path/<name>.
     Returns the CompletedProcess (exposition on stdout, findings on stderr); asserts exit 0."""
+    return fabricmon_on_fabric(fab, tmp_path, name, fabric, "fabric", "once", *args)
+
+
+def fabricmon_on_fabric(fab, tmp_path: Path, name: str, fabric: dict, *argv: str, rc: int = 0):
+    """`fabricmon ARGV... --config C` as its own process under the simulator's preload, with the
+    `fabric` section given and its state in tmp_path/<name>; asserts exit `rc`."""
     import subprocess
     state = tmp_path / name
     state.mkdir()
     cfg = tmp_path / f"{name}.yml"
     cfg.write_text(json.dumps({"paths": {"state_dir": str(state)}, "fabric": fabric}))
-    r = subprocess.run([sys.executable, "-m", "fabricmon", "fabric", "once", "--config", str(cfg), *args],
+    r = subprocess.run([sys.executable, "-m", "fabricmon", *argv, "--config", str(cfg)],
                        env=fab.env(fab.hosts[0]), capture_output=True, text=True, timeout=120)
-    assert r.returncode == 0, r.stderr
+    assert r.returncode == rc, r.stderr
     return r
 
 

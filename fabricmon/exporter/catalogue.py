@@ -798,6 +798,13 @@ CATALOGUE: tuple[Metric, ...] = (
     Metric("fabricmon_fabric_job_hosts_unmapped", G, "Hosts of running jobs with no CA in the fabric topology "
            "(named differently, or on another fabric): their jobs are not placed on it.", (),
            _jobs(lambda j: [((), j.unmapped_hosts)] if j.scope == "fabric" else [])),
+    Metric("fabricmon_fabric_slurm_topology_drifted_nodes", G, "Nodes of the configured Slurm topology.conf "
+           "(fabric.sources.slurm_topology) listed under a switch they are not cabled to, missing from it, or on no "
+           "leaf of the rail; absent without a configured topology.conf (docs/slurm-topology.md).", (),
+           _fabric(lambda f: [((), f.slurm_topology_drifted)] if f.slurm_topology_drifted is not None else [])),
+    Metric("fabricmon_fabric_slurm_topology_drift", G, "Drifts of the configured Slurm topology.conf by kind: "
+           "wrong_switch, missing_node, unknown_node, unknown_switch (a switch the fabric or the rail lacks).",
+           ("kind",), _fabric(lambda f: [((k,), n) for k, n in f.slurm_topology_drift.items()])),
     Metric("fabricmon_fabric_port_optics_rx_power_dbm", G, "Receive power of the switch port's transceiver lane in "
            "dBm (lane empty for a sensor of the whole port; ENTITY-SENSOR-MIB or CISCO-ENTITY-SENSOR-MIB).",
            ("switch_guid", "port", "lane"), _fab_optics_lane(lambda ln: ln.rx_power_dbm)),

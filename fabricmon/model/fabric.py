@@ -535,6 +535,10 @@ class FabricSection:
     optics_unjoined: dict[str, int] = field(default_factory=dict)
     # switches with a CA inside them (SHARP Aggregation Nodes): guid -> the ports leading to it
     aggregation_nodes: dict[str, tuple[int, ...]] = field(default_factory=dict)
+    # the scheduler's configured topology against the rail (checks.fabric_slurm_topology): nodes drifted, per kind of
+    # drift (model.slurm_topology.DRIFT_KINDS); None without a configured topology.conf
+    slurm_topology_drifted: int | None = None
+    slurm_topology_drift: dict[str, int] = field(default_factory=dict)
 
     def port_label(self, guid: str, port: int) -> str:
         p = self.ports.get((guid, port))

@@ -18,6 +18,7 @@ import re
 from dataclasses import dataclass, field
 
 from fabricmon.model.jobs import JobRef
+from fabricmon.model.slurm_topology import TopologyLine
 from fabricmon.parsers.errors import ParseError
 
 MAX_HOSTS = 100_000         # one host list expands to at most this many names
@@ -200,4 +201,87 @@ def step_jobs(names: list[str], node: str) -> list[str]:
 
 
 __all__ = ["DEFAULT_SPOOL_DIR", "MAX_HOSTS", "RUNNING", "SQUEUE_FORMAT", "ClusterJobsData", "NodeJobsData",
-           "SlurmJob", "expand_hostlist", "not_configured", "parse_conf_value", "parse_squeue", "spool_dir", "step_jobs"]
+           "SlurmJob", "expand_hostlist", "not_configured", "parse_conf_value", "parse_squeue", "parse_topology",
+           "parse_topology_conf", "parse_topology_yaml", "spool_dir", "step_jobs"]
+
+
+def parse_topology_conf(text: str) -> list[TopologyLine]:
+    """topology.conf (topology/tree) -> its switch lines, host lists expanded. Keys are case
+    insensitive, `#` starts a comment, a trailing `\\` continues a line; a line without
+    `SwitchName=`, or with a bad host list, raises ParseError naming its line number."""
+    out: list[TopologyLine] = []
+    pending, start = "", 0
+    for no, raw in enumerate(text.splitlines(), 1):
+        body = raw.split("#", 1)[0].rstrip()
+        if not pending:
+            start = no
+        if body.endswith("\\"):
+            pending += body[:-1] + " "
+            continue
+        body, pending = (pending + body).strip(), ""
+        if not body:
+            continue
+        fields: dict[str, str] = {}
+        for word in body.split():
+            key, sep, value = word.partition("=")
+            if not sep:
+                raise ParseError(f"topology.conf line {start}: {word!r} is not KEY=VALUE")
+            fields[key.lower()] = value
+        if not fields.get("switchname"):
+            raise ParseError(f"topology.conf line {start}: no SwitchName=")
+        try:
+            switches = tuple(expand_hostlist(fields["switches"])) if fields.get("switches") else ()
+            nodes = tuple(expand_hostlist(fields["nodes"])) if fields.get("nodes") else ()
+        except ParseError as exc:
+            raise ParseError(f"topology.conf line {start}: {exc}") from exc
+        out.append(TopologyLine(start, fields["switchname"], switches, nodes, body))
+    return out
+
+
+def parse_topology_yaml(text: str, name: str = "") -> list[TopologyLine]:
+    """topology.yaml (Slurm 25.05+) -> the switch lines of its tree topology: the one named
+    `name`, else the first with `cluster_default: true`, else the first tree. Line numbers are the
+    `switch:` entries'. Raises ParseError for YAML that does not parse, a file that is not a list
+    of topologies, or one without the tree asked for (block topologies are not compared)."""
+    import yaml
+    try:
+        root = yaml.compose(text)
+    except yaml.YAMLError as exc:
+        raise ParseError(f"topology.yaml: {exc}") from exc
+    if not isinstance(root, yaml.SequenceNode):
+        raise ParseError("topology.yaml: expected a list of topologies")
+    trees: list[tuple[str, bool, yaml.Node]] = []
+    for topo in root.value:
+        if not isinstance(topo, yaml.MappingNode):
+            raise ParseError(f"topology.yaml line {topo.start_mark.line + 1}: a topology is a mapping")
+        keys = {k.value: v for k, v in topo.value}
+        if "tree" in keys:
+            default = getattr(keys.get("cluster_default"), "value", "false").lower() == "true"
+            trees.append((str(getattr(keys.get("topology"), "value", "")), default, keys["tree"]))
+    pick = ([t for t in trees if t[0] == name] if name else
+            [t for t in trees if t[1]] or trees)
+    if not pick:
+        raise ParseError(f"topology.yaml: no tree topology{f' named {name!r}' if name else ''} "
+                         "(block topologies are not compared)")
+    tree = pick[0][2]
+    switches = dict((k.value, v) for k, v in tree.value).get("switches") if isinstance(tree, yaml.MappingNode) else None
+    if not isinstance(switches, yaml.SequenceNode):
+        raise ParseError(f"topology.yaml line {tree.start_mark.line + 1}: a tree needs a list of switches")
+    out: list[TopologyLine] = []
+    for sw in switches.value:
+        line = sw.start_mark.line + 1
+        fields = {k.value: v.value for k, v in sw.value} if isinstance(sw, yaml.MappingNode) else {}
+        if not isinstance(fields.get("switch"), str) or not fields["switch"]:
+            raise ParseError(f"topology.yaml line {line}: a switch entry needs `switch:`")
+        try:
+            kids = tuple(expand_hostlist(str(fields["children"]))) if fields.get("children") else ()
+            nodes = tuple(expand_hostlist(str(fields["nodes"]))) if fields.get("nodes") else ()
+        except ParseError as exc:
+            raise ParseError(f"topology.yaml line {line}: {exc}") from exc
+        out.append(TopologyLine(line, fields["switch"], kids, nodes, f"switch: {fields['switch']}"))
+    return out
+
+
+def parse_topology(text: str, path: str) -> list[TopologyLine]:
+    """The scheduler's topology file by its name: topology.yaml (`.yaml`, `.yml`) or topology.conf."""
+    return parse_topology_yaml(text) if path.endswith((".yaml", ".yml")) else parse_topology_conf(text)

@@ -45,6 +45,7 @@ import structlog
 from fabricmon import ibspec
 from fabricmon.checks import OK, Finding
 from fabricmon.checks import optics as optics_checks
+from fabricmon.checks import fabric_slurm_topology as slurm_topology_check
 from fabricmon.checks import (
     fabric_ecmp, fabric_links, fabric_names, fabric_pfc, fabric_routing, fabric_sm, fabric_symmetry, fabric_unresponsive,
     link_errors,
@@ -58,7 +59,9 @@ from fabricmon.model.fabric import (
 )
 from fabricmon.model.history import PLAIN, CounterHistory, CounterIntake, ib_rule
 from fabricmon.model.link_ability import LinkAbility
+from fabricmon.model import slurm_topology
 from fabricmon.model.ports import PortView
+from fabricmon.model.slurm_topology import Drift, SchedulerTopologyData
 from fabricmon.model.optics import OpticsPort, SwitchOpticsData
 from fabricmon.model.snapshot import Sections, SourceState, source_data, source_state
 from fabricmon.pipeline.fabric_failure import Hint, why_nothing_read
@@ -85,9 +88,12 @@ MAX_CHANGE_LINES = 20       # topology changes logged one by one per discovery, 
 #   pause_frames       a sweep yielded PFC pause frames (SweepData.pause)
 #   transceiver_readings  a source yielded the switches' optics (SwitchOpticsData): the optics checks
 #                      (checks.optics, shared with the node daemon), per switch whose sensors were read
-CAPABILITIES = ("topology", "forwarding_tables", "subnet_manager", "pause_frames", "transceiver_readings")
+#   scheduler_topology a configured Slurm topology.conf/.yaml was read (SchedulerTopologyData): its drift
+#                      from the rail (checks.fabric_slurm_topology), once per new discovery or file read
+CAPABILITIES = ("topology", "forwarding_tables", "subnet_manager", "pause_frames", "transceiver_readings",
+                "scheduler_topology")
 SWITCH_CHECK_MODULES = (fabric_links, fabric_ecmp, fabric_symmetry, fabric_unresponsive, fabric_routing, fabric_pfc)
-FABRIC_WIDE_CHECK_MODULES = (fabric_sm, fabric_names)
+FABRIC_WIDE_CHECK_MODULES = (fabric_sm, fabric_names, slurm_topology_check)
 # the counter checks (checks.link_errors, shared with the node daemon) judge the sweep's counters per port:
 # each runs once a sweep yielded one of its counters (COUNTER_CHECKS), counter_saturation once a sweep
 # yielded a counter that saturates (not one that wraps: Ethernet's ifTable counters)
@@ -129,6 +135,8 @@ class FabricModel:
         self._saturable_read = False                             # ... one of them a counter that saturates
         self._flagged: set[tuple[str, str, int]] = set()         # (check, switch, port) once not OK
         self._view: DiscoveryData | None = None                  # the merged discovery view
+        # the last drift of the configured Slurm topology: (topology, file read, drifts, rail nodes)
+        self._scheduler_drift: tuple[Topology, SchedulerTopologyData, list[Drift], int] | None = None
         self._view_complete = False                              # some discovery so far was complete
         # the last read of each cabled port's link state: (up, data time); the newest read wins
         self._link_state: dict[tuple[str, int], tuple[bool, float]] = {}
@@ -354,6 +362,9 @@ class FabricModel:
             findings += pfc
         if set(optics_checks.NEEDS) <= caps:
             findings += self._optics(states, sec, now)
+        conf = source_data(states, SchedulerTopologyData)
+        if conf is not None and set(slurm_topology_check.NEEDS) <= caps:
+            findings += self._scheduler_topology(conf, topo, sec)
         ran = self._ran(sec, caps)
         findings += self._port_status(sec, findings, ran)
         self._check_status(sec, findings, ran)
@@ -480,6 +491,20 @@ class FabricModel:
             self._sm_last, self._sm_time = cur, st.data_time
         return [fabric_sm.evaluate(sec.sms, self._sm_stalled, self.config.fabric.sm_stalled_polls)]
 
+    def _scheduler_topology(self, conf: SchedulerTopologyData, topo: Topology, sec: FabricSection) -> list[Finding]:
+        """The configured topology.conf against the rail's tree of this topology (docs/slurm-topology.md);
+        computed again only when the discovery or the file read is new (each build reuses the last)."""
+        last = self._scheduler_drift
+        if last is None or last[0] is not topo or last[1] is not conf:
+            tree = slurm_topology.build_tree(topo, conf.rail)
+            found = slurm_topology.drift(tree, conf.lines, slurm_topology.switch_names(topo, topo.switches).values())
+            nodes = len(set().union(*tree.nodes.values())) if tree.nodes else 0
+            last = self._scheduler_drift = (topo, conf, found, nodes)
+        _, _, found, nodes = last
+        sec.slurm_topology_drifted = slurm_topology.drifted_nodes(found)
+        sec.slurm_topology_drift = {k: sum(1 for d in found if d.kind == k) for k in slurm_topology.DRIFT_KINDS}
+        return slurm_topology_check.evaluate(found, conf.path, nodes)
+
     def _capabilities(self, states: Mapping[str, SourceState], sweep: SweepData | None) -> set[str]:
         """What the sources provide now (CAPABILITIES); pause frames once any sweep yielded them (a sweep
         that failed does not take the check away)."""
@@ -493,6 +518,9 @@ class FabricModel:
             caps.add("pause_frames")
         if source_data(states, SwitchOpticsData) is not None:
             caps.add("transceiver_readings")
+        conf = source_data(states, SchedulerTopologyData)
+        if conf is not None and conf.configured:
+            caps.add("scheduler_topology")
         return caps
 
     def _optics(self, states: Mapping[str, SourceState], sec: FabricSection, now: float) -> list[Finding]:

@@ -69,12 +69,16 @@ class SlurmError(RuntimeError):
 
 
 class SimSlurm:
-    def __init__(self, nodes: list[str], workdir: Path, cluster: str = "fabricmon") -> None:
+    def __init__(self, nodes: list[str], workdir: Path, cluster: str = "fabricmon",
+                 topology_conf: str | None = None) -> None:
+        """`topology_conf`: a topology.conf written beside slurm.conf, with
+        `TopologyPlugin=topology/tree` (None: no topology plugin)."""
         if not nodes:
             raise ValueError("SimSlurm needs at least one node")
         self.nodes = list(nodes)
         self.dir = Path(workdir).absolute()
         self.cluster = cluster
+        self.topology_conf = topology_conf
         self.conf = self.dir / "slurm.conf"
         self.munge_socket = self.dir / "munge" / "munge.socket"
         self.munged: subprocess.Popen | None = None
@@ -132,6 +136,9 @@ class SimSlurm:
             lines.append(f"NodeName={n} NodeHostname={host} NodeAddr=127.0.0.1 Port={self.node_ports[n]} "
                          f"CPUs=1 State=UNKNOWN")
         lines.append(f"PartitionName=all Nodes={','.join(self.nodes)} Default=YES MaxTime=INFINITE State=UP")
+        if self.topology_conf is not None:
+            lines.append("TopologyPlugin=topology/tree")
+            (self.dir / "topology.conf").write_text(self.topology_conf)
         self.conf.write_text("\n".join(lines) + "\n")
 
     def start(self, timeout: float = 30.0) -> SimSlurm:
