@@ -50,6 +50,10 @@ _SIZE_POINT = re.compile(r"^([0-9]+(?:\.[0-9]+)?)(B|KB|MB|GB|TB)$")
 _UNESCAPE = re.compile(r"\\(.)")
 
 
+class HalfWritten(ParseError):
+    """The file is being rewritten (NCCL truncates it and writes it again in place): read it next time."""
+
+
 @dataclass(slots=True)
 class PromRead:
     measures: list[NcclMeasure] = field(default_factory=list)
@@ -141,7 +145,7 @@ def parse_prom(text: str) -> PromRead:
     data, or a file with lines but not one Inspector metric."""
     _check_text(text)
     if text and not text.endswith("\n"):
-        raise ParseError("half-written (no final newline): NCCL is rewriting it")
+        raise HalfWritten("half-written (no final newline): NCCL is rewriting it")
     got: dict[tuple[str, tuple[tuple[str, str], ...]], dict[str, float | None]] = {}
     firsts: dict[tuple[str, tuple[tuple[str, str], ...]], NcclMeasure] = {}
     read = PromRead()
@@ -257,5 +261,5 @@ def parse_json_log(text: str, tail: bool = False) -> PromRead:
     return read
 
 
-__all__ = ["FILE_RE", "JSON_FILE_RE", "METRICS", "PromRead", "bucket_bytes", "file_uuid", "parse_json_log",
+__all__ = ["FILE_RE", "HalfWritten", "JSON_FILE_RE", "METRICS", "PromRead", "bucket_bytes", "file_uuid", "parse_json_log",
            "parse_prom", "size_bucket"]
