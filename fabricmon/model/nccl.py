@@ -7,7 +7,11 @@ docs/nccl.md says where the files come from and what fabricmon does with them.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+
+from fabricmon.model.gpu import AffinityResult
+from fabricmon.model.ports import DeviceView, PortView
 
 COLLECTIVE = "collective"
 P2P = "p2p"
@@ -67,4 +71,72 @@ def nvml_uuid(file_uuid: str) -> str:
     return "GPU-" + file_uuid.lower()
 
 
-__all__ = ["COLLECTIVE", "P2P", "NcclData", "NcclFile", "NcclMeasure", "nvml_uuid"]
+@dataclass(frozen=True, slots=True)
+class NcclPath:
+    """One network measure joined to where its traffic leaves the node: the GPU NVML sees under the
+    file's UUID, the NIC paired to it (AffinityResult.assigned: among its nearest NICs, the one with
+    the fewest GPUs, ties by name, as NCCL pairs), that NIC's port and the switch port it is cabled to.
+    Fields the node does not know are "" (or None)."""
+    measure: NcclMeasure
+    gpu_uuid: str               # NVML's form, "GPU-..."
+    gpu_index: int | None       # NVML's index (None: no GPU of that UUID seen here)
+    device: str = ""            # the RDMA device (mlx5_0)
+    port: int | None = None
+    node_guid: str = ""         # the HCA's node GUID: the fabric collector's remote_guid of the cabled switch port
+    switch: str = ""            # the cabled switch's node description (iblinkinfo, else learned)
+    switch_port: int | None = None
+    line_rate_gbs: float | None = None      # the port's data rate in GB/s (rate_gbps / 8)
+
+    @property
+    def line_rate_ratio(self) -> float | None:
+        bw = self.measure.busbw_gbs
+        if bw is None or not self.line_rate_gbs:
+            return None
+        return bw / self.line_rate_gbs
+
+
+@dataclass(slots=True)
+class NcclSection:
+    paths: list[NcclPath] = field(default_factory=list)     # network measures (n_nodes > 1) of GPU files
+    files: int = 0              # Inspector files read (within the expiry)
+    file_errors: int = 0        # of them, those whose last read was not taken
+    expired: int = 0            # files of ended jobs forgotten so far
+    unjoined: int = 0           # network measures whose GPU UUID no NVML GPU here has
+
+
+def _port_of(device: str, ports: Mapping[tuple[str, int], PortView]) -> PortView | None:
+    """The device's port NCCL's traffic takes: its first port that is up, else its first port."""
+    mine = sorted((p for (d, _), p in ports.items() if d == device), key=lambda p: p.port)
+    return next((p for p in mine if p.up), mine[0] if mine else None)
+
+
+def join(data: NcclData, affinity: AffinityResult, devices: Mapping[str, DeviceView],
+         ports: Mapping[tuple[str, int], PortView]) -> NcclSection:
+    """NCCL's network measures joined to GPU, NIC, port and cabled switch port (docs/nccl.md)."""
+    sec = NcclSection(files=len(data.files), file_errors=sum(1 for f in data.files.values() if f.error),
+                      expired=data.expired)
+    by_uuid = {g.uuid.lower(): g for g in affinity.gpus}
+    for f in sorted(data.files.values(), key=lambda f: f.path):
+        if not f.uuid:
+            continue                                # a JSON-mode log: no GPU named
+        uuid = nvml_uuid(f.uuid)
+        g = by_uuid.get(uuid.lower())
+        for m in f.measures:
+            if not m.network:
+                continue
+            if g is None:
+                sec.unjoined += 1
+                sec.paths.append(NcclPath(m, uuid, None))
+                continue
+            dev = affinity.assigned.get(g.index, "")
+            p = _port_of(dev, ports) if dev else None
+            d = devices.get(dev)
+            sec.paths.append(NcclPath(
+                m, uuid, g.index, dev, p.port if p else None, d.node_guid if d else "",
+                p.peer if p else "", p.peer_port if p else None,
+                p.rate_gbps / 8 if p is not None and p.rate_gbps else None))
+    return sec
+
+
+__all__ = ["COLLECTIVE", "P2P", "NcclData", "NcclFile", "NcclMeasure", "NcclPath", "NcclSection", "join",
+           "nvml_uuid"]

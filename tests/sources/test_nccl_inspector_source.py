@@ -10,31 +10,12 @@ import threading
 import time
 from pathlib import Path
 
-from helpers import FIXTURES, run_inputs
+from helpers import FIXTURES, NCCL_UUID as UUID, NCCL_UUID2 as UUID2, nccl_dump, nccl_prom_lines as prom_lines, run_inputs
 
 from fabricmon.config import from_dict
 from fabricmon.host.bundle import ReplayIO
 from fabricmon.host.io import LiveIO
 from fabricmon.sources.nccl_inspector import NcclInspectorSource
-
-UUID = "5a3e1f9c-0b2d-4e6f-8a1b-2c3d4e5f6a7b"
-UUID2 = "0f0e0d0c-0b0a-0908-0706-050403020100"
-
-
-def prom_lines(comm: str, bw: float, job: str = "4242", n_nodes: int = 4, gpu: str = "GPU0") -> str:
-    labels = (f'version="v5.1",slurm_job_id="{job}",node="node001",gpu="{gpu}",comm_name="{comm}",'
-              f'n_nodes="{n_nodes}",nranks="{8 * n_nodes}",collective="AllReduce",message_size="4-5GB",'
-              'algo_proto="RING_SIMPLE"')
-    return f"nccl_bus_bandwidth_gbs{{{labels}}} {bw:.6g}\nnccl_collective_exec_time_microseconds{{{labels}}} 9498.47\n"
-
-
-def nccl_dump(path: Path, comms: dict[str, float], job: str = "4242") -> None:
-    """As inspectorPromCommInfoListDump does: fopen(name, "w"), then per communicator one write + fflush."""
-    with open(path, "w") as fh:
-        for comm, bw in comms.items():
-            fh.write(prom_lines(comm, bw, job))
-            fh.flush()
-
 
 def source(tmp_path: Path, **opts: object) -> NcclInspectorSource:
     cfg = from_dict({"sources": {"nccl_inspector": {"enabled": True, "dir": str(tmp_path), **opts}}},
