@@ -5,9 +5,10 @@ more), and `<host>-pid<pid>.log` JSON logs (appended for a process's life) where
 
 - Each file is read through the host interface, at most `max_bytes` (a JSON log: its last `max_bytes`;
   a Prometheus file larger than that is a source error, not read).
-- A file NCCL is rewriting (half-written, just truncated, changed during the read, or modified less
-  than a second ago: NCCL writes a dump one communicator at a time, in place) keeps its last good
-  read; the next poll reads it again. Garbage or binary data is a `parse` source error naming
+- NCCL writes a dump one communicator at a time, in place: a file modified less than a second ago is
+  read again once it has settled (the poll waits up to a second). A file still being rewritten
+  (half-written, just truncated, changed during the read, still fresh) keeps its last good read; the
+  next poll reads it again. Garbage or binary data is a `parse` source error naming
   the file, and only that file's measures are dropped.
 - A file not rewritten for `expire` seconds belongs to an ended job: it is forgotten (not read).
 """
@@ -22,7 +23,7 @@ from typing import TYPE_CHECKING
 
 import structlog
 
-from fabricmon.host.io import HostIO
+from fabricmon.host.io import HostFileRead, HostIO
 from fabricmon.model.nccl import NcclData, NcclFile
 from fabricmon.parsers.errors import ParseError
 from fabricmon.parsers.nccl_inspector import JSON_FILE_RE, HalfWritten, file_uuid, parse_json_log, parse_prom
@@ -91,7 +92,7 @@ class NcclInspectorSource(Source):
         for name, uuid in wanted:
             path = os.path.join(d, name)
             seen.add(path)
-            if not self._read(io, path, uuid, now, out):
+            if not self._read(io, path, uuid, now, out, inputs):
                 break
         for path in [p for p in self.data.files if p not in seen]:
             del self.data.files[path]            # removed by the operator (or by a cleanup of ended jobs)
@@ -102,11 +103,27 @@ class NcclInspectorSource(Source):
     def _copy(self) -> NcclData:
         return NcclData(self.data.directory, dict(self.data.files), self.data.expired, self.data.skipped_lines)
 
-    def _read(self, io: HostIO, path: str, uuid: str | None, now: float, out: SourceOutput) -> bool:
+    def _fetch(self, io: HostIO, path: str, is_json: bool, now: float, inputs: Inputs) -> HostFileRead:
+        """The file's bytes. NCCL writes a Prometheus dump one communicator at a time, in place: a file
+        modified less than SETTLE seconds ago may hold only its first communicators (in whole lines),
+        so it is read again once it has settled (waiting at most what the source's timeout leaves)."""
+        got = io.read_host_file_bounded(path, self.opts.max_bytes, tail=is_json, min_mtime=now - self.opts.expire)
+        for _ in range(3):                          # a file rewritten without pause is not waited on forever
+            age = time.time() - got.mtime
+            if is_json or not got.data or not 0 <= age < self.SETTLE:
+                break
+            wait = min(self.SETTLE - age, inputs.remaining(self.sc.timeout) - 1.0)
+            if wait <= 0:
+                break
+            time.sleep(wait)
+            got = io.read_host_file_bounded(path, self.opts.max_bytes, tail=False, min_mtime=now - self.opts.expire)
+        return got
+
+    def _read(self, io: HostIO, path: str, uuid: str | None, now: float, out: SourceOutput, inputs: Inputs) -> bool:
         """Read one file into self.data.files; False where the host cannot read such files at all."""
         is_json = uuid is None
         try:
-            got = io.read_host_file_bounded(path, self.opts.max_bytes, tail=is_json, min_mtime=now - self.opts.expire)
+            got = self._fetch(io, path, is_json, now, inputs)
         except OSError as exc:
             if exc.errno == errno.EOPNOTSUPP:        # a replayed bundle: no Inspector files in it
                 if not self._unavailable:
@@ -135,9 +152,8 @@ class NcclInspectorSource(Source):
         if got.changed or (not is_json and not got.data):
             self._keep(path, prev, entry, "being rewritten (changed while read, or just truncated)")
             return True
-        if not is_json and prev is not None and prev.measures and now - got.mtime < self.SETTLE:
-            # NCCL writes a dump one communicator at a time: a file written this very moment may hold
-            # only the first ones (ending in a whole line all the same)
+        if not is_json and prev is not None and prev.measures and time.time() - got.mtime < self.SETTLE:
+            # still being written after the wait (or no time left to wait): the last good read stays
             self._keep(path, prev, entry, "written less than a second ago (NCCL may be writing it)")
             return True
         text = got.data.decode("utf-8", "replace")

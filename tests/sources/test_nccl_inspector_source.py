@@ -167,21 +167,36 @@ def test_replayed_bundle_has_no_inspector_files(tmp_path: Path) -> None:
     assert out.errors == [] and out.data.files == {}
 
 
-def test_a_file_written_this_instant_waits_for_the_next_poll(tmp_path: Path) -> None:
+def test_a_file_written_this_instant_is_read_once_settled(tmp_path: Path) -> None:
     """NCCL flushes a dump one communicator at a time: a file modified less than a second ago may
-    hold its first communicators only; the last good read stays until it has settled."""
+    hold its first communicators only. The poll waits for it to settle and reads the whole dump (a
+    poll that would otherwise always land just after NCCL's 30 s dump would never see a whole one)."""
     f = tmp_path / f"nccl_inspector_metrics_{UUID}.prom"
     nccl_dump(f, {"DP Group 0": 41.5, "TP Group 1": 38.25})
-    src = source(tmp_path)
     then = time.time() - 5
     os.utime(f, (then, then))
+    src = source(tmp_path)
     assert len(src.collect(LiveIO(), run_inputs()).data.files[str(f)].measures) == 2
-    with open(f, "w") as fh:                                    # the next dump, caught after its first flush
-        fh.write(prom_lines("DP Group 0", 20.0))
-        fh.flush()
-        entry = src.collect(LiveIO(), run_inputs()).data.files[str(f)]
-        assert len(entry.measures) == 2 and entry.measures[0].busbw_gbs == 41.5
-        fh.write(prom_lines("TP Group 1", 19.0))
-    os.utime(f, (then + 4, then + 4))
-    entry = src.collect(LiveIO(), run_inputs()).data.files[str(f)]
-    assert sorted(m.busbw_gbs or 0 for m in entry.measures) == [19.0, 20.0]
+    started = threading.Event()
+
+    def slow_dump() -> None:
+        with open(f, "w") as fh:
+            fh.write(prom_lines("DP Group 0", 20.0))
+            fh.flush()
+            started.set()
+            time.sleep(0.4)                                     # the other communicators come a little later
+            fh.write(prom_lines("TP Group 1", 19.0))
+
+    t = threading.Thread(target=slow_dump)
+    t.start()
+    started.wait(5)
+    t0 = time.monotonic()
+    entry = src.collect(LiveIO(), run_inputs(deadline=time.monotonic() + 10)).data.files[str(f)]
+    waited = time.monotonic() - t0
+    t.join()
+    assert sorted(m.busbw_gbs or 0 for m in entry.measures) == [19.0, 20.0] and entry.error is None
+    assert 0.4 <= waited < 2.0
+    # no time left to wait (the source's deadline): the last good read stays, read again next poll
+    nccl_dump(f, {"DP Group 0": 10.0})
+    entry = src.collect(LiveIO(), run_inputs(deadline=time.monotonic() + 0.5)).data.files[str(f)]
+    assert sorted(m.busbw_gbs or 0 for m in entry.measures) == [19.0, 20.0] and "less than a second" in entry.error
