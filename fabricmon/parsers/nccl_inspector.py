@@ -44,10 +44,12 @@ KNOWN_OTHER = frozenset({"nccl_algorithm_bandwidth_gbs"})
 UNITS = ("B", "KB", "MB", "GB", "TB")
 
 _LINE = re.compile(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)\{(.*)\}\s+(\S+)(?:\s+-?[0-9]+)?$")
-_LABEL = re.compile(r'\s*([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"\s*(,|$)')
+_LABEL_PAIR = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"')
+_LABELS_ALL = re.compile(r'\s*(?:[a-zA-Z_][a-zA-Z0-9_]*="(?:[^"\\]|\\.)*"\s*(?:,\s*|$))*')
 _SIZE_RANGE = re.compile(r"^([0-9]+)-([0-9]+)(B|KB|MB|GB|TB)$")
 _SIZE_POINT = re.compile(r"^([0-9]+(?:\.[0-9]+)?)(B|KB|MB|GB|TB)$")
 _UNESCAPE = re.compile(r"\\(.)")
+_PER_LINE = re.compile(r'(?:^|,)\s*(?:coll_sn|timestamp)="[^"]*"')
 
 
 class HalfWritten(ParseError):
@@ -97,15 +99,10 @@ def _check_text(text: str) -> None:
 
 
 def _labels(body: str) -> dict[str, str]:
-    out: dict[str, str] = {}
-    pos = 0
-    while pos < len(body):
-        m = _LABEL.match(body, pos)
-        if m is None:
-            raise ParseError(f"labels unreadable at {body[pos:pos + 40]!r}")
-        out[m.group(1)] = _UNESCAPE.sub(lambda e: "\n" if e.group(1) == "n" else e.group(1), m.group(2))
-        pos = m.end()
-    return out
+    if _LABELS_ALL.fullmatch(body) is None:
+        raise ParseError(f"labels unreadable: {body[:60]!r}")
+    return {k: _UNESCAPE.sub(lambda e: "\n" if e.group(1) == "n" else e.group(1), v) if "\\" in v else v
+            for k, v in _LABEL_PAIR.findall(body)}
 
 
 def _int(labels: dict[str, str], *names: str) -> int:
@@ -146,8 +143,9 @@ def parse_prom(text: str) -> PromRead:
     _check_text(text)
     if text and not text.endswith("\n"):
         raise HalfWritten("half-written (no final newline): NCCL is rewriting it")
-    got: dict[tuple[str, tuple[tuple[str, str], ...]], dict[str, float | None]] = {}
-    firsts: dict[tuple[str, tuple[tuple[str, str], ...]], NcclMeasure] = {}
+    got: dict[tuple[str, str], dict[str, float | None]] = {}
+    firsts: dict[tuple[str, str], NcclMeasure] = {}
+    parsed: dict[tuple[str, str], tuple[tuple[str, str], NcclMeasure] | ParseError] = {}
     read = PromRead()
     lines = 0
     for n, line in enumerate(text.splitlines(), 1):
@@ -163,16 +161,23 @@ def parse_prom(text: str) -> PromRead:
                 read.first_skipped = read.first_skipped or f"line {n}: {line[:80]!r}"
             continue
         kind, fld = metric
+        hit = parsed.get((kind, m.group(2)))
+        if hit is None:                 # a communicator's two lines share their labels: parsed once
+            try:
+                measure = _measure(kind, _labels(m.group(2)))
+                # the first format labels each line with its coll_sn and timestamp: not part of the key
+                hit = parsed[(kind, m.group(2))] = ((kind, _PER_LINE.sub("", m.group(2))), measure)
+            except ParseError as exc:
+                hit = parsed[(kind, m.group(2))] = exc
         try:
-            labels = _labels(m.group(2))
+            if isinstance(hit, ParseError):
+                raise hit
             value = _value(m.group(3))
-            measure = _measure(kind, labels)
         except ParseError as exc:
             read.skipped += 1
             read.first_skipped = read.first_skipped or f"line {n}: {exc}"
             continue
-        # the first format labels each line with its coll_sn and timestamp: not part of the key
-        key = (kind, tuple(sorted((k, v) for k, v in labels.items() if k not in ("coll_sn", "timestamp"))))
+        key, measure = hit
         got.setdefault(key, {})[fld] = value
         firsts.setdefault(key, measure)
     if lines and not firsts:
