@@ -10,9 +10,13 @@ import threading
 import time
 from pathlib import Path
 
-from helpers import FIXTURES, NCCL_UUID as UUID, NCCL_UUID2 as UUID2, nccl_dump, nccl_prom_lines as prom_lines, run_inputs
+import pytest
+
+from helpers import FIXTURES, NCCL_UUID as UUID, NCCL_UUID2 as UUID2, nccl_dump, run_inputs
+from helpers import nccl_prom_lines as prom_lines
 
 from fabricmon.config import from_dict
+from fabricmon.schema import ConfigError
 from fabricmon.host.bundle import ReplayIO
 from fabricmon.host.io import LiveIO
 from fabricmon.sources.nccl_inspector import NcclInspectorSource
@@ -151,10 +155,12 @@ def test_a_missing_directory_is_a_source_error(tmp_path: Path) -> None:
     assert out.errors and out.errors[0][0] == "not_found" and out.data.files == {}
 
 
-def test_off_by_default() -> None:
+def test_off_by_default_and_its_keys_checked() -> None:
     assert NcclInspectorSource.spec.enabled is False
     cfg = from_dict({}, check_paths=False)
     assert cfg.sources["nccl_inspector"].enabled is False
+    with pytest.raises(ConfigError, match="sources.nccl_inspector.expire"):
+        from_dict({"sources": {"nccl_inspector": {"expire": 10}}}, check_paths=False)
 
 
 def test_replayed_bundle_has_no_inspector_files(tmp_path: Path) -> None:
