@@ -547,3 +547,24 @@ def leftover_processes(mark: str, since: float, test_dirs: tuple[str, ...]) -> l
             continue            # ended meanwhile
         lines.append(f"pid {pid} {p.name()}: {cmd} (started under {test})")
     return lines
+
+
+# --- NCCL Inspector files, as NCCL writes them (tests/fixtures/nccl_inspector/PROVENANCE.md) ----------
+NCCL_UUID = "5a3e1f9c-0b2d-4e6f-8a1b-2c3d4e5f6a7b"
+NCCL_UUID2 = "0f0e0d0c-0b0a-0908-0706-050403020100"
+
+
+def nccl_prom_lines(comm: str, bw: float, job: str = "4242", n_nodes: int = 4, gpu: str = "GPU0") -> str:
+    """One communicator's lines of an NCCL Inspector Prometheus file (v5.1 labels, as inspector_prom.cc prints)."""
+    labels = (f'version="v5.1",slurm_job_id="{job}",node="node001",gpu="{gpu}",comm_name="{comm}",'
+              f'n_nodes="{n_nodes}",nranks="{8 * n_nodes}",collective="AllReduce",message_size="4-5GB",'
+              'algo_proto="RING_SIMPLE"')
+    return f"nccl_bus_bandwidth_gbs{{{labels}}} {bw:.6g}\nnccl_collective_exec_time_microseconds{{{labels}}} 9498.47\n"
+
+
+def nccl_dump(path: Path, comms: dict[str, float], job: str = "4242") -> None:
+    """As inspectorPromCommInfoListDump does: fopen(name, "w"), then per communicator one write + fflush."""
+    with open(path, "w") as fh:
+        for comm, bw in comms.items():
+            fh.write(nccl_prom_lines(comm, bw, job))
+            fh.flush()

@@ -20,6 +20,7 @@ from fabricmon.model.health import health_status
 from fabricmon.model.fabric import EcmpGroup, FabricPort, FabricSection, RouteBalance
 from fabricmon.model.gpu import AffinityResult, GpuInfo
 from fabricmon.model.jobs import JobsSection
+from fabricmon.model.nccl import NcclPath
 from fabricmon.model.optics import LaneDiag, ModuleDiag, NodeModule
 from fabricmon.model.ports import PortView
 from fabricmon.model.roce import NetdevInfo, RoceView, roce_mtu
@@ -181,6 +182,44 @@ def _restricted(snap: Snapshot) -> Iterator[Sample]:
     if k is not None:
         for dev in sorted(k.restricted):
             yield (dev,), 1
+
+
+# --- NCCL's measurements (docs/nccl.md) ------------------------------------------------------
+NCCL_PATH = ("job_id", "comm", "operation", "message_size", "algo_proto", "n_nodes", "gpu", "uuid", "device", "port",
+             "node_guid", "switch", "switch_port")
+
+
+def _nccl_paths(value: Callable[[NcclPath], float | None]) -> Callable[[Snapshot], Iterator[Sample]]:
+    def fn(snap: Snapshot) -> Iterator[Sample]:
+        if snap.nccl is None:
+            return
+        for p in snap.nccl.paths:
+            v = value(p)
+            if v is None:
+                continue
+            m = p.measure
+            yield (m.job, m.comm, m.operation, m.message_size, m.algo_proto, str(m.n_nodes),
+                   "" if p.gpu_index is None else str(p.gpu_index), p.gpu_uuid, p.device,
+                   "" if p.port is None else str(p.port), p.node_guid, p.switch,
+                   "" if p.switch_port is None else str(p.switch_port)), v
+    return fn
+
+
+def _nccl_files(snap: Snapshot) -> Iterator[Sample]:
+    n = snap.nccl
+    if n is not None:
+        yield ("read",), n.files - n.file_errors
+        yield ("not_taken",), n.file_errors
+
+
+def _nccl_expired(snap: Snapshot) -> Iterator[Sample]:
+    if snap.nccl is not None:
+        yield (), snap.nccl.expired
+
+
+def _nccl_unjoined(snap: Snapshot) -> Iterator[Sample]:
+    if snap.nccl is not None:
+        yield (), snap.nccl.unjoined
 
 
 # --- RoCE -----------------------------------------------------------------------------------
@@ -662,6 +701,25 @@ CATALOGUE: tuple[Metric, ...] = (
     Metric("fabricmon_ib_device_counters_restricted", G, "1 for a device whose port counters are not read (a "
            "firmware-restricted function, or sources.sysfs.counters_exclude_devices); its state and rate still are.",
            ("device",), _restricted),
+    # NCCL's own measurements (docs/nccl.md)
+    Metric("fabricmon_nccl_bus_bandwidth_gbs", G, "NCCL's bus bandwidth (GB/s, the Inspector's mean over its dump "
+           "window) of a network communicator (n_nodes > 1) per job, communicator, operation, message-size bucket "
+           "and algo_proto, on the GPU of the file's UUID, with the NIC paired to it (device, port, its node_guid: "
+           "the fabric collector's remote_guid) and the switch port it is cabled to.", NCCL_PATH,
+           _nccl_paths(lambda p: p.measure.busbw_gbs)),
+    Metric("fabricmon_nccl_exec_time_seconds", G, "NCCL's mean execution time of the operation (the Inspector's "
+           "microseconds, in seconds), labelled as fabricmon_nccl_bus_bandwidth_gbs.", NCCL_PATH,
+           _nccl_paths(lambda p: None if p.measure.exec_time_us is None else p.measure.exec_time_us / 1e6)),
+    Metric("fabricmon_nccl_line_rate_ratio", G, "Bus bandwidth over the data rate of the NIC port it leaves by "
+           "(rate / 8, GB/s): the seeds' target for large all-reduce messages is 0.8 or more. Absent where the "
+           "port or its rate is unknown.", NCCL_PATH, _nccl_paths(lambda p: p.line_rate_ratio)),
+    Metric("fabricmon_nccl_inspector_files", G, "NCCL Inspector files of running jobs, by result: read (the last "
+           "read taken), not_taken (being rewritten, garbage or too large: see the source's errors).", ("result",),
+           _nccl_files),
+    Metric("fabricmon_nccl_inspector_expired_files", C, "Inspector files left unread because not rewritten "
+           "for sources.nccl_inspector.expire seconds (their job ended).", (), _nccl_expired),
+    Metric("fabricmon_nccl_unjoined_measures", G, "Network measures whose file's GPU UUID matches no GPU NVML sees "
+           "here (exported without NIC or switch port).", (), _nccl_unjoined),
     # GPUDirect RDMA and GPU-NIC affinity
     Metric("fabricmon_gpudirect_rdma_path_available", G,
            "1 if this GPUDirect RDMA method is available (peermem, nv_peer_mem, dmabuf).", ("method",), _gdr),

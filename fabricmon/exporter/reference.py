@@ -30,6 +30,9 @@ SECTIONS: tuple[tuple[str, tuple[str, ...], str], ...] = (
     ("The kernel log", ("fabricmon_kernel_log_",),
      "The node daemon's `kernel_log` source: the NIC events of the kernel log, counted exactly per device, "
      "port, event and class ([kernel-log.md](kernel-log.md)). Only where a kernel log is read."),
+    ("NCCL's measurements", ("fabricmon_nccl_",),
+     "The node daemon's `nccl_inspector` source (off by default): NCCL's Inspector files joined to GPU, NIC, "
+     "port and cabled switch port ([nccl.md](nccl.md)). Only where the source runs."),
     ("GPUDirect RDMA and GPUs", ("fabricmon_gpudirect_", "fabricmon_gpu_"),
      "Only on nodes with NVIDIA GPUs or their driver; `gpu` is the NVML index, as in DCGM's `gpu` label."),
     ("Fabric collector", ("fabricmon_fabric_", "fabricmon_ecmp_"),

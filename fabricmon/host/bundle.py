@@ -17,7 +17,7 @@ import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from fabricmon.host.io import HostIO, read_answer
+from fabricmon.host.io import HostFileRead, HostIO, read_answer
 from fabricmon.host.mad import MadSettings, Request, answer_bytes, answer_text, exchange_key
 from fabricmon.host.kmsg import KmsgRead
 from fabricmon.host.nvml import NvmlError, NvmlUnavailable
@@ -209,6 +209,10 @@ class RecordingIO:
     def kmsg(self, path: str, after: int | None, limit: int) -> KmsgRead:
         raise OSError(errno.EOPNOTSUPP, "the kernel log is not recorded in a bundle", path)
 
+    def read_host_file_bounded(self, path: str, max_bytes: int, tail: bool = False,
+                               min_mtime: float = 0.0) -> HostFileRead:
+        raise OSError(errno.EOPNOTSUPP, "NCCL Inspector files are not recorded in a bundle", path)
+
     def close(self) -> None:
         self.inner.close()
 
@@ -355,6 +359,10 @@ class ReplayIO:
 
     def kmsg(self, path: str, after: int | None, limit: int) -> KmsgRead:
         raise OSError(errno.EOPNOTSUPP, "the kernel log is not recorded in a bundle", path)
+
+    def read_host_file_bounded(self, path: str, max_bytes: int, tail: bool = False,
+                               min_mtime: float = 0.0) -> HostFileRead:
+        raise OSError(errno.EOPNOTSUPP, "NCCL Inspector files are not recorded in a bundle", path)
 
     def close(self) -> None:
         pass

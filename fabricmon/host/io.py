@@ -9,11 +9,14 @@ every method that sources call; nothing is looked up with getattr.
 
 from __future__ import annotations
 
+import errno
 import os
 import socket
+import stat
 import threading
 import time
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 from fabricmon.host import mad, nvml
@@ -23,6 +26,15 @@ from fabricmon.host.snmp import WalkSpec, walk_many
 from fabricmon.host.runner import DEFAULT_TOOL_DIRS, CommandResult, kill_all, resolve_program, run_command
 
 ROOTS = ("sysfs", "procfs")
+
+
+@dataclass(frozen=True, slots=True)
+class HostFileRead:
+    """A bounded read of a host file (HostIO.read_host_file_bounded)."""
+    data: bytes             # at most max_bytes: the head, or the end with `tail`; b"" when older than min_mtime
+    size: int               # the file's size when opened
+    mtime: float            # its modification time when opened
+    changed: bool = False   # it was written while read (size or mtime differ after the read): read it again
 
 
 class HostIO(Protocol):
@@ -46,6 +58,10 @@ class HostIO(Protocol):
     def nvml_gpus(self) -> list[dict[str, Any]]: ...
     def read_host_file(self, path: str) -> str: ...
     def list_host_dir(self, path: str) -> list[str]: ...
+    # a host file that may be large or rewritten while read: at most max_bytes (its end with `tail`),
+    # nothing read where it was last modified before min_mtime; OSError where it cannot be opened
+    def read_host_file_bounded(self, path: str, max_bytes: int, tail: bool = False,
+                               min_mtime: float = 0.0) -> HostFileRead: ...
     def hostname(self) -> str: ...
     # the kernel log (/dev/kmsg at `path`): the records after sequence number `after`, at most `limit`;
     # OSError where it cannot be opened (the caller falls back to the journal)
@@ -221,6 +237,32 @@ class LiveIO:
     def list_host_dir(self, path: str) -> list[str]:
         """The entries of a host directory outside sysfs/procfs (e.g. slurmd's spool directory)."""
         return sorted(os.listdir(path))
+
+    def read_host_file_bounded(self, path: str, max_bytes: int, tail: bool = False,
+                               min_mtime: float = 0.0) -> HostFileRead:
+        """A file another program rewrites in place (NCCL's Inspector files): one open, fstat before
+        and after the read, at most max_bytes read (a file larger than that is cut, its head or with
+        `tail` its end), nothing read from a file last modified before min_mtime."""
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK)
+        try:
+            before = os.fstat(fd)
+            if not stat.S_ISREG(before.st_mode):
+                raise OSError(errno.EINVAL, "not a regular file", path)
+            if before.st_mtime < min_mtime:
+                return HostFileRead(b"", before.st_size, before.st_mtime)
+            start = max(0, before.st_size - max_bytes) if tail else 0
+            chunks, got = [], 0
+            while got < max_bytes:
+                chunk = os.pread(fd, min(1 << 20, max_bytes - got), start + got)
+                if not chunk:
+                    break
+                chunks.append(chunk)
+                got += len(chunk)
+            after = os.fstat(fd)
+        finally:
+            os.close(fd)
+        changed = (after.st_size, after.st_mtime_ns) != (before.st_size, before.st_mtime_ns)
+        return HostFileRead(b"".join(chunks), before.st_size, before.st_mtime, changed)
 
     def hostname(self) -> str:
         return socket.gethostname()

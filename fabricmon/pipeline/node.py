@@ -27,6 +27,8 @@ from fabricmon.checks.settings import COUNTER_CHECKS
 from fabricmon.model.gpu import GpuData, GpudirectFacts
 from fabricmon.model.history import CounterHistory, CounterIntake, ib_rule
 from fabricmon.model.kernel_log import KernelLogData, KernelSection
+from fabricmon.model.nccl import NcclData
+from fabricmon.model.nccl import join as nccl_join
 from fabricmon.model.optics import OpticsData, OpticsPort, OpticsSection
 from fabricmon.model.ports import DeviceView, Inventory, PortView, merge
 from fabricmon.model.roce import NetdevData, RoceView, record_roce_counters, roce_targets
@@ -244,9 +246,11 @@ class NodeModel:
         gpu = GpuSection(gpudirect=gd if facts is not None else None, gpus=gpus, affinity=aff)
         kernel, kernel_findings = self._kernel_log(states, inv, ib, gpus, now)
         findings += kernel_findings
+        nccl_data = source_data(states, NcclData)
+        nccl = nccl_join(nccl_data, aff, inv.devices, ib.ports) if nccl_data is not None else None
         jobs, findings = node_jobs(states, findings)
         return ({"ib": ib, "roce": RoceSection(views), "gpu": gpu, "inventory_known": inventory_known,
-                 "jobs": jobs, "unknown": unknown, "optics": optics, "kernel": kernel}, findings)
+                 "jobs": jobs, "unknown": unknown, "optics": optics, "kernel": kernel, "nccl": nccl}, findings)
 
     def _kernel_log(self, states: Mapping[str, SourceState], inv: Inventory, ib: IbSection, gpus: GpuData | None,
                     now: float) -> tuple[KernelSection | None, list[Finding]]:
