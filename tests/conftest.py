@@ -97,6 +97,16 @@ def _sim_marker_guard(request):
                     "request the sim_fabric fixture or mark it @pytest.mark.sim", pytrace=False)
 
 
+@pytest.fixture(autouse=True)
+def _structlog_config_restored():
+    """A test that runs a command in process (cli.main) configures structlog for that command (e.g.
+    `topology slurm` at level error): the next tests get the configuration they started with."""
+    import structlog
+    saved = structlog.get_config()
+    yield
+    structlog.configure(**saved)
+
+
 # Never two series with one label set (Prometheus keeps one of them silently): every exposition the
 # suite renders in process (each Daemon's /metrics, `fabricmon check`, the goldens, the bundles) goes
 # through Renderer.render, which is wrapped here; the test that rendered one fails.
