@@ -122,7 +122,7 @@ def test_the_readme_answers_a_new_users_first_questions():
     service user can run (the distribution's Python, not a pyenv/conda one under a home directory)."""
     readme = (ROOT / "README.md").read_text()
     assert 'make demo DEMO_ARGS="--duration 60"' in readme
-    assert re.search(r"make test +# about [\d,]+ tests, \d+ minutes", readme)
+    assert re.search(r"# \(about [\d,]+ tests, \d+ minutes on a 2-core machine\):\nmake test\n", readme)
     venvs = re.findall(r"^(\S*python3) -m venv /opt/fabricmon", readme, re.M)
     assert venvs and set(venvs) == {"/usr/bin/python3"}, venvs
     cli = (ROOT / "docs" / "cli.md").read_text()
