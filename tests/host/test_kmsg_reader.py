@@ -14,7 +14,7 @@ import pytest
 from fabricmon.host.kmsg import KmsgReader
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0 or not os.path.exists("/dev/kmsg"),
-                                reason="writing /dev/kmsg needs root")
+                                reason="writing the real kernel ring buffer (/dev/kmsg) needs root: run as root, as CI does")
 
 
 def write(lines: list[str]) -> None:

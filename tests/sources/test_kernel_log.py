@@ -26,7 +26,7 @@ KMSG = "/dev/kmsg"
 
 def kmsg_writable() -> str:
     if os.geteuid() != 0:
-        return "writing /dev/kmsg needs root"
+        return "writing the real kernel ring buffer (/dev/kmsg) needs root: run as root, as CI does"
     try:
         with open(KMSG, "w"):
             pass

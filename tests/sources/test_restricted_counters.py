@@ -32,7 +32,7 @@ def fuse_missing() -> str:
     if subprocess.run(["pkg-config", "--exists", "fuse3"]).returncode != 0:
         return "libfuse3-dev missing"
     if os.geteuid() != 0:
-        return "mounting FUSE with allow_other needs root here"
+        return "mounting the FUSE-served tree with allow_other needs root: run as root, as CI does"
     return ""
 
 
