@@ -2,13 +2,6 @@
 
 PortCounters: one port's counters as a tuple in ibspec.COUNTERS order behind a read-only mapping
 (about 0.25 KB against a dict's 1.2 KB for 22 counters).
-
-LastSteps: the last step of many counters, what a rate over the last two sweeps needs and no more.
-The fabric collector keeps a transmit and a receive rate (and pause frame rates) for every switch
-port: tens of thousands of counters. A CounterHistory keeps a deque of Sample objects per counter
-(about 1 KB each even at two samples); this keeps one tuple `(t_before, v_before, t_last, v_last)`
-per counter (about 0.2 KB) with CounterHistory's rules for a step: a decrease is a reset and
-contributes 0, a sample not newer than the last is ignored.
 """
 
 from __future__ import annotations
@@ -78,40 +71,4 @@ class PortCounters(Mapping[str, int]):
         return f"PortCounters({dict(self.items())!r})"
 
 
-class LastSteps:
-    """(increase, seconds) between the last two samples of each counter."""
-
-    __slots__ = ("_data",)
-
-    def __init__(self) -> None:
-        # key -> (t_before, v_before, t_last, v_last); t_before is None after the first sample
-        self._data: dict[Key, tuple[float | None, int, float, int]] = {}
-
-    def __len__(self) -> int:
-        return len(self._data)
-
-    def record(self, key: Key, t: float, value: int) -> bool:
-        """Add a sample; True when it is below the last one (a reset: the step contributes 0)."""
-        old = self._data.get(key)
-        if old is None:
-            self._data[key] = (None, value, t, value)
-            return False
-        if t <= old[2]:
-            return False
-        self._data[key] = (old[2], old[3], t, value)
-        return value < old[3]
-
-    def last_step(self, key: Key) -> tuple[int, float] | None:
-        """(increase, seconds) between the last two samples; None after one sample."""
-        s = self._data.get(key)
-        if s is None or s[0] is None:
-            return None
-        return max(0, s[3] - s[1]), s[2] - s[0]
-
-    def prune(self, keep: set[tuple[str, int]]) -> None:
-        """Drop the counters of ports that no longer exist."""
-        for key in [k for k in self._data if (k[0], k[1]) not in keep]:
-            del self._data[key]
-
-
-__all__ = ["LastSteps", "PortCounters"]
+__all__ = ["PortCounters"]
