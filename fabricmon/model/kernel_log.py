@@ -42,6 +42,7 @@ class KernelLogData:
     matched: int = 0            # of those, lines that matched a pattern
     lost: int = 0               # records overwritten in the ring buffer before they were read
     dropped_events: int = 0     # aggregates forgotten because more distinct ones came than are kept
+    hold: float = 3600.0        # seconds a degraded or watch event stays a finding (sources.kernel_log.hold)
 
 
 

@@ -261,8 +261,7 @@ class NodeModel:
         data = source_data(states, KernelLogData)
         if data is None and not restricted:
             return None, []
-        sc = self.config.sources.get("kernel_log")
-        hold = float(getattr(sc.options, "hold", 3600.0)) if sc is not None else 3600.0
+        hold = data.hold if data is not None else 0.0       # the source's setting, carried by its record
         kernel, findings = kernel_log_checks.evaluate(data, inv.devices, ib.ports, now, hold,
                                                       gpu_node=bool(gpus is not None and gpus.gpus))
         kernel.restricted = restricted

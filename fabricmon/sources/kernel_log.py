@@ -67,7 +67,7 @@ class KernelLogSource(Source):
         super().__init__(config, sc)
         self.opts: KernelLogOptions = self.sc.settings(KernelLogOptions)
         self.state_path: str | None = os.path.join(config.state_dir, STATE_FILE) if config.state_dir else None
-        self.data = KernelLogData()
+        self.data = KernelLogData(hold=self.opts.hold)
         self.seq: int | None = None         # the last kmsg record taken (this boot)
         self.cursor = ""                    # the last journal entry taken
         self._loaded = False
@@ -107,7 +107,7 @@ class KernelLogSource(Source):
                 self.data.events[ev.key] = ev
         except (KeyError, TypeError, ValueError) as exc:
             self._warn("kernel log state unreadable: starting afresh", path=self.state_path, error=str(exc))
-            self.seq, self.cursor, self.data = None, "", KernelLogData(boot_id=boot)
+            self.seq, self.cursor, self.data = None, "", KernelLogData(boot_id=boot, hold=self.opts.hold)
 
     def _save(self) -> None:
         if self.state_path is None:
@@ -209,7 +209,7 @@ class KernelLogSource(Source):
             self._saved_once = True
         self._expire()
         out.data = KernelLogData(dict(self.data.events), self.data.via, self.data.boot_id, self.data.lines,
-                                 self.data.matched, self.data.lost, self.data.dropped_events)
+                                 self.data.matched, self.data.lost, self.data.dropped_events, self.opts.hold)
         return out
 
     def _expire(self) -> None:
