@@ -230,6 +230,7 @@ def test_one_incident_one_page(sim_fabric, processes, tmp_path):
                     fab.unlink("leaf04", p)
             down = incident("switches and a cable", failures,
                             lambda: fires("FabricmonFabricPortDown", switch="leaf03", port="5")()
+                            and fires("FabricmonMissingUplinks", switch="leaf03")()
                             and fires("FabricmonFabricSwitchUnresponsive", switch="spine01")()
                             and fires("FabricmonFabricSwitchUnresponsive", switch="leaf04")())
             results["pulled cable"] = cable = about(down, "leaf03")     # its port alert, and the uplinks one (no port)
