@@ -227,6 +227,24 @@ def _nccl_unjoined(snap: Snapshot) -> Iterator[Sample]:
         yield (), snap.nccl.unjoined
 
 
+def _ras_missing(snap: Snapshot) -> Iterator[Sample]:
+    r = snap.ras
+    if r is None or r.refused:
+        return
+    counts: dict[tuple[str, str, str], int] = {}
+    for c in r.comms:
+        for p in c.missing:
+            k = (c.hash, p.host, "dead" if p.dead else "unresponsive" if p.unresponsive else "missing")
+            counts[k] = counts.get(k, 0) + 1
+    yield from sorted(counts.items())
+
+
+def _ras_refused(snap: Snapshot) -> Iterator[Sample]:
+    r = snap.ras
+    if r is not None and r.refused:
+        yield (r.version or "before 2.28.7",), 1
+
+
 # --- RoCE -----------------------------------------------------------------------------------
 
 def _roce(fn: Callable[[Labels, RoceView], Iterable[Sample]]) -> Callable[[Snapshot], Iterator[Sample]]:
@@ -729,6 +747,12 @@ CATALOGUE: tuple[Metric, ...] = (
     Metric("fabricmon_nccl_slow", G, "1 while the nccl_slow_collective check calls this path slow (below its "
            "baseline fraction, or a large collective below its line-rate fraction), else 0.", NCCL_PATH,
            _nccl_judged(lambda sec, p: 1 if p.baseline_key in sec.slow else 0)),
+    Metric("fabricmon_nccl_ras_missing_ranks", G, "Ranks NCCL's RAS reports missing from a communicator (the "
+           "nccl_ras source, opt-in), by communicator hash, the peer's host and its state (dead, unresponsive).",
+           ("comm", "peer_host", "state"), _ras_missing),
+    Metric("fabricmon_nccl_ras_refused", G, "1 while the NCCL answering RAS here is a version fabricmon does not "
+           "read (before 2.28.7: no JSON; 2.28.7-2.29.6: invalid JSON for missing ranks; docs/nccl.md#ras).",
+           ("version",), _ras_refused),
     Metric("fabricmon_nccl_inspector_files", G, "NCCL Inspector files of running jobs, by result: read (the last "
            "read taken), not_taken (being rewritten, garbage or too large: see the source's errors).", ("result",),
            _nccl_files),

@@ -230,5 +230,37 @@ class NcclBaselines:
         return out
 
 
-__all__ = ["BaselineKey", "COLLECTIVE", "JobBaseline", "P2P", "NcclBaselines", "NcclData", "NcclFile", "NcclMeasure",
+# --- RAS (docs/nccl.md#ras) ------------------------------------------------------------------
+
+@dataclass(frozen=True, slots=True)
+class RasPeer:
+    """A rank RAS reports missing from its communicator: where it ran and why it is missing."""
+    rank: int
+    host: str                   # as NCCL resolves the peer's address ("unknown" where it cannot)
+    pid: int
+    cuda_dev: int
+    nvml_dev: int
+    unresponsive: bool          # it did not answer RAS's collective
+    dead: bool                  # RAS considers its process dead
+
+
+@dataclass(frozen=True, slots=True)
+class RasComm:
+    hash: str                   # NCCL's communicator hash ("0x...")
+    size: int                   # ranks in the communicator
+    ranks_count: int            # ranks that answered
+    missing: tuple[RasPeer, ...] = ()
+
+
+@dataclass(slots=True)
+class RasData:
+    """The last RAS STATUS read on this node (sources.nccl_ras)."""
+    version: str = ""           # nccl_version of the answer ("" when nothing was read)
+    comms: list[RasComm] = field(default_factory=list)
+    refused: str = ""           # why this NCCL version is not queried (docs/nccl.md#ras), "" when it is
+    queried_at: float = 0.0     # when the last STATUS was sent (time.time())
+    local_host: str = ""        # this node's short host name (a missing peer here: its ports are known)
+
+
+__all__ = ["RasComm", "RasData", "RasPeer", "BaselineKey", "COLLECTIVE", "JobBaseline", "P2P", "NcclBaselines", "NcclData", "NcclFile", "NcclMeasure",
            "NcclPath", "NcclSection", "join", "nvml_uuid"]

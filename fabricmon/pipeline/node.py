@@ -21,6 +21,7 @@ from fabricmon.checks import degraded_link, inventory as inventory_checks, link_
 from fabricmon.checks import gpudirect as gpudirect_checks
 from fabricmon.checks import kernel_log as kernel_log_checks
 from fabricmon.checks import nccl as nccl_checks
+from fabricmon.checks import nccl_ras as nccl_ras_checks
 from fabricmon.checks import optics as optics_checks
 from fabricmon.checks import roce as roce_checks
 from fabricmon.config import Config
@@ -28,7 +29,7 @@ from fabricmon.checks.settings import COUNTER_CHECKS
 from fabricmon.model.gpu import GpuData, GpudirectFacts
 from fabricmon.model.history import CounterHistory, CounterIntake, ib_rule
 from fabricmon.model.kernel_log import KernelLogData, KernelSection
-from fabricmon.model.nccl import NcclData, NcclSection
+from fabricmon.model.nccl import NcclData, NcclSection, RasData
 from fabricmon.model.nccl import join as nccl_join
 from fabricmon.model.optics import OpticsData, OpticsPort, OpticsSection
 from fabricmon.model.ports import DeviceView, Inventory, PortView, merge
@@ -254,9 +255,13 @@ class NodeModel:
         nccl = nccl_join(nccl_data, aff, inv.devices, ib.ports) if nccl_data is not None else None
         if nccl is not None:
             findings += self._nccl_slow(nccl, now)
+        ras = source_data(states, RasData)
+        if ras is not None:
+            findings += nccl_ras_checks.evaluate(ras, ib.ports)
         jobs, findings = node_jobs(states, findings)
         return ({"ib": ib, "roce": RoceSection(views), "gpu": gpu, "inventory_known": inventory_known,
-                 "jobs": jobs, "unknown": unknown, "optics": optics, "kernel": kernel, "nccl": nccl}, findings)
+                 "jobs": jobs, "unknown": unknown, "optics": optics, "kernel": kernel, "nccl": nccl, "ras": ras},
+                findings)
 
     def _nccl_slow(self, nccl: NcclSection, now: float) -> list[Finding]:
         """The jobs' baselines learned from the new dumps, then the slow paths judged (checks.nccl)."""
