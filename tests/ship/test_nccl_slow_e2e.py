@@ -255,6 +255,10 @@ def test_an_erroring_cable_slows_and_pages_only_the_job_that_crosses_it(sim_fabr
         # (node03's rank of the same job is slow too, but its own cable and leaf are clean)
         page = page_for(c, "node01", crossing)
         assert "symbol_errors on the cable's switch port" in page["annotations"]["description"]
+        # the collector's map, on each job (item 4): the crossing job's view lists the cable; the other's nothing
+        view = http_get(f"http://127.0.0.1:{c.coll.port}/?job={crossing}").decode()
+        assert f'data-job-flagged-link="{c.guid[leaf]}:{leaf_port}"' in view and "symbol_errors CRITICAL" in view
+        assert 'data-job-flagged="0"' in http_get(f"http://127.0.0.1:{c.coll.port}/?job={clean}").decode()
 
         # the dashboard row's panels return data from this Prometheus (the verdict table's leaf query,
         # for imbalanced leaves, evaluates empty here: no leaf is polarised in this test)
