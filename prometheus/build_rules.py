@@ -103,6 +103,7 @@ FOR = {
     "optics_warning": "15m",
     # NCCL: a slow job on a path the fabric collector flags (two 30 s dumps slow, and the fabric verdict's own `for`)
     "nccl_slow_path": "1m",
+    "nccl_ras_peer": "2m",        # RAS queried at most every 30 s: four answers
 }
 # Windows of the recording rules the dashboard reads.
 RECORD_WINDOW = "5m"
@@ -820,7 +821,16 @@ def nccl_alerts(base: str, scheme: str) -> list[dict]:
         " ({{ $labels.switch_guid }}) port {{ $labels.switch_port_fabric }}, where the fabric collector finds: "
         + NCCL_VERDICTS + "repair that link (the fabric alert on it has the runbook), not the job.", base)
     rule["annotations"]["map_url"] = map_url(scheme).replace("$labels.instance", "$labels.fabric_instance")
-    return [rule]
+    peers = ("{{ with printf \"fabricmon_nccl_ras_missing_ranks{instance='%s',comm='%s'}\" $labels.instance"
+             " (reReplaceAll \"^comm:\" \"\" $labels.device) | query }}{{ range $i, $s := sortByLabel \"peer_host\" . }}"
+             "{{ if $i }}, {{ end }}{{ $s.Value | printf \"%.0f\" }} on {{ $s.Labels.peer_host }}"
+             " ({{ $s.Labels.state }}){{ end }}{{ else }}unknown{{ end }}")
+    ras = alert("FabricmonNcclPeerMissing", f'fabricmon_check_status{{{SELECTOR},check="nccl_ras_peer"}} == 1', "warning",
+                FOR["nccl_ras_peer"], "NCCL's RAS reports ranks of a communicator dead or unresponsive.",
+                "{{ $labels.instance }}: NCCL communicator {{ $labels.device }} is missing ranks: " + peers
+                + ". The job is hung or dying there; `fabricmon check -v` on this node names each rank's pid and"
+                " GPU.", base)
+    return [rule, ras]
 
 
 def build(base: str | None = None, map_scheme: str = "http") -> str:
