@@ -46,6 +46,7 @@ from fabricmon import ibspec
 from fabricmon.checks import OK, Finding
 from fabricmon.checks import optics as optics_checks
 from fabricmon.checks import fabric_slurm_topology as slurm_topology_check
+from fabricmon.checks import fabric_design as design_check
 from fabricmon.checks import (
     fabric_ecmp, fabric_links, fabric_names, fabric_pfc, fabric_routing, fabric_sm, fabric_symmetry, fabric_unresponsive,
     link_errors,
@@ -62,6 +63,8 @@ from fabricmon.model.link_ability import LinkAbility
 from fabricmon.model import slurm_topology
 from fabricmon.model.ports import PortView
 from fabricmon.model.slurm_topology import Drift, SchedulerTopologyData
+from fabricmon.model import design as fabric_design
+from fabricmon.model.design import DesignData, Discrepancy
 from fabricmon.model.optics import OpticsPort, SwitchOpticsData
 from fabricmon.model.snapshot import Sections, SourceState, source_data, source_state
 from fabricmon.pipeline.fabric_failure import Hint, why_nothing_read
@@ -90,10 +93,12 @@ MAX_CHANGE_LINES = 20       # topology changes logged one by one per discovery, 
 #                      (checks.optics, shared with the node daemon), per switch whose sensors were read
 #   scheduler_topology a configured Slurm topology.conf/.yaml was read (SchedulerTopologyData): its drift
 #                      from the rail (checks.fabric_slurm_topology), once per new discovery or file read
+#   design             a design file was read (DesignData): the fabric as designed against the fabric as found
+#                      (checks.fabric_design), once per new discovery, sweep or file read
 CAPABILITIES = ("topology", "forwarding_tables", "subnet_manager", "pause_frames", "transceiver_readings",
-                "scheduler_topology")
+                "scheduler_topology", "design")
 SWITCH_CHECK_MODULES = (fabric_links, fabric_ecmp, fabric_symmetry, fabric_unresponsive, fabric_routing, fabric_pfc)
-FABRIC_WIDE_CHECK_MODULES = (fabric_sm, fabric_names, slurm_topology_check)
+FABRIC_WIDE_CHECK_MODULES = (fabric_sm, fabric_names, slurm_topology_check, design_check)
 # the counter checks (checks.link_errors, shared with the node daemon) judge the sweep's counters per port:
 # each runs once a sweep yielded one of its counters (COUNTER_CHECKS), counter_saturation once a sweep
 # yielded a counter that saturates (not one that wraps: Ethernet's ifTable counters)
@@ -138,6 +143,8 @@ class FabricModel:
         # the last drift of the configured Slurm topology: (topology, file read, drifts, rail nodes)
         self._scheduler_drift: tuple[Topology, SchedulerTopologyData, list[Drift], int] | None = None
         self._view_complete = False                              # some discovery so far was complete
+        # the last comparison with the design: (topology, design read, sweep time) -> its discrepancies
+        self._design_last: tuple[tuple[int, int, float | None], list[Discrepancy]] | None = None
         # the last read of each cabled port's link state: (up, data time); the newest read wins
         self._link_state: dict[tuple[str, int], tuple[bool, float]] = {}
         self._seen_up: set[tuple[str, int]] = set()     # ports a sweep has read up
@@ -365,6 +372,9 @@ class FabricModel:
         conf = source_data(states, SchedulerTopologyData)
         if conf is not None and set(slurm_topology_check.NEEDS) <= caps:
             findings += self._scheduler_topology(conf, topo, sec)
+        design = source_data(states, DesignData)
+        if design is not None and set(design_check.NEEDS) <= caps:
+            findings += self._design(design, topo, sec)
         ran = self._ran(sec, caps)
         findings += self._port_status(sec, findings, ran)
         self._check_status(sec, findings, ran)
@@ -505,6 +515,18 @@ class FabricModel:
         sec.slurm_topology_drift = {k: sum(1 for d in found if d.kind == k) for k in slurm_topology.DRIFT_KINDS}
         return slurm_topology_check.evaluate(found, conf.path, nodes)
 
+    def _design(self, design: DesignData, topo: Topology, sec: FabricSection) -> list[Finding]:
+        """The design against this topology, each port at the width and speed the last sweep read
+        (docs/design.md); this shard's switches only (fabric-wide ones on shard 0)."""
+        key = (id(topo), id(design), self._sweep_time)
+        if self._design_last is None or self._design_last[0] != key:
+            rates = {k: (p.link.width, p.link.speed) for k, p in sec.ports.items() if p.link is not None and p.up}
+            self._design_last = (key, fabric_design.compare(design.design, topo, rates))
+        found = [d for d in self._design_last[1] if d.switch in sec.switches or (not d.switch and sec.shard[0] == 0)]
+        sec.design_cables = len(design.design.cables)
+        sec.design_discrepancies = fabric_design.counts(found)
+        return design_check.evaluate(found, design.path)
+
     def _capabilities(self, states: Mapping[str, SourceState], sweep: SweepData | None) -> set[str]:
         """What the sources provide now (CAPABILITIES); pause frames once any sweep yielded them (a sweep
         that failed does not take the check away)."""
@@ -521,6 +543,9 @@ class FabricModel:
         conf = source_data(states, SchedulerTopologyData)
         if conf is not None and conf.configured:
             caps.add("scheduler_topology")
+        design = source_data(states, DesignData)
+        if design is not None and design.configured:
+            caps.add("design")
         return caps
 
     def _optics(self, states: Mapping[str, SourceState], sec: FabricSection, now: float) -> list[Finding]:
