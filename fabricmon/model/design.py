@@ -428,15 +428,16 @@ def design_csv(topo: Topology) -> str:
             and name.strip() == name
         return name if ok else f"0x{g}"
 
-    rows = [",".join(CSV_HEADER)]
-    for key in sorted(lv.cables, key=lambda k: sorted(k)):
+    rows = []
+    for key in lv.cables:
         lk = lv.cables[key]
         a, b = sorted(key, key=lambda e: (e[0] not in lv.switches, e))
         if a[0] not in lv.switches:         # no switch end (a host-to-host cable): as found
             a, b = sorted(key)
         rows.append(f"{dev(a[0])},{a[1]},{dev(b[0])},{b[1]},{lk.speed or ''},{f'{lk.width}X' if lk.width else ''},"
                     f"0x{a[0]},0x{b[0]}")
-    return "\n".join(rows) + "\n"
+    rows.sort(key=lambda r: (r.split(",")[0], int(r.split(",")[1])))
+    return "\n".join([",".join(CSV_HEADER), *rows]) + "\n"
 
 
 __all__ = ["CSV_HEADER", "KINDS", "Design", "DesignCable", "DesignData", "DesignNode", "Discrepancy", "compare",

@@ -8,6 +8,7 @@ captures saved as their own design: none. The simulator runs the same (tests/sim
 from __future__ import annotations
 
 import lzma
+import re
 
 import pytest
 
@@ -52,8 +53,11 @@ def changed(net: str, spine_guid: bool = True) -> str:
     net = _sub(net, 'Hca\t1 "node03 mlx5_0"\n[1]\t"leaf02"[1]', 'Hca\t1 "node03 mlx5_0"\n[1]\t"leaf03"[7]')
     net = _sub(net, '[3]\t"spine01"[7]\t# "spine01" lid 0 4xHDR\n', "")
     net = _sub(net, '[7]\t"leaf04"[3]\t# "leaf04" lid 0 4xHDR\n', "")
-    if spine_guid:
-        net = _sub(net, 'Switch\t9 "spine02"', f'switchguid=0x{NEW_SPINE}\nSwitch\t9 "spine02"')
+    if spine_guid:      # every switch's GUID as ibsim numbers them (it counts on from a given one), spine02's new
+        switches = re.findall(r'^Switch\t\d+ "([^"]+)"', net, re.M)
+        for i, name in enumerate(switches):
+            guid = NEW_SPINE if name == "spine02" else switch_guid(i)
+            net = _sub(net, f'Switch\t9 "{name}"', f'switchguid=0x{guid}\nSwitch\t9 "{name}"')
     return net
 
 
@@ -168,5 +172,5 @@ def test_real_capture_saved_as_its_own_design_is_no_discrepancy(name: str) -> No
     ("Switch 9 \"S-0000000000200000\" # \"spine01\" enhanced port 0 lid 1 lmc 0\n", "the ibnetdiscover design holds no cable"),
 ])
 def test_bad_design_is_one_error_naming_the_line(text: str, error: str) -> None:
-    with pytest.raises(ParseError, match="^" + __import__("re").escape(error)):
+    with pytest.raises(ParseError, match="^" + re.escape(error)):
         parse_design(text)
