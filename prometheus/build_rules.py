@@ -97,6 +97,7 @@ FOR = {
     "sm_unknown": "15m",
     "sm_hung": "5m",
     "fabric_pfc_storm": "5m",
+    "design": "15m",              # the fabric against its design: a recabling in progress is not an incident
     "switch_unresponsive": "3m",  # shorter than fabric_port_down (5m): the parent is there before its children
     # optics (node and switch): light changes over hours, a blip is not an alert
     "optics_critical": "5m",
@@ -606,6 +607,15 @@ def fabric_alerts(base: str) -> list[dict]:
               "No fabric collector is scraped at all.",
               f"Prometheus has no target matching {{{F}}}: no switch port, ECMP group or subnet manager is watched.",
               base),
+        # ---- the design (docs/design.md) ----
+        alert("FabricmonFabricDesignDiscrepancy",
+              "sum by (instance, job) (" + fsel_("fabricmon_fabric_design_discrepancies", ',kind!="replaced"')
+              + ") > 0", "warning", FOR["design"], "The fabric differs from its design.",
+              "{{ $labels.instance }}: {{ $value }} difference(s) between the live fabric and its design"
+              " (fabric.sources.design): cables missing, miswired, swapped or not in the design, switches or hosts"
+              " missing or not in it, cables below their designed width or speed"
+              " (fabricmon_fabric_design_discrepancies{kind}). Each is one design finding naming both ends as"
+              " designed and as found; the map marks each switch port.", base),
         # ---- routing, the subnet manager ----
         alert("FabricmonRoutingImbalance", fsel_("fabricmon_fabric_routing_imbalanced") + " == 1", "warning",
               FOR["routing_imbalance"], "A switch's forwarding table routes unevenly over its up ports.",
