@@ -26,7 +26,7 @@ class DesignSettings:
 
 OPTIONS: Schema[DesignSettings] = Schema(fields=(
     string("path", None, "the fabric's design (docs/design.md): an ibnetdiscover topology file of the fabric as "
-           "accepted, or a CSV of cable ends (start_device,start_port,end_device,end_port[,speed][,width]); "
+           "accepted, or a CSV of cable ends (start_device,start_port,end_device,end_port[,speed][,width][,start_guid][,end_guid]); "
            "`fabricmon fabric design save FILE` writes one from the live fabric. Null: no design, nothing compared",
            null=True, kind="path"),
     choice("format", "auto", "the design file's form; auto: ibnetdiscover where the file holds an ibnetdiscover "
