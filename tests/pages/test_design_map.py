@@ -4,7 +4,7 @@ cabled one); a replaced switch (an OK finding) colours nothing."""
 
 from __future__ import annotations
 
-from fabric_snap import ibnetdiscover_text
+from fabric_snap import _state, ibnetdiscover_text
 from model.test_design import changed, fat_tree, live
 
 from fabricmon.checks import OK, WARNING
@@ -12,7 +12,7 @@ from fabricmon.config import from_dict
 from fabricmon.model import design as dm
 from fabricmon.model.design import DesignData
 from fabricmon.model.fabric import DiscoveryData
-from fabricmon.model.snapshot import BuildStats, Snapshot, SourceState
+from fabricmon.model.snapshot import BuildStats, Snapshot
 from fabricmon.pages import fabric_map
 from fabricmon.pages.fabric_layout import layout
 from fabricmon.parsers.design import parse_design
@@ -20,16 +20,11 @@ from fabricmon.parsers.ibnetdiscover import parse_ibnetdiscover
 from fabricmon.pipeline.fabric import FabricModel
 
 
-def state(records: type, data: object) -> SourceState:
-    return SourceState(name=records.__name__, enabled=True, interval=1, timeout=1, records=records, up=True,
-                       ran=True, data=data, data_time=1_800_000_000.0)
-
-
 def test_each_discrepancy_is_marked_on_the_map() -> None:
     design = parse_design(dm.design_csv(live(fat_tree())))
     text = ibnetdiscover_text(changed(fat_tree(), spine_guid=False))
-    states = {"discovery": state(DiscoveryData, parse_ibnetdiscover(text)),
-              "design": state(DesignData, DesignData("/etc/fabricmon/design.csv", design))}
+    states = {"discovery": _state(DiscoveryData, parse_ibnetdiscover(text), 1.0),
+              "design": _state(DesignData, DesignData("/etc/fabricmon/design.csv", design), 1.0)}
     model = FabricModel(from_dict({}, check_paths=False), clock=lambda: 1_800_000_000.0)
     sections, findings = model.build(states)
     sec = sections["fabric"]
