@@ -58,7 +58,6 @@ def main() -> None:
         pipe = fabric_pipeline(cfg, LiveIO(env=fab.env(fab.sm_host)))
         try:
             pipe.collect(["discovery"])
-            pipe.collect(["sweep"])
             topo = pipe.model.inventory(pipe.states)
             path.write_text(fabric_design.design_ibnetdiscover(topo))       # what `fabric design save` writes
             size = path.stat().st_size

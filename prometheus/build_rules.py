@@ -608,14 +608,13 @@ def fabric_alerts(base: str) -> list[dict]:
               f"Prometheus has no target matching {{{F}}}: no switch port, ECMP group or subnet manager is watched.",
               base),
         # ---- the design (docs/design.md) ----
-        alert("FabricmonFabricDesignDiscrepancy",
-              "sum by (instance, job) (" + fsel_("fabricmon_fabric_design_discrepancies", ',kind!="replaced"')
-              + ") > 0", "warning", FOR["design"], "The fabric differs from its design.",
-              "{{ $labels.instance }}: {{ $value }} difference(s) between the live fabric and its design"
-              " (fabric.sources.design): cables missing, miswired, swapped or not in the design, switches or hosts"
-              " missing or not in it, cables below their designed width or speed"
-              " (fabricmon_fabric_design_discrepancies{kind}). Each is one design finding naming both ends as"
-              " designed and as found; the map marks each switch port.", base),
+        alert("FabricmonFabricDesignDiscrepancy", fsel_("fabricmon_fabric_check_status", ',check="design"') + " == 1",
+              "warning", FOR["design"], "A switch's cabling differs from the fabric's design.",
+              SW + ": the collector's design check: at this switch the live fabric differs from its design"
+              " (fabric.sources.design): a cable missing, miswired, swapped or not in the design, a switch or host"
+              " missing or not in it, or a cable below its designed width or speed. Each is one design finding"
+              " naming both ends as designed and as found; the map (map_url) lists them at their ports"
+              " (fabricmon_fabric_design_discrepancies counts them by kind; a replaced switch is no alert).", base),
         # ---- routing, the subnet manager ----
         alert("FabricmonRoutingImbalance", fsel_("fabricmon_fabric_routing_imbalanced") + " == 1", "warning",
               FOR["routing_imbalance"], "A switch's forwarding table routes unevenly over its up ports.",

@@ -586,6 +586,8 @@ class FabricModel:
             checks += [c for c, (counters, *_) in COUNTER_CHECKS.items() if not self._counters_read.isdisjoint(counters)]
             checks += [link_errors.SATURATION_CHECK] if self._saturable_read else []
         ran: dict[str, Iterable[str]] = {c: sec.switches for c in checks}
+        if set(design_check.NEEDS) <= caps:      # the design judges every switch of the shard
+            ran[design_check.CHECK] = sec.switches
         if set(optics_checks.NEEDS) <= caps:     # the switches whose transceiver sensors were read
             ran.update({c: sec.optics_unjoined for c in optics_checks.CHECKS})
         return ran

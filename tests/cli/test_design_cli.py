@@ -57,3 +57,27 @@ def test_a_bad_design_is_one_error_naming_file_and_line(capsys, tmp_path) -> Non
     assert sample_value(samples, "fabricmon_source_up", source="discovery") == 1      # nothing else is lost
     assert sample_value(samples, "fabricmon_source_up", source="sweep") == 1
     assert "/etc/fabricmon/design.csv: line 3: start_port 'one' is not a port number" in got.err + got.out
+
+
+def test_a_design_larger_than_a_mebibyte_is_read_whole(tmp_path) -> None:
+    """A host file is read with a 1 MiB head by default: the design source reads the whole file (a
+    SuperPOD's ibnetdiscover file is several MiB)."""
+    from fabricmon.config import from_dict
+    from fabricmon.host import LiveIO
+    from fabricmon.model.design import DesignData
+    from fabricmon.model.snapshot import source_data
+    from fabricmon.pipeline.fabric import fabric_pipeline
+    rows = [f"switch-{i // 40:05d}-with-a-long-name,{i % 40 + 1},host-{i:06d} mlx5_0 with a long description,1,HDR,4X"
+            for i in range(20000)]
+    path = tmp_path / "big.csv"
+    path.write_text("start_device,start_port,end_device,end_port,speed,width\n" + "\n".join(rows) + "\n")
+    assert path.stat().st_size > 1 << 20
+    cfg = from_dict({"paths": {"state_dir": str(tmp_path)},
+                     "fabric": {"cache_dir": str(tmp_path), "sources": {"design": {"path": str(path)}}}})
+    pipe = fabric_pipeline(cfg, LiveIO())
+    try:
+        pipe.collect(["design"])
+        got = source_data(pipe.states, DesignData)
+    finally:
+        pipe.close()
+    assert got is not None and len(got.design.cables) == 20000
