@@ -614,7 +614,7 @@ def fabric_alerts(base: str) -> list[dict]:
               " (fabric.sources.design): a cable missing, miswired, swapped or not in the design, a switch or host"
               " missing or not in it, or a cable below its designed width or speed. Each is one design finding"
               " naming both ends as designed and as found; the map (map_url) lists them at their ports"
-              " (fabricmon_fabric_design_discrepancies counts them by kind; a replaced switch is no alert).", base),
+              " (a replaced switch is no alert).", base),
         # ---- routing, the subnet manager ----
         alert("FabricmonRoutingImbalance", fsel_("fabricmon_fabric_routing_imbalanced") + " == 1", "warning",
               FOR["routing_imbalance"], "A switch's forwarding table routes unevenly over its up ports.",
