@@ -50,37 +50,46 @@ def main() -> None:
     ap.add_argument("--size", default="director", help="director (the capture), small, medium")
     args = ap.parse_args()
     label, text = netfile(args.size)
-    with tempfile.TemporaryDirectory() as tmp, SimFabric(text, Path(tmp) / "sim") as fab:
-        fab.start_sm(timeout=300)
-        path = Path(tmp) / "design.net"
-        cfg = from_dict({"paths": {"state_dir": tmp}, "fabric": {"cache_dir": tmp, "sources": {"design": {
-            "path": str(path)}}}, "logging": {"level": "error"}})
-        pipe = fabric_pipeline(cfg, LiveIO(env=fab.env(fab.sm_host)))
+    with tempfile.TemporaryDirectory() as tmp:
+        fab = SimFabric(text, Path(tmp) / "sim")
+        fab.start(timeout=300)          # a loaded machine needs more than the default for 400 switches
         try:
-            pipe.collect(["discovery"])
-            topo = pipe.model.inventory(pipe.states)
-            path.write_text(fabric_design.design_ibnetdiscover(topo))       # what `fabric design save` writes
-            size = path.stat().st_size
-            pipe.collect(["design"])
-            design = source_data(pipe.states, DesignData)
-            assert design is not None and design.configured, pipe.states["design"].active_errors
-            sweeps, compares = [], []
-            snap = None
-            for _ in range(args.repeat):
-                t = time.perf_counter()
-                snap = pipe.collect(["sweep"])
-                sweeps.append(time.perf_counter() - t)
-                rates = {k: (p.link.width, p.link.speed) for k, p in snap.fabric.ports.items()
-                         if p.link is not None and p.up}
-                topo = pipe.model.inventory(pipe.states)
-                t = time.perf_counter()
-                found = fabric_design.compare(design.design, topo, rates)
-                compares.append(time.perf_counter() - t)
-                assert found == [], found[:3]
-            assert snap is not None and snap.fabric.design_cables == len(design.design.cables)
-            parse = median_s(lambda: parse_design(path.read_text()), args.repeat)
+            run(fab, tmp, args, label)
         finally:
-            pipe.close()
+            fab.stop()
+
+
+def run(fab: SimFabric, tmp: str, args: argparse.Namespace, label: str) -> None:
+    fab.start_sm(timeout=300)
+    path = Path(tmp) / "design.net"
+    cfg = from_dict({"paths": {"state_dir": tmp}, "fabric": {"cache_dir": tmp, "sources": {"design": {
+        "path": str(path)}}}, "logging": {"level": "error"}})
+    pipe = fabric_pipeline(cfg, LiveIO(env=fab.env(fab.sm_host)))
+    try:
+        pipe.collect(["discovery"])
+        topo = pipe.model.inventory(pipe.states)
+        path.write_text(fabric_design.design_ibnetdiscover(topo))       # what `fabric design save` writes
+        size = path.stat().st_size
+        pipe.collect(["design"])
+        design = source_data(pipe.states, DesignData)
+        assert design is not None and design.configured, pipe.states["design"].active_errors
+        sweeps, compares = [], []
+        snap = None
+        for _ in range(args.repeat):
+            t = time.perf_counter()
+            snap = pipe.collect(["sweep"])
+            sweeps.append(time.perf_counter() - t)
+            rates = {k: (p.link.width, p.link.speed) for k, p in snap.fabric.ports.items()
+                     if p.link is not None and p.up}
+            topo = pipe.model.inventory(pipe.states)
+            t = time.perf_counter()
+            found = fabric_design.compare(design.design, topo, rates)
+            compares.append(time.perf_counter() - t)
+            assert found == [], found[:3]
+        assert snap is not None and snap.fabric.design_cables == len(design.design.cables)
+        parse = median_s(lambda: parse_design(path.read_text()), args.repeat)
+    finally:
+        pipe.close()
     sweep, compare = statistics.median(sweeps), statistics.median(compares)
     out = {"fabric": label, "switches": len(topo.switches), "cables": len(design.design.cables),
            "sweep_s": round(sweep, 3), "compare_s": round(compare, 4), "compare_share_of_sweep": round(compare / sweep, 4),

@@ -220,8 +220,12 @@ def compare(design: Design, topo: Topology,
         switch = n.switch if n.switch is not None or key not in node_of else node_of[key] in lv.switches
         return "switch" if switch else "host" if switch is False else "device"
 
-    cabled = {e[0] for c in design.cables for e in (c.a, c.b)}
-    missing_nodes = [k for k in design.nodes if k not in node_of and k in cabled]
+    by_node: dict[str, list[DesignCable]] = {}
+    for c in design.cables:
+        by_node.setdefault(c.a[0], []).append(c)
+        if c.b[0] != c.a[0]:
+            by_node.setdefault(c.b[0], []).append(c)
+    missing_nodes = [k for k in design.nodes if k not in node_of and k in by_node]
     gone = set(missing_nodes)
     for nk in replaced:
         g = node_of[nk]
@@ -229,7 +233,7 @@ def compare(design: Design, topo: Topology,
                                f"{what(nk)} {dname(nk)} was replaced: designed with GUID 0x{design.nodes[nk].guid}, "
                                f"found with 0x{g} (a normal repair: the design now follows the new GUID)"))
     for nk in missing_nodes:
-        cables = [c for c in design.cables if nk in (c.a[0], c.b[0])]
+        cables = by_node[nk]
         peers = [c.b if c.a[0] == nk else c.a for c in cables]
         shown = ", ".join(dend(p) for p in peers[:3]) + (f" and {len(peers) - 3} more" if len(peers) > 3 else "")
         guid = design.nodes[nk].guid

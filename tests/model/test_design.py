@@ -179,3 +179,22 @@ def test_real_capture_saved_as_its_own_design_is_no_discrepancy(name: str, cable
 def test_bad_design_is_one_error_naming_the_line(text: str, error: str) -> None:
     with pytest.raises(ParseError, match="^" + re.escape(error)):
         parse_design(text)
+
+
+def test_wrong_port_of_the_right_switch_and_an_extra_cable() -> None:
+    design = saved("ibnetdiscover")
+    net = _sub(fat_tree(), '[3]\t"spine01"[1]\t# "spine01" lid 0 4xHDR', '[7]\t"spine01"[1]\t# "spine01" lid 0 4xHDR')
+    net = _sub(net, '[1]\t"leaf01"[3]\t# "leaf01"', '[1]\t"leaf01"[7]\t# "leaf01"')
+    net = _sub(net, '[6]\t"spine02"[8]\t# "spine02" lid 0 4xHDR\n[9]\t"H-00000000ab000005"',     # leaf04[8] - leaf03[8]
+               '[6]\t"spine02"[8]\t# "spine02" lid 0 4xHDR\n[8]\t"leaf03"[8]\t# "leaf03" lid 0 4xHDR\n'
+               '[9]\t"H-00000000ab000005"')
+    net = _sub(net, '[6]\t"spine02"[6]\t# "spine02" lid 0 4xHDR\n[9]\t"H-00000000ab000004"',
+               '[6]\t"spine02"[6]\t# "spine02" lid 0 4xHDR\n[8]\t"leaf04"[8]\t# "leaf04" lid 0 4xHDR\n'
+               '[9]\t"H-00000000ab000004"')
+    found = dm.compare(design, live(net))
+    assert [d.message for d in found] == [
+        'cable miswired in the wrong port of the right switch: designed "spine01"[1] <-> "leaf01"[3], found '
+        '"spine01"[1] <-> "leaf01"[7]: move it from "leaf01"[7] to "leaf01"[3]',
+        'cable not in the design: found "leaf03"[8] <-> "leaf04"[8]; designed "leaf03"[8] unconnected; "leaf04"[8] '
+        'unconnected']
+    assert [d.kind for d in found] == ["miswired", "extra_cable"]
