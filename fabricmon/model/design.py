@@ -26,6 +26,7 @@ compared; a port without a cable on both sides is nothing to report.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -80,6 +81,7 @@ class Discrepancy:
     message: str
 
 
+@functools.lru_cache(maxsize=1 << 16)
 def default_name(name: str) -> bool:
     """A name that names no node of its own: a firmware or unconfigured image's description."""
     return (not name.strip() or default_description(name) or bool(_DEFAULT_SWITCH.match(name))
@@ -118,6 +120,7 @@ class _Live:
     names: dict[str, str]                                   # guid -> its name (switch name, CA description)
     switches: set[str]
     cables: dict[frozenset[tuple[str, int]], Link]          # every cable once, with the link as seen from a switch
+    rate: dict[frozenset[tuple[str, int]], tuple[int | None, str | None]]   # its width and speed (the lower end's)
     at: dict[tuple[str, int], tuple[str, int]]              # end -> the other end
     by_name: dict[str, set[str]]                            # a usable name -> the guids that carry it
 
@@ -125,24 +128,27 @@ class _Live:
 def _live(topo: Topology, rates: Mapping[tuple[str, int], tuple[int | None, str | None]]) -> _Live:
     names = {g: sw.name for g, sw in topo.switches.items()}
     names.update({g: d for g, d in topo.cas.items() if g not in topo.parts})
-    lv = _Live(names, set(topo.switches), {}, {}, {})
+    lv = _Live(names, set(topo.switches), {}, {}, {}, {})
+    parts, cables, rate, at = topo.parts, lv.cables, lv.rate, lv.at
     for g, sw in topo.switches.items():
         for port, lk in sw.links.items():
-            if lk.remote_guid in topo.parts or lk.remote_type == "External":
+            if lk.remote_guid in parts or lk.remote_type == "External":
                 continue
             a, b = (g, port), (lk.remote_guid, lk.remote_port)
-            key = frozenset({a, b})
-            if key in lv.cables:            # seen from its other end: the lower width the two ends say
-                was = lv.cables[key]
-                if lk.width and was.width and lk.width < was.width:
-                    lv.cables[key] = Link(was.port, was.remote_guid, was.remote_port, was.remote_type, was.remote_name,
-                                          lk.width, was.speed)
+            key = frozenset((a, b))
+            width, speed = rates.get(a) or (lk.width, lk.speed)
+            if not width:
+                width, speed = lk.width, lk.speed
+            if key in cables:               # seen from its other end: the lower width the two ends say
+                was = rate[key]
+                if width and was[0] and width < was[0]:
+                    rate[key] = (width, was[1])
                 continue
-            if a in rates and rates[a][0]:
-                lk = Link(lk.port, lk.remote_guid, lk.remote_port, lk.remote_type, lk.remote_name, rates[a][0], rates[a][1])
-            lv.cables[key] = lk
-            lv.at[a], lv.at[b] = b, a
-            names.setdefault(lk.remote_guid, lk.remote_name)
+            cables[key] = lk
+            rate[key] = (width, speed)
+            at[a], at[b] = b, a
+            if lk.remote_guid not in names:
+                names[lk.remote_guid] = lk.remote_name
     for g, name in names.items():
         for n in {name, topo.hosts.get(g, "")} - {""}:
             if not default_name(n):
@@ -244,26 +250,25 @@ def compare(design: Design, topo: Topology,
                                "and not found in the fabric"))
 
     # the designed cables in live terms: (live guid, port); an unmatched node keeps its design key
-    def live_end(e: tuple[str, int]) -> tuple[str, int]:
-        return (node_of.get(e[0], "design:" + e[0]), e[1])
-
     designed: dict[frozenset[tuple[str, int]], DesignCable] = {}
+    live_of = node_of.get
     for c in design.cables:
-        if c.a[0] in gone or c.b[0] in gone:
+        (na, pa), (nb, pb) = c.a, c.b
+        if na in gone or nb in gone:
             continue
-        designed[frozenset({live_end(c.a), live_end(c.b)})] = c
+        designed[frozenset(((live_of(na) or "design:" + na, pa), (live_of(nb) or "design:" + nb, pb)))] = c
     found = set(lv.cables)
     both = found & set(designed)
-    differ = [k for k in both if (designed[k].width not in (None, lv.cables[k].width)
-                                  or designed[k].speed not in (None, lv.cables[k].speed))]
+    rate = lv.rate
+    differ = [k for k in both if (designed[k].width not in (None, rate[k][0]) or designed[k].speed not in (None, rate[k][1]))]
     for key in sorted(differ, key=order):
-        c, lk = designed[key], lv.cables[key]
-        low = _below(c, lk)
+        c, (width, speed) = designed[key], rate[key]
+        low = _below(c, width, speed)
         if low:
             a, b = order(key)
             sw, port = mark(a, b)
             out.append(Discrepancy("below_design", sw, port,
-                                   f"cable {lend(a)} <-> {lend(b)} runs at {_rate(lk.width, lk.speed)}, designed "
+                                   f"cable {lend(a)} <-> {lend(b)} runs at {_rate(width, speed)}, designed "
                                    f"{_rate(c.width, c.speed)} ({low})"))
     want = {k: c for k, c in designed.items() if k not in both}
     have = {k for k in found if k not in both}
@@ -361,13 +366,13 @@ def _rate(width: int | None, speed: str | None) -> str:
     return " ".join(x for x in (f"{width}X" if width else "", speed or "") if x) or "?"
 
 
-def _below(c: DesignCable, lk: Link) -> str:
+def _below(c: DesignCable, width: int | None, speed: str | None) -> str:
     why = []
-    if c.width and lk.width and lk.width < c.width:
-        why.append(f"width {lk.width}X of {c.width}X")
-    want, got = ibspec.generation_rank(c.speed) if c.speed else None, ibspec.generation_rank(lk.speed) if lk.speed else None
+    if c.width and width and width < c.width:
+        why.append(f"width {width}X of {c.width}X")
+    want, got = ibspec.generation_rank(c.speed) if c.speed else None, ibspec.generation_rank(speed) if speed else None
     if want is not None and got is not None and got < want:
-        why.append(f"speed {lk.speed} of {c.speed}")
+        why.append(f"speed {speed} of {c.speed}")
     return ", ".join(why)
 
 
@@ -434,11 +439,11 @@ def design_csv(topo: Topology) -> str:
 
     rows = []
     for key in lv.cables:
-        lk = lv.cables[key]
+        width, speed = lv.rate[key]
         a, b = sorted(key, key=lambda e: (e[0] not in lv.switches, e))
         if a[0] not in lv.switches:         # no switch end (a host-to-host cable): as found
             a, b = sorted(key)
-        rows.append(f"{dev(a[0])},{a[1]},{dev(b[0])},{b[1]},{lk.speed or ''},{f'{lk.width}X' if lk.width else ''},"
+        rows.append(f"{dev(a[0])},{a[1]},{dev(b[0])},{b[1]},{speed or ''},{f'{width}X' if width else ''},"
                     f"0x{a[0]},0x{b[0]}")
     rows.sort(key=lambda r: (r.split(",")[0], int(r.split(",")[1])))
     return "\n".join([",".join(CSV_HEADER), *rows]) + "\n"

@@ -143,8 +143,10 @@ class FabricModel:
         # the last drift of the configured Slurm topology: (topology, file read, drifts, rail nodes)
         self._scheduler_drift: tuple[Topology, SchedulerTopologyData, list[Drift], int] | None = None
         self._view_complete = False                              # some discovery so far was complete
-        # the last comparison with the design: (topology, design read, sweep time) -> its discrepancies
-        self._design_last: tuple[tuple[int, int, float | None], list[Discrepancy]] | None = None
+        # the last comparison with the design: its inputs (topology, design read, the ports a sweep read at
+        # another width or speed than the discovery) and its discrepancies
+        self._design_last: tuple[Topology, DesignData, frozenset[tuple[tuple[str, int], tuple[int | None, str | None]]],
+                                 list[Discrepancy]] | None = None
         # the last read of each cabled port's link state: (up, data time); the newest read wins
         self._link_state: dict[tuple[str, int], tuple[bool, float]] = {}
         self._seen_up: set[tuple[str, int]] = set()     # ports a sweep has read up
@@ -517,12 +519,19 @@ class FabricModel:
 
     def _design(self, design: DesignData, topo: Topology, sec: FabricSection) -> list[Finding]:
         """The design against this topology, each port at the width and speed the last sweep read
-        (docs/design.md); this shard's switches only (fabric-wide ones on shard 0)."""
-        key = (id(topo), id(design), self._sweep_time)
-        if self._design_last is None or self._design_last[0] != key:
-            rates = {k: (p.link.width, p.link.speed) for k, p in sec.ports.items() if p.link is not None and p.up}
-            self._design_last = (key, fabric_design.compare(design.design, topo, rates))
-        found = [d for d in self._design_last[1] if d.switch in sec.switches or (not d.switch and sec.shard[0] == 0)]
+        (docs/design.md); this shard's switches only (fabric-wide ones on shard 0). Compared again only
+        when one of its inputs changed: a new discovery, a new design read, a port's rate."""
+        rates = {}
+        for k, p in sec.ports.items():          # where the sweep read another width or speed than the discovery
+            if p.link is not None and p.up:
+                info = topo.ports.get(k)
+                if info is None or info.link is None or (info.link.width, info.link.speed) != (p.link.width, p.link.speed):
+                    rates[k] = (p.link.width, p.link.speed)
+        read = frozenset(rates.items())
+        last = self._design_last
+        if last is None or last[0] is not topo or last[1] is not design or last[2] != read:   # else: the same inputs
+            last = self._design_last = (topo, design, read, fabric_design.compare(design.design, topo, rates))
+        found = [d for d in last[3] if d.switch in sec.switches or (not d.switch and sec.shard[0] == 0)]
         sec.design_cables = len(design.design.cables)
         sec.design_discrepancies = fabric_design.counts(found)
         return design_check.evaluate(found, design.path)
