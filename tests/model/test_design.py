@@ -198,3 +198,14 @@ def test_wrong_port_of_the_right_switch_and_an_extra_cable() -> None:
         'cable not in the design: found "leaf03"[8] <-> "leaf04"[8]; designed "leaf03"[8] unconnected; "leaf04"[8] '
         'unconnected']
     assert [d.kind for d in found] == ["miswired", "extra_cable"]
+
+
+def test_a_host_whose_adapter_was_replaced() -> None:
+    """node05's HCA swapped for another (same description, new GUID): information, its cable as designed."""
+    text = ibnetdiscover_text(fat_tree()).replace("0000000000100004", "00000000000beef5")
+    (d,) = dm.compare(saved("csv"), build_topology(parse_ibnetdiscover(text)))
+    assert d.kind == "replaced" and d.switch == "" and d.message == (
+        "host node05 mlx5_0 was replaced: designed with GUID 0x0000000000100004, found with 0x00000000000beef5 "
+        "(a normal repair: the design now follows the new GUID)")
+    (f,) = fabric_design.evaluate([d], "design.csv")
+    assert f.status == OK
