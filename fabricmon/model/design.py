@@ -424,18 +424,29 @@ CSV_HEADER = ("start_device", "start_port", "end_device", "end_port", "speed", "
 
 def design_csv(topo: Topology) -> str:
     """The live topology as the CSV of cable ends (parsers.design): one row per cable, switch end
-    first, a node by its name where the name is its own and unique, else `0x<guid>`, and its GUID;
-    SHARP Aggregation Nodes left out."""
+    first, a node by its name where the name is its own and unique (a host CA with the firmware's
+    description by its name in the node name map), else `0x<guid>`, and its GUID; SHARP Aggregation
+    Nodes left out."""
     lv = _live(topo, {})
     counts_: dict[str, int] = {}
     for g, name in lv.names.items():
         counts_[name] = counts_.get(name, 0) + 1
 
+    hosts: dict[str, int] = {}
+    for h in topo.hosts.values():
+        hosts[h] = hosts.get(h, 0) + 1
+
+    def plain(name: str) -> bool:
+        return bool(name) and name.strip() == name and not re.search(r'[",\n]', name)
+
     def dev(g: str) -> str:
         name = lv.names.get(g, "")
-        ok = name and not default_name(name) and counts_[name] == 1 and not re.search(r'[",\n]', name) \
-            and name.strip() == name
-        return name if ok else f"0x{g}"
+        if plain(name) and not default_name(name) and counts_[name] == 1:
+            return name
+        host = topo.hosts.get(g, "")     # a default description, named by the site's node name map
+        if plain(host) and not host.startswith("0x") and hosts[host] == 1 and host not in counts_:
+            return host
+        return f"0x{g}"
 
     rows = []
     for key in lv.cables:

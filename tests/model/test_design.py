@@ -209,3 +209,17 @@ def test_a_host_whose_adapter_was_replaced() -> None:
         "(a normal repair: the design now follows the new GUID)")
     (f,) = fabric_design.evaluate([d], "design.csv")
     assert f.status == OK
+
+
+def test_a_host_named_only_by_the_node_name_map_is_saved_by_that_name() -> None:
+    net = fat_tree_netfile(spines=2, leaves=2, hosts_per_leaf=2, uplinks_per_spine=2)
+    net = net.replace('"node01 mlx5_0"', '"MT4129 ConnectX7   Mellanox Technologies"')
+    d = parse_ibnetdiscover(ibnetdiscover_text(net))
+    d.node_names = {"0000000000100000": "gpu-a01 mlx5_0"}          # the site's ib-node-name-map
+    topo = build_topology(d)
+    text = dm.design_csv(topo)
+    assert "leaf01,1,gpu-a01,1,HDR,4X,0x0000000000200002,0x0000000000100000\n" in text
+    assert dm.compare(parse_design(text), topo) == []
+    # a names-only plan (no GUID columns) matches it by that name too
+    names_only = "\n".join(",".join(row.split(",")[:4]) for row in text.splitlines())
+    assert dm.compare(parse_design(names_only), topo) == []
