@@ -18,6 +18,7 @@ from fabricmon.model.fabric import DiscoveryData
 from fabricmon.model.jobs import JobRef
 from fabricmon.model.placement import Placement, RailIndex, place, place_all
 from fabricmon.model.snapshot import BuildStats, Snapshot
+from fabricmon.pages import fabric_map
 from fabricmon.model.slurm_topology import SchedulerTopologyData, SlurmTree, build_tree, parse_rail
 from fabricmon.parsers.ibnetdiscover import parse_ibnetdiscover
 from fabricmon.parsers.slurm import ClusterJobsData, SlurmJob
@@ -149,6 +150,15 @@ def test_the_fabric_model_places_the_running_jobs_and_exports_them() -> None:
     assert sample_value(s, "fabricmon_slurm_job_leaves_needed", job_id="22") == 2
     assert sample_value(s, "fabricmon_slurm_job_spines", job_id="22") == 1
     assert sample_value(s, "fabricmon_slurm_job_spines_needed", job_id="21") == 0
+    # the map's job view: the span and what would do
+    snap = Snapshot(time=2.0, findings=findings, sources={}, builds=BuildStats(), fabric=sec["fabric"],
+                    jobs=sec["jobs"])
+    html = fabric_map.live(snap, {"job": "22"})
+    assert ('data-placement="22" data-leaves="3" data-leaves-needed="2" data-spines="1" data-spines-needed="1">'
+            "Placement: 3 nodes span 3 leaf switches where 2 would do, and 1 spine where 1 would do: 1 more than "
+            "needed (e.g. leaf01, leaf02).") in html
+    assert "where 1 would do, and 0 spines where 0 would do: as few as its node count allows." in fabric_map.live(
+        snap, {"job": "21"})
     # no rail known (no slurm_topology source): every host CA, the storage switch a second rail
     del states["slurm_topology"]
     sec, findings = model.build(states)
