@@ -11,8 +11,9 @@ rules:
 - **leaves**: the distinct leaves the job's hosts are cabled to. A host on no leaf of the
   selection (not on this fabric, unnamed, on another rail) is counted as unplaced, never guessed.
 - **leaves needed**: per rail, the job's nodes on that rail packed into the rail's leaves with the
-  most of its hosts first (greedy by leaf size, which gives the fewest leaves that can hold them);
-  summed over the job's rails.
+  most of its hosts first (greedy by leaf size, which gives the fewest leaves that can hold them;
+  ties by name); the distinct leaves so picked over the job's rails (rails on their own leaves add
+  up, a host's HCAs all cabled to one leaf count it once).
 - **spines**: 0 when the job's nodes are on one leaf per rail; else the fewest switches of the next
   level (those listing the leaves as children) covering all the job's leaves, greedy (the switch
   above the most of them first). A leaf with no switch above it counts one.
@@ -55,6 +56,8 @@ class RailIndex:
     sizes: dict[str, list[tuple[int, str]]] = field(default_factory=dict)     # rail -> (its hosts, leaf), largest first
     parents: dict[str, list[str]] = field(default_factory=dict)       # leaf -> the switches listing it
     below: dict[str, set[str]] = field(default_factory=dict)          # next-level switch -> its leaves
+    _leaves: dict[tuple[str, int], tuple[str, ...]] = field(default_factory=dict)   # fewest_leaves, by (rail, n)
+    _spines: dict[tuple[str, int], int] = field(default_factory=dict)                # fewest_spines, by (rail, n)
 
     @classmethod
     def build(cls, nodes: Mapping[str, Sequence[str]], switches: Mapping[str, Sequence[str]],
@@ -84,6 +87,12 @@ class RailIndex:
 
     def fewest_leaves(self, rail: str, n: int) -> tuple[str, ...]:
         """The fewest leaves of the rail holding n nodes: the largest first (all when n exceeds the rail)."""
+        got = self._leaves.get((rail, n))
+        if got is None:
+            got = self._leaves[(rail, n)] = self._fewest_leaves(rail, n)
+        return got
+
+    def _fewest_leaves(self, rail: str, n: int) -> tuple[str, ...]:
         out: list[str] = []
         held = 0
         for size, leaf in self.sizes.get(rail, ()):
@@ -97,6 +106,12 @@ class RailIndex:
         """The fewest next-level switches whose leaves hold n nodes of the rail (greedy by the rail's
         hosts below each, leaves under an earlier pick not counted twice); a leaf without a switch
         above it counts one."""
+        got = self._spines.get((rail, n))
+        if got is None:
+            got = self._spines[(rail, n)] = self._fewest_spines(rail, n)
+        return got
+
+    def _fewest_spines(self, rail: str, n: int) -> int:
         size = {lf: c for c, lf in self.sizes.get(rail, ())}
         covered: set[str] = set()
         held = picked = 0
@@ -125,15 +140,13 @@ class RailIndex:
         left = set(leaves)
         picked = 0
         while left:
-            best, under = "", set[str]()
-            for lf in sorted(left):
+            above: dict[str, int] = {}          # switch -> how many of the leaves left it is above
+            for lf in left:
                 for sw in self.parents.get(lf, ()):
-                    got = self.below[sw] & left
-                    if len(got) > len(under) or (len(got) == len(under) and sw < best):
-                        best, under = sw, got
-            if not under:           # the rest have no switch above them
+                    above[sw] = above.get(sw, 0) + 1
+            if not above:           # the rest have no switch above them
                 return picked + len(left)
-            left -= under
+            left -= self.below[min(above, key=lambda sw: (-above[sw], sw))]
             picked += 1
         return picked
 
@@ -160,8 +173,9 @@ def place(index: RailIndex, job_id: str, hosts: Iterable[str]) -> Placement:
     main = min(on, key=lambda r: (-on[r], r))
     spines = 0 if all(len(lv) <= 1 for lv in leaves_on.values()) else index.cover(leaves)
     spines_needed = 0 if all(len(w) <= 1 for w in would.values()) else index.fewest_spines(main, on[main])
-    return Placement(job_id, placed, tuple(sorted(leaves, key=_natural)), sum(len(w) for w in would.values()),
-                     spines, spines_needed, tuple(unplaced), would[main])
+    needed = set().union(*would.values())       # rails sharing leaves (a host's HCAs on one leaf) share them
+    return Placement(job_id, placed, tuple(sorted(leaves, key=_natural)), len(needed), spines, spines_needed,
+                     tuple(unplaced), would[main])
 
 
 def place_all(index: RailIndex, jobs: Mapping[str, Iterable[str]]) -> dict[str, Placement]:

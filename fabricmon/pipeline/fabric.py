@@ -383,8 +383,8 @@ class FabricModel:
 
     def _placement(self, states: Mapping[str, SourceState], topo: Topology, jobs: JobsSection) -> list[Finding]:
         """Every running job's span on the rail (model.placement; the rail of fabric.sources.slurm_topology,
-        else every host CA) and the placement check; computed again only when the topology, the rail or
-        the jobs' hosts changed."""
+        else every host CA) and the placement check; a job is placed again only when the topology or the
+        rail changed, or its hosts did."""
         conf = source_data(states, SchedulerTopologyData)
         rail = conf.rail if isinstance(conf, SchedulerTopologyData) else Rail()
         ix = self._rail_index
@@ -392,8 +392,10 @@ class FabricModel:
             tree = slurm_topology.build_tree(topo, rail)
             ix = self._rail_index = (topo, rail, placement.RailIndex.build(tree.nodes, tree.switches, tree.hcas))
             self._placed = ({}, {})
-        if self._placed[0] != jobs.hosts:
-            self._placed = (dict(jobs.hosts), placement.place_all(ix[2], jobs.hosts))
+        hosts, placed = self._placed
+        if hosts != jobs.hosts:         # only the jobs that are new or changed hosts are placed again
+            self._placed = (dict(jobs.hosts), {j: placed[j] if hosts.get(j) == h and j in placed
+                                               else placement.place(ix[2], j, h) for j, h in jobs.hosts.items()})
         jobs.placement = self._placed[1]
         return fabric_placement.evaluate(jobs.placement.values(), jobs.jobs, self.config.checks.placement)
 
