@@ -112,6 +112,20 @@ def test_the_rail_a_storage_switch_is_no_leaf_once_selected() -> None:
     assert s.excess == 2 and len(s.leaves) == 5
 
 
+def test_a_hosts_hcas_on_one_leaf_count_that_leaf_once() -> None:
+    """The real 400-switch director: each host's eight HCAs on one leaf, two hosts a leaf. Eight rails
+    sharing leaves need the leaves one rail needs, not eight times them."""
+    hcas = frozenset(f"ibp{i}s0f0" for i in range(8))
+    tree = SlurmTree(switches={"lc1": ["l1", "l2", "l3"]},
+                     nodes={"l1": ["h1", "h2"], "l2": ["h3", "h4"], "l3": ["h5", "h6"]},
+                     hcas={lf: {h: hcas for h in hs} for lf, hs in {"l1": ["h1", "h2"], "l2": ["h3", "h4"],
+                                                                    "l3": ["h5", "h6"]}.items()},
+                     levels={"l1": 1, "l2": 1, "l3": 1, "lc1": 2})
+    ix = index(tree)
+    assert spans(place(ix, "a", ["h1", "h2"])) == (1, 1, 0, 0)
+    assert spans(place(ix, "b", ["h1", "h3", "h5"])) == (3, 2, 1, 1)
+
+
 def test_the_finding_names_the_job_its_user_and_leaves_beyond_the_margin() -> None:
     got = place_all(index(build_tree(topology(FAT))), {"4711": nodes(1, 5, 9, 13), "12": nodes(2, 3, 6, 7, 10, 11),
                                                 "3": nodes(1, 2)})
@@ -159,6 +173,14 @@ def test_the_fabric_model_places_the_running_jobs_and_exports_them() -> None:
             "needed (e.g. leaf01, leaf02).") in html
     assert "where 1 would do, and 0 spines where 0 would do: as few as its node count allows." in fabric_map.live(
         snap, {"job": "21"})
+    # a job that changed hosts is placed again, the others are kept as they were
+    before = sec["jobs"].placement["21"]
+    states["slurm_jobs"] = _state(ClusterJobsData, ClusterJobsData(
+        [jobs.jobs[0], SlurmJob("22", "eve", "RUNNING", tuple(nodes(3, 4)), "scattered")]), 2.0)
+    sec, findings = model.build(states)
+    assert sec["jobs"].placement["21"] is before and spans(sec["jobs"].placement["22"]) == (1, 1, 0, 0)
+    assert not [f for f in findings if f.check == "placement"]
+    states["slurm_jobs"] = _state(ClusterJobsData, jobs, 3.0)
     # no rail known (no slurm_topology source): every host CA, the storage switch a second rail
     del states["slurm_topology"]
     sec, findings = model.build(states)
