@@ -52,7 +52,7 @@ class Placement:
 class RailIndex:
     """The selection's leaves by rail, their sizes and parents, built once per tree (each job's
     placement is then proportional to its hosts and leaves)."""
-    host_leaves: dict[str, dict[str, set[str]]] = field(default_factory=dict)   # host (and short name) -> rail -> leaves
+    host_leaves: dict[str, dict[str, set[str]]] = field(default_factory=dict)   # host (short too) -> rail -> leaves
     sizes: dict[str, list[tuple[int, str]]] = field(default_factory=dict)     # rail -> (its hosts, leaf), largest first
     parents: dict[str, list[str]] = field(default_factory=dict)       # leaf -> the switches listing it
     below: dict[str, set[str]] = field(default_factory=dict)          # next-level switch -> its leaves
