@@ -10,7 +10,8 @@ import functools
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-from fabricmon.checks import optics
+from fabricmon.checks import fabric_placement, optics
+from fabricmon.checks.fabric_placement import PlacementCheckConfig
 from fabricmon.checks.optics import OpticsCheckConfig
 from fabricmon.schema import (ConfigError, Context, Field, Schema, boolean, choice, number, section,
                               warning_below_critical)
@@ -38,6 +39,7 @@ class ChecksConfig:
     saturation_severity: int
     counters: dict[str, CounterCheckConfig]
     optics: OpticsCheckConfig = field(default_factory=OpticsCheckConfig)
+    placement: PlacementCheckConfig = field(default_factory=PlacementCheckConfig)
 
 
 # Counter checks: name -> (counters summed, window s, warning, critical)
@@ -114,6 +116,8 @@ CHECKS: Schema[ChecksConfig] = Schema(fields=(
                  "increase within the trailing window; `null` disables a level)")
       for name, (_, w, warn, crit) in COUNTER_CHECKS.items()),
     section("optics", optics.SCHEMA, "the optics checks ([optics.md](optics.md#checks))"),
+    section("placement", fabric_placement.SCHEMA, "the fabric collector's placement check: running jobs spanning "
+            "more leaves than needed ([slurm-topology.md](slurm-topology.md#placement))"),
 ), build=lambda v, key, ctx: ChecksConfig(counters={n: v[n] for n in COUNTER_CHECKS},
                                            **{k: x for k, x in v.items() if k not in COUNTER_CHECKS}),
     doc="Every check with its thresholds: [checks.md](checks.md).")

@@ -46,6 +46,7 @@ from fabricmon import ibspec
 from fabricmon.checks import OK, Finding
 from fabricmon.checks import optics as optics_checks
 from fabricmon.checks import fabric_slurm_topology as slurm_topology_check
+from fabricmon.checks import fabric_placement
 from fabricmon.checks import fabric_design as design_check
 from fabricmon.checks import (
     fabric_ecmp, fabric_links, fabric_names, fabric_pfc, fabric_routing, fabric_sm, fabric_symmetry, fabric_unresponsive,
@@ -62,7 +63,9 @@ from fabricmon.model.history import PLAIN, CounterHistory, CounterIntake, ib_rul
 from fabricmon.model.link_ability import LinkAbility
 from fabricmon.model import slurm_topology
 from fabricmon.model.ports import PortView
-from fabricmon.model.slurm_topology import Drift, SchedulerTopologyData
+from fabricmon.model.slurm_topology import Drift, Rail, SchedulerTopologyData
+from fabricmon.model import placement
+from fabricmon.model.jobs import JobsSection
 from fabricmon.model import design as fabric_design
 from fabricmon.model.design import DesignData, Discrepancy
 from fabricmon.model.optics import OpticsPort, SwitchOpticsData
@@ -93,12 +96,15 @@ MAX_CHANGE_LINES = 20       # topology changes logged one by one per discovery, 
 #                      (checks.optics, shared with the node daemon), per switch whose sensors were read
 #   scheduler_topology a configured Slurm topology.conf/.yaml was read (SchedulerTopologyData): its drift
 #                      from the rail (checks.fabric_slurm_topology), once per new discovery or file read
+#   running_jobs       a job source lists the running jobs (ClusterJobsData): their placement on the rail
+#                      (checks.fabric_placement, one finding per job, after the jobs are known)
 #   design             a design file was read (DesignData): the fabric as designed against the fabric as found
 #                      (checks.fabric_design), once per new discovery, sweep or file read
 CAPABILITIES = ("topology", "forwarding_tables", "subnet_manager", "pause_frames", "transceiver_readings",
-                "scheduler_topology", "design")
+                "scheduler_topology", "running_jobs", "design")
 SWITCH_CHECK_MODULES = (fabric_links, fabric_ecmp, fabric_symmetry, fabric_unresponsive, fabric_routing, fabric_pfc)
-FABRIC_WIDE_CHECK_MODULES = (fabric_sm, fabric_names, slurm_topology_check, design_check)
+FABRIC_WIDE_CHECK_MODULES = (fabric_sm, fabric_names, slurm_topology_check, fabric_placement,   # placement: per job
+                             design_check)
 # the counter checks (checks.link_errors, shared with the node daemon) judge the sweep's counters per port:
 # each runs once a sweep yielded one of its counters (COUNTER_CHECKS), counter_saturation once a sweep
 # yielded a counter that saturates (not one that wraps: Ethernet's ifTable counters)
@@ -143,6 +149,9 @@ class FabricModel:
         # the last drift of the configured Slurm topology: (topology, file read, drifts, rail nodes)
         self._scheduler_drift: tuple[Topology, SchedulerTopologyData, list[Drift], int] | None = None
         self._view_complete = False                              # some discovery so far was complete
+        # the rail's index for placement (topology, rail, index) and the last placements (hosts, placements)
+        self._rail_index: tuple[Topology, Rail, placement.RailIndex] | None = None
+        self._placed: tuple[dict[str, tuple[str, ...]], dict[str, placement.Placement]] = ({}, {})
         # the last comparison with the design: its inputs (topology, design read, the ports a sweep read at
         # another width or speed than the discovery) and its discrepancies
         self._design_last: tuple[Topology, DesignData, frozenset[tuple[tuple[str, int], tuple[int | None, str | None]]],
@@ -381,7 +390,27 @@ class FabricModel:
         findings += self._port_status(sec, findings, ran)
         self._check_status(sec, findings, ran)
         jobs, findings = self.jobs.apply(states, sec, topo, findings)
+        if jobs is not None:
+            findings += self._placement(states, topo, jobs)
         return {"fabric": sec, "jobs": jobs, "unknown": unknown}, findings
+
+    def _placement(self, states: Mapping[str, SourceState], topo: Topology, jobs: JobsSection) -> list[Finding]:
+        """Every running job's span on the rail (model.placement; the rail of fabric.sources.slurm_topology,
+        else every host CA) and the placement check; a job is placed again only when the topology or the
+        rail changed, or its hosts did."""
+        conf = source_data(states, SchedulerTopologyData)
+        rail = conf.rail if isinstance(conf, SchedulerTopologyData) else Rail()
+        ix = self._rail_index
+        if ix is None or ix[0] is not topo or ix[1] != rail:
+            tree = slurm_topology.build_tree(topo, rail)
+            ix = self._rail_index = (topo, rail, placement.RailIndex.build(tree.nodes, tree.switches, tree.hcas))
+            self._placed = ({}, {})
+        hosts, placed = self._placed
+        if hosts != jobs.hosts:         # only the jobs that are new or changed hosts are placed again
+            self._placed = (dict(jobs.hosts), {j: placed[j] if hosts.get(j) == h and j in placed
+                                               else placement.place(ix[2], j, h) for j, h in jobs.hosts.items()})
+        jobs.placement = self._placed[1]
+        return fabric_placement.evaluate(jobs.placement.values(), jobs.jobs, self.config.checks.placement)
 
     def _nothing_read(self, states: Mapping[str, SourceState]) -> str:
         """Why the last sweep read no switch ("" when it read one): the line `fabric once` prints, its
