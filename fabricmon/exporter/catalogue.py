@@ -884,6 +884,15 @@ CATALOGUE: tuple[Metric, ...] = (
     Metric("fabricmon_fabric_slurm_topology_drift", G, "Drifts of the configured Slurm topology.conf by kind: "
            "wrong_switch, missing_node, unknown_node, unknown_switch (a switch the fabric or the rail lacks).",
            ("kind",), _fabric(lambda f: [((k,), n) for k, n in f.slurm_topology_drift.items()])),
+    Metric("fabricmon_fabric_design_loaded", G, "1 when a design file (fabric.sources.design) was read and the live "
+           "fabric compared with it, 0 without one (docs/design.md).", (),
+           _fabric(lambda f: [((), 1 if f.design_cables is not None else 0)])),
+    Metric("fabricmon_fabric_design_cables", G, "Cables of the design file; absent without one.", (),
+           _fabric(lambda f: [((), f.design_cables)] if f.design_cables is not None else [])),
+    Metric("fabricmon_fabric_design_discrepancies", G, "Differences between the design and the live fabric by kind: "
+           "swapped (pairs), miswired, missing_cable, extra_cable, missing_node, extra_node, replaced (same name, new "
+           "GUID: a repair, no fault), below_design (a cable below its designed width or speed); absent without a "
+           "design.", ("kind",), _fabric(lambda f: [((k,), n) for k, n in f.design_discrepancies.items()])),
     Metric("fabricmon_fabric_port_optics_rx_power_dbm", G, "Receive power of the switch port's transceiver lane in "
            "dBm (lane empty for a sensor of the whole port; ENTITY-SENSOR-MIB or CISCO-ENTITY-SENSOR-MIB).",
            ("switch_guid", "port", "lane"), _fab_optics_lane(lambda ln: ln.rx_power_dbm)),
