@@ -20,7 +20,7 @@ demo: deps-demo $(VENV)/.installed
 	$(VENV)/bin/fabricmon demo $(DEMO_ARGS)
 
 test: deps venv
-	$(VENV)/bin/python -m pytest -q -p no:cacheprovider
+	$(VENV)/bin/python -m pytest -q -p no:cacheprovider --durations=25
 
 # apt-get install the packages of $(1) that are not installed yet (nothing at all when none is missing)
 define apt_install

@@ -4,7 +4,9 @@ captures, a generated 300-switch fat tree: place N running jobs (random sizes of
 three in four spanning leaves) on the topology, compute every switch each job can cross and
 the jobs of findings on 10 switches (leaves and spines), as one build does when the job list or
 topology changed (slurm.max_job_switch_series at its default, 20,000, unless --cap), and a build
-where only the findings changed (the job map is kept).
+where only the findings changed (the job map is kept). Beside it, what placing the same jobs on
+the rail costs (model.placement: the tree and its index once per topology, then every job's
+leaves and spines against what would do), as a ratio of the job map's build in the same run.
 
     python bench/jobs_map.py [--jobs 200,2000] [--repeat 3] [--cap 20000]
 """
@@ -22,6 +24,8 @@ from fabricmon.model.fabric import FabricPort, FabricSection, build_topology
 from fabricmon.parsers.ibnetdiscover import parse_ibnetdiscover
 from fabricmon.parsers.slurm import ClusterJobsData, SlurmJob
 from fabricmon.pipeline.jobs import FabricJobs, host_of
+from fabricmon.model.placement import RailIndex, place_all
+from fabricmon.model.slurm_topology import build_tree
 from fabricmon.model.snapshot import SourceState
 
 CAPTURE = Path(__file__).resolve().parents[1].parent / "shared" / "captures" / "ibnetdiscover" / "director-hdr-400sw.ibsim.net"
@@ -78,6 +82,17 @@ def main() -> int:
             times.append(t1 - t0)
             again.append(time.perf_counter() - t1)
         pairs = sum(len(v) for v in sec_jobs.switches.values())
+        t0 = time.perf_counter()
+        tree = build_tree(topo)
+        index = RailIndex.build(tree.nodes, tree.switches, tree.hcas)
+        t1 = time.perf_counter()
+        placed = [place_all(index, sec_jobs.hosts) for _ in range(a.repeat)]
+        t2 = time.perf_counter()
+        per = (t2 - t1) / a.repeat
+        over = sum(1 for p in placed[0].values() if p.excess > 1)
+        print(f"  {n} jobs placed on the rail: tree and index {(t1 - t0) * 1000:.0f} ms once per topology, "
+              f"{per * 1000:.1f} ms to place all of them ({per / statistics.median(times):.2f}x the job map's "
+              f"build; a build places only the jobs that are new or changed hosts); {over} jobs over the default margin")
         named = sum(len(f.jobs) for f in out)
         print(f"  {n} jobs: {statistics.median(times) * 1000:.0f} ms when the jobs changed, "
               f"{statistics.median(again) * 1000:.1f} ms when they did not (median of {a.repeat}); "

@@ -403,6 +403,39 @@ def cmd_fabric_capture(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_fabric_design_save(args: argparse.Namespace) -> int:
+    """`fabric design save FILE`: one discovery of the live fabric written as its design (docs/design.md), an
+    ibnetdiscover topology file or, for a .csv FILE or --format csv, the CSV of cable ends. Exit 0 written;
+    1 when the discovery read no switch."""
+    from fabricmon.model import design
+    from fabricmon.model.fabric import Topology
+    from fabricmon.pipeline.fabric import fabric_pipeline
+    fmt = args.format or ("csv" if args.file.lower().endswith(".csv") else "ibnetdiscover")
+    args.log_level = args.log_level or "error"
+    cfg = _fabric_config(args)
+    pipe = fabric_pipeline(cfg, _io(args, cfg))
+    try:
+        pipe.collect(["discovery"])
+        topo = pipe.model.inventory(pipe.states)
+        errors = sorted(pipe.states["discovery"].active_errors)
+    finally:
+        pipe.close()
+    if not isinstance(topo, Topology) or not topo.switches:
+        why = f" ({', '.join(errors)} error: see --log-level info)" if errors else ""
+        print(f"fabricmon: the discovery read no switch{why}: no design written", file=sys.stderr)
+        return 1
+    header = f"the fabric's design: written by fabricmon {__version__} (fabricmon fabric design save) from the live fabric"
+    body = design.design_csv(topo) if fmt == "csv" else design.design_ibnetdiscover(topo, header)
+    write_atomic(args.file, body.encode())
+    cables = design.cable_count(topo)
+    print(f"wrote the design of {len(topo.switches)} switches, {len(topo.hosts)} host CAs and {cables} cables to "
+          f"{args.file} ({fmt}); compare with it: fabric.sources.design.path: {args.file}", file=sys.stderr)
+    if errors:
+        print(f"fabricmon: the discovery was partial ({', '.join(errors)} error): check the design before use",
+              file=sys.stderr)
+    return 0
+
+
 def cmd_topology_slurm(args: argparse.Namespace) -> int:
     """Slurm's topology.conf / topology.yaml for one rail, from one discovery of the live fabric
     (docs/slurm-topology.md). Exit 0 with the file on stdout (or --output), what was left out on
@@ -565,6 +598,16 @@ def build_parser() -> argparse.ArgumentParser:
     fabric_common(sp, replay=False)
     sp.add_argument("dir")
     sp.set_defaults(func=cmd_fabric_capture)
+
+    dp = fsub.add_parser("design", help="the fabric as designed (docs/design.md)")
+    dsub = dp.add_subparsers(dest="design_command", required=True)
+    sp = dsub.add_parser("save", help="write the live fabric (one discovery) as its design: an ibnetdiscover topology "
+                                      "file, or a CSV of cable ends for a .csv FILE")
+    fabric_common(sp)
+    sp.add_argument("file", metavar="FILE")
+    sp.add_argument("--format", choices=("ibnetdiscover", "csv"), help="the design's form (default: csv for a .csv "
+                                                                        "FILE, else ibnetdiscover)")
+    sp.set_defaults(func=cmd_fabric_design_save)
 
     tp = sub.add_parser("topology", help="the fabric's topology for other tools")
     tsub = tp.add_subparsers(dest="topology_command", required=True)

@@ -97,7 +97,9 @@ FOR = {
     "sm_unknown": "15m",
     "sm_hung": "5m",
     "fabric_pfc_storm": "5m",
+    "design": "15m",              # the fabric against its design: a recabling in progress is not an incident
     "switch_unresponsive": "3m",  # shorter than fabric_port_down (5m): the parent is there before its children
+    "slurm_topology_drift": "15m",  # the file is read every 5 min; an edit in progress is not an alert
     # optics (node and switch): light changes over hours, a blip is not an alert
     "optics_critical": "5m",
     "optics_warning": "15m",
@@ -609,6 +611,14 @@ def fabric_alerts(base: str) -> list[dict]:
               "No fabric collector is scraped at all.",
               f"Prometheus has no target matching {{{F}}}: no switch port, ECMP group or subnet manager is watched.",
               base),
+        # ---- the design (docs/design.md) ----
+        alert("FabricmonFabricDesignDiscrepancy", fsel_("fabricmon_fabric_check_status", ',check="design"') + " == 1",
+              "warning", FOR["design"], "A switch's cabling differs from the fabric's design.",
+              SW + ": the collector's design check: at this switch the live fabric differs from its design"
+              " (fabric.sources.design): a cable missing, miswired, swapped or not in the design, a switch or host"
+              " missing or not in it, or a cable below its designed width or speed. Each is one design finding"
+              " naming both ends as designed and as found; the map (map_url) lists them at their ports"
+              " (a replaced switch is no alert).", base),
         # ---- routing, the subnet manager ----
         alert("FabricmonRoutingImbalance", fsel_("fabricmon_fabric_routing_imbalanced") + " == 1", "warning",
               FOR["routing_imbalance"], "A switch's forwarding table routes unevenly over its up ports.",
@@ -631,6 +641,15 @@ def fabric_alerts(base: str) -> list[dict]:
               "warning", FOR["sm_hung"], "The master subnet manager looks hung.",
               "{{ $labels.instance }}: the collector's sm check is not OK: the master SM answers but its activity"
               " count no longer moves (or it keeps changing hands). Check the opensm log and its host.", base),
+        # ---- the scheduler's topology (docs/slurm-topology.md): a warning, never a page ----
+        alert("FabricmonSlurmTopologyDrift", fsel_("fabricmon_fabric_check_status", ',check="slurm_topology"')
+              + " == 1", "warning", FOR["slurm_topology_drift"],
+              "Slurm's topology file does not match the fabric's cabling.",
+              "{{ $labels.instance }}: the collector's slurm_topology check: the topology.conf Slurm places jobs by"
+              " (fabric.sources.slurm_topology.path) lists nodes under a switch they are not cabled to, misses nodes"
+              " of the rail, or names switches the fabric lacks, so"
+              " jobs Slurm believes compact span more leaves. The finding names the first drifts; `fabricmon"
+              " topology slurm --check <file>` lists every line to change.", base),
     ]
     return out
 

@@ -451,21 +451,23 @@ def fabric_collector(fab, tmp_path: Path, fabric: dict, traffic: dict | None = N
         d.stop()
 
 
-def fabric_once(fab, tmp_path: Path, name: str, fabric: dict, *args: str):
+def fabric_once(fab, tmp_path: Path, name: str, fabric: dict, *args: str, config: dict | None = None):
     """`fabricmon fabric once` as its own process under the simulator's preload (so its own libibumad
     reaches ibsim: the MAD engine runs where fabric.sweep_method allows), state in tmp_path/<name>.
     Returns the CompletedProcess (exposition on stdout, findings on stderr); asserts exit 0."""
-    return fabricmon_on_fabric(fab, tmp_path, name, fabric, "fabric", "once", *args)
+    return fabricmon_on_fabric(fab, tmp_path, name, fabric, "fabric", "once", *args, config=config)
 
 
-def fabricmon_on_fabric(fab, tmp_path: Path, name: str, fabric: dict, *argv: str, rc: int = 0):
+def fabricmon_on_fabric(fab, tmp_path: Path, name: str, fabric: dict, *argv: str, rc: int = 0,
+                        config: dict | None = None):
     """`fabricmon ARGV... --config C` as its own process under the simulator's preload, with the
-    `fabric` section given and its state in tmp_path/<name>; asserts exit `rc`."""
+    `fabric` section given (and the other top-level sections of `config`) and its state in
+    tmp_path/<name>; asserts exit `rc`."""
     import subprocess
     state = tmp_path / name
     state.mkdir()
     cfg = tmp_path / f"{name}.yml"
-    cfg.write_text(json.dumps({"paths": {"state_dir": str(state)}, "fabric": fabric}))
+    cfg.write_text(json.dumps({**(config or {}), "paths": {"state_dir": str(state)}, "fabric": fabric}))
     r = subprocess.run([sys.executable, "-m", "fabricmon", *argv, "--config", str(cfg)],
                        env=fab.env(fab.hosts[0]), capture_output=True, text=True, timeout=120)
     assert r.returncode == rc, r.stderr

@@ -524,6 +524,15 @@ def _finding_jobs(jobs: JobsSection) -> Iterator[Sample]:
             yield (guid, "" if port is None else str(port), jid), 1
 
 
+def _placement(attr: str) -> Callable[[Snapshot], Iterator[Sample]]:
+    """One placement number (model.placement.Placement) per running job with a node on the rail."""
+    def fn(jobs: JobsSection) -> Iterator[Sample]:
+        for jid, p in sorted(jobs.placement.items(), key=lambda kv: (len(kv[0]), kv[0])):
+            if p.nodes:
+                yield (jid,), len(p.leaves) if attr == "leaves" else getattr(p, attr)
+    return _jobs(fn)
+
+
 # --- fabricmon itself -------------------------------------------------------------------------
 
 def _sources(get: Callable[[SourceState], float | None], enabled_only: bool = True) -> Callable[[Snapshot], Iterator[Sample]]:
@@ -896,6 +905,18 @@ CATALOGUE: tuple[Metric, ...] = (
     Metric("fabricmon_fabric_job_hosts_unmapped", G, "Hosts of running jobs with no CA in the fabric topology "
            "(named differently, or on another fabric): their jobs are not placed on it.", (),
            _jobs(lambda j: [((), j.unmapped_hosts)] if j.scope == "fabric" else [])),
+    # placement (model.placement, docs/slurm-topology.md#placement): per running job with a node on the rail
+    Metric("fabricmon_slurm_job_leaves", G, "Leaf switches of the rail the running job's nodes are cabled to "
+           "(fabric collector). Join on job_id with fabricmon_slurm_job_info for user and job_name.", ("job_id",),
+           _placement("leaves")),
+    Metric("fabricmon_slurm_job_leaves_needed", G, "The fewest leaf switches of the rail that could hold the "
+           "running job's node count (its nodes packed into the largest leaves first).", ("job_id",),
+           _placement("leaves_needed")),
+    Metric("fabricmon_slurm_job_spines", G, "Switches of the level above the leaves needed to join the running "
+           "job's leaves (0 on one leaf).", ("job_id",), _placement("spines")),
+    Metric("fabricmon_slurm_job_spines_needed", G, "The fewest switches of the level above the leaves whose "
+           "leaves could hold the running job's node count (0 when one leaf would do).", ("job_id",),
+           _placement("spines_needed")),
     Metric("fabricmon_fabric_slurm_topology_drifted_nodes", G, "Nodes of the configured Slurm topology.conf "
            "(fabric.sources.slurm_topology) listed under a switch they are not cabled to, missing from it, or on no "
            "leaf of the rail; absent without a configured topology.conf (docs/slurm-topology.md).", (),
@@ -903,6 +924,15 @@ CATALOGUE: tuple[Metric, ...] = (
     Metric("fabricmon_fabric_slurm_topology_drift", G, "Drifts of the configured Slurm topology.conf by kind: "
            "wrong_switch, missing_node, unknown_node, unknown_switch (a switch the fabric or the rail lacks).",
            ("kind",), _fabric(lambda f: [((k,), n) for k, n in f.slurm_topology_drift.items()])),
+    Metric("fabricmon_fabric_design_loaded", G, "1 when a design file (fabric.sources.design) was read and the live "
+           "fabric compared with it, 0 without one (docs/design.md).", (),
+           _fabric(lambda f: [((), 1 if f.design_cables is not None else 0)])),
+    Metric("fabricmon_fabric_design_cables", G, "Cables of the design file; absent without one.", (),
+           _fabric(lambda f: [((), f.design_cables)] if f.design_cables is not None else [])),
+    Metric("fabricmon_fabric_design_discrepancies", G, "Differences between the design and the live fabric by kind: "
+           "swapped (pairs), miswired, missing_cable, extra_cable, missing_node, extra_node, replaced (same name, new "
+           "GUID: a repair, no fault), below_design (a cable below its designed width or speed); absent without a "
+           "design.", ("kind",), _fabric(lambda f: [((k,), n) for k, n in f.design_discrepancies.items()])),
     Metric("fabricmon_fabric_port_optics_rx_power_dbm", G, "Receive power of the switch port's transceiver lane in "
            "dBm (lane empty for a sensor of the whole port; ENTITY-SENSOR-MIB or CISCO-ENTITY-SENSOR-MIB).",
            ("switch_guid", "port", "lane"), _fab_optics_lane(lambda ln: ln.rx_power_dbm)),

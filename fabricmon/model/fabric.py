@@ -539,6 +539,10 @@ class FabricSection:
     # drift (model.slurm_topology.DRIFT_KINDS); None without a configured topology.conf
     slurm_topology_drifted: int | None = None
     slurm_topology_drift: dict[str, int] = field(default_factory=dict)
+    # the design file against the live fabric (checks.fabric_design): its cables (None without a design read) and
+    # the discrepancies by kind (model.design.KINDS)
+    design_cables: int | None = None
+    design_discrepancies: dict[str, int] = field(default_factory=dict)
 
     def port_label(self, guid: str, port: int) -> str:
         p = self.ports.get((guid, port))

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from fabricmon.model.placement import Placement
+
 JOBS_IN_LINE = 5         # jobs named in a finding's line before "+N more"
 
 
@@ -48,6 +50,7 @@ class JobsSection:
     finding_jobs: dict[tuple[str, int | None], tuple[str, ...]] = field(default_factory=dict)
     dropped_series: int = 0          # jobs not exported in job-switch pairs (over slurm.max_job_switch_series)
     unmapped_hosts: int = 0          # job hosts with no CA in the topology (not on this fabric)
+    placement: dict[str, Placement] = field(default_factory=dict)   # job id -> its span on the rail (fabric)
 
 
 __all__ = ["JOBS_IN_LINE", "JobRef", "JobsSection", "jobs_text"]

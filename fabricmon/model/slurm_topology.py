@@ -71,6 +71,9 @@ class SlurmTree:
     nodes: dict[str, list[str]] = field(default_factory=dict)
     levels: dict[str, int] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)         # what was left out, and why
+    # leaf -> node -> the HCAs (words after the host in the CA's description, "" for none) it is cabled
+    # there with: the rails a placement is counted on (model.placement)
+    hcas: dict[str, dict[str, frozenset[str]]] = field(default_factory=dict)
 
     @property
     def leaves(self) -> list[str]:
@@ -95,6 +98,7 @@ def switch_names(topo: Topology, guids: Iterable[str]) -> dict[str, str]:
 def build_tree(topo: Topology, rail: Rail = Rail()) -> SlurmTree:
     tree = SlurmTree()
     leaf_nodes: dict[str, set[str]] = {}
+    leaf_hcas: dict[str, dict[str, set[str]]] = {}
     for (guid, _port), p in sorted(topo.ports.items()):
         lk = p.link
         if p.role != "host" or lk is None or not rail.takes_ca(lk.remote_guid, topo.cas.get(lk.remote_guid, "")):
@@ -112,6 +116,7 @@ def build_tree(topo: Topology, rail: Rail = Rail()) -> SlurmTree:
                               "left out")
             continue
         leaf_nodes.setdefault(guid, set()).add(host)
+        leaf_hcas.setdefault(guid, {}).setdefault(host, set()).add(" ".join(topo.cas.get(lk.remote_guid, "").split()[1:2]))
     members = set(leaf_nodes)
     # upwards, level by level: a switch above a member that the rail takes
     frontier = set(members)
@@ -136,6 +141,7 @@ def build_tree(topo: Topology, rail: Rail = Rail()) -> SlurmTree:
             tree.switches[n] = sorted(kids, key=_natural)
         if g in leaf_nodes:
             tree.nodes[n] = sorted(leaf_nodes[g], key=_natural)
+            tree.hcas[n] = {h: frozenset(x) for h, x in leaf_hcas[g].items()}
     tops = [n for n, lvl in tree.levels.items() if lvl == max(tree.levels.values())]
     if tree.levels and len(tops) > 1:
         every = set().union(*tree.nodes.values())

@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from fabricmon import ibspec
 from fabricmon.checks import OK, STATUS_NAMES, WARNING, Finding
 from fabricmon.model.fabric import EcmpGroup, FabricSection, host_name
+from fabricmon.model.placement import Placement
 from fabricmon.model.snapshot import Snapshot
 from fabricmon.pages.fabric_layout import (
     BOX_H, CELL, NO_RATE, RATE_CLASSES, UTIL_SCALE, Bundle, Layout, LinkLine, SwitchBox, layout, short_name,
@@ -287,10 +288,11 @@ def _footprint(snap: Snapshot, job: str, names: Mapping[str, str]) -> str:
             f'<p>{len(hosts)} hosts ({shown}) under {len(leaves)} leaf switch{"es" if len(leaves) != 1 else ""}: '
             f'{sw_list(leaves)}. Its traffic can cross: {sw_list(higher) if higher else "no uplink (one leaf)"}.'
             f' <a href="/">clear</a></p>'
+            + _placement(jobs.placement.get(job)) +
             f'<p data-job-findings="{len(hurt)}">{len(hurt)} finding{"s" if len(hurt) != 1 else ""} name this job.</p>'
-            f'<p data-job-flagged="{len(flagged)}">'
+            f'<div data-job-flagged="{len(flagged)}">'
             + (f'Flagged on its paths: <ul>{"".join(flagged)}</ul>' if flagged else "No flagged link or imbalanced "
-               "group on its paths.") + '</p></section>')
+               "group on its paths.") + '</div></section>')
 
 
 def _flagged_paths(snap: Snapshot, footprint: frozenset[str], hosts: frozenset[str], crosses: bool,
@@ -320,6 +322,22 @@ def _flagged_paths(snap: Snapshot, footprint: frozenset[str], hosts: frozenset[s
                              f'{esc(names.get(gr.guid, gr.guid))}: its {esc(gr.direction)} ECMP group is imbalanced'
                              f' (max/mean {gr.ratio or 0:.2f})</li>')
     return items
+
+
+def _placement(p: Placement | None) -> str:
+    """What the job's placement costs (model.placement): the leaves and spines it spans on the rail,
+    and what would do."""
+    if p is None or not p.nodes:
+        return ""
+    leaves = f"{len(p.leaves)} leaf switch{'es' if len(p.leaves) != 1 else ''}"
+    spines = f"{p.spines} spine{'s' if p.spines != 1 else ''}"
+    unplaced = f" ({len(p.unplaced)} more on no leaf of the rail)" if p.unplaced else ""
+    example = f" (e.g. {', '.join(p.would_do)})" if p.excess > 0 and p.would_do else ""
+    verdict = f"{p.excess} more than needed{example}" if p.excess > 0 else "as few as its node count allows"
+    return (f'<p class="placement" data-placement="{esc(p.job_id)}" data-leaves="{len(p.leaves)}" '
+            f'data-leaves-needed="{p.leaves_needed}" data-spines="{p.spines}" data-spines-needed="{p.spines_needed}">'
+            f'Placement: {p.nodes} node{"s" if p.nodes != 1 else ""}{unplaced} span {leaves} where {p.leaves_needed} '
+            f'would do, and {spines} where {p.spines_needed} would do: {esc(verdict)}.</p>')
 
 
 def page(snap: Snapshot, query: Mapping[str, str]) -> str:

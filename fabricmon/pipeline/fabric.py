@@ -46,6 +46,8 @@ from fabricmon import ibspec
 from fabricmon.checks import OK, Finding
 from fabricmon.checks import optics as optics_checks
 from fabricmon.checks import fabric_slurm_topology as slurm_topology_check
+from fabricmon.checks import fabric_placement
+from fabricmon.checks import fabric_design as design_check
 from fabricmon.checks import (
     fabric_ecmp, fabric_links, fabric_names, fabric_pfc, fabric_routing, fabric_sm, fabric_symmetry, fabric_unresponsive,
     link_errors,
@@ -61,7 +63,11 @@ from fabricmon.model.history import PLAIN, CounterHistory, CounterIntake, ib_rul
 from fabricmon.model.link_ability import LinkAbility
 from fabricmon.model import slurm_topology
 from fabricmon.model.ports import PortView
-from fabricmon.model.slurm_topology import Drift, SchedulerTopologyData
+from fabricmon.model.slurm_topology import Drift, Rail, SchedulerTopologyData
+from fabricmon.model import placement
+from fabricmon.model.jobs import JobsSection
+from fabricmon.model import design as fabric_design
+from fabricmon.model.design import DesignData, Discrepancy
 from fabricmon.model.optics import OpticsPort, SwitchOpticsData
 from fabricmon.model.snapshot import Sections, SourceState, source_data, source_state
 from fabricmon.pipeline.fabric_failure import Hint, why_nothing_read
@@ -90,10 +96,15 @@ MAX_CHANGE_LINES = 20       # topology changes logged one by one per discovery, 
 #                      (checks.optics, shared with the node daemon), per switch whose sensors were read
 #   scheduler_topology a configured Slurm topology.conf/.yaml was read (SchedulerTopologyData): its drift
 #                      from the rail (checks.fabric_slurm_topology), once per new discovery or file read
+#   running_jobs       a job source lists the running jobs (ClusterJobsData): their placement on the rail
+#                      (checks.fabric_placement, one finding per job, after the jobs are known)
+#   design             a design file was read (DesignData): the fabric as designed against the fabric as found
+#                      (checks.fabric_design), once per new discovery, sweep or file read
 CAPABILITIES = ("topology", "forwarding_tables", "subnet_manager", "pause_frames", "transceiver_readings",
-                "scheduler_topology")
+                "scheduler_topology", "running_jobs", "design")
 SWITCH_CHECK_MODULES = (fabric_links, fabric_ecmp, fabric_symmetry, fabric_unresponsive, fabric_routing, fabric_pfc)
-FABRIC_WIDE_CHECK_MODULES = (fabric_sm, fabric_names, slurm_topology_check)
+FABRIC_WIDE_CHECK_MODULES = (fabric_sm, fabric_names, slurm_topology_check, fabric_placement,   # placement: per job
+                             design_check)
 # the counter checks (checks.link_errors, shared with the node daemon) judge the sweep's counters per port:
 # each runs once a sweep yielded one of its counters (COUNTER_CHECKS), counter_saturation once a sweep
 # yielded a counter that saturates (not one that wraps: Ethernet's ifTable counters)
@@ -138,6 +149,13 @@ class FabricModel:
         # the last drift of the configured Slurm topology: (topology, file read, drifts, rail nodes)
         self._scheduler_drift: tuple[Topology, SchedulerTopologyData, list[Drift], int] | None = None
         self._view_complete = False                              # some discovery so far was complete
+        # the rail's index for placement (topology, rail, index) and the last placements (hosts, placements)
+        self._rail_index: tuple[Topology, Rail, placement.RailIndex] | None = None
+        self._placed: tuple[dict[str, tuple[str, ...]], dict[str, placement.Placement]] = ({}, {})
+        # the last comparison with the design: its inputs (topology, design read, the ports a sweep read at
+        # another width or speed than the discovery) and its discrepancies
+        self._design_last: tuple[Topology, DesignData, frozenset[tuple[tuple[str, int], tuple[int | None, str | None]]],
+                                 list[Discrepancy]] | None = None
         # the last read of each cabled port's link state: (up, data time); the newest read wins
         self._link_state: dict[tuple[str, int], tuple[bool, float]] = {}
         self._seen_up: set[tuple[str, int]] = set()     # ports a sweep has read up
@@ -365,11 +383,34 @@ class FabricModel:
         conf = source_data(states, SchedulerTopologyData)
         if conf is not None and set(slurm_topology_check.NEEDS) <= caps:
             findings += self._scheduler_topology(conf, topo, sec)
+        design = source_data(states, DesignData)
+        if design is not None and set(design_check.NEEDS) <= caps:
+            findings += self._design(design, topo, sec)
         ran = self._ran(sec, caps)
         findings += self._port_status(sec, findings, ran)
         self._check_status(sec, findings, ran)
         jobs, findings = self.jobs.apply(states, sec, topo, findings)
+        if jobs is not None:
+            findings += self._placement(states, topo, jobs)
         return {"fabric": sec, "jobs": jobs, "unknown": unknown}, findings
+
+    def _placement(self, states: Mapping[str, SourceState], topo: Topology, jobs: JobsSection) -> list[Finding]:
+        """Every running job's span on the rail (model.placement; the rail of fabric.sources.slurm_topology,
+        else every host CA) and the placement check; a job is placed again only when the topology or the
+        rail changed, or its hosts did."""
+        conf = source_data(states, SchedulerTopologyData)
+        rail = conf.rail if isinstance(conf, SchedulerTopologyData) else Rail()
+        ix = self._rail_index
+        if ix is None or ix[0] is not topo or ix[1] != rail:
+            tree = slurm_topology.build_tree(topo, rail)
+            ix = self._rail_index = (topo, rail, placement.RailIndex.build(tree.nodes, tree.switches, tree.hcas))
+            self._placed = ({}, {})
+        hosts, placed = self._placed
+        if hosts != jobs.hosts:         # only the jobs that are new or changed hosts are placed again
+            self._placed = (dict(jobs.hosts), {j: placed[j] if hosts.get(j) == h and j in placed
+                                               else placement.place(ix[2], j, h) for j, h in jobs.hosts.items()})
+        jobs.placement = self._placed[1]
+        return fabric_placement.evaluate(jobs.placement.values(), jobs.jobs, self.config.checks.placement)
 
     def _nothing_read(self, states: Mapping[str, SourceState]) -> str:
         """Why the last sweep read no switch ("" when it read one): the line `fabric once` prints, its
@@ -505,6 +546,25 @@ class FabricModel:
         sec.slurm_topology_drift = {k: sum(1 for d in found if d.kind == k) for k in slurm_topology.DRIFT_KINDS}
         return slurm_topology_check.evaluate(found, conf.path, nodes)
 
+    def _design(self, design: DesignData, topo: Topology, sec: FabricSection) -> list[Finding]:
+        """The design against this topology, each port at the width and speed the last sweep read
+        (docs/design.md); this shard's switches only (fabric-wide ones on shard 0). Compared again only
+        when one of its inputs changed: a new discovery, a new design read, a port's rate."""
+        rates = {}
+        for k, p in sec.ports.items():          # where the sweep read another width or speed than the discovery
+            if p.link is not None and p.up:
+                info = topo.ports.get(k)
+                if info is None or info.link is None or (info.link.width, info.link.speed) != (p.link.width, p.link.speed):
+                    rates[k] = (p.link.width, p.link.speed)
+        read = frozenset(rates.items())
+        last = self._design_last
+        if last is None or last[0] is not topo or last[1] is not design or last[2] != read:   # else: the same inputs
+            last = self._design_last = (topo, design, read, fabric_design.compare(design.design, topo, rates))
+        found = [d for d in last[3] if d.switch in sec.switches or (not d.switch and sec.shard[0] == 0)]
+        sec.design_cables = len(design.design.cables)
+        sec.design_discrepancies = fabric_design.counts(found)
+        return design_check.evaluate(found, design.path)
+
     def _capabilities(self, states: Mapping[str, SourceState], sweep: SweepData | None) -> set[str]:
         """What the sources provide now (CAPABILITIES); pause frames once any sweep yielded them (a sweep
         that failed does not take the check away)."""
@@ -521,6 +581,9 @@ class FabricModel:
         conf = source_data(states, SchedulerTopologyData)
         if conf is not None and conf.configured:
             caps.add("scheduler_topology")
+        design = source_data(states, DesignData)
+        if design is not None and design.configured:
+            caps.add("design")
         return caps
 
     def _optics(self, states: Mapping[str, SourceState], sec: FabricSection, now: float) -> list[Finding]:
@@ -561,6 +624,8 @@ class FabricModel:
             checks += [c for c, (counters, *_) in COUNTER_CHECKS.items() if not self._counters_read.isdisjoint(counters)]
             checks += [link_errors.SATURATION_CHECK] if self._saturable_read else []
         ran: dict[str, Iterable[str]] = {c: sec.switches for c in checks}
+        if set(design_check.NEEDS) <= caps:      # the design judges every switch of the shard
+            ran[design_check.CHECK] = sec.switches
         if set(optics_checks.NEEDS) <= caps:     # the switches whose transceiver sensors were read
             ran.update({c: sec.optics_unjoined for c in optics_checks.CHECKS})
         return ran

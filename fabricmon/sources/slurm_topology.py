@@ -57,7 +57,7 @@ class SlurmTopologySource(Source):
             if self.sc.enabled != "auto":
                 out.error("read", f"no topology.conf at {s.path}")
             else:                       # auto: no file here, quietly off (up, nothing to compare)
-                out.data = SchedulerTopologyData(s.path, (), configured=False)
+                out.data = SchedulerTopologyData(s.path, (), parse_rail(s.rail), configured=False)
             return out
         except OSError as exc:
             out.error("read", f"cannot read {s.path}: {exc.strerror or exc}")

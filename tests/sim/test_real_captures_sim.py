@@ -34,7 +34,7 @@ from fabricmon.model.fabric import AGGREGATION_NODE_DESCRIPTION, default_descrip
 from fabricmon.pipeline.fabric import fabric_pipeline
 from fabricmon.sim.fabric import SimFabric, tools_available
 from fabric_snap import ports_report_topology
-from helpers import FIXTURES, fabric_once, unavailable
+from helpers import FIXTURES, exposition_samples, fabric_once, fabricmon_on_fabric, sample_value, unavailable
 
 pytestmark = pytest.mark.sim
 
@@ -181,6 +181,24 @@ def test_a_garbage_or_unreadable_name_map_is_an_error_of_the_discovery_alone(ndr
         assert st.up and st.data is not None and st.data.complete and len(st.data.switches) == 40
         assert st.data.node_names == {} and st.data.cache_file is not None
         assert {k for k, n in st.errors_total.items() if n} == ({kind} if kind else set()), (path, st.errors_total)
+
+
+def test_the_live_fabric_saved_as_its_design_matches_it(ndr, tmp_path) -> None:
+    """`fabric design save` on the real capture in ibsim (real names, SHARP Aggregation Nodes in every
+    switch, 74 hosts with default descriptions, unconnected ports), both forms, then `fabric once`
+    against each: every cable designed, nothing to report (docs/design.md). The capture itself is no
+    design for ibsim's fabric: ibsim trains its NDR links at SDR (tests/model/test_design.py takes it
+    through the parser)."""
+    _, _, _, fab, _ = ndr
+    off = {"sm": {"enabled": False}}
+    for path in (tmp_path / "ndr.net", tmp_path / "ndr.csv"):
+        fabricmon_on_fabric(fab, tmp_path, f"save-{path.suffix[1:]}", {"sources": off}, "fabric", "design", "save",
+                            str(path))
+        once = fabric_once(fab, tmp_path, f"compare-{path.suffix[1:]}", {"sources": {**off, "design": {"path": str(path)}}})
+        samples = exposition_samples(once.stdout)
+        assert sample_value(samples, "fabricmon_fabric_design_cables") == 1074
+        assert sum(v for k, v in samples.items() if k[0] == "fabricmon_fabric_design_discrepancies") == 0
+        assert " design:" not in once.stderr
 
 
 # a host slower by design (a DDR HCA on a QDR line card, an SDR head node on a QDR switch) is not a

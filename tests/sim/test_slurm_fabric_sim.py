@@ -77,6 +77,10 @@ def test_fabric_findings_name_only_the_jobs_they_hurt(cluster, tmp_path):
         page = urllib.request.urlopen(f"http://127.0.0.1:{d.port}/?job={spanning}", timeout=5).read().decode()
         assert f'data-footprint="{spanning}"' in page
         assert f'data-job-switch="{guid["leaf04"]}"' in page and f'data-job-switch="{guid["leaf01"]}"' not in page
+        # ... and what its placement costs: two leaves where one would do (docs/slurm-topology.md#placement)
+        assert (f'data-placement="{spanning}" data-leaves="2" data-leaves-needed="1" data-spines="1" '
+                'data-spines-needed="0"') in page
+        assert sample_value(s, "fabricmon_slurm_job_leaves", job_id=confined) == 1
 
         # the job ends: it is named no more
         slurm.cancel(spanning)

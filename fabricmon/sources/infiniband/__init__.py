@@ -11,3 +11,4 @@ Importing this package registers them; the order here is the order they are list
 from fabricmon.sources.infiniband import discovery, failure, routing, sm, sweep  # noqa: F401 - imported to register
 from fabricmon.sources import cluster_jobs  # noqa: F401,E402 - slurm_jobs, kind-neutral (sources/cluster_jobs.py)
 from fabricmon.sources import slurm_topology  # noqa: F401,E402 - the configured topology.conf (sources/slurm_topology.py)
+from fabricmon.sources.infiniband import design  # noqa: F401,E402 - the fabric as designed (docs/design.md)
