@@ -344,6 +344,49 @@ def heatmap(title: str, desc: str, targets: list[dict]) -> dict:
 
 
 OPTICS_ROW = "Optics (Ethernet switches)"
+NCCL_ROW = "Slow jobs and the links on their paths"
+# The node daemons' NCCL paths joined to the collector's host link of their NIC (docs/nccl.md): the HCA's
+# node GUID is the link's remote_guid (without 0x), the HCA port its remote_port; the switch port becomes
+# switch_port_fabric. Only links of the selected collectors and switches.
+HOST_LINKS = ('label_replace(label_replace(label_replace(\n  fabricmon_fabric_link_info{%s, role="host"}'
+              ' and on (instance, job, switch_guid) fabricmon_fabric_switch_info{%s},\n'
+              '  "node_guid", "0x$1", "remote_guid", "(.+)"), "switch_port_fabric", "$1", "port", "(.+)"),'
+              ' "port", "$1", "remote_port", "(.+)")')
+
+
+def nccl_at(metric: str) -> str:
+    """A node's per-path NCCL series with the switch port its NIC is cabled to, as the collector names it."""
+    return (f"{metric}\n  * on (node_guid, port) group_left (switch_guid, switch_port_fabric)\n  "
+            + HOST_LINKS % (FAB, SWITCH))
+
+
+def nccl_row(L: Layout) -> None:
+    slow_at = nccl_at("(fabricmon_nccl_slow == 1)")
+    L.row(NCCL_ROW)
+    L.add(table("Slow NCCL paths and their cables", "Jobs whose NCCL collectives run below their baseline or "
+                "line-rate fraction (the node daemons' nccl_slow_collective), with the GPU, NIC and HCA port "
+                "their traffic leaves by and the switch port it is cabled to (switch_guid, switch_port_fabric).",
+                [target(slow_at, table=True)], hide=("Time", "Value", "__name__", "algo_proto", "n_nodes")), 24, 7)
+    L.add(timeseries("Bus bandwidth / job baseline", "Each job's NCCL bus bandwidth over its own baseline "
+                     "(learned over its first minutes), the lowest of its paths per node and GPU; below "
+                     "checks.nccl_slow_collective.baseline_fraction (0.8) it is slow.",
+                     [target("min by (job_id, instance, gpu, device, switch_guid, switch_port_fabric) (\n"
+                             + nccl_at("fabricmon_nccl_baseline_ratio") + ")",
+                             "job {{job_id}} {{instance}} GPU {{gpu}}")], "percentunit"), 12, 8)
+    L.add(timeseries("Bus bandwidth / line rate", "Each job's NCCL bus bandwidth over the data rate of the NIC "
+                     "port it leaves by; the seeds' target for large all-reduce messages is 0.8.",
+                     [target("min by (job_id, instance, gpu, device, switch_guid, switch_port_fabric) (\n"
+                             + nccl_at("fabricmon_nccl_line_rate_ratio") + ")",
+                             "job {{job_id}} {{instance}} GPU {{gpu}}")], "percentunit"), 12, 8)
+    L.add(table("Fabric verdicts on slow jobs' paths", "The collector's findings (WARNING, CRITICAL) on the switch "
+                "ports slow jobs are cabled to, and imbalanced ECMP groups or skewed forwarding tables of their "
+                "leaves: what FabricmonNcclSlowOnFlaggedPath pages for.",
+                [target(f'label_replace(fabricmon_check_status{{{FAB}}} >= 1, "switch_guid", "$1", "device", "(.+)")\n'
+                        '  and on (switch_guid, port)\n  label_replace(' + slow_at
+                        + ', "port", "$1", "switch_port_fabric", "(.+)")', "port", "A", table=True),
+                 target(f"(fabricmon_ecmp_imbalanced{{{SWITCH}}} == 1 or fabricmon_fabric_routing_imbalanced{{{SWITCH}}}"
+                        " == 1)\n  and on (switch_guid) " + slow_at, "leaf", "B", table=True)],
+                hide=("Time", "__name__", "job", "class")), 24, 7)
 
 
 def fabric_dashboard() -> dict:
@@ -466,6 +509,8 @@ def fabric_dashboard() -> dict:
                 "sm is fabric-wide.",
                 [target(f"sort_desc(fabricmon_fabric_check_status{{{SWITCH}}})", table=True)],
                 hide=("Time", "__name__", "job")), 12, 8)
+
+    nccl_row(L)
 
     L.row("Fabric collector")
     L.add(timeseries("Sweep duration", "Duration of each shard's last counter sweep.",

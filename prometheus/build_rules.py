@@ -103,6 +103,9 @@ FOR = {
     # optics (node and switch): light changes over hours, a blip is not an alert
     "optics_critical": "5m",
     "optics_warning": "15m",
+    # NCCL: a slow job on a path the fabric collector flags (two 30 s dumps slow, and the fabric verdict's own `for`)
+    "nccl_slow_path": "1m",
+    "nccl_ras_peer": "2m",        # RAS queried at most every 30 s: four answers
 }
 # Windows of the recording rules the dashboard reads.
 RECORD_WINDOW = "5m"
@@ -766,6 +769,89 @@ def optics_fabric_alerts(base: str) -> list[dict]:
             for sev, st in STATUS.items()]
 
 
+# ---- NCCL: a slow job on a flagged path (docs/nccl.md#the-alert) ----------------------------------
+# The collector's verdicts that make a link "erroring or degraded" (its port findings, fabric.yml checks.*)
+NCCL_PATH_CHECKS = "symbol_errors|receive_errors|link_flap|link_error_recovery|link_integrity|transmit_discards"
+# The node's slow path, with the cabled switch port as the collector names it: its link table's host
+# link whose remote end is the NIC (remote_guid without the node's 0x, remote_port the HCA port).
+NCCL_SLOW_AT = (
+    "(fabricmon_nccl_slow{%s} == 1)\n"
+    "    * on (node_guid, port) group_left (switch_guid, switch_port_fabric, fabric_instance)\n"
+    '    label_replace(label_replace(label_replace(label_replace(fabricmon_fabric_link_info{%s,role="host"},\n'
+    '      "node_guid", "0x$1", "remote_guid", "(.+)"), "switch_port_fabric", "$1", "port", "(.+)"),\n'
+    '      "port", "$1", "remote_port", "(.+)"), "fabric_instance", "$1", "instance", "(.+)")')
+
+
+def nccl_slow_on_flagged_path() -> str:
+    """A slow NCCL path whose cabled switch port carries a fabric verdict (errors; width or speed below its
+    class), or whose leaf does (an imbalanced ECMP group, a skewed forwarding table, an erroring uplink)."""
+    N, F = SELECTOR, FABRIC_SELECTOR
+    slow = NCCL_SLOW_AT % (N, F)
+    port_verdict = (
+        f'label_replace(label_replace(fabricmon_check_status{{{F},check=~"{NCCL_PATH_CHECKS}"}} >= 1,\n'
+        '      "switch_guid", "$1", "device", "(.+)"), "switch_port_fabric", "$1", "port", "(.+)")\n'
+        f'    or label_replace(fabricmon_fabric_port_degraded{{{F},reason=~"width|speed"}} == 1,\n'
+        '      "switch_port_fabric", "$1", "port", "(.+)")')
+    leaf_verdict = (
+        f"fabricmon_ecmp_imbalanced{{{F}}} == 1\n    or fabricmon_fabric_routing_imbalanced{{{F}}} == 1\n"
+        f'    or (label_replace(fabricmon_check_status{{{F},check=~"{NCCL_PATH_CHECKS}"}} >= 1,'
+        ' "switch_guid", "$1", "device", "(.+)")\n'
+        f'      and on (switch_guid, port) fabricmon_fabric_link_info{{{F},role="up"}})')
+    return (f"(\n  {slow}\n) and on (switch_guid, switch_port_fabric) (\n    {port_verdict}\n  )\n"
+            f"or\n(\n  {slow}\n) and on (switch_guid) (\n    {leaf_verdict}\n  )")
+
+
+def _nccl_value(metric: str, fmt: str) -> str:
+    sel = ("{instance='%s',uuid='%s',job_id='%s',comm='%s',operation='%s',message_size='%s'}")
+    return ('{{ with printf "' + metric + sel + '" $labels.instance $labels.uuid $labels.job_id $labels.comm'
+            ' $labels.operation $labels.message_size | query }}{{ . | first | value | ' + fmt
+            + ' }}{{ else }}unknown{{ end }}')
+
+
+# The fabric verdicts on the path, as the description lists them (the switch GUID selects the
+# collector's series: no node daemon exports a switch GUID as device).
+NCCL_VERDICTS = (
+    "{{ with printf \"fabricmon_check_status{device='%s',port='%s'} >= 1\" $labels.switch_guid"
+    " $labels.switch_port_fabric | query }}{{ range . }}{{ .Labels.check }} on the cable's switch port; {{ end }}{{ end }}"
+    "{{ with printf \"fabricmon_fabric_port_degraded{switch_guid='%s',port='%s',reason=~'width|speed'} == 1\""
+    " $labels.switch_guid $labels.switch_port_fabric | query }}{{ range . }}the cable runs below its class"
+    " ({{ .Labels.reason }}); {{ end }}{{ end }}"
+    "{{ with printf \"fabricmon_ecmp_imbalanced{switch_guid='%s'} == 1\" $labels.switch_guid | query }}"
+    "{{ range . }}the leaf's {{ .Labels.direction }} ECMP group is imbalanced; {{ end }}{{ end }}"
+    "{{ with printf \"fabricmon_fabric_routing_imbalanced{switch_guid='%s'} == 1\" $labels.switch_guid | query }}"
+    "the leaf's forwarding table routes unevenly over its uplinks; {{ end }}"
+    "{{ with printf \"(fabricmon_check_status{device='%s',check=~'" + NCCL_PATH_CHECKS + "'} >= 1) unless on (port)"
+    " label_replace(vector(1), 'port', '%s', '', '')\" $labels.switch_guid $labels.switch_port_fabric | query }}"
+    "{{ range . }}{{ .Labels.check }} on the leaf's port {{ .Labels.port }}; {{ end }}{{ end }}")
+
+
+def nccl_alerts(base: str, scheme: str) -> list[dict]:
+    """The slow-job alert, with map_url: the map of the collector that flags the path (fabric_instance),
+    opened on the cabled switch."""
+    rule = alert(
+        "FabricmonNcclSlowOnFlaggedPath", nccl_slow_on_flagged_path(), "critical", FOR["nccl_slow_path"],
+        "A job's NCCL collectives run slow over a link the fabric collector flags.",
+        "Slurm job {{ $labels.job_id }} runs slow on {{ $labels.instance }} GPU {{ $labels.gpu }}"
+        " ({{ $labels.operation }} {{ $labels.message_size }}, communicator \"{{ $labels.comm }}\"): bus bandwidth "
+        + _nccl_value("fabricmon_nccl_bus_bandwidth_gbs", 'printf "%.1f"') + " GB/s, "
+        + _nccl_value("fabricmon_nccl_baseline_ratio", "humanizePercentage") + " of its baseline and "
+        + _nccl_value("fabricmon_nccl_line_rate_ratio", "humanizePercentage") + " of the line rate."
+        " Its traffic leaves by {{ $labels.device }} port {{ $labels.port }}, cabled to {{ $labels.switch }}"
+        " ({{ $labels.switch_guid }}) port {{ $labels.switch_port_fabric }}, where the fabric collector finds: "
+        + NCCL_VERDICTS + "repair that link (the fabric alert on it has the runbook), not the job.", base)
+    rule["annotations"]["map_url"] = map_url(scheme).replace("$labels.instance", "$labels.fabric_instance")
+    peers = ("{{ with printf \"fabricmon_nccl_ras_missing_ranks{instance='%s',comm='%s'}\" $labels.instance"
+             " (reReplaceAll \"^comm:\" \"\" $labels.device) | query }}{{ range $i, $s := sortByLabel \"peer_host\" . }}"
+             "{{ if $i }}, {{ end }}{{ $s.Value | printf \"%.0f\" }} on {{ $s.Labels.peer_host }}"
+             " ({{ $s.Labels.state }}){{ end }}{{ else }}unknown{{ end }}")
+    ras = alert("FabricmonNcclPeerMissing", f'fabricmon_check_status{{{SELECTOR},check="nccl_ras_peer"}} == 1', "warning",
+                FOR["nccl_ras_peer"], "NCCL's RAS reports ranks of a communicator dead or unresponsive.",
+                "{{ $labels.instance }}: NCCL communicator {{ $labels.device }} is missing ranks: " + peers
+                + ". The job is hung or dying there; `fabricmon check -v` on this node names each rank's pid and"
+                " GPU.", base)
+    return [rule, ras]
+
+
 def build(base: str | None = None, map_scheme: str = "http") -> str:
     base = base or DEFAULT_RUNBOOK_BASE.replace("SCHEME", map_scheme)
     doc = {"groups": [
@@ -776,6 +862,7 @@ def build(base: str | None = None, map_scheme: str = "http") -> str:
         {"name": "fabricmon.fabric.alerts", "rules": with_map_urls(fabric_alerts(base), map_scheme)},
         {"name": "fabricmon.optics.alerts",
          "rules": optics_node_alerts(base) + with_map_urls(optics_fabric_alerts(base), map_scheme)},
+        {"name": "fabricmon.nccl.alerts", "rules": nccl_alerts(base, map_scheme)},
     ]}
 
     class Dumper(yaml.SafeDumper):

@@ -10,8 +10,9 @@ import functools
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-from fabricmon.checks import fabric_placement, optics
+from fabricmon.checks import fabric_placement, nccl, optics
 from fabricmon.checks.fabric_placement import PlacementCheckConfig
+from fabricmon.checks.nccl import NcclSlowConfig
 from fabricmon.checks.optics import OpticsCheckConfig
 from fabricmon.schema import (ConfigError, Context, Field, Schema, boolean, choice, number, section,
                               warning_below_critical)
@@ -40,6 +41,7 @@ class ChecksConfig:
     counters: dict[str, CounterCheckConfig]
     optics: OpticsCheckConfig = field(default_factory=OpticsCheckConfig)
     placement: PlacementCheckConfig = field(default_factory=PlacementCheckConfig)
+    nccl_slow_collective: NcclSlowConfig = field(default_factory=NcclSlowConfig)
 
 
 # Counter checks: name -> (counters summed, window s, warning, critical)
@@ -118,6 +120,8 @@ CHECKS: Schema[ChecksConfig] = Schema(fields=(
     section("optics", optics.SCHEMA, "the optics checks ([optics.md](optics.md#checks))"),
     section("placement", fabric_placement.SCHEMA, "the fabric collector's placement check: running jobs spanning "
             "more leaves than needed ([slurm-topology.md](slurm-topology.md#placement))"),
+    section("nccl_slow_collective", nccl.SCHEMA, "a job's NCCL collectives slower than its baseline or its NIC's "
+            "line rate ([nccl.md](nccl.md#findings))"),
 ), build=lambda v, key, ctx: ChecksConfig(counters={n: v[n] for n in COUNTER_CHECKS},
                                            **{k: x for k, x in v.items() if k not in COUNTER_CHECKS}),
     doc="Every check with its thresholds: [checks.md](checks.md).")

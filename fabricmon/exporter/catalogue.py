@@ -20,7 +20,7 @@ from fabricmon.model.health import health_status
 from fabricmon.model.fabric import EcmpGroup, FabricPort, FabricSection, RouteBalance
 from fabricmon.model.gpu import AffinityResult, GpuInfo
 from fabricmon.model.jobs import JobsSection
-from fabricmon.model.nccl import NcclPath
+from fabricmon.model.nccl import NcclPath, NcclSection
 from fabricmon.model.optics import LaneDiag, ModuleDiag, NodeModule
 from fabricmon.model.ports import PortView
 from fabricmon.model.roce import NetdevInfo, RoceView, roce_mtu
@@ -190,11 +190,16 @@ NCCL_PATH = ("job_id", "comm", "operation", "message_size", "algo_proto", "n_nod
 
 
 def _nccl_paths(value: Callable[[NcclPath], float | None]) -> Callable[[Snapshot], Iterator[Sample]]:
+    return _nccl_judged(lambda sec, p: value(p))
+
+
+def _nccl_judged(value: Callable[[NcclSection, NcclPath], float | None]) -> Callable[[Snapshot], Iterator[Sample]]:
+    """A per-path series whose value needs the section (the learned baselines, the slow paths)."""
     def fn(snap: Snapshot) -> Iterator[Sample]:
         if snap.nccl is None:
             return
         for p in snap.nccl.paths:
-            v = value(p)
+            v = value(snap.nccl, p)
             if v is None:
                 continue
             m = p.measure
@@ -220,6 +225,24 @@ def _nccl_expired(snap: Snapshot) -> Iterator[Sample]:
 def _nccl_unjoined(snap: Snapshot) -> Iterator[Sample]:
     if snap.nccl is not None:
         yield (), snap.nccl.unjoined
+
+
+def _ras_missing(snap: Snapshot) -> Iterator[Sample]:
+    r = snap.ras
+    if r is None or r.refused:
+        return
+    counts: dict[tuple[str, str, str], int] = {}
+    for c in r.comms:
+        for p in c.missing:
+            k = (c.hash, p.host, "dead" if p.dead else "unresponsive" if p.unresponsive else "missing")
+            counts[k] = counts.get(k, 0) + 1
+    yield from sorted(counts.items())
+
+
+def _ras_refused(snap: Snapshot) -> Iterator[Sample]:
+    r = snap.ras
+    if r is not None and r.refused:
+        yield (r.version or "before 2.28.7",), 1
 
 
 # --- RoCE -----------------------------------------------------------------------------------
@@ -722,6 +745,23 @@ CATALOGUE: tuple[Metric, ...] = (
     Metric("fabricmon_nccl_line_rate_ratio", G, "Bus bandwidth over the data rate of the NIC port it leaves by "
            "(rate / 8, GB/s): the seeds' target for large all-reduce messages is 0.8 or more. Absent where the "
            "port or its rate is unknown.", NCCL_PATH, _nccl_paths(lambda p: p.line_rate_ratio)),
+    Metric("fabricmon_nccl_baseline_gbs", G, "The job's own bus bandwidth on this path, learned over its first "
+           "checks.nccl_slow_collective.learn_seconds (the median of its dumps; kept across daemon restarts), "
+           "labelled as fabricmon_nccl_bus_bandwidth_gbs. Absent while learning.", NCCL_PATH,
+           _nccl_judged(lambda sec, p: sec.baseline_gbs.get(p.baseline_key))),
+    Metric("fabricmon_nccl_baseline_ratio", G, "Bus bandwidth over the job's own baseline "
+           "(fabricmon_nccl_baseline_gbs): below checks.nccl_slow_collective.baseline_fraction the path is slow. "
+           "Joins the fabric collector's port series through fabricmon_fabric_link_info (node_guid, port; "
+           "docs/nccl.md).", NCCL_PATH, _nccl_judged(NcclSection.baseline_ratio)),
+    Metric("fabricmon_nccl_slow", G, "1 while the nccl_slow_collective check calls this path slow (below its "
+           "baseline fraction, or a large collective below its line-rate fraction), else 0.", NCCL_PATH,
+           _nccl_judged(lambda sec, p: 1 if p.baseline_key in sec.slow else 0)),
+    Metric("fabricmon_nccl_ras_missing_ranks", G, "Ranks NCCL's RAS reports missing from a communicator (the "
+           "nccl_ras source, opt-in), by communicator hash, the peer's host and its state (dead, unresponsive).",
+           ("comm", "peer_host", "state"), _ras_missing),
+    Metric("fabricmon_nccl_ras_refused", G, "1 while the NCCL answering RAS here is a version fabricmon does not "
+           "read (before 2.28.7: no JSON; 2.28.7-2.29.6: invalid JSON for missing ranks; docs/nccl.md#ras).",
+           ("version",), _ras_refused),
     Metric("fabricmon_nccl_inspector_files", G, "NCCL Inspector files of running jobs, by result: read (the last "
            "read taken), not_taken (being rewritten, garbage or too large: see the source's errors).", ("result",),
            _nccl_files),

@@ -20,6 +20,7 @@ from pathlib import Path
 from fabricmon.host.io import HostFileRead, HostIO, read_answer
 from fabricmon.host.mad import MadSettings, Request, answer_bytes, answer_text, exchange_key
 from fabricmon.host.kmsg import KmsgRead
+from fabricmon.host.ras import RasExchange
 from fabricmon.host.nvml import NvmlError, NvmlUnavailable
 from fabricmon.host.runner import CommandResult
 from fabricmon.host.snmp import WalkSpec
@@ -213,6 +214,9 @@ class RecordingIO:
                                min_mtime: float = 0.0) -> HostFileRead:
         raise OSError(errno.EOPNOTSUPP, "NCCL Inspector files are not recorded in a bundle", path)
 
+    def ras_status(self, address: str, port: int, timeout: float, max_bytes: int) -> RasExchange:
+        raise OSError(errno.EOPNOTSUPP, "NCCL RAS is not recorded in a bundle", f"{address}:{port}")
+
     def close(self) -> None:
         self.inner.close()
 
@@ -363,6 +367,9 @@ class ReplayIO:
     def read_host_file_bounded(self, path: str, max_bytes: int, tail: bool = False,
                                min_mtime: float = 0.0) -> HostFileRead:
         raise OSError(errno.EOPNOTSUPP, "NCCL Inspector files are not recorded in a bundle", path)
+
+    def ras_status(self, address: str, port: int, timeout: float, max_bytes: int) -> RasExchange:
+        raise OSError(errno.EOPNOTSUPP, "NCCL RAS is not recorded in a bundle", f"{address}:{port}")
 
     def close(self) -> None:
         pass

@@ -22,6 +22,7 @@ from typing import Any, Protocol
 from fabricmon.host import mad, nvml
 from fabricmon.host.kmsg import KmsgRead, KmsgReader
 from fabricmon.host.mad import MadSettings, Request
+from fabricmon.host.ras import RasExchange, ras_status
 from fabricmon.host.snmp import WalkSpec, walk_many
 from fabricmon.host.runner import DEFAULT_TOOL_DIRS, CommandResult, kill_all, resolve_program, run_command
 
@@ -66,6 +67,8 @@ class HostIO(Protocol):
     # the kernel log (/dev/kmsg at `path`): the records after sequence number `after`, at most `limit`;
     # OSError where it cannot be opened (the caller falls back to the journal)
     def kmsg(self, path: str, after: int | None, limit: int) -> KmsgRead: ...
+    # NCCL's RAS port: one JSON STATUS conversation (host.ras; never VERBOSE); OSError where none answers
+    def ras_status(self, address: str, port: int, timeout: float, max_bytes: int) -> RasExchange: ...
     def sweep(self, root: str, rel: str) -> None: ...
     def commit_file(self, tmp: str, final: str) -> None: ...
     # the daemon (this pipeline) is stopping: kill the tools this HostIO has in flight, no others
@@ -269,6 +272,9 @@ class LiveIO:
 
     def kill_tools(self) -> None:
         kill_all(owner=self)
+
+    def ras_status(self, address: str, port: int, timeout: float, max_bytes: int) -> RasExchange:
+        return ras_status(address, port, timeout, max_bytes)
 
     def kmsg(self, path: str, after: int | None, limit: int) -> KmsgRead:
         with self._lock:

@@ -7,7 +7,8 @@ docs/nccl.md says where the files come from and what fabricmon does with them.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import statistics
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from fabricmon.model.gpu import AffinityResult
@@ -71,6 +72,9 @@ def nvml_uuid(file_uuid: str) -> str:
     return "GPU-" + file_uuid.lower()
 
 
+BaselineKey = tuple[str, str, str, str, str]    # (job, comm, operation, message_size, NVML GPU UUID)
+
+
 @dataclass(frozen=True, slots=True)
 class NcclPath:
     """One network measure joined to where its traffic leaves the node: the GPU NVML sees under the
@@ -86,6 +90,13 @@ class NcclPath:
     switch: str = ""            # the cabled switch's node description (iblinkinfo, else learned)
     switch_port: int | None = None
     line_rate_gbs: float | None = None      # the port's data rate in GB/s (rate_gbps / 8)
+    sampled_at: float = 0.0     # the file's mtime: when NCCL wrote this measure (a new value per dump)
+
+    @property
+    def baseline_key(self) -> BaselineKey:
+        """What a baseline is learned for: one job's communicator, operation and size bucket on one GPU."""
+        m = self.measure
+        return (m.job, m.comm, m.operation, m.message_size, self.gpu_uuid)
 
     @property
     def line_rate_ratio(self) -> float | None:
@@ -102,6 +113,14 @@ class NcclSection:
     file_errors: int = 0        # of them, those whose last read was not taken
     expired: int = 0            # files of ended jobs forgotten so far
     unjoined: int = 0           # network measures whose GPU UUID no NVML GPU here has
+    baseline_gbs: dict[BaselineKey, float] = field(default_factory=dict)   # learned (NcclBaselines), by path
+    slow: dict[BaselineKey, str] = field(default_factory=dict)  # paths the nccl_slow_collective check flags: why
+
+    def baseline_ratio(self, p: NcclPath) -> float | None:
+        """Bus bandwidth over the job's own learned baseline (None until learned)."""
+        base = self.baseline_gbs.get(p.baseline_key)
+        bw = p.measure.busbw_gbs
+        return None if bw is None or not base else bw / base
 
 
 def _port_of(device: str, ports: Mapping[tuple[str, int], PortView]) -> PortView | None:
@@ -134,9 +153,114 @@ def join(data: NcclData, affinity: AffinityResult, devices: Mapping[str, DeviceV
             sec.paths.append(NcclPath(
                 m, uuid, g.index, dev, p.port if p else None, d.node_guid if d else "",
                 p.peer if p else "", p.peer_port if p else None,
-                p.rate_gbps / 8 if p is not None and p.rate_gbps else None))
+                p.rate_gbps / 8 if p is not None and p.rate_gbps else None, f.mtime))
     return sec
 
 
-__all__ = ["COLLECTIVE", "P2P", "NcclData", "NcclFile", "NcclMeasure", "NcclPath", "NcclSection", "join",
-           "nvml_uuid"]
+MAX_LEARN_SAMPLES = 64
+
+
+@dataclass(slots=True)
+class JobBaseline:
+    """One path's bus bandwidth while its job was young: the samples of the learning window, then
+    their median, kept for the job's life."""
+    first: float                # wall-clock time of the first sample
+    last: float                 # the last sample's time (the file's mtime: one sample per dump)
+    samples: list[float] = field(default_factory=list)
+    gbs: float | None = None    # the learned baseline (None while learning)
+
+
+@dataclass(slots=True)
+class NcclBaselines:
+    """Every job's learned baselines, by path (NcclPath.baseline_key). A baseline is the median bus
+    bandwidth of the dumps in the job's first `learn_seconds` (at least `min_samples` of them); a job
+    that starts already slow learns a slow baseline, which the line-rate judgement still catches.
+    Forgotten `forget_after` seconds after its last dump (the job ended)."""
+    entries: dict[BaselineKey, JobBaseline] = field(default_factory=dict)
+
+    def learn(self, paths: Iterable[NcclPath], now: float, learn_seconds: float, min_samples: int,
+              forget_after: float) -> bool:
+        """Take each path's new dump (one whose file time is newer than the last taken) into its
+        baseline while it learns. Returns whether anything changed."""
+        changed = False
+        for p in paths:
+            bw = p.measure.busbw_gbs
+            if bw is None or bw <= 0 or not p.sampled_at:
+                continue
+            key = p.baseline_key
+            b = self.entries.get(key)
+            if b is None:
+                b = self.entries[key] = JobBaseline(first=p.sampled_at, last=0.0)
+            if p.sampled_at <= b.last:
+                continue
+            b.last = p.sampled_at
+            changed = True
+            if b.gbs is not None:
+                continue
+            b.samples = (b.samples + [bw])[-MAX_LEARN_SAMPLES:]
+            if p.sampled_at - b.first >= learn_seconds and len(b.samples) >= min_samples:
+                b.gbs = statistics.median(b.samples)
+                b.samples = []
+        for key in [k for k, b in self.entries.items() if now - b.last > forget_after and b.last]:
+            del self.entries[key]
+            changed = True
+        return changed
+
+    def learned(self) -> dict[BaselineKey, float]:
+        return {k: b.gbs for k, b in self.entries.items() if b.gbs is not None}
+
+    def to_dict(self) -> dict[str, object]:
+        return {"version": 1, "baselines": [
+            {"key": list(k), "first": b.first, "last": b.last, "samples": b.samples, "gbs": b.gbs}
+            for k, b in sorted(self.entries.items())]}
+
+    @classmethod
+    def from_dict(cls, doc: object) -> NcclBaselines:
+        if not isinstance(doc, dict) or not isinstance(doc.get("baselines"), list):
+            raise ValueError("not an NCCL baseline file (no `baselines` list)")
+        out = cls()
+        for raw in doc["baselines"]:
+            key = raw["key"]
+            if not isinstance(key, list) or len(key) != 5:
+                raise ValueError(f"baseline key {key!r} is not [job, comm, operation, message_size, uuid]")
+            gbs = raw.get("gbs")
+            out.entries[(str(key[0]), str(key[1]), str(key[2]), str(key[3]), str(key[4]))] = JobBaseline(
+                first=float(raw["first"]), last=float(raw["last"]), samples=[float(x) for x in raw.get("samples", [])],
+                gbs=None if gbs is None else float(gbs))
+        return out
+
+
+# --- RAS (docs/nccl.md#ras) ------------------------------------------------------------------
+
+@dataclass(frozen=True, slots=True)
+class RasPeer:
+    """A rank RAS reports missing from its communicator: where it ran and why it is missing."""
+    rank: int
+    host: str                   # as NCCL resolves the peer's address ("unknown" where it cannot)
+    pid: int
+    cuda_dev: int
+    nvml_dev: int
+    unresponsive: bool          # it did not answer RAS's collective
+    dead: bool                  # RAS considers its process dead
+
+
+@dataclass(frozen=True, slots=True)
+class RasComm:
+    hash: str                   # NCCL's communicator hash ("0x...")
+    size: int                   # ranks in the communicator
+    ranks_count: int            # ranks that answered
+    missing: tuple[RasPeer, ...] = ()
+
+
+@dataclass(slots=True)
+class RasData:
+    """The last RAS STATUS read on this node (sources.nccl_ras)."""
+    version: str = ""           # nccl_version of the answer ("" when nothing was read)
+    comms: list[RasComm] = field(default_factory=list)
+    refused: str = ""           # why this NCCL version is not queried (docs/nccl.md#ras), "" when it is
+    queried_at: float = 0.0     # when the last STATUS was sent (time.time())
+    local_host: str = ""        # this node's short host name (a missing peer here: its ports are known)
+
+
+__all__ = ["RasComm", "RasData", "RasPeer", "BaselineKey", "COLLECTIVE", "JobBaseline", "P2P", "NcclBaselines", "NcclData", "NcclFile", "NcclMeasure",
+           "NcclPath", "NcclSection", "join", "nvml_uuid"]

@@ -15,7 +15,7 @@ if TYPE_CHECKING:
     from fabricmon.model.gpu import AffinityResult, GpuData, GpudirectStatus
     from fabricmon.model.jobs import JobsSection
     from fabricmon.model.kernel_log import KernelSection
-    from fabricmon.model.nccl import NcclSection
+    from fabricmon.model.nccl import NcclSection, RasData
     from fabricmon.model.optics import OpticsSection
     from fabricmon.model.ports import DeviceView, LinkVerdict, PortView
     from fabricmon.model.roce import RoceView
@@ -104,6 +104,7 @@ class Sections(TypedDict, total=False):
     optics: OpticsSection | None
     kernel: KernelSection | None
     nccl: NcclSection | None
+    ras: RasData | None
     inventory_known: bool
     unknown: str
 
@@ -127,6 +128,7 @@ class Snapshot:
     optics: OpticsSection | None = None     # when the optics source runs, else None
     kernel: KernelSection | None = None     # when the kernel_log source has data, else None
     nccl: NcclSection | None = None         # when the nccl_inspector source has data, else None
+    ras: RasData | None = None              # NCCL RAS's last answer, when the nccl_ras source runs
     # False until the port inventory is known (the inventory sources have answered): a daemon's
     # first snapshots may be built before sysfs/ibstat ran, and must not call the node empty.
     inventory_known: bool = True

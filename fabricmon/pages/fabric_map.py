@@ -14,7 +14,7 @@ from collections.abc import Mapping
 
 from fabricmon import ibspec
 from fabricmon.checks import OK, STATUS_NAMES, WARNING, Finding
-from fabricmon.model.fabric import EcmpGroup, FabricSection
+from fabricmon.model.fabric import EcmpGroup, FabricSection, host_name
 from fabricmon.model.placement import Placement
 from fabricmon.model.snapshot import Snapshot
 from fabricmon.pages.fabric_layout import (
@@ -283,13 +283,45 @@ def _footprint(snap: Snapshot, job: str, names: Mapping[str, str]) -> str:
         return ", ".join(f'<span data-job-switch="{g}">{esc(names.get(g, g))}</span>' for g in gs) or "none"
     hurt = [f for f in snap.findings if f.status != OK and any(j.job_id == job for j in f.jobs)]
     shown = ", ".join(esc(h) for h in hosts[:16]) + (f" +{len(hosts) - 16} more" if len(hosts) > 16 else "")
+    flagged = _flagged_paths(snap, frozenset(sws), frozenset(hosts), bool(higher), names)
     return (f'<section class="footprint" data-footprint="{esc(job)}" data-known="1"><h2>Job {esc(ref.text())}</h2>'
             f'<p>{len(hosts)} hosts ({shown}) under {len(leaves)} leaf switch{"es" if len(leaves) != 1 else ""}: '
             f'{sw_list(leaves)}. Its traffic can cross: {sw_list(higher) if higher else "no uplink (one leaf)"}.'
             f' <a href="/">clear</a></p>'
             + _placement(jobs.placement.get(job)) +
             f'<p data-job-findings="{len(hurt)}">{len(hurt)} finding{"s" if len(hurt) != 1 else ""} name this job.</p>'
-            f'</section>')
+            f'<div data-job-flagged="{len(flagged)}">'
+            + (f'Flagged on its paths: <ul>{"".join(flagged)}</ul>' if flagged else "No flagged link or imbalanced "
+               "group on its paths.") + '</div></section>')
+
+
+def _flagged_paths(snap: Snapshot, footprint: frozenset[str], hosts: frozenset[str], crosses: bool,
+                   names: Mapping[str, str]) -> list[str]:
+    """The links of a job's paths with a finding (WARNING, CRITICAL) on either end's switch port: its
+    hosts' cables, and links between two switches its traffic can cross; and, where its traffic leaves
+    its leaves, the imbalanced ECMP groups of its switches (issue 38 item 4)."""
+    sec: FabricSection = snap.fabric
+    out: dict[str, str] = {}
+    for f in snap.findings:
+        if f.status == OK or f.port is None or f.device not in footprint:
+            continue
+        sw = sec.switches.get(f.device)
+        link = sw.links.get(f.port) if sw is not None else None
+        if link is None or not (link.remote_guid in footprint or host_name(link.remote_guid, link.remote_name, {}) in hosts):
+            continue
+        key = f"{f.device}:{f.port}"
+        where = (f'{esc(names.get(f.device, f.device))} port {esc(sec.port_label(f.device, f.port))} to '
+                 f'"{esc(link.remote_name)}"[{link.remote_port}]')
+        out.setdefault(key, f'<li data-job-flagged-link="{esc(key)}">{where}:')
+        out[key] += f' {esc(f.check)} {STATUS_NAMES[f.status]}'
+    items = [v + "</li>" for _, v in sorted(out.items())]
+    if crosses:
+        for gr in sec.groups:
+            if gr.imbalanced and gr.guid in footprint:
+                items.append(f'<li data-job-flagged-group="{esc(gr.guid)}:{esc(gr.direction)}">'
+                             f'{esc(names.get(gr.guid, gr.guid))}: its {esc(gr.direction)} ECMP group is imbalanced'
+                             f' (max/mean {gr.ratio or 0:.2f})</li>')
+    return items
 
 
 def _placement(p: Placement | None) -> str:

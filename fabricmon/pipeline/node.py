@@ -20,6 +20,8 @@ from fabricmon.checks import affinity as affinity_checks
 from fabricmon.checks import degraded_link, inventory as inventory_checks, link_errors
 from fabricmon.checks import gpudirect as gpudirect_checks
 from fabricmon.checks import kernel_log as kernel_log_checks
+from fabricmon.checks import nccl as nccl_checks
+from fabricmon.checks import nccl_ras as nccl_ras_checks
 from fabricmon.checks import optics as optics_checks
 from fabricmon.checks import roce as roce_checks
 from fabricmon.config import Config
@@ -27,7 +29,7 @@ from fabricmon.checks.settings import COUNTER_CHECKS
 from fabricmon.model.gpu import GpuData, GpudirectFacts
 from fabricmon.model.history import CounterHistory, CounterIntake, ib_rule
 from fabricmon.model.kernel_log import KernelLogData, KernelSection
-from fabricmon.model.nccl import NcclData
+from fabricmon.model.nccl import NcclData, NcclSection, RasData
 from fabricmon.model.nccl import join as nccl_join
 from fabricmon.model.optics import OpticsData, OpticsPort, OpticsSection
 from fabricmon.model.ports import DeviceView, Inventory, PortView, merge
@@ -41,6 +43,7 @@ from fabricmon.parsers.ibstat import IbstatData
 from fabricmon.parsers.mlnx_qos import MlnxQosData
 from fabricmon.parsers.sysfs_ib import HwCountersData, SysfsData
 from fabricmon.pipeline.learned import LearnedStore
+from fabricmon.pipeline.nccl_baseline import NcclBaselineStore, nccl_baseline_path
 from fabricmon.pipeline.optics_baseline import BaselineStore, baseline_path
 
 log = structlog.get_logger("fabricmon.pipeline")
@@ -70,6 +73,8 @@ class NodeModel:
         # Each lane's learned receive power, kept beside the learned inventory (in memory when it is).
         self.optics_baseline = optics_baseline if optics_baseline is not None else \
             BaselineStore(baseline_path(self.learned.path))
+        # Each job's learned NCCL bus bandwidth, kept there too (a restart mid-job keeps the job's baseline).
+        self.nccl_baseline = NcclBaselineStore(nccl_baseline_path(self.learned.path))
         self.clock = clock
         self.history = history or CounterHistory(
             horizon=max(*(c.window for c in config.checks.counters.values()), *config.roce.windows()))
@@ -248,9 +253,24 @@ class NodeModel:
         findings += kernel_findings
         nccl_data = source_data(states, NcclData)
         nccl = nccl_join(nccl_data, aff, inv.devices, ib.ports) if nccl_data is not None else None
+        if nccl is not None:
+            findings += self._nccl_slow(nccl, now)
+        ras = source_data(states, RasData)
+        if ras is not None:
+            findings += nccl_ras_checks.evaluate(ras, ib.ports)
         jobs, findings = node_jobs(states, findings)
         return ({"ib": ib, "roce": RoceSection(views), "gpu": gpu, "inventory_known": inventory_known,
-                 "jobs": jobs, "unknown": unknown, "optics": optics, "kernel": kernel, "nccl": nccl}, findings)
+                 "jobs": jobs, "unknown": unknown, "optics": optics, "kernel": kernel, "nccl": nccl, "ras": ras},
+                findings)
+
+    def _nccl_slow(self, nccl: NcclSection, now: float) -> list[Finding]:
+        """The jobs' baselines learned from the new dumps, then the slow paths judged (checks.nccl)."""
+        cfg = self.config.checks.nccl_slow_collective
+        self.nccl_baseline.learn(nccl.paths, now, cfg)
+        learned = self.nccl_baseline.state.learned()
+        nccl.baseline_gbs = {p.baseline_key: learned[p.baseline_key] for p in nccl.paths if p.baseline_key in learned}
+        found, nccl.slow = nccl_checks.evaluate(nccl.paths, nccl.baseline_gbs, cfg)
+        return found
 
     def _kernel_log(self, states: Mapping[str, SourceState], inv: Inventory, ib: IbSection, gpus: GpuData | None,
                     now: float) -> tuple[KernelSection | None, list[Finding]]:

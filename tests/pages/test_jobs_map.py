@@ -82,3 +82,38 @@ def test_job_switches_metric_map_footprint_and_switch_details() -> None:
     assert b'data-footprint="10" data-known="1"' in pages.get("live", {"job": "10", "n": "123"})
     assert b"data-footprint" not in pages.get("live", {"job": "10<x>"})         # not a job id: ignored
     assert fabric_map.params(snap, "page", {"job": " 10 ", "n": "1"}) == (("job", "10"),)
+
+
+def test_the_footprint_lists_the_flagged_links_and_groups_on_the_jobs_paths() -> None:
+    """Issue 38 item 4: the job view names which of its paths cross a flagged link (its hosts' cables, the
+    links between its switches) or an imbalanced ECMP group, and leaves out what its traffic never crosses."""
+    from fabricmon.checks import WARNING
+    from fabricmon.model.fabric import EcmpGroup
+    cfg = from_dict({}, check_paths=False)
+    topo, _, g = topo_and_map()
+    model = FabricModel(cfg, clock=lambda: 5.0)
+    states = {"slurm_jobs": SourceState("slurm_jobs", True, 1, 1, records=ClusterJobsData, up=True, ran=True,
+                                        data=JOBS, data_time=2.0)}
+    sec = model.build({}, (True, True))[0]["fabric"]
+    sec.switches, sec.levels = dict(topo.switches), dict(topo.levels)
+    for key, info in topo.ports.items():
+        sec.ports[key] = FabricPort(key[0], key[1], info.role, info.link, up=info.up)
+
+    def port_to(sw: str, remote: str) -> int:
+        return next(p for (gg, p), info in topo.ports.items() if gg == g[sw] and info.link is not None
+                    and info.link.remote_name.startswith(remote))
+    cable = Finding("symbol_errors", g["leaf01"], port_to("leaf01", "host01"), CRITICAL, "errors")   # job 10's host
+    uplink = Finding("link_flap", g["core/L03"], port_to("core/L03", "core/S01"), WARNING, "flaps")  # job 11's path
+    sec.groups = [EcmpGroup(g["leaf01"], "leaf01", "up", [1, 2], [], imbalanced=True, ratio=2.0)]
+    jobs, out = FabricJobs(cfg.slurm.max_job_switch_series).apply(states, sec, topo, [cable, uplink])
+    snap = Snapshot(time=6.0, findings=out, sources={}, builds=BuildStats(), fabric=sec, jobs=jobs)
+
+    ten = fabric_map.live(snap, {"job": "10"})          # leaf01 + leaf03 below L01/L02: host01's cable, the group
+    assert f'data-job-flagged-link="{g["leaf01"]}:{cable.port}"' in ten and "symbol_errors CRITICAL" in ten
+    assert f'data-job-flagged-link="{g["core/L03"]}:{uplink.port}"' not in ten   # L03-S01 is not on its paths
+    assert f'data-job-flagged-group="{g["leaf01"]}:up"' in ten and 'data-job-flagged="2"' in ten
+    eleven = fabric_map.live(snap, {"job": "11"})       # leaf01 + leaf02 over the spines: the flapping uplink
+    assert f'data-job-flagged-link="{g["core/L03"]}:{uplink.port}"' in eleven and "link_flap WARNING" in eleven
+    assert f'data-job-flagged-link="{g["leaf01"]}:{cable.port}"' not in eleven   # host01 is not its host
+    twelve = fabric_map.live(snap, {"job": "12"})       # one host on leaf01: no uplink, no group
+    assert 'data-job-flagged="0"' in twelve and "No flagged link" in twelve

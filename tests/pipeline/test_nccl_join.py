@@ -34,7 +34,7 @@ def source(tmp_path: Path) -> NcclInspectorSource:
     return NcclInspectorSource(cfg, cfg.sources["nccl_inspector"])
 
 
-def node(nccl: NcclData) -> Snapshot:
+def node(nccl: NcclData, model: NodeModel | None = None) -> Snapshot:
     inv = Inventory()
     # the port inventory as the merge of sysfs and iblinkinfo gives it (peer: the cabled switch port)
     for dev, path, guid, leaf, sw_port in (("mlx5_0", NIC0, "0x0000000000000a01", "leaf03 (Quantum)", 17),
@@ -52,7 +52,7 @@ def node(nccl: NcclData) -> Snapshot:
 
     states = {"gpu": st("gpu", GpuData, gpus),
               "nccl_inspector": st("nccl_inspector", NcclData, nccl)}
-    model = NodeModel(from_dict({}))
+    model = model or NodeModel(from_dict({}))
     model.inventory = lambda _states: inv
     sections, findings = model.build(states)
     return Snapshot(time=1.0, findings=findings, sources=states, builds=BuildStats(), **sections)

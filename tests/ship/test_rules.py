@@ -10,7 +10,7 @@ import subprocess
 import pytest
 import yaml
 
-from ship_helpers import FABRICMON, ROOT, ethernet_exposition, exported_names, load_generator, require_tool
+from ship_helpers import FABRICMON, ROOT, ethernet_exposition, exported_names, load_generator, nccl_exposition, require_tool
 
 RULES = ROOT / "fabricmon" / "deploy" / "prometheus" / "fabricmon.rules.yml"
 RULE_TESTS = ROOT / "fabricmon" / "deploy" / "prometheus" / "fabricmon.rules.test.yml"
@@ -130,7 +130,7 @@ def test_every_daemon_check_has_an_alert(bundle_expositions):
 def test_rules_read_only_exported_metrics(bundle_expositions, fabric_exposition):
     """A renamed metric breaks the build: every fabricmon_* name in an expression or a template is exported
     by the node daemon or the fabric collector."""
-    exported = exported_names(fabric_exposition) | exported_names(ethernet_exposition())
+    exported = exported_names(fabric_exposition) | exported_names(ethernet_exposition()) | exported_names(nccl_exposition())
     for text in bundle_expositions.values():
         exported |= exported_names(text)
     text = RULES.read_text()
@@ -238,6 +238,9 @@ def test_fabric_alerts_about_a_switch_link_to_its_map():
     with_map = {a["alert"]: a["annotations"]["map_url"] for a in alerts() if "map_url" in a["annotations"]}
     assert {"FabricmonEcmpImbalance", "FabricmonFabricPortDown", "FabricmonFabricPortDegraded",
             "FabricmonRoutingImbalance", "FabricmonMissingUplinks"} <= set(with_map)
+    # a node's alert about the switch its path crosses opens the map of the collector that flags it
+    assert with_map.pop("FabricmonNcclSlowOnFlaggedPath") == \
+        "http://{{ $labels.fabric_instance }}/#select=switch:{{ $labels.switch_guid }}"
     assert set(with_map.values()) == {"http://{{ $labels.instance }}/#select=switch:{{ $labels.switch_guid }}"}
     for a in alerts():
         if "map_url" not in a["annotations"]:
