@@ -13,6 +13,8 @@ Without a rate, or with count thresholds configured, the counts apply as before.
 
 from __future__ import annotations
 
+import functools
+
 from fabricmon import ibspec
 from fabricmon.checks import OK, WARNING, CRITICAL, Finding
 from fabricmon.checks.settings import COUNTER_CHECKS, ChecksConfig, CounterCheckConfig
@@ -41,11 +43,19 @@ def _fmt_window(seconds: float) -> str:
 
 def saturated(p: PortView) -> dict[str, bool]:
     """Which saturable counters sit at their maximum on this port (the counter intake's rule)."""
+    counters, bits = p.counters, p.counter_bits
     out = {}
     for name in ibspec.SATURABLE:
-        v = p.counters.get(name)
-        out[name] = v is not None and ib_rule(name, p.counter_bits.get(name)).at_max(v)
+        v = counters.get(name)
+        # a saturable counter's rule at its width: at its maximum only at the top of that width
+        out[name] = v is not None and v >= _top(name, bits.get(name)) and ib_rule(name, bits.get(name)).at_max(v)
     return out
+
+
+@functools.lru_cache(maxsize=256)
+def _top(name: str, bits: int | None) -> int:
+    """The smallest value at which the counter may be saturated (its rule's maximum at that width)."""
+    return (1 << ib_rule(name, bits).bits) - 1
 
 
 def ber_limits(cc: CounterCheckConfig, rate_gbps: float | None) -> tuple[float | None, float | None] | None:

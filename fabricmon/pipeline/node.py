@@ -25,7 +25,7 @@ from fabricmon.checks import roce as roce_checks
 from fabricmon.config import Config
 from fabricmon.checks.settings import COUNTER_CHECKS
 from fabricmon.model.gpu import GpuData, GpudirectFacts
-from fabricmon.model.history import CounterHistory, CounterIntake, ib_rule
+from fabricmon.model.history import CounterHistory, CounterIntake, CounterRule, ib_rule
 from fabricmon.model.kernel_log import KernelLogData, KernelSection
 from fabricmon.model.nccl import NcclData
 from fabricmon.model.nccl import join as nccl_join
@@ -77,6 +77,8 @@ class NodeModel:
         # Every port seen by a snapshot so far: key -> (link layer, wall-clock time last seen), so
         # that expected_inventory can name an adapter that vanished. `check` keeps it in its state.
         self.seen_ports: dict[tuple[str, int], tuple[str, float]] = {}
+        # port -> (its checked counters, their widths, their rules): _rules()
+        self._port_rules: dict[tuple[str, int], tuple[tuple[str, ...], dict[str, int], dict[str, CounterRule]]] = {}
 
     @staticmethod
     def inventory(states: Mapping[str, SourceState]) -> Inventory:
@@ -89,12 +91,25 @@ class NodeModel:
                 continue
             src = states.get(p.counter_source or "")
             t = src.data_time if src else self.clock()
-            bits = p.counter_bits
             # traffic counters feed no check: keep no history for them (the same sample again is skipped)
-            rules = {n: ib_rule(n, bits.get(n)) for n in p.counters if n in CHECKED_COUNTERS}
+            rules = self._rules(p)
             for name in self.intake.take_port(key, t, p.counters, rules, only=CHECKED_COUNTERS, stream="ib"):
                 log.info("counter decreased (reset)", device=p.device, port=p.port, counter=name)
         self.intake.prune(set(ports))
+
+    def _rules(self, p: PortView) -> dict[str, CounterRule]:
+        """The rules of the port's checked counters at their widths, kept while its widths and
+        counters stay the same (every poll of a steady port)."""
+        names = tuple(n for n in p.counters if n in CHECKED_COUNTERS)
+        kept = self._port_rules.get(p.key)
+        if kept is not None and kept[0] == names and kept[1] == p.counter_bits:
+            return kept[2]
+        if len(self._port_rules) > MAX_SEEN_PORTS:
+            self._port_rules.clear()
+        bits = p.counter_bits
+        rules = {n: ib_rule(n, bits.get(n)) for n in names}
+        self._port_rules[p.key] = (names, dict(bits), rules)
+        return rules
 
     # --- RoCE and GPU -----------------------------------------------------------------
     @staticmethod
