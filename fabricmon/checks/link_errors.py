@@ -33,6 +33,9 @@ ACTIONS = {
 }
 
 
+_NAMES = {check: "+".join(counters) for check, (counters, *_) in COUNTER_CHECKS.items()}
+
+
 def _fmt_window(seconds: float) -> str:
     if seconds >= 3600 and seconds % 3600 == 0:
         return f"{int(seconds // 3600)}h"
@@ -77,15 +80,17 @@ def evaluate_port(p: PortView, history: CounterHistory, checks: ChecksConfig, no
     can saturate was read."""
     findings = []
     where = label if label is not None else p.label()
+    read = p.counters.keys()
     for check, (counters, _w, _warn, _crit) in COUNTER_CHECKS.items():
-        cc = checks.counters[check]
-        if not any(c in p.counters for c in counters):
+        if read.isdisjoint(counters):
             continue
+        cc = checks.counters[check]
         total, covered = 0, 0.0
         for c in counters:
             inc, cov = history.increase((p.device, p.port, c), cc.window, now)
             total += inc
-            covered = max(covered, cov)
+            if cov > covered:
+                covered = cov
         status = OK
         limit = None
         warn, crit = cc.warning, cc.critical
@@ -96,7 +101,7 @@ def evaluate_port(p: PortView, history: CounterHistory, checks: ChecksConfig, no
             status, limit = CRITICAL, crit
         elif warn is not None and total >= warn:
             status, limit = WARNING, warn
-        names = "+".join(counters)
+        names = _NAMES[check]
         budget = ""
         if ber is not None and p.rate_gbps:
             ratio = cc.ber_critical if status == CRITICAL else cc.ber_warning
@@ -110,7 +115,7 @@ def evaluate_port(p: PortView, history: CounterHistory, checks: ChecksConfig, no
                    f"(threshold {limit:g} per {_fmt_window(cc.window)}{budget}): {ACTIONS[check]}")
         findings.append(Finding(check, p.device, p.port, status, msg))
     judged = saturated(p) if sat is None else sat
-    if not any(n in p.counters for n in judged):
+    if read.isdisjoint(judged):
         return findings                 # no counter that can saturate was read: not judged
     full = [n for n, s in judged.items() if s]
     if full:

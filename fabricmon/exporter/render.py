@@ -91,7 +91,7 @@ class Renderer:
             out: list[bytes] = []
             used: set[int] = set()
             label_sets = 0
-            small, fmt, text = _SMALL, _value, self._label_text
+            small, fmt, text, kept_get = _SMALL, _value, self._label_text, self._kept.get
             for m in CATALOGUE:
                 if m.counter_set not in sets:
                     continue
@@ -101,19 +101,19 @@ class Renderer:
                     for suffix, lv, n in m.buckets(snap):
                         append(m.name + suffix + text(("le",) if lv else (), lv) + " " + fmt(n) + "\n")
                 else:
-                    keys = m.labels
-                    cache = self._labels.get(keys)
-                    if cache is None:
-                        cache = self._labels[keys] = {}
-                    if id(cache) not in used:
-                        used.add(id(cache))
-                        label_sets += len(cache)
                     samples = list(m.samples(snap))
-                    kept = self._kept.get(m.name)
+                    kept = kept_get(m.name)
                     if kept is not None and kept[0] == samples:
                         if kept[1]:
                             out.append(kept[1])     # unchanged since the last render: the same text
                         continue
+                    keys = m.labels
+                    cache = self._labels.get(keys)
+                    if cache is None:
+                        cache = self._labels[keys] = {}
+                    if id(cache) not in used:       # the label sets in use (a kept family's are not counted)
+                        used.add(id(cache))
+                        label_sets += len(cache)
                     get = cache.get
                     name = m.exposed_name
                     for lv, value in samples:
