@@ -35,11 +35,7 @@ from fabricmon.model.roce import NetdevData, RoceView, record_roce_counters, roc
 from fabricmon.model.snapshot import (GpuSection, IbSection, RoceSection, Sections, SourceState, source_data,
                                       source_state)
 from fabricmon.pipeline.jobs import node_jobs
-from fabricmon.parsers.ethtool import EthtoolData
-from fabricmon.parsers.iblinkinfo import LinkData
-from fabricmon.parsers.ibstat import IbstatData
-from fabricmon.parsers.mlnx_qos import MlnxQosData
-from fabricmon.parsers.sysfs_ib import HwCountersData, SysfsData
+from fabricmon.model.node_records import EthtoolData, HwCountersData, IbstatData, LinkData, MlnxQosData, SysfsData
 from fabricmon.pipeline.learned import LearnedStore
 from fabricmon.pipeline.optics_baseline import BaselineStore, baseline_path
 
@@ -82,14 +78,21 @@ class NodeModel:
 
     @staticmethod
     def inventory(states: Mapping[str, SourceState]) -> Inventory:
-        return merge(s.data for s in states.values() if s.enabled and s.data is not None)
+        """The merge of the latest records (by type); each port's counters named by the source that
+        made their record (for the journal and the pages)."""
+        inv = merge(s.data for s in states.values() if s.enabled and s.data is not None)
+        for p in inv.ports.values():
+            if p.counter_record is not None:
+                st = source_state(states, p.counter_record)
+                p.counter_source = st.name if st is not None else None
+        return inv
 
     # --- counters -------------------------------------------------------------------
     def _record_ib_counters(self, states: Mapping[str, SourceState], ports: dict[tuple[str, int], PortView]) -> None:
         for key, p in ports.items():
             if not p.counters:
                 continue
-            src = states.get(p.counter_source or "")
+            src = source_state(states, p.counter_record) if p.counter_record is not None else None
             t = src.data_time if src else self.clock()
             # traffic counters feed no check: keep no history for them (the same sample again is skipped)
             rules = self._rules(p)
