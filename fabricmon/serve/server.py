@@ -635,11 +635,13 @@ class MetricsServer:
                 continue
             conn.phase = WRITE
             conn.deadline = time.monotonic() + self.cfg.write_timeout - DIRECT_WRITE
-            conn.events = selectors.EVENT_WRITE
+            # registered for what comes next: the rest of the answer, or (the handler sent it all, as
+            # it does for a scraper that reads) the next request, so that _write need not re-register
+            conn.events = selectors.EVENT_WRITE if conn.out else selectors.EVENT_READ
             with self._lock:
                 self._conns[conn] = None
             try:
-                self._sel.register(conn.sock, selectors.EVENT_WRITE, conn)
+                self._sel.register(conn.sock, conn.events, conn)
             except (ValueError, OSError):
                 self._close(conn)
                 continue
