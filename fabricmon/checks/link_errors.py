@@ -13,6 +13,8 @@ Without a rate, or with count thresholds configured, the counts apply as before.
 
 from __future__ import annotations
 
+import functools
+
 from fabricmon import ibspec
 from fabricmon.checks import OK, WARNING, CRITICAL, Finding
 from fabricmon.checks.settings import COUNTER_CHECKS, ChecksConfig, CounterCheckConfig
@@ -31,6 +33,9 @@ ACTIONS = {
 }
 
 
+_NAMES = {check: "+".join(counters) for check, (counters, *_) in COUNTER_CHECKS.items()}
+
+
 def _fmt_window(seconds: float) -> str:
     if seconds >= 3600 and seconds % 3600 == 0:
         return f"{int(seconds // 3600)}h"
@@ -41,11 +46,19 @@ def _fmt_window(seconds: float) -> str:
 
 def saturated(p: PortView) -> dict[str, bool]:
     """Which saturable counters sit at their maximum on this port (the counter intake's rule)."""
+    counters, bits = p.counters, p.counter_bits
     out = {}
     for name in ibspec.SATURABLE:
-        v = p.counters.get(name)
-        out[name] = v is not None and ib_rule(name, p.counter_bits.get(name)).at_max(v)
+        v = counters.get(name)
+        # a saturable counter's rule at its width: at its maximum only at the top of that width
+        out[name] = v is not None and v >= _top(name, bits.get(name)) and ib_rule(name, bits.get(name)).at_max(v)
     return out
+
+
+@functools.lru_cache(maxsize=256)
+def _top(name: str, bits: int | None) -> int:
+    """The smallest value at which the counter may be saturated (its rule's maximum at that width)."""
+    return (1 << ib_rule(name, bits).bits) - 1
 
 
 def ber_limits(cc: CounterCheckConfig, rate_gbps: float | None) -> tuple[float | None, float | None] | None:
@@ -67,15 +80,17 @@ def evaluate_port(p: PortView, history: CounterHistory, checks: ChecksConfig, no
     can saturate was read."""
     findings = []
     where = label if label is not None else p.label()
+    read = p.counters.keys()
     for check, (counters, _w, _warn, _crit) in COUNTER_CHECKS.items():
-        cc = checks.counters[check]
-        if not any(c in p.counters for c in counters):
+        if read.isdisjoint(counters):
             continue
+        cc = checks.counters[check]
         total, covered = 0, 0.0
         for c in counters:
             inc, cov = history.increase((p.device, p.port, c), cc.window, now)
             total += inc
-            covered = max(covered, cov)
+            if cov > covered:
+                covered = cov
         status = OK
         limit = None
         warn, crit = cc.warning, cc.critical
@@ -86,7 +101,7 @@ def evaluate_port(p: PortView, history: CounterHistory, checks: ChecksConfig, no
             status, limit = CRITICAL, crit
         elif warn is not None and total >= warn:
             status, limit = WARNING, warn
-        names = "+".join(counters)
+        names = _NAMES[check]
         budget = ""
         if ber is not None and p.rate_gbps:
             ratio = cc.ber_critical if status == CRITICAL else cc.ber_warning
@@ -100,7 +115,7 @@ def evaluate_port(p: PortView, history: CounterHistory, checks: ChecksConfig, no
                    f"(threshold {limit:g} per {_fmt_window(cc.window)}{budget}): {ACTIONS[check]}")
         findings.append(Finding(check, p.device, p.port, status, msg))
     judged = saturated(p) if sat is None else sat
-    if not any(n in p.counters for n in judged):
+    if read.isdisjoint(judged):
         return findings                 # no counter that can saturate was read: not judged
     full = [n for n, s in judged.items() if s]
     if full:

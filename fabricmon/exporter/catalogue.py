@@ -64,9 +64,17 @@ def _port_labels(key: tuple[str, int]) -> Labels:
     return lv
 
 
-def _ports(snap: Snapshot) -> Iterator[tuple[Labels, PortView]]:
-    for key, p in snap.ib.ports.items():
-        yield _port_labels(key), p
+# The last snapshot's ports with their labels: every per-port family of a render walks the same list.
+_PORTS_OF: tuple[object, list[tuple[Labels, PortView]]] = (None, [])
+
+
+def _ports(snap: Snapshot) -> list[tuple[Labels, PortView]]:
+    global _PORTS_OF
+    ib, ports = _PORTS_OF
+    if ib is not snap.ib:
+        ports = [(_port_labels(key), p) for key, p in snap.ib.ports.items()]
+        _PORTS_OF = (snap.ib, ports)
+    return ports
 
 
 def _port_gauge(get: Callable[[PortView], float | None]) -> Callable[[Snapshot], Iterator[Sample]]:

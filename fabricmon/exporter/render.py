@@ -57,12 +57,22 @@ class Renderer:
     MAX_LABEL_SETS, it starts over."""
 
     MAX_LABEL_SETS = 200_000
+    # A family whose samples equal its last render's is not formatted again: its bytes are reused
+    # (on a node most families, the ports' states, rates, error counters and checks, stay the same
+    # from one poll to the next). Kept for families of at most this many samples, and at most
+    # MAX_KEPT_BYTES in all, so that a fabric's large per-port families (whose counters move) are
+    # not held twice.
+    MAX_KEPT_SAMPLES = 4096
+    MAX_KEPT_BYTES = 8 << 20
 
     def __init__(self) -> None:
         # label names -> label values -> '{k="v",...}' (sorted by name, as prometheus_client writes them)
         self._labels: dict[tuple[str, ...], dict[tuple[str, ...], str]] = {}
         self._headers = {m.name: _header(m) for m in CATALOGUE}
         self._largest = 0           # label sets of the largest render so far
+        # family name -> (its samples, their text) as last rendered, within the bounds above
+        self._kept: dict[str, tuple[list[tuple[tuple[str, ...], float | None]], bytes]] = {}
+        self._kept_bytes = 0
         self._lock = threading.Lock()
 
     @staticmethod
@@ -81,7 +91,7 @@ class Renderer:
             out: list[bytes] = []
             used: set[int] = set()
             label_sets = 0
-            small, fmt, text = _SMALL, _value, self._label_text
+            small, fmt, text, kept_get = _SMALL, _value, self._label_text, self._kept.get
             for m in CATALOGUE:
                 if m.counter_set not in sets:
                     continue
@@ -91,16 +101,22 @@ class Renderer:
                     for suffix, lv, n in m.buckets(snap):
                         append(m.name + suffix + text(("le",) if lv else (), lv) + " " + fmt(n) + "\n")
                 else:
+                    samples = list(m.samples(snap))
+                    kept = kept_get(m.name)
+                    if kept is not None and kept[0] == samples:
+                        if kept[1]:
+                            out.append(kept[1])     # unchanged since the last render: the same text
+                        continue
                     keys = m.labels
                     cache = self._labels.get(keys)
                     if cache is None:
                         cache = self._labels[keys] = {}
-                    if id(cache) not in used:
+                    if id(cache) not in used:       # the label sets in use (a kept family's are not counted)
                         used.add(id(cache))
                         label_sets += len(cache)
                     get = cache.get
                     name = m.exposed_name
-                    for lv, value in m.samples(snap):
+                    for lv, value in samples:
                         if value is None:
                             continue        # absent: no sample
                         lab = get(lv)
@@ -109,10 +125,28 @@ class Renderer:
                             label_sets += 1
                         v = small.get(value)
                         append(name + lab + " " + (v if v is not None else fmt(value)) + "\n")
+                    body = (self._headers[m.name] + "".join(lines)).encode() if lines else b""
+                    self._keep(m.name, samples, body)
+                    if body:
+                        out.append(body)
+                    continue
                 if lines:
                     out.append((self._headers[m.name] + "".join(lines)).encode())
             self._largest = max(self._largest, label_sets)
             return b"".join(out)
+
+    def _keep(self, name: str, samples: list[tuple[tuple[str, ...], float | None]], body: bytes) -> None:
+        """Remember a family's samples and text for the next render, within the bounds."""
+        old = self._kept.pop(name, None)
+        if old is not None:
+            self._kept_bytes -= len(old[1])
+        if len(samples) > self.MAX_KEPT_SAMPLES:
+            return
+        if self._kept_bytes + len(body) > self.MAX_KEPT_BYTES:
+            self._kept.clear()
+            self._kept_bytes = 0
+        self._kept[name] = (samples, body)
+        self._kept_bytes += len(body)
 
 
 _default = Renderer()

@@ -7,8 +7,7 @@ from dataclasses import dataclass, field
 
 from fabricmon.model.finding import Finding
 from fabricmon.model.pci import gpudirect_capable
-from fabricmon.parsers.nccl_env import NcclHcaSpec
-from fabricmon.parsers.proc_modules import ModuleInfo
+from fabricmon.model.node_records import ModuleInfo, NcclHcaSpec
 
 
 @dataclass(slots=True)

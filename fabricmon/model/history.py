@@ -46,14 +46,16 @@ class CounterHistory:
         q = self._data.get(key)
         if q is None:
             q = self._data[key] = deque(maxlen=self.max_samples)
-        if q and t <= q[-1].t:
+        last = q[-1] if q else None
+        if last is not None and t <= last.t:
             return
-        if len(q) >= 2 and q[-1].value == value == q[-2].value \
-                and q[-1].saturated == saturated == q[-2].saturated:
+        if last is not None and len(q) >= 2 and last.value == value == q[-2].value \
+                and last.saturated == saturated == q[-2].saturated:
             # A run of equal values keeps only its first and last sample: every delta inside
             # it is zero, so totals are unchanged, and a quiet counter costs two samples
             # whatever the poll interval (which keeps a 12 h window cheap and complete).
-            q[-1] = Sample(t, value, saturated)
+            # The run's last sample moves to t (in place: no sample is handed out).
+            last.t = t
         else:
             q.append(Sample(t, value, saturated))
         while len(q) > 2 and q[1].t < t - self.horizon:

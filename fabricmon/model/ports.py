@@ -4,7 +4,7 @@ Precedence, most trusted first (sources are cross-checked, never trusted alone):
 - state: sysfs, then ibstat, then iblinkinfo;
 - width and speed: iblinkinfo (PortInfo), then sysfs `rate`, then ibstat's Rate (ibstat's
   rate is wrong under ibsim for HDR, and stale on a Down port);
-- counters: sysfs, then perfquery;
+- counters: sysfs, then perfquery (COUNTER_RECORDS: by record type, SysfsData before PerfqueryData);
 - identity (GUID, HCA type, firmware): sysfs, then ibstat.
 """
 
@@ -16,12 +16,17 @@ from typing import TypeVar
 
 from fabricmon import ibspec
 from fabricmon.model.finding import Finding
-from fabricmon.parsers.iblinkinfo import LinkData
-from fabricmon.parsers.ibstat import IbstatData
-from fabricmon.parsers.perfquery import PerfqueryData
-from fabricmon.parsers.sysfs_ib import HwCountersData, SysfsData
+from fabricmon.model.node_records import HwCountersData, IbstatData, LinkData, PerfqueryData, SysfsData
 
 R = TypeVar("R")
+# Where a port's counters come from, most trusted first: by record type, never by source name
+# (sysfs reads the HCA's own counters without a MAD; perfquery asks the PMA over the fabric).
+COUNTER_RECORDS: tuple[type, ...] = (SysfsData, PerfqueryData)
+
+
+def _outranked(held: type | None, new: type) -> bool:
+    """Whether counters already taken from `held` outrank those of `new` (COUNTER_RECORDS)."""
+    return held is not None and COUNTER_RECORDS.index(held) < COUNTER_RECORDS.index(new)
 
 
 @dataclass(slots=True)
@@ -56,7 +61,8 @@ class PortView:
     lid: int | None = None
     counters: dict[str, int] = field(default_factory=dict)       # canonical -> raw
     counter_bits: dict[str, int] = field(default_factory=dict)
-    counter_source: str | None = None
+    counter_record: type | None = None      # the record type the counters came from (COUNTER_RECORDS)
+    counter_source: str | None = None       # the name of the source that made it (the pipeline names it)
     hw_counters: dict[str, int] = field(default_factory=dict)
     # what the port is cabled to (iblinkinfo's remote end while the link is up; the learned
     # inventory's memory of it while it is down): the switch's node description and port
@@ -102,7 +108,7 @@ class Inventory:
         """The InfiniBand ports a per-port tool queries, sorted; optionally only those whose
         counters sysfs does not give."""
         return [key for key, p in sorted(self.ports.items())
-                if p.is_ib and not (without_sysfs_counters and p.counter_source == "sysfs")]
+                if p.is_ib and not (without_sysfs_counters and p.counter_record is SysfsData)]
 
     def counters_restricted(self, device: str) -> bool:
         """Whether no source may read the device's port counters (a restricted function)."""
@@ -174,15 +180,15 @@ def merge(records: Iterable[object]) -> Inventory:
             if sp.counters:
                 p.counters = dict(sp.counters)
                 p.counter_bits = dict(sp.counter_bits)
-                p.counter_source = "sysfs"
+                p.counter_record = SysfsData
     for name, why in (sysfs_data.restricted if sysfs_data else {}).items():
         if name in devices:
             devices[name].counters_restricted = why
     for (dev, num), cs in (perfq_data.ports if perfq_data else {}).items():
         p = ports.get((dev, num))
-        if p is None or p.counter_source == "sysfs":
+        if p is None or _outranked(p.counter_record, PerfqueryData):
             continue
-        p.counters, p.counter_bits, p.counter_source = dict(cs.counters), dict(cs.bits), "perfquery"
+        p.counters, p.counter_bits, p.counter_record = dict(cs.counters), dict(cs.bits), PerfqueryData
     for key, values in (hw_data.ports if hw_data else {}).items():
         p = ports.get(key)
         if p is not None:

@@ -9,8 +9,7 @@ from dataclasses import dataclass, field
 
 from fabricmon.model.history import CounterIntake
 from fabricmon.model.ports import DeviceView, PortView, pair_netdevs
-from fabricmon.parsers.ethtool import NetdevStats, RoceNetdevStats
-from fabricmon.parsers.mlnx_qos import QosResult
+from fabricmon.model.node_records import NetdevStats, QosResult, RoceNetdevStats
 
 
 @dataclass(frozen=True, slots=True, order=True)

@@ -7,9 +7,11 @@ An mlx5 netdev exposes 600+ statistics; only the small curated set in
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
 
 from fabricmon.parsers.errors import ParseError
+from fabricmon.model.node_records import (  # the records this parser returns (re-exported)
+    RoceNetdevStats as RoceNetdevStats, NetdevStats as NetdevStats, EthtoolData as EthtoolData,
+)
 
 __all__ = [
     "CURATED_ERROR_COUNTERS",
@@ -33,24 +35,6 @@ _RE_INT = re.compile(r"^[+-]?\d+$")
 _RE_PFC = re.compile(r"^(?P<dir>rx|tx)_prio(?P<prio>[0-7])_pause(?P<kind>|_duration|_transition)$")
 _RE_PRIO_DISCARDS = re.compile(r"^rx_prio[0-7]_discards$")
 _STORM = {"tx_pause_storm_warning_events": "warning", "tx_pause_storm_error_events": "error"}
-
-
-@dataclass(frozen=True, slots=True)
-class RoceNetdevStats:
-    """Curated RoCE/PFC counters of one netdev; absent counters are simply absent."""
-
-    pause: dict[tuple[int, str], int] = field(default_factory=dict)  # (prio, "rx"/"tx") -> frames
-    pause_duration_us: dict[tuple[int, str], int] = field(default_factory=dict)  # microseconds
-    pause_transitions: dict[tuple[int, str], int] = field(default_factory=dict)
-    pause_storm: dict[str, int] = field(default_factory=dict)  # "warning"/"error" -> events
-    errors: dict[str, int] = field(default_factory=dict)  # raw ethtool name -> value
-
-    def is_empty(self) -> bool:
-        """True when no curated counter was found (e.g. a non-mlx5 NIC)."""
-        return not (
-            self.pause or self.pause_duration_us or self.pause_transitions
-            or self.pause_storm or self.errors
-        )
 
 
 def parse_ethtool_stats(text: str) -> dict[str, int]:
@@ -108,15 +92,3 @@ def curate_roce_stats(stats: dict[str, int]) -> RoceNetdevStats:
         pause_storm=storm,
         errors=errors,
     )
-
-
-@dataclass(slots=True)
-class NetdevStats:
-    stats: RoceNetdevStats | None      # None when the driver has no statistics
-    count: int = 0                     # how many statistics ethtool printed (not exported)
-
-
-@dataclass(slots=True)
-class EthtoolData:
-    netdevs: dict[str, NetdevStats] = field(default_factory=dict)
-    tool_missing: bool = False

@@ -11,10 +11,12 @@ that is up but whose peer was not discovered ends in `"Port not available"`.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
 
 from fabricmon.ibspec import generation, generation_from_signal, parse_width, phys_state_id, state_id
 from fabricmon.parsers.errors import ParseError
+from fabricmon.model.node_records import (  # the records this parser returns (re-exported)
+    LinkInfo as LinkInfo, LinkData as LinkData,
+)
 
 # A port line starts with the port's GUID (default mode, CA ports) or the node's GUID and quoted
 # description (-l), or with the LID itself (switch ports in default mode).
@@ -41,23 +43,6 @@ _SWITCH_RE = re.compile(r"^Switch: 0x[0-9a-fA-F]+ (?P<desc>.*):$")
 _COULD_WIDTH = re.compile(r"Could be (\d+X)")
 _COULD_SPEED = re.compile(r"Could be ([\d.]+) Gbps")
 _COULD_FDR10 = re.compile(r"Could be FDR10\b")
-
-
-@dataclass(slots=True)
-class LinkInfo:
-    lid: int
-    port: int
-    width: int | None              # active lanes
-    lane_signal_gbps: float | None
-    generation: str | None         # "HDR", from the per-lane speed
-    state_id: int | None
-    phys_state_id: int | None
-    remote_lid: int | None
-    remote_port: int | None
-    remote_desc: str
-    could_be_width: int | None     # supported by both ends, when above the active width
-    could_be_generation: str | None
-    node_desc: str | None = None   # the local node's description, when printed
 
 
 def _fields(m: re.Match[str]) -> tuple[str | None, ...]:
@@ -121,9 +106,3 @@ def parse_iblinkinfo(text: str) -> list[LinkInfo]:
         first = next((ln for ln in text.split("\n") if ln.strip()), "empty output")
         raise ParseError(f"no iblinkinfo port line found ({first.strip()[:160]})")
     return links
-
-
-@dataclass(slots=True)
-class LinkData:
-    """iblinkinfo's view of each local (device, port) link."""
-    links: dict[tuple[str, int], LinkInfo] = field(default_factory=dict)

@@ -7,37 +7,16 @@ parser returns whatever complete adapters it saw, plus the trailing error text.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from fabricmon.parsers.errors import ParseError
+from fabricmon.model.node_records import (  # the records this parser returns (re-exported)
+    IbstatPort as IbstatPort, IbstatCa as IbstatCa, IbstatData as IbstatData,
+)
 
 _CA_RE = re.compile(r"^CA '(?P<name>[^']+)'\s*$")
 _PORT_RE = re.compile(r"^Port (?P<num>\d+):\s*$")
 _KV_RE = re.compile(r"^(?P<key>[A-Za-z][A-Za-z ]*):\s*(?P<value>.*?)\s*$")
-
-
-@dataclass(slots=True)
-class IbstatPort:
-    port: int
-    state: str | None = None
-    physical_state: str | None = None
-    rate_gbps: float | None = None
-    base_lid: int | None = None
-    sm_lid: int | None = None
-    port_guid: str | None = None
-    link_layer: str | None = None
-
-
-@dataclass(slots=True)
-class IbstatCa:
-    name: str
-    ca_type: str | None = None
-    num_ports: int | None = None
-    firmware_version: str | None = None
-    hardware_version: str | None = None
-    node_guid: str | None = None
-    system_image_guid: str | None = None
-    ports: list[IbstatPort] = field(default_factory=list)
 
 
 @dataclass(slots=True)
@@ -125,9 +104,3 @@ def parse_ibstat(text: str) -> IbstatResult:
         detail = errors[-1] if errors else (text.strip()[:120] or "empty output")
         raise ParseError(f"no 'CA' block in ibstat output ({detail})")
     return IbstatResult(cas=cas, errors=errors)
-
-
-@dataclass(slots=True)
-class IbstatData:
-    """The adapters `ibstat` listed (partial output before an ibpanic included)."""
-    cas: list[IbstatCa] = field(default_factory=list)

@@ -10,9 +10,11 @@ a missing PFC ``buffer`` row, and stray warning lines.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
 
 from fabricmon.parsers.errors import ParseError
+from fabricmon.model.node_records import (  # the records this parser returns (re-exported)
+    TrafficClass as TrafficClass, QosConfig as QosConfig, QosResult as QosResult, MlnxQosData as MlnxQosData,
+)
 
 __all__ = [
     "ETS_UNSUPPORTED_MESSAGE",
@@ -42,37 +44,6 @@ _RE_TC = re.compile(
 )
 _RE_TC_PRIO = re.compile(r"^priority:\s*(?P<prio>\d+)$")
 _SECTION_HEADERS = frozenset({"PFC configuration:", "dscp2prio mapping:", "default priority:"})
-
-
-@dataclass(frozen=True, slots=True)
-class TrafficClass:
-    """One ETS traffic class and the priorities mapped to it."""
-
-    tc: int
-    tsa: str  # "ets", "strict", "vendor" or "unknown"
-    bw_percent: int | None  # only set for tsa == "ets"
-    ratelimit: str  # "unlimited" or e.g. "25.0 Gbps"
-    priorities: tuple[int, ...]
-
-
-@dataclass(frozen=True, slots=True)
-class QosConfig:
-    """DCB/QoS settings of one netdev as reported by ``mlnx_qos``."""
-
-    dcbx_mode: str | None  # "os", "firmware" or the raw value lowercased
-    trust: str | None  # "pcp", "dscp" or "none"
-    dscp2prio: dict[int, int]  # dscp -> priority; empty when not printed
-    pfc_enabled: tuple[bool, ...]  # length 8, index = priority
-    pfc_buffer: tuple[int, ...] | None  # receive buffer index per priority
-    buffer_sizes: tuple[int, ...]  # receive buffer sizes in bytes
-    cable_len: int | None
-    traffic_classes: tuple[TrafficClass, ...]  # sorted by tc
-    default_priority: int | None = None  # from the ``default priority:`` block
-    buffer_total_size: int | None = None  # ``total_size=`` / ``max_buffer_size=``
-
-    def pfc_priorities(self) -> tuple[int, ...]:
-        """Priorities with PFC enabled."""
-        return tuple(p for p, on in enumerate(self.pfc_enabled) if on)
 
 
 def is_dcb_unsupported(text: str, returncode: int) -> bool:
@@ -185,15 +156,3 @@ def parse_mlnx_qos(text: str) -> QosConfig:
         default_priority=default_priority,
         buffer_total_size=buffer_total,
     )
-
-
-@dataclass(slots=True)
-class QosResult:
-    qos: QosConfig | None          # None when the netdev has no DCB
-    dcb_supported: bool = True
-
-
-@dataclass(slots=True)
-class MlnxQosData:
-    netdevs: dict[str, QosResult] = field(default_factory=dict)
-    tool_missing: bool = False     # enabled: auto and mlnx_qos is not installed

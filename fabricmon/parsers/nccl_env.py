@@ -17,9 +17,11 @@ raises ParseError, since it is a misconfiguration worth reporting.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 
 from fabricmon.parsers.errors import ParseError
+from fabricmon.model.node_records import (  # the records this parser returns (re-exported)
+    NcclHcaSpec as NcclHcaSpec,
+)
 
 _KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
@@ -52,27 +54,6 @@ def parse_env_file(text: str) -> dict[str, str]:
             continue
         env[key] = _unquote(value.strip())
     return env
-
-
-@dataclass(frozen=True)
-class NcclHcaSpec:
-    """Parsed NCCL_IB_HCA: ``entries`` are (device, port or None for any)."""
-
-    exclude: bool
-    exact: bool
-    entries: tuple[tuple[str, int | None], ...]
-
-    def matches(self, device: str, port: int) -> bool:
-        """Whether NCCL would use ``device`` port ``port`` under this spec."""
-        if not self.entries:
-            listed = True
-        else:
-            listed = any(
-                (device == name if self.exact else device.startswith(name))
-                and (want is None or want == port)
-                for name, want in self.entries
-            )
-        return listed != self.exclude
 
 
 def parse_nccl_ib_hca(value: str) -> NcclHcaSpec:

@@ -12,6 +12,9 @@ from dataclasses import dataclass, field
 
 from fabricmon.ibspec import COUNTER_BY_PERFQUERY
 from fabricmon.parsers.errors import ParseError
+from fabricmon.model.node_records import (  # the records this parser returns (re-exported)
+    PortCounterSet as PortCounterSet, PerfqueryData as PerfqueryData,
+)
 
 _HEADER_RE = re.compile(
     r"^# Port (?P<ext>extended )?counters: Lid (?P<lid>\d+) port (?P<port>\d+)", re.I)
@@ -58,15 +61,3 @@ def parse_perfquery(text: str) -> list[PerfqueryBlock]:
         first = next((ln for ln in text.splitlines() if ln.strip()), "empty output")
         raise ParseError(f"no perfquery counter block found ({first.strip()[:160]})")
     return blocks
-
-
-@dataclass(slots=True)
-class PortCounterSet:
-    counters: dict[str, int] = field(default_factory=dict)     # canonical name -> raw
-    bits: dict[str, int] = field(default_factory=dict)         # canonical name -> width
-
-
-@dataclass(slots=True)
-class PerfqueryData:
-    """PortCounters (+ PortCountersExtended) of each local (device, port)."""
-    ports: dict[tuple[str, int], PortCounterSet] = field(default_factory=dict)

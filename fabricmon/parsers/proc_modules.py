@@ -8,24 +8,15 @@ first branch of the open kernel module, so "CUDA 11.7+" is checked here as
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 
 from fabricmon.parsers.errors import ParseError
+from fabricmon.model.node_records import (  # the records this parser returns (re-exported)
+    ModuleInfo as ModuleInfo,
+)
 
 
 _STATES = frozenset({"Live", "Loading", "Unloading"})
 _VERSION = re.compile(r"(?<![\w.])(\d+\.\d+(?:\.\d+)?)(?![\w.])")
-
-
-@dataclass(frozen=True)
-class ModuleInfo:
-    """One /proc/modules line; refcount is None when the kernel prints ``-``."""
-
-    name: str
-    size: int
-    refcount: int | None
-    used_by: tuple[str, ...]
-    state: str
 
 
 def _is_uint(text: str) -> bool:

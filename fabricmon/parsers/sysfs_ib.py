@@ -3,58 +3,16 @@
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
 
 from fabricmon.ibspec import generation_from_rate
 from fabricmon.parsers.errors import ParseError
+from fabricmon.model.node_records import (  # the records this parser returns (re-exported)
+    SysfsPort as SysfsPort, SysfsDevice as SysfsDevice, HwCountersData as HwCountersData, SysfsData as SysfsData,
+)
 
 _ENUM_RE = re.compile(r"^\s*(?P<id>\d+)\s*:\s*(?P<name>.*?)\s*$")
 _RATE_RE = re.compile(
     r"^\s*(?P<gbps>[\d.]+)\s*Gb/sec(?:\s*\((?P<width>\d+)X\s*(?P<gen>[A-Za-z0-9]+)?\))?\s*$")
-
-
-
-@dataclass(slots=True)
-class SysfsPort:
-    port: int
-    state_id: int | None = None            # state
-    phys_state_id: int | None = None       # phys_state
-    rate_gbps: float | None = None         # rate
-    width: int | None = None
-    generation: str | None = None
-    link_layer: str | None = None          # link_layer
-    port_guid: str | None = None           # gids/0
-    counters: dict[str, int] = field(default_factory=dict)      # counters/ (+ counters_ext/): canonical -> raw
-    counter_bits: dict[str, int] = field(default_factory=dict)  # width of each counter read
-
-
-@dataclass(slots=True)
-class SysfsDevice:
-    name: str
-    hca_type: str | None = None            # hca_type
-    fw_ver: str | None = None              # fw_ver
-    board_id: str | None = None            # board_id
-    node_guid: str | None = None           # node_guid
-    netdevs: list[str] = field(default_factory=list)   # device/net/*
-    numa_node: int | None = None           # device/numa_node (None for -1)
-    pci_path: str | None = None            # realpath of device
-    pci_chain: tuple[str, ...] | None = None   # pci_path as a PCI chain (None: not a PCI device)
-    ports: dict[int, SysfsPort] = field(default_factory=dict)
-
-
-@dataclass(slots=True)
-class HwCountersData:
-    """mlx5 `hw_counters/` of every port (RoCE and QP diagnostics), by (device, port)."""
-    ports: dict[tuple[str, int], dict[str, int]] = field(default_factory=dict)
-
-
-@dataclass(slots=True)
-class SysfsData:
-    """Every RDMA device under /sys/class/infiniband (empty: no devices, not an error)."""
-    devices: dict[str, SysfsDevice] = field(default_factory=dict)
-    # devices whose port counters are not read, and why: a firmware-restricted function (a counter
-    # read failed EINVAL/EIO/EACCES), or named in sources.sysfs.counters_exclude_devices
-    restricted: dict[str, str] = field(default_factory=dict)
 
 
 def parse_enum(text: str) -> tuple[int, str]:

@@ -27,7 +27,7 @@ from fabricmon.checks import roce as roce_checks
 from fabricmon.config import Config
 from fabricmon.checks.settings import COUNTER_CHECKS
 from fabricmon.model.gpu import GpuData, GpudirectFacts
-from fabricmon.model.history import CounterHistory, CounterIntake, ib_rule
+from fabricmon.model.history import CounterHistory, CounterIntake, CounterRule, ib_rule
 from fabricmon.model.kernel_log import KernelLogData, KernelSection
 from fabricmon.model.nccl import NcclData, NcclSection, RasData
 from fabricmon.model.nccl import join as nccl_join
@@ -37,11 +37,7 @@ from fabricmon.model.roce import NetdevData, RoceView, record_roce_counters, roc
 from fabricmon.model.snapshot import (GpuSection, IbSection, RoceSection, Sections, SourceState, source_data,
                                       source_state)
 from fabricmon.pipeline.jobs import node_jobs
-from fabricmon.parsers.ethtool import EthtoolData
-from fabricmon.parsers.iblinkinfo import LinkData
-from fabricmon.parsers.ibstat import IbstatData
-from fabricmon.parsers.mlnx_qos import MlnxQosData
-from fabricmon.parsers.sysfs_ib import HwCountersData, SysfsData
+from fabricmon.model.node_records import EthtoolData, HwCountersData, IbstatData, LinkData, MlnxQosData, SysfsData
 from fabricmon.pipeline.learned import LearnedStore
 from fabricmon.pipeline.nccl_baseline import NcclBaselineStore, nccl_baseline_path
 from fabricmon.pipeline.optics_baseline import BaselineStore, baseline_path
@@ -82,24 +78,46 @@ class NodeModel:
         # Every port seen by a snapshot so far: key -> (link layer, wall-clock time last seen), so
         # that expected_inventory can name an adapter that vanished. `check` keeps it in its state.
         self.seen_ports: dict[tuple[str, int], tuple[str, float]] = {}
+        # port -> (its checked counters, their widths, their rules): _rules()
+        self._port_rules: dict[tuple[str, int], tuple[tuple[str, ...], dict[str, int], dict[str, CounterRule]]] = {}
 
     @staticmethod
     def inventory(states: Mapping[str, SourceState]) -> Inventory:
-        return merge(s.data for s in states.values() if s.enabled and s.data is not None)
+        """The merge of the latest records (by type); each port's counters named by the source that
+        made their record (for the journal and the pages)."""
+        inv = merge(s.data for s in states.values() if s.enabled and s.data is not None)
+        for p in inv.ports.values():
+            if p.counter_record is not None:
+                st = source_state(states, p.counter_record)
+                p.counter_source = st.name if st is not None else None
+        return inv
 
     # --- counters -------------------------------------------------------------------
     def _record_ib_counters(self, states: Mapping[str, SourceState], ports: dict[tuple[str, int], PortView]) -> None:
         for key, p in ports.items():
             if not p.counters:
                 continue
-            src = states.get(p.counter_source or "")
+            src = source_state(states, p.counter_record) if p.counter_record is not None else None
             t = src.data_time if src else self.clock()
-            bits = p.counter_bits
             # traffic counters feed no check: keep no history for them (the same sample again is skipped)
-            rules = {n: ib_rule(n, bits.get(n)) for n in p.counters if n in CHECKED_COUNTERS}
+            rules = self._rules(p)
             for name in self.intake.take_port(key, t, p.counters, rules, only=CHECKED_COUNTERS, stream="ib"):
                 log.info("counter decreased (reset)", device=p.device, port=p.port, counter=name)
         self.intake.prune(set(ports))
+
+    def _rules(self, p: PortView) -> dict[str, CounterRule]:
+        """The rules of the port's checked counters at their widths, kept while its widths and
+        counters stay the same (every poll of a steady port)."""
+        names = tuple(n for n in p.counters if n in CHECKED_COUNTERS)
+        kept = self._port_rules.get(p.key)
+        if kept is not None and kept[0] == names and kept[1] == p.counter_bits:
+            return kept[2]
+        if len(self._port_rules) > MAX_SEEN_PORTS:
+            self._port_rules.clear()
+        bits = p.counter_bits
+        rules = {n: ib_rule(n, bits.get(n)) for n in names}
+        self._port_rules[p.key] = (names, dict(bits), rules)
+        return rules
 
     # --- RoCE and GPU -----------------------------------------------------------------
     @staticmethod

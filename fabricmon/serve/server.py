@@ -29,6 +29,7 @@ import collections
 import errno
 import gzip
 import json
+import math
 import queue
 import resource
 import select
@@ -177,6 +178,8 @@ SCRAPE_QUEUE = 64
 PAGE_WORKERS = 2         # handlers for / (the pages): never the scrape's
 PAGE_QUEUE = 4
 FD_RESERVE = 0.5         # of the descriptor limit kept for the sources (subprocess pipes, files)
+SWEEP_AFTER_EVENTS = 0.1  # seconds: a pass that handled events sweeps the deadlines again within this
+SWEEP_IDLE = 1.0         # and the loop wakes at least this often
 
 
 class HttpErrors:
@@ -418,10 +421,14 @@ class MetricsServer:
             pass
 
     def _loop(self) -> None:
+        """Waits for events, and for the next deadline to sweep (a connection's, or the end of a
+        pause): an idle server wakes once a second, not ten times, so that serving costs nothing
+        between scrapes. Every deadline is set while events are handled, and the pass that handles
+        events sweeps again within 0.1 s, which finds the earliest deadline of all connections."""
         next_sweep = 0.0
         while not self._stopping:
             try:
-                events = self._sel.select(0.1)
+                events = self._sel.select(max(0.0, next_sweep - time.monotonic()))
             except OSError:          # the selector was closed under us (stop)
                 return
             for key, _ in events:
@@ -437,9 +444,10 @@ class MetricsServer:
                 else:
                     self._ready(key.data)
             now = time.monotonic()
+            if events:
+                next_sweep = min(next_sweep, now + SWEEP_AFTER_EVENTS)
             if now >= next_sweep:
-                self._sweep(now)
-                next_sweep = now + 0.1
+                next_sweep = min(self._sweep(now), now + SWEEP_IDLE)
         self._take_back()
 
     def _accept(self) -> None:
@@ -627,11 +635,13 @@ class MetricsServer:
                 continue
             conn.phase = WRITE
             conn.deadline = time.monotonic() + self.cfg.write_timeout - DIRECT_WRITE
-            conn.events = selectors.EVENT_WRITE
+            # registered for what comes next: the rest of the answer, or (the handler sent it all, as
+            # it does for a scraper that reads) the next request, so that _write need not re-register
+            conn.events = selectors.EVENT_WRITE if conn.out else selectors.EVENT_READ
             with self._lock:
                 self._conns[conn] = None
             try:
-                self._sel.register(conn.sock, selectors.EVENT_WRITE, conn)
+                self._sel.register(conn.sock, conn.events, conn)
             except (ValueError, OSError):
                 self._close(conn)
                 continue
@@ -669,12 +679,17 @@ class MetricsServer:
         if conn.buf or (isinstance(conn.sock, ssl.SSLSocket) and conn.sock.pending()):
             self._ready(conn)               # a pipelined request, already read
 
-    def _sweep(self, now: float) -> None:
+    def _sweep(self, now: float) -> float:
+        """Close the connections past their deadline, end a pause that is over; returns the next
+        deadline (inf when there is none)."""
         if self._paused_until and now >= self._paused_until:
             self._paused_until = 0.0
             self._sel.register(self._listener, selectors.EVENT_READ, "listen")
         with self._lock:
             late = [c for c in self._conns if c.deadline <= now]
+            soonest = min((c.deadline for c in self._conns if c.deadline > now), default=math.inf)
+        if self._paused_until:
+            soonest = min(soonest, self._paused_until)
         for c in late:
             if c.phase == IDLE:
                 self._close(c)               # an idle keep-alive connection: closed quietly
@@ -683,6 +698,7 @@ class MetricsServer:
             else:
                 what = "TLS handshake" if c.phase == HANDSHAKE else "request head"
                 self._drop(c, "timeout", f"no complete {what} within {self.cfg.header_timeout:g}s")
+        return soonest
 
     # --- the handlers: they make the answer, the loop sends it ----------------------------------
 

@@ -259,8 +259,15 @@ class SysfsSource(Source):
             if parsed is not None:
                 p.rate_gbps, p.width, p.generation = parsed
         n = len(pl.counters)
+        values = p.counters
         for (rel, key), answer in zip(pl.counters, answers[3:3 + n]):
-            self._counter(rel, key, answer, p.counters, out)
+            if answer.__class__ is str:
+                try:
+                    values[key] = int(answer)        # the common case: a decimal integer and a newline
+                    continue
+                except ValueError:
+                    pass
+            self._counter(rel, key, answer, values, out)
         bits = pl.counter_bits
         p.counter_bits = {name: bits[name] for name in p.counters}
         for (rel, key), answer in zip(pl.counters_ext, answers[3 + n:]):

@@ -12,7 +12,7 @@ PKG = REPO / "fabricmon"
 
 # layer folder -> modules it must never import
 FORBIDDEN = {
-    # parsers return records that live with them or in the model (record types only)
+    # parsers return records: the model's (record types only), or a parser's own intermediate results
     "parsers": ("fabricmon.sources", "fabricmon.checks", "fabricmon.model.snapshot", "fabricmon.model.history",
                 "fabricmon.pipeline", "fabricmon.exporter", "fabricmon.host", "fabricmon.config"),
     # a check declares its settings (a dataclass and its fabricmon.schema) and receives only them
@@ -31,9 +31,11 @@ FORBIDDEN = {
     # the host boundary is the bottom layer: device I/O (commands, files, NVML, SNMP, MADs) knows no record
     "host": ("fabricmon.sources", "fabricmon.parsers", "fabricmon.model", "fabricmon.checks", "fabricmon.pipeline",
              "fabricmon.exporter", "fabricmon.serve", "fabricmon.pages", "fabricmon.config"),
-    # types flow down: the model holds findings and verdicts as its own types, never a check's
-    "model": ("fabricmon.sources", "fabricmon.pipeline", "fabricmon.checks", "fabricmon.exporter", "fabricmon.serve",
-              "fabricmon.config", "fabricmon.fabric_settings"),
+    # types flow down: the model holds findings and verdicts as its own types, never a check's; the
+    # records live in the model (model/node_records.py, model/fabric.py, ...), which parsers import,
+    # never the other way round
+    "model": ("fabricmon.sources", "fabricmon.parsers", "fabricmon.pipeline", "fabricmon.checks",
+              "fabricmon.exporter", "fabricmon.serve", "fabricmon.config", "fabricmon.fabric_settings"),
 }
 # single modules -> modules they must never import. The config composes the sections the packages
 # declare beside their code (the checks' settings, serve/settings.py, sources/<kind>/settings.py):
@@ -225,3 +227,34 @@ def test_the_pipeline_names_no_device() -> None:
     """Kind-specific failure reading (the umad devices) lives in the InfiniBand sources."""
     bad = [str(p.relative_to(REPO)) for p in (PKG / "pipeline").rglob("*.py") if "/dev/" in p.read_text()]
     assert not bad, bad
+
+
+def test_the_model_names_no_source() -> None:
+    """Records are picked and ranked by type, never by the name of the source that made them: no
+    module of the model compares with a registered source's name, assigns one to a `*source*` field, or
+    looks a source's state up by name (`states[...]`, `states.get(...)`). (A source's name is the
+    registry's and the config's; the pipeline names a port's counter source for the journal and pages.)"""
+    from fabricmon.pipeline.source import registry
+    names = {n for collector in ("node", "infiniband", "ethernet") for n in registry(collector)}
+
+    def named(node: ast.AST) -> bool:
+        return isinstance(node, ast.Constant) and node.value in names
+
+    bad = []
+    for path in sorted((PKG / "model").rglob("*.py")):
+        rel = path.relative_to(REPO)
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Compare) and any(named(x) for x in (node.left, *node.comparators)):
+                bad.append(f"{rel}:{node.lineno} compares with a source name")
+            elif isinstance(node, (ast.Assign, ast.AnnAssign)) and node.value is not None and named(node.value):
+                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                if any("source" in ast.unparse(t) for t in targets):
+                    bad.append(f"{rel}:{node.lineno} assigns a source name")
+            elif isinstance(node, ast.Tuple) and any(named(e) for e in node.elts):
+                bad.append(f"{rel}:{node.lineno} lists a source name")
+            elif isinstance(node, ast.Subscript) and named(node.slice) and "states" in ast.unparse(node.value):
+                bad.append(f"{rel}:{node.lineno} looks a source up by name")
+            elif isinstance(node, ast.Call) and node.args and named(node.args[0]) \
+                    and ast.unparse(node.func).endswith("states.get"):
+                bad.append(f"{rel}:{node.lineno} looks a source up by name")
+    assert not bad, "\n".join(bad)

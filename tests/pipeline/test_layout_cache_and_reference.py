@@ -101,3 +101,41 @@ def test_static_layout_is_read_once_per_ttl_and_refreshed_after(tmp_path, monkey
     assert second["mlx5_0"].ports[1].counters == first["mlx5_0"].ports[1].counters
     monkeypatch.setattr(sysfs_ib, "STATIC_TTL", 0.0)   # the TTL has passed: a firmware update is seen
     assert src.collect(io, run_inputs()).data.devices["mlx5_0"].fw_ver == "28.99.9999"
+
+
+def test_kept_families_render_as_a_fresh_render_would(tmp_path):
+    """The renderer reuses a family's text while its samples stay the same: render after render of
+    a tree whose counters move, a port that goes down, and one that vanishes, every exposition equals
+    prometheus_client's for the same snapshot, and an unchanged family's bytes are the kept ones."""
+    import shutil
+    from fabricmon.sim import sysfs_tree as nodetree
+    from fabricmon.pipeline import Pipeline
+    from fabricmon.exporter import render_reference
+    from fabricmon.exporter.render import Renderer
+    from fabricmon.host import LiveIO
+    nodetree.build(tmp_path, 3)
+    base = tmp_path / "class" / "infiniband"
+    cfg = from_dict({"paths": {"sysfs": str(tmp_path)}, "sources": {
+        n: {"enabled": False} for n in ("ibstat", "perfquery", "iblinkinfo", "ethtool", "mlnx_qos",
+                                        "gpu", "gpudirect", "netdev")}})
+    col = Pipeline(cfg, LiveIO(str(tmp_path)))
+    renderer = Renderer()
+    try:
+        changes = [
+            lambda: None,
+            lambda: (base / "mlx5_0/ports/1/counters/port_xmit_data").write_text("123456789012\n"),
+            lambda: (base / "mlx5_1/ports/1/state").write_text("1: DOWN\n"),
+            lambda: (base / "mlx5_1/ports/1/counters/symbol_error").write_text("7\n"),
+            lambda: None,
+            lambda: shutil.rmtree(base / "mlx5_2"),
+        ]
+        for change in changes:
+            change()
+            snap = col.collect()
+            assert renderer.render(snap) == render_reference(snap)
+        before = dict(renderer._kept)
+        snap = col.collect()
+        assert renderer.render(snap) == render_reference(snap)
+        assert renderer._kept["fabricmon_ib_port_up"][1] is before["fabricmon_ib_port_up"][1]
+    finally:
+        col.close()

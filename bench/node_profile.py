@@ -1,0 +1,145 @@
+"""Where the node daemon's CPU goes per poll and per scrape, in one process, under cProfile.
+
+The same work `bench/overhead_vs_node_exporter.py` measures against node_exporter, without the
+threads and the HTTP server: a copy of the sysfs tree (the real recorded H100 tree with --tree
+h100, else the synthetic one) whose data and packet counters move every cycle (that benchmark's
+Traffic), and per cycle one sysfs source run, one snapshot build and one render of the exposition.
+It prints the CPU per cycle split into poll (the source's collect), build and render, then
+cProfile's top functions by own time and by cumulative time.
+
+Usage:
+
+    python bench/node_profile.py [--tree h100|synthetic] [--cycles 400] [--top 30] [--no-profile]
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import pstats
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+sys.path.insert(0, str(HERE.parent))
+
+from overhead_vs_node_exporter import Traffic, build_tree  # noqa: E402
+
+from fabricmon.config import from_dict  # noqa: E402
+from fabricmon.exporter.render import render  # noqa: E402
+from fabricmon.host.io import LiveIO  # noqa: E402
+from fabricmon.pipeline import Pipeline  # noqa: E402
+from fabricmon.pipeline.source import registry  # noqa: E402
+
+
+def daemon(args: argparse.Namespace) -> int:
+    """The daemon's own threads (workers, publisher, server) profiled together: a thread started
+    after threading.setprofile starts its own cProfile.Profile on its first call."""
+    import http.client
+    import threading
+
+    from fabricmon.serve.daemon import Daemon
+
+    work = Path(tempfile.mkdtemp(prefix="fabricmon-profile-"))
+    profiles: list[cProfile.Profile] = []
+
+    def start(frame: object, event: str, arg: object) -> None:
+        p = cProfile.Profile(time.thread_time)     # each thread's own CPU time, not the wall clock
+        profiles.append(p)
+        p.enable()              # replaces this hook for the thread
+
+    try:
+        sysfs, desc = build_tree(work / "sys", args.tree, args.hcas)
+        sources: dict[str, object] = {n: {"enabled": False} for n in registry() if n not in ("sysfs", "hw_counters")}
+        sources["sysfs"] = {"interval": 0.5}
+        config = from_dict({"paths": {"sysfs": sysfs, "state_dir": str(work / "state")}, "sources": sources,
+                            "server": {"address": "127.0.0.1", "port": 0}, "logging": {"level": "warning"}})
+        traffic = Traffic(sysfs)
+        threading.setprofile(start)
+        d = Daemon(config, LiveIO(sysfs=sysfs), port=0)
+        d.start()
+        t0, c0 = time.monotonic(), time.process_time()
+        while time.monotonic() - t0 < args.daemon:
+            traffic.tick()
+            conn = http.client.HTTPConnection("127.0.0.1", d.port, timeout=10)
+            conn.request("GET", "/metrics")
+            conn.getresponse().read()
+            conn.close()
+            time.sleep(0.5)
+        cpu = time.process_time() - c0
+        cycles = d.pipeline._builds.count
+        d.stop()
+        threading.setprofile(None)  # type: ignore[arg-type]
+        print(f"{desc}; the daemon for {args.daemon:.0f} s: {cycles} builds, process CPU {cpu * 1e3:.0f} ms "
+              f"(this harness's scrapes included)")
+        st = pstats.Stats(*profiles).strip_dirs()
+        st.sort_stats("tottime").print_stats(args.top)
+        st.sort_stats("cumulative").print_stats(args.top)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    return 0
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--tree", choices=("synthetic", "h100"), default="h100")
+    ap.add_argument("--hcas", type=int, default=10)
+    ap.add_argument("--cycles", type=int, default=400)
+    ap.add_argument("--top", type=int, default=30)
+    ap.add_argument("--no-profile", action="store_true", help="only the split, without cProfile's overhead")
+    ap.add_argument("--daemon", type=float, default=0.0, metavar="SECONDS",
+                    help="instead: run the daemon itself (its threads, its server) for this long at a 0.5 s sysfs "
+                         "interval, scraped every 0.5 s, every thread of it under cProfile")
+    args = ap.parse_args()
+    if args.daemon:
+        return daemon(args)
+    work = Path(tempfile.mkdtemp(prefix="fabricmon-profile-"))
+    try:
+        sysfs, desc = build_tree(work / "sys", args.tree, args.hcas)
+        sources: dict[str, object] = {n: {"enabled": False} for n in registry() if n not in ("sysfs", "hw_counters")}
+        config = from_dict({"paths": {"sysfs": sysfs, "state_dir": str(work / "state")}, "sources": sources})
+        pipe = Pipeline(config, LiveIO(sysfs=sysfs))
+        traffic = Traffic(sysfs)
+        pipe.collect()                          # the first poll: layouts, opened files, hw_counters
+        for _ in range(5):                      # warm caches as the daemon's first polls do
+            traffic.tick()
+            pipe.run_source("sysfs", time.monotonic() + 5)
+            render(pipe.rebuild())
+        split = {"poll": 0.0, "build": 0.0, "render": 0.0}
+        prof = None if args.no_profile else cProfile.Profile()
+        for _ in range(args.cycles):
+            traffic.tick()
+            if prof is not None:
+                prof.enable()
+            t0 = time.process_time()
+            pipe.run_source("sysfs", time.monotonic() + 5)
+            t1 = time.process_time()
+            snap = pipe.rebuild()
+            t2 = time.process_time()
+            render(snap)
+            t3 = time.process_time()
+            if prof is not None:
+                prof.disable()
+            split["poll"] += t1 - t0
+            split["build"] += t2 - t1
+            split["render"] += t3 - t2
+        total = sum(split.values())
+        print(f"{desc}; {args.cycles} cycles; {'under cProfile' if prof else 'no profiler'}")
+        print(f"CPU ms per cycle: {total / args.cycles * 1e3:.3f} = "
+              + " + ".join(f"{k} {v / args.cycles * 1e3:.3f}" for k, v in split.items()))
+        if prof is not None:
+            st = pstats.Stats(prof).strip_dirs()
+            st.sort_stats("tottime").print_stats(args.top)
+            st.sort_stats("cumulative").print_stats(args.top)
+        pipe.close()
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
