@@ -394,10 +394,16 @@ def _fab_link_info(fab: FabricSection) -> Iterator[Sample]:
 
 
 def _fab_degraded(fab: FabricSection) -> Iterator[Sample]:
+    """reason down on every cabled port (0 or 1: the switch-down rule takes the min over a switch's links);
+    width and speed only while the port is degraded for them (two always-0 series a healthy port less)."""
     for (guid, _), p in fab.ports.items():
         if p.link is not None:
-            for reason in ("down", "width", "speed"):
-                yield (guid, p.label, reason), 1 if p.degraded.get(reason) else 0
+            d = p.degraded
+            yield (guid, p.label, "down"), 1 if d.get("down") else 0
+            if d.get("width"):
+                yield (guid, p.label, "width"), 1
+            if d.get("speed"):
+                yield (guid, p.label, "speed"), 1
 
 
 def _fab_counter(spec: ibspec.CounterSpec) -> Callable[[Snapshot], Iterator[Sample]]:
@@ -407,13 +413,15 @@ def _fab_counter(spec: ibspec.CounterSpec) -> Callable[[Snapshot], Iterator[Samp
         k = fab.counter_scale.get(name, scale)      # Ethernet octets count bytes, not 4-octet words
         for (guid, _), p in fab.ports.items():
             v = p.counters.get(name)
-            if v is not None:
+            if v is not None and (p.up or p.role != "unconnected"):    # never cabled and down: nothing moves
                 yield (guid, p.label), v * k
     return _fabric(fn)
 
 
 # The switch port counters outside the default set (fabricmon/counter_sets.py): what no shipped rule or
-# dashboard reads. The node daemon's own ports (a handful) export every counter.
+# dashboard reads. The node daemon's own ports (a handful) export every counter. A switch port never cabled
+# (role unconnected) exports its counters only while up (an Ethernet port without an LLDP neighbour): down
+# and without a link, nothing it counts can move.
 FABRIC_COUNTER_SETS = {
     "transmit_packets": "packets", "receive_packets": "packets",
     "transmit_unicast_packets": "unicast", "receive_unicast_packets": "unicast",
@@ -748,13 +756,14 @@ CATALOGUE: tuple[Metric, ...] = (
     Metric("fabricmon_fabric_port_up", G, "1 if the switch port's link is up, else 0: its newest read (the sweep's "
            "PortInfo from the SM or the port, Ethernet's ifOperStatus on every port with or without an LLDP "
            "neighbour, or the InfiniBand discovery); a port that could not be read keeps its last known state.",
-           SW_PORT, _fab_ports(lambda p: 1 if p.up else 0)),
+           SW_PORT, _fab_ports(lambda p: 1 if p.up else 0), counter_set="state"),
     Metric("fabricmon_fabric_port_rate_bytes_per_second", G,
            "Link data rate in bytes/s (lanes x nominal lane rate / 8, or Ethernet's ifHighSpeed; 0 while down; "
            "absent when unconnected).",
            SW_PORT, _fab_ports(lambda p: p.rate_bps)),
     Metric("fabricmon_fabric_port_degraded", G, "1 while the cabled switch port is degraded for this reason "
-           "(down; width or speed below the norm of its link class).", ("switch_guid", "port", "reason"),
+           "(down; width or speed below the norm of its link class); reason down is 0 or 1 on every cabled port, "
+           "width and speed are present only while 1.", ("switch_guid", "port", "reason"),
            _fabric(_fab_degraded)),
     Metric("fabricmon_fabric_port_transmit_rate_bytes_per_second", G,
            "Transmit rate over the last two sweeps (PortXmitData deltas).", SW_PORT,
@@ -782,10 +791,11 @@ CATALOGUE: tuple[Metric, ...] = (
     Metric("fabricmon_fabric_switch_unresponsive", G, "1 while queries to the switch (MADs, SNMP walks) went "
            "unanswered in fabric.unresponsive_sweeps of its last fabric.unresponsive_window sweeps (its ports keep "
            "their last known state, none is taken as down), else 0.",
-           ("switch_guid", "switch"), _fab_per_switch(lambda fab, g: 1 if fab.unresponsive.get(g) else 0)),
+           ("switch_guid", "switch"), _fab_per_switch(lambda fab, g: 1 if fab.unresponsive.get(g) else 0),
+           counter_set="state"),
     Metric("fabricmon_fabric_switch_last_read_timestamp_seconds", G, "Unix time of the last sweep in which every "
            "query to the switch was answered (absent: none yet).", ("switch_guid", "switch"),
-           _fab_per_switch(lambda fab, g: fab.last_read.get(g))),
+           _fab_per_switch(lambda fab, g: fab.last_read.get(g)), counter_set="state"),
     Metric("fabricmon_fabric_link_state_method", G, "1 for how the last sweep read the switch ports' link state: "
            "sa (the subnet manager's PortInfoRecords), smp (PortInfo from each port: no SM, or its records did "
            "not cover the ports), none (not read: link state from the discovery only).", ("method",),

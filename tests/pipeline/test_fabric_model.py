@@ -119,7 +119,7 @@ def test_ethernet_ports_are_named_speeds_compare_in_mbps_and_the_sweep_state_is_
     assert any('leaf01 port Ethernet8 (up to "spine02"[Ethernet0]): link is down (was up at an earlier sweep)'
                in m for m in msgs), msgs
     text = render(Snapshot(time=11.0, findings=findings, sources={}, builds=BuildStats(), fabric=sec)).decode()
-    assert 'fabricmon_fabric_port_up{port="Ethernet8",switch_guid="leaf-chassis"} 0.0' in text
+    assert 'fabricmon_fabric_port_degraded{port="Ethernet8",reason="down",switch_guid="leaf-chassis"} 1.0' in text
     assert 'fabricmon_fabric_port_transmit_bytes_total{port="Ethernet4",switch_guid="leaf-chassis"} 11000.0' in text
     assert 'remote_port="Ethernet0"' in text
 
