@@ -21,6 +21,7 @@ from prometheus_client.utils import floatToGoString
 
 from fabricmon.exporter.catalogue import CATALOGUE, Metric
 from fabricmon.counter_sets import DEFAULT_SETS
+from fabricmon.model.fabric import FabricPort
 from fabricmon.model.snapshot import Snapshot
 
 _NEEDS_ESCAPE = re.compile(r'[\\"\n]')
@@ -82,6 +83,8 @@ class Renderer:
             used: set[int] = set()
             label_sets = 0
             small, fmt, text = _SMALL, _value, self._label_text
+            fab = snap.fabric
+            port_rows: list[tuple[FabricPort, str]] | None = None      # each switch port and its label text
             for m in CATALOGUE:
                 if m.counter_set not in sets:
                     continue
@@ -100,6 +103,30 @@ class Renderer:
                         label_sets += len(cache)
                     get = cache.get
                     name = m.exposed_name
+                    if m.port_value is not None:
+                        # a switch port family: the ports walked once per render for all of them (their label
+                        # texts looked up once), each family one value per port
+                        if fab is None:
+                            continue
+                        if port_rows is None:
+                            port_rows = []
+                            for (guid, _), p in fab.ports.items():
+                                lv = (guid, p.label)
+                                lab = get(lv)
+                                if lab is None:
+                                    lab = cache[lv] = text(keys, lv)
+                                    label_sets += 1
+                                port_rows.append((p, lab + " "))
+                        value_of = m.port_value(fab)
+                        for p, lab in port_rows:
+                            value = value_of(p)
+                            if value is None:
+                                continue
+                            v = small.get(value)
+                            append(name + lab + (v if v is not None else fmt(value)) + "\n")
+                        if lines:
+                            out.append((self._headers[m.name] + "".join(lines)).encode())
+                        continue
                     for lv, value in m.samples(snap):
                         if value is None:
                             continue        # absent: no sample
