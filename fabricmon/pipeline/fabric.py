@@ -156,6 +156,8 @@ class FabricModel:
         # the last full build: its inputs (PORT_INPUTS' data and data times, the topology), its section, its
         # findings but the subnet manager's, and the checks that ran (a build with the same inputs reuses them)
         self._last: tuple[tuple[object, ...], FabricSection, list[Finding], dict[str, Iterable[str]]] | None = None
+        # the active and expected uplinks of each switch (fabric_symmetry), from a topology: (it, active, expected)
+        self._uplinks: tuple[Topology, dict[str, int], dict[str, int | None]] | None = None
         # each switch lane's learned receive power (checks.optics), in the state directory
         self.optics_baseline = BaselineStore(os.path.join(config.state_dir, "fabric_optics_baseline.json")
                                              if os.path.isdir(config.state_dir) else None)
@@ -488,15 +490,17 @@ class FabricModel:
 
     # --- symmetry, routing, the subnet manager, check status ------------------------------
     def _symmetry(self, sec: FabricSection, topo: Topology) -> list[Finding]:
-        counts = fabric_symmetry.active_uplinks(topo.ports.values())
-        uppers: dict[str, set[str]] = {}        # switch -> the switches its uplinks lead to (down ones too)
-        links = [((g, p), i.link) for (g, p), i in topo.ports.items()] + list(topo.down_links.items())
-        for (g, _), lk in links:
-            if lk is not None and lk.remote_type == "Switch" and topo.levels.get(lk.remote_guid, 0) > topo.levels.get(g, 0):
-                uppers.setdefault(g, set()).add(lk.remote_guid)
-        classes = fabric_symmetry.uplink_classes(topo.ports.values())
-        expected = fabric_symmetry.expected_uplinks(counts, topo.levels,
-                                                    {g: frozenset(u) for g, u in uppers.items()}, classes)
+        if self._uplinks is None or self._uplinks[0] is not topo:   # the discovery's: once per topology
+            counts = fabric_symmetry.active_uplinks(topo.ports.values())
+            uppers: dict[str, set[str]] = {}        # switch -> the switches its uplinks lead to (down ones too)
+            links = [((g, p), i.link) for (g, p), i in topo.ports.items()] + list(topo.down_links.items())
+            for (g, _), lk in links:
+                if lk is not None and lk.remote_type == "Switch" and topo.levels.get(lk.remote_guid, 0) > topo.levels.get(g, 0):
+                    uppers.setdefault(g, set()).add(lk.remote_guid)
+            classes = fabric_symmetry.uplink_classes(topo.ports.values())
+            self._uplinks = (topo, counts, fabric_symmetry.expected_uplinks(
+                counts, topo.levels, {g: frozenset(u) for g, u in uppers.items()}, classes))
+        _, counts, expected = self._uplinks
         sec.uplinks = {g: (counts.get(g, 0), expected.get(g)) for g in sec.switches}
         return fabric_symmetry.evaluate(sec.uplinks, sec.ports, sec.switches, sec.levels,
                                         self.config.fabric.uplinks_critical_fraction)
