@@ -118,12 +118,8 @@ class Renderer:
                                     label_sets += 1
                                 port_rows.append((p, lab + " "))
                         value_of = m.port_value(fab)
-                        for p, lab in port_rows:
-                            value = value_of(p)
-                            if value is None:
-                                continue
-                            v = small.get(value)
-                            append(name + lab + (v if v is not None else fmt(value)) + "\n")
+                        lines = [name + lab + (small.get(pv) or fmt(pv)) + "\n"
+                                 for p, lab in port_rows if (pv := value_of(p)) is not None]
                         if lines:
                             out.append((self._headers[m.name] + "".join(lines)).encode())
                         continue

@@ -54,7 +54,7 @@ from fabricmon.checks.fabric_unresponsive import SweepRead
 from fabricmon.config import Config
 from fabricmon.checks.settings import COUNTER_CHECKS
 from fabricmon.model.fabric import (
-    DiscoveryData, FabricPort, FabricSection, LftData, PortInfo, SmData, SweepData, Topology, build_topology,
+    DiscoveryData, FabricPort, FabricSection, LftData, PortInfo, RouteBalance, SmData, SweepData, Topology, build_topology,
     in_shard, merge_discovery,
 )
 from fabricmon.model.history import PLAIN, CounterHistory, CounterIntake, ib_rule
@@ -158,6 +158,8 @@ class FabricModel:
         self._last: tuple[tuple[object, ...], FabricSection, list[Finding], dict[str, Iterable[str]]] | None = None
         # the active and expected uplinks of each switch (fabric_symmetry), from a topology: (it, active, expected)
         self._uplinks: tuple[Topology, dict[str, int], dict[str, int | None]] | None = None
+        # the last route balance (fabric_routing) and what it was computed from: (topology, tables, up uplinks, it)
+        self._routes: tuple[Topology, LftData, frozenset[tuple[str, int]], dict[str, RouteBalance]] | None = None
         # each switch lane's learned receive power (checks.optics), in the state directory
         self.optics_baseline = BaselineStore(os.path.join(config.state_dir, "fabric_optics_baseline.json")
                                              if os.path.isdir(config.state_dir) else None)
@@ -510,7 +512,14 @@ class FabricModel:
         if st is None or not isinstance(st.data, LftData):
             return []
         threshold = self.config.fabric.routing_imbalance_threshold
-        sec.routes = fabric_routing.balance(topo, st.data.tables, sec.ports, list(sec.switches), threshold)
+        # the balance reads the tables, the topology and which uplinks are up: computed again only when one
+        # of them changed (the tables every routing_interval, the uplinks when one goes down or comes back)
+        active = frozenset(k for k, p in sec.ports.items() if p.role == "up" and p.up)
+        last = self._routes
+        if last is None or last[0] is not topo or last[1] is not st.data or last[2] != active:
+            last = self._routes = (topo, st.data, active,
+                                   fabric_routing.balance(topo, st.data.tables, sec.ports, list(sec.switches), threshold))
+        sec.routes = last[3]
         return fabric_routing.evaluate(sec.routes, sec.ports, threshold)
 
     def _sm(self, states: Mapping[str, SourceState], sec: FabricSection) -> list[Finding]:
