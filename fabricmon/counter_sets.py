@@ -18,6 +18,10 @@ SETS: dict[str, str] = {
              "from the data counters: `rate(fabricmon_fabric_port_transmit_bytes_total[5m])`)",
     "extra_errors": "switch port error counters no shipped rule reads (switch relay, constraint, VL15 "
                     "drops, Ethernet receive discards)",
+    "state": "switch port and switch state the default set carries otherwise: `fabricmon_fabric_port_up` (for "
+             "a cabled port `fabricmon_fabric_port_degraded{reason=\"down\"}` is its inverse) and the per-switch "
+             "`fabricmon_fabric_switch_unresponsive` and `..._last_read_timestamp_seconds` "
+             "(`fabricmon_fabric_check_status{check=\"unresponsive\"}` carries the verdict)",
 }
 ALL = "all"      # a scrape or config name for every set
 

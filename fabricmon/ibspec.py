@@ -72,7 +72,8 @@ _RANK = {g.name: i for i, g in enumerate(GENERATIONS)}
 def generation_rank(name: str | None) -> int | None:
     if name is None:
         return None
-    return _RANK.get(name.strip().upper())
+    rank = _RANK.get(name)          # the common case, a name as the tables spell it (once per port a build)
+    return rank if rank is not None else _RANK.get(name.strip().upper())
 
 
 def generation_from_signal(gbps: float) -> Generation | None:

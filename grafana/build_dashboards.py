@@ -438,8 +438,10 @@ def fabric_dashboard() -> dict:
                 "(width, speed), with the remote end.",
                 [target(f"(fabricmon_fabric_port_degraded{{{FAB}}} == 1)" + REMOTE + NAMES, table=True)],
                 hide=("Time", "job", "Value")), 16, 8)
-    L.add(timeseries("Links up per level", "Switch ports up, per switch level.",
-                     [target(f"sum by (level) (fabricmon_fabric_port_up{{{FAB}}}{NAMES})", "level {{level}}")]), 8, 8)
+    # the default set's state of a cabled port (fabricmon_fabric_port_up is in the opt-in `state` set)
+    L.add(timeseries("Links up per level", "Cabled switch ports up (not degraded for reason down), per switch level.",
+                     [target(f'count by (level) ((fabricmon_fabric_port_degraded{{{FAB}, reason="down"}} == 0){NAMES})',
+                             "level {{level}}")]), 8, 8)
 
     L.row("Error hot spots")
     L.add(table("Error hot spots", "The 20 switch ports with the highest error rate (symbol, receive, remote "

@@ -29,6 +29,9 @@ from fabricmon.model.snapshot import BUILD_BUCKETS, Snapshot, SourceState
 Labels = tuple[str, ...]
 Sample = tuple[Labels, "float | None"]
 Bucket = tuple[str, Labels, float]          # a histogram's (suffix, labels, value): _bucket{le}, _count, _sum
+# a switch port family's value of one port, bound to its section (the section's counter scale): the renderer
+# walks a section's ports once per render for every such family (exporter/render.py)
+PortValue = Callable[[FabricSection], Callable[[FabricPort], "float | None"]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,6 +44,9 @@ class Metric:
     # histograms only: its series, (suffix, labels, value) each (samples then yields nothing)
     buckets: Callable[[Snapshot], Iterable[Bucket]] | None = None
     counter_set: str = DEFAULT  # the counter set (fabricmon/counter_sets.py) a scrape selects it by
+    # a switch port family (labels SW_PORT, one sample per fabric port in the section's order, None: none):
+    # what `samples` yields, as a value per port, for the renderer's one walk over the ports
+    port_value: PortValue | None = None
 
     @property
     def exposed_name(self) -> str:
@@ -371,11 +377,21 @@ def _fabric(fn: Callable[[FabricSection], Iterable[Sample]]) -> Callable[[Snapsh
     return samples
 
 
-def _fab_ports(get: Callable[[FabricPort], float | None]) -> Callable[[Snapshot], Iterator[Sample]]:
+def _port_samples(value_of: PortValue) -> Callable[[Snapshot], Iterator[Sample]]:
     def fn(fab: FabricSection) -> Iterator[Sample]:
+        get = value_of(fab)
         for (guid, _), p in fab.ports.items():
             yield (guid, p.label), get(p)
     return _fabric(fn)
+
+
+def _port_metric(name: str, type_: str, help_: str, value_of: PortValue, counter_set: str = DEFAULT) -> Metric:
+    """A switch port family: one sample per fabric port (labels switch_guid, port)."""
+    return Metric(name, type_, help_, SW_PORT, _port_samples(value_of), counter_set=counter_set, port_value=value_of)
+
+
+def _fab_ports(get: Callable[[FabricPort], float | None]) -> PortValue:
+    return lambda fab: get
 
 
 def _fab_optics_lane(get: Callable[[LaneDiag], float | None]) -> Callable[[Snapshot], Iterator[Sample]]:
@@ -425,26 +441,36 @@ def _fab_link_info(fab: FabricSection) -> Iterator[Sample]:
 
 
 def _fab_degraded(fab: FabricSection) -> Iterator[Sample]:
+    """reason down on every cabled port (0 or 1: the switch-down rule takes the min over a switch's links);
+    width and speed only while the port is degraded for them (two always-0 series a healthy port less)."""
     for (guid, _), p in fab.ports.items():
         if p.link is not None:
-            for reason in ("down", "width", "speed"):
-                yield (guid, p.label, reason), 1 if p.degraded.get(reason) else 0
+            d = p.degraded
+            yield (guid, p.label, "down"), 1 if d.get("down") else 0
+            if d.get("width"):
+                yield (guid, p.label, "width"), 1
+            if d.get("speed"):
+                yield (guid, p.label, "speed"), 1
 
 
-def _fab_counter(spec: ibspec.CounterSpec) -> Callable[[Snapshot], Iterator[Sample]]:
+def _fab_counter(spec: ibspec.CounterSpec) -> PortValue:
     name, scale = spec.name, spec.scale
 
-    def fn(fab: FabricSection) -> Iterator[Sample]:
+    def value_of(fab: FabricSection) -> Callable[[FabricPort], float | None]:
         k = fab.counter_scale.get(name, scale)      # Ethernet octets count bytes, not 4-octet words
-        for (guid, _), p in fab.ports.items():
+
+        def get(p: FabricPort) -> float | None:
             v = p.counters.get(name)
-            if v is not None:
-                yield (guid, p.label), v * k
-    return _fabric(fn)
+            # never cabled and down: nothing it counts moves
+            return v * k if v is not None and (p.up or p.role != "unconnected") else None
+        return get
+    return value_of
 
 
 # The switch port counters outside the default set (fabricmon/counter_sets.py): what no shipped rule or
-# dashboard reads. The node daemon's own ports (a handful) export every counter.
+# dashboard reads. The node daemon's own ports (a handful) export every counter. A switch port never cabled
+# (role unconnected) exports its counters only while up (an Ethernet port without an LLDP neighbour): down
+# and without a link, nothing it counts can move.
 FABRIC_COUNTER_SETS = {
     "transmit_packets": "packets", "receive_packets": "packets",
     "transmit_unicast_packets": "unicast", "receive_unicast_packets": "unicast",
@@ -802,25 +828,26 @@ CATALOGUE: tuple[Metric, ...] = (
            "Aggregation Node; up, down, unconnected; Ethernet also external: "
            "a bridge or router outside the fabric) and its remote end; join on switch_guid,port with group_left.",
            ("switch_guid", "port", "role", "remote_guid", "remote_port", "remote_name"), _fabric(_fab_link_info)),
-    Metric("fabricmon_fabric_port_up", G, "1 if the switch port's link is up, else 0: its newest read (the sweep's "
+    _port_metric("fabricmon_fabric_port_up", G, "1 if the switch port's link is up, else 0: its newest read (the sweep's "
            "PortInfo from the SM or the port, Ethernet's ifOperStatus on every port with or without an LLDP "
            "neighbour, or the InfiniBand discovery); a port that could not be read keeps its last known state.",
-           SW_PORT, _fab_ports(lambda p: 1 if p.up else 0)),
-    Metric("fabricmon_fabric_port_rate_bytes_per_second", G,
+           _fab_ports(lambda p: 1 if p.up else 0), counter_set="state"),
+    _port_metric("fabricmon_fabric_port_rate_bytes_per_second", G,
            "Link data rate in bytes/s (lanes x nominal lane rate / 8, or Ethernet's ifHighSpeed; 0 while down; "
            "absent when unconnected).",
-           SW_PORT, _fab_ports(lambda p: p.rate_bps)),
+           _fab_ports(lambda p: p.rate_bps)),
     Metric("fabricmon_fabric_port_degraded", G, "1 while the cabled switch port is degraded for this reason "
-           "(down; width or speed below the norm of its link class).", ("switch_guid", "port", "reason"),
+           "(down; width or speed below the norm of its link class); reason down is 0 or 1 on every cabled port, "
+           "width and speed are present only while 1.", ("switch_guid", "port", "reason"),
            _fabric(_fab_degraded)),
-    Metric("fabricmon_fabric_port_transmit_rate_bytes_per_second", G,
-           "Transmit rate over the last two sweeps (PortXmitData deltas).", SW_PORT,
-           _fab_ports(lambda p: p.tx_rate), counter_set="rates"),
-    Metric("fabricmon_fabric_port_receive_rate_bytes_per_second", G,
-           "Receive rate over the last two sweeps (PortRcvData deltas).", SW_PORT, _fab_ports(lambda p: p.rx_rate),
-           counter_set="rates"),
-    *(Metric(f"fabricmon_fabric_port_{c.name}", C, c.help, SW_PORT, _fab_counter(c),
-             counter_set=FABRIC_COUNTER_SETS.get(c.name, DEFAULT)) for c in ibspec.COUNTERS),
+    _port_metric("fabricmon_fabric_port_transmit_rate_bytes_per_second", G,
+                 "Transmit rate over the last two sweeps (PortXmitData deltas).",
+                 _fab_ports(lambda p: p.tx_rate), counter_set="rates"),
+    _port_metric("fabricmon_fabric_port_receive_rate_bytes_per_second", G,
+                 "Receive rate over the last two sweeps (PortRcvData deltas).", _fab_ports(lambda p: p.rx_rate),
+                 counter_set="rates"),
+    *(_port_metric(f"fabricmon_fabric_port_{c.name}", C, c.help, _fab_counter(c),
+                   counter_set=FABRIC_COUNTER_SETS.get(c.name, DEFAULT)) for c in ibspec.COUNTERS),
     Metric("fabricmon_fabric_port_pause_frames", C, "PFC pause frames at the switch port by priority (all: a MIB "
            "that counts per port only) and direction (tx: sent by the switch port, rx: received).",
            ("switch_guid", "port", "priority", "direction"), _fabric(_fab_pause)),
@@ -839,10 +866,11 @@ CATALOGUE: tuple[Metric, ...] = (
     Metric("fabricmon_fabric_switch_unresponsive", G, "1 while queries to the switch (MADs, SNMP walks) went "
            "unanswered in fabric.unresponsive_sweeps of its last fabric.unresponsive_window sweeps (its ports keep "
            "their last known state, none is taken as down), else 0.",
-           ("switch_guid", "switch"), _fab_per_switch(lambda fab, g: 1 if fab.unresponsive.get(g) else 0)),
+           ("switch_guid", "switch"), _fab_per_switch(lambda fab, g: 1 if fab.unresponsive.get(g) else 0),
+           counter_set="state"),
     Metric("fabricmon_fabric_switch_last_read_timestamp_seconds", G, "Unix time of the last sweep in which every "
            "query to the switch was answered (absent: none yet).", ("switch_guid", "switch"),
-           _fab_per_switch(lambda fab, g: fab.last_read.get(g))),
+           _fab_per_switch(lambda fab, g: fab.last_read.get(g)), counter_set="state"),
     Metric("fabricmon_fabric_link_state_method", G, "1 for how the last sweep read the switch ports' link state: "
            "sa (the subnet manager's PortInfoRecords), smp (PortInfo from each port: no SM, or its records did "
            "not cover the ports), none (not read: link state from the discovery only).", ("method",),

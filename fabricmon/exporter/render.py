@@ -21,6 +21,7 @@ from prometheus_client.utils import floatToGoString
 
 from fabricmon.exporter.catalogue import CATALOGUE, Metric
 from fabricmon.counter_sets import DEFAULT_SETS
+from fabricmon.model.fabric import FabricPort
 from fabricmon.model.snapshot import Snapshot
 
 _NEEDS_ESCAPE = re.compile(r'[\\"\n]')
@@ -92,6 +93,8 @@ class Renderer:
             used: set[int] = set()
             label_sets = 0
             small, fmt, text, kept_get = _SMALL, _value, self._label_text, self._kept.get
+            fab = snap.fabric
+            port_rows: list[tuple[FabricPort, str]] | None = None      # each switch port and its label text
             for m in CATALOGUE:
                 if m.counter_set not in sets:
                     continue
@@ -100,6 +103,32 @@ class Renderer:
                 if m.buckets is not None:
                     for suffix, lv, n in m.buckets(snap):
                         append(m.name + suffix + text(("le",) if lv else (), lv) + " " + fmt(n) + "\n")
+                elif m.port_value is not None:
+                    # a switch port family (its values move every sweep: not kept): the ports walked once per
+                    # render for all of them (their label texts looked up once), each family one value per port
+                    if fab is None:
+                        continue
+                    keys = m.labels
+                    cache = self._labels.get(keys)
+                    if cache is None:
+                        cache = self._labels[keys] = {}
+                    if id(cache) not in used:
+                        used.add(id(cache))
+                        label_sets += len(cache)
+                    if port_rows is None:
+                        port_rows = []
+                        get = cache.get
+                        for (guid, _), p in fab.ports.items():
+                            lv = (guid, p.label)
+                            lab = get(lv)
+                            if lab is None:
+                                lab = cache[lv] = text(keys, lv)
+                                label_sets += 1
+                            port_rows.append((p, lab + " "))
+                    value_of = m.port_value(fab)
+                    name = m.exposed_name
+                    lines = [name + lab + (small.get(pv) or fmt(pv)) + "\n"
+                             for p, lab in port_rows if (pv := value_of(p)) is not None]
                 else:
                     samples = list(m.samples(snap))
                     kept = kept_get(m.name)

@@ -18,7 +18,7 @@ from __future__ import annotations
 import functools
 import json
 from collections import deque
-from collections.abc import Container, Mapping
+from collections.abc import Container, Iterable, Mapping
 from typing import Any
 from dataclasses import dataclass
 
@@ -109,6 +109,12 @@ class CounterHistory:
 
     def has(self, key: Key) -> bool:
         return key in self._data
+
+    def ports(self, names: Iterable[str]) -> set[tuple[str, int]]:
+        """The (device, port) pairs holding a history of one of `names` (one pass over what is kept, which a
+        sparse intake keeps small, rather than one lookup per port and name)."""
+        wanted = set(names)
+        return {(k[0], k[1]) for k in self._data if k[2] in wanted}
 
     def note_reset(self, key: Key, value: int) -> bool:
         q = self._data.get(key)

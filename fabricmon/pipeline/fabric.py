@@ -56,7 +56,7 @@ from fabricmon.checks.fabric_unresponsive import SweepRead
 from fabricmon.config import Config
 from fabricmon.checks.settings import COUNTER_CHECKS
 from fabricmon.model.fabric import (
-    DiscoveryData, FabricPort, FabricSection, LftData, PortInfo, SmData, SweepData, Topology, build_topology,
+    DiscoveryData, FabricPort, FabricSection, LftData, PortInfo, RouteBalance, SmData, SweepData, Topology, build_topology,
     in_shard, merge_discovery,
 )
 from fabricmon.model.history import PLAIN, CounterHistory, CounterIntake, ib_rule
@@ -109,6 +109,9 @@ FABRIC_WIDE_CHECK_MODULES = (fabric_sm, fabric_names, slurm_topology_check, fabr
 # each runs once a sweep yielded one of its counters (COUNTER_CHECKS), counter_saturation once a sweep
 # yielded a counter that saturates (not one that wraps: Ethernet's ifTable counters)
 COUNTER_NEEDS = ("topology",)
+# the records a full build reads (the port section, its checks); a build whose inputs are all the last full
+# build's reuses it and redoes only the subnet manager (SmData), the check status and the jobs (pipeline.jobs)
+PORT_INPUTS = (SweepData, LftData, SwitchOpticsData, SchedulerTopologyData, DesignData)
 
 
 class FabricModel:
@@ -168,6 +171,13 @@ class FabricModel:
         self._abilities: dict[tuple[str, int], LinkAbility] = {}
         self._past: dict[tuple[str, int], fabric_links.Past] = {}
         self._noted: set[tuple[str, int]] = set()
+        # the last full build: its inputs (PORT_INPUTS' data and data times, the topology), its section, its
+        # findings but the subnet manager's, and the checks that ran (a build with the same inputs reuses them)
+        self._last: tuple[tuple[object, ...], FabricSection, list[Finding], dict[str, Iterable[str]]] | None = None
+        # the active and expected uplinks of each switch (fabric_symmetry), from a topology: (it, active, expected)
+        self._uplinks: tuple[Topology, dict[str, int], dict[str, int | None]] | None = None
+        # the last route balance (fabric_routing) and what it was computed from: (topology, tables, up uplinks, it)
+        self._routes: tuple[Topology, LftData, frozenset[tuple[str, int]], dict[str, RouteBalance]] | None = None
         # each switch lane's learned receive power (checks.optics), in the state directory
         self.optics_baseline = BaselineStore(os.path.join(config.state_dir, "fabric_optics_baseline.json")
                                              if os.path.isdir(config.state_dir) else None)
@@ -284,7 +294,12 @@ class FabricModel:
         if sweep_st is not None:
             sec.sweep_duration = sweep_st.duration if sweep_st.ran else None
         if not topo.switches:
+            self._last = None
             return {"fabric": sec, "unknown": unknown}, []
+        inputs = self._inputs(states, topo)
+        if self._last is not None and len(inputs) == len(self._last[0]) \
+                and all(a is b for a, b in zip(inputs, self._last[0])):
+            return self._reuse(states, topo, unknown, sec.sweep_duration)
         sec.switches = {g: sw for g, sw in sorted(topo.switches.items()) if in_shard(g, *self.shard)}
         sec.levels = {g: topo.levels.get(g, 0) for g in sec.switches}
         for ca, g in topo.parts.items():        # the switches' SHARP Aggregation Nodes
@@ -349,10 +364,9 @@ class FabricModel:
         findings += self._links(sec)
         findings += self._unresponsive(sec, now)
         flagged = self._flagged
-        flagged_ports = {k[1:] for k in flagged}
+        judged = {k[1:] for k in flagged} | self.history.ports(CHECKED_COUNTERS)
         for key, p in sec.ports.items():
-            if p.counters and (key in flagged_ports
-                               or any(self.history.has((key[0], key[1], c)) for c in CHECKED_COUNTERS)):
+            if p.counters and key in judged:
                 bits = dict(sweep.bits) if sweep else {}
                 wrapping = sweep.wrapping if sweep else set()
                 pv = PortView(device=key[0], port=key[1], counters=dict(p.counters), counter_bits=bits,
@@ -372,8 +386,6 @@ class FabricModel:
         caps = self._capabilities(states, sweep)
         if set(fabric_routing.NEEDS) <= caps:
             findings += self._routing(states, sec, topo)
-        if set(fabric_sm.NEEDS) <= caps:
-            findings += self._sm(states, sec)
         if set(fabric_pfc.NEEDS) <= caps:
             pfc, self._pfc_counts = fabric_pfc.evaluate(sec.ports, sec.switches, self._pfc_counts,
                                                         self.config.fabric.pfc_storm, new_sweep)
@@ -388,6 +400,29 @@ class FabricModel:
             findings += self._design(design, topo, sec)
         ran = self._ran(sec, caps)
         findings += self._port_status(sec, findings, ran)
+        self._last = (inputs, sec, findings, ran)
+        return self._reuse(states, topo, unknown, sec.sweep_duration)
+
+    def _inputs(self, states: Mapping[str, SourceState], topo: Topology) -> tuple[object, ...]:
+        """What a full build reads (PORT_INPUTS' latest data, each with its data time, and the topology),
+        compared by identity: a build whose inputs are the last full build's reuses its port section and
+        findings (only a slow source completed: the subnet manager's poll, the job list, a failing source)."""
+        out: list[object] = [topo]
+        for records in PORT_INPUTS:
+            st = source_state(states, records)
+            out += [None, None] if st is None else [st.data, st.data_time]
+        return tuple(out)
+
+    def _reuse(self, states: Mapping[str, SourceState], topo: Topology, unknown: str, sweep_duration: float | None
+               ) -> tuple[Sections, list[Finding]]:
+        """The snapshot's sections from the last full build: its section (a copy sharing its ports and switches,
+        which no build changes once built) with this build's subnet manager, check status and jobs."""
+        assert self._last is not None
+        _, last, port_findings, ran = self._last
+        sec = replace(last, sweep_duration=sweep_duration, sms=None, sm_activity=None)
+        findings = list(port_findings)
+        if source_data(states, SmData) is not None:     # the subnet_manager capability (fabric_sm.NEEDS)
+            findings += self._sm(states, sec)
         self._check_status(sec, findings, ran)
         jobs, findings = self.jobs.apply(states, sec, topo, findings)
         if jobs is not None:
@@ -498,15 +533,17 @@ class FabricModel:
 
     # --- symmetry, routing, the subnet manager, check status ------------------------------
     def _symmetry(self, sec: FabricSection, topo: Topology) -> list[Finding]:
-        counts = fabric_symmetry.active_uplinks(topo.ports.values())
-        uppers: dict[str, set[str]] = {}        # switch -> the switches its uplinks lead to (down ones too)
-        links = [((g, p), i.link) for (g, p), i in topo.ports.items()] + list(topo.down_links.items())
-        for (g, _), lk in links:
-            if lk is not None and lk.remote_type == "Switch" and topo.levels.get(lk.remote_guid, 0) > topo.levels.get(g, 0):
-                uppers.setdefault(g, set()).add(lk.remote_guid)
-        classes = fabric_symmetry.uplink_classes(topo.ports.values())
-        expected = fabric_symmetry.expected_uplinks(counts, topo.levels,
-                                                    {g: frozenset(u) for g, u in uppers.items()}, classes)
+        if self._uplinks is None or self._uplinks[0] is not topo:   # the discovery's: once per topology
+            counts = fabric_symmetry.active_uplinks(topo.ports.values())
+            uppers: dict[str, set[str]] = {}        # switch -> the switches its uplinks lead to (down ones too)
+            links = [((g, p), i.link) for (g, p), i in topo.ports.items()] + list(topo.down_links.items())
+            for (g, _), lk in links:
+                if lk is not None and lk.remote_type == "Switch" and topo.levels.get(lk.remote_guid, 0) > topo.levels.get(g, 0):
+                    uppers.setdefault(g, set()).add(lk.remote_guid)
+            classes = fabric_symmetry.uplink_classes(topo.ports.values())
+            self._uplinks = (topo, counts, fabric_symmetry.expected_uplinks(
+                counts, topo.levels, {g: frozenset(u) for g, u in uppers.items()}, classes))
+        _, counts, expected = self._uplinks
         sec.uplinks = {g: (counts.get(g, 0), expected.get(g)) for g in sec.switches}
         return fabric_symmetry.evaluate(sec.uplinks, sec.ports, sec.switches, sec.levels,
                                         self.config.fabric.uplinks_critical_fraction)
@@ -516,7 +553,14 @@ class FabricModel:
         if st is None or not isinstance(st.data, LftData):
             return []
         threshold = self.config.fabric.routing_imbalance_threshold
-        sec.routes = fabric_routing.balance(topo, st.data.tables, sec.ports, list(sec.switches), threshold)
+        # the balance reads the tables, the topology and which uplinks are up: computed again only when one
+        # of them changed (the tables every routing_interval, the uplinks when one goes down or comes back)
+        active = frozenset(k for k, p in sec.ports.items() if p.role == "up" and p.up)
+        last = self._routes
+        if last is None or last[0] is not topo or last[1] is not st.data or last[2] != active:
+            last = self._routes = (topo, st.data, active,
+                                   fabric_routing.balance(topo, st.data.tables, sec.ports, list(sec.switches), threshold))
+        sec.routes = last[3]
         return fabric_routing.evaluate(sec.routes, sec.ports, threshold)
 
     def _sm(self, states: Mapping[str, SourceState], sec: FabricSection) -> list[Finding]:

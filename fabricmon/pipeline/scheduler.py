@@ -41,6 +41,9 @@ log = structlog.get_logger("fabricmon.pipeline")
 _NUMBER = re.compile(r"\d+(?:\.\d+)?")
 # Completions closer than this are folded into one snapshot build.
 PUBLISH_DEBOUNCE = 0.02
+# A source's new errors logged one by one per completion, then summarised (a sweep of a large fabric
+# can lose queries to hundreds of switches at once: each is counted, the first few are logged).
+MAX_ERROR_LINES = 10
 # collect() waits this long past the deadline for sources to hand back what they have.
 DEADLINE_MARGIN = 1.0
 # Once one inventory source has listed ports, sources that need the inventory wait at most this
@@ -207,13 +210,20 @@ class Pipeline:
             seen = set()
             before = {_error_key(m) for m in st.active_errors}
             logged = set()
+            more: dict[str, int] = {}       # kind -> new errors past MAX_ERROR_LINES, not logged one by one
             for kind, message in out.errors:
                 st.errors_total[kind] = st.errors_total.get(kind, 0) + 1
                 seen.add(message)
                 key = _error_key(message)
                 if key not in before and key not in logged:
                     logged.add(key)
-                    log.warning("source error", source=name, kind=kind, error=message)
+                    if len(logged) <= MAX_ERROR_LINES:
+                        log.warning("source error", source=name, kind=kind, error=message)
+                    else:
+                        more[kind] = more.get(kind, 0) + 1
+            for kind, n in sorted(more.items()):
+                log.warning("source errors", source=name, kind=kind, more=n,
+                            note="not logged one by one (fabricmon_source_errors_total counts every one)")
             still = {_error_key(m) for m in seen}
             for message in sorted(st.active_errors):
                 key = _error_key(message)

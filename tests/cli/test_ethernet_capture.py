@@ -33,7 +33,7 @@ def test_the_ethernet_bundle_replays_promtool_clean_and_documented() -> None:
             'remote_port="Ethernet0",role="up",switch_guid="0c:42:a1:00:02:00"} 1.0') in body
     assert re.search(r'fabricmon_fabric_port_pause_frames_total\{direction="tx",port="Ethernet0",priority="3",'
                      r'switch_guid="0c:42:a1:00:02:01"\} [1-9]', body)
-    assert 'fabricmon_fabric_switch_unresponsive{switch="leaf02",switch_guid="0c:42:a1:00:02:01"} 0.0' in body
+    assert 'fabricmon_fabric_check_status{check="unresponsive",switch="leaf02",switch_guid="0c:42:a1:00:02:01"} 0.0' in body
     assert 'fabricmon_source_up{source="sweep"} 1.0' in body
     assert duplicate_series(body) == []
     p = subprocess.run(["promtool", "check", "metrics"], input=body, capture_output=True, text=True) \

@@ -138,3 +138,22 @@ def test_the_shipped_scrape_config_names_its_sets() -> None:
     assert "fabricmon-fabric" in text
     for sets in re.findall(r"collect\[\]:\s*\[([^\]]*)\]", text):
         counter_sets.parse([s.strip().strip("'\"") for s in sets.split(",") if s.strip()])
+
+
+@pytest.mark.parametrize("sets", [["default"], ["all"]])
+def test_the_switch_port_fast_path_writes_what_prometheus_client_writes(sets: list[str]) -> None:
+    """The renderer walks a section's switch ports once for every switch port family (Metric.port_value);
+    prometheus_client's generate_latest over the same snapshot (Metric.samples) writes the same bytes, on a
+    fabric with down, degraded and never-cabled ports (tests/fabric_snap.py)."""
+    from fabric_snap import fabric_snapshot
+
+    from fabricmon.exporter.render import Renderer, render_reference
+    from fabricmon.model.snapshot import BUILD_BUCKETS, BuildStats
+    from fabricmon.sim.fabric import fat_tree_netfile
+    snap = fabric_snapshot(fat_tree_netfile(spines=2, leaves=3, hosts_per_leaf=2), sweeps=3,
+                           errors={("leaf01", 1): 5}, drop=[("leaf02", 1)])
+    snap.builds = BuildStats(1, 0.5, [1] * len(BUILD_BUCKETS))     # a histogram prometheus_client can write
+    chosen = counter_sets.parse(sets)
+    ours = Renderer().render(snap, chosen)
+    assert b"fabricmon_fabric_port_symbol_errors_total{" in ours
+    assert ours == render_reference(snap, chosen)

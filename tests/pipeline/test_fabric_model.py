@@ -119,7 +119,7 @@ def test_ethernet_ports_are_named_speeds_compare_in_mbps_and_the_sweep_state_is_
     assert any('leaf01 port Ethernet8 (up to "spine02"[Ethernet0]): link is down (was up at an earlier sweep)'
                in m for m in msgs), msgs
     text = render(Snapshot(time=11.0, findings=findings, sources={}, builds=BuildStats(), fabric=sec)).decode()
-    assert 'fabricmon_fabric_port_up{port="Ethernet8",switch_guid="leaf-chassis"} 0.0' in text
+    assert 'fabricmon_fabric_port_degraded{port="Ethernet8",reason="down",switch_guid="leaf-chassis"} 1.0' in text
     assert 'fabricmon_fabric_port_transmit_bytes_total{port="Ethernet4",switch_guid="leaf-chassis"} 11000.0' in text
     assert 'remote_port="Ethernet0"' in text
 
@@ -246,3 +246,28 @@ def test_a_port_once_flagged_keeps_its_status_ok_included_while_the_check_runs()
         per_port.append(sorted((f.port, f.status) for f in findings if f.check == "symbol_errors"))
     # quiet, then 50,000 symbol errors (CRITICAL), still in the window, then the window has passed (OK)
     assert per_port == [[], [(1, 2)], [(1, 2)], [(1, 0)]]
+
+
+def test_a_build_whose_sweep_and_topology_did_not_change_reuses_the_port_section() -> None:
+    """Only a slow source completed (the SM poll, the job list): the build shares the last full build's
+    ports and port findings and redoes the subnet manager and the check status; a new sweep builds anew.
+    The earlier snapshot's section is never changed by a later build (a scrape may be rendering it)."""
+    from fabricmon.model.fabric import SweepData
+    model = FabricModel(from_dict({"fabric": {"sm_stalled_polls": 1}}, check_paths=False))
+    disc = state(DiscoveryData, discovery(), 1.0)
+    sw = SweepData(ports={(LEAF, 1): {"symbol_errors": 0}, (LEAF, 2): {"symbol_errors": 0}}, switches={LEAF, SPINE})
+    sweep = state(SweepData, sw, 2.0)
+    sm = SmInfo(1, "0000000000100001", 50, 0, "MASTER")
+    first, f1 = model.build({"discovery": disc, "sweep": sweep, "sm": state(SmData, SmData([sm], True), 2.0)})
+    again, f2 = model.build({"discovery": disc, "sweep": sweep, "sm": state(SmData, SmData([sm], True), 3.0)})
+    a, b = first["fabric"], again["fabric"]
+    assert a is not b and a.ports is b.ports and a.switches is b.switches       # the port section, shared
+    assert [f for f in f1 if f.check != "sm"] == [f for f in f2 if f.check != "sm"]
+    # the SM poll is this build's: its activity count stalled over two polls (sm_stalled_polls 1)
+    assert next(f.status for f in f1 if f.check == "sm") == 0
+    assert next(f.status for f in f2 if f.check == "sm") == 1
+    assert a.check_status[("sm", "")] == 0 and b.check_status[("sm", "")] == 1
+    newer = SweepData(ports=dict(sw.ports), switches=set(sw.switches))
+    fresh, _ = model.build({"discovery": disc, "sweep": state(SweepData, newer, 4.0),
+                            "sm": state(SmData, SmData([sm], True), 3.0)})
+    assert fresh["fabric"].ports is not a.ports

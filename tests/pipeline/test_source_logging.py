@@ -39,3 +39,24 @@ def test_failing_and_recovering_are_logged_once(tmp_path) -> None:
         assert [e["event"] for e in logs] == ["source error", "source error", "source recovered"]
     finally:
         pipe.close()
+
+
+def test_many_new_errors_at_once_are_logged_up_to_a_limit_then_summarised(tmp_path) -> None:
+    """A sweep that loses queries to hundreds of switches logs the first MAX_ERROR_LINES and one summary
+    per kind; every error is still counted."""
+    from fabricmon.pipeline.scheduler import MAX_ERROR_LINES
+    cfg = from_dict({"paths": {"sysfs": str(tmp_path)}})
+    pipe = Pipeline(cfg, LiveIO(str(tmp_path), str(tmp_path)))
+    try:
+        out = SourceOutput(data=None)
+        names = ("alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel", "india", "juliet",
+                 "kilo", "lima", "mike", "november", "oscar")
+        for n in names:        # letters, not numbers: each its own error (numbers are masked)
+            out.error("unanswered", f"switch {n}: queries unanswered; its last known state is kept")
+        with capture_logs() as logs:
+            pipe._finish("ibstat", out, 0.1)
+        assert [e["event"] for e in logs] == ["source error"] * MAX_ERROR_LINES + ["source errors"]
+        assert logs[-1]["more"] == len(names) - MAX_ERROR_LINES and logs[-1]["kind"] == "unanswered"
+        assert pipe.states["ibstat"].errors_total["unanswered"] == len(names)
+    finally:
+        pipe.close()

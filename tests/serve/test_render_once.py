@@ -114,8 +114,11 @@ def test_a_scrape_picks_its_counter_sets(snap, server) -> None:
                         "fabricmon_fabric_port_receive_rate_bytes_per_second"}
     code, both, _ = get(s.port, "/metrics?collect%5B%5D=default&collect%5B%5D=rates")    # as Prometheus encodes it
     assert code == 200 and both.startswith(default[:100]) and len(both) == len(default) + len(rates)
+    code, state, _ = get(s.port, "/metrics?collect[]=state")
+    assert code == 200 and b"fabricmon_fabric_port_up{" in state
     code, every, _ = get(s.port, "/metrics?collect[]=all")
-    assert code == 200 and len(every) == len(both)      # this fabric's sweep (ibqueryerrors) reads no packets
+    # this fabric's sweep (ibqueryerrors) reads no packets
+    assert code == 200 and len(every) == len(both) + len(state)
     get(s.port, "/metrics?collect[]=rates")             # cached: no second render
     assert make.calls.count(frozenset({"rates"})) == 1
     code, body, _ = get(s.port, "/metrics?collect[]=packet")

@@ -76,7 +76,7 @@ def real(tmp_path_factory):
     switches = [recorded(v, DIR / f"{v}.snmprec") for v in VENDORS]
     fab = SnmpSimFabric(switches, tmp / "sim").start()
     comm = community_file(tmp)
-    cfg = from_dict({"server": {"address": "127.0.0.1"}, "paths": {"state_dir": str(tmp / "state")},
+    cfg = from_dict({"server": {"address": "127.0.0.1", "collect": ["default", "state"]}, "paths": {"state_dir": str(tmp / "state")},
                      "fabric": {"port": 0, "kind": "ethernet", "sweep_interval": SWEEP, "discovery_interval": 300,
                                 "timeouts": {"sweep": 8, "discovery": 20},
                                 "ethernet": {"switches": fab.addresses(),

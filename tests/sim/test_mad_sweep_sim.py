@@ -61,7 +61,8 @@ def test_the_engine_exports_what_the_tools_export(sim_fabric, tmp_path) -> None:
     assert not differ
     assert engine[("fabricmon_fabric_port_symbol_errors_total", '{port="3",switch_guid="0000000000200002"}')] == "7.0"
     assert engine[("fabricmon_fabric_port_link_downed_total", '{port="2",switch_guid="0000000000200001"}')] == "3.0"
-    ups = [k for k in engine if k[0] == "fabricmon_fabric_port_up"]
+    # the default set's port state: reason down on every cabled port (fabricmon_fabric_port_up is opt-in)
+    ups = [k for k in engine if k[0] == "fabricmon_fabric_port_degraded" and 'reason="down"' in k[1]]
     assert ups and all(engine[k] == tools[k] for k in ups)
 
 
@@ -161,10 +162,9 @@ def scrape_until(proc, port: int, pred, timeout: float) -> dict:
 
 
 def cabled_up(s: dict) -> dict[tuple[str, str], float]:
-    cabled = {(dict(lbl)["switch_guid"], dict(lbl)["port"]) for (n, lbl) in s
-              if n == "fabricmon_fabric_link_info" and dict(lbl)["role"] != "unconnected"}
-    return {(dict(lbl)["switch_guid"], dict(lbl)["port"]): v for (n, lbl), v in s.items()
-            if n == "fabricmon_fabric_port_up" and (dict(lbl)["switch_guid"], dict(lbl)["port"]) in cabled}
+    """Every cabled port's state, 1 up, from the default set's fabricmon_fabric_port_degraded{reason="down"}."""
+    return {(dict(lbl)["switch_guid"], dict(lbl)["port"]): 1.0 - v for (n, lbl), v in s.items()
+            if n == "fabricmon_fabric_port_degraded" and dict(lbl)["reason"] == "down"}
 
 
 def names(s: dict) -> dict[str, str]:
