@@ -5,6 +5,7 @@ directory, and everything stops by PID."""
 from __future__ import annotations
 
 import os
+import time
 
 import pytest
 
@@ -55,9 +56,17 @@ def test_stop_ends_every_job_even_with_the_controller_stopped(slurm):
     jobs = [slurm.submit("left-a", ["node01"]), slurm.submit("left-b", ["node02", "node03"])]
     for j in jobs:
         slurm.wait_running(j)
-    mine = cluster()
-    names = {p.name() for p in mine.values()}
-    assert {"slurmstepd", "srun", "sleep", "slurmd", "slurmctld", "munged"} <= names, names
+    # a job is RUNNING once slurmd took it; its batch script then starts srun, whose step starts sleep (on a
+    # loaded machine some seconds later): wait for every kind of process stop() must end
+    want = {"slurmstepd", "srun", "sleep", "slurmd", "slurmctld", "munged"}
+    deadline = time.monotonic() + 30
+    while True:
+        mine = cluster()
+        names = {p.name() for p in mine.values()}
+        if want <= names or time.monotonic() > deadline:
+            break
+        time.sleep(0.2)
+    assert want <= names, names
     slurm.stop_controller()
     slurm.stop()
     assert cluster() == {}
