@@ -27,6 +27,7 @@ from fabricmon.pipeline.learned import LearnedStore, inventory_path
 from fabricmon.host import BundleError, HostIO, LiveIO, RecordingIO, ReplayIO
 
 if TYPE_CHECKING:
+    from fabricmon.model.fabric import Topology
     from fabricmon.model.slurm_topology import SlurmTree
 
 EXIT_CONFIG = 2
@@ -403,14 +404,11 @@ def cmd_fabric_capture(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_fabric_design_save(args: argparse.Namespace) -> int:
-    """`fabric design save FILE`: one discovery of the live fabric written as its design (docs/design.md), an
-    ibnetdiscover topology file or, for a .csv FILE or --format csv, the CSV of cable ends. Exit 0 written;
-    1 when the discovery read no switch."""
-    from fabricmon.model import design
-    from fabricmon.model.fabric import Topology
+def _discover_once(args: argparse.Namespace, consequence: str = "") -> tuple[Topology | None, list[str]]:
+    """One discovery of the live fabric (the fabric config of `args`): its topology and the discovery's
+    errors; the topology None, said on stderr, when the discovery read no switch."""
+    from fabricmon.model.fabric import Topology as FabricTopology
     from fabricmon.pipeline.fabric import fabric_pipeline
-    fmt = args.format or ("csv" if args.file.lower().endswith(".csv") else "ibnetdiscover")
     args.log_level = args.log_level or "error"
     cfg = _fabric_config(args)
     pipe = fabric_pipeline(cfg, _io(args, cfg))
@@ -420,9 +418,21 @@ def cmd_fabric_design_save(args: argparse.Namespace) -> int:
         errors = sorted(pipe.states["discovery"].active_errors)
     finally:
         pipe.close()
-    if not isinstance(topo, Topology) or not topo.switches:
+    if not isinstance(topo, FabricTopology) or not topo.switches:
         why = f" ({', '.join(errors)} error: see --log-level info)" if errors else ""
-        print(f"fabricmon: the discovery read no switch{why}: no design written", file=sys.stderr)
+        print(f"fabricmon: the discovery read no switch{why}{consequence}", file=sys.stderr)
+        return None, errors
+    return topo, errors
+
+
+def cmd_fabric_design_save(args: argparse.Namespace) -> int:
+    """`fabric design save FILE`: one discovery of the live fabric written as its design (docs/design.md), an
+    ibnetdiscover topology file or, for a .csv FILE or --format csv, the CSV of cable ends. Exit 0 written;
+    1 when the discovery read no switch."""
+    from fabricmon.model import design
+    fmt = args.format or ("csv" if args.file.lower().endswith(".csv") else "ibnetdiscover")
+    topo, errors = _discover_once(args, ": no design written")
+    if topo is None:
         return 1
     header = f"the fabric's design: written by fabricmon {__version__} (fabricmon fabric design save) from the live fabric"
     body = design.design_csv(topo) if fmt == "csv" else design.design_ibnetdiscover(topo, header)
@@ -441,8 +451,6 @@ def cmd_topology_slurm(args: argparse.Namespace) -> int:
     (docs/slurm-topology.md). Exit 0 with the file on stdout (or --output), what was left out on
     stderr; 1 when the discovery read no switch or the rail holds no node; 2 on a bad option."""
     from fabricmon.model import slurm_topology as st
-    from fabricmon.model.fabric import Topology
-    from fabricmon.pipeline.fabric import fabric_pipeline
     try:
         rail = st.parse_rail(args.rail or ())
         sizes = [int(x) for x in args.block_sizes.split(",")] if args.block_sizes else []
@@ -451,18 +459,8 @@ def cmd_topology_slurm(args: argparse.Namespace) -> int:
                          "expected numbers, comma-separated") from exc
     if any(n < 1 for n in sizes):
         raise UsageError("--block-sizes: every size must be 1 or more")
-    args.log_level = args.log_level or "error"
-    cfg = _fabric_config(args)
-    pipe = fabric_pipeline(cfg, _io(args, cfg))
-    try:
-        pipe.collect(["discovery"])
-        topo = pipe.model.inventory(pipe.states)
-        errors = sorted(pipe.states["discovery"].active_errors)
-    finally:
-        pipe.close()
-    if not isinstance(topo, Topology) or not topo.switches:
-        why = f" ({', '.join(errors)} error: see --log-level info)" if errors else ""
-        print(f"fabricmon: the discovery read no switch{why}", file=sys.stderr)
+    topo, _ = _discover_once(args)
+    if topo is None:
         return 1
     tree = st.build_tree(topo, rail)
     for note in tree.notes:
