@@ -305,6 +305,18 @@ def h100_copy(tmp_path: Path) -> Path:
     return sysfs
 
 
+def require_writable_kmsg() -> None:
+    """A test that writes this machine's real kernel ring buffer (/dev/kmsg) needs root: without it the
+    test skips, and fails under $CI, which runs as root (`unavailable`)."""
+    if os.geteuid() != 0:
+        unavailable("writing the real kernel ring buffer (/dev/kmsg) needs root: run as root, as CI does")
+    try:
+        with open("/dev/kmsg", "w"):
+            pass
+    except OSError as exc:
+        unavailable(f"/dev/kmsg cannot be written: {exc.strerror}")
+
+
 def unavailable(why: str) -> NoReturn:
     """Skip a test whose system package is missing; under $CI (which installs every package) fail
     instead, so a broken CI image never passes as green."""

@@ -12,9 +12,13 @@ import uuid
 import pytest
 
 from fabricmon.host.kmsg import KmsgReader
+from helpers import require_writable_kmsg
 
-pytestmark = pytest.mark.skipif(os.geteuid() != 0 or not os.path.exists("/dev/kmsg"),
-                                reason="writing the real kernel ring buffer (/dev/kmsg) needs root: run as root, as CI does")
+
+@pytest.fixture(autouse=True, scope="module")
+def _writable_kmsg() -> None:
+    """Every test here writes the real /dev/kmsg (root)."""
+    require_writable_kmsg()
 
 
 def write(lines: list[str]) -> None:

@@ -19,23 +19,15 @@ import pytest
 
 from cli.test_health_check import RunningDaemon, fabricmon, wait_for
 from fabricmon.sim import sysfs_tree
-from helpers import sample_value, scrape_samples
+from helpers import require_writable_kmsg, sample_value, scrape_samples
 
 KMSG = "/dev/kmsg"
 
 
-def kmsg_writable() -> str:
-    if os.geteuid() != 0:
-        return "writing the real kernel ring buffer (/dev/kmsg) needs root: run as root, as CI does"
-    try:
-        with open(KMSG, "w"):
-            pass
-    except OSError as exc:
-        return f"{KMSG}: {exc.strerror}"
-    return ""
-
-
-pytestmark = pytest.mark.skipif(bool(kmsg_writable()), reason=kmsg_writable() or "ok")
+@pytest.fixture(autouse=True, scope="module")
+def _writable_kmsg() -> None:
+    """Every test here writes the real /dev/kmsg (root)."""
+    require_writable_kmsg()
 
 
 def write_kmsg(lines: list[str]) -> None:
