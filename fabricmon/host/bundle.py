@@ -33,7 +33,22 @@ def _cmd_key(argv: Sequence[str]) -> str:
     return "\x00".join(argv)
 
 
-class RecordingIO:
+class _Unrecorded:
+    """What a bundle does not hold, for recording and replay alike: the kernel log, NCCL's Inspector files
+    and RAS (each source reading them reports it as an error of its own, nothing else is lost)."""
+
+    def kmsg(self, path: str, after: int | None, limit: int) -> KmsgRead:
+        raise OSError(errno.EOPNOTSUPP, "the kernel log is not recorded in a bundle", path)
+
+    def read_host_file_bounded(self, path: str, max_bytes: int, tail: bool = False,
+                               min_mtime: float = 0.0) -> HostFileRead:
+        raise OSError(errno.EOPNOTSUPP, "NCCL Inspector files are not recorded in a bundle", path)
+
+    def ras_status(self, address: str, port: int, timeout: float, max_bytes: int) -> RasExchange:
+        raise OSError(errno.EOPNOTSUPP, "NCCL RAS is not recorded in a bundle", f"{address}:{port}")
+
+
+class RecordingIO(_Unrecorded):
     """Wraps another HostIO and records every answer into a bundle directory."""
 
     def __init__(self, inner: HostIO, bundle: str | os.PathLike[str], meta: dict | None = None):
@@ -207,16 +222,6 @@ class RecordingIO:
     def kill_tools(self) -> None:
         self.inner.kill_tools()
 
-    def kmsg(self, path: str, after: int | None, limit: int) -> KmsgRead:
-        raise OSError(errno.EOPNOTSUPP, "the kernel log is not recorded in a bundle", path)
-
-    def read_host_file_bounded(self, path: str, max_bytes: int, tail: bool = False,
-                               min_mtime: float = 0.0) -> HostFileRead:
-        raise OSError(errno.EOPNOTSUPP, "NCCL Inspector files are not recorded in a bundle", path)
-
-    def ras_status(self, address: str, port: int, timeout: float, max_bytes: int) -> RasExchange:
-        raise OSError(errno.EOPNOTSUPP, "NCCL RAS is not recorded in a bundle", f"{address}:{port}")
-
     def close(self) -> None:
         self.inner.close()
 
@@ -233,7 +238,7 @@ class BundleError(ValueError):
     pass
 
 
-class ReplayIO:
+class ReplayIO(_Unrecorded):
     """Serves a recorded bundle. Unrecorded commands answer error="not_recorded"."""
 
     def __init__(self, bundle: str | os.PathLike[str]):
@@ -360,16 +365,6 @@ class ReplayIO:
 
     def kill_tools(self) -> None:
         pass            # a replayed tool is no process
-
-    def kmsg(self, path: str, after: int | None, limit: int) -> KmsgRead:
-        raise OSError(errno.EOPNOTSUPP, "the kernel log is not recorded in a bundle", path)
-
-    def read_host_file_bounded(self, path: str, max_bytes: int, tail: bool = False,
-                               min_mtime: float = 0.0) -> HostFileRead:
-        raise OSError(errno.EOPNOTSUPP, "NCCL Inspector files are not recorded in a bundle", path)
-
-    def ras_status(self, address: str, port: int, timeout: float, max_bytes: int) -> RasExchange:
-        raise OSError(errno.EOPNOTSUPP, "NCCL RAS is not recorded in a bundle", f"{address}:{port}")
 
     def close(self) -> None:
         pass
