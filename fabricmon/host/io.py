@@ -232,10 +232,19 @@ class LiveIO:
             raise nvml.NvmlUnavailable(f"NVIDIA driver not loaded (no {self.path('sysfs', 'module/nvidia')})")
         return nvml.query_gpus()
 
+    # a configured host file is read whole up to this (a SuperPOD's design or node name map is a few MiB);
+    # a larger one is an error naming it, never a silently cut file
+    MAX_HOST_FILE = 64 << 20
+
     def read_host_file(self, path: str) -> str:
-        """A configured host file outside sysfs/procfs (e.g. gpu.nccl_env_file), by absolute path."""
+        """A configured host file outside sysfs/procfs (e.g. gpu.nccl_env_file, a design, topology.conf), by
+        absolute path, whole; OSError EFBIG over MAX_HOST_FILE."""
         with open(path, "rb") as fh:
-            return fh.read(1 << 20).decode("utf-8", "replace")
+            data = fh.read(self.MAX_HOST_FILE + 1)
+        if len(data) > self.MAX_HOST_FILE:
+            raise OSError(errno.EFBIG, f"larger than {self.MAX_HOST_FILE >> 20} MiB, the most a configured "
+                          "host file may be", path)
+        return data.decode("utf-8", "replace")
 
     def list_host_dir(self, path: str) -> list[str]:
         """The entries of a host directory outside sysfs/procfs (e.g. slurmd's spool directory)."""

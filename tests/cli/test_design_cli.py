@@ -60,8 +60,8 @@ def test_a_bad_design_is_one_error_naming_file_and_line(capsys, tmp_path) -> Non
 
 
 def test_a_design_larger_than_a_mebibyte_is_read_whole(tmp_path) -> None:
-    """A host file is read with a 1 MiB head by default: the design source reads the whole file (a
-    SuperPOD's ibnetdiscover file is several MiB)."""
+    """A configured host file is read whole (HostIO.read_host_file, up to 64 MiB): a SuperPOD's
+    ibnetdiscover design is several MiB."""
     from fabricmon.config import from_dict
     from fabricmon.host import LiveIO
     from fabricmon.model.design import DesignData
@@ -81,3 +81,27 @@ def test_a_design_larger_than_a_mebibyte_is_read_whole(tmp_path) -> None:
     finally:
         pipe.close()
     assert got is not None and len(got.design.cables) == 20000
+
+
+def test_a_host_file_over_the_bound_is_an_error_naming_it_not_a_cut_file(tmp_path, monkeypatch) -> None:
+    """Over LiveIO.MAX_HOST_FILE (64 MiB; 100 bytes here) the design is not read at all: one read error of the
+    design source naming the file and why, never a design cut short (which would read as missing cables)."""
+    from fabricmon.config import from_dict
+    from fabricmon.host import LiveIO
+    from fabricmon.model.design import DesignData
+    from fabricmon.model.snapshot import source_data
+    from fabricmon.pipeline.fabric import fabric_pipeline
+    monkeypatch.setattr(LiveIO, "MAX_HOST_FILE", 100)
+    path = tmp_path / "big.csv"
+    path.write_text("start_device,start_port,end_device,end_port\n" + "leaf01,1,node01 mlx5_0,1\n" * 10)
+    cfg = from_dict({"paths": {"state_dir": str(tmp_path)},
+                     "fabric": {"cache_dir": str(tmp_path), "sources": {"design": {"path": str(path)}}}})
+    pipe = fabric_pipeline(cfg, LiveIO())
+    try:
+        pipe.collect(["design"])
+        errors = sorted(pipe.states["design"].active_errors)
+        got = source_data(pipe.states, DesignData)
+    finally:
+        pipe.close()
+    assert got is None
+    assert len(errors) == 1 and str(path) in errors[0] and "larger than 0 MiB" in errors[0], errors

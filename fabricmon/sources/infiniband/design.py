@@ -7,7 +7,6 @@ file and the line (the comparison does not run, nothing else is lost)."""
 
 from __future__ import annotations
 
-import errno
 from dataclasses import dataclass
 
 from fabricmon.host.io import HostIO
@@ -35,25 +34,6 @@ OPTIONS: Schema[DesignSettings] = Schema(fields=(
 ), build=from_class(DesignSettings))
 
 
-MAX_BYTES = 256 << 20      # an ibnetdiscover file of a 4,000-CA fabric is a few MiB
-
-
-def _read(io: HostIO, path: str) -> str:
-    """The whole file (read_host_file keeps only a file's first MiB): a bounded read, or where the host
-    does not offer one (a replayed bundle, which records whole files) the plain read."""
-    try:
-        got = io.read_host_file_bounded(path, MAX_BYTES)
-    except OSError as exc:
-        if exc.errno != errno.EOPNOTSUPP:
-            raise
-        return io.read_host_file(path)
-    if got.size > MAX_BYTES:
-        raise ValueError(f"{got.size} bytes, more than a design of {MAX_BYTES >> 20} MiB")
-    if got.changed:
-        raise ValueError("rewritten while read: read again at the next run")
-    return got.data.decode("utf-8", "replace")
-
-
 @register("design", enabled="auto", interval=300.0, timeout=30.0, collector="infiniband", records=DesignData,
           options=OPTIONS)
 class DesignSource(Source):
@@ -67,12 +47,9 @@ class DesignSource(Source):
                 out.data = DesignData("", Design(), configured=False)
             return out
         try:
-            text = _read(io, s.path)
+            text = io.read_host_file(s.path)
         except OSError as exc:
             out.error("read", f"cannot read the design {s.path}: {exc.strerror or exc}")
-            return out
-        except ValueError as exc:
-            out.error("read", f"{s.path}: {exc}")
             return out
         try:
             design = parse_design(text, s.format)
