@@ -49,16 +49,22 @@ def test_each_kind_of_finding_names_only_the_jobs_it_can_hurt() -> None:
     assert m.unmapped == 1                                              # gpu-elsewhere is not on this fabric
 
 
-def test_job_switches_metric_map_footprint_and_switch_details() -> None:
-    cfg = from_dict({"slurm": {"max_job_switch_series": 13}}, check_paths=False)
+def fabric_with_jobs(cfg):
+    """The map's fabric (topo_and_map) as a built section with every port as discovered, and the
+    slurm_jobs state holding JOBS: (topology, name -> GUID, states, section)."""
     topo, _, g = topo_and_map()
-    model = FabricModel(cfg, clock=lambda: 5.0)
     states = {"slurm_jobs": SourceState("slurm_jobs", True, 1, 1, records=ClusterJobsData, up=True, ran=True,
                                         data=JOBS, data_time=2.0)}
-    sec = model.build({}, (True, True))[0]["fabric"]
+    sec = FabricModel(cfg, clock=lambda: 5.0).build({}, (True, True))[0]["fabric"]
     sec.switches, sec.levels = dict(topo.switches), dict(topo.levels)
     for key, info in topo.ports.items():
         sec.ports[key] = FabricPort(key[0], key[1], info.role, info.link, up=info.up)
+    return topo, g, states, sec
+
+
+def test_job_switches_metric_map_footprint_and_switch_details() -> None:
+    cfg = from_dict({"slurm": {"max_job_switch_series": 13}}, check_paths=False)
+    topo, g, states, sec = fabric_with_jobs(cfg)
     finding = Finding("ecmp", g["core/S01"], None, CRITICAL, "polarised")
     jobs, out = FabricJobs(cfg.slurm.max_job_switch_series).apply(states, sec, topo, [finding])
     assert [j.job_id for j in out[0].jobs] == ["11"]
@@ -90,14 +96,7 @@ def test_the_footprint_lists_the_flagged_links_and_groups_on_the_jobs_paths() ->
     from fabricmon.checks import WARNING
     from fabricmon.model.fabric import EcmpGroup
     cfg = from_dict({}, check_paths=False)
-    topo, _, g = topo_and_map()
-    model = FabricModel(cfg, clock=lambda: 5.0)
-    states = {"slurm_jobs": SourceState("slurm_jobs", True, 1, 1, records=ClusterJobsData, up=True, ran=True,
-                                        data=JOBS, data_time=2.0)}
-    sec = model.build({}, (True, True))[0]["fabric"]
-    sec.switches, sec.levels = dict(topo.switches), dict(topo.levels)
-    for key, info in topo.ports.items():
-        sec.ports[key] = FabricPort(key[0], key[1], info.role, info.link, up=info.up)
+    topo, g, states, sec = fabric_with_jobs(cfg)
 
     def port_to(sw: str, remote: str) -> int:
         return next(p for (gg, p), info in topo.ports.items() if gg == g[sw] and info.link is not None
