@@ -11,7 +11,7 @@ import signal
 import socket
 import sys
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -272,8 +272,9 @@ def cmd_inventory_show(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_capture(args: argparse.Namespace) -> int:
-    cfg = _load(args)
+def _capture(args: argparse.Namespace, cfg: Config, pipeline: Callable[[Config, HostIO], Pipeline], replay: str) -> int:
+    """One collection through a RecordingIO into args.dir (which must be new or empty): the bundle, the
+    config without its secrets, and the exposition it gave; `replay` is the command that replays it."""
     out = Path(args.dir)
     if out.exists() and any(out.iterdir()):
         print(f"fabricmon: {out} exists and is not empty", file=sys.stderr)
@@ -282,7 +283,7 @@ def cmd_capture(args: argparse.Namespace) -> int:
     rec = RecordingIO(LiveIO(cfg.sysfs, cfg.procfs, tool_dirs=cfg.tool_dirs), out, meta={
         "hostname": socket.gethostname(), "fabricmon_version": __version__, "argv": sys.argv,
     })
-    pipe = Pipeline(cfg, rec)
+    pipe = pipeline(cfg, rec)
     try:
         snap = pipe.collect()
     finally:
@@ -294,8 +295,12 @@ def cmd_capture(args: argparse.Namespace) -> int:
     rec.save()
     (out / "metrics.prom").write_bytes(render(snap))
     print(f"captured {len(rec.commands)} command(s) and {len(list((out / 'files').rglob('*')))} path(s) "
-          f"into {out}; replay with: fabricmon once --replay {out}")
+          f"into {out}; replay with: {replay} --replay {out}")
     return 0
+
+
+def cmd_capture(args: argparse.Namespace) -> int:
+    return _capture(args, _load(args), Pipeline, "fabricmon once")
 
 
 # --- the fabric collector (`fabricmon fabric run|once|capture`) ------------------------------
@@ -380,28 +385,7 @@ def _copy_config_without_secrets(src: str, dst: Path) -> None:
 
 def cmd_fabric_capture(args: argparse.Namespace) -> int:
     from fabricmon.pipeline.fabric import fabric_pipeline
-    cfg = _fabric_config(args)
-    out = Path(args.dir)
-    if out.exists() and any(out.iterdir()):
-        print(f"fabricmon: {out} exists and is not empty", file=sys.stderr)
-        return 1
-    out.mkdir(parents=True, exist_ok=True)
-    rec = RecordingIO(LiveIO(cfg.sysfs, cfg.procfs), out, meta={
-        "hostname": socket.gethostname(), "fabricmon_version": __version__, "argv": sys.argv,
-    })
-    pipe = fabric_pipeline(cfg, rec)
-    try:
-        snap = pipe.collect()
-    finally:
-        pipe.close()
-    if cfg.path:
-        _copy_config_without_secrets(cfg.path, out / "config.yml")
-    else:
-        (out / "config.yml").write_text("# built-in defaults were used\n{}\n")
-    rec.save()
-    (out / "metrics.prom").write_bytes(render(snap))
-    print(f"captured {len(rec.commands)} command(s) into {out}; replay with: fabricmon fabric once --replay {out}")
-    return 0
+    return _capture(args, _fabric_config(args), fabric_pipeline, "fabricmon fabric once")
 
 
 def _discover_once(args: argparse.Namespace, consequence: str = "") -> tuple[Topology | None, list[str]]:

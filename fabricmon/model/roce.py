@@ -34,6 +34,12 @@ def roce_targets(devices: Mapping[str, DeviceView], ports: Mapping[tuple[str, in
     return [RoceTarget(dev, num, nd) for dev, num, nd in pair_netdevs(devices, eth)]
 
 
+def roce_netdevs(devices: Mapping[str, DeviceView], ports: Mapping[tuple[str, int], PortView]) -> list[str]:
+    """The RoCE netdevs the netdev tools are asked about (ethtool, mlnx_qos, the netdev source), sorted,
+    each once: the targets' netdevs, a device without one left out."""
+    return sorted({t.netdev for t in roce_targets(devices, ports) if t.netdev})
+
+
 @dataclass(slots=True)
 class NetdevInfo:
     mtu: int | None = None

@@ -10,7 +10,7 @@ failure. With `enabled: auto` (the default) a missing ethtool is not an error.
 from __future__ import annotations
 
 from fabricmon.host.io import HostIO
-from fabricmon.model.roce import roce_targets
+from fabricmon.model.roce import roce_netdevs
 from fabricmon.parsers.ethtool import EthtoolData, NetdevStats, curate_roce_stats, parse_ethtool_stats
 from fabricmon.pipeline.source import INVENTORY, Inputs, Source, SourceOutput, register, run_per_name
 
@@ -23,9 +23,8 @@ class EthtoolSource(Source):
     def collect(self, io: HostIO, inputs: Inputs) -> SourceOutput:
         out = SourceOutput()
         data = EthtoolData()
-        targets = roce_targets(inputs.inventory.devices, inputs.inventory.ports)
-        run = run_per_name(io, self, inputs, out, sorted({t.netdev for t in targets if t.netdev}),
-                           lambda nd: ["-S", nd])
+        names = roce_netdevs(inputs.inventory.devices, inputs.inventory.ports)
+        run = run_per_name(io, self, inputs, out, names, lambda nd: ["-S", nd])
         data.tool_missing = run.tool_missing
         for nd, res in run.results:
             if res.error is None and NO_STATS in (res.stdout + res.stderr).lower():
@@ -35,6 +34,6 @@ class EthtoolSource(Source):
             if stats is None:
                 continue
             data.netdevs[nd] = NetdevStats(curate_roce_stats(stats), len(stats))
-        if data.netdevs or data.tool_missing or not targets or not out.errors:
+        if data.netdevs or data.tool_missing or not names or not out.errors:
             out.data = data
         return out

@@ -10,7 +10,7 @@ that they could not look.
 from __future__ import annotations
 
 from fabricmon.host.io import HostIO
-from fabricmon.model.roce import roce_targets
+from fabricmon.model.roce import roce_netdevs
 from fabricmon.parsers.mlnx_qos import MlnxQosData, QosResult, is_dcb_unsupported, parse_mlnx_qos
 from fabricmon.pipeline.source import INVENTORY, Inputs, Source, SourceOutput, register, run_per_name
 
@@ -21,9 +21,8 @@ class MlnxQosSource(Source):
     def collect(self, io: HostIO, inputs: Inputs) -> SourceOutput:
         out = SourceOutput()
         data = MlnxQosData()
-        targets = roce_targets(inputs.inventory.devices, inputs.inventory.ports)
-        run = run_per_name(io, self, inputs, out, sorted({t.netdev for t in targets if t.netdev}),
-                           lambda nd: ["-i", nd])
+        names = roce_netdevs(inputs.inventory.devices, inputs.inventory.ports)
+        run = run_per_name(io, self, inputs, out, names, lambda nd: ["-i", nd])
         data.tool_missing = run.tool_missing
         for nd, res in run.results:
             if res.error is None and is_dcb_unsupported(res.stdout + "\n" + res.stderr, res.returncode or 0):
@@ -32,6 +31,6 @@ class MlnxQosSource(Source):
             qos = out.parsed(res, parse_mlnx_qos)
             if qos is not None:
                 data.netdevs[nd] = QosResult(qos)
-        if data.netdevs or data.tool_missing or not targets or not out.errors:
+        if data.netdevs or data.tool_missing or not names or not out.errors:
             out.data = data
         return out

@@ -10,7 +10,7 @@ from __future__ import annotations
 import errno
 
 from fabricmon.host.io import HostIO
-from fabricmon.model.roce import NetdevData, NetdevInfo, roce_targets
+from fabricmon.model.roce import NetdevData, NetdevInfo, roce_netdevs
 from fabricmon.pipeline.source import INVENTORY, Inputs, Source, SourceOutput, register
 
 # Errors that mean "no value now" rather than "cannot read": absent file, link down, no such device.
@@ -40,8 +40,7 @@ class NetdevSource(Source):
     def collect(self, io: HostIO, inputs: Inputs) -> SourceOutput:
         out = SourceOutput()
         data = NetdevData()
-        targets = roce_targets(inputs.inventory.devices, inputs.inventory.ports)
-        for nd in sorted({t.netdev for t in targets if t.netdev}):
+        for nd in roce_netdevs(inputs.inventory.devices, inputs.inventory.ports):
             if "/" in nd or nd in (".", ".."):
                 out.error("parse", f"refusing netdev name {nd!r}")
                 continue
