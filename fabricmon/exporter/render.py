@@ -19,6 +19,7 @@ from prometheus_client.metrics_core import Metric as Metric_
 from prometheus_client.registry import CollectorRegistry
 from prometheus_client.utils import floatToGoString
 
+from fabricmon import gc_pause
 from fabricmon.exporter.catalogue import CATALOGUE, Metric
 from fabricmon.counter_sets import DEFAULT_SETS
 from fabricmon.model.fabric import FabricPort
@@ -85,7 +86,7 @@ class Renderer:
 
     def render(self, snap: Snapshot, sets: frozenset[str] = DEFAULT_SETS) -> bytes:
         """The exposition of the families in `sets` (fabricmon/counter_sets.py)."""
-        with self._lock:
+        with self._lock, gc_pause.paused():     # a fabric's render makes a line per series
             held = sum(len(c) for c in self._labels.values())
             if held > max(self.MAX_LABEL_SETS, 2 * self._largest):
                 self._labels.clear()

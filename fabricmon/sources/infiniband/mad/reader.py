@@ -24,11 +24,11 @@ this sweep, never as zero)."""
 from __future__ import annotations
 
 import functools
-import gc
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
+from fabricmon import gc_pause
 from fabricmon.host.mad import Request
 from fabricmon.model.link_ability import LinkAbility
 from fabricmon.sources.infiniband.mad import codec
@@ -97,18 +97,12 @@ class FabricReader:
         self._lock = threading.Lock()       # one read at a time on the one port (two pipelines in a process)
 
     def read(self, targets: list[SwitchTarget], deadline: float, error_names: tuple[str, ...]) -> dict[str, SwitchResult]:
-        with self._lock:
-            # no cyclic garbage collection while the MADs fly: a read allocates tens of thousands of
-            # acyclic objects (answers, counter dicts), and in a collector holding the whole fabric's
-            # model each collection they trigger walks all of it (measured on the director: up to
-            # 0.6 s of a sweep)
-            collect = gc.isenabled()
-            gc.disable()
-            try:
-                return self._read(targets, deadline, error_names)
-            finally:
-                if collect:
-                    gc.enable()
+        # no cyclic garbage collection while the MADs fly (fabricmon.gc_pause): a read allocates tens of
+        # thousands of acyclic objects (answers, counter records), and in a collector holding the whole
+        # fabric's model each collection they trigger walks all of it (measured on the director: up to
+        # 0.6 s of a sweep)
+        with self._lock, gc_pause.paused():
+            return self._read(targets, deadline, error_names)
 
     def _read(self, targets: list[SwitchTarget], deadline: float, error_names: tuple[str, ...]) -> dict[str, SwitchResult]:
         out = {t.guid: SwitchResult() for t in targets}
