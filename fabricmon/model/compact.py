@@ -11,7 +11,8 @@ from collections.abc import Iterator, Mapping
 from fabricmon import ibspec
 from fabricmon.model.history import Key
 
-_NAMES: tuple[str, ...] = tuple(c.name for c in ibspec.COUNTERS)
+COUNTER_NAMES: tuple[str, ...] = tuple(c.name for c in ibspec.COUNTERS)     # a PortCounters' slots, in order
+_NAMES = COUNTER_NAMES
 _INDEX: dict[str, int] = {n: i for i, n in enumerate(_NAMES)}
 
 
@@ -25,7 +26,10 @@ class PortCounters(Mapping[str, int]):
 
     @classmethod
     def pack(cls, counters: Mapping[str, int]) -> Mapping[str, int]:
-        """The packed form of `counters`, or `counters` itself when it names a counter ibspec does not."""
+        """The packed form of `counters` (itself when packed already), or `counters` itself when it names a
+        counter ibspec does not."""
+        if isinstance(counters, PortCounters):
+            return counters
         v: list[int | None] = [None] * len(_NAMES)
         for k, x in counters.items():
             i = _INDEX.get(k)
@@ -71,4 +75,4 @@ class PortCounters(Mapping[str, int]):
         return f"PortCounters({dict(self.items())!r})"
 
 
-__all__ = ["PortCounters"]
+__all__ = ["COUNTER_NAMES", "PortCounters"]
