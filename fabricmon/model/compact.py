@@ -6,10 +6,11 @@ PortCounters: one port's counters as a tuple in ibspec.COUNTERS order behind a r
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+import functools
+from collections.abc import Callable, Iterator, Mapping
+from operator import itemgetter
 
 from fabricmon import ibspec
-from fabricmon.model.history import Key
 
 COUNTER_NAMES: tuple[str, ...] = tuple(c.name for c in ibspec.COUNTERS)     # a PortCounters' slots, in order
 _NAMES = COUNTER_NAMES
@@ -75,4 +76,23 @@ class PortCounters(Mapping[str, int]):
         return f"PortCounters({dict(self.items())!r})"
 
 
-__all__ = ["COUNTER_NAMES", "PortCounters"]
+@functools.lru_cache(maxsize=64)
+def values_getter(names: tuple[str, ...]) -> Callable[[Mapping[str, int]], tuple[int | None, ...]]:
+    """A function giving the values of `names` of a counter record as one tuple (None: not read): a packed
+    record's in one step (the counter intake's question of every switch port), any other mapping's one by one."""
+    at = [_INDEX.get(n) for n in names]
+    if None in at or not names:
+        return lambda rec: tuple(rec.get(n) for n in names)
+    idx = [i for i in at if i is not None]
+    one = itemgetter(*idx)
+    packed: Callable[[tuple[int | None, ...]], tuple[int | None, ...]] = \
+        (lambda v: (v[idx[0]],)) if len(idx) == 1 else one   # itemgetter of one index gives the value alone
+
+    def get(rec: Mapping[str, int]) -> tuple[int | None, ...]:
+        if type(rec) is PortCounters:
+            return packed(rec._v)
+        return tuple(rec.get(n) for n in names)
+    return get
+
+
+__all__ = ["COUNTER_NAMES", "PortCounters", "values_getter"]

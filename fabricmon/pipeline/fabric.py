@@ -263,21 +263,19 @@ class FabricModel:
         a quiet counter keeps none), transmit/receive and pause frames into the rates."""
         rules = {name: ib_rule(name, bits, name in sweep.wrapping) for name, bits in sweep.bits.items()}
         rates = {name: rules.get(name, PLAIN) for name in RATE_COUNTERS}
-        take, take_rate = self.intake.take_port, self.rate_intake.take_port
         read, unseen = self._counters_read, CHECKED_COUNTERS - self._counters_read
-        for key, pause in sweep.pause.items():
-            if key in keep:
-                take_rate(key, t, {f"pause:{prio}:{direction}": v for (prio, direction), v in pause.items()}, {},
-                          stream="pause")
-        for key, vals in sweep.ports.items():
-            if key not in keep:
-                continue
-            take_rate(key, t, vals, rates, only=RATE_COUNTERS)
-            if unseen and not unseen.isdisjoint(vals):
+        self.rate_intake.take_ports([(key, {f"pause:{prio}:{direction}": v for (prio, direction), v in pause.items()})
+                                     for key, pause in sweep.pause.items() if key in keep], t, {}, stream="pause")
+        ports = [(key, vals) for key, vals in sweep.ports.items() if key in keep]
+        for _, vals in ports:
+            if not unseen:
+                break
+            if not unseen.isdisjoint(vals):
                 read |= unseen.intersection(vals)
                 unseen = unseen.difference(vals)
-            for name in take(key, t, vals, rules, only=CHECKED_COUNTERS):
-                log.info("counter decreased (reset)", switch_guid=key[0], port=key[1], counter=name)
+        self.rate_intake.take_ports(ports, t, rates, only=RATE_COUNTERS)
+        for key, name in self.intake.take_ports(ports, t, rules, only=CHECKED_COUNTERS):
+            log.info("counter decreased (reset)", switch_guid=key[0], port=key[1], counter=name)
         self.intake.prune(keep)
         self.rate_intake.prune(keep)
         self._saturable_read = self._saturable_read or any(rules[n].saturates for n in read if n in rules)
