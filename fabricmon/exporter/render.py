@@ -66,6 +66,11 @@ class Renderer:
     # not held twice.
     MAX_KEPT_SAMPLES = 4096
     MAX_KEPT_BYTES = 8 << 20
+    # A switch port family (one sample per port) is kept too, within its own bound: on a quiet fabric most of
+    # them (the error counters, the link rates) do not move between sweeps, so a render compares each one's
+    # values with its last render's and formats only the families that moved (issue 40: the render's CPU).
+    # What it costs: the text of the kept families (about 90 bytes a port and family) and their values.
+    MAX_KEPT_PORT_BYTES = 64 << 20
 
     def __init__(self) -> None:
         # label names -> label values -> '{k="v",...}' (sorted by name, as prometheus_client writes them)
@@ -75,6 +80,10 @@ class Renderer:
         # family name -> (its samples, their text) as last rendered, within the bounds above
         self._kept: dict[str, tuple[list[tuple[tuple[str, ...], float | None]], bytes]] = {}
         self._kept_bytes = 0
+        # switch port family name -> (its value per port, the port labels they belong to, its text)
+        self._kept_ports: dict[str, tuple[list[float | None], list[str], bytes]] = {}
+        self._kept_port_bytes = 0
+        self._port_labels: list[str] = []       # the last render's port label texts, in order (shared by its families)
         self._lock = threading.Lock()
 
     @staticmethod
@@ -96,6 +105,7 @@ class Renderer:
             small, fmt, text, kept_get = _SMALL, _value, self._label_text, self._kept.get
             fab = snap.fabric
             port_rows: list[tuple[FabricPort, str]] | None = None      # each switch port and its label text
+            port_labels: list[str] = []
             for m in CATALOGUE:
                 if m.counter_set not in sets:
                     continue
@@ -105,7 +115,7 @@ class Renderer:
                     for suffix, lv, n in m.buckets(snap):
                         append(m.name + suffix + text(("le",) if lv else (), lv) + " " + fmt(n) + "\n")
                 elif m.port_value is not None:
-                    # a switch port family (its values move every sweep: not kept): the ports walked once per
+                    # a switch port family (kept while its values stay: MAX_KEPT_PORT_BYTES): the ports walked once per
                     # render for all of them (their label texts looked up once), each family one value per port
                     if fab is None:
                         continue
@@ -126,10 +136,25 @@ class Renderer:
                                 lab = cache[lv] = text(keys, lv)
                                 label_sets += 1
                             port_rows.append((p, lab + " "))
+                        port_labels = [lab for _, lab in port_rows]
+                        if port_labels == self._port_labels:
+                            port_labels = self._port_labels     # the same ports: one list for every kept family
+                        self._port_labels = port_labels
                     value_of = m.port_value(fab)
+                    column = [value_of(p) for p, _ in port_rows]
+                    kept_port = self._kept_ports.get(m.name)
+                    if kept_port is not None and kept_port[1] is port_labels and kept_port[0] == column:
+                        if kept_port[2]:
+                            out.append(kept_port[2])    # the same values of the same ports: the same text
+                        continue
                     name = m.exposed_name
                     lines = [name + lab + (small.get(pv) or fmt(pv)) + "\n"
-                             for p, lab in port_rows if (pv := value_of(p)) is not None]
+                             for (p, lab), pv in zip(port_rows, column) if pv is not None]
+                    body = (self._headers[m.name] + "".join(lines)).encode() if lines else b""
+                    self._keep_port_family(m.name, column, port_labels, body)
+                    if body:
+                        out.append(body)
+                    continue
                 else:
                     samples = list(m.samples(snap))
                     kept = kept_get(m.name)
@@ -164,6 +189,16 @@ class Renderer:
                     out.append((self._headers[m.name] + "".join(lines)).encode())
             self._largest = max(self._largest, label_sets)
             return b"".join(out)
+
+    def _keep_port_family(self, name: str, column: list[float | None], labels: list[str], body: bytes) -> None:
+        """Remember a switch port family's values and text for the next render, within MAX_KEPT_PORT_BYTES."""
+        old = self._kept_ports.pop(name, None)
+        if old is not None:
+            self._kept_port_bytes -= len(old[2])
+        if self._kept_port_bytes + len(body) > self.MAX_KEPT_PORT_BYTES:
+            return
+        self._kept_ports[name] = (column, labels, body)
+        self._kept_port_bytes += len(body)
 
     def _keep(self, name: str, samples: list[tuple[tuple[str, ...], float | None]], body: bytes) -> None:
         """Remember a family's samples and text for the next render, within the bounds."""
