@@ -71,7 +71,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import structlog
 
-from fabricmon import ibspec
+from fabricmon import gc_pause, ibspec
 from fabricmon.host.io import HostIO
 from fabricmon.host.mad import MadSettings
 from fabricmon.host.umad import UmadUnavailable
@@ -119,7 +119,8 @@ class SweepSource(Source):
         reader = self._mad_reader(io, out)
         if reader is not None:
             data.method = "mad"
-            self._sweep_mad(reader, inputs, out, topo, mine, data)
+            with gc_pause.paused():     # the read and its records: a few objects per switch port (fabricmon.gc_pause)
+                self._sweep_mad(reader, inputs, out, topo, mine, data)
             data.duration = time.monotonic() - t0
             if data.ports or data.link_up or not mine:
                 out.data = data
