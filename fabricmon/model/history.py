@@ -48,7 +48,10 @@ class CounterHistory:
         self._ports: dict[tuple[str, int], int] | None = None
 
     def add(self, key: Key, t: float, value: int | None, saturated: bool = False) -> None:
-        q = self._data.get(key)
+        self._put(key, self._data.get(key), t, value, saturated)
+
+    def _put(self, key: Key, q: list[Sample] | None, t: float, value: int | None, saturated: bool) -> None:
+        """add() with the key's samples looked up already (None: none yet)."""
         if q is None:
             q = self._data[key] = []
             if self._ports is not None:
@@ -75,8 +78,12 @@ class CounterHistory:
         """The one way counters enter the history, for every source alike: a saturated value
         is "at least this"; a decrease is a reset (counted, contributes 0). Returns True on a
         reset."""
-        reset = not saturated and self.note_reset(key, value)
-        self.add(key, t, value, saturated)
+        q = self._data.get(key)         # looked up once for both (a sweep records tens of thousands)
+        last = q[-1] if q else None
+        reset = not saturated and last is not None and last.value is not None and value < last.value
+        if reset:
+            self.resets[key] = self.resets.get(key, 0) + 1
+        self._put(key, q, t, value, saturated)
         return reset
 
     def increase(self, key: Key, window: float, now: float) -> tuple[int, float]:
