@@ -20,10 +20,10 @@ _INDEX: dict[str, int] = {n: i for i, n in enumerate(_NAMES)}
 class PortCounters(Mapping[str, int]):
     """A port's counters (name -> raw value), read-only, packed in one tuple (None: not read)."""
 
-    __slots__ = ("_v",)
+    __slots__ = ("raw",)
 
     def __init__(self, values: tuple[int | None, ...]) -> None:
-        self._v = values
+        self.raw = values       # the values in COUNTER_NAMES order, None where not read (do not change it)
 
     @classmethod
     def pack(cls, counters: Mapping[str, int]) -> Mapping[str, int]:
@@ -40,7 +40,7 @@ class PortCounters(Mapping[str, int]):
         return cls(tuple(v))
 
     def __getitem__(self, key: str) -> int:
-        x = self._v[_INDEX[key]]
+        x = self.raw[_INDEX[key]]
         if x is None:
             raise KeyError(key)
         return x
@@ -49,28 +49,28 @@ class PortCounters(Mapping[str, int]):
         i = _INDEX.get(key)
         if i is None:
             return default
-        x = self._v[i]
+        x = self.raw[i]
         return default if x is None else x
 
     def __contains__(self, key: object) -> bool:
         i = _INDEX.get(key) if isinstance(key, str) else None
-        return i is not None and self._v[i] is not None
+        return i is not None and self.raw[i] is not None
 
     def __iter__(self) -> Iterator[str]:
-        return (n for n, x in zip(_NAMES, self._v) if x is not None)
+        return (n for n, x in zip(_NAMES, self.raw) if x is not None)
 
     def __len__(self) -> int:
-        return len(self._v) - self._v.count(None)
+        return len(self.raw) - self.raw.count(None)
 
     def items(self) -> list[tuple[str, int]]:  # type: ignore[override]
         """(name, value) of every counter read, in ibspec.COUNTERS order (a list: no view over a tuple)."""
-        return [(n, x) for n, x in zip(_NAMES, self._v) if x is not None]
+        return [(n, x) for n, x in zip(_NAMES, self.raw) if x is not None]
 
     def keys(self) -> list[str]:  # type: ignore[override]
-        return [n for n, x in zip(_NAMES, self._v) if x is not None]
+        return [n for n, x in zip(_NAMES, self.raw) if x is not None]
 
     def values(self) -> list[int]:  # type: ignore[override]
-        return [x for x in self._v if x is not None]
+        return [x for x in self.raw if x is not None]
 
     def __repr__(self) -> str:
         return f"PortCounters({dict(self.items())!r})"
@@ -90,7 +90,7 @@ def values_getter(names: tuple[str, ...]) -> Callable[[Mapping[str, int]], tuple
 
     def get(rec: Mapping[str, int]) -> tuple[int | None, ...]:
         if type(rec) is PortCounters:
-            return packed(rec._v)
+            return packed(rec.raw)
         return tuple(rec.get(n) for n in names)
     return get
 
