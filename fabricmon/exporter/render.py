@@ -69,7 +69,8 @@ class Renderer:
     # A switch port family (one sample per port) is kept too, within its own bound: on a quiet fabric most of
     # them (the error counters, the link rates) do not move between sweeps, so a render compares each one's
     # values with its last render's and formats only the families that moved (issue 40: the render's CPU).
-    # What it costs: the text of the kept families (about 90 bytes a port and family) and their values.
+    # What it costs: the text of the kept families (about 90 bytes a port and family) and their values; a family
+    # whose values moved at its last render (data counters on a busy fabric) keeps only its values.
     MAX_KEPT_PORT_BYTES = 64 << 20
 
     def __init__(self) -> None:
@@ -80,8 +81,8 @@ class Renderer:
         # family name -> (its samples, their text) as last rendered, within the bounds above
         self._kept: dict[str, tuple[list[tuple[tuple[str, ...], float | None]], bytes]] = {}
         self._kept_bytes = 0
-        # switch port family name -> (its value per port, the port labels they belong to, its text)
-        self._kept_ports: dict[str, tuple[list[float | None], list[str], bytes]] = {}
+        # switch port family name -> (its value per port, the port labels they belong to, its text: None while it moves)
+        self._kept_ports: dict[str, tuple[list[float | None], list[str], bytes | None]] = {}
         self._kept_port_bytes = 0
         self._port_labels: list[str] = []       # the last render's port label texts, in order (shared by its families)
         self._lock = threading.Lock()
@@ -143,7 +144,8 @@ class Renderer:
                     value_of = m.port_value(fab)
                     column = [value_of(p) for p, _ in port_rows]
                     kept_port = self._kept_ports.get(m.name)
-                    if kept_port is not None and kept_port[1] is port_labels and kept_port[0] == column:
+                    same = kept_port is not None and kept_port[1] is port_labels and kept_port[0] == column
+                    if same and kept_port is not None and kept_port[2] is not None:
                         if kept_port[2]:
                             out.append(kept_port[2])    # the same values of the same ports: the same text
                         continue
@@ -151,7 +153,9 @@ class Renderer:
                     lines = [name + lab + (small.get(pv) or fmt(pv)) + "\n"
                              for (p, lab), pv in zip(port_rows, column) if pv is not None]
                     body = (self._headers[m.name] + "".join(lines)).encode() if lines else b""
-                    self._keep_port_family(m.name, column, port_labels, body)
+                    # a family that moved since its last render keeps only its values: its text is kept again
+                    # once they stay (data counters that move every sweep cost no kept text)
+                    self._keep_port_family(m.name, column, port_labels, body if same or kept_port is None else None)
                     if body:
                         out.append(body)
                     continue
@@ -190,15 +194,16 @@ class Renderer:
             self._largest = max(self._largest, label_sets)
             return b"".join(out)
 
-    def _keep_port_family(self, name: str, column: list[float | None], labels: list[str], body: bytes) -> None:
-        """Remember a switch port family's values and text for the next render, within MAX_KEPT_PORT_BYTES."""
+    def _keep_port_family(self, name: str, column: list[float | None], labels: list[str], body: bytes | None) -> None:
+        """Remember a switch port family's values and text (None: only its values) for the next render, within
+        MAX_KEPT_PORT_BYTES."""
         old = self._kept_ports.pop(name, None)
         if old is not None:
-            self._kept_port_bytes -= len(old[2])
-        if self._kept_port_bytes + len(body) > self.MAX_KEPT_PORT_BYTES:
+            self._kept_port_bytes -= len(old[2] or b"")
+        if self._kept_port_bytes + len(body or b"") > self.MAX_KEPT_PORT_BYTES:
             return
         self._kept_ports[name] = (column, labels, body)
-        self._kept_port_bytes += len(body)
+        self._kept_port_bytes += len(body or b"")
 
     def _keep(self, name: str, samples: list[tuple[tuple[str, ...], float | None]], body: bytes) -> None:
         """Remember a family's samples and text for the next render, within the bounds."""
