@@ -18,6 +18,7 @@ from fabricmon.counter_sets import DEFAULT
 from fabricmon.model.finding import class_of
 from fabricmon.model.health import health_status
 from fabricmon.model.fabric import EcmpGroup, FabricPort, FabricSection, RouteBalance
+from fabricmon.model.compact import COUNTER_NAMES, PortCounters
 from fabricmon.model.gpu import AffinityResult, GpuInfo
 from fabricmon.model.jobs import JobsSection
 from fabricmon.model.nccl import NcclPath, NcclSection
@@ -455,12 +456,14 @@ def _fab_degraded(fab: FabricSection) -> Iterator[Sample]:
 
 def _fab_counter(spec: ibspec.CounterSpec) -> PortValue:
     name, scale = spec.name, spec.scale
+    at = COUNTER_NAMES.index(name)
 
     def value_of(fab: FabricSection) -> Callable[[FabricPort], float | None]:
         k = fab.counter_scale.get(name, scale)      # Ethernet octets count bytes, not 4-octet words
 
         def get(p: FabricPort) -> float | None:
-            v = p.counters.get(name)
+            c = p.counters      # a packed record's value read in one step (every port of every render)
+            v = c.raw[at] if type(c) is PortCounters else c.get(name)
             # never cabled and down: nothing it counts moves
             return v * k if v is not None and (p.up or p.role != "unconnected") else None
         return get

@@ -19,6 +19,7 @@ from prometheus_client.metrics_core import Metric as Metric_
 from prometheus_client.registry import CollectorRegistry
 from prometheus_client.utils import floatToGoString
 
+from fabricmon import gc_pause
 from fabricmon.exporter.catalogue import CATALOGUE, Metric
 from fabricmon.counter_sets import DEFAULT_SETS
 from fabricmon.model.fabric import FabricPort
@@ -65,6 +66,12 @@ class Renderer:
     # not held twice.
     MAX_KEPT_SAMPLES = 4096
     MAX_KEPT_BYTES = 8 << 20
+    # A switch port family (one sample per port) is kept too, within its own bound: on a quiet fabric most of
+    # them (the error counters, the link rates) do not move between sweeps, so a render compares each one's
+    # values with its last render's and formats only the families that moved (issue 40: the render's CPU).
+    # What it costs: the text of the kept families (about 90 bytes a port and family) and their values; a family
+    # whose values moved at its last render (data counters on a busy fabric) keeps only its values.
+    MAX_KEPT_PORT_BYTES = 64 << 20
 
     def __init__(self) -> None:
         # label names -> label values -> '{k="v",...}' (sorted by name, as prometheus_client writes them)
@@ -74,6 +81,10 @@ class Renderer:
         # family name -> (its samples, their text) as last rendered, within the bounds above
         self._kept: dict[str, tuple[list[tuple[tuple[str, ...], float | None]], bytes]] = {}
         self._kept_bytes = 0
+        # switch port family name -> (its value per port, the port labels they belong to, its text: None while it moves)
+        self._kept_ports: dict[str, tuple[list[float | None], list[str], bytes | None]] = {}
+        self._kept_port_bytes = 0
+        self._port_labels: list[str] = []       # the last render's port label texts, in order (shared by its families)
         self._lock = threading.Lock()
 
     @staticmethod
@@ -85,7 +96,7 @@ class Renderer:
 
     def render(self, snap: Snapshot, sets: frozenset[str] = DEFAULT_SETS) -> bytes:
         """The exposition of the families in `sets` (fabricmon/counter_sets.py)."""
-        with self._lock:
+        with self._lock, gc_pause.paused():     # a fabric's render makes a line per series
             held = sum(len(c) for c in self._labels.values())
             if held > max(self.MAX_LABEL_SETS, 2 * self._largest):
                 self._labels.clear()
@@ -95,6 +106,7 @@ class Renderer:
             small, fmt, text, kept_get = _SMALL, _value, self._label_text, self._kept.get
             fab = snap.fabric
             port_rows: list[tuple[FabricPort, str]] | None = None      # each switch port and its label text
+            port_labels: list[str] = []
             for m in CATALOGUE:
                 if m.counter_set not in sets:
                     continue
@@ -104,7 +116,7 @@ class Renderer:
                     for suffix, lv, n in m.buckets(snap):
                         append(m.name + suffix + text(("le",) if lv else (), lv) + " " + fmt(n) + "\n")
                 elif m.port_value is not None:
-                    # a switch port family (its values move every sweep: not kept): the ports walked once per
+                    # a switch port family (kept while its values stay: MAX_KEPT_PORT_BYTES): the ports walked once per
                     # render for all of them (their label texts looked up once), each family one value per port
                     if fab is None:
                         continue
@@ -125,10 +137,28 @@ class Renderer:
                                 lab = cache[lv] = text(keys, lv)
                                 label_sets += 1
                             port_rows.append((p, lab + " "))
+                        port_labels = [lab for _, lab in port_rows]
+                        if port_labels == self._port_labels:
+                            port_labels = self._port_labels     # the same ports: one list for every kept family
+                        self._port_labels = port_labels
                     value_of = m.port_value(fab)
+                    column = [value_of(p) for p, _ in port_rows]
+                    kept_port = self._kept_ports.get(m.name)
+                    same = kept_port is not None and kept_port[1] is port_labels and kept_port[0] == column
+                    if same and kept_port is not None and kept_port[2] is not None:
+                        if kept_port[2]:
+                            out.append(kept_port[2])    # the same values of the same ports: the same text
+                        continue
                     name = m.exposed_name
                     lines = [name + lab + (small.get(pv) or fmt(pv)) + "\n"
-                             for p, lab in port_rows if (pv := value_of(p)) is not None]
+                             for (p, lab), pv in zip(port_rows, column) if pv is not None]
+                    body = (self._headers[m.name] + "".join(lines)).encode() if lines else b""
+                    # a family that moved since its last render keeps only its values: its text is kept again
+                    # once they stay (data counters that move every sweep cost no kept text)
+                    self._keep_port_family(m.name, column, port_labels, body if same or kept_port is None else None)
+                    if body:
+                        out.append(body)
+                    continue
                 else:
                     samples = list(m.samples(snap))
                     kept = kept_get(m.name)
@@ -163,6 +193,17 @@ class Renderer:
                     out.append((self._headers[m.name] + "".join(lines)).encode())
             self._largest = max(self._largest, label_sets)
             return b"".join(out)
+
+    def _keep_port_family(self, name: str, column: list[float | None], labels: list[str], body: bytes | None) -> None:
+        """Remember a switch port family's values and text (None: only its values) for the next render, within
+        MAX_KEPT_PORT_BYTES."""
+        old = self._kept_ports.pop(name, None)
+        if old is not None:
+            self._kept_port_bytes -= len(old[2] or b"")
+        if self._kept_port_bytes + len(body or b"") > self.MAX_KEPT_PORT_BYTES:
+            return
+        self._kept_ports[name] = (column, labels, body)
+        self._kept_port_bytes += len(body or b"")
 
     def _keep(self, name: str, samples: list[tuple[tuple[str, ...], float | None]], body: bytes) -> None:
         """Remember a family's samples and text for the next render, within the bounds."""

@@ -17,12 +17,13 @@ from __future__ import annotations
 
 import functools
 import json
-from collections.abc import Container, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from typing import Any
 from dataclasses import dataclass
 
 from fabricmon import ibspec
 from fabricmon.fsutil import write_atomic
+from fabricmon.model.compact import values_getter
 
 Key = tuple[str, int, str]     # (device, port, counter)
 
@@ -42,11 +43,20 @@ class CounterHistory:
         # a deque takes 760 whatever it holds: at 26,000 switch ports' transmit and receive, about 35 MB)
         self._data: dict[Key, list[Sample]] = {}
         self.resets: dict[Key, int] = {}
+        # (device, port) -> how many of its counters have a history: made on the first has_port() (a sparse
+        # intake's question), then kept in step by add() and prune()
+        self._ports: dict[tuple[str, int], int] | None = None
 
     def add(self, key: Key, t: float, value: int | None, saturated: bool = False) -> None:
-        q = self._data.get(key)
+        self._put(key, self._data.get(key), t, value, saturated)
+
+    def _put(self, key: Key, q: list[Sample] | None, t: float, value: int | None, saturated: bool) -> None:
+        """add() with the key's samples looked up already (None: none yet)."""
         if q is None:
             q = self._data[key] = []
+            if self._ports is not None:
+                pk = (key[0], key[1])
+                self._ports[pk] = self._ports.get(pk, 0) + 1
         last = q[-1] if q else None
         if last is not None and t <= last.t:
             return
@@ -68,8 +78,12 @@ class CounterHistory:
         """The one way counters enter the history, for every source alike: a saturated value
         is "at least this"; a decrease is a reset (counted, contributes 0). Returns True on a
         reset."""
-        reset = not saturated and self.note_reset(key, value)
-        self.add(key, t, value, saturated)
+        q = self._data.get(key)         # looked up once for both (a sweep records tens of thousands)
+        last = q[-1] if q else None
+        reset = not saturated and last is not None and last.value is not None and value < last.value
+        if reset:
+            self.resets[key] = self.resets.get(key, 0) + 1
+        self._put(key, q, t, value, saturated)
         return reset
 
     def increase(self, key: Key, window: float, now: float) -> tuple[int, float]:
@@ -113,6 +127,15 @@ class CounterHistory:
     def has(self, key: Key) -> bool:
         return key in self._data
 
+    def has_port(self, device: str, port: int) -> bool:
+        """Whether one of the port's counters has a history."""
+        if self._ports is None:
+            self._ports = {}
+            for k in self._data:
+                pk = (k[0], k[1])
+                self._ports[pk] = self._ports.get(pk, 0) + 1
+        return (device, port) in self._ports
+
     def ports(self, names: Iterable[str]) -> set[tuple[str, int]]:
         """The (device, port) pairs holding a history of one of `names` (one pass over what is kept, which a
         sparse intake keeps small, rather than one lookup per port and name)."""
@@ -130,6 +153,9 @@ class CounterHistory:
         """Drop the history of ports that no longer exist (a removed HCA)."""
         for key in [k for k in self._data if (k[0], k[1]) not in keep]:
             del self._data[key]
+        if self._ports is not None:
+            for pk in [pk for pk in self._ports if pk not in keep]:
+                del self._ports[pk]
         for key in [k for k in self.resets if (k[0], k[1]) not in keep]:
             del self.resets[key]
 
@@ -174,6 +200,10 @@ class CounterRule:
 
 PLAIN = CounterRule()
 
+# ibspec's counter order: the order a sample's counters are taken in (a packed record's, model.compact)
+_ORDER: tuple[str, ...] = tuple(c.name for c in ibspec.COUNTERS)
+_RANK = frozenset(_ORDER)
+
 
 @functools.lru_cache(maxsize=1024)
 def ib_rule(name: str, bits: int | None = None, wraps: bool = False) -> CounterRule:
@@ -207,38 +237,69 @@ class CounterIntake:
         self._times: dict[tuple[str, int, str], float] = {}     # (device, port, stream) -> its last sample time
 
     def take_port(self, port: tuple[str, int], t: float, values: Mapping[str, int],
-                  rules: Mapping[str, CounterRule], only: Container[str] | None = None, stream: str = "") -> list[str]:
+                  rules: Mapping[str, CounterRule], only: Collection[str] | None = None, stream: str = "") -> list[str]:
         """One sample at `t` of a port's counters (those in `only`, if given; a counter without a rule
         is PLAIN), keyed (device, port, name). A sample at or before the port's last one of this
         `stream` (the same source's data again) is skipped. Returns the counters that reset."""
-        dev, num = port
-        tkey = (dev, num, stream)
-        prev = self._times.get(tkey)
-        if prev is not None and t <= prev:
-            return []
-        self._times[tkey] = t
-        history, sparse, wrap, resets = self.history, self.sparse, self._wrap, []
-        for name, raw in values.items():
-            if only is not None and name not in only:
+        return [name for _, name in self.take_ports([(port, values)], t, rules, only, stream)]
+
+    def take_ports(self, ports: Iterable[tuple[tuple[str, int], Mapping[str, int]]], t: float,
+                   rules: Mapping[str, CounterRule], only: Collection[str] | None = None, stream: str = ""
+                   ) -> list[tuple[tuple[str, int], str]]:
+        """take_port for many ports at `t` with the same rules (a fabric sweep: tens of thousands of switch
+        ports), the rules looked up once. Returns the (port, counter) pairs that reset. A sparse intake
+        passes over a port whose counters in `only` are all 0 and none of which has a history (a healthy
+        port's error counters) without looking at them one by one: what take_port does for each of them
+        (nothing kept) at once; counters that wrap are always taken one by one (a raw 0 may be a wrap)."""
+        history, sparse, wrap, times = self.history, self.sparse, self._wrap, self._times
+        resets: list[tuple[tuple[str, int], str]] = []
+        names: tuple[str, ...] | None = None
+        pick: Callable[[Mapping[str, int]], tuple[int | None, ...]] = values_getter(())
+        if only is not None:
+            names = tuple(n for n in _ORDER if n in only) + tuple(sorted(n for n in only if n not in _RANK))
+            pick = values_getter(names)
+        plan: dict[str, tuple[CounterRule, int]] = {}     # name -> (its rule, its saturation point or -1)
+        skim = sparse and names is not None and not any(rules.get(n, PLAIN).wraps for n in names)
+        has_port, add, record = history.has_port, history.add, history.record
+        for port, values in ports:
+            dev, num = port
+            tkey = (dev, num, stream)
+            prev = times.get(tkey)
+            if prev is not None and t <= prev:
                 continue
-            rule = rules.get(name, PLAIN)
-            key = (dev, num, name)
-            value = raw
-            if rule.wraps:
-                last, offset = wrap.get(key, (raw, 0))
-                if raw < last:
-                    top = 1 << rule.bits
-                    offset = offset + top if top // 2 <= last < top and raw + top - last < top // 2 else 0
-                wrap[key] = (raw, offset)
-                value = raw + offset
-            sat = rule.saturates and raw >= (1 << rule.bits) - 1
-            if sparse and not history.has(key):
-                if value == 0 and not sat:
-                    continue                # quiet: no history needed (its increase is 0 either way)
-                if prev is not None:
-                    history.add(key, prev, 0)       # it was 0 at this port's previous sample
-            if history.record(key, t, value, saturated=sat):
-                resets.append(name)
+            times[tkey] = t
+            if names is not None:
+                raws = pick(values)
+                if skim and not any(raws) and not has_port(dev, num):
+                    continue            # every counter 0, none kept: nothing to keep (take_port's sparse rule)
+                pairs: Iterable[tuple[str, int | None]] = zip(names, raws)
+            else:
+                pairs = values.items()
+            for name, raw in pairs:
+                if raw is None:
+                    continue
+                rp = plan.get(name)
+                if rp is None:
+                    rule = rules.get(name, PLAIN)
+                    rp = plan[name] = (rule, (1 << rule.bits) - 1 if rule.saturates else -1)
+                rule, top_sat = rp
+                key = (dev, num, name)
+                value = raw
+                if rule.wraps:
+                    last, offset = wrap.get(key, (raw, 0))
+                    if raw < last:
+                        top = 1 << rule.bits
+                        offset = offset + top if top // 2 <= last < top and raw + top - last < top // 2 else 0
+                    wrap[key] = (raw, offset)
+                    value = raw + offset
+                sat = top_sat >= 0 and raw >= top_sat
+                if sparse and not history.has(key):
+                    if value == 0 and not sat:
+                        continue                # quiet: no history needed (its increase is 0 either way)
+                    if prev is not None:
+                        add(key, prev, 0)       # it was 0 at this port's previous sample
+                if record(key, t, value, saturated=sat):
+                    resets.append((port, name))
         return resets
 
     def prune(self, keep: set[tuple[str, int]]) -> None:

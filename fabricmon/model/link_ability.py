@@ -18,6 +18,7 @@ Pure data; the decoders of the bytes (sources.infiniband.mad.codec) and of the t
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import TypeVar
 
@@ -68,9 +69,11 @@ def from_masks(width_enabled: int, width_supported: int, speed_enabled: int, spe
     return LinkAbility(frozenset(widths), frozenset(speeds))
 
 
+@functools.lru_cache(maxsize=4096)
 def best_common(a: LinkAbility | None, b: LinkAbility | None) -> tuple[int, str] | None:
     """The fastest width and speed both ends enable, or None when either end is unknown or they
-    share none (a link that cannot train: nothing to judge it against)."""
+    share none (a link that cannot train: nothing to judge it against). Cached: a fabric has a few
+    distinct pairs, judged for each of its tens of thousands of links every sweep."""
     if a is None or b is None or not a.known or not b.known:
         return None
     widths = a.widths & b.widths

@@ -263,21 +263,19 @@ class FabricModel:
         a quiet counter keeps none), transmit/receive and pause frames into the rates."""
         rules = {name: ib_rule(name, bits, name in sweep.wrapping) for name, bits in sweep.bits.items()}
         rates = {name: rules.get(name, PLAIN) for name in RATE_COUNTERS}
-        take, take_rate = self.intake.take_port, self.rate_intake.take_port
         read, unseen = self._counters_read, CHECKED_COUNTERS - self._counters_read
-        for key, pause in sweep.pause.items():
-            if key in keep:
-                take_rate(key, t, {f"pause:{prio}:{direction}": v for (prio, direction), v in pause.items()}, {},
-                          stream="pause")
-        for key, vals in sweep.ports.items():
-            if key not in keep:
-                continue
-            take_rate(key, t, vals, rates, only=RATE_COUNTERS)
-            if unseen and not unseen.isdisjoint(vals):
+        self.rate_intake.take_ports([(key, {f"pause:{prio}:{direction}": v for (prio, direction), v in pause.items()})
+                                     for key, pause in sweep.pause.items() if key in keep], t, {}, stream="pause")
+        ports = [(key, vals) for key, vals in sweep.ports.items() if key in keep]
+        for _, vals in ports:
+            if not unseen:
+                break
+            if not unseen.isdisjoint(vals):
                 read |= unseen.intersection(vals)
                 unseen = unseen.difference(vals)
-            for name in take(key, t, vals, rules, only=CHECKED_COUNTERS):
-                log.info("counter decreased (reset)", switch_guid=key[0], port=key[1], counter=name)
+        self.rate_intake.take_ports(ports, t, rates, only=RATE_COUNTERS)
+        for key, name in self.intake.take_ports(ports, t, rules, only=CHECKED_COUNTERS):
+            log.info("counter decreased (reset)", switch_guid=key[0], port=key[1], counter=name)
         self.intake.prune(keep)
         self.rate_intake.prune(keep)
         self._saturable_read = self._saturable_read or any(rules[n].saturates for n in read if n in rules)
@@ -305,19 +303,22 @@ class FabricModel:
         for ca, g in topo.parts.items():        # the switches' SHARP Aggregation Nodes
             if g in sec.switches:
                 sec.aggregation_nodes[g] = tuple(topo.aggregation_nodes(g))
+        section_ports, topo_port, remembered = sec.ports, topo.ports.get, self._remembered.get
         for g, sw in sec.switches.items():
             sec.kind = sw.kind
+            names = sw.port_names
             for port in sw.ports():
-                info = topo.ports.get((g, port))
-                name = sw.port_names.get(port, "")
+                key = (g, port)
+                info = topo_port(key)
+                name = names.get(port, "") if names else ""
                 if info is None or info.link is None:
-                    old = self._remembered.get((g, port))
+                    old = remembered(key)
                     if old is not None:         # cabled before, not now: down, never dropped
-                        sec.ports[(g, port)] = FabricPort(g, port, old.role, old.link, up=False, name=name)
+                        section_ports[key] = FabricPort(g, port, old.role, old.link, up=False, name=name)
                         continue
-                    sec.ports[(g, port)] = FabricPort(g, port, "unconnected", None, up=False, name=name)
+                    section_ports[key] = FabricPort(g, port, "unconnected", None, up=False, name=name)
                 else:
-                    sec.ports[(g, port)] = FabricPort(g, port, info.role, info.link, up=True, name=name)
+                    section_ports[key] = FabricPort(g, port, info.role, info.link, up=True, name=name)
 
         sweep = sweep_st.data if sweep_st is not None and isinstance(sweep_st.data, SweepData) else None
         sweep_time = sweep_st.data_time if sweep_st is not None else 0.0
@@ -351,16 +352,20 @@ class FabricModel:
                     step = self.rates.last_step((key[0], key[1], f"pause:{pd[0]}:{pd[1]}"))
                     if step is not None and step[1] > 0:
                         p.pause_rates[pd] = step[0] / step[1]
+            tx_scale, rx_scale = (sweep.scale.get(n, ibspec.COUNTER_BY_NAME[n].scale) for n in RATE_COUNTERS)
+            port_of, last_step = sec.ports.get, self.rates.last_step
             for key, vals in sweep.ports.items():
-                p = sec.ports.get(key)
+                p = port_of(key)
                 if p is None:
                     continue
                 p.counters = vals
-                for name, attr in (("transmit_bytes", "tx_rate"), ("receive_bytes", "rx_rate")):
-                    step = self.rates.last_step((key[0], key[1], name))
-                    if step is not None and step[1] > 0:
-                        scale = sweep.scale.get(name, ibspec.COUNTER_BY_NAME[name].scale)
-                        setattr(p, attr, step[0] * scale / step[1])
+                g, n = key
+                step = last_step((g, n, "transmit_bytes"))
+                if step is not None and step[1] > 0:
+                    p.tx_rate = step[0] * tx_scale / step[1]
+                step = last_step((g, n, "receive_bytes"))
+                if step is not None and step[1] > 0:
+                    p.rx_rate = step[0] * rx_scale / step[1]
         findings += self._links(sec)
         findings += self._unresponsive(sec, now)
         flagged = self._flagged

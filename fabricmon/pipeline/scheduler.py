@@ -25,6 +25,7 @@ from concurrent.futures import TimeoutError as FutureTimeout
 
 import structlog
 
+from fabricmon import gc_pause
 from fabricmon.config import Config, SourceConfig
 from fabricmon.host.io import HostIO
 from fabricmon.model.history import CounterHistory
@@ -243,7 +244,8 @@ class Pipeline:
             with self._lock:
                 states = {n: s.copy() for n, s in self.states.items()}
             inv = [s for n, s in states.items() if s.enabled and s.active and self.specs[n].provides_inventory]
-            sections, findings = self.model.build(states, (all(s.ran for s in inv), any(s.ran for s in inv)))
+            with gc_pause.paused():     # a fabric build makes a port record per switch port
+                sections, findings = self.model.build(states, (all(s.ran for s in inv), any(s.ran for s in inv)))
             took = time.monotonic() - t0
             b = self._builds
             b.count += 1

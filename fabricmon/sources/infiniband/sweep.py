@@ -71,7 +71,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import structlog
 
-from fabricmon import ibspec
+from fabricmon import gc_pause, ibspec
 from fabricmon.host.io import HostIO
 from fabricmon.host.mad import MadSettings
 from fabricmon.host.umad import UmadUnavailable
@@ -119,7 +119,8 @@ class SweepSource(Source):
         reader = self._mad_reader(io, out)
         if reader is not None:
             data.method = "mad"
-            self._sweep_mad(reader, inputs, out, topo, mine, data)
+            with gc_pause.paused():     # the read and its records: a few objects per switch port (fabricmon.gc_pause)
+                self._sweep_mad(reader, inputs, out, topo, mine, data)
             data.duration = time.monotonic() - t0
             if data.ports or data.link_up or not mine:
                 out.data = data
@@ -221,28 +222,11 @@ class SweepSource(Source):
     def _sweep_mad(self, reader: FabricReader, inputs: Inputs, out: SourceOutput, topo: Topology, mine: set[str],
                    data: SweepData) -> None:
         """This sweep's switches through the MAD engine, counters and link state in one pass."""
-        fc = self.config.fabric
-        state: dict[str, set[int]] = {}          # switch -> the ports whose PortInfo is read
-        if fc.link_state_max_ports:
-            for g, p in [k for k, info in topo.ports.items() if info.link is not None] + list(topo.down_links):
-                if g in mine:
-                    state.setdefault(g, set()).add(p)
-        targets = []
-        for g in sorted(mine):
+        targets, no_lid = self._mad_targets(topo, mine)
+        for g in no_lid:
             sw = topo.switches[g]
-            if sw.kind != "infiniband":
-                continue
-            if sw.lid is None:
-                out.error("read", f"switch {sw.name or g} (0x{g}) has no LID in the discovered topology")
-                data.missing.add(g)
-                continue
-            # the far ends this read does not reach as its own switches' ports: CA ports, and the
-            # switches of other shards (what they may train at: checks.fabric_links)
-            links = [(p, topo.ports[(g, p)].link) for p in sorted(state.get(g, ())) if (g, p) in topo.ports]
-            peers = tuple((p, lk.remote_lid, lk.remote_port) for p, lk in links
-                          if lk is not None and lk.remote_lid and lk.remote_port
-                          and not (lk.remote_type == "Switch" and lk.remote_guid in mine))
-            targets.append(SwitchTarget(g, sw.lid, sw.nports, tuple(sorted(state.get(g, ()))), peers))
+            out.error("read", f"switch {sw.name or g} (0x{g}) has no LID in the discovered topology")
+            data.missing.add(g)
         if any(t.state_ports for t in targets):
             data.state_method = "smp"
         deadline = time.monotonic() + inputs.remaining(self.sc.timeout)
@@ -252,13 +236,15 @@ class SweepSource(Source):
             out.error("read", f"MAD engine: {exc.strerror or exc}; no switch read this sweep")
             data.missing.update(t.guid for t in targets)
             return
+        dports, pack = data.ports, PortCounters.pack
         for t in targets:
             g, r, sw = t.guid, results[t.guid], topo.switches[t.guid]
-            ports = {p: v for p, v in r.ports.items() if 1 <= p <= sw.nports}
-            if ports:
+            n = len(dports)
+            for p, vals in r.ports.items():
+                if 1 <= p <= sw.nports:
+                    dports[(g, p)] = vals if type(vals) is PortCounters else pack(vals)
+            if len(dports) > n:
                 data.switches.add(g)
-                for p, vals in ports.items():
-                    data.ports[(g, p)] = PortCounters.pack(vals)
             else:
                 data.missing.add(g)
                 out.error("read", f"switch {sw.name or g} (0x{g}) returned no counters this sweep")
@@ -280,6 +266,39 @@ class SweepSource(Source):
             out.error("unanswered", f"switch {sw.name or g} (0x{g}): {data.unanswered[g]} of {data.queries[g]} queries "
                                     f"unanswered ({', '.join(sorted(data.failed.get(g, ())))}); its last known "
                                     f"state is kept")
+
+    _targets: tuple | None = None       # (topology, switches, link_state_max_ports, targets, switches without a LID)
+
+    def _mad_targets(self, topo: Topology, mine: set[str]) -> tuple[list[SwitchTarget], list[str]]:
+        """What the MAD read asks of each of this sweep's switches, and the switches without a LID: from the
+        topology and the shard only, so made once per discovery (a SuperPOD-size fabric's 25,000 cabled
+        ports cost about 0.1 CPU-s a sweep to walk)."""
+        fc = self.config.fabric
+        last = self._targets
+        if last is not None and last[0] is topo and last[1] == mine and last[2] == fc.link_state_max_ports:
+            return last[3], last[4]
+        state: dict[str, set[int]] = {}          # switch -> the ports whose PortInfo is read
+        if fc.link_state_max_ports:
+            for g, p in [k for k, info in topo.ports.items() if info.link is not None] + list(topo.down_links):
+                if g in mine:
+                    state.setdefault(g, set()).add(p)
+        targets, no_lid = [], []
+        for g in sorted(mine):
+            sw = topo.switches[g]
+            if sw.kind != "infiniband":
+                continue
+            if sw.lid is None:
+                no_lid.append(g)
+                continue
+            # the far ends this read does not reach as its own switches' ports: CA ports, and the
+            # switches of other shards (what they may train at: checks.fabric_links)
+            links = [(p, topo.ports[(g, p)].link) for p in sorted(state.get(g, ())) if (g, p) in topo.ports]
+            peers = tuple((p, lk.remote_lid, lk.remote_port) for p, lk in links
+                          if lk is not None and lk.remote_lid and lk.remote_port
+                          and not (lk.remote_type == "Switch" and lk.remote_guid in mine))
+            targets.append(SwitchTarget(g, sw.lid, sw.nports, tuple(sorted(state.get(g, ()))), peers))
+        self._targets = (topo, frozenset(mine), fc.link_state_max_ports, targets, no_lid)
+        return targets, no_lid
 
     def _retry(self, io: HostIO, inputs: Inputs, topo: Topology, mine: set[str], counters, errors, err_failed):
         """The switches the fabric pass got no counters from (their queries went unanswered), read once

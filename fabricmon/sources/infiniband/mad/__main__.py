@@ -46,7 +46,7 @@ def main(argv: list[str] | None = None) -> int:
     res = reader.read(targets, time.monotonic() + a.deadline, ERRORS)
     wall, cpu = time.monotonic() - t0, time.process_time() - c0
     out = {"wall": wall, "cpu": cpu, "engine": host_mad.engine_totals(), "switches": {
-        g: {"ports": {str(p): v for p, v in r.ports.items()}, "errors_ok": r.errors_ok,
+        g: {"ports": {str(p): dict(v) for p, v in r.ports.items()}, "errors_ok": r.errors_ok,
             "link_up": {str(p): v for p, v in r.link_up.items()}, "queries": r.queries,
             "unanswered": r.unanswered, "failed": sorted(r.failed)} for g, r in res.items()}}
     json.dump(out, sys.stdout)

@@ -59,6 +59,7 @@ _HDR = struct.Struct(">BBBBHHQHHI")  # the 24-byte common header
 
 _PC = struct.Struct(">xBHHBBHHHHBBxBHHIIIII")      # PortCounters data bytes 0-43
 _PCE = struct.Struct(">xBH4xQQQQQQQQ")            # PortCountersExtended data bytes 0-71
+_PCE_VALUES = struct.Struct(">8xQQQQQQQQ")       # ... its eight counters alone
 PCE_NAMES = ("transmit_bytes", "receive_bytes", "transmit_packets", "receive_packets",
              "transmit_unicast_packets", "receive_unicast_packets",
              "transmit_multicast_packets", "receive_multicast_packets")
@@ -172,6 +173,13 @@ def decode_port_counters_ext(mad: bytes) -> tuple[int, dict[str, int]]:
     _answer(mad, ATTR_PORT_COUNTERS_EXT, _PCE.size)
     sel, _csel, *vals = _PCE.unpack_from(mad, DATA_OFFSET)
     return sel, dict(zip(PCE_NAMES, vals))
+
+
+def port_counters_ext_values(mad: bytes) -> tuple[int, ...]:
+    """PerfMgt PortCountersExtended -> its eight 64-bit counters in PCE_NAMES order: what a sweep keeps
+    of every port, without decode_port_counters_ext's dict."""
+    _answer(mad, ATTR_PORT_COUNTERS_EXT, _PCE.size)
+    return _PCE_VALUES.unpack_from(mad, DATA_OFFSET)
 
 
 @dataclass(frozen=True, slots=True)

@@ -24,16 +24,21 @@ this sweep, never as zero)."""
 from __future__ import annotations
 
 import functools
-import gc
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
+from fabricmon import gc_pause
 from fabricmon.host.mad import Request
+from fabricmon.model.compact import COUNTER_NAMES, PortCounters
 from fabricmon.model.link_ability import LinkAbility
 from fabricmon.sources.infiniband.mad import codec
 
-TRAFFIC = frozenset(codec.PCE_NAMES)
+# a port's counters are kept packed (model.compact.PortCounters, ibspec order): the error and congestion
+# counters, then PortCountersExtended's eight in its own order (one unpack a port, no dict), then the rest
+_AT = COUNTER_NAMES.index(codec.PCE_NAMES[0])
+assert COUNTER_NAMES[_AT:_AT + len(codec.PCE_NAMES)] == codec.PCE_NAMES
+_HEAD, _TAIL = COUNTER_NAMES[:_AT], (None,) * (len(COUNTER_NAMES) - _AT - len(codec.PCE_NAMES))
 ASSUMED_CAPS = codec.CAP_ALL_PORT_SELECT | codec.CAP_EXT_WIDTH
 _UNKNOWN = LinkAbility(frozenset(), frozenset())     # a far end that could not be read
 
@@ -72,7 +77,8 @@ class SwitchTarget:
 
 @dataclass(slots=True)
 class SwitchResult:
-    ports: dict[int, dict[str, int]] = field(default_factory=dict)   # traffic (+ errors when errors_ok)
+    # traffic (+ errors when errors_ok), packed (model.compact.PortCounters)
+    ports: dict[int, Mapping[str, int]] = field(default_factory=dict)
     errors_ok: bool = False
     link_up: dict[int, bool] = field(default_factory=dict)
     # port -> (active width, active speed, what it may train at), from the same PortInfo as link_up
@@ -97,18 +103,12 @@ class FabricReader:
         self._lock = threading.Lock()       # one read at a time on the one port (two pipelines in a process)
 
     def read(self, targets: list[SwitchTarget], deadline: float, error_names: tuple[str, ...]) -> dict[str, SwitchResult]:
-        with self._lock:
-            # no cyclic garbage collection while the MADs fly: a read allocates tens of thousands of
-            # acyclic objects (answers, counter dicts), and in a collector holding the whole fabric's
-            # model each collection they trigger walks all of it (measured on the director: up to
-            # 0.6 s of a sweep)
-            collect = gc.isenabled()
-            gc.disable()
-            try:
-                return self._read(targets, deadline, error_names)
-            finally:
-                if collect:
-                    gc.enable()
+        # no cyclic garbage collection while the MADs fly (fabricmon.gc_pause): a read allocates tens of
+        # thousands of acyclic objects (answers, counter records), and in a collector holding the whole
+        # fabric's model each collection they trigger walks all of it (measured on the director: up to
+        # 0.6 s of a sweep)
+        with self._lock, gc_pause.paused():
+            return self._read(targets, deadline, error_names)
 
     def _read(self, targets: list[SwitchTarget], deadline: float, error_names: tuple[str, ...]) -> dict[str, SwitchResult]:
         out = {t.guid: SwitchResult() for t in targets}
@@ -149,13 +149,14 @@ class FabricReader:
         answers = self.run(reqs, deadline) if reqs else []
         per_port_errors: dict[str, dict[int, dict[str, int]]] = {}
         agg_seen: set[str] = set()
-        dec_pce, dec_pc, dec_link, MadError = codec.decode_port_counters_ext, codec.decode_port_counters, codec.decode_port_link, codec.MadError
+        dec_pce, dec_pc, dec_link, MadError = codec.port_counters_ext_values, codec.decode_port_counters, codec.decode_port_link, codec.MadError
+        traffic: dict[str, dict[int, tuple[int | None, ...]]] = {}      # switch -> port -> PCE_NAMES' values
         for t, at, ext, agg in spans:
             res = out[t.guid]
             nports, nstate = t.nports, len(t.state_ports)
             chunk = answers[at:at + nports + agg + nstate]
             res.queries += len(chunk)
-            ports = res.ports
+            ports = traffic[t.guid] = {}
             bad = 0
             for p, ans in enumerate(chunk[:nports], 1):      # the counters of every port
                 if ans is None:
@@ -164,10 +165,10 @@ class FabricReader:
                     continue
                 try:
                     if ext:
-                        ports[p] = dec_pce(ans)[1]
+                        ports[p] = dec_pce(ans)
                     else:
                         vals = dec_pc(ans)[1]
-                        ports[p] = {k: v for k, v in vals.items() if k in TRAFFIC}
+                        ports[p] = tuple(vals.get(k) for k in codec.PCE_NAMES)
                         per_port_errors.setdefault(t.guid, {})[p] = {k: vals[k] for k in error_names}
                 except MadError:
                     bad += 1
@@ -217,19 +218,23 @@ class FabricReader:
                 per_port_errors.pop(g, None)
         self._read_peers(targets, out, deadline)
         drilled = {t.guid for t in drill}
-        zeros = dict.fromkeys(error_names, 0)
+        unread = (None,) * len(_HEAD)
+        zeros = tuple(0 if n in error_names else None for n in _HEAD)
         for t in targets:
             res = out[t.guid]
+            ports = traffic.get(t.guid, {})
             if t.guid in per_port_errors and (t.guid in drilled or self.caps.get(t.guid, ASSUMED_CAPS) & codec.CAP_ALL_PORT_SELECT == 0):
                 errs = per_port_errors[t.guid]
-                res.errors_ok = all(p in errs for p in res.ports)
+                res.errors_ok = all(p in errs for p in ports)
                 if res.errors_ok:
-                    for p, vals in res.ports.items():
-                        vals.update(errs[p])
+                    res.ports = {p: PortCounters(tuple(errs[p].get(n) for n in _HEAD) + vals + _TAIL)
+                                 for p, vals in ports.items()}
+                    continue
             elif t.guid in agg_seen and t.guid not in drilled:
                 res.errors_ok = True
-                for vals in res.ports.values():
-                    vals.update(zeros)
+                res.ports = {p: PortCounters(zeros + vals + _TAIL) for p, vals in ports.items()}
+                continue
+            res.ports = {p: PortCounters(unread + vals + _TAIL) for p, vals in ports.items()}
         return out
 
     def _read_peers(self, targets: list[SwitchTarget], out: dict[str, SwitchResult], deadline: float) -> None:
