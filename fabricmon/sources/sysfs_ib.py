@@ -69,11 +69,13 @@ class _PortLayout:
     phys_state: str = ""
     rate: str = ""
     counter_bits: dict[str, int] | None = None   # width of each counters/ file's counter
+    names: tuple[str, ...] = ()                # the canonical name of each counters/ file, in order
 
     rels: tuple[str, ...] = ()                 # every file read each poll, in one read_many
 
     def __post_init__(self) -> None:
         self.state, self.phys_state, self.rate = f"{self.base}/state", f"{self.base}/phys_state", f"{self.base}/rate"
+        self.names = tuple(name for _, name in self.counters)
         self.counter_bits = {name: (64 if COUNTER_BY_NAME[name].kind == "traffic" else COUNTER_BY_NAME[name].bits)
                              for _, name in self.counters}
         self.rels = (self.state, self.phys_state, self.rate, *(r for r, _ in self.counters),
@@ -97,6 +99,7 @@ class SysfsSource(Source):
         self._counters_exclude: tuple[str, ...] = self.sc.settings(SysfsOptions).counters_exclude_devices
         self._restricted: dict[str, str] = {}     # device -> why its counters are not read (never forgotten)
         self._verified: set[str] = set()          # devices one counter of which read fine
+        self._excluded: dict[str, bool] = {}      # device -> in exclude_devices (the setting does not change)
 
     def _read(self, io: HostIO, rel: str, out: SourceOutput, optional: bool = False) -> str | None:
         try:
@@ -128,8 +131,14 @@ class SysfsSource(Source):
         now = time.monotonic()
         devices: dict[str, SysfsDevice] = {}
         relaid = False
+        excluded = self._excluded
         for name in names:
-            if self.config.device_excluded(name):
+            skip = excluded.get(name)
+            if skip is None:
+                if len(excluded) > 4096:
+                    excluded.clear()
+                skip = excluded[name] = self.config.device_excluded(name)
+            if skip:
                 continue
             layout = self._layouts.get(name)
             if layout is None or now - layout.read_at >= STATIC_TTL:
@@ -259,17 +268,16 @@ class SysfsSource(Source):
             if parsed is not None:
                 p.rate_gbps, p.width, p.generation = parsed
         n = len(pl.counters)
-        values = p.counters
-        for (rel, key), answer in zip(pl.counters, answers[3:3 + n]):
-            if answer.__class__ is str:
-                try:
-                    values[key] = int(answer)        # the common case: a decimal integer and a newline
-                    continue
-                except ValueError:
-                    pass
-            self._counter(rel, key, answer, values, out)
         bits = pl.counter_bits
-        p.counter_bits = {name: bits[name] for name in p.counters}
+        try:
+            # the common case: every counter a decimal integer and a newline
+            p.counters = dict(zip(pl.names, map(int, answers[3:3 + n])))
+            p.counter_bits = dict(bits)
+        except (ValueError, TypeError):         # one that is not (N/A, garbage) or could not be read
+            values = p.counters = {}
+            for (rel, key), answer in zip(pl.counters, answers[3:3 + n]):
+                self._counter(rel, key, answer, values, out)
+            p.counter_bits = {name: bits[name] for name in values}
         for (rel, key), answer in zip(pl.counters_ext, answers[3 + n:]):
             ext: dict[str, int] = {}
             self._counter(rel, key, answer, ext, out)
