@@ -485,7 +485,27 @@ class MetricsServer:
                 conn = _Conn(sock, peer, HEAD, now + self.cfg.header_timeout)
             with self._lock:
                 self._conns[conn] = None
+            if conn.phase == HEAD and self._read_first(conn):
+                continue            # its request was there already: answered, dropped or rejected
             self._sel.register(sock, selectors.EVENT_READ, conn)
+
+    def _read_first(self, conn: _Conn) -> bool:
+        """A plain connection's request usually arrives with it (the client sends it as soon as it
+        is connected): read it at once, so a whole request goes to a handler without waiting for
+        the loop's next turn (and without registering the socket at all). False, with nothing
+        done, where nothing has arrived yet: the loop waits for it as for any other."""
+        try:
+            data = conn.sock.recv(65536)
+        except (BlockingIOError, InterruptedError):
+            return False
+        except OSError as exc:
+            self._drop(conn, None, str(exc))
+            return True
+        if not data:
+            self._drop(conn, None, "closed before its request")
+            return True
+        conn.buf += data
+        return self._advance(conn)
 
     def _evict(self) -> bool:
         """Close the oldest connection still waiting for its request, for a new one."""
@@ -554,8 +574,10 @@ class MetricsServer:
                 break
         self._advance(conn)
 
-    def _advance(self, conn: _Conn) -> None:
-        """Move a connection on with what its buffer holds: a whole request goes to a handler."""
+    def _advance(self, conn: _Conn) -> bool:
+        """Move a connection on with what its buffer holds: a whole request goes to a handler.
+        True when the connection left the loop's hands (to a handler, or closed), False while it
+        waits for more."""
         if conn.phase == IDLE and conn.buf:
             conn.phase = HEAD
             conn.deadline = time.monotonic() + self.cfg.header_timeout
@@ -564,23 +586,26 @@ class MetricsServer:
             if end < 0:
                 if len(conn.buf) > MAX_HEAD:
                     self._reject(conn, 431, "request head too large")
-                return
+                    return True
+                return False
             if end > MAX_HEAD:
                 self._reject(conn, 431, "request head too large")
-                return
+                return True
             try:
                 conn.request = parse_head(bytes(conn.buf[:end]))
             except BadRequest as exc:
                 self._reject(conn, exc.code, str(exc))
-                return
+                return True
             del conn.buf[:end + 4]
             conn.phase = BODY
         if conn.phase == BODY:
             assert conn.request is not None
             if len(conn.buf) < conn.request.length:
-                return
+                return False
             del conn.buf[:conn.request.length]       # a body on GET: read and dropped
             self._dispatch(conn)
+            return True
+        return False
 
     def _reject(self, conn: _Conn, code: int, message: str) -> None:
         """Answer a bad request from the loop (best effort, never blocking) and close."""
@@ -710,10 +735,38 @@ class MetricsServer:
             conn.out.clear()
             conn.keep = False
         finally:
+            if not self._hand_back(conn):
+                with self._lock:
+                    self._busy -= 1
+                self._returned.append(conn)
+                self._wake()
+
+    def _hand_back(self, conn: _Conn) -> bool:
+        """A connection answered in full goes back from the handler itself, without waking the loop:
+        closed, or (keep-alive) registered idle for its next request. False where the loop must take
+        it (an answer still to send, a pipelined request already read, the server stopping)."""
+        if conn.out or conn.phase == DEAD or conn.buf or self._stopping or (
+                isinstance(conn.sock, ssl.SSLSocket) and conn.sock.pending()):
+            return False
+        if not conn.keep:
             with self._lock:
                 self._busy -= 1
-            self._returned.append(conn)
-            self._wake()
+            try:
+                conn.sock.close()
+            except OSError:
+                pass
+            return True
+        conn.phase, conn.request = IDLE, None
+        conn.deadline = time.monotonic() + self.cfg.idle_timeout
+        conn.events = selectors.EVENT_READ
+        with self._lock:
+            self._busy -= 1
+            self._conns[conn] = None
+        try:
+            self._sel.register(conn.sock, selectors.EVENT_READ, conn)    # thread-safe: one epoll_ctl
+        except Exception:           # the selector closed under us (stop): the connection goes with it
+            self._close(conn)
+        return True
 
     def _answer(self, conn: _Conn) -> None:
         req = conn.request
@@ -746,15 +799,22 @@ class MetricsServer:
         does), for at most DIRECT_WRITE seconds and only while it keeps taking it; what is left,
         the loop sends. A client that stops reading costs a handler STALL_MS, no more."""
         deadline = time.monotonic() + DIRECT_WRITE
-        poller = select.poll()
-        poller.register(conn.sock, select.POLLOUT)
-        while conn.out:
-            buf = conn.out[0]
+        poller: select.poll | None = None
+        plain = not isinstance(conn.sock, ssl.SSLSocket)
+        out = conn.out
+        while out:
             try:
-                n = conn.sock.send(buf[:4 * WRITE_CHUNK])
+                if plain and len(out) > 1:
+                    # the head and the body in one system call (and one segment where they fit)
+                    n = conn.sock.sendmsg([out[0], out[1][:4 * WRITE_CHUNK]])
+                else:
+                    n = conn.sock.send(out[0][:4 * WRITE_CHUNK])
             except (BlockingIOError, InterruptedError, ssl.SSLWantWriteError):
                 left = deadline - time.monotonic()
-                if left <= 0 or not poller.poll(min(STALL_MS, left * 1000)):
+                if poller is None and left > 0:
+                    poller = select.poll()
+                    poller.register(conn.sock, select.POLLOUT)
+                if left <= 0 or poller is None or not poller.poll(min(STALL_MS, left * 1000)):
                     return          # out of time, or the client stopped taking it: the loop goes on
                 continue
             except ssl.SSLWantReadError:
@@ -763,10 +823,14 @@ class MetricsServer:
                 self.errors.record("disconnect", str(exc) or type(exc).__name__, conn.peer)
                 conn.phase = DEAD
                 return
-            if n >= len(buf):
-                conn.out.popleft()
-            else:
-                conn.out[0] = buf[n:]
+            while n and out:
+                buf = out[0]
+                if n >= len(buf):
+                    out.popleft()
+                    n -= len(buf)
+                else:
+                    out[0] = buf[n:]
+                    n = 0
 
     def _route(self, req: Request) -> tuple[int, bytes, dict[str, str]]:
         expo = self.expo
