@@ -100,6 +100,9 @@ class SysfsSource(Source):
         self._restricted: dict[str, str] = {}     # device -> why its counters are not read (never forgotten)
         self._verified: set[str] = set()          # devices one counter of which read fine
         self._excluded: dict[str, bool] = {}      # device -> in exclude_devices (the setting does not change)
+        # (state, phys_state, rate texts) -> (state id, phys state id, Gb/s, width, generation)
+        self._heads: dict[tuple[str | OSError, str | OSError, str | OSError],
+                          tuple[int | None, int | None, float | None, int | None, str | None]] = {}
 
     def _read(self, io: HostIO, rel: str, out: SourceOutput, optional: bool = False) -> str | None:
         try:
@@ -250,9 +253,23 @@ class SysfsSource(Source):
         return answer.strip()
 
     def _port(self, io: HostIO, pl: _PortLayout, out: SourceOutput, counters: bool = True) -> SysfsPort:
-        base = pl.base
         p = SysfsPort(port=pl.num, link_layer=pl.link_layer, port_guid=pl.port_guid)
         answers = io.read_many("sysfs", pl.rels if counters else pl.rels[:3])   # state, phys_state, rate, counters
+        head = (answers[0], answers[1], answers[2])
+        known = self._heads.get(head)
+        if known is not None:       # the same three texts as a poll before: one lookup
+            p.state_id, p.phys_state_id, p.rate_gbps, p.width, p.generation = known
+        else:
+            self._head(pl, head, p, out)
+        if counters:
+            self._counters(pl, answers, p, out)
+        return p
+
+    def _head(self, pl: _PortLayout, head: tuple[str | OSError, str | OSError, str | OSError], p: SysfsPort,
+              out: SourceOutput) -> None:
+        """A port's state, phys_state and rate from their texts, remembered per three texts when all
+        three read and parsed (a read or parse error is recorded each poll)."""
+        base, answers, errors = pl.base, head, len(out.errors)
         for i, (fname, rel) in enumerate((("state", pl.state), ("phys_state", pl.phys_state))):
             text = self._text(rel, answers[i], out)
             if text is not None:
@@ -267,6 +284,12 @@ class SysfsSource(Source):
             parsed = self._parse("rate", text, parse_rate, base, out)
             if parsed is not None:
                 p.rate_gbps, p.width, p.generation = parsed
+        if len(out.errors) == errors:
+            if len(self._heads) > 1024:
+                self._heads.clear()
+            self._heads[head] = (p.state_id, p.phys_state_id, p.rate_gbps, p.width, p.generation)
+
+    def _counters(self, pl: _PortLayout, answers: list[str | OSError], p: SysfsPort, out: SourceOutput) -> None:
         n = len(pl.counters)
         bits = pl.counter_bits
         try:
@@ -285,7 +308,6 @@ class SysfsSource(Source):
             if key in ext and ext[key] > p.counters.get(key, -1):
                 p.counters[key] = ext[key]
                 p.counter_bits[key] = 64
-        return p
 
     @staticmethod
     def _counter(rel: str, key: str, text: str | OSError, into: dict[str, int], out: SourceOutput) -> None:
