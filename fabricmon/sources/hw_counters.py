@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import errno
 import time
+from typing import cast
 
 from fabricmon.host.io import HostIO
 from fabricmon.parsers.sysfs_ib import HwCountersData
@@ -57,7 +58,7 @@ class HwCountersSource(Source):
                 continue
             answers = io.read_many("sysfs", [r for r, _ in files])
             try:        # the common case: every file a decimal integer and a newline
-                values = dict(zip([n for _, n in files], map(int, answers)))
+                values = dict(zip([n for _, n in files], map(int, cast("list[str]", answers))))   # OSError: TypeError
             except (ValueError, TypeError):     # one that is not, or could not be read: file by file
                 values = {}
                 for (rel, name), answer in zip(files, answers):

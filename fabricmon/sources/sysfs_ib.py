@@ -13,7 +13,8 @@ from __future__ import annotations
 import errno
 import fnmatch
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import cast
 
 import structlog
 
@@ -68,7 +69,7 @@ class _PortLayout:
     state: str = ""                       # paths of the files read every poll
     phys_state: str = ""
     rate: str = ""
-    counter_bits: dict[str, int] | None = None   # width of each counters/ file's counter
+    counter_bits: dict[str, int] = field(default_factory=dict)   # width of each counters/ file's counter
     names: tuple[str, ...] = ()                # the canonical name of each counters/ file, in order
 
     rels: tuple[str, ...] = ()                 # every file read each poll, in one read_many
@@ -294,7 +295,8 @@ class SysfsSource(Source):
         bits = pl.counter_bits
         try:
             # the common case: every counter a decimal integer and a newline
-            p.counters = dict(zip(pl.names, map(int, answers[3:3 + n])))
+            # (an OSError among them raises TypeError: the per-file path below records it)
+            p.counters = dict(zip(pl.names, map(int, cast("list[str]", answers[3:3 + n]))))
             p.counter_bits = dict(bits)
         except (ValueError, TypeError):         # one that is not (N/A, garbage) or could not be read
             values = p.counters = {}
