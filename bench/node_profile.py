@@ -16,7 +16,9 @@ from __future__ import annotations
 
 import argparse
 import cProfile
+import os
 import pstats
+import re
 import shutil
 import sys
 import tempfile
@@ -24,6 +26,7 @@ import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
+CLK_TCK = os.sysconf("SC_CLK_TCK")
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent))
 
@@ -36,9 +39,30 @@ from fabricmon.pipeline import Pipeline  # noqa: E402
 from fabricmon.pipeline.source import registry  # noqa: E402
 
 
+def thread_cpu() -> dict[int, float]:
+    """CPU seconds of each of this process's threads, by native thread id: the scheduler's own
+    count in nanoseconds (schedstat) where the kernel keeps it, else utime + stime in clock ticks."""
+    out = {}
+    for tid in os.listdir("/proc/self/task"):
+        try:
+            with open(f"/proc/self/task/{tid}/schedstat") as fh:
+                out[int(tid)] = int(fh.read().split()[0]) / 1e9
+            continue
+        except (OSError, ValueError, IndexError):
+            pass
+        try:
+            with open(f"/proc/self/task/{tid}/stat") as fh:
+                fields = fh.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        out[int(tid)] = (int(fields[11]) + int(fields[12])) / CLK_TCK
+    return out
+
+
 def daemon(args: argparse.Namespace) -> int:
     """The daemon's own threads (workers, publisher, server) profiled together: a thread started
-    after threading.setprofile starts its own cProfile.Profile on its first call."""
+    after threading.setprofile starts its own cProfile.Profile on its first call. With
+    --no-profile: each thread's CPU per build instead (from /proc)."""
     import http.client
     import threading
 
@@ -59,10 +83,12 @@ def daemon(args: argparse.Namespace) -> int:
         config = from_dict({"paths": {"sysfs": sysfs, "state_dir": str(work / "state")}, "sources": sources,
                             "server": {"address": "127.0.0.1", "port": 0}, "logging": {"level": "warning"}})
         traffic = Traffic(sysfs)
-        threading.setprofile(start)
+        if not args.no_profile:
+            threading.setprofile(start)
         d = Daemon(config, LiveIO(sysfs=sysfs), port=0)
         d.start()
-        t0, c0 = time.monotonic(), time.process_time()
+        time.sleep(1.0)     # the first polls: layouts, opened files
+        t0, c0, b0, per0 = time.monotonic(), time.process_time(), d.pipeline._builds.count, thread_cpu()
         while time.monotonic() - t0 < args.daemon:
             traffic.tick()
             conn = http.client.HTTPConnection("127.0.0.1", d.port, timeout=10)
@@ -71,11 +97,22 @@ def daemon(args: argparse.Namespace) -> int:
             conn.close()
             time.sleep(0.5)
         cpu = time.process_time() - c0
-        cycles = d.pipeline._builds.count
+        per1 = thread_cpu()
+        cycles = d.pipeline._builds.count - b0
+        names = {t.native_id: t.name for t in threading.enumerate()}
         d.stop()
         threading.setprofile(None)  # type: ignore[arg-type]
         print(f"{desc}; the daemon for {args.daemon:.0f} s: {cycles} builds, process CPU {cpu * 1e3:.0f} ms "
-              f"(this harness's scrapes included)")
+              f"(this harness's scrapes and traffic included)")
+        if args.no_profile:
+            groups: dict[str, float] = {}
+            for tid, c in per1.items():
+                name = re.sub(r"-\d+$", "-*", names.get(tid, f"thread {tid}"))
+                groups[name] = groups.get(name, 0.0) + c - per0.get(tid, 0.0)
+            print("CPU ms per build, by thread:")
+            for name, c in sorted(groups.items(), key=lambda kv: -kv[1]):
+                print(f"  {name:28} {c / max(cycles, 1) * 1e3:7.3f}")
+            return 0
         st = pstats.Stats(*profiles).strip_dirs()
         st.sort_stats("tottime").print_stats(args.top)
         st.sort_stats("cumulative").print_stats(args.top)

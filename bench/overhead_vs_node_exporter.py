@@ -31,7 +31,12 @@ Usage:
 
     python bench/overhead_vs_node_exporter.py [--hcas 10] [--tree synthetic|h100]
         [--interval 0.5] [--cycles 60] [--repeats 3] [--latency-scrapes 1000]
-        [--warmup-cycles 0]
+        [--warmup-cycles 0] [--compare-with CHECKOUT]
+
+--compare-with CHECKOUT runs a second `fabricmon run` from another checkout (a worktree or
+`git archive` of main, say) with the same config, scraped in the same ticks and measured over the
+same windows, so that a change and its baseline are compared under one load, each against the
+same node_exporter.
 
 --warmup-cycles N waits until fabricmon has polled N times before measuring. fabricmon's
 counter history keeps up to 2048 samples per counter, and its per-cycle cost grows until the
@@ -170,14 +175,16 @@ def fabricmon_config(sysfs: str, port: int, interval: float | None, state_dir: s
     })
 
 
-def start_fabricmon(cfg_text: str, workdir: Path, name: str, port: int) -> subprocess.Popen:
+def start_fabricmon(cfg_text: str, workdir: Path, name: str, port: int, root: Path = HERE.parent) -> subprocess.Popen:
+    """`fabricmon run` from the checkout at root (this one by default)."""
     cfg = workdir / f"{name}.yml"
     cfg.write_text(cfg_text)
     log = workdir / f"{name}.log"
+    env = dict(os.environ, PYTHONPATH=str(root), PYTHONDONTWRITEBYTECODE="1")
     with open(log, "wb") as fh:
         proc = subprocess.Popen([sys.executable, "-m", "fabricmon", "run", "--config", str(cfg)],
                                 stdin=subprocess.DEVNULL, stdout=fh, stderr=subprocess.STDOUT,
-                                cwd=str(HERE.parent))
+                                cwd=str(root), env=env)
     wait_ready(proc, port, f"fabricmon ({name})", log, fabricmon=True)
     return proc
 
@@ -192,19 +199,31 @@ class Window:
     fm_scrapes: int
     ne_scrapes: int
     wall: float
+    base_cpu_per_cycle: float | None = None     # --compare-with: the other checkout's fabricmon
 
     @property
     def ratio(self) -> float:
         return self.fm_cpu_per_cycle / self.ne_cpu_per_scrape if self.ne_cpu_per_scrape else float("inf")
 
+    @property
+    def base_ratio(self) -> float | None:
+        if self.base_cpu_per_cycle is None:
+            return None
+        return self.base_cpu_per_cycle / self.ne_cpu_per_scrape if self.ne_cpu_per_scrape else float("inf")
+
 
 def measure_window(ne: subprocess.Popen, ne_port: int, fm: subprocess.Popen, fm_port: int,
-                   interval: float, cycles: int, on_tick=lambda: None) -> Window:
-    """Scrape both once per tick until fabricmon has polled `cycles` more times."""
+                   interval: float, cycles: int, on_tick=lambda: None,
+                   base: tuple[subprocess.Popen, int] | None = None) -> Window:
+    """Scrape both (all three with `base`, the other checkout's fabricmon) once per tick until
+    fabricmon has polled `cycles` more times."""
     start_count = poll_count(scrape(fm_port))
+    base_count0 = poll_count(scrape(base[1])) if base else 0
     ne_c0, fm_c0, t0 = cpu_seconds(ne.pid), cpu_seconds(fm.pid), time.monotonic()
+    base_c0 = cpu_seconds(base[0].pid) if base else 0.0
     ne_n = fm_n = 0
     count = start_count
+    base_count = base_count0
     next_tick = time.monotonic()
     while count - start_count < cycles:
         next_tick += interval
@@ -212,6 +231,8 @@ def measure_window(ne: subprocess.Popen, ne_port: int, fm: subprocess.Popen, fm_
         ne_n += 1
         count = poll_count(scrape(fm_port))
         fm_n += 1
+        if base:
+            base_count = poll_count(scrape(base[1]))
         on_tick()
         delay = next_tick - time.monotonic()
         if delay > 0:
@@ -219,9 +240,12 @@ def measure_window(ne: subprocess.Popen, ne_port: int, fm: subprocess.Popen, fm_
         else:
             next_tick = time.monotonic()
     ne_c1, fm_c1, t1 = cpu_seconds(ne.pid), cpu_seconds(fm.pid), time.monotonic()
+    base_cpu = None
+    if base:
+        base_cpu = (cpu_seconds(base[0].pid) - base_c0) / max(base_count - base_count0, 1)
     done = count - start_count
     return Window(ne_cpu_per_scrape=(ne_c1 - ne_c0) / ne_n, fm_cpu_per_cycle=(fm_c1 - fm_c0) / done,
-                  fm_cycles=done, fm_scrapes=fm_n, ne_scrapes=ne_n, wall=t1 - t0)
+                  fm_cycles=done, fm_scrapes=fm_n, ne_scrapes=ne_n, wall=t1 - t0, base_cpu_per_cycle=base_cpu)
 
 
 def latencies(port: int, n: int) -> list[float]:
@@ -310,7 +334,12 @@ def main() -> int:
     ap.add_argument("--kernel-log-off-too", action="store_true",
                     help="also run a default-interval daemon with sources.kernel_log off, measured over the same "
                          "time, so the kernel log source's cost is the difference of the two (one run, one load)")
+    ap.add_argument("--compare-with", type=Path, metavar="CHECKOUT",
+                    help="also run `fabricmon run` from another checkout (e.g. a worktree of main) with the same "
+                         "config, scraped in the same windows: both fabricmons against node_exporter, one load")
     args = ap.parse_args()
+    if args.compare_with is not None and not (args.compare_with / "fabricmon" / "__main__.py").is_file():
+        ap.error(f"--compare-with {args.compare_with}: no fabricmon package there")
     if args.interval < 0.1:
         ap.error("--interval must be >= 0.1 (fabricmon's minimum)")
 
@@ -332,6 +361,13 @@ def main() -> int:
         procs.append(ne)
         fm = start_fabricmon(fabricmon_config(sysfs, fm_port, args.interval, state), work, "fabricmon-fast", fm_port)
         procs.append(fm)
+        base = None
+        if args.compare_with is not None:
+            base_port = free_port()
+            base_proc = start_fabricmon(fabricmon_config(sysfs, base_port, args.interval, str(work / "state-base")),
+                                        work, "fabricmon-compared", base_port, root=args.compare_with.resolve())
+            procs.append(base_proc)
+            base = (base_proc, base_port)
         fd = None
         if not args.no_default_run:
             fd = start_fabricmon(fabricmon_config(sysfs, fd_port, None, state, args.default_sources == "sysfs"),
@@ -367,14 +403,18 @@ def main() -> int:
         for _ in range(5):
             scrape(ne_port)
             scrape(fm_port)
+            if base:
+                scrape(base[1])
 
         windows = []
         for i in range(args.repeats):
-            w = measure_window(ne, ne_port, fm, fm_port, args.interval, args.cycles, tick_default)
+            w = measure_window(ne, ne_port, fm, fm_port, args.interval, args.cycles, tick_default, base)
             windows.append(w)
+            compared = "" if w.base_cpu_per_cycle is None else (
+                f"; {args.compare_with} {w.base_cpu_per_cycle * 1e3:.2f} ms CPU/cycle, ratio {w.base_ratio:.2f}")
             print(f"window {i + 1}/{args.repeats}: node_exporter {w.ne_cpu_per_scrape * 1e3:.2f} ms CPU/scrape, "
                   f"fabricmon {w.fm_cpu_per_cycle * 1e3:.2f} ms CPU/cycle ({w.fm_cycles} cycles, "
-                  f"{w.fm_scrapes} scrapes, {w.wall:.0f} s), ratio {w.ratio:.2f}", file=sys.stderr)
+                  f"{w.fm_scrapes} scrapes, {w.wall:.0f} s), ratio {w.ratio:.2f}{compared}", file=sys.stderr)
 
         fm_lat = latencies(fm_port, args.latency_scrapes)
         tick_default()
@@ -426,6 +466,10 @@ def main() -> int:
           f"{pct(ne_lat, 50) * 1e3:14.2f} | {pct(fm_lat, 50) * 1e3:14.2f} |")
     print(f"| {'scrape latency p99 ms':62} | {pct(ne_lat, 99) * 1e3:14.2f} | {pct(fm_lat, 99) * 1e3:14.2f} |")
     print(f"\nratio per window: {', '.join(f'{w.ratio:.2f}' for w in windows)}\n")
+    if args.compare_with is not None:
+        print(f"the same from {args.compare_with}, in the same windows: CPU ms per cycle "
+              f"{med(w.base_cpu_per_cycle for w in windows) * 1e3:.2f} (median); ratio per window: "
+              f"{', '.join(f'{w.base_ratio:.2f}' for w in windows)}\n")
     print(f"| {'fabricmon at the default intervals (sysfs 15 s)':62} | {'value':>14} |")
     print(f"|{'-' * 64}|{'-' * 16}|")
     print(f"| {'CPU % of one core, computed: sysfs-only CPU per cycle / 15 s':62} | "

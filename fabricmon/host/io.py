@@ -27,6 +27,9 @@ from fabricmon.host.snmp import WalkSpec, walk_many
 from fabricmon.host.runner import DEFAULT_TOOL_DIRS, CommandResult, kill_all, resolve_program, run_command
 
 ROOTS = ("sysfs", "procfs")
+# read_many's first try reads this much of each file: a counter or a state is a few bytes, so a
+# file that fills it may hold more and is read again whole (up to 64 KiB, a sysfs page on arm64)
+SMALL_READ = 256
 
 
 @dataclass(frozen=True, slots=True)
@@ -169,7 +172,17 @@ class LiveIO:
         call per port: the per-file cost is a dict lookup and a pread."""
         if root != "sysfs":
             return [read_answer(self.read, root, rel) for rel in rels]
-        fds, pread, out = self._fds, os.pread, []
+        fds, pread = self._fds, os.pread
+        self._used.update(rels)
+        try:
+            # the common case: every file open, read whole (a counter is a few bytes; a sysfs file
+            # holds at most a page) and ASCII; anything else reads them all again one by one below
+            texts = [pread(fds[rel], SMALL_READ, 0) for rel in rels]
+            if max(map(len, texts), default=0) < SMALL_READ:
+                return [t.decode() for t in texts]
+        except (KeyError, OSError, UnicodeDecodeError):
+            pass
+        out: list[str | OSError] = []
         append = out.append
         for rel in rels:
             fd = fds.get(rel)
@@ -180,7 +193,6 @@ class LiveIO:
                 except OSError:
                     pass
             append(read_answer(self.read, root, rel))     # first read, or reopen: the slow path
-        self._used.update(rels)
         return out
 
     def _forget(self, rel: str) -> None:

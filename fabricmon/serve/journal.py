@@ -75,11 +75,18 @@ class Journal:
 
     def _finding_changes(self, snap: Snapshot) -> None:
         assert self._findings is not None
-        current: dict[Key, int] = {}
+        prev = self._findings               # the findings not OK at the last snapshot
+        bad: dict[Key, int] = {}
+        seen: set[Key] = set()              # those of prev this snapshot judges again
         for f in snap.findings:
+            if f.status == OK and not prev:
+                continue                    # the usual case: OK now and nothing was wrong before
             key = (f.check, f.device, f.port)
-            current[key] = f.status
-            before = self._findings.get(key, OK)
+            before = prev.get(key, OK)
+            if before != OK:
+                seen.add(key)
+            if f.status != OK:
+                bad[key] = f.status
             if f.status == before:
                 continue
             fields = {"check": f.check, "device": f.device, "port": f.port,
@@ -92,12 +99,12 @@ class Journal:
                 self._emit("finding cleared", OK, previous=STATUS_NAMES[before], **fields)
             else:
                 self._emit("finding changed severity", f.status, previous=STATUS_NAMES[before], **fields)
-        for key, before in self._findings.items():
-            if before != OK and key not in current:      # its port vanished: nothing judges it any more
+        for key, before in prev.items():
+            if key not in seen:             # its port vanished: nothing judges it any more
                 check, device, port = key
                 self._emit("finding cleared", OK, check=check, device=device, port=port, severity="OK",
                            previous=STATUS_NAMES[before], message="no longer evaluated (the port vanished)")
-        self._findings = {k: s for k, s in current.items() if s != OK}
+        self._findings = bad
 
 
 __all__ = ["Journal", "port_fields"]

@@ -178,8 +178,7 @@ SCRAPE_QUEUE = 64
 PAGE_WORKERS = 2         # handlers for / (the pages): never the scrape's
 PAGE_QUEUE = 4
 FD_RESERVE = 0.5         # of the descriptor limit kept for the sources (subprocess pipes, files)
-SWEEP_AFTER_EVENTS = 0.1  # seconds: a pass that handled events sweeps the deadlines again within this
-SWEEP_IDLE = 1.0         # and the loop wakes at least this often
+SWEEP_IDLE = 1.0         # seconds: while a connection is open, the loop sweeps at least this often
 
 
 class HttpErrors:
@@ -273,7 +272,8 @@ WRITE_CHUNK = 256 << 10    # per send; at most 4 per connection per loop turn
 
 
 class _Conn:
-    __slots__ = ("sock", "peer", "buf", "phase", "deadline", "served", "request", "events", "out", "keep")
+    __slots__ = ("sock", "peer", "buf", "phase", "deadline", "served", "request", "events", "out", "keep",
+                 "registered")
 
     def __init__(self, sock: socket.socket, peer: str, phase: str, deadline: float):
         self.sock = sock
@@ -286,6 +286,7 @@ class _Conn:
         self.events = selectors.EVENT_READ
         self.out: collections.deque[memoryview] = collections.deque()     # the answer still to send
         self.keep = False
+        self.registered = False      # with the selector (unregistering one that is not costs a KeyError)
 
 
 class _Pool:
@@ -348,6 +349,7 @@ class MetricsServer:
         self.max_connections = connection_cap(self.cfg.max_connections)
         family = socket.AF_INET6 if ":" in address else socket.AF_INET
         self._listener = socket.socket(family, socket.SOCK_STREAM)
+        self._family = family
         try:
             self._listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
             self._listener.bind((address, port))
@@ -366,6 +368,7 @@ class MetricsServer:
         self._lock = threading.Lock()
         self._stopping = False
         self._paused_until = 0.0     # accepting paused after EMFILE
+        self._next_sweep = math.inf  # when the loop next closes late connections (see _loop)
         self._scrapes = _Pool("http", SCRAPE_WORKERS, SCRAPE_QUEUE, self._handle)
         self._pages = _Pool("page", PAGE_WORKERS, PAGE_QUEUE, self._handle)
         self.thread = threading.Thread(target=self._loop, name="fabricmon-http", daemon=True)
@@ -422,13 +425,14 @@ class MetricsServer:
 
     def _loop(self) -> None:
         """Waits for events, and for the next deadline to sweep (a connection's, or the end of a
-        pause): an idle server wakes once a second, not ten times, so that serving costs nothing
-        between scrapes. Every deadline is set while events are handled, and the pass that handles
-        events sweeps again within 0.1 s, which finds the earliest deadline of all connections."""
-        next_sweep = 0.0
+        pause): every deadline the loop sets lowers the next sweep to it, a handler that hands a
+        connection back lowers it to that connection's idle deadline (waking the loop only where
+        that is sooner), and while any connection is open the loop sweeps at least once a second.
+        A server with no connection sleeps until one comes: serving costs nothing between scrapes."""
         while not self._stopping:
+            wait = self._next_sweep - time.monotonic()
             try:
-                events = self._sel.select(max(0.0, next_sweep - time.monotonic()))
+                events = self._sel.select(None if wait == math.inf else max(0.0, wait))
             except OSError:          # the selector was closed under us (stop)
                 return
             for key, _ in events:
@@ -444,11 +448,14 @@ class MetricsServer:
                 else:
                     self._ready(key.data)
             now = time.monotonic()
-            if events:
-                next_sweep = min(next_sweep, now + SWEEP_AFTER_EVENTS)
-            if now >= next_sweep:
-                next_sweep = min(self._sweep(now), now + SWEEP_IDLE)
+            if now >= self._next_sweep:
+                self._next_sweep = self._sweep(now)
         self._take_back()
+
+    def _due(self, deadline: float) -> None:
+        """The loop sweeps by this deadline (set in the loop's thread)."""
+        if deadline < self._next_sweep:
+            self._next_sweep = deadline
 
     def _accept(self) -> None:
         for _ in range(64):
@@ -461,6 +468,7 @@ class MetricsServer:
                     self.errors.record("refused", f"accept: {exc.strerror}")
                     self._sel.unregister(self._listener)         # pause, or the loop spins
                     self._paused_until = time.monotonic() + 0.05
+                    self._due(self._paused_until)
                 return
             peer = f"{addr[0]}:{addr[1]}" if isinstance(addr, tuple) else str(addr)
             with self._lock:
@@ -470,7 +478,7 @@ class MetricsServer:
                 sock.close()
                 continue
             sock.setblocking(False)
-            if sock.family != socket.AF_UNIX:
+            if self._family != socket.AF_UNIX:
                 sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)     # head and body are two writes
             now = time.monotonic()
             if self.ssl is not None:
@@ -485,7 +493,29 @@ class MetricsServer:
                 conn = _Conn(sock, peer, HEAD, now + self.cfg.header_timeout)
             with self._lock:
                 self._conns[conn] = None
+            self._due(conn.deadline)
+            if conn.phase == HEAD and self._read_first(conn):
+                continue            # its request was there already: answered, dropped or rejected
             self._sel.register(sock, selectors.EVENT_READ, conn)
+            conn.registered = True
+
+    def _read_first(self, conn: _Conn) -> bool:
+        """A plain connection's request usually arrives with it (the client sends it as soon as it
+        is connected): read it at once, so a whole request goes to a handler without waiting for
+        the loop's next turn (and without registering the socket at all). False, with nothing
+        done, where nothing has arrived yet: the loop waits for it as for any other."""
+        try:
+            data = conn.sock.recv(65536)
+        except (BlockingIOError, InterruptedError):
+            return False
+        except OSError as exc:
+            self._drop(conn, None, str(exc))
+            return True
+        if not data:
+            self._drop(conn, None, "closed before its request")
+            return True
+        conn.buf += data
+        return self._advance(conn)
 
     def _evict(self) -> bool:
         """Close the oldest connection still waiting for its request, for a new one."""
@@ -499,10 +529,12 @@ class MetricsServer:
     def _close(self, conn: _Conn) -> None:
         with self._lock:
             self._conns.pop(conn, None)
-        try:
-            self._sel.unregister(conn.sock)
-        except (KeyError, ValueError, OSError):
-            pass
+        if conn.registered:
+            conn.registered = False
+            try:
+                self._sel.unregister(conn.sock)
+            except (KeyError, ValueError, OSError):
+                pass
         try:
             conn.sock.close()
         except OSError:
@@ -554,33 +586,39 @@ class MetricsServer:
                 break
         self._advance(conn)
 
-    def _advance(self, conn: _Conn) -> None:
-        """Move a connection on with what its buffer holds: a whole request goes to a handler."""
+    def _advance(self, conn: _Conn) -> bool:
+        """Move a connection on with what its buffer holds: a whole request goes to a handler.
+        True when the connection left the loop's hands (to a handler, or closed), False while it
+        waits for more."""
         if conn.phase == IDLE and conn.buf:
             conn.phase = HEAD
             conn.deadline = time.monotonic() + self.cfg.header_timeout
+            self._due(conn.deadline)
         if conn.phase == HEAD:
             end = conn.buf.find(b"\r\n\r\n")
             if end < 0:
                 if len(conn.buf) > MAX_HEAD:
                     self._reject(conn, 431, "request head too large")
-                return
+                    return True
+                return False
             if end > MAX_HEAD:
                 self._reject(conn, 431, "request head too large")
-                return
+                return True
             try:
                 conn.request = parse_head(bytes(conn.buf[:end]))
             except BadRequest as exc:
                 self._reject(conn, exc.code, str(exc))
-                return
+                return True
             del conn.buf[:end + 4]
             conn.phase = BODY
         if conn.phase == BODY:
             assert conn.request is not None
             if len(conn.buf) < conn.request.length:
-                return
+                return False
             del conn.buf[:conn.request.length]       # a body on GET: read and dropped
             self._dispatch(conn)
+            return True
+        return False
 
     def _reject(self, conn: _Conn, code: int, message: str) -> None:
         """Answer a bad request from the loop (best effort, never blocking) and close."""
@@ -600,15 +638,18 @@ class MetricsServer:
         with self._lock:
             self._conns.pop(conn, None)
             self._busy += 1
-        try:
-            self._sel.unregister(conn.sock)
-        except (KeyError, ValueError):
-            pass
+        if conn.registered:
+            conn.registered = False
+            try:
+                self._sel.unregister(conn.sock)
+            except (KeyError, ValueError):
+                pass
         if not pool.submit(conn):
             with self._lock:
                 self._busy -= 1
                 self._conns[conn] = None
             self._sel.register(conn.sock, selectors.EVENT_READ, conn)
+            conn.registered = True
             conn.events = selectors.EVENT_READ
             self._reject_busy(conn)
 
@@ -635,6 +676,7 @@ class MetricsServer:
                 continue
             conn.phase = WRITE
             conn.deadline = time.monotonic() + self.cfg.write_timeout - DIRECT_WRITE
+            self._due(conn.deadline)
             # registered for what comes next: the rest of the answer, or (the handler sent it all, as
             # it does for a scraper that reads) the next request, so that _write need not re-register
             conn.events = selectors.EVENT_WRITE if conn.out else selectors.EVENT_READ
@@ -645,6 +687,7 @@ class MetricsServer:
             except (ValueError, OSError):
                 self._close(conn)
                 continue
+            conn.registered = True
             self._write(conn)
 
     def _write(self, conn: _Conn) -> None:
@@ -675,19 +718,22 @@ class MetricsServer:
             return
         conn.phase, conn.request = IDLE, None
         conn.deadline = time.monotonic() + self.cfg.idle_timeout
+        self._due(conn.deadline)
         self._watch(conn, selectors.EVENT_READ)
         if conn.buf or (isinstance(conn.sock, ssl.SSLSocket) and conn.sock.pending()):
             self._ready(conn)               # a pipelined request, already read
 
     def _sweep(self, now: float) -> float:
-        """Close the connections past their deadline, end a pause that is over; returns the next
-        deadline (inf when there is none)."""
+        """Close the connections past their deadline, end a pause that is over; returns when to sweep
+        next: the next deadline, within SWEEP_IDLE while any connection is open (inf when none is)."""
         if self._paused_until and now >= self._paused_until:
             self._paused_until = 0.0
             self._sel.register(self._listener, selectors.EVENT_READ, "listen")
         with self._lock:
             late = [c for c in self._conns if c.deadline <= now]
             soonest = min((c.deadline for c in self._conns if c.deadline > now), default=math.inf)
+            if self._conns or self._busy:
+                soonest = min(soonest, now + SWEEP_IDLE)     # a handler may hand one back: see it within this
         if self._paused_until:
             soonest = min(soonest, self._paused_until)
         for c in late:
@@ -710,10 +756,44 @@ class MetricsServer:
             conn.out.clear()
             conn.keep = False
         finally:
+            if not self._hand_back(conn):
+                with self._lock:
+                    self._busy -= 1
+                self._returned.append(conn)
+                self._wake()
+
+    def _hand_back(self, conn: _Conn) -> bool:
+        """A connection answered in full goes back from the handler itself, without waking the loop:
+        closed, or (keep-alive) registered idle for its next request. False where the loop must take
+        it (an answer still to send, a pipelined request already read, the server stopping)."""
+        if conn.out or conn.phase == DEAD or conn.buf or self._stopping or (
+                isinstance(conn.sock, ssl.SSLSocket) and conn.sock.pending()):
+            return False
+        if not conn.keep:
             with self._lock:
                 self._busy -= 1
-            self._returned.append(conn)
+            try:
+                conn.sock.close()
+            except OSError:
+                pass
+            return True
+        conn.phase, conn.request = IDLE, None
+        conn.deadline = time.monotonic() + self.cfg.idle_timeout
+        conn.events = selectors.EVENT_READ
+        with self._lock:
+            self._busy -= 1
+            self._conns[conn] = None
+        conn.registered = True      # before the loop can see an event of it
+        try:
+            self._sel.register(conn.sock, selectors.EVENT_READ, conn)    # thread-safe: one epoll_ctl
+        except Exception:           # the selector closed under us (stop): the connection goes with it
+            conn.registered = False
+            self._close(conn)
+            return True
+        if conn.deadline < self._next_sweep:        # rare: an idle timeout shorter than the loop's sleep
+            self._next_sweep = conn.deadline
             self._wake()
+        return True
 
     def _answer(self, conn: _Conn) -> None:
         req = conn.request
@@ -746,15 +826,22 @@ class MetricsServer:
         does), for at most DIRECT_WRITE seconds and only while it keeps taking it; what is left,
         the loop sends. A client that stops reading costs a handler STALL_MS, no more."""
         deadline = time.monotonic() + DIRECT_WRITE
-        poller = select.poll()
-        poller.register(conn.sock, select.POLLOUT)
-        while conn.out:
-            buf = conn.out[0]
+        poller: select.poll | None = None
+        plain = not isinstance(conn.sock, ssl.SSLSocket)
+        out = conn.out
+        while out:
             try:
-                n = conn.sock.send(buf[:4 * WRITE_CHUNK])
+                if plain and len(out) > 1:
+                    # the head and the body in one system call (and one segment where they fit)
+                    n = conn.sock.sendmsg([out[0], out[1][:4 * WRITE_CHUNK]])
+                else:
+                    n = conn.sock.send(out[0][:4 * WRITE_CHUNK])
             except (BlockingIOError, InterruptedError, ssl.SSLWantWriteError):
                 left = deadline - time.monotonic()
-                if left <= 0 or not poller.poll(min(STALL_MS, left * 1000)):
+                if poller is None and left > 0:
+                    poller = select.poll()
+                    poller.register(conn.sock, select.POLLOUT)
+                if left <= 0 or poller is None or not poller.poll(min(STALL_MS, left * 1000)):
                     return          # out of time, or the client stopped taking it: the loop goes on
                 continue
             except ssl.SSLWantReadError:
@@ -763,10 +850,14 @@ class MetricsServer:
                 self.errors.record("disconnect", str(exc) or type(exc).__name__, conn.peer)
                 conn.phase = DEAD
                 return
-            if n >= len(buf):
-                conn.out.popleft()
-            else:
-                conn.out[0] = buf[n:]
+            while n and out:
+                buf = out[0]
+                if n >= len(buf):
+                    out.popleft()
+                    n -= len(buf)
+                else:
+                    out[0] = buf[n:]
+                    n = 0
 
     def _route(self, req: Request) -> tuple[int, bytes, dict[str, str]]:
         expo = self.expo

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import errno
 import time
+from typing import cast
 
 from fabricmon.host.io import HostIO
 from fabricmon.parsers.sysfs_ib import HwCountersData
@@ -55,9 +56,13 @@ class HwCountersSource(Source):
             files = self._list(io, dev, port, out, now)
             if not files:
                 continue
-            values: dict[str, int] = {}
-            for (rel, name), answer in zip(files, io.read_many("sysfs", [r for r, _ in files])):
-                SysfsSource._counter(rel, name, answer, values, out)
+            answers = io.read_many("sysfs", [r for r, _ in files])
+            try:        # the common case: every file a decimal integer and a newline
+                values = dict(zip([n for _, n in files], map(int, cast("list[str]", answers))))   # OSError: TypeError
+            except (ValueError, TypeError):     # one that is not, or could not be read: file by file
+                values = {}
+                for (rel, name), answer in zip(files, answers):
+                    SysfsSource._counter(rel, name, answer, values, out)
             data.ports[(dev, port)] = values
         for gone in set(self._files) - set(ports):
             del self._files[gone]

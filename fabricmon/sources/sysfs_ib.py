@@ -13,7 +13,8 @@ from __future__ import annotations
 import errno
 import fnmatch
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import cast
 
 import structlog
 
@@ -68,12 +69,14 @@ class _PortLayout:
     state: str = ""                       # paths of the files read every poll
     phys_state: str = ""
     rate: str = ""
-    counter_bits: dict[str, int] | None = None   # width of each counters/ file's counter
+    counter_bits: dict[str, int] = field(default_factory=dict)   # width of each counters/ file's counter
+    names: tuple[str, ...] = ()                # the canonical name of each counters/ file, in order
 
     rels: tuple[str, ...] = ()                 # every file read each poll, in one read_many
 
     def __post_init__(self) -> None:
         self.state, self.phys_state, self.rate = f"{self.base}/state", f"{self.base}/phys_state", f"{self.base}/rate"
+        self.names = tuple(name for _, name in self.counters)
         self.counter_bits = {name: (64 if COUNTER_BY_NAME[name].kind == "traffic" else COUNTER_BY_NAME[name].bits)
                              for _, name in self.counters}
         self.rels = (self.state, self.phys_state, self.rate, *(r for r, _ in self.counters),
@@ -97,6 +100,10 @@ class SysfsSource(Source):
         self._counters_exclude: tuple[str, ...] = self.sc.settings(SysfsOptions).counters_exclude_devices
         self._restricted: dict[str, str] = {}     # device -> why its counters are not read (never forgotten)
         self._verified: set[str] = set()          # devices one counter of which read fine
+        self._excluded: dict[str, bool] = {}      # device -> in exclude_devices (the setting does not change)
+        # (state, phys_state, rate texts) -> (state id, phys state id, Gb/s, width, generation)
+        self._heads: dict[tuple[str | OSError, str | OSError, str | OSError],
+                          tuple[int | None, int | None, float | None, int | None, str | None]] = {}
 
     def _read(self, io: HostIO, rel: str, out: SourceOutput, optional: bool = False) -> str | None:
         try:
@@ -128,8 +135,14 @@ class SysfsSource(Source):
         now = time.monotonic()
         devices: dict[str, SysfsDevice] = {}
         relaid = False
+        excluded = self._excluded
         for name in names:
-            if self.config.device_excluded(name):
+            skip = excluded.get(name)
+            if skip is None:
+                if len(excluded) > 4096:
+                    excluded.clear()
+                skip = excluded[name] = self.config.device_excluded(name)
+            if skip:
                 continue
             layout = self._layouts.get(name)
             if layout is None or now - layout.read_at >= STATIC_TTL:
@@ -241,9 +254,23 @@ class SysfsSource(Source):
         return answer.strip()
 
     def _port(self, io: HostIO, pl: _PortLayout, out: SourceOutput, counters: bool = True) -> SysfsPort:
-        base = pl.base
         p = SysfsPort(port=pl.num, link_layer=pl.link_layer, port_guid=pl.port_guid)
         answers = io.read_many("sysfs", pl.rels if counters else pl.rels[:3])   # state, phys_state, rate, counters
+        head = (answers[0], answers[1], answers[2])
+        known = self._heads.get(head)
+        if known is not None:       # the same three texts as a poll before: one lookup
+            p.state_id, p.phys_state_id, p.rate_gbps, p.width, p.generation = known
+        else:
+            self._head(pl, head, p, out)
+        if counters:
+            self._counters(pl, answers, p, out)
+        return p
+
+    def _head(self, pl: _PortLayout, head: tuple[str | OSError, str | OSError, str | OSError], p: SysfsPort,
+              out: SourceOutput) -> None:
+        """A port's state, phys_state and rate from their texts, remembered per three texts when all
+        three read and parsed (a read or parse error is recorded each poll)."""
+        base, answers, errors = pl.base, head, len(out.errors)
         for i, (fname, rel) in enumerate((("state", pl.state), ("phys_state", pl.phys_state))):
             text = self._text(rel, answers[i], out)
             if text is not None:
@@ -258,18 +285,24 @@ class SysfsSource(Source):
             parsed = self._parse("rate", text, parse_rate, base, out)
             if parsed is not None:
                 p.rate_gbps, p.width, p.generation = parsed
+        if len(out.errors) == errors:
+            if len(self._heads) > 1024:
+                self._heads.clear()
+            self._heads[head] = (p.state_id, p.phys_state_id, p.rate_gbps, p.width, p.generation)
+
+    def _counters(self, pl: _PortLayout, answers: list[str | OSError], p: SysfsPort, out: SourceOutput) -> None:
         n = len(pl.counters)
-        values = p.counters
-        for (rel, key), answer in zip(pl.counters, answers[3:3 + n]):
-            if answer.__class__ is str:
-                try:
-                    values[key] = int(answer)        # the common case: a decimal integer and a newline
-                    continue
-                except ValueError:
-                    pass
-            self._counter(rel, key, answer, values, out)
         bits = pl.counter_bits
-        p.counter_bits = {name: bits[name] for name in p.counters}
+        try:
+            # the common case: every counter a decimal integer and a newline
+            # (an OSError among them raises TypeError: the per-file path below records it)
+            p.counters = dict(zip(pl.names, map(int, cast("list[str]", answers[3:3 + n]))))
+            p.counter_bits = dict(bits)
+        except (ValueError, TypeError):         # one that is not (N/A, garbage) or could not be read
+            values = p.counters = {}
+            for (rel, key), answer in zip(pl.counters, answers[3:3 + n]):
+                self._counter(rel, key, answer, values, out)
+            p.counter_bits = {name: bits[name] for name in values}
         for (rel, key), answer in zip(pl.counters_ext, answers[3 + n:]):
             ext: dict[str, int] = {}
             self._counter(rel, key, answer, ext, out)
@@ -277,7 +310,6 @@ class SysfsSource(Source):
             if key in ext and ext[key] > p.counters.get(key, -1):
                 p.counters[key] = ext[key]
                 p.counter_bits[key] = 64
-        return p
 
     @staticmethod
     def _counter(rel: str, key: str, text: str | OSError, into: dict[str, int], out: SourceOutput) -> None:

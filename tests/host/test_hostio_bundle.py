@@ -234,6 +234,31 @@ def test_read_many_answers_each_file_or_its_error_alike_live_recorded_and_replay
             assert b == a
 
 
+def test_read_many_reads_long_and_non_utf8_files_whole_and_sees_each_change(tmp_path: Path) -> None:
+    """The open-file path: a file longer than the first small read comes back whole, bytes that are
+    not UTF-8 as replacement characters (as `read` gives them), a file rewritten between two calls
+    as its new text, and a file removed between them as its error, the others unaffected."""
+    d = tmp_path / "class" / "x"
+    d.mkdir(parents=True)
+    files = {"short": b"12\n", "long": b"7" * 5000 + b"\n", "latin": b"caf\xe9\n", "gone": b"1\n"}
+    for name, data in files.items():
+        (d / name).write_bytes(data)
+    rels = [f"class/x/{n}" for n in files]
+    live = LiveIO(str(tmp_path), "/proc")
+    for _ in range(2):                      # the first call opens every file, the second preads them
+        assert live.read_many("sysfs", rels) == [b.decode("utf-8", "replace") for b in files.values()]
+    (d / "short").write_bytes(b"345\n")
+    assert live.read_many("sysfs", rels)[0] == "345\n"
+    os.unlink(d / "gone")
+    (d / "gone").mkdir()                    # replaced: the kept descriptor still reads the old file ...
+    got = live.read_many("sysfs", rels)
+    assert got[:3] == ["345\n", files["long"].decode(), "caf\ufffd\n"]
+    live.close()
+    got = LiveIO(str(tmp_path), "/proc").read_many("sysfs", rels)      # ... a fresh one sees the directory
+    assert got[:3] == ["345\n", files["long"].decode(), "caf\ufffd\n"]
+    assert isinstance(got[3], OSError) and got[3].errno == errno.EISDIR
+
+
 class MadHost(LiveIO):
     """A live host whose umad port answers in Python: each Get() with a GetResp carrying its TID,
     the LID and a counter (so answers differ by request); LID 99 never answers."""
