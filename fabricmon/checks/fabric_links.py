@@ -115,13 +115,11 @@ def remember(ports: Mapping[Key, FabricPort], past: Mapping[Key, Past]) -> dict[
     return out
 
 
-@dataclass(frozen=True, slots=True)
-class LinkVerdict:
-    """What the check found of one cabled port (the pipeline writes it into the port: FabricPort's fields)."""
-    degraded: dict[str, bool]        # reason -> bool (down, width, speed)
-    expected: str                    # what it is judged against, e.g. "4X HDR"
-    note: str                        # slower than its class by design (information, never a finding)
-    rate_bps: float                  # its data rate in bytes/s (0 while down)
+# what the check found of one cabled port, written into it by apply (FabricPort's fields): reason -> bool
+# (down, width, speed), what it is judged against ("4X HDR"), a note (slower than its class by design:
+# information, never a finding), its data rate in bytes/s (0 while down). A plain tuple: one per switch
+# port and sweep (16,000 on a director fabric), built as cheaply as the attributes it stands for.
+LinkVerdict = tuple[dict[str, bool], str, str, float]
 
 
 def judge(ports: Mapping[tuple[str, int], FabricPort], switches: Mapping[str, SwitchNode],
@@ -182,7 +180,7 @@ def judge(ports: Mapping[tuple[str, int], FabricPort], switches: Mapping[str, Sw
             "width": p.up and low_w,
             "speed": p.up and low_s,
         }
-        verdicts[(guid, port)] = LinkVerdict(degraded, expected, note, (lk.rate_bps or 0.0) if p.up else 0.0)
+        verdicts[(guid, port)] = (degraded, expected, note, (lk.rate_bps or 0.0) if p.up else 0.0)
         name = switches[guid].name if guid in switches else guid
         where = f'{name} port {p.label} ({p.role} to "{lk.remote_name}"[{lk.remote_port_label}])'
         if degraded["down"]:
@@ -203,9 +201,9 @@ def judge(ports: Mapping[tuple[str, int], FabricPort], switches: Mapping[str, Sw
 
 def apply(ports: Mapping[Key, FabricPort], verdicts: Mapping[Key, LinkVerdict]) -> None:
     """Write the verdicts into the ports (the section being built: FabricPort.degraded, expected, note, rate_bps)."""
-    for key, v in verdicts.items():
+    for key, (degraded, expected, note, rate_bps) in verdicts.items():
         p = ports[key]
-        p.degraded, p.expected, p.note, p.rate_bps = v.degraded, v.expected, v.note, v.rate_bps
+        p.degraded, p.expected, p.note, p.rate_bps = degraded, expected, note, rate_bps
 
 
 @dataclass(slots=True)
@@ -228,11 +226,11 @@ class Links:
         verdicts, findings = judge(sec.ports, sec.switches, sec.levels, self.settings, inputs.abilities,
                                    self.state.past)
         self.state.past = remember(sec.ports, self.state.past)
-        noted = {k for k, v in verdicts.items() if v.note}
+        noted = {k for k, v in verdicts.items() if v[2]}
         for g, port in sorted(noted - self.state.noted):
             p = sec.ports[(g, port)]
             log.info("link slower than its class", switch=sec.switches[g].name, switch_guid=g, port=p.label,
-                     remote=p.link.remote_name if p.link is not None else "", note=verdicts[(g, port)].note)
+                     remote=p.link.remote_name if p.link is not None else "", note=verdicts[(g, port)][2])
         self.state.noted = noted
         return Outcome(findings, lambda s: apply(s.ports, verdicts))
 

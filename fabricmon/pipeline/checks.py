@@ -33,6 +33,19 @@ class CheckRunner(Generic[In, S]):
 
     def __init__(self, checks: Sequence[Check[In, S]]):
         self.checks = tuple(checks)
+        # what is present -> the checks that run and their names (the same every poll of a steady node or sweep)
+        self._plans: dict[frozenset[str], list[tuple[Check[In, S], list[str]]]] = {}
+
+    def plan(self, present: Set[str]) -> list[tuple[Check[In, S], list[str]]]:
+        """The checks one of whose names has its inputs present, each with those names, in registration order."""
+        key = frozenset(present)
+        plan = self._plans.get(key)
+        if plan is None:
+            plan = [(c, names) for c in self.checks if (names := [r.name for r in c.reports if r.runs(key)])]
+            if len(self._plans) >= 64:      # bounded: what is present changes rarely
+                self._plans.clear()
+            self._plans[key] = plan
+        return plan
 
     def names(self) -> list[str]:
         """Every name the registered checks report."""
@@ -40,10 +53,7 @@ class CheckRunner(Generic[In, S]):
 
     def run(self, inputs: In, present: Set[str], out: S) -> Ran:
         ran = Ran()
-        for check in self.checks:
-            names = [r.name for r in check.reports if r.runs(present)]
-            if not names:
-                continue
+        for check, names in self.plan(present):
             outcome = check.run(inputs)
             if outcome.write is not None:
                 outcome.write(out)
@@ -51,8 +61,7 @@ class CheckRunner(Generic[In, S]):
                 ran.findings += outcome.findings
             else:       # only the names that ran have a status: a finding of another is not one
                 ran.findings += [f for f in outcome.findings if f.check in names]
-            for n in names:
-                ran.names[n] = outcome.judged
+            ran.names.update(dict.fromkeys(names, outcome.judged))
         return ran
 
 

@@ -12,6 +12,7 @@ a Snapshot. Records are picked by their type, never by the name of the source th
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Callable, Mapping
 
@@ -44,6 +45,16 @@ from fabricmon.pipeline.nccl_baseline import NcclBaselineStore, nccl_baseline_pa
 from fabricmon.pipeline.optics_baseline import BaselineStore, baseline_path
 
 log = structlog.get_logger("fabricmon.pipeline")
+
+@functools.lru_cache(maxsize=64)
+def counters_read(read: frozenset[str]) -> frozenset[str]:
+    """What the ports' counters make present (the same every poll of a steady node): ports, each counter
+    read, and saturating_counters once one of them saturates."""
+    out = {"ports", *counters(read)}
+    if not read.isdisjoint(ibspec.SATURABLE):
+        out.add("saturating_counters")
+    return frozenset(out)
+
 
 class NodeModel:
     """Builds node snapshots; keeps the counter history between builds, and the node checks (each with its
@@ -230,10 +241,7 @@ class NodeModel:
         ports, the counters they read, the RoCE ports, the devices whose counters sysfs does not read."""
         present = records_present(states)
         if ib.ports:
-            read = set().union(*(p.counters.keys() for p in ib.ports.values()))
-            present |= {"ports", *counters(read)}
-            if not read.isdisjoint(ibspec.SATURABLE):
-                present.add("saturating_counters")
+            present |= counters_read(frozenset().union(*(p.counters for p in ib.ports.values())))
         if views:
             present.add("roce")
         sysfs = source_data(states, SysfsData)
