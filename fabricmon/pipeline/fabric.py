@@ -127,10 +127,10 @@ class FabricModel:
             self.evidence.fresh_state(sweep, sec)
             self.counters.fill(sweep, sec)
         ev = self.evidence
-        judge = FabricInputs(states, topo, sec, now, self.history, sweep, new_sweep, ev.abilities, ev.reads,
-                             ev.last_read, self.checks.flagged)
+        check_inputs = FabricInputs(states, topo, sec, now, self.history, sweep, new_sweep, ev.abilities, ev.reads,
+                                    ev.last_read, self.checks.flagged)
         present = self.checks.present(states, bool(sweep is not None and sweep.pause), self.counters.present())
-        findings, ran = self.checks.run_ports(judge, present)
+        findings, ran = self.checks.run_ports(check_inputs, present)
         self._last = (inputs, sec, findings, ran)
         return self._reuse(states, topo, unknown, sec.sweep_duration, now)
 
@@ -157,8 +157,7 @@ class FabricModel:
         self.checks.check_status(sec, findings, ran)
         jobs, findings = self.jobs.apply(states, sec, topo, findings)
         if jobs is not None:
-            findings += self.checks.run_jobs(replace(inputs, jobs=jobs), self.checks.present(states, False, jobs=jobs),
-                                             jobs).findings
+            findings += self.checks.run_jobs(replace(inputs, jobs=jobs), present | {"running_jobs"}, jobs).findings
         return {"fabric": sec, "jobs": jobs, "unknown": unknown}, findings
 
     def _nothing_read(self, states: Mapping[str, SourceState]) -> str:

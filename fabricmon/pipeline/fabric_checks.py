@@ -94,10 +94,10 @@ class FabricChecks:
         self.flagged: frozenset[tuple[str, str, int]] = frozenset()     # (check, switch, port) once not OK
         self._reads_pause = False                                # some sweep yielded PFC pause frames
 
-    def present(self, states: Mapping[str, SourceState], pause: bool, counters: Iterable[str] = (),
-                jobs: JobsSection | None = None) -> set[str]:
-        """What the sources provide now (checks.fabric_inputs.CAPABILITIES); pause frames once any sweep
-        yielded them (a sweep that failed does not take the check away)."""
+    def present(self, states: Mapping[str, SourceState], pause: bool, counters: Iterable[str] = ()) -> set[str]:
+        """What the sources provide now (checks.fabric_inputs.CAPABILITIES; running_jobs is the model's, once
+        pipeline.jobs knows them); pause frames once any sweep yielded them (a sweep that failed does not take
+        the check away)."""
         self._reads_pause = self._reads_pause or pause
         caps = {"topology", *counters}
         if source_data(states, LftData) is not None:
@@ -114,8 +114,6 @@ class FabricChecks:
         design = source_data(states, DesignData)
         if design is not None and design.configured:
             caps.add("design")
-        if jobs is not None:
-            caps.add("running_jobs")
         return caps
 
     def run_ports(self, inputs: FabricInputs, present: set[str]) -> tuple[list[Finding], dict[str, Iterable[str]]]:

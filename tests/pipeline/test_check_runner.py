@@ -203,6 +203,54 @@ def test_no_check_changes_its_inputs(bundle: Path) -> None:
     assert not changed, changed
 
 
+def test_the_design_drift_and_switch_optics_checks_do_not_change_their_inputs(tmp_path: Path) -> None:
+    """The fabric checks the replayed bundles do not reach: the design, the scheduler's topology and the
+    switches' optics, each on a model build (the planted inputs of their own tests)."""
+    from fabric_snap import _state, ibnetdiscover_text
+    from model.test_design import changed, fat_tree, live
+    from model.test_slurm_topology import fat_tree_and_conf, storage_rail
+
+    from fabricmon.config import from_dict
+    from fabricmon.model import design as dm
+    from fabricmon.model.design import DesignData
+    from fabricmon.model.fabric import DiscoveryData
+    from fabricmon.model.optics import LaneDiag, ModuleDiag, SwitchOpticsData
+    from fabricmon.model.slurm_topology import SchedulerTopologyData, parse_rail
+    from fabricmon.parsers.design import parse_design
+    from fabricmon.parsers.entity_sensor import SwitchOptics
+    from fabricmon.parsers.ibnetdiscover import parse_ibnetdiscover
+    from fabricmon.parsers.slurm import parse_topology_conf
+    from fabricmon.pipeline.fabric import FabricModel
+    from fabricmon.sim.fabric import fat_tree_netfile
+    seen: dict[str, list[str]] = {}
+    design = parse_design(dm.design_csv(live(fat_tree())))
+    disc = parse_ibnetdiscover(ibnetdiscover_text(changed(fat_tree(), spine_guid=False)))
+    leaf = next(g for g, sw in disc.switches.items() if sw.links)
+    port = next(iter(disc.switches[leaf].links))
+    mod = ModuleDiag(module_class="switch", lanes={n: LaneDiag(n, 0.5, 1.0, 7.0) for n in (1, 2, 3, 4)})
+    _, conf, _ = fat_tree_and_conf()
+    net = storage_rail(fat_tree_netfile(spines=2, leaves=4, hosts_per_leaf=2, uplinks_per_spine=2), 8)
+    cases = [
+        {"discovery": _state(DiscoveryData, disc, 1.0),
+         "design": _state(DesignData, DesignData("/etc/fabricmon/design.csv", design), 1.0),
+         "optics": _state(SwitchOpticsData, SwitchOpticsData(switches={leaf: SwitchOptics(
+             ports={port: mod}, port_names={port: "p"}, oper_up={port: True})}), 1.0)},
+        {"discovery": _state(DiscoveryData, parse_ibnetdiscover(ibnetdiscover_text(net)), 1.0),
+         "slurm_topology": _state(SchedulerTopologyData, SchedulerTopologyData(
+             "/etc/slurm/topology.conf", tuple(parse_topology_conf(conf.replace("Nodes=node[05-06]", "Nodes=node05"))),
+             parse_rail(["hca=mlx5_0"])), 1.0)},
+    ]
+    for states in cases:
+        model = FabricModel(from_dict({"paths": {"state_dir": str(tmp_path)}}, check_paths=False),
+                            clock=lambda: 1_800_000_000.0)
+        guard(model.checks.ports, seen, [])
+        _, findings = model.build(states)
+        assert {"design", "slurm_topology"} & {f.check for f in findings}
+    assert {"DesignCheck", "SchedulerTopology", "Optics"} <= set(seen)
+    changed_ = {name: diffs[:3] for name, diffs in seen.items() if diffs}
+    assert not changed_, changed_
+
+
 def test_a_check_that_changes_its_inputs_is_caught() -> None:
     """The comparison the test above relies on sees a change to a port in the section being built."""
     from fabricmon.model.fabric import FabricPort, FabricSection

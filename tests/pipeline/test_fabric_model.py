@@ -186,7 +186,6 @@ def test_every_fabric_check_declares_its_inputs_and_is_run_by_them() -> None:
 
     import fabricmon.checks as checks_pkg
     from fabricmon.model.fabric import LftData
-    from fabricmon.pipeline import fabric as pf
     from fabricmon.checks.fabric_inputs import CAPABILITIES
     mods = [importlib.import_module(f"fabricmon.checks.{p.stem}")
             for p in sorted(Path(checks_pkg.__file__).parent.glob("fabric_*.py")) if p.stem != "fabric_inputs"]
