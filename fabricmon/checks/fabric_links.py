@@ -115,23 +115,28 @@ def remember(ports: Mapping[Key, FabricPort], past: Mapping[Key, Past]) -> dict[
     return out
 
 
-# what the check found of one cabled port, written into it by apply (FabricPort's fields): reason -> bool
-# (down, width, speed), what it is judged against ("4X HDR"), a note (slower than its class by design:
-# information, never a finding), its data rate in bytes/s (0 while down). A plain tuple: one per switch
-# port and sweep (16,000 on a director fabric), built as cheaply as the attributes it stands for.
-LinkVerdict = tuple[dict[str, bool], str, str, float]
+@dataclass(slots=True)
+class LinkVerdicts:
+    """What the check found of each cabled port, written into it by apply (FabricPort's fields). By field,
+    not by port: one small record per port and sweep (16,000 on a director fabric) would cost more than
+    the attributes it stands for."""
+    degraded: dict[Key, dict[str, bool]] = field(default_factory=dict)     # reason -> bool (down, width, speed)
+    expected: dict[Key, str] = field(default_factory=dict)     # what it is judged against, e.g. "4X HDR"
+    note: dict[Key, str] = field(default_factory=dict)         # slower than its class by design (only where so)
+    rate_bps: dict[Key, float] = field(default_factory=dict)   # its data rate in bytes/s (0 while down)
 
 
 def judge(ports: Mapping[tuple[str, int], FabricPort], switches: Mapping[str, SwitchNode],
           levels: Mapping[str, int], checks: ChecksConfig, abilities: Mapping[Key, LinkAbility] | None = None,
-          past: Mapping[Key, Past] | None = None) -> tuple[dict[Key, LinkVerdict], list[Finding]]:
+          past: Mapping[Key, Past] | None = None) -> tuple[LinkVerdicts, list[Finding]]:
     """The verdict of every cabled port and the non-OK findings (a fabric has too many ports for one OK
     finding each); the ports are not changed (apply writes the verdicts into them)."""
     abilities = abilities or {}
     past = past or {}
     norms = link_class_norms(ports.values(), levels)
     findings = []
-    verdicts: dict[Key, LinkVerdict] = {}
+    verdicts = LinkVerdicts()
+    v_degraded, v_expected, v_note, v_rate = verdicts.degraded, verdicts.expected, verdicts.note, verdicts.rate_bps
     for (guid, port), p in ports.items():
         if p.link is None:
             continue
@@ -180,7 +185,10 @@ def judge(ports: Mapping[tuple[str, int], FabricPort], switches: Mapping[str, Sw
             "width": p.up and low_w,
             "speed": p.up and low_s,
         }
-        verdicts[(guid, port)] = (degraded, expected, note, (lk.rate_bps or 0.0) if p.up else 0.0)
+        key = (guid, port)
+        v_degraded[key], v_expected[key], v_rate[key] = degraded, expected, (lk.rate_bps or 0.0) if p.up else 0.0
+        if note:
+            v_note[key] = note
         name = switches[guid].name if guid in switches else guid
         where = f'{name} port {p.label} ({p.role} to "{lk.remote_name}"[{lk.remote_port_label}])'
         if degraded["down"]:
@@ -199,11 +207,12 @@ def judge(ports: Mapping[tuple[str, int], FabricPort], switches: Mapping[str, Sw
     return verdicts, [f for f in findings if f.status != OK]
 
 
-def apply(ports: Mapping[Key, FabricPort], verdicts: Mapping[Key, LinkVerdict]) -> None:
+def apply(ports: Mapping[Key, FabricPort], verdicts: LinkVerdicts) -> None:
     """Write the verdicts into the ports (the section being built: FabricPort.degraded, expected, note, rate_bps)."""
-    for key, (degraded, expected, note, rate_bps) in verdicts.items():
+    expected, note, rate = verdicts.expected, verdicts.note, verdicts.rate_bps
+    for key, degraded in verdicts.degraded.items():
         p = ports[key]
-        p.degraded, p.expected, p.note, p.rate_bps = degraded, expected, note, rate_bps
+        p.degraded, p.expected, p.note, p.rate_bps = degraded, expected[key], note.get(key, ""), rate[key]
 
 
 @dataclass(slots=True)
@@ -226,11 +235,11 @@ class Links:
         verdicts, findings = judge(sec.ports, sec.switches, sec.levels, self.settings, inputs.abilities,
                                    self.state.past)
         self.state.past = remember(sec.ports, self.state.past)
-        noted = {k for k, v in verdicts.items() if v[2]}
+        noted = set(verdicts.note)
         for g, port in sorted(noted - self.state.noted):
             p = sec.ports[(g, port)]
             log.info("link slower than its class", switch=sec.switches[g].name, switch_guid=g, port=p.label,
-                     remote=p.link.remote_name if p.link is not None else "", note=verdicts[(g, port)][2])
+                     remote=p.link.remote_name if p.link is not None else "", note=verdicts.note[(g, port)])
         self.state.noted = noted
         return Outcome(findings, lambda s: apply(s.ports, verdicts))
 
@@ -243,5 +252,5 @@ def _past_class(lk: Link, width: int | None, rank: int | None) -> str:
     return rate_class(width or lk.width, speed)
 
 
-__all__ = ["CHECK", "NEEDS", "REASONS", "LinkVerdict", "Links", "LinksState", "apply", "ceiling", "judge",
+__all__ = ["CHECK", "NEEDS", "REASONS", "LinkVerdicts", "Links", "LinksState", "apply", "ceiling", "judge",
            "link_class_norms", "remember"]
