@@ -582,3 +582,16 @@ def nccl_dump(path: Path, comms: dict[str, float], job: str = "4242") -> None:
         for comm, bw in comms.items():
             fh.write(nccl_prom_lines(comm, bw, job))
             fh.flush()
+
+
+def fabric_optics(model: Any, states: dict, sec: Any, now: float) -> list:
+    """The fabric model's optics checks alone (checks.optics, registered by pipeline.fabric_checks), run by
+    its runner as a build runs them on `sec` (their outcome written into it), and the check status of what
+    ran. Returns their findings."""
+    from fabricmon.checks.fabric_inputs import FabricInputs
+    from fabricmon.model.fabric import Topology
+    inputs = FabricInputs(states, Topology(), sec, now, model.history)
+    findings, ran = model.checks.run_ports(inputs, model.checks.present(states, False) & {"transceiver_readings"})
+    model.checks.check_status(sec, findings, ran)
+    return findings
+

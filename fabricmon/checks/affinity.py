@@ -18,11 +18,19 @@ Checks, one Finding per GPU each:
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from fabricmon.checks import OK, WARNING, Finding
 from fabricmon.model.gpu import AffinityResult, GpuData, GpuInfo
 from fabricmon.model.pci import PATH_CLASSES, classify_path, gpudirect_capable, rank
+from fabricmon.model.ports import DeviceView, PortView
+from fabricmon.model.snapshot import Sections, source_data
+from fabricmon.checks.shape import Outcome, report
+
+if TYPE_CHECKING:
+    from fabricmon.checks.node_inputs import NodeInputs
 
 AFFINITY = "gpu_nic_affinity"
 SHARING = "gpu_nic_sharing"
@@ -181,3 +189,30 @@ def _nccl(gpu_data: GpuData, res: AffinityResult, nics: dict[str, NicInfo], cand
                            f"allow its nearest NIC{'s' if len(better) > 1 else ''} {', '.join(better)} in "
                            f"NCCL_IB_HCA"))
     return out
+
+
+def nics(devices: Mapping[str, DeviceView], ports: Mapping[tuple[str, int], PortView]) -> dict[str, NicInfo]:
+    """Each RDMA device as a NIC the GPUs may use (usable: one of its ports up, or none of known state)."""
+    out = {}
+    for name, d in sorted(devices.items()):
+        mine = [p for (dev, _), p in ports.items() if dev == name]
+        known = [p for p in mine if p.state_id is not None]
+        usable = not known or any(p.up for p in known)
+        out[name] = NicInfo(device=name, pci_path=d.pci_path, pci_chain=d.pci_chain, numa_node=d.numa_node,
+                            usable=usable, ports=tuple(sorted(p.port for p in mine)) or (1,))
+    return out
+
+
+class Affinity:
+    """gpu_nic_affinity, gpu_nic_sharing, nccl_ib_hca (checks.shape): the GPUs against the RDMA devices;
+    the result goes into the GPU section (the NCCL join reads it)."""
+    reports = tuple(report(c) for c in CHECKS)
+    settings = None
+    state = None
+
+    def run(self, inputs: NodeInputs) -> Outcome[Sections]:
+        aff = evaluate(source_data(inputs.states, GpuData), nics(inputs.inv.devices, inputs.inv.ports))
+
+        def write(out: Sections) -> None:
+            out["gpu"].affinity = aff
+        return Outcome(list(aff.findings), write)

@@ -7,12 +7,18 @@ compared with what both ends report they could do (iblinkinfo's "Could be"). An 
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
 
 from fabricmon import ibspec
-from fabricmon.checks import OK, Finding
+from fabricmon.checks import OK, Finding, link_errors
 from fabricmon.checks.inventory import ExpectedLink
 from fabricmon.checks.settings import ChecksConfig
+from fabricmon.checks.shape import Outcome, report
 from fabricmon.model.ports import LinkVerdict, PortView
+from fabricmon.model.snapshot import Sections
+
+if TYPE_CHECKING:
+    from fabricmon.checks.node_inputs import NodeInputs
 
 CHECK = "degraded_link"
 REASONS = ("down", "width", "speed")
@@ -92,3 +98,31 @@ def evaluate_port(p: PortView, checks: ChecksConfig, expected: tuple[ExpectedLin
                            Finding(CHECK, p.device, p.port, checks.degraded_severity, msg))
     return LinkVerdict(degraded, expected_rate,
                        Finding(CHECK, p.device, p.port, OK, f"{p.label()} up at {p.link_text()}"))
+
+
+class NodePorts:
+    """degraded_link and the counter checks (checks.link_errors) on the node's ports (checks.shape):
+    one check, so that each port's findings stay together (degraded_link, then its counters); a counter
+    check runs once a port read one of its counters, counter_saturation once one read a counter that
+    saturates. The verdicts go into the IB section."""
+    reports = (report(CHECK, "ports"), *link_errors.counter_reports("ports"))
+    state = None
+
+    def __init__(self, settings: ChecksConfig, expected: tuple[ExpectedLink, ...]):
+        self.settings = settings
+        self.expected = expected
+
+    def run(self, inputs: NodeInputs) -> Outcome[Sections]:
+        ib, checks, now = inputs.ib, self.settings, inputs.now
+        findings: list[Finding] = []
+        verdicts: dict[tuple[str, int], LinkVerdict] = {}
+        for key, p in ib.ports.items():
+            v = evaluate_port(p, checks, self.expected)
+            verdicts[key] = v
+            findings.append(v.finding)
+            findings.extend(link_errors.evaluate_port(p, inputs.history, checks, now, ib.saturation[key]))
+
+        def write(out: Sections) -> None:
+            out["ib"].verdicts.update(verdicts)
+        return Outcome(findings, write)
+

@@ -9,9 +9,18 @@ a metric (fabricmon_fabric_design_discrepancies{kind}); docs/design.md says what
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from fabricmon.checks import OK, WARNING, Finding
-from fabricmon.model.design import Discrepancy
+from fabricmon.checks.shape import Outcome, report
+from fabricmon.model import design as fabric_design
+from fabricmon.model.design import DesignData, Discrepancy
+from fabricmon.model.fabric import FabricSection, Topology
+from fabricmon.model.snapshot import source_data
+
+if TYPE_CHECKING:
+    from fabricmon.checks.fabric_inputs import FabricInputs
 
 CHECK = "design"
 NEEDS = ("topology", "design")      # a discovery and a design file read
@@ -24,4 +33,47 @@ def evaluate(found: Sequence[Discrepancy], path: str) -> list[Finding]:
                     f"{d.message} (design {path})") for d in found]
 
 
-__all__ = ["CHECK", "NEEDS", "evaluate"]
+Rates = frozenset[tuple[tuple[str, int], tuple[int | None, str | None]]]
+
+
+@dataclass(slots=True)
+class DesignState:
+    # the last comparison: its inputs (topology, design read, the ports a sweep read at another width or
+    # speed than the discovery) and its discrepancies
+    last: tuple[Topology, DesignData, Rates, list[Discrepancy]] | None = None
+
+
+class DesignCheck:
+    """design (checks.shape): the design against this topology, each port at the width and speed the
+    last sweep read (docs/design.md); this shard's switches only (fabric-wide ones on shard 0). Compared
+    again only when one of its inputs changed: a new discovery, a new design read, a port's rate."""
+    reports = (report(CHECK, *NEEDS),)
+    settings = None
+
+    def __init__(self) -> None:
+        self.state = DesignState()
+
+    def run(self, inputs: FabricInputs) -> Outcome[FabricSection]:
+        design = source_data(inputs.states, DesignData)
+        if design is None:
+            return Outcome()
+        topo, sec = inputs.topo, inputs.sec
+        rates = {}
+        for k, p in sec.ports.items():          # where the sweep read another width or speed than the discovery
+            if p.link is not None and p.up:
+                info = topo.ports.get(k)
+                if info is None or info.link is None or (info.link.width, info.link.speed) != (p.link.width, p.link.speed):
+                    rates[k] = (p.link.width, p.link.speed)
+        read = frozenset(rates.items())
+        last = self.state.last
+        if last is None or last[0] is not topo or last[1] is not design or last[2] != read:   # else: the same inputs
+            last = self.state.last = (topo, design, read, fabric_design.compare(design.design, topo, rates))
+        found = [d for d in last[3] if d.switch in sec.switches or (not d.switch and sec.shard[0] == 0)]
+        cables, counts = len(design.design.cables), fabric_design.counts(found)
+
+        def write(s: FabricSection) -> None:
+            s.design_cables, s.design_discrepancies = cables, counts
+        return Outcome(evaluate(found, design.path), write)
+
+
+__all__ = ["CHECK", "NEEDS", "DesignCheck", "DesignState", "evaluate"]

@@ -12,15 +12,20 @@ from __future__ import annotations
 import statistics
 from collections import Counter
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from fabricmon.checks import OK, WARNING, Finding
 from fabricmon.checks.port_text import port_ranges
-from fabricmon.model.fabric import EcmpGroup, FabricPort, SwitchNode
+from fabricmon.checks.shape import Outcome, report
+from fabricmon.model.fabric import EcmpGroup, FabricPort, FabricSection, SwitchNode
 from fabricmon.schema import Schema, integer, number
 
+if TYPE_CHECKING:
+    from fabricmon.checks.fabric_inputs import FabricInputs
+
 CHECK = "ecmp"
-NEEDS = ("topology",)             # the inputs it runs on (pipeline.fabric.CAPABILITIES)
+NEEDS = ("topology",)             # the inputs it runs on (checks.fabric_inputs.CAPABILITIES)
 
 
 # --- settings: `fabric.thresholds` (fabricmon.schema), composed by fabricmon/fabric_settings.py -----
@@ -139,4 +144,28 @@ def judge(gs: list[EcmpGroup], previous: Mapping[tuple[str, str], int], th: Fabr
     return [f for f in findings if f.status != OK], counts
 
 
-__all__ = ["CHECK", "NEEDS", "groups", "judge"]
+@dataclass(slots=True)
+class EcmpState:
+    counts: dict[tuple[str, str], int] = field(default_factory=dict)    # sweeps in a row over, per group
+
+
+class Ecmp:
+    """ecmp (checks.shape): every switch's uplink group (its downlinks at the top level) judged over
+    consecutive sweeps; the groups go into the section."""
+    reports = (report(CHECK, *NEEDS),)
+
+    def __init__(self, settings: FabricThresholds):
+        self.settings = settings
+        self.state = EcmpState()
+
+    def run(self, inputs: FabricInputs) -> Outcome[FabricSection]:
+        sec = inputs.sec
+        gs = groups(sec.ports, sec.switches, inputs.topo.levels)
+        findings, self.state.counts = judge(gs, self.state.counts, self.settings, inputs.new_sweep, sec.ports)
+
+        def write(s: FabricSection) -> None:
+            s.groups = gs
+        return Outcome(findings, write)
+
+
+__all__ = ["CHECK", "NEEDS", "Ecmp", "EcmpState", "groups", "judge"]

@@ -19,22 +19,31 @@ link running below what it can run at is degraded. What a link is judged against
 Speeds compare within a kind: IB generations by rank, Ethernet by Mb/s.
 
 Records in (FabricPort with its link, the ends' abilities, each port's past), verdicts and
-findings out; nothing here parses or fetches. The past is the caller's state (`remember`)."""
+findings out; nothing here parses or fetches. The past is the check's state (`remember`)."""
 
 from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+import structlog
 
 from fabricmon import ibspec
 from fabricmon.checks import OK, Finding
 from fabricmon.checks.settings import ChecksConfig
-from fabricmon.model.fabric import FabricPort, Link, SwitchNode, rate_class
+from fabricmon.checks.shape import Outcome, report
+from fabricmon.model.fabric import FabricPort, FabricSection, Link, SwitchNode, rate_class
 from fabricmon.model.link_ability import LinkAbility, best_common
 
+if TYPE_CHECKING:
+    from fabricmon.checks.fabric_inputs import FabricInputs
+
+log = structlog.get_logger("fabricmon.fabric")
 REASONS = ("down", "width", "speed")
 CHECK = "degraded_link"          # the node's link check's name: one idea, one name
-NEEDS = ("topology",)             # the inputs it runs on (pipeline.fabric.CAPABILITIES)
+NEEDS = ("topology",)             # the inputs it runs on (checks.fabric_inputs.CAPABILITIES)
 Key = tuple[str, int]
 # per port: the best width and speed rank it has run at since first seen, and the far end it ran to
 # (a cable moved elsewhere starts again)
@@ -106,20 +115,33 @@ def remember(ports: Mapping[Key, FabricPort], past: Mapping[Key, Past]) -> dict[
     return out
 
 
-def evaluate(ports: Mapping[tuple[str, int], FabricPort], switches: Mapping[str, SwitchNode],
-             levels: Mapping[str, int], checks: ChecksConfig, abilities: Mapping[Key, LinkAbility] | None = None,
-             past: Mapping[Key, Past] | None = None) -> list[Finding]:
-    """Sets p.degraded, p.expected, p.note and p.rate_bps on every cabled port; returns the non-OK
-    findings (a fabric has too many ports for one OK finding each)."""
+@dataclass(slots=True)
+class LinkVerdicts:
+    """What the check found of each cabled port, written into it by apply (FabricPort's fields). By field,
+    not by port: one small record per port and sweep (16,000 on a director fabric) would cost more than
+    the attributes it stands for."""
+    degraded: dict[Key, dict[str, bool]] = field(default_factory=dict)     # reason -> bool (down, width, speed)
+    expected: dict[Key, str] = field(default_factory=dict)     # what it is judged against, e.g. "4X HDR"
+    note: dict[Key, str] = field(default_factory=dict)         # slower than its class by design (only where so)
+    rate_bps: dict[Key, float] = field(default_factory=dict)   # its data rate in bytes/s (0 while down)
+
+
+def judge(ports: Mapping[tuple[str, int], FabricPort], switches: Mapping[str, SwitchNode],
+          levels: Mapping[str, int], checks: ChecksConfig, abilities: Mapping[Key, LinkAbility] | None = None,
+          past: Mapping[Key, Past] | None = None) -> tuple[LinkVerdicts, list[Finding]]:
+    """The verdict of every cabled port and the non-OK findings (a fabric has too many ports for one OK
+    finding each); the ports are not changed (apply writes the verdicts into them)."""
     abilities = abilities or {}
     past = past or {}
     norms = link_class_norms(ports.values(), levels)
     findings = []
+    verdicts = LinkVerdicts()
+    v_degraded, v_expected, v_note, v_rate = verdicts.degraded, verdicts.expected, verdicts.note, verdicts.rate_bps
     for (guid, port), p in ports.items():
         if p.link is None:
             continue
         lk = p.link
-        p.note = ""
+        note = ""
         nw, ns = norms.get((levels.get(guid, 0), p.role), (None, None))
         norm = _norm_link(nw, ns)
         ceil = ceiling(p, abilities)
@@ -132,41 +154,44 @@ def evaluate(ports: Mapping[tuple[str, int], FabricPort], switches: Mapping[str,
         if ceil is not None:             # 1. what both ends enable
             cw, cs = ceil
             c_rank = _norm_link(None, cs).speed_rank
-            p.expected = rate_class(cw, cs)
+            expected = rate_class(cw, cs)
             low_w = lk.width is not None and lk.width < cw
             low_s = s_rank is not None and c_rank is not None and s_rank < c_rank
             if low_w or low_s:
-                why.append(f"below the {p.expected} both ends enable")
+                why.append(f"below the {expected} both ends enable")
         else:                            # 3. its link class
-            p.expected = norm.rate_class if nw or ns else ""
+            expected = norm.rate_class if nw or ns else ""
             ns_rank = norm.speed_rank
             low_w = nw is not None and lk.width is not None and lk.width < nw
             below_class = ns_rank is not None and s_rank is not None and s_rank < ns_rank
             if low_w:
-                why.append(f"below the {p.expected} of its link class")
+                why.append(f"below the {expected} of its link class")
             if below_class and p.role == "host" and s_rank is not None and (pr is None or s_rank >= pr) and p.up:
-                p.note = (f"slower than its link class ({p.expected}): it has run at {lk.rate_class} since "
-                          f"first seen and neither end's abilities are known, so it is taken as slower by design")
+                note = (f"slower than its link class ({expected}): it has run at {lk.rate_class} since "
+                        f"first seen and neither end's abilities are known, so it is taken as slower by design")
             elif below_class:
                 low_s = True
                 if not low_w:
-                    why.append(f"below the {p.expected} of its link class")
+                    why.append(f"below the {expected} of its link class")
         # 2. its own past
         past_w = pw is not None and lk.width is not None and lk.width < pw
         past_s = pr is not None and s_rank is not None and s_rank < pr
         if past_w or past_s:
             why.append(f"below the {_past_class(lk, pw, pr)} it ran at earlier")
-            p.note = ""
+            note = ""
         low_w, low_s = low_w or past_w, low_s or past_s
-        p.degraded = {
+        degraded = {
             "down": not p.up,
             "width": p.up and low_w,
             "speed": p.up and low_s,
         }
-        p.rate_bps = (lk.rate_bps or 0.0) if p.up else 0.0
+        key = (guid, port)
+        v_degraded[key], v_expected[key], v_rate[key] = degraded, expected, (lk.rate_bps or 0.0) if p.up else 0.0
+        if note:
+            v_note[key] = note
         name = switches[guid].name if guid in switches else guid
         where = f'{name} port {p.label} ({p.role} to "{lk.remote_name}"[{lk.remote_port_label}])'
-        if p.degraded["down"]:
+        if degraded["down"]:
             if not p.seen_up:           # a first discovery claims no history
                 was = "no read has seen it up; the switch still lists its LLDP neighbour"
             else:
@@ -174,12 +199,49 @@ def evaluate(ports: Mapping[tuple[str, int], FabricPort], switches: Mapping[str,
             findings.append(Finding(CHECK, guid, port, checks.down_severity,
                                     f"{where}: link is down ({was}): check the cable, "
                                     f"the transceivers and both ports"))
-        elif p.degraded["width"] or p.degraded["speed"]:
-            what = [r for r in ("width", "speed") if p.degraded[r]]
+        elif degraded["width"] or degraded["speed"]:
+            what = [r for r in ("width", "speed") if degraded[r]]
             findings.append(Finding(CHECK, guid, port, checks.degraded_severity,
                                     f"{where}: runs at {lk.rate_class}, {' and '.join(why)} "
                                     f"({' and '.join(what)}): reseat or replace the cable/transceiver"))
-    return [f for f in findings if f.status != OK]
+    return verdicts, [f for f in findings if f.status != OK]
+
+
+def apply(ports: Mapping[Key, FabricPort], verdicts: LinkVerdicts) -> None:
+    """Write the verdicts into the ports (the section being built: FabricPort.degraded, expected, note, rate_bps)."""
+    expected, note, rate = verdicts.expected, verdicts.note, verdicts.rate_bps
+    for key, degraded in verdicts.degraded.items():
+        p = ports[key]
+        p.degraded, p.expected, p.note, p.rate_bps = degraded, expected[key], note.get(key, ""), rate[key]
+
+
+@dataclass(slots=True)
+class LinksState:
+    past: dict[Key, Past] = field(default_factory=dict)     # each link's best since first seen (remember)
+    noted: set[Key] = field(default_factory=set)            # the ports noted slower than their class
+
+
+class Links:
+    """degraded_link on the switch ports (checks.shape): against what both ends enable, each link's past
+    (its state) and its class; a port newly noted slower than its class is logged once."""
+    reports = (report(CHECK, *NEEDS),)
+
+    def __init__(self, settings: ChecksConfig):
+        self.settings = settings
+        self.state = LinksState()
+
+    def run(self, inputs: FabricInputs) -> Outcome[FabricSection]:
+        sec = inputs.sec
+        verdicts, findings = judge(sec.ports, sec.switches, sec.levels, self.settings, inputs.abilities,
+                                   self.state.past)
+        self.state.past = remember(sec.ports, self.state.past)
+        noted = set(verdicts.note)
+        for g, port in sorted(noted - self.state.noted):
+            p = sec.ports[(g, port)]
+            log.info("link slower than its class", switch=sec.switches[g].name, switch_guid=g, port=p.label,
+                     remote=p.link.remote_name if p.link is not None else "", note=verdicts.note[(g, port)])
+        self.state.noted = noted
+        return Outcome(findings, lambda s: apply(s.ports, verdicts))
 
 
 def _past_class(lk: Link, width: int | None, rank: int | None) -> str:
@@ -190,4 +252,5 @@ def _past_class(lk: Link, width: int | None, rank: int | None) -> str:
     return rate_class(width or lk.width, speed)
 
 
-__all__ = ["CHECK", "NEEDS", "REASONS", "ceiling", "evaluate", "link_class_norms", "remember"]
+__all__ = ["CHECK", "NEEDS", "REASONS", "LinkVerdicts", "Links", "LinksState", "apply", "ceiling", "judge",
+           "link_class_norms", "remember"]

@@ -10,8 +10,14 @@ Records in (the topology's unnamed host CAs), one finding out (none when every h
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from fabricmon.checks import WARNING, Finding
+from fabricmon.checks.shape import Outcome, report
+from fabricmon.model.fabric import FabricSection
+
+if TYPE_CHECKING:
+    from fabricmon.checks.fabric_inputs import FabricInputs
 
 CHECK = "node_description"
 NEEDS = ("topology",)             # a discovery (a fabric-wide check)
@@ -30,4 +36,14 @@ def evaluate(unnamed: Sequence[str], hosts: int) -> list[Finding]:
                     "they are known by their GUID and their jobs cannot be named")]
 
 
-__all__ = ["CHECK", "NEEDS", "evaluate"]
+class Names:
+    """node_description (checks.shape): fabric-wide, no settings, no state."""
+    reports = (report(CHECK, *NEEDS),)
+    settings = None
+    state = None
+
+    def run(self, inputs: FabricInputs) -> Outcome[FabricSection]:
+        return Outcome(evaluate(inputs.topo.unnamed, len(inputs.topo.hosts)), judged=())
+
+
+__all__ = ["CHECK", "NEEDS", "Names", "evaluate"]

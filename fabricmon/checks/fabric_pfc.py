@@ -10,11 +10,16 @@ Records in (FabricPort.pause_rates), findings out; nothing here parses or fetche
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from fabricmon.checks import OK, WARNING, Finding
-from fabricmon.model.fabric import FabricPort, SwitchNode
+from fabricmon.checks.shape import Outcome, report
+from fabricmon.model.fabric import FabricPort, FabricSection, SwitchNode
 from fabricmon.schema import Schema, integer, number
+
+if TYPE_CHECKING:
+    from fabricmon.checks.fabric_inputs import FabricInputs
 
 CHECK = "pfc_storm"
 NEEDS = ("pause_frames",)         # a sweep yielded PFC pause frames
@@ -79,4 +84,23 @@ def evaluate(ports: Mapping[tuple[str, int], FabricPort], switches: Mapping[str,
     return [f for f in findings if f.status != OK], counts
 
 
-__all__ = ["CHECK", "NEEDS", "SCHEMA", "PfcStormSettings", "evaluate", "priority_label"]
+@dataclass(slots=True)
+class PfcState:
+    counts: dict[Key, int] = field(default_factory=dict)    # sweeps in a row over the rate
+
+
+class PfcStorm:
+    """pfc_storm (checks.shape), once a sweep yielded pause frames, whatever the fabric kind."""
+    reports = (report(CHECK, *NEEDS),)
+
+    def __init__(self, settings: PfcStormSettings):
+        self.settings = settings
+        self.state = PfcState()
+
+    def run(self, inputs: FabricInputs) -> Outcome[FabricSection]:
+        findings, self.state.counts = evaluate(inputs.sec.ports, inputs.sec.switches, self.state.counts,
+                                               self.settings, inputs.new_sweep)
+        return Outcome(findings)
+
+
+__all__ = ["CHECK", "NEEDS", "SCHEMA", "PfcState", "PfcStorm", "PfcStormSettings", "evaluate", "priority_label"]

@@ -8,12 +8,21 @@ nothing is to be drained. The finding is about the job (device `job:<id>`), not 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from fabricmon.checks import WARNING, Finding
-from fabricmon.model.jobs import JobRef
+from fabricmon.checks.shape import Outcome, report
+from fabricmon.model import placement, slurm_topology
+from fabricmon.model.fabric import Topology
+from fabricmon.model.jobs import JobRef, JobsSection
 from fabricmon.model.placement import Placement
+from fabricmon.model.slurm_topology import Rail, SchedulerTopologyData
+from fabricmon.model.snapshot import source_data
 from fabricmon.schema import Schema, integer
+
+if TYPE_CHECKING:
+    from fabricmon.checks.fabric_inputs import FabricInputs
 
 CHECK = "placement"
 NEEDS = ("topology", "running_jobs")    # a discovery and the running jobs (fabric.sources.slurm_jobs)
@@ -59,4 +68,46 @@ def evaluate(placements: Iterable[Placement], refs: Mapping[str, JobRef], cfg: P
     return out
 
 
-__all__ = ["CHECK", "NEEDS", "SCHEMA", "PlacementCheckConfig", "device", "evaluate"]
+@dataclass(slots=True)
+class PlacementState:
+    # the rail's index (topology, rail, index) and the last placements (hosts, placements)
+    rail_index: tuple[Topology, Rail, placement.RailIndex] | None = None
+    placed: tuple[dict[str, tuple[str, ...]], dict[str, Placement]] = field(default_factory=lambda: ({}, {}))
+
+
+class PlacementCheck:
+    """placement (checks.shape): every running job's span on the rail (model.placement; the rail of
+    fabric.sources.slurm_topology, else every host CA); a job is placed again only when the topology or
+    the rail changed, or its hosts did. Run once the jobs are known; the placements go into the jobs
+    section. Fabric-wide (one finding per job)."""
+    reports = (report(CHECK, *NEEDS),)
+
+    def __init__(self, settings: PlacementCheckConfig):
+        self.settings = settings
+        self.state = PlacementState()
+
+    def run(self, inputs: FabricInputs) -> Outcome[JobsSection]:
+        jobs = inputs.jobs
+        if jobs is None:
+            return Outcome()
+        topo, s = inputs.topo, self.state
+        conf = source_data(inputs.states, SchedulerTopologyData)
+        rail = conf.rail if isinstance(conf, SchedulerTopologyData) else Rail()
+        ix = s.rail_index
+        if ix is None or ix[0] is not topo or ix[1] != rail:
+            tree = slurm_topology.build_tree(topo, rail)
+            ix = s.rail_index = (topo, rail, placement.RailIndex.build(tree.nodes, tree.switches, tree.hcas))
+            s.placed = ({}, {})
+        hosts, placed = s.placed
+        if hosts != jobs.hosts:         # only the jobs that are new or changed hosts are placed again
+            s.placed = (dict(jobs.hosts), {j: placed[j] if hosts.get(j) == h and j in placed
+                                           else placement.place(ix[2], j, h) for j, h in jobs.hosts.items()})
+        placements = s.placed[1]
+
+        def write(js: JobsSection) -> None:
+            js.placement = placements
+        return Outcome(evaluate(placements.values(), jobs.jobs, self.settings), write, ())
+
+
+__all__ = ["CHECK", "NEEDS", "SCHEMA", "PlacementCheck", "PlacementCheckConfig", "PlacementState", "device",
+           "evaluate"]

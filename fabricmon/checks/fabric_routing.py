@@ -14,10 +14,17 @@ or fetches."""
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from fabricmon.checks import OK, WARNING, Finding
 from fabricmon.checks.port_text import port_ranges
-from fabricmon.model.fabric import NO_ROUTE, FabricPort, RouteBalance, Topology
+from fabricmon.checks.shape import Outcome, report
+from fabricmon.model.fabric import NO_ROUTE, FabricPort, FabricSection, LftData, RouteBalance, Topology
+from fabricmon.model.snapshot import source_state
+
+if TYPE_CHECKING:
+    from fabricmon.checks.fabric_inputs import FabricInputs
 
 CHECK = "routing"
 NEEDS = ("forwarding_tables",)    # a source yielded LftData
@@ -101,4 +108,37 @@ def evaluate(balances: Mapping[str, RouteBalance], ports: Mapping[tuple[str, int
     return [f for f in findings if f.status != OK]
 
 
-__all__ = ["CHECK", "NEEDS", "balance", "ca_lids_below", "evaluate"]
+@dataclass(slots=True)
+class RoutingState:
+    # the last route balance and what it was computed from: (topology, tables, up uplinks, it)
+    routes: tuple[Topology, LftData, frozenset[tuple[str, int]], dict[str, RouteBalance]] | None = None
+
+
+class Routing:
+    """routing (checks.shape): the route balance of the latest forwarding tables, computed again only
+    when the tables, the topology or the up uplinks changed (the tables every routing_interval, the
+    uplinks when one goes down or comes back); the balances go into the section."""
+    reports = (report(CHECK, *NEEDS),)
+
+    def __init__(self, threshold: float):
+        self.settings = threshold
+        self.state = RoutingState()
+
+    def run(self, inputs: FabricInputs) -> Outcome[FabricSection]:
+        st = source_state(inputs.states, LftData)
+        if st is None or not isinstance(st.data, LftData):
+            return Outcome()
+        topo, sec = inputs.topo, inputs.sec
+        active = frozenset(k for k, p in sec.ports.items() if p.role == "up" and p.up)
+        last = self.state.routes
+        if last is None or last[0] is not topo or last[1] is not st.data or last[2] != active:
+            last = self.state.routes = (topo, st.data, active,
+                                        balance(topo, st.data.tables, sec.ports, list(sec.switches), self.settings))
+        routes = last[3]
+
+        def write(s: FabricSection) -> None:
+            s.routes = routes
+        return Outcome(evaluate(routes, sec.ports, self.settings), write)
+
+
+__all__ = ["CHECK", "NEEDS", "Routing", "RoutingState", "balance", "ca_lids_below", "evaluate"]

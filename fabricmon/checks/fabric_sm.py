@@ -7,8 +7,16 @@ Records in (SmInfo), findings out (one, OK included: the fabric has one SM check
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
 from fabricmon.checks import CRITICAL, OK, WARNING, Finding
-from fabricmon.model.fabric import SmInfo
+from fabricmon.checks.shape import Outcome, report
+from fabricmon.model.fabric import FabricSection, SmData, SmInfo
+from fabricmon.model.snapshot import source_state
+
+if TYPE_CHECKING:
+    from fabricmon.checks.fabric_inputs import FabricInputs
 
 CHECK = "sm"
 NEEDS = ("subnet_manager",)       # a source yielded SmData (a fabric-wide check)
@@ -48,4 +56,38 @@ def evaluate(sms: list[SmInfo], stalled: int, stalled_polls: int) -> Finding:
                    f"{m.activity_count}")
 
 
-__all__ = ["CHECK", "NEEDS", "evaluate", "masters"]
+@dataclass(slots=True)
+class SmState:
+    time: float | None = None                   # the data time of the last poll judged
+    last: tuple[str, int] | None = None         # (master guid, activity count) at that poll
+    stalled: int = 0                            # polls in a row with the master's activity count unchanged
+
+
+class SubnetManager:
+    """sm (checks.shape): the subnet managers of the latest poll; the master's activity count followed
+    between polls (its state). Fabric-wide: its one finding is its status."""
+    reports = (report(CHECK, *NEEDS),)
+
+    def __init__(self, stalled_polls: int):
+        self.settings = stalled_polls
+        self.state = SmState()
+
+    def run(self, inputs: FabricInputs) -> Outcome[FabricSection]:
+        st = source_state(inputs.states, SmData)
+        if st is None or not isinstance(st.data, SmData):
+            return Outcome()
+        sms = list(st.data.sms)
+        ms = masters(sms)
+        activity = ms[0].activity_count if len(ms) == 1 else None
+        s = self.state
+        if st.data_time != s.time:       # a new poll: is the master's activity count moving?
+            cur = (ms[0].guid, ms[0].activity_count) if len(ms) == 1 else None
+            s.stalled = s.stalled + 1 if cur is not None and cur == s.last else 0
+            s.last, s.time = cur, st.data_time
+
+        def write(sec: FabricSection) -> None:
+            sec.sms, sec.sm_activity = sms, activity
+        return Outcome([evaluate(sms, s.stalled, self.settings)], write, ())
+
+
+__all__ = ["CHECK", "NEEDS", "SmState", "SubnetManager", "evaluate", "masters"]

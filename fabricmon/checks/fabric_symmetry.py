@@ -14,13 +14,19 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from fabricmon.checks import CRITICAL, OK, WARNING, Finding
 from fabricmon.checks.port_text import port_ranges
-from fabricmon.model.fabric import FabricPort, PortInfo, SwitchNode
+from fabricmon.checks.shape import Outcome, report
+from fabricmon.model.fabric import FabricPort, FabricSection, PortInfo, SwitchNode, Topology
+
+if TYPE_CHECKING:
+    from fabricmon.checks.fabric_inputs import FabricInputs
 
 CHECK = "uplinks"
-NEEDS = ("topology",)             # the inputs it runs on (pipeline.fabric.CAPABILITIES)
+NEEDS = ("topology",)             # the inputs it runs on (checks.fabric_inputs.CAPABILITIES)
 
 
 def active_uplinks(ports: Iterable[PortInfo | FabricPort]) -> dict[str, int]:
@@ -106,4 +112,45 @@ def evaluate(uplinks: Mapping[str, tuple[int, int | None]], ports: Mapping[tuple
     return [f for f in findings if f.status != OK]
 
 
-__all__ = ["CHECK", "NEEDS", "active_uplinks", "evaluate", "expected_uplinks", "uplink_classes"]
+def topology_uplinks(topo: Topology) -> tuple[dict[str, int], dict[str, int | None]]:
+    """The discovery's active and expected uplinks of each switch."""
+    counts = active_uplinks(topo.ports.values())
+    uppers: dict[str, set[str]] = {}        # switch -> the switches its uplinks lead to (down ones too)
+    links = [((g, p), i.link) for (g, p), i in topo.ports.items()] + list(topo.down_links.items())
+    for (g, _), lk in links:
+        if lk is not None and lk.remote_type == "Switch" and topo.levels.get(lk.remote_guid, 0) > topo.levels.get(g, 0):
+            uppers.setdefault(g, set()).add(lk.remote_guid)
+    classes = uplink_classes(topo.ports.values())
+    return counts, expected_uplinks(counts, topo.levels, {g: frozenset(u) for g, u in uppers.items()}, classes)
+
+
+@dataclass(slots=True)
+class SymmetryState:
+    # the active and expected uplinks of each switch, from a topology: (it, active, expected), once per topology
+    uplinks: tuple[Topology, dict[str, int], dict[str, int | None]] | None = None
+
+
+class Symmetry:
+    """uplinks (checks.shape): each switch's active uplinks against its peers' (the discovery's counts,
+    kept per topology); the counts go into the section."""
+    reports = (report(CHECK, *NEEDS),)
+
+    def __init__(self, critical_fraction: float):
+        self.settings = critical_fraction
+        self.state = SymmetryState()
+
+    def run(self, inputs: FabricInputs) -> Outcome[FabricSection]:
+        topo, sec = inputs.topo, inputs.sec
+        if self.state.uplinks is None or self.state.uplinks[0] is not topo:
+            self.state.uplinks = (topo, *topology_uplinks(topo))
+        _, counts, expected = self.state.uplinks
+        uplinks = {g: (counts.get(g, 0), expected.get(g)) for g in sec.switches}
+        findings = evaluate(uplinks, sec.ports, sec.switches, sec.levels, self.settings)
+
+        def write(s: FabricSection) -> None:
+            s.uplinks = uplinks
+        return Outcome(findings, write)
+
+
+__all__ = ["CHECK", "NEEDS", "Symmetry", "SymmetryState", "active_uplinks", "evaluate", "expected_uplinks",
+           "topology_uplinks", "uplink_classes"]

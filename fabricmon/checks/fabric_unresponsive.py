@@ -11,21 +11,13 @@ Records in (each switch's recent reads), findings out; nothing here parses or fe
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
-
 from fabricmon.checks import WARNING, Finding
-from fabricmon.model.fabric import SwitchNode
+from fabricmon.checks.fabric_inputs import FabricInputs, SweepRead
+from fabricmon.checks.shape import Outcome, report
+from fabricmon.model.fabric import FabricSection, SwitchNode
 
 CHECK = "unresponsive"
-NEEDS = ("topology",)             # the inputs it runs on (pipeline.fabric.CAPABILITIES)
-
-
-@dataclass(frozen=True, slots=True)
-class SweepRead:
-    """What one sweep got from one switch."""
-    unanswered: int                  # queries left unanswered after retries
-    queries: int                     # queries sent
-    failed: tuple[str, ...] = ()     # what went unanswered (counters, state)
+NEEDS = ("topology",)             # the inputs it runs on (checks.fabric_inputs.CAPABILITIES)
 
 
 def unresponsive(reads: Sequence[SweepRead], need: int) -> bool:
@@ -60,4 +52,24 @@ def evaluate(reads: Mapping[str, Sequence[SweepRead]], last_read: Mapping[str, f
     return state, out
 
 
-__all__ = ["CHECK", "NEEDS", "SweepRead", "evaluate", "unresponsive"]
+class Unresponsive:
+    """unresponsive (checks.shape): each switch's last sweeps (the link-state evidence keeps them);
+    whether each is unresponsive, and the data time of its last full read, go into the section."""
+    reports = (report(CHECK, *NEEDS),)
+    state = None
+
+    def __init__(self, need: int):
+        self.settings = need            # fabric.unresponsive_sweeps
+
+    def run(self, inputs: FabricInputs) -> Outcome[FabricSection]:
+        sec = inputs.sec
+        last_read = {g: inputs.last_read.get(g) for g in sec.switches}
+        state, findings = evaluate(inputs.reads, inputs.last_read, sec.switches, self.settings, inputs.now)
+
+        def write(s: FabricSection) -> None:
+            s.last_read.update(last_read)
+            s.unresponsive = state
+        return Outcome(findings, write)
+
+
+__all__ = ["CHECK", "NEEDS", "SweepRead", "Unresponsive", "evaluate", "unresponsive"]

@@ -8,9 +8,15 @@ on a node without RDMA devices is fine.
 """
 
 from __future__ import annotations
+from typing import TYPE_CHECKING
 
 from fabricmon.checks import CRITICAL, OK, Finding
 from fabricmon.model.gpu import GpuData, GpudirectFacts, GpudirectStatus, dmabuf_supported
+from fabricmon.checks.shape import Outcome, report
+from fabricmon.model.snapshot import Sections, source_data
+
+if TYPE_CHECKING:
+    from fabricmon.checks.node_inputs import NodeInputs
 
 CHECK = "gpudirect_rdma"
 METHODS = ("peermem", "nv_peer_mem", "dmabuf")
@@ -47,3 +53,19 @@ def evaluate(facts: GpudirectFacts | None, gpus: GpuData | None, rdma_devices: i
         st.finding = Finding(CHECK, "", None, CRITICAL,
                              f"{NO_PATH} ({gpus_txt}, {rdma_devices} RDMA device(s); {reason})")
     return st
+
+
+class Gpudirect:
+    """gpudirect_rdma (checks.shape): the facts of the gpudirect source (an OK "not checked" without
+    them, as before the runner); the status goes into the GPU section."""
+    reports = (report(CHECK),)
+    settings = None
+    state = None
+
+    def run(self, inputs: NodeInputs) -> Outcome[Sections]:
+        facts = source_data(inputs.states, GpudirectFacts)
+        gd = evaluate(facts, source_data(inputs.states, GpuData), len(inputs.inv.devices))
+
+        def write(out: Sections) -> None:
+            out["gpu"].gpudirect = gd if facts is not None else None
+        return Outcome([gd.finding] if gd.finding is not None else [], write)

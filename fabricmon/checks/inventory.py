@@ -24,16 +24,22 @@ import fnmatch
 import itertools
 import re
 import time
-from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import Any
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Protocol
 
 from fabricmon import ibspec
 
 from fabricmon.checks import CRITICAL, OK, Finding
-from fabricmon.model.learned import LearnedPort
-from fabricmon.model.ports import PortView
+from fabricmon.checks.shape import Outcome, report
+from fabricmon.model.learned import LearnedInventory, LearnedPort
+from fabricmon.model.node_records import IbstatData, SysfsData
+from fabricmon.model.ports import Inventory, PortView
+from fabricmon.model.snapshot import Sections, SourceState, source_state
 from fabricmon.schema import ConfigError, Context, Schema, choice, custom, glob_pattern, integer, number
+
+if TYPE_CHECKING:
+    from fabricmon.checks.node_inputs import NodeInputs
 
 # --- settings: `expected_links[]` (fabricmon.schema), composed by fabricmon/config.py -------------
 
@@ -247,5 +253,85 @@ def nothing_to_check(ports: Mapping[tuple[str, int], PortView], expected: tuple[
             "is the RDMA driver loaded? (lsmod | grep ib_core, dmesg, lspci -d 15b3:)")
 
 
-__all__ = ["ACCEPT_COMMAND", "CHECK", "describe", "evaluate", "evaluate_learned", "expand_glob", "nothing_to_check",
+MAX_SEEN_PORTS = 1024
+
+
+def unlisted(states: Mapping[str, SourceState]) -> list[str]:
+    """The inventory sources in use (sysfs, ibstat) whose last run gave no port list (failed or
+    not run yet): while there is one, a port missing from the inventory may only be unread."""
+    listed = [s for s in (source_state(states, SysfsData), source_state(states, IbstatData))
+              if s is not None and s.enabled and s.active]
+    return [s.name for s in listed if s.data is None] if listed else ["sysfs"]
+
+
+class LearnedKeeper(Protocol):
+    """Where the ports seen healthy are kept (pipeline.learned.LearnedStore: a file in the state directory)."""
+    inventory: LearnedInventory
+
+    def refresh(self) -> None: ...
+
+    def learn(self, inv: Inventory, now: float) -> list[LearnedPort]: ...
+
+
+@dataclass(frozen=True, slots=True)
+class InventorySettings:
+    expected: tuple[ExpectedLink, ...] = ()             # expected_links
+    excluded: Callable[[str], bool] = lambda device: False      # a device the config excludes
+
+
+@dataclass(slots=True)
+class InventoryState:
+    learned: LearnedKeeper
+    # every port seen by a snapshot so far: key -> (link layer, wall-clock time last seen), so that a
+    # vanished adapter can be named (`check` keeps it in its state file)
+    seen_ports: dict[tuple[str, int], tuple[str, float]] = field(default_factory=dict)
+
+
+class ExpectedInventory:
+    """expected_inventory (checks.shape): the ports against expected_links and against the ports learned
+    healthy on this node (then learned: the state), or waiting while the inventory is not known; says
+    why the node has nothing to check (the snapshot's `unknown`)."""
+    reports = (report(CHECK),)
+
+    def __init__(self, settings: InventorySettings, learned: LearnedKeeper):
+        self.settings = settings
+        self.state = InventoryState(learned)
+
+    def run(self, inputs: NodeInputs) -> Outcome[Sections]:
+        ports, expected, s = inputs.ib.ports, self.settings.expected, self.state
+        unknown = ""
+        if inputs.inventory_known:
+            gone = {k: layer for k, (layer, _) in s.seen_ports.items() if k not in ports}
+            findings = evaluate(ports, expected, gone)
+            findings += self._learned(inputs)
+            learned = sum(1 for r in s.learned.inventory.ports.values() if not self.settings.excluded(r.device))
+            unknown = nothing_to_check(ports, expected, learned, inputs.where)
+        else:
+            findings = waiting(expected)
+        for k, p in ports.items():
+            s.seen_ports[k] = (p.link_layer, inputs.now)
+        if len(s.seen_ports) > MAX_SEEN_PORTS:        # bounded: forget the longest gone
+            for k, _ in sorted(s.seen_ports.items(), key=lambda kv: kv[1][1])[:len(s.seen_ports) - MAX_SEEN_PORTS]:
+                del s.seen_ports[k]
+
+        def write(out: Sections) -> None:
+            out["unknown"] = unknown
+        return Outcome(findings, write)
+
+    def _learned(self, inputs: NodeInputs) -> list[Finding]:
+        """Judge the learned ports against this inventory, then learn its healthy ports. A port is
+        called gone only when every inventory source in use answered with a port list: a source
+        that failed (a WARNING of its own) cannot tell that an adapter vanished."""
+        store, inv, ports = self.state.learned, inputs.inv, inputs.ib.ports
+        store.refresh()
+        out = []
+        if not unlisted(inputs.states):
+            out = evaluate_learned(store.inventory.gone(inv, self.settings.excluded), self.settings.expected)
+        store.learn(Inventory(inv.devices, dict(ports)), inputs.now)
+        store.inventory.recall_peers(Inventory(inv.devices, dict(ports)))
+        return out
+
+
+__all__ = ["ACCEPT_COMMAND", "CHECK", "ExpectedInventory", "InventorySettings", "InventoryState", "LearnedKeeper",
+           "MAX_SEEN_PORTS", "describe", "evaluate", "evaluate_learned", "expand_glob", "nothing_to_check", "unlisted",
            "waiting"]

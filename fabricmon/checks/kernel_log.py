@@ -17,13 +17,22 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
 from fabricmon.model.finding import CRITICAL, DEGRADED, FATAL, OK, WARNING, WATCH, Finding
 from fabricmon.model.kernel_log import BY_EVENT, PATTERNS, AttributedEvent, KernelEvent, KernelLogData, KernelSection
 from fabricmon.model.ports import DeviceView, PortView
+from fabricmon.checks.shape import Outcome, report
+from fabricmon.model.gpu import GpuData
+from fabricmon.model.node_records import SysfsData
+from fabricmon.model.snapshot import Sections, source_data
+
+if TYPE_CHECKING:
+    from fabricmon.checks.node_inputs import NodeInputs
 
 CHECK = "kernel_log"
 RESTRICTED_CHECK = "restricted_counters"
+CHECKS = (CHECK, RESTRICTED_CHECK)
 STATUS_OF_CLASS = {FATAL: CRITICAL, DEGRADED: WARNING, WATCH: OK}
 
 
@@ -121,4 +130,28 @@ def taxonomy_table() -> str:
     return "\n".join(rows) + "\n"
 
 
-__all__ = ["CHECK", "RESTRICTED_CHECK", "STATUS_OF_CLASS", "evaluate", "restricted_findings", "taxonomy_table"]
+class KernelLog:
+    """kernel_log and restricted_counters (checks.shape): the kernel log's events against the ports, and
+    the devices whose counters the sysfs source does not read; the section goes into the snapshot."""
+    reports = (report(CHECK, "KernelLogData"), report(RESTRICTED_CHECK, "restricted_counters"))
+    settings = None
+    state = None
+
+    def run(self, inputs: NodeInputs) -> Outcome[Sections]:
+        sysfs = source_data(inputs.states, SysfsData)
+        restricted = dict(sysfs.restricted) if sysfs is not None else {}
+        data = source_data(inputs.states, KernelLogData)
+        if data is None and not restricted:
+            return Outcome()
+        gpus = source_data(inputs.states, GpuData)
+        hold = data.hold if data is not None else 0.0       # the source's setting, carried by its record
+        kernel, findings = evaluate(data, inputs.inv.devices, inputs.ib.ports, inputs.now, hold,
+                                    gpu_node=bool(gpus is not None and gpus.gpus))
+        kernel.restricted = restricted
+
+        def write(out: Sections) -> None:
+            out["kernel"] = kernel
+        return Outcome(findings + restricted_findings(restricted), write)
+
+
+__all__ = ["CHECK", "CHECKS", "RESTRICTED_CHECK", "STATUS_OF_CLASS", "evaluate", "restricted_findings", "taxonomy_table"]

@@ -14,14 +14,29 @@ Without a rate, or with count thresholds configured, the counts apply as before.
 from __future__ import annotations
 
 import functools
+from typing import TYPE_CHECKING
 
 from fabricmon import ibspec
 from fabricmon.checks import OK, WARNING, CRITICAL, Finding
 from fabricmon.checks.settings import COUNTER_CHECKS, ChecksConfig, CounterCheckConfig
+from fabricmon.checks.shape import Outcome, Report, counters, report
+from fabricmon.model.fabric import FabricSection
 from fabricmon.model.history import CounterHistory, ib_rule
 from fabricmon.model.ports import PortView
 
+if TYPE_CHECKING:
+    from fabricmon.checks.fabric_inputs import FabricInputs
+
 SATURATION_CHECK = "counter_saturation"
+CHECKS = (*COUNTER_CHECKS, SATURATION_CHECK)      # the names it reports
+CHECKED_COUNTERS = frozenset(c for counters, *_ in COUNTER_CHECKS.values() for c in counters)
+
+
+def counter_reports(*needs: str) -> tuple[Report, ...]:
+    """The counter checks' names: each runs once one of its counters was read; counter_saturation once
+    a counter that saturates was read (not one that wraps: Ethernet's ifTable counters)."""
+    return (*(report(check, *needs, any_of=counters(names)) for check, (names, *_) in COUNTER_CHECKS.items()),
+            report(SATURATION_CHECK, *needs, "saturating_counters"))
 
 ACTIONS = {
     "symbol_errors": "physical-layer bit errors: clean or reseat the connectors, or replace the cable/transceiver",
@@ -127,4 +142,34 @@ def evaluate_port(p: PortView, history: CounterHistory, checks: ChecksConfig, no
     return findings
 
 
-__all__ = ["ber_limits", "evaluate_port", "saturated", "SATURATION_CHECK"]
+class FabricCounters:
+    """The counter checks on the switch ports (checks.shape), the node daemon's logic and thresholds: per
+    port, what is not OK, and the status of what was not OK at an earlier build (inputs.flagged); a port
+    is judged while its history holds a checked counter or it was flagged (a quiet fabric keeps none)."""
+    reports = counter_reports("topology")
+    state = None
+
+    def __init__(self, settings: ChecksConfig):
+        self.settings = settings
+
+    def run(self, inputs: FabricInputs) -> Outcome[FabricSection]:
+        sec, sweep, flagged, history, now = inputs.sec, inputs.sweep, inputs.flagged, inputs.history, inputs.now
+        findings: list[Finding] = []
+        judged = {k[1:] for k in flagged} | history.ports(CHECKED_COUNTERS)
+        for key, p in sec.ports.items():
+            if p.counters and key in judged:
+                bits = dict(sweep.bits) if sweep else {}
+                wrapping = sweep.wrapping if sweep else set()
+                pv = PortView(device=key[0], port=key[1], counters=dict(p.counters), counter_bits=bits,
+                              rate_gbps=p.rate_bps * 8 / 1e9 if p.rate_bps else None)   # the BER budget's rate
+                label = f"{sec.switches[key[0]].name} (0x{key[0]}) port {p.label}"
+                sat = {n: ib_rule(n, bits.get(n), n in wrapping).at_max(v)
+                       for n, v in p.counters.items() if n in ibspec.SATURABLE}
+                # per port: what is not OK, and the status of what was (flagged) not OK before
+                findings += [f for f in evaluate_port(pv, history, self.settings, now, sat, label)
+                             if f.status != OK or (f.check, f.device, f.port) in flagged]
+        return Outcome(findings)
+
+
+__all__ = ["CHECKED_COUNTERS", "CHECKS", "FabricCounters", "ber_limits", "counter_reports", "evaluate_port", "saturated",
+           "SATURATION_CHECK"]

@@ -18,10 +18,17 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Protocol
 
 from fabricmon.model.finding import OK, WARNING, WATCH, Finding
-from fabricmon.model.nccl import COLLECTIVE, BaselineKey, NcclPath
+from fabricmon.model.nccl import COLLECTIVE, BaselineKey, NcclBaselines, NcclData, NcclPath, join
+from fabricmon.checks.shape import Outcome, report
+from fabricmon.model.gpu import AffinityResult
+from fabricmon.model.snapshot import Sections, source_data
 from fabricmon.schema import Schema, choice, integer, number
+
+if TYPE_CHECKING:
+    from fabricmon.checks.node_inputs import NodeInputs
 
 CHECK = "nccl_slow_collective"
 
@@ -112,6 +119,42 @@ def evaluate(paths: Sequence[NcclPath], baselines: Mapping[BaselineKey, float], 
                                 "look for a fabric verdict on this path (the switch port's errors, its leaf's "
                                 "uplink balance)", klass=WATCH))
     return findings, slow
+
+
+class BaselineKeeper(Protocol):
+    """Where each job's learned bus bandwidth is kept (pipeline.nccl_baseline.NcclBaselineStore)."""
+    @property
+    def state(self) -> NcclBaselines: ...
+
+    def learn(self, paths: Sequence[NcclPath], now: float, cfg: NcclSlowConfig) -> None: ...
+
+
+class NcclSlow:
+    """nccl_slow_collective (checks.shape): NCCL's measurements joined to their GPU, NIC and port (the
+    GPU section's affinity, written before), the jobs' baselines learned from the new dumps (the state),
+    then the slow paths judged; the section goes into the snapshot."""
+    reports = (report(CHECK, "NcclData"),)
+
+    def __init__(self, settings: NcclSlowConfig, baseline: BaselineKeeper):
+        self.settings = settings
+        self.state = baseline
+
+    def run(self, inputs: NodeInputs) -> Outcome[Sections]:
+        data = source_data(inputs.states, NcclData)
+        if data is None:
+            return Outcome()
+        gpu = inputs.built.get("gpu") if inputs.built is not None else None
+        aff = gpu.affinity if gpu is not None and gpu.affinity is not None else AffinityResult()
+        nccl = join(data, aff, inputs.inv.devices, inputs.ib.ports)
+        cfg = self.settings
+        self.state.learn(nccl.paths, inputs.now, cfg)
+        learned = self.state.state.learned()
+        nccl.baseline_gbs = {p.baseline_key: learned[p.baseline_key] for p in nccl.paths if p.baseline_key in learned}
+        found, nccl.slow = evaluate(nccl.paths, nccl.baseline_gbs, cfg)
+
+        def write(out: Sections) -> None:
+            out["nccl"] = nccl
+        return Outcome(found, write)
 
 
 __all__ = ["CHECK", "NcclSlowConfig", "SCHEMA", "evaluate", "where", "why_slow"]

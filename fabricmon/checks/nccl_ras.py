@@ -11,10 +11,16 @@ communicator has all its ranks.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
 from fabricmon.model.finding import OK, WARNING, WATCH, Finding
 from fabricmon.model.nccl import RasData, RasPeer
 from fabricmon.model.ports import PortView
+from fabricmon.checks.shape import Outcome, report
+from fabricmon.model.snapshot import Sections, source_data
+
+if TYPE_CHECKING:
+    from fabricmon.checks.node_inputs import NodeInputs
 
 CHECK = "nccl_ras_peer"
 MAX_NAMED = 8           # peers named per finding (the rest counted)
@@ -46,6 +52,17 @@ def evaluate(data: RasData, ports: Mapping[tuple[str, int], PortView]) -> list[F
         out.append(Finding(CHECK, "", None, OK, f"NCCL {data.version}: {len(data.comms)} communicator(s), every rank "
                            "answered RAS", klass=WATCH))
     return out
+
+
+class NcclRas:
+    """nccl_ras_peer (checks.shape): NCCL RAS's dead and unresponsive peers, named by their ports."""
+    reports = (report(CHECK, "RasData"),)
+    settings = None
+    state = None
+
+    def run(self, inputs: NodeInputs) -> Outcome[Sections]:
+        ras = source_data(inputs.states, RasData)
+        return Outcome(evaluate(ras, inputs.ib.ports) if ras is not None else [])
 
 
 __all__ = ["CHECK", "MAX_NAMED", "evaluate"]

@@ -24,10 +24,12 @@ from __future__ import annotations
 import operator
 import statistics
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from typing import Generic, Protocol, TypeVar
 
 from fabricmon.checks import CRITICAL, OK, WARNING, Finding
+from fabricmon.checks.shape import Outcome, Report, report
 from fabricmon.model.optics import LaneDiag, Limits, OpticsPort, RxBaseline
 from fabricmon.schema import Schema, number
 
@@ -243,4 +245,49 @@ def evaluate(ports: Iterable[OpticsPort], cfg: OpticsCheckConfig, baseline: RxBa
     return findings, learn
 
 
-__all__ = ["CHECKS", "DEFAULT_LIMITS", "NEEDS", "Learn", "evaluate", "limits"]
+In = TypeVar("In")
+S = TypeVar("S")
+
+
+class BaselineKeeper(Protocol):
+    """Where the learned receive power is kept (pipeline.optics_baseline.BaselineStore: a file in the
+    state directory): the optics checks' state."""
+
+    @property
+    def baseline(self) -> RxBaseline: ...
+
+    def learn(self, updates: Iterable[Learn], now: float) -> int: ...
+
+
+@dataclass(frozen=True, slots=True)
+class Readings(Generic[S]):
+    """What the optics checks judge, as the model joined the readings to its ports: the ports with their
+    modules, what the join gives the section, and the devices read (each given a status; None: all)."""
+    ports: Sequence[OpticsPort]
+    now: float
+    write: Callable[[S], None] | None = None
+    judged: Iterable[str] | None = None
+
+
+class Optics(Generic[In, S]):
+    """The optics checks (checks.shape), node and fabric alike: the model says where the readings are
+    (`select`: the node's ethtool -m, the switches' sensors) and what must be present (`needs`); each
+    lane's learned baseline is the state."""
+
+    def __init__(self, settings: OpticsCheckConfig, baseline: BaselineKeeper,
+                 select: Callable[[In], Readings[S] | None], needs: Sequence[str]):
+        self.settings = settings
+        self.state = baseline
+        self.select = select
+        self.reports: tuple[Report, ...] = tuple(report(c, *needs) for c in CHECKS)
+
+    def run(self, inputs: In) -> Outcome[S]:
+        r = self.select(inputs)
+        if r is None:
+            return Outcome()
+        findings, learn = evaluate(r.ports, self.settings, self.state.baseline)
+        self.state.learn(learn, r.now)
+        return Outcome(findings, r.write, r.judged)
+
+
+__all__ = ["CHECKS", "DEFAULT_LIMITS", "NEEDS", "BaselineKeeper", "Learn", "Optics", "Readings", "evaluate", "limits"]

@@ -16,12 +16,17 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fabricmon.checks import CRITICAL, OK, WARNING, Finding
 from fabricmon.model.history import CounterHistory
+from fabricmon.checks.shape import Outcome, report
+from fabricmon.model.snapshot import Sections
 from fabricmon.model.roce import HW_LOSS, ROCE_HEADER_BYTES, RoceTarget, RoceView, eth_key, ethtool_counters, hw_key
 from fabricmon.schema import ConfigError, Context, Schema, choice, custom, listing, number
+
+if TYPE_CHECKING:
+    from fabricmon.checks.node_inputs import NodeInputs
 
 # --- settings: the `roce` section (fabricmon.schema), composed by fabricmon/config.py -------------
 
@@ -387,3 +392,15 @@ def evaluate(views: list[RoceView], history: CounterHistory, rc: RoceConfig, now
                      check_pause_storm(v, history, rc, now), check_drops(v, history, rc, now),
                      check_cnp_ignored(v, history, rc, now)]
     return findings
+
+
+class Roce:
+    """The roce_* checks (checks.shape) on every RoCE port's view, its counters' history included."""
+    reports = tuple(report(c, "roce") for c in CHECKS)
+    state = None
+
+    def __init__(self, settings: RoceConfig):
+        self.settings = settings
+
+    def run(self, inputs: NodeInputs) -> Outcome[Sections]:
+        return Outcome(evaluate(list(inputs.views), inputs.history, self.settings, inputs.now))

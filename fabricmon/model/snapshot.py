@@ -65,6 +65,12 @@ def source_data(states: Mapping[str, SourceState], records: type[R]) -> R | None
     return st.data if st is not None and isinstance(st.data, records) else None
 
 
+def records_present(states: Mapping[str, SourceState]) -> set[str]:
+    """The names of the record types the enabled sources yielded (what a check may need: checks.shape)."""
+    return {s.records.__name__ for s in states.values()
+            if s.enabled and s.records is not None and isinstance(s.data, s.records)}
+
+
 @dataclass(slots=True)
 class IbSection:
     devices: dict[str, DeviceView] = field(default_factory=dict)
@@ -146,4 +152,4 @@ class Snapshot:
 
 
 __all__ = ["BUILD_BUCKETS", "ERROR_KINDS", "BuildStats", "GpuSection", "IbSection", "RoceSection", "Sections",
-           "Snapshot", "SourceState", "source_data", "source_state"]
+           "Snapshot", "SourceState", "records_present", "source_data", "source_state"]

@@ -3,39 +3,41 @@ a Snapshot. Records are picked by their type, never by the name of the source th
 
 1. merge the port records (sysfs, ibstat, perfquery, iblinkinfo) into an Inventory;
 2. sample every checked counter into the CounterHistory (IB and RoCE alike, one rule);
-3. run the checks (degraded_link, link_errors, roce, optics, gpudirect, affinity) on records + deltas;
+3. run the checks registered here (inventory, degraded_link and link_errors, roce, optics, gpudirect,
+   affinity, kernel_log, nccl, nccl_ras) through the one runner (pipeline.checks), each when its inputs
+   are present (checks.node_inputs), on records + deltas;
 4. name the jobs running on the node in every WARNING/CRITICAL finding (pipeline.jobs);
 5. return the typed Snapshot.
 """
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Callable, Mapping
 
 import structlog
 
+from fabricmon import ibspec
 from fabricmon.checks import Finding
-from fabricmon.checks import affinity as affinity_checks
-from fabricmon.checks import degraded_link, inventory as inventory_checks, link_errors
-from fabricmon.checks import gpudirect as gpudirect_checks
-from fabricmon.checks import kernel_log as kernel_log_checks
-from fabricmon.checks import nccl as nccl_checks
-from fabricmon.checks import nccl_ras as nccl_ras_checks
+from fabricmon.checks import affinity, degraded_link, gpudirect, inventory as inventory_checks, kernel_log, link_errors
+from fabricmon.checks import nccl, nccl_ras, roce
 from fabricmon.checks import optics as optics_checks
-from fabricmon.checks import roce as roce_checks
+from fabricmon.checks.inventory import MAX_SEEN_PORTS, InventorySettings, unlisted
+from fabricmon.checks.link_errors import CHECKED_COUNTERS
+from fabricmon.checks.node_inputs import NodeInputs
+from fabricmon.checks.optics import Readings
+from fabricmon.checks.shape import counters
 from fabricmon.config import Config
-from fabricmon.checks.settings import COUNTER_CHECKS
-from fabricmon.model.gpu import GpuData, GpudirectFacts
+from fabricmon.model.gpu import GpuData
 from fabricmon.model.history import CounterHistory, CounterIntake, CounterRule, ib_rule
-from fabricmon.model.kernel_log import KernelLogData, KernelSection
-from fabricmon.model.nccl import NcclData, NcclSection, RasData
-from fabricmon.model.nccl import join as nccl_join
+from fabricmon.model.nccl import RasData
 from fabricmon.model.optics import OpticsData, OpticsPort, OpticsSection
-from fabricmon.model.ports import DeviceView, Inventory, PortView, merge
+from fabricmon.model.ports import Inventory, PortView, merge
 from fabricmon.model.roce import NetdevData, RoceView, record_roce_counters, roce_targets
-from fabricmon.model.snapshot import (GpuSection, IbSection, RoceSection, Sections, SourceState, source_data,
-                                      source_state)
+from fabricmon.model.snapshot import (GpuSection, IbSection, RoceSection, Sections, SourceState, records_present,
+                                      source_data, source_state)
+from fabricmon.pipeline.checks import CheckRunner
 from fabricmon.pipeline.jobs import node_jobs
 from fabricmon.model.node_records import EthtoolData, HwCountersData, IbstatData, LinkData, MlnxQosData, SysfsData
 from fabricmon.pipeline.learned import LearnedStore
@@ -44,20 +46,19 @@ from fabricmon.pipeline.optics_baseline import BaselineStore, baseline_path
 
 log = structlog.get_logger("fabricmon.pipeline")
 
-MAX_SEEN_PORTS = 1024
-CHECKED_COUNTERS = frozenset(c for counters, *_ in COUNTER_CHECKS.values() for c in counters)
-
-
-def unlisted(states: Mapping[str, SourceState]) -> list[str]:
-    """The inventory sources in use (sysfs, ibstat) whose last run gave no port list (failed or
-    not run yet): while there is one, a port missing from the inventory may only be unread."""
-    listed = [s for s in (source_state(states, SysfsData), source_state(states, IbstatData))
-              if s is not None and s.enabled and s.active]
-    return [s.name for s in listed if s.data is None] if listed else ["sysfs"]
+@functools.lru_cache(maxsize=64)
+def counters_read(read: frozenset[str]) -> frozenset[str]:
+    """What the ports' counters make present (the same every poll of a steady node): ports, each counter
+    read, and saturating_counters once one of them saturates."""
+    out = {"ports", *counters(read)}
+    if not read.isdisjoint(ibspec.SATURABLE):
+        out.add("saturating_counters")
+    return frozenset(out)
 
 
 class NodeModel:
-    """Builds node snapshots; keeps the counter history between builds."""
+    """Builds node snapshots; keeps the counter history between builds, and the node checks (each with its
+    settings and state) registered with the one runner."""
 
     def __init__(self, config: Config, history: CounterHistory | None = None,
                  clock: Callable[[], float] = time.time, learned: LearnedStore | None = None,
@@ -75,11 +76,28 @@ class NodeModel:
         self.history = history or CounterHistory(
             horizon=max(*(c.window for c in config.checks.counters.values()), *config.roce.windows()))
         self.intake = CounterIntake(self.history)
-        # Every port seen by a snapshot so far: key -> (link layer, wall-clock time last seen), so
-        # that expected_inventory can name an adapter that vanished. `check` keeps it in its state.
-        self.seen_ports: dict[tuple[str, int], tuple[str, float]] = {}
         # port -> (its checked counters, their widths, their rules): _rules()
         self._port_rules: dict[tuple[str, int], tuple[tuple[str, ...], dict[str, int], dict[str, CounterRule]]] = {}
+        checks = config.checks
+        self._inventory = inventory_checks.ExpectedInventory(
+            InventorySettings(config.expected_links, config.device_excluded), self.learned)
+        self.checks: CheckRunner[NodeInputs, Sections] = CheckRunner([
+            self._inventory,
+            degraded_link.NodePorts(checks, config.expected_links),
+            roce.Roce(config.roce),
+            optics_checks.Optics(checks.optics, self.optics_baseline, self._optics, ("OpticsData",)),
+            gpudirect.Gpudirect(),
+            affinity.Affinity(),
+            kernel_log.KernelLog(),
+            nccl.NcclSlow(checks.nccl_slow_collective, self.nccl_baseline),
+            nccl_ras.NcclRas(),
+        ])
+
+    @property
+    def seen_ports(self) -> dict[tuple[str, int], tuple[str, float]]:
+        """Every port seen by a snapshot so far: key -> (link layer, wall-clock time last seen), so that
+        expected_inventory can name an adapter that vanished (its state). `check` keeps it in its state."""
+        return self._inventory.state.seen_ports
 
     @staticmethod
     def inventory(states: Mapping[str, SourceState]) -> Inventory:
@@ -152,26 +170,14 @@ class NodeModel:
             views.append(v)
         return views
 
-    @staticmethod
-    def nics(devices: Mapping[str, DeviceView], ports: Mapping[tuple[str, int], PortView]
-             ) -> dict[str, affinity_checks.NicInfo]:
-        out = {}
-        for name, d in sorted(devices.items()):
-            mine = [p for (dev, _), p in ports.items() if dev == name]
-            known = [p for p in mine if p.state_id is not None]
-            usable = not known or any(p.up for p in known)
-            out[name] = affinity_checks.NicInfo(
-                device=name, pci_path=d.pci_path, pci_chain=d.pci_chain, numa_node=d.numa_node,
-                usable=usable, ports=tuple(sorted(p.port for p in mine)) or (1,))
-        return out
-
     # --- optics -------------------------------------------------------------------------
-    def _optics(self, states: Mapping[str, SourceState], ports: Mapping[tuple[str, int], PortView],
-                now: float) -> tuple[OpticsSection | None, list[Finding]]:
-        """The modules `ethtool -m` read, judged by checks.optics (the same logic as the switches')."""
+    def _optics(self, inputs: NodeInputs) -> Readings[Sections] | None:
+        """The modules `ethtool -m` read, joined to the ports: what checks.optics judges (the same logic as
+        the switches'), and the optics section."""
+        states, ports = inputs.states, inputs.ib.ports
         data = source_data(states, OpticsData)
         if data is None:
-            return None, []
+            return None
         mods = sorted(data.modules.values(), key=lambda m: (m.device, m.port, m.netdev))
         links = source_data(states, LinkData)
         judged, seen = [], set()
@@ -187,24 +193,11 @@ class NodeModel:
             peer = f"{ln.remote_desc} port {ln.remote_port}".strip() if ln is not None and ln.remote_desc else ""
             judged.append(OpticsPort(m.device, m.port, f"{m.device} port {m.port} ({m.netdev})", m.module, up=up,
                                      peer=peer, key=f"node:{m.device}:{m.port}:{m.netdev}"))
-        findings, learn = optics_checks.evaluate(judged, self.config.checks.optics, self.optics_baseline.baseline)
-        self.optics_baseline.learn(learn, now)
-        return OpticsSection(mods), findings
+        section = OpticsSection(mods)
 
-    # --- the learned inventory ------------------------------------------------------------
-    def _learned(self, states: Mapping[str, SourceState], inv: Inventory,
-                 ports: Mapping[tuple[str, int], PortView], now: float) -> list[Finding]:
-        """Judge the learned ports against this inventory, then learn its healthy ports. A port is
-        called gone only when every inventory source in use answered with a port list: a source
-        that failed (a WARNING of its own) cannot tell that an adapter vanished."""
-        self.learned.refresh()
-        out = []
-        if not unlisted(states):
-            out = inventory_checks.evaluate_learned(self.learned.inventory.gone(inv, self.config.device_excluded),
-                                                    self.config.expected_links)
-        self.learned.learn(Inventory(inv.devices, dict(ports)), now)
-        self.learned.inventory.recall_peers(Inventory(inv.devices, dict(ports)))
-        return out
+        def write(out: Sections) -> None:
+            out["optics"] = section
+        return Readings(judged, inputs.now, write)
 
     def _where(self, states: Mapping[str, SourceState]) -> str:
         """Where the port inventory was looked for, for the UNKNOWN line."""
@@ -227,83 +220,33 @@ class NodeModel:
         ib = IbSection(devices=dict(sorted(inv.devices.items())), ports=dict(sorted(inv.ports.items())))
         ib.saturation = {key: link_errors.saturated(p) for key, p in ib.ports.items()}
         self._record_ib_counters(states, ib.ports)
-        findings: list[Finding] = []
         inventory_known = inventory_ran[0] or (inventory_ran[1] and bool(ib.ports))
-        unknown = ""
-        if inventory_known:
-            gone = {k: layer for k, (layer, _) in self.seen_ports.items() if k not in ib.ports}
-            findings += inventory_checks.evaluate(ib.ports, self.config.expected_links, gone)
-            findings += self._learned(states, inv, ib.ports, now)
-            learned = sum(1 for r in self.learned.inventory.ports.values() if not self.config.device_excluded(r.device))
-            unknown = inventory_checks.nothing_to_check(ib.ports, self.config.expected_links, learned,
-                                                        self._where(states))
-        else:
-            findings += inventory_checks.waiting(self.config.expected_links)
-        for k, p in ib.ports.items():
-            self.seen_ports[k] = (p.link_layer, now)
-        if len(self.seen_ports) > MAX_SEEN_PORTS:        # bounded: forget the longest gone
-            for k, _ in sorted(self.seen_ports.items(), key=lambda kv: kv[1][1])[:len(self.seen_ports) - MAX_SEEN_PORTS]:
-                del self.seen_ports[k]
-        for key, p in ib.ports.items():
-            v = degraded_link.evaluate_port(p, self.config.checks, self.config.expected_links)
-            ib.verdicts[key] = v
-            findings.append(v.finding)
-            findings.extend(link_errors.evaluate_port(p, self.history, self.config.checks, now, ib.saturation[key]))
-
         views = self.roce_views(states, inv)
         eth_st, hw_st = source_state(states, EthtoolData), source_state(states, HwCountersData)
         record_roce_counters(views, self.intake,
                              eth_st.data_time if eth_st is not None and eth_st.data is not None else None,
                              hw_st.data_time if hw_st is not None and hw_st.data is not None else None)
-        findings += roce_checks.evaluate(views, self.history, self.config.roce, now)
-        optics, optics_findings = self._optics(states, ib.ports, now)
-        findings += optics_findings
+        out: Sections = {"ib": ib, "roce": RoceSection(views), "gpu": GpuSection(gpus=source_data(states, GpuData)),
+                         "inventory_known": inventory_known, "unknown": "", "optics": None, "kernel": None,
+                         "nccl": None, "ras": source_data(states, RasData)}
+        inputs = NodeInputs(states, inv, ib, self.history, now, inventory_known,
+                            self._where(states) if inventory_known else "", views, out)
+        findings = self.checks.run(inputs, self.present(states, ib, views), out).findings
+        out["jobs"], findings = node_jobs(states, findings)
+        return out, findings
 
-        facts = source_data(states, GpudirectFacts)
-        gpus = source_data(states, GpuData)
-        gd = gpudirect_checks.evaluate(facts, gpus, len(inv.devices))
-        if gd.finding is not None:
-            findings.append(gd.finding)
-        aff = affinity_checks.evaluate(gpus, self.nics(inv.devices, inv.ports))
-        findings += aff.findings
-        gpu = GpuSection(gpudirect=gd if facts is not None else None, gpus=gpus, affinity=aff)
-        kernel, kernel_findings = self._kernel_log(states, inv, ib, gpus, now)
-        findings += kernel_findings
-        nccl_data = source_data(states, NcclData)
-        nccl = nccl_join(nccl_data, aff, inv.devices, ib.ports) if nccl_data is not None else None
-        if nccl is not None:
-            findings += self._nccl_slow(nccl, now)
-        ras = source_data(states, RasData)
-        if ras is not None:
-            findings += nccl_ras_checks.evaluate(ras, ib.ports)
-        jobs, findings = node_jobs(states, findings)
-        return ({"ib": ib, "roce": RoceSection(views), "gpu": gpu, "inventory_known": inventory_known,
-                 "jobs": jobs, "unknown": unknown, "optics": optics, "kernel": kernel, "nccl": nccl, "ras": ras},
-                findings)
-
-    def _nccl_slow(self, nccl: NcclSection, now: float) -> list[Finding]:
-        """The jobs' baselines learned from the new dumps, then the slow paths judged (checks.nccl)."""
-        cfg = self.config.checks.nccl_slow_collective
-        self.nccl_baseline.learn(nccl.paths, now, cfg)
-        learned = self.nccl_baseline.state.learned()
-        nccl.baseline_gbs = {p.baseline_key: learned[p.baseline_key] for p in nccl.paths if p.baseline_key in learned}
-        found, nccl.slow = nccl_checks.evaluate(nccl.paths, nccl.baseline_gbs, cfg)
-        return found
-
-    def _kernel_log(self, states: Mapping[str, SourceState], inv: Inventory, ib: IbSection, gpus: GpuData | None,
-                    now: float) -> tuple[KernelSection | None, list[Finding]]:
-        """The kernel log's events judged against the ports (checks.kernel_log), and the devices whose
-        counters the sysfs source does not read (restricted_counters)."""
+    @staticmethod
+    def present(states: Mapping[str, SourceState], ib: IbSection, views: list[RoceView]) -> set[str]:
+        """What the node checks may run on (checks.node_inputs): the records the sources yielded, the
+        ports, the counters they read, the RoCE ports, the devices whose counters sysfs does not read."""
+        present = records_present(states)
+        if ib.ports:
+            present |= counters_read(frozenset().union(*(p.counters for p in ib.ports.values())))
+        if views:
+            present.add("roce")
         sysfs = source_data(states, SysfsData)
-        restricted = dict(sysfs.restricted) if sysfs is not None else {}
-        data = source_data(states, KernelLogData)
-        if data is None and not restricted:
-            return None, []
-        hold = data.hold if data is not None else 0.0       # the source's setting, carried by its record
-        kernel, findings = kernel_log_checks.evaluate(data, inv.devices, ib.ports, now, hold,
-                                                      gpu_node=bool(gpus is not None and gpus.gpus))
-        kernel.restricted = restricted
-        return kernel, findings + kernel_log_checks.restricted_findings(restricted)
-
+        if sysfs is not None and sysfs.restricted:
+            present.add("restricted_counters")
+        return present
 
 __all__ = ["NodeModel", "CHECKED_COUNTERS", "unlisted"]

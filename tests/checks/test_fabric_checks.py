@@ -17,7 +17,8 @@ def leaf(rates: dict[int, float], widths: dict[int, int] | None = None, down: tu
         ports[(LEAF, p)] = FabricPort(LEAF, p, "up", lk, up=p not in down, tx_rate=r)
     switches = {LEAF: SwitchNode(LEAF, "leaf07", 8, 1), SPINE: SwitchNode(SPINE, "spine01", 8, 2)}
     levels = {LEAF: 1, SPINE: 2}
-    fabric_links.evaluate(ports, switches, levels, from_dict({}, check_paths=False).checks)
+    verdicts, _ = fabric_links.judge(ports, switches, levels, from_dict({}, check_paths=False).checks)
+    fabric_links.apply(ports, verdicts)
     return ports, {LEAF: switches[LEAF]}, levels
 
 

@@ -16,6 +16,13 @@ SWITCHES = {LEAF: SwitchNode(LEAF, "leaf01", 16, 1), SPINE: SwitchNode(SPINE, "s
 LEVELS = {LEAF: 1, SPINE: 2}
 
 
+def links(ports: dict, *args: object) -> list:
+    """checks.fabric_links.judge, its verdicts written into the ports (as the fabric model's runner does)."""
+    verdicts, findings = fabric_links.judge(ports, *args)      # type: ignore[arg-type]
+    fabric_links.apply(ports, verdicts)
+    return findings
+
+
 def host(port: int, width: int = 4, speed: str = "HDR", up: bool = True) -> FabricPort:
     lk = Link(port, f"{port:016x}", 1, "Ca", f"node{port:02d} mlx5_0", width, speed, remote_lid=100 + port)
     return FabricPort(LEAF, port, "host", lk, up=up)
@@ -40,7 +47,7 @@ def abilities(ports: dict, **by_port: object) -> dict:
 
 def test_slower_by_design_host_is_not_degraded_where_both_ends_are_known() -> None:
     ports = hosts_of(host(9, speed="EDR"))
-    findings = fabric_links.evaluate(ports, SWITCHES, LEVELS, CFG, abilities(ports, p9=EDR))
+    findings = links(ports, SWITCHES, LEVELS, CFG, abilities(ports, p9=EDR))
     slow = ports[(LEAF, 9)]
     assert not findings and slow.degraded == {"down": False, "width": False, "speed": False}
     assert slow.expected == "4X EDR" and slow.note == "" and ports[(LEAF, 1)].expected == "4X HDR"
@@ -48,30 +55,30 @@ def test_slower_by_design_host_is_not_degraded_where_both_ends_are_known() -> No
 
 def test_a_link_below_what_both_ends_enable_is_degraded() -> None:
     ports = hosts_of(host(9, speed="EDR"))
-    findings = fabric_links.evaluate(ports, SWITCHES, LEVELS, CFG, abilities(ports))     # both ends HDR
+    findings = links(ports, SWITCHES, LEVELS, CFG, abilities(ports))     # both ends HDR
     assert [f.port for f in findings] == [9] and findings[0].status == CRITICAL
     assert "runs at 4X EDR, below the 4X HDR both ends enable (speed)" in findings[0].message
     ports = hosts_of(host(9, width=1))
-    f = fabric_links.evaluate(ports, SWITCHES, LEVELS, CFG, abilities(ports))
+    f = links(ports, SWITCHES, LEVELS, CFG, abilities(ports))
     assert "below the 4X HDR both ends enable (width)" in f[0].message
 
 
 def test_unknown_ends_a_host_slower_since_first_seen_is_a_note_and_a_drop_is_degraded() -> None:
     ports = hosts_of(host(9, speed="EDR"))
     past = fabric_links.remember(ports, {})
-    assert not fabric_links.evaluate(ports, SWITCHES, LEVELS, CFG, {}, past)
+    assert not links(ports, SWITCHES, LEVELS, CFG, {}, past)
     assert ports[(LEAF, 9)].note.startswith("slower than its link class (4X HDR): it has run at 4X EDR since first seen")
     assert not any(ports[(LEAF, 9)].degraded.values())
     # a host seen at HDR that runs at EDR now dropped below its own past: a cable, not a design
     ports = hosts_of(host(9))
     past = fabric_links.remember(ports, {})
     ports = hosts_of(host(9, speed="EDR"))
-    f = fabric_links.evaluate(ports, SWITCHES, LEVELS, CFG, {}, past)
+    f = links(ports, SWITCHES, LEVELS, CFG, {}, past)
     assert [x.port for x in f] == [9] and "below the 4X HDR it ran at earlier (speed)" in f[0].message
     assert ports[(LEAF, 9)].note == ""
     # narrower than its class is degraded from the first sight, as before (a bad lane, not a design)
     ports = hosts_of(host(9, width=1))
-    f = fabric_links.evaluate(ports, SWITCHES, LEVELS, CFG, {}, fabric_links.remember(ports, {}))
+    f = links(ports, SWITCHES, LEVELS, CFG, {}, fabric_links.remember(ports, {}))
     assert "below the 4X HDR of its link class (width)" in f[0].message
 
 
@@ -79,18 +86,18 @@ def test_a_drop_below_its_past_is_degraded_even_within_what_both_ends_enable() -
     ports = hosts_of(host(9))
     past = fabric_links.remember(ports, {})
     ports = hosts_of(host(9, speed="EDR"))
-    f = fabric_links.evaluate(ports, SWITCHES, LEVELS, CFG, abilities(ports), past)
+    f = links(ports, SWITCHES, LEVELS, CFG, abilities(ports), past)
     assert "both ends enable" in f[0].message and "it ran at earlier" in f[0].message
     # one end now enables only EDR and the link runs there: still below its past (a lowered enabled set
     # under a running link is not told apart from lost lanes)
     narrowed = abilities(ports, p9=EDR)
     past = fabric_links.remember(ports, past)
-    f = fabric_links.evaluate(ports, SWITCHES, LEVELS, CFG, narrowed, past)
+    f = links(ports, SWITCHES, LEVELS, CFG, narrowed, past)
     assert [x.port for x in f] == [9] and "both ends enable" not in f[0].message and "it ran at earlier" in f[0].message
     # a cable moved to another host: its past is not the new link's
     moved = host(9, speed="EDR")
     moved.link = Link(9, "00000000000000ff", 1, "Ca", "storage01 mlx5_0", 4, "EDR")
-    assert not fabric_links.evaluate(hosts_of(moved), SWITCHES, LEVELS, CFG, {}, fabric_links.remember(hosts_of(host(9)), {}))
+    assert not links(hosts_of(moved), SWITCHES, LEVELS, CFG, {}, fabric_links.remember(hosts_of(host(9)), {}))
 
 
 def uplink(port: int, speed: str = "HDR", rate: float = 10e9) -> FabricPort:
@@ -99,11 +106,11 @@ def uplink(port: int, speed: str = "HDR", rate: float = 10e9) -> FabricPort:
 
 def test_a_slower_uplink_is_degraded_without_abilities_and_groups_hold_one_class() -> None:
     ports = fabric(*(uplink(p) for p in range(1, 5)), uplink(5, "EDR", 1e9))
-    f = fabric_links.evaluate(ports, SWITCHES, LEVELS, CFG, {}, fabric_links.remember(ports, {}))
+    f = links(ports, SWITCHES, LEVELS, CFG, {}, fabric_links.remember(ports, {}))
     assert [x.port for x in f] == [5]          # switch-to-switch links are built as one class
     # with both ends known to enable only EDR, port 5 is fine, and the ECMP group is the HDR uplinks
     ab = {(LEAF, p): HDR for p in range(1, 5)} | {(SPINE, p): HDR for p in range(1, 5)} | {(LEAF, 5): EDR, (SPINE, 5): HDR}
-    assert not fabric_links.evaluate(ports, SWITCHES, LEVELS, CFG, ab)
+    assert not links(ports, SWITCHES, LEVELS, CFG, ab)
     g = fabric_ecmp.groups(ports, {LEAF: SWITCHES[LEAF]}, LEVELS)[0]
     assert g.ports == [1, 2, 3, 4] and g.excluded == [5] and g.ratio == 1.0
 

@@ -1,4 +1,4 @@
-"""The fabric model's optics hook (pipeline.fabric.FabricModel._optics): a switch's joined transceivers
+"""The fabric's optics check (checks.optics.Optics, registered by pipeline.fabric_checks): a switch's joined transceivers
 are judged by checks.optics, the finding names the LLDP neighbour at the other end of the cable, the
 check status counts per switch, and a dimming switch lane is found against the fabric's own baseline
 file. Records are built here; tests/sim/test_switch_optics_sim.py reads real recordings over snmpsim."""
@@ -13,6 +13,7 @@ from fabricmon.model.optics import LaneDiag, Limits, ModuleDiag, SwitchOpticsDat
 from fabricmon.model.snapshot import SourceState
 from fabricmon.parsers.entity_sensor import SwitchOptics
 from fabricmon.pipeline.fabric import FabricModel
+from helpers import fabric_optics as optics
 
 
 def setup(tmp_path, rx_dbm: float):
@@ -34,8 +35,7 @@ def setup(tmp_path, rx_dbm: float):
 
 def test_switch_finding_names_port_lane_reading_threshold_and_peer(tmp_path) -> None:
     model, sec, states = setup(tmp_path, -13.0)
-    findings = model._optics(states, sec, 1000.0)
-    model._check_status(sec, findings, model._ran(sec, model._capabilities(states, None)))
+    findings = optics(model, states, sec, 1000.0)
     (f,) = [f for f in findings if f.check == "optics_thresholds"]
     assert f.status == 2 and f.device == "aa:bb" and f.port == 7
     assert "switch leaf1 Ethernet7: lane 2 receive power -13.00 dBm is beyond the switch's low alarm threshold " \
@@ -49,30 +49,29 @@ def test_switch_finding_names_port_lane_reading_threshold_and_peer(tmp_path) -> 
 
 def test_switch_lane_dimming_against_the_fabric_baseline(tmp_path) -> None:
     model, sec, states = setup(tmp_path, -2.0)
-    model._optics(states, sec, 1000.0)                  # learns -2.0 dBm on every lane
+    optics(model, states, sec, 1000.0)                  # learns -2.0 dBm on every lane
     model.optics_baseline.flush(force=True)
     doc = json.loads((tmp_path / "fabric_optics_baseline.json").read_text())
     assert doc["lanes"]["switch:aa:bb:Ethernet7#2"]["rx_dbm"] == -2.0
     model2, sec2, states2 = setup(tmp_path, -5.5)       # a new collector process, the same state dir
-    findings = model2._optics(states2, sec2, 2000.0)
+    findings = optics(model2, states2, sec2, 2000.0)
     (d,) = [f for f in findings if f.check == "optics_dimming"]
     assert d.status == 1 and "lane 2 receives -5.50 dBm, 3.5 dB below its baseline -2.00 dBm" in d.message
     assert [f.status for f in findings if f.check == "optics_thresholds"] == [0]
 
 
 def test_the_optics_checks_run_when_a_source_yields_switch_optics_never_by_fabric_kind(tmp_path) -> None:
-    """checks.optics declares its input (NEEDS, a capability of pipeline.fabric): without a source of
+    """checks.optics declares its input (NEEDS, a capability of checks.fabric_inputs): without a source of
     SwitchOpticsData the collector lists no optics check for a switch, even on an Ethernet fabric; with
     one, every optics check of each switch read is listed, OK included."""
     from fabricmon.checks import optics as optics_checks
-    from fabricmon.pipeline import fabric as pf
-    assert set(optics_checks.NEEDS) <= set(pf.CAPABILITIES)
+    from fabricmon.checks.fabric_inputs import CAPABILITIES
+    assert set(optics_checks.NEEDS) <= set(CAPABILITIES)
     model, sec, states = setup(tmp_path, -2.0)
-    model._optics(states, sec, 1000.0)                 # the switch was read: sec.optics_unjoined names it
-    assert "transceiver_readings" not in model._capabilities({}, None)
-    model._check_status(sec, [], model._ran(sec, model._capabilities({}, None)))
+    assert "transceiver_readings" not in model.checks.present({}, False)
+    optics(model, {}, sec, 1000.0)
     assert not {c for c, _ in sec.check_status} & set(optics_checks.CHECKS)
-    assert "transceiver_readings" in model._capabilities(states, None)
-    model._check_status(sec, [], model._ran(sec, model._capabilities(states, None)))
+    assert "transceiver_readings" in model.checks.present(states, False)
+    optics(model, states, sec, 1000.0)                 # the switch was read: sec.optics_unjoined names it
     assert {(c, s) for (c, g), s in sec.check_status.items() if c in optics_checks.CHECKS} == \
         {(c, 0) for c in optics_checks.CHECKS}

@@ -49,7 +49,7 @@ IO_ELSEWHERE: dict[str, tuple[set[str], str]] = {
     "model/history.py": ({"file"}, "CounterHistory.save: `check` keeps rates between runs"),
     "pipeline/learned.py": ({"file", "fcntl"}, "the learned inventory in the state directory (locked)"),
     "pipeline/optics_baseline.py": ({"file"}, "the optics baseline in the state directory"),
-    "pipeline/fabric.py": ({"file"}, "whether the state directory exists"),
+    "pipeline/fabric_checks.py": ({"file"}, "whether the state directory exists"),
     "sources/kernel_log.py": ({"file"}, "its own state file (the last sequence number) in the state directory"),
     "sources/ethernet/settings.py": ({"file"}, "config: the SNMP secrets file the config names"),
     "sources/ethernet/snmp.py": ({"file"}, "net-snmp's private snmp.conf for the SNMPv3 fallback tools"),

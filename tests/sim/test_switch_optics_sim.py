@@ -33,7 +33,7 @@ from fabricmon.pipeline.fabric import FabricModel
 from fabricmon.pipeline.source import Inputs
 from fabricmon.sim.ethernet import free_udp_ports, tools_available
 from fabricmon.sources.ethernet.optics import SnmpOpticsSource
-from helpers import REPO, community_file, unavailable
+from helpers import REPO, community_file, fabric_optics, unavailable
 
 DIR = REPO / "tests" / "fixtures" / "snmprec" / "optics"
 VENDORS = ("arista_eos", "nxos_n3k-3064pq", "dell-sonic")
@@ -171,8 +171,7 @@ def snapshot(cfg, topo, data: SwitchOpticsData, tmp: Path):
         for i, name in so.port_names.items():
             sec.ports[(g, i)] = FabricPort(g, i, "unconnected", None, up=so.oper_up.get(i, False), name=name)
     st = SourceState("optics", True, 300.0, 60.0, records=SwitchOpticsData, up=True, ran=True, data=data, data_time=1.0)
-    findings = model._optics({"optics": st}, sec, 1.0)
-    model._check_status(sec, findings, model._ran(sec, model._capabilities({"optics": st}, None)))
+    findings = fabric_optics(model, {"optics": st}, sec, 1.0)
     snap = Snapshot(time=2.0, findings=findings, sources={"optics": st}, builds=BuildStats(), fabric=sec)
     return sec, findings, render(snap).decode()
 

@@ -1,0 +1,92 @@
+"""The fabric's counters (pipeline.fabric's step 2): every counter of a new sweep enters a CounterHistory
+through the one CounterIntake (width, wrap, saturation, reset and first baseline: model.history), keyed
+(switch_guid, port, counter); transmit/receive and pause-frame rates from the last step. Which checked
+counters some sweep yielded, and whether one of them saturates, say which counter checks run
+(checks.link_errors.counter_reports)."""
+
+from __future__ import annotations
+
+import structlog
+
+from fabricmon import ibspec
+from fabricmon.checks.link_errors import CHECKED_COUNTERS
+from fabricmon.checks.shape import counters
+from fabricmon.model.fabric import FabricPort, FabricSection, SweepData
+from fabricmon.model.history import PLAIN, CounterHistory, CounterIntake, ib_rule
+
+log = structlog.get_logger("fabricmon.fabric")
+
+RATE_COUNTERS = ("transmit_bytes", "receive_bytes")
+
+
+class SweepCounters:
+    """The counter histories and rates of the switch ports, between builds."""
+
+    def __init__(self, horizon: float):
+        # Error counters: the node daemon's windows. A counter enters it once it is non-zero
+        # (preceded by a 0 at the previous sweep), so a healthy fabric keeps no history at all.
+        self.history = CounterHistory(horizon=horizon)
+        self.rates = CounterHistory(horizon=3600.0, max_samples=2)
+        self.intake = CounterIntake(self.history, sparse=True)
+        self.rate_intake = CounterIntake(self.rates)
+        self._counters_read: set[str] = set()                    # the checked counters some sweep yielded
+        self._saturable_read = False                             # ... one of them a counter that saturates
+
+    def present(self) -> set[str]:
+        """The counters some sweep yielded (checks.shape.counters), and saturating_counters once one of
+        them saturates."""
+        out = set(counters(self._counters_read))
+        if self._saturable_read:
+            out.add("saturating_counters")
+        return out
+
+    def record(self, sweep: SweepData, t: float, keep: set[tuple[str, int]]) -> None:
+        """A new sweep's counters through the one intake: the error counters into the history (sparse:
+        a quiet counter keeps none), transmit/receive and pause frames into the rates."""
+        rules = {name: ib_rule(name, bits, name in sweep.wrapping) for name, bits in sweep.bits.items()}
+        rates = {name: rules.get(name, PLAIN) for name in RATE_COUNTERS}
+        read, unseen = self._counters_read, CHECKED_COUNTERS - self._counters_read
+        self.rate_intake.take_ports([(key, {f"pause:{prio}:{direction}": v for (prio, direction), v in pause.items()})
+                                     for key, pause in sweep.pause.items() if key in keep], t, {}, stream="pause")
+        ports = [(key, vals) for key, vals in sweep.ports.items() if key in keep]
+        for _, vals in ports:
+            if not unseen:
+                break
+            if not unseen.isdisjoint(vals):
+                read |= unseen.intersection(vals)
+                unseen = unseen.difference(vals)
+        self.rate_intake.take_ports(ports, t, rates, only=RATE_COUNTERS)
+        for key, name in self.intake.take_ports(ports, t, rules, only=CHECKED_COUNTERS):
+            log.info("counter decreased (reset)", switch_guid=key[0], port=key[1], counter=name)
+        self.intake.prune(keep)
+        self.rate_intake.prune(keep)
+        self._saturable_read = self._saturable_read or any(rules[n].saturates for n in read if n in rules)
+
+    def fill(self, sweep: SweepData, sec: FabricSection) -> None:
+        """The sweep's counters, pause frames and rates on the section's ports."""
+        p: FabricPort | None
+        for key, pause in sweep.pause.items():
+            p = sec.ports.get(key)
+            if p is None:
+                continue
+            p.pause = dict(pause)
+            for pd in pause:
+                step = self.rates.last_step((key[0], key[1], f"pause:{pd[0]}:{pd[1]}"))
+                if step is not None and step[1] > 0:
+                    p.pause_rates[pd] = step[0] / step[1]
+        tx_scale, rx_scale = (sweep.scale.get(n, ibspec.COUNTER_BY_NAME[n].scale) for n in RATE_COUNTERS)
+        port_of, last_step = sec.ports.get, self.rates.last_step
+        for key, vals in sweep.ports.items():
+            p = port_of(key)
+            if p is None:
+                continue
+            p.counters = vals
+            g, n = key
+            step = last_step((g, n, "transmit_bytes"))
+            if step is not None and step[1] > 0:
+                p.tx_rate = step[0] * tx_scale / step[1]
+            step = last_step((g, n, "receive_bytes"))
+            if step is not None and step[1] > 0:
+                p.rx_rate = step[0] * rx_scale / step[1]
+
+__all__ = ["RATE_COUNTERS", "SweepCounters"]
