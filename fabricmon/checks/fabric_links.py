@@ -23,7 +23,7 @@ findings out; nothing here parses or fetches. The past is the check's state (`re
 
 from __future__ import annotations
 
-from collections import Counter
+from functools import lru_cache
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -50,36 +50,57 @@ Key = tuple[str, int]
 Past = tuple[int | None, int | None, Key]
 
 
-def _speed(lk: Link) -> str | int | None:
-    return lk.rate_mbps or lk.speed
-
-
 def link_class_norms(ports: Iterable[FabricPort], levels: Mapping[str, int]
                      ) -> dict[tuple[int, str], tuple[int | None, str | int | None]]:
     """(level, role) -> (most common width, most common speed) among the up links of that class;
     a speed is an IB generation name or an Ethernet speed in Mb/s."""
-    widths: dict[tuple[int, str], Counter[int | None]] = {}
-    speeds: dict[tuple[int, str], Counter[str | int | None]] = {}
+    # counted flat, (class, value) -> links, in the order first seen: the most common value of a class is
+    # the first seen among those counted most (Counter.most_common's choice), without a Counter per class
+    widths: dict[tuple[tuple[int, str], int], int] = {}
+    speeds: dict[tuple[tuple[int, str], str | int], int] = {}
+    level = levels.get
     for p in ports:
-        if p.link is None or not p.up:
+        lk = p.link
+        if lk is None or not p.up:
             continue
-        cls = (levels.get(p.guid, 0), p.role)
-        if p.link.width:
-            widths.setdefault(cls, Counter())[p.link.width] += 1
-        if _speed(p.link):
-            speeds.setdefault(cls, Counter())[_speed(p.link)] += 1
-    out = {}
-    for cls in set(widths) | set(speeds):
-        w = widths.get(cls)
-        s = speeds.get(cls)
-        out[cls] = (w.most_common(1)[0][0] if w else None, s.most_common(1)[0][0] if s else None)
-    return out
+        cls = (level(p.guid, 0), p.role)
+        if lk.width:
+            k = (cls, lk.width)
+            widths[k] = widths.get(k, 0) + 1
+        sp = lk.rate_mbps or lk.speed
+        if sp:
+            ks = (cls, sp)
+            speeds[ks] = speeds.get(ks, 0) + 1
+    best_w: dict[tuple[int, str], tuple[int | None, int]] = {}
+    best_s: dict[tuple[int, str], tuple[str | int | None, int]] = {}
+    for (cls, w), n in widths.items():
+        if n > best_w.get(cls, (None, 0))[1]:
+            best_w[cls] = (w, n)
+    for (cls, sp), n in speeds.items():
+        if n > best_s.get(cls, (None, 0))[1]:
+            best_s[cls] = (sp, n)
+    return {cls: (best_w.get(cls, (None, 0))[0], best_s.get(cls, (None, 0))[0]) for cls in set(best_w) | set(best_s)}
 
 
 def _norm_link(width: int | None, speed: str | int | None) -> Link:
     """A stand-in link at a class norm, to rank and name it as a link."""
     mbps = speed if isinstance(speed, int) else None
     return Link(0, "", 0, "", "", width, speed if isinstance(speed, str) else None, rate_mbps=mbps)
+
+
+@lru_cache(maxsize=1024)
+def _norm(width: int | None, speed: str | int | None) -> tuple[str, int | None]:
+    """A class norm's (rate class, speed rank): a fabric has a handful of norms, judged for each of its
+    ports every sweep."""
+    lk = _norm_link(width, speed)
+    return lk.rate_class, lk.speed_rank
+
+
+@lru_cache(maxsize=1024)
+def _link_facts(width: int | None, speed: str | None, rate_mbps: int | None) -> tuple[int | None, float | None, str]:
+    """A link's (speed rank, data rate in bytes/s, rate class), by its width and speed (a few distinct ones)."""
+    lk = Link(0, "", 0, "", "", width, speed, rate_mbps=rate_mbps)
+    return lk.speed_rank, lk.rate_bps, lk.rate_class
 
 
 def ceiling(p: FabricPort, abilities: Mapping[Key, LinkAbility]) -> tuple[int, str] | None:
@@ -105,14 +126,21 @@ def remember(ports: Mapping[Key, FabricPort], past: Mapping[Key, Past]) -> dict[
             if old is not None:
                 out[key] = old
             continue
-        w, r = lk.width, lk.speed_rank
+        w, r = lk.width, _link_facts(lk.width, lk.speed, lk.rate_mbps)[0]
         if old is None or old[2] != far:
             out[key] = (w, r, far)
             continue
         pw, pr = old[0], old[1]
-        out[key] = (max(pw, w) if pw is not None and w is not None else (pw if w is None else w),
-                    max(pr, r) if pr is not None and r is not None else (pr if r is None else r), far)
+        best = (max(pw, w) if pw is not None and w is not None else (pw if w is None else w),
+                max(pr, r) if pr is not None and r is not None else (pr if r is None else r))
+        out[key] = old if best == (pw, pr) else (*best, far)     # unchanged: the same record
     return out
+
+
+# a port's verdict by reason, one dict per combination of (down, width, speed), shared by every port with it
+# (FabricPort.degraded is read, never changed)
+_DEGRADED = {(d, w, sp): {"down": d, "width": w, "speed": sp} for d in (False, True) for w in (False, True)
+             for sp in (False, True)}
 
 
 @dataclass(slots=True)
@@ -137,37 +165,37 @@ def judge(ports: Mapping[tuple[str, int], FabricPort], switches: Mapping[str, Sw
     findings = []
     verdicts = LinkVerdicts()
     v_degraded, v_expected, v_note, v_rate = verdicts.degraded, verdicts.expected, verdicts.note, verdicts.rate_bps
-    for (guid, port), p in ports.items():
-        if p.link is None:
-            continue
+    level, norm_of, past_of = levels.get, norms.get, past.get
+    for key, p in ports.items():
         lk = p.link
+        if lk is None:
+            continue
+        guid = key[0]
         note = ""
-        nw, ns = norms.get((levels.get(guid, 0), p.role), (None, None))
-        norm = _norm_link(nw, ns)
+        nw, ns = norm_of((level(guid, 0), p.role), (None, None))
         ceil = ceiling(p, abilities)
-        s_rank = lk.speed_rank
-        before = past.get((guid, port))
+        s_rank, rate_bps, lk_class = _link_facts(lk.width, lk.speed, lk.rate_mbps)
+        before = past_of(key)
         same = before is not None and before[2] == (lk.remote_guid, lk.remote_port)
         pw, pr = (before[0], before[1]) if before is not None and same else (None, None)
         low_w = low_s = False
         why: list[str] = []
         if ceil is not None:             # 1. what both ends enable
             cw, cs = ceil
-            c_rank = _norm_link(None, cs).speed_rank
-            expected = rate_class(cw, cs)
+            expected, c_rank = _norm(cw, cs)
             low_w = lk.width is not None and lk.width < cw
             low_s = s_rank is not None and c_rank is not None and s_rank < c_rank
             if low_w or low_s:
                 why.append(f"below the {expected} both ends enable")
         else:                            # 3. its link class
-            expected = norm.rate_class if nw or ns else ""
-            ns_rank = norm.speed_rank
+            norm_class, ns_rank = _norm(nw, ns)
+            expected = norm_class if nw or ns else ""
             low_w = nw is not None and lk.width is not None and lk.width < nw
             below_class = ns_rank is not None and s_rank is not None and s_rank < ns_rank
             if low_w:
                 why.append(f"below the {expected} of its link class")
             if below_class and p.role == "host" and s_rank is not None and (pr is None or s_rank >= pr) and p.up:
-                note = (f"slower than its link class ({expected}): it has run at {lk.rate_class} since "
+                note = (f"slower than its link class ({expected}): it has run at {lk_class} since "
                         f"first seen and neither end's abilities are known, so it is taken as slower by design")
             elif below_class:
                 low_s = True
@@ -179,31 +207,27 @@ def judge(ports: Mapping[tuple[str, int], FabricPort], switches: Mapping[str, Sw
         if past_w or past_s:
             why.append(f"below the {_past_class(lk, pw, pr)} it ran at earlier")
             note = ""
-        low_w, low_s = low_w or past_w, low_s or past_s
-        degraded = {
-            "down": not p.up,
-            "width": p.up and low_w,
-            "speed": p.up and low_s,
-        }
-        key = (guid, port)
-        v_degraded[key], v_expected[key], v_rate[key] = degraded, expected, (lk.rate_bps or 0.0) if p.up else 0.0
+        up = p.up
+        degraded = _DEGRADED[(not up, up and (low_w or past_w), up and (low_s or past_s))]
+        v_degraded[key], v_expected[key], v_rate[key] = degraded, expected, (rate_bps or 0.0) if up else 0.0
         if note:
             v_note[key] = note
-        name = switches[guid].name if guid in switches else guid
-        where = f'{name} port {p.label} ({p.role} to "{lk.remote_name}"[{lk.remote_port_label}])'
-        if degraded["down"]:
-            if not p.seen_up:           # a first discovery claims no history
-                was = "no read has seen it up; the switch still lists its LLDP neighbour"
+        if not up or degraded["width"] or degraded["speed"]:
+            name = switches[guid].name if guid in switches else guid
+            where = f'{name} port {p.label} ({p.role} to "{lk.remote_name}"[{lk.remote_port_label}])'
+            if not up:
+                if not p.seen_up:           # a first discovery claims no history
+                    was = "no read has seen it up; the switch still lists its LLDP neighbour"
+                else:
+                    was = f"was up at an earlier {p.seen_by}"
+                findings.append(Finding(CHECK, guid, key[1], checks.down_severity,
+                                        f"{where}: link is down ({was}): check the cable, "
+                                        f"the transceivers and both ports"))
             else:
-                was = f"was up at an earlier {p.seen_by}"
-            findings.append(Finding(CHECK, guid, port, checks.down_severity,
-                                    f"{where}: link is down ({was}): check the cable, "
-                                    f"the transceivers and both ports"))
-        elif degraded["width"] or degraded["speed"]:
-            what = [r for r in ("width", "speed") if degraded[r]]
-            findings.append(Finding(CHECK, guid, port, checks.degraded_severity,
-                                    f"{where}: runs at {lk.rate_class}, {' and '.join(why)} "
-                                    f"({' and '.join(what)}): reseat or replace the cable/transceiver"))
+                what = [r for r in ("width", "speed") if degraded[r]]
+                findings.append(Finding(CHECK, guid, key[1], checks.degraded_severity,
+                                        f"{where}: runs at {lk_class}, {' and '.join(why)} "
+                                        f"({' and '.join(what)}): reseat or replace the cable/transceiver"))
     return verdicts, [f for f in findings if f.status != OK]
 
 
