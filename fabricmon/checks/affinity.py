@@ -26,7 +26,7 @@ from fabricmon.checks import OK, WARNING, Finding
 from fabricmon.model.gpu import AffinityResult, GpuData, GpuInfo
 from fabricmon.model.pci import PATH_CLASSES, classify_path, gpudirect_capable, rank
 from fabricmon.model.ports import DeviceView, PortView
-from fabricmon.model.snapshot import Sections, source_data
+from fabricmon.model.snapshot import Sections
 from fabricmon.checks.shape import Outcome, report
 
 if TYPE_CHECKING:
@@ -211,7 +211,7 @@ class Affinity:
     state = None
 
     def run(self, inputs: NodeInputs) -> Outcome[Sections]:
-        aff = evaluate(source_data(inputs.states, GpuData), nics(inputs.inv.devices, inputs.inv.ports))
+        aff = evaluate(inputs.gpus, nics(inputs.inv.devices, inputs.inv.ports))
 
         def write(out: Sections) -> None:
             out["gpu"].affinity = aff

@@ -64,7 +64,7 @@ class Gpudirect:
 
     def run(self, inputs: NodeInputs) -> Outcome[Sections]:
         facts = source_data(inputs.states, GpudirectFacts)
-        gd = evaluate(facts, source_data(inputs.states, GpuData), len(inputs.inv.devices))
+        gd = evaluate(facts, inputs.gpus, len(inputs.inv.devices))
 
         def write(out: Sections) -> None:
             out["gpu"].gpudirect = gd if facts is not None else None

@@ -23,7 +23,6 @@ from fabricmon.model.finding import CRITICAL, DEGRADED, FATAL, OK, WARNING, WATC
 from fabricmon.model.kernel_log import BY_EVENT, PATTERNS, AttributedEvent, KernelEvent, KernelLogData, KernelSection
 from fabricmon.model.ports import DeviceView, PortView
 from fabricmon.checks.shape import Outcome, report
-from fabricmon.model.gpu import GpuData
 from fabricmon.model.node_records import SysfsData
 from fabricmon.model.snapshot import Sections, source_data
 
@@ -143,7 +142,7 @@ class KernelLog:
         data = source_data(inputs.states, KernelLogData)
         if data is None and not restricted:
             return Outcome()
-        gpus = source_data(inputs.states, GpuData)
+        gpus = inputs.gpus
         hold = data.hold if data is not None else 0.0       # the source's setting, carried by its record
         kernel, findings = evaluate(data, inputs.inv.devices, inputs.ib.ports, inputs.now, hold,
                                     gpu_node=bool(gpus is not None and gpus.gpus))

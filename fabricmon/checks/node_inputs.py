@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from fabricmon.model.gpu import GpuData
 from fabricmon.model.history import CounterHistory
 from fabricmon.model.ports import Inventory
 from fabricmon.model.roce import RoceView
@@ -32,6 +33,7 @@ class NodeInputs:
     inventory_known: bool               # every inventory source answered (or one did, with ports)
     where: str                          # where the port inventory was looked for (the UNKNOWN line)
     views: Sequence[RoceView] = ()
+    gpus: GpuData | None = None         # the GPUs (NVML), looked up once for the checks that read them
     built: Sections | None = None       # the sections being built: read here, written only by an Outcome
 
 

@@ -17,8 +17,8 @@ a check that did not run has none (absent, never OK)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Set
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable, Sequence, Set
+from dataclasses import dataclass
 from typing import Generic, Protocol, TypeVar
 
 from fabricmon.model.finding import Finding
@@ -52,7 +52,7 @@ class Outcome(Generic[S]):
     """What one run of a check gives: its findings; what it derived, written by the runner into the
     section being built (never into the check's inputs); the devices it judged, each given a status
     (OK included) where the caller keeps one per device (None: every device the caller judges)."""
-    findings: list[Finding] = field(default_factory=list)
+    findings: Sequence[Finding] = ()
     write: Callable[[S], None] | None = None
     judged: Iterable[str] | None = None
 

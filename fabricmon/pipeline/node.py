@@ -226,11 +226,12 @@ class NodeModel:
         record_roce_counters(views, self.intake,
                              eth_st.data_time if eth_st is not None and eth_st.data is not None else None,
                              hw_st.data_time if hw_st is not None and hw_st.data is not None else None)
-        out: Sections = {"ib": ib, "roce": RoceSection(views), "gpu": GpuSection(gpus=source_data(states, GpuData)),
+        gpus = source_data(states, GpuData)
+        out: Sections = {"ib": ib, "roce": RoceSection(views), "gpu": GpuSection(gpus=gpus),
                          "inventory_known": inventory_known, "unknown": "", "optics": None, "kernel": None,
                          "nccl": None, "ras": source_data(states, RasData)}
         inputs = NodeInputs(states, inv, ib, self.history, now, inventory_known,
-                            self._where(states) if inventory_known else "", views, out)
+                            self._where(states) if inventory_known else "", views, gpus, out)
         findings = self.checks.run(inputs, self.present(states, ib, views), out).findings
         out["jobs"], findings = node_jobs(states, findings)
         return out, findings
