@@ -273,8 +273,9 @@ def test_server_keys_in_fabricmon_yml(tmp_path: Path) -> None:
 
 
 def test_basic_auth_checks(tmp_path: Path) -> None:
-    bcrypt = pytest.importorskip("bcrypt")
     import base64
+
+    import bcrypt
     auth = webconfig.BasicAuth({"u": bcrypt.hashpw(b"pw", bcrypt.gensalt(4))})
 
     def hdr(s: str) -> str:

@@ -27,6 +27,7 @@ import time
 import uuid
 from pathlib import Path
 
+import bcrypt
 import psutil
 import pytest
 import yaml
@@ -34,8 +35,6 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from fabricmon.sim import sysfs_tree
 from helpers import CAPTURES, IBSTAT_ONE_PORT, REPO, skip_without_captures, unavailable
-
-bcrypt = pytest.importorskip("bcrypt")      # a runtime dependency: installed with fabricmon
 
 USER, PASSWORD = "prometheus", "s3cret: with spaces"
 AUTH = "Basic " + base64.b64encode(f"{USER}:{PASSWORD}".encode()).decode()
