@@ -80,7 +80,6 @@ class FabricModel:
         self.optics_baseline = self.checks.optics_baseline
         self.jobs = FabricJobs(config.slurm.max_job_switch_series)     # which jobs each finding hurts
         self._sweep_time: float | None = None
-        self._prev_sweep_time: float | None = None
         # the last full build: its inputs (PORT_INPUTS' data and data times, the topology), its section, its
         # findings but the subnet manager's, and the checks that ran (a build with the same inputs reuses them)
         self._last: tuple[tuple[object, ...], FabricSection, list[Finding], dict[str, Iterable[str]]] | None = None
@@ -117,7 +116,7 @@ class FabricModel:
         new_sweep = sweep is not None and sweep_time != self._sweep_time
         if sweep is not None and new_sweep:
             self.counters.record(sweep, sweep_time, set(sec.ports))
-            self._prev_sweep_time, self._sweep_time = self._sweep_time, sweep_time
+            self._sweep_time = sweep_time
             self.evidence.take_sweep(sweep, sweep_time, sec)
         self.evidence.apply_state(sec)
         if sweep is not None:
