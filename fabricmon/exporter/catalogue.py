@@ -30,9 +30,43 @@ from fabricmon.model.snapshot import BUILD_BUCKETS, Snapshot, SourceState
 Labels = tuple[str, ...]
 Sample = tuple[Labels, "float | None"]
 Bucket = tuple[str, Labels, float]          # a histogram's (suffix, labels, value): _bucket{le}, _count, _sum
-# a switch port family's value of one port, bound to its section (the section's counter scale): the renderer
-# walks a section's ports once per render for every such family (exporter/render.py)
-PortValue = Callable[[FabricSection], Callable[[FabricPort], "float | None"]]
+_NO_COUNTERS: tuple[None, ...] = (None,) * len(COUNTER_NAMES)
+
+
+class PortTable:
+    """A section's switch ports in the section's order, for one render: what every switch port family reads
+    (exporter/render.py walks the ports once per render for all of them), with each port's counters as one
+    packed row (`raws`, made once and shared by every counter family)."""
+
+    __slots__ = ("fab", "ports", "_raws")
+
+    def __init__(self, fab: FabricSection) -> None:
+        self.fab = fab
+        self.ports: list[FabricPort] = list(fab.ports.values())
+        self._raws: list[tuple[int | None, ...]] | None = None
+
+    def raws(self) -> list[tuple[int | None, ...]]:
+        """Each port's counters in COUNTER_NAMES order (None: not read); none at all for a port never cabled and
+        down (nothing it counts moves: it exports no counters)."""
+        if self._raws is None:
+            none: tuple[int | None, ...] = _NO_COUNTERS
+            out: list[tuple[int | None, ...]] = []
+            append = out.append
+            for p in self.ports:
+                c = p.counters
+                if not p.up and p.role == "unconnected":
+                    append(none)
+                elif type(c) is PortCounters:
+                    append(c.raw)
+                else:
+                    append(tuple(c.get(n) for n in COUNTER_NAMES))
+            self._raws = out
+        return self._raws
+
+
+# a switch port family's values, one per port of a PortTable in its order (None: no sample): the renderer
+# compares them with its last render's and formats only what moved (exporter/render.py)
+PortColumn = Callable[[PortTable], "list[float | None]"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,8 +80,8 @@ class Metric:
     buckets: Callable[[Snapshot], Iterable[Bucket]] | None = None
     counter_set: str = DEFAULT  # the counter set (fabricmon/counter_sets.py) a scrape selects it by
     # a switch port family (labels SW_PORT, one sample per fabric port in the section's order, None: none):
-    # what `samples` yields, as a value per port, for the renderer's one walk over the ports
-    port_value: PortValue | None = None
+    # what `samples` yields, as a column of values, for the renderer's one walk over the ports
+    port_column: PortColumn | None = None
 
     @property
     def exposed_name(self) -> str:
@@ -378,21 +412,21 @@ def _fabric(fn: Callable[[FabricSection], Iterable[Sample]]) -> Callable[[Snapsh
     return samples
 
 
-def _port_samples(value_of: PortValue) -> Callable[[Snapshot], Iterator[Sample]]:
+def _port_samples(column: PortColumn) -> Callable[[Snapshot], Iterator[Sample]]:
     def fn(fab: FabricSection) -> Iterator[Sample]:
-        get = value_of(fab)
-        for (guid, _), p in fab.ports.items():
-            yield (guid, p.label), get(p)
+        table = PortTable(fab)
+        for p, v in zip(table.ports, column(table)):
+            yield (p.guid, p.label), v
     return _fabric(fn)
 
 
-def _port_metric(name: str, type_: str, help_: str, value_of: PortValue, counter_set: str = DEFAULT) -> Metric:
+def _port_metric(name: str, type_: str, help_: str, column: PortColumn, counter_set: str = DEFAULT) -> Metric:
     """A switch port family: one sample per fabric port (labels switch_guid, port)."""
-    return Metric(name, type_, help_, SW_PORT, _port_samples(value_of), counter_set=counter_set, port_value=value_of)
+    return Metric(name, type_, help_, SW_PORT, _port_samples(column), counter_set=counter_set, port_column=column)
 
 
-def _fab_ports(get: Callable[[FabricPort], float | None]) -> PortValue:
-    return lambda fab: get
+def _fab_ports(get: Callable[[FabricPort], float | None]) -> PortColumn:
+    return lambda table: [get(p) for p in table.ports]
 
 
 def _fab_optics_lane(get: Callable[[LaneDiag], float | None]) -> Callable[[Snapshot], Iterator[Sample]]:
@@ -454,20 +488,15 @@ def _fab_degraded(fab: FabricSection) -> Iterator[Sample]:
                 yield (guid, p.label, "speed"), 1
 
 
-def _fab_counter(spec: ibspec.CounterSpec) -> PortValue:
+def _fab_counter(spec: ibspec.CounterSpec) -> PortColumn:
     name, scale = spec.name, spec.scale
     at = COUNTER_NAMES.index(name)
 
-    def value_of(fab: FabricSection) -> Callable[[FabricPort], float | None]:
-        k = fab.counter_scale.get(name, scale)      # Ethernet octets count bytes, not 4-octet words
-
-        def get(p: FabricPort) -> float | None:
-            c = p.counters      # a packed record's value read in one step (every port of every render)
-            v = c.raw[at] if type(c) is PortCounters else c.get(name)
-            # never cabled and down: nothing it counts moves
-            return v * k if v is not None and (p.up or p.role != "unconnected") else None
-        return get
-    return value_of
+    def column(table: PortTable) -> list[float | None]:
+        k = table.fab.counter_scale.get(name, scale)      # Ethernet octets count bytes, not 4-octet words
+        col: list[float | None] = [r[at] for r in table.raws()]
+        return col if k == 1 else [None if v is None else v * k for v in col]
+    return column
 
 
 # The switch port counters outside the default set (fabricmon/counter_sets.py): what no shipped rule or

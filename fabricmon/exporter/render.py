@@ -20,9 +20,8 @@ from prometheus_client.registry import CollectorRegistry
 from prometheus_client.utils import floatToGoString
 
 from fabricmon import gc_pause
-from fabricmon.exporter.catalogue import CATALOGUE, Metric
+from fabricmon.exporter.catalogue import CATALOGUE, SW_PORT, Metric, PortTable
 from fabricmon.counter_sets import DEFAULT_SETS
-from fabricmon.model.fabric import FabricPort
 from fabricmon.model.snapshot import Snapshot
 
 _NEEDS_ESCAPE = re.compile(r'[\\"\n]')
@@ -81,9 +80,12 @@ class Renderer:
         # family name -> (its samples, their text) as last rendered, within the bounds above
         self._kept: dict[str, tuple[list[tuple[tuple[str, ...], float | None]], bytes]] = {}
         self._kept_bytes = 0
-        # switch port family name -> (its value per port, the port labels they belong to, its text: None while it moves)
-        self._kept_ports: dict[str, tuple[list[float | None], list[str], bytes | None]] = {}
+        # switch port family name -> (its value per port, the port labels they belong to, its text (None while it
+        # moves), its lines while it moves (None while it stays), the text's size)
+        self._kept_ports: dict[str, tuple[list[float | None], list[str], bytes | None, list[str | None] | None, int]] = {}
         self._kept_port_bytes = 0
+        # family name -> (its samples, their text) for the fabric's large per-port families without a port column
+        self._kept_large: dict[str, tuple[list[tuple[tuple[str, ...], float | None]], bytes]] = {}
         self._port_labels: list[str] = []       # the last render's port label texts, in order (shared by its families)
         self._lock = threading.Lock()
 
@@ -103,10 +105,10 @@ class Renderer:
             out: list[bytes] = []
             used: set[int] = set()
             label_sets = 0
-            small, fmt, text, kept_get = _SMALL, _value, self._label_text, self._kept.get
+            small, fmt, text, kept_get, kept_large = _SMALL, _value, self._label_text, self._kept.get, self._kept_large.get
             fab = snap.fabric
-            port_rows: list[tuple[FabricPort, str]] | None = None      # each switch port and its label text
-            port_labels: list[str] = []
+            table: PortTable | None = None          # the section's switch ports, made at the first port family
+            port_labels: list[str] = []             # ... and their label texts, in the same order
             for m in CATALOGUE:
                 if m.counter_set not in sets:
                     continue
@@ -115,9 +117,9 @@ class Renderer:
                 if m.buckets is not None:
                     for suffix, lv, n in m.buckets(snap):
                         append(m.name + suffix + text(("le",) if lv else (), lv) + " " + fmt(n) + "\n")
-                elif m.port_value is not None:
-                    # a switch port family (kept while its values stay: MAX_KEPT_PORT_BYTES): the ports walked once per
-                    # render for all of them (their label texts looked up once), each family one value per port
+                elif m.port_column is not None:
+                    # a switch port family: the ports walked once per render for all of them (their label texts
+                    # looked up once), each family a column of values compared with its last render's
                     if fab is None:
                         continue
                     keys = m.labels
@@ -127,41 +129,27 @@ class Renderer:
                     if id(cache) not in used:
                         used.add(id(cache))
                         label_sets += len(cache)
-                    if port_rows is None:
-                        port_rows = []
+                    if table is None:
+                        table = PortTable(fab)
                         get = cache.get
-                        for (guid, _), p in fab.ports.items():
-                            lv = (guid, p.label)
+                        port_labels = []
+                        for p in table.ports:
+                            lv = (p.guid, p.label)
                             lab = get(lv)
                             if lab is None:
                                 lab = cache[lv] = text(keys, lv)
                                 label_sets += 1
-                            port_rows.append((p, lab + " "))
-                        port_labels = [lab for _, lab in port_rows]
+                            port_labels.append(lab + " ")
                         if port_labels == self._port_labels:
                             port_labels = self._port_labels     # the same ports: one list for every kept family
                         self._port_labels = port_labels
-                    value_of = m.port_value(fab)
-                    column = [value_of(p) for p, _ in port_rows]
-                    kept_port = self._kept_ports.get(m.name)
-                    same = kept_port is not None and kept_port[1] is port_labels and kept_port[0] == column
-                    if same and kept_port is not None and kept_port[2] is not None:
-                        if kept_port[2]:
-                            out.append(kept_port[2])    # the same values of the same ports: the same text
-                        continue
-                    name = m.exposed_name
-                    lines = [name + lab + (small.get(pv) or fmt(pv)) + "\n"
-                             for (p, lab), pv in zip(port_rows, column) if pv is not None]
-                    body = (self._headers[m.name] + "".join(lines)).encode() if lines else b""
-                    # a family that moved since its last render keeps only its values: its text is kept again
-                    # once they stay (data counters that move every sweep cost no kept text)
-                    self._keep_port_family(m.name, column, port_labels, body if same or kept_port is None else None)
+                    body = self._port_family(m, m.port_column(table), port_labels)
                     if body:
                         out.append(body)
                     continue
                 else:
                     samples = list(m.samples(snap))
-                    kept = kept_get(m.name)
+                    kept = kept_get(m.name) or kept_large(m.name)
                     if kept is not None and kept[0] == samples:
                         if kept[1]:
                             out.append(kept[1])     # unchanged since the last render: the same text
@@ -185,7 +173,7 @@ class Renderer:
                         v = small.get(value)
                         append(name + lab + " " + (v if v is not None else fmt(value)) + "\n")
                     body = (self._headers[m.name] + "".join(lines)).encode() if lines else b""
-                    self._keep(m.name, samples, body)
+                    self._keep(m.name, samples, body, m.labels[:2] == SW_PORT)
                     if body:
                         out.append(body)
                     continue
@@ -194,23 +182,65 @@ class Renderer:
             self._largest = max(self._largest, label_sets)
             return b"".join(out)
 
-    def _keep_port_family(self, name: str, column: list[float | None], labels: list[str], body: bytes | None) -> None:
-        """Remember a switch port family's values and text (None: only its values) for the next render, within
-        MAX_KEPT_PORT_BYTES."""
+    def _port_family(self, m: Metric, column: list[float | None], labels: list[str]) -> bytes:
+        """A switch port family's text: its last render's when its values did not move; else only the lines of
+        the ports whose value moved formatted again, where its last render's lines are kept."""
+        kept = self._kept_ports.get(m.name)
+        if kept is not None and kept[1] is labels:
+            if kept[0] == column:
+                if kept[2] is not None:
+                    return kept[2]          # the same values of the same ports: the same text
+                body = self._body(m, kept[3] or [])
+                self._keep_port_family(m.name, column, labels, body, None)
+                return body
+            if kept[3] is not None:         # it moved at its last render too: only the ports that moved
+                name, small, fmt = m.exposed_name, _SMALL, _value
+                lines = [ln if v == pv else None if v is None else name + lab + (small.get(v) or fmt(v)) + "\n"
+                         for ln, v, pv, lab in zip(kept[3], column, kept[0], labels)]
+                body = self._body(m, lines)
+                self._keep_port_family(m.name, column, labels, body, lines)
+                return body
+        name, small, fmt = m.exposed_name, _SMALL, _value
+        lines = [None if v is None else name + lab + (small.get(v) or fmt(v)) + "\n" for lab, v in zip(labels, column)]
+        body = self._body(m, lines)
+        if kept is None or kept[1] is not labels:
+            self._keep_port_family(m.name, column, labels, body, None)      # first seen: its text
+        else:
+            self._keep_port_family(m.name, column, labels, body, lines)     # it moved: its lines
+        return body
+
+    def _body(self, m: Metric, lines: list[str | None]) -> bytes:
+        text = "".join(filter(None, lines))
+        return (self._headers[m.name] + text).encode() if text else b""
+
+    def _keep_port_family(self, name: str, column: list[float | None], labels: list[str], body: bytes,
+                          lines: list[str | None] | None) -> None:
+        """Remember a switch port family's values with its text (lines None: a family that did not move) or its
+        lines (a family that moved: the next render formats only the ports that move again), within
+        MAX_KEPT_PORT_BYTES (its text's size counted either way)."""
         old = self._kept_ports.pop(name, None)
         if old is not None:
-            self._kept_port_bytes -= len(old[2] or b"")
-        if self._kept_port_bytes + len(body or b"") > self.MAX_KEPT_PORT_BYTES:
+            self._kept_port_bytes -= old[4]
+        size = len(body)
+        if self._kept_port_bytes + size > self.MAX_KEPT_PORT_BYTES:
             return
-        self._kept_ports[name] = (column, labels, body)
-        self._kept_port_bytes += len(body or b"")
+        self._kept_ports[name] = (column, labels, body if lines is None else None, lines, size)
+        self._kept_port_bytes += size
 
-    def _keep(self, name: str, samples: list[tuple[tuple[str, ...], float | None]], body: bytes) -> None:
-        """Remember a family's samples and text for the next render, within the bounds."""
+    def _keep(self, name: str, samples: list[tuple[tuple[str, ...], float | None]], body: bytes, per_port: bool) -> None:
+        """Remember a family's samples and text for the next render, within the bounds: a family of more than
+        MAX_KEPT_SAMPLES samples only when it has a switch port's labels (the fabric's link info and degraded
+        reasons, whose ports rarely change), within MAX_KEPT_PORT_BYTES with the switch port families."""
         old = self._kept.pop(name, None)
         if old is not None:
             self._kept_bytes -= len(old[1])
+        large = self._kept_large.pop(name, None)
+        if large is not None:
+            self._kept_port_bytes -= len(large[1])
         if len(samples) > self.MAX_KEPT_SAMPLES:
+            if per_port and self._kept_port_bytes + len(body) <= self.MAX_KEPT_PORT_BYTES:
+                self._kept_large[name] = (samples, body)
+                self._kept_port_bytes += len(body)
             return
         if self._kept_bytes + len(body) > self.MAX_KEPT_BYTES:
             self._kept.clear()

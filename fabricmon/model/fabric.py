@@ -458,6 +458,9 @@ class RouteBalance:
 
 # --- the section ----------------------------------------------------------------------------
 
+_PORT_TEXT = tuple(str(n) for n in range(256))     # a port number's label, made once (three per port a render)
+
+
 @dataclass(slots=True)
 class FabricPort:
     guid: str
@@ -485,7 +488,10 @@ class FabricPort:
     @property
     def label(self) -> str:
         """The `port` label: the port number on InfiniBand, the ifName on Ethernet."""
-        return self.name or str(self.port)
+        if self.name:
+            return self.name
+        port = self.port
+        return _PORT_TEXT[port] if 0 <= port < 256 else str(port)
 
 
 @dataclass(slots=True)

@@ -90,6 +90,24 @@ def test_prune_forgets_every_trace_of_a_port() -> None:
     assert not intake.history.has(KEY) and not intake._wrap and not intake._times
 
 
+def test_a_prune_with_the_same_ports_skips_only_while_no_port_entered() -> None:
+    """A fabric prunes every sweep with the same 26,000 ports: a prune with the ports of the last one, no port
+    having entered since, has nothing to drop; a port that entered since is dropped by the next prune."""
+    intake = CounterIntake(CounterHistory())
+    a, b = ("sw", 1), ("sw", 2)
+    intake.take_port(a, 1.0, {"c": 1}, {})
+    intake.prune({a})
+    intake.take_port(a, 2.0, {"c": 2}, {})
+    intake.prune({a})
+    assert intake._pruned == {a} and intake.history.has(("sw", 1, "c"))
+    intake.take_port(b, 3.0, {"c": 1}, {})          # a port outside the kept ones entered
+    assert intake._pruned is None
+    intake.prune({a})
+    assert not intake.history.has(("sw", 2, "c")) and ("sw", 2, "") not in intake._times
+    intake.prune(set())
+    assert not intake.history.has(("sw", 1, "c"))
+
+
 def test_ib_rules_follow_the_spec_and_the_width_read() -> None:
     assert ib_rule("link_downed") == CounterRule(8, saturates=True)
     assert ib_rule("symbol_errors", 32) == CounterRule(32, saturates=True)
