@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from fabricmon import __version__, counter_sets
+from fabricmon import __version__, counter_sets, gc_pause
 from fabricmon import healthcheck
 from fabricmon import install as installer
 from fabricmon import log as logsetup
@@ -90,6 +90,8 @@ def _serve(cfg: Config, io: HostIO, address: str | None, port: int | None, pipel
             return EXIT_TEMPFAIL
         print(f"fabricmon: cannot listen on {where}: {exc.strerror or exc}", file=sys.stderr)
         return EXIT_CONFIG
+
+    gc_pause.freeze_between_pauses()        # a long-running process: its model frozen between builds
 
     def _stop(signum: int, frame: object) -> None:
         daemon._stop.set()

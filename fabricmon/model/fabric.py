@@ -23,9 +23,9 @@ from __future__ import annotations
 
 import re
 from collections import deque
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar, cast
 
 from fabricmon import ibspec
 from fabricmon.model.link_ability import LinkAbility
@@ -461,6 +461,34 @@ class RouteBalance:
 _PORT_TEXT = tuple(str(n) for n in range(256))     # a port number's label, made once (three per port a render)
 
 
+class _Nothing(Mapping[object, object]):
+    """An empty read-only mapping: the one default of FabricPort's mappings (a build makes 26,000 ports on a
+    SuperPOD-size fabric, and four new dicts each cost more than the rest of the port). Hashable, so that
+    a dataclass field may default to it."""
+
+    __slots__ = ()
+    __hash__ = object.__hash__
+
+    def __getitem__(self, key: object) -> object:
+        raise KeyError(key)
+
+    def __iter__(self) -> Iterator[object]:
+        return iter(())
+
+    def __len__(self) -> int:
+        return 0
+
+
+_NOTHING = _Nothing()
+_K = TypeVar("_K")
+_V = TypeVar("_V")
+
+
+def nothing() -> Mapping[_K, _V]:
+    """The shared empty mapping, as the mapping type asked for."""
+    return cast("Mapping[_K, _V]", _NOTHING)
+
+
 @dataclass(slots=True)
 class FabricPort:
     guid: str
@@ -468,15 +496,16 @@ class FabricPort:
     role: str
     link: Link | None                # the last link seen on this port (kept when it goes down)
     up: bool
-    counters: Mapping[str, int] = field(default_factory=dict)
+    # the mappings are read, never changed (a build sets new ones; empty: nothing(), shared)
+    counters: Mapping[str, int] = nothing()
     tx_rate: float | None = None     # bytes/s from the last two sweeps
     rx_rate: float | None = None
     rate_bps: float | None = None    # link data rate in bytes/s (0 while down)
-    degraded: dict[str, bool] = field(default_factory=dict)     # reason -> bool (width, speed, down)
+    degraded: Mapping[str, bool] = nothing()    # reason -> bool (width, speed, down)
     expected: str = ""               # the link class norm, e.g. "4X HDR", "400G"
     name: str = ""                   # the port's label where it is not its number (Ethernet: ifName)
-    pause: dict[tuple[int, str], int] = field(default_factory=dict)           # (priority, direction) -> frames
-    pause_rates: dict[tuple[int, str], float] = field(default_factory=dict)   # ... -> frames/s, last two sweeps
+    pause: Mapping[tuple[int, str], int] = nothing()           # (priority, direction) -> frames
+    pause_rates: Mapping[tuple[int, str], float] = nothing()   # ... -> frames/s, last two sweeps
     # an earlier read saw this port up (InfiniBand: cabled at a discovery; Ethernet: ifOperStatus up
     # at an earlier sweep): what a down finding may claim about its history; `seen_by` names that read
     seen_up: bool = True

@@ -70,10 +70,12 @@ class SweepCounters:
             if p is None:
                 continue
             p.pause = dict(pause)
+            rates = {}
             for pd in pause:
                 step = self.rates.last_step((key[0], key[1], f"pause:{pd[0]}:{pd[1]}"))
                 if step is not None and step[1] > 0:
-                    p.pause_rates[pd] = step[0] / step[1]
+                    rates[pd] = step[0] / step[1]
+            p.pause_rates = rates
         tx_scale, rx_scale = (sweep.scale.get(n, ibspec.COUNTER_BY_NAME[n].scale) for n in RATE_COUNTERS)
         port_of, last_step = sec.ports.get, self.rates.last_step
         for key, vals in sweep.ports.items():
