@@ -239,10 +239,29 @@ def apply(ports: Mapping[Key, FabricPort], verdicts: LinkVerdicts) -> None:
         p.degraded, p.expected, p.note, p.rate_bps = degraded, expected[key], note.get(key, ""), rate[key]
 
 
+# what judge reads of each port, in the section's order (with its key): equal to the last build's, with the same
+# switches, levels, abilities and past (equal, not only alike), the verdicts are the last build's
+_Read = tuple[Key, "Link | None", bool, str, bool, str]
+
+
+@dataclass(slots=True)
+class LastJudged:
+    """The last build's inputs to judge and what it found (Links: a build whose links did not change, the common
+    case between sweeps whatever the traffic, reuses them; comparing costs a few per cent of judging)."""
+    ports: list[_Read]
+    switches: dict[str, SwitchNode]
+    levels: dict[str, int]
+    abilities: dict[Key, LinkAbility]
+    past: dict[Key, Past]               # the past it was judged against (remember makes a new one, never changes it)
+    verdicts: LinkVerdicts
+    findings: list[Finding]
+
+
 @dataclass(slots=True)
 class LinksState:
     past: dict[Key, Past] = field(default_factory=dict)     # each link's best since first seen (remember)
     noted: set[Key] = field(default_factory=set)            # the ports noted slower than their class
+    last: LastJudged | None = None                          # the last judge's inputs and verdicts
 
 
 class Links:
@@ -255,10 +274,18 @@ class Links:
         self.state = LinksState()
 
     def run(self, inputs: FabricInputs) -> Outcome[FabricSection]:
-        sec = inputs.sec
-        verdicts, findings = judge(sec.ports, sec.switches, sec.levels, self.settings, inputs.abilities,
-                                   self.state.past)
-        self.state.past = remember(sec.ports, self.state.past)
+        sec, st = inputs.sec, self.state
+        read = [(key, p.link, p.up, p.role, p.seen_up, p.seen_by) for key, p in sec.ports.items()]
+        last = st.last
+        if last is not None and last.ports == read and last.switches == sec.switches and last.levels == sec.levels \
+                and last.abilities == inputs.abilities and last.past == st.past:
+            # the same links, ends and past (remember would keep every record, the same past again): the same verdicts
+            verdicts, findings = last.verdicts, list(last.findings)
+            return Outcome(findings, lambda s: apply(s.ports, verdicts))
+        verdicts, findings = judge(sec.ports, sec.switches, sec.levels, self.settings, inputs.abilities, st.past)
+        st.last = LastJudged(read, dict(sec.switches), dict(sec.levels), dict(inputs.abilities), st.past, verdicts,
+                             list(findings))
+        st.past = remember(sec.ports, st.past)
         noted = set(verdicts.note)
         for g, port in sorted(noted - self.state.noted):
             p = sec.ports[(g, port)]

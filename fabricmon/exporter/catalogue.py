@@ -514,8 +514,9 @@ FABRIC_COUNTER_SETS = {
 
 def _fab_pause(fab: FabricSection) -> Iterator[Sample]:
     for (guid, _), p in fab.ports.items():
-        for (prio, direction), v in sorted(p.pause.items()):
-            yield (guid, p.label, "all" if prio < 0 else str(prio), direction), v
+        if p.pause:                 # (InfiniBand ports have none: no sort per port)
+            for (prio, direction), v in sorted(p.pause.items()):
+                yield (guid, p.label, "all" if prio < 0 else str(prio), direction), v
 
 
 def _fab_groups(get: Callable[[EcmpGroup], float | None]) -> Callable[[Snapshot], Iterator[Sample]]:

@@ -77,18 +77,11 @@ class SweepCounters:
                     rates[pd] = step[0] / step[1]
             p.pause_rates = rates
         tx_scale, rx_scale = (sweep.scale.get(n, ibspec.COUNTER_BY_NAME[n].scale) for n in RATE_COUNTERS)
-        port_of, last_step = sec.ports.get, self.rates.last_step
-        for key, vals in sweep.ports.items():
-            p = port_of(key)
-            if p is None:
-                continue
-            p.counters = vals
-            g, n = key
-            step = last_step((g, n, "transmit_bytes"))
-            if step is not None and step[1] > 0:
-                p.tx_rate = step[0] * tx_scale / step[1]
-            step = last_step((g, n, "receive_bytes"))
-            if step is not None and step[1] > 0:
-                p.rx_rate = step[0] * rx_scale / step[1]
+        ports = [(p, vals) for key, vals in sweep.ports.items() if (p := sec.ports.get(key)) is not None]
+        keys = [(p.guid, p.port) for p, _ in ports]
+        tx = self.rates.last_rates(keys, "transmit_bytes", tx_scale)
+        rx = self.rates.last_rates(keys, "receive_bytes", rx_scale)
+        for (p, vals), t, r in zip(ports, tx, rx):
+            p.counters, p.tx_rate, p.rx_rate = vals, t, r
 
 __all__ = ["RATE_COUNTERS", "SweepCounters"]

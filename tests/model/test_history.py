@@ -195,3 +195,22 @@ def test_save_into_an_unwritable_place_raises_oserror_and_leaves_nothing(tmp_pat
     with pytest.raises(OSError):
         h.save(str(blocker / "state.json"))      # parent is a file
     assert sorted(os.listdir(tmp_path)) == ["file"]
+
+
+def test_last_rates_are_last_step_as_rates() -> None:
+    """CounterHistory.last_rates (the fabric's transmit and receive rates in one call) is last_step per port
+    as a rate: None with one sample, after a saturated or unknown sample, or with no time between; a reset
+    contributes 0."""
+    h = CounterHistory()
+    h.record(("a", 1, "c"), 0.0, 100)
+    h.record(("a", 1, "c"), 10.0, 300)                      # 200 in 10 s
+    h.record(("a", 2, "c"), 0.0, 500)
+    h.record(("a", 2, "c"), 10.0, 100)                      # a reset: 0
+    h.record(("a", 3, "c"), 0.0, 255, saturated=True)
+    h.record(("a", 3, "c"), 10.0, 255, saturated=True)      # from a saturated sample: unknown
+    h.record(("a", 4, "c"), 0.0, 7)                         # one sample
+    ports = [("a", 1), ("a", 2), ("a", 3), ("a", 4), ("a", 5)]
+    assert h.last_rates(ports, "c", 4.0) == [80.0, 0.0, None, None, None]
+    for (dev, port), rate in zip(ports, h.last_rates(ports, "c")):
+        step = h.last_step((dev, port, "c"))
+        assert rate == (None if step is None or step[1] <= 0 else step[0] / step[1])
