@@ -5,11 +5,15 @@ Two ways, said by `method` (fabricmon_fabric_sweep_method):
 - **mad** (fabric.sweep_method auto or mad, where the host interface's mad_open opens a umad port in
   the collector's own process, or a capture bundle holds MADs): the in-process MAD engine (the I/O
   in host/mad.py, what to ask in sources/infiniband/mad/, docs/mad-engine.md) reads every switch of the
-  sweep (the whole fabric, or a shard's switches) from the cached topology's LIDs in one pass:
-  PortCountersExtended of every port, the PortCounters aggregate (AllPortSelect) and per port only
-  where it is non-zero, and PortInfo (link state, width, speed and what the port may train at, by
-  SMP) of every cabled port and, once, of each link's far end outside the sweep (CA ports), with
-  many MADs in flight under a window per switch and a global one. No process is spawned, no ibnetdiscover per
+  sweep (the whole fabric, or a shard's switches) from the cached topology's LIDs in one pass, as
+  planned once per discovery (mad.plan_targets, the plan the bare read uses too):
+  PortCountersExtended of every port cabled now or before (a port never cabled and down exports
+  none), the PortCounters aggregate (AllPortSelect) and per port only where it is non-zero, and
+  PortInfo (link state, width, speed and what the port may train at, by SMP) of every cabled port,
+  except that a link between two switches of the sweep is read at one end (its other end takes that
+  state, and is read itself where that end goes unanswered), and, once, what the far ends may train
+  at (CA ports, a mirrored switch end), with many MADs in flight under a window per switch and a
+  global one. No process is spawned, no ibnetdiscover per
   sweep; a shard costs its share. Unanswered queries are retried, then counted per switch, and
   leave that port's last known state in place (never a port down).
 - **tools** (no umad port here, fabric.sweep_method tools, or a bundle recorded with the tools): the

@@ -164,7 +164,7 @@ def plan_targets(topo: Topology, mine: Collection[str], read_state: bool = True)
                       if lk is not None and lk.remote_lid and lk.remote_port
                       and not (lk.remote_type == "Switch" and lk.remote_guid in mine))
         counted = tuple(p for p in range(1, sw.nports + 1)
-                        if ((info := topo.ports.get((g, p))) is not None and info.link is not None)
+                        if ((pi := topo.ports.get((g, p))) is not None and pi.link is not None)
                         or (g, p) in topo.down_links)
         targets.append(SwitchTarget(g, sw.lid, sw.nports, tuple(sorted(state.get(g, ()))), peers,
                                     tuple(sorted(mirrors.get(g, ()))), counted))
