@@ -127,11 +127,22 @@ def test_an_inter_switch_link_is_read_at_one_end_and_both_ends_get_its_state_eac
     assert sent(eng, OTHER, codec.ATTR_PORT_INFO) == [2, 1, 2] and len(eng.sent) - n == 2 * (2 + 1 + 1)   # a switch: 2 counters, the aggregate, 1 PortInfo
     # the never-cabled ports 3 and 4: no counters asked, none reported
     assert len(sent(eng, OTHER, codec.ATTR_PORT_COUNTERS_EXT)) == 2 * 2 and set(out["other"].ports) == {1, 2}
-    # the link goes down: both ends read down in the same sweep, each with its width and speed as read
-    eng.switch_port[1] = down(eng.switch_port[1])
+    # the link goes down (at both ends, as a link does): both read down in the same sweep; a link read
+    # down has its other end read too (one MAD a down link), each end keeping its own reading
+    eng.switch_port[1], eng.other_port[1] = down(eng.switch_port[1]), down(eng.other_port[1])
     out = reader.read(list(targets), time.monotonic() + 10, ("symbol_errors",))
-    assert out["sw"].link_up[1] is False and out["other"].link_up[1] is False
+    assert out["sw"].link_up[1] is False and out["other"].link_up[1] is False and reader.fallback_reads == 1
     assert out["other"].link[1][:2] == out["sw"].link[1][:2]
+    # a cable moved away from the read end (now cabled elsewhere there and down, say) while the other
+    # end is up on another cable: each end as read, never a down inferred at the end that is up
+    eng.other_port[1] = portinfo("hdr-edr-switch-port")
+    out = reader.read(list(targets), time.monotonic() + 10, ("symbol_errors",))
+    assert out["sw"].link_up[1] is False and out["other"].link_up[1] is True and reader.fallback_reads == 2
+    # the other end's read unanswered: it takes the read end's state (down), as a mirror, and the miss counts
+    eng.silent.add(OTHER)
+    out = reader.read(list(targets), time.monotonic() + 10, ("symbol_errors",))
+    assert out["other"].link_up == {1: False} and "port state" in out["other"].failed
+    eng.silent.discard(OTHER)
     # ... and up again at 1X: both ends at 1X, the other end's ability read again (the read end's link changed)
     eng.switch_port[1] = portinfo("hdr-edr-switch-port")
     eng.switch_port[1][31] = 0x01

@@ -19,9 +19,15 @@ Per switch (the topology's LID; one engine, one pass for the whole fabric or a s
    that does not answer leaves its end unknown; it is not counted against its switch.
    The other end of an inter-switch link whose state comes from this end (a mirror) is read the
    same way for its own ability (a switch that does not answer is asked again next sweep), and in
-   the same engine run the other end's own PortInfo where this end's went unanswered (fallback).
+   the same engine run the other end's own PortInfo where this end's went unanswered or read the
+   link down (fallback).
 5. Each mirror's other end takes this end's link_up, width and speed (one physical link, trained
-   to one state, width and speed at both ends), with its own ability.
+   to one state, width and speed at both ends), with its own ability. Where this end read the link
+   down, each end keeps its own reading (a cable moved away from this end reads down here and up at
+   its other end's new port, never down at both); where this end went unanswered, it takes the
+   other end's reading (its own ability unknown this sweep), so a silent switch's inter-switch
+   ports have their links' state as read at their other ends, and only where both ends go
+   unanswered is a link's state unread at both.
 
 Unreached is not down: a PortInfo that went unanswered leaves that port out of `link_up`; a switch
 whose error aggregate went unanswered has `errors_ok` False (its error counters are not reported
@@ -219,7 +225,7 @@ class FabricReader:
         # (far end's LID, its port) -> (its ability, the read end's (up, width, speed, ability) when it was read)
         self.peers: dict[tuple[int, int], tuple[LinkAbility, tuple]] = {}
         self.peer_reads = 0                 # far-end PortInfo MADs sent (bench/mad_sweep.py reports it)
-        self.fallback_reads = 0             # other-end PortInfo MADs sent where a mirror's read end went unanswered
+        self.fallback_reads = 0             # other-end PortInfo MADs sent where a mirror's read end went unanswered or read down
         self._lock = threading.Lock()       # one read at a time on the one port (two pipelines in a process)
 
     def read(self, targets: list[SwitchTarget], deadline: float, error_names: tuple[str, ...]) -> dict[str, SwitchResult]:
@@ -411,24 +417,31 @@ class FabricReader:
         fell_back: set[tuple[str, int]] = set()
 
         def fallback(res: SwitchResult, rd_port: int, guid: str, lid: int, port: int) -> None:
+            """The other end's own PortInfo: where the read end went unanswered (that end then takes this
+            one's state), or read the link down (each end keeps its own: a cable moved away from the read
+            end reads down there and up at its new port, never down at both; where this read goes
+            unanswered, the other end takes the read end's state, as a mirror)."""
             other = out[guid]
+            down = rd_port in res.link_up
 
             def answer(ans: bytes | None) -> None:
                 other.queries += 1
-                if ans is None:
-                    other.unanswered += 1
-                    other.failed.add("port state")
-                    return
                 try:
+                    if ans is None:
+                        other.unanswered += 1
+                        raise codec.MadError("unanswered")
                     up, width, speed, ability = codec.decode_port_link(ans)
                 except codec.MadError:
                     other.failed.add("port state")
+                    if down:
+                        other.link_up[port] = False
+                        other.link[port] = (*res.link[rd_port][:2], got.get((lid, port), _UNKNOWN))
                     return
                 other.link_up[port] = up
                 other.link[port] = (width, speed, ability)
-                # the unanswered end: the link's state as read at this end (its own ability unknown)
-                res.link_up[rd_port] = up
-                res.link[rd_port] = (width, speed, _UNKNOWN)
+                if not down:        # the unanswered end: the link's state as read at this end (its own ability unknown)
+                    res.link_up[rd_port] = up
+                    res.link[rd_port] = (width, speed, _UNKNOWN)
             self.fallback_reads += 1
             asks.append((Request(guid, lid, _tmpl(codec.encode_port_info, port)), answer))
 
@@ -439,6 +452,9 @@ class FabricReader:
             for port, guid, lid, rport in t.mirrors:
                 if port in res.link_up:
                     far_end(res, port, guid, (lid, rport), True)
+                    if not res.link_up[port] and guid in out:      # read down: the other end read too
+                        fell_back.add((t.guid, port))
+                        fallback(res, port, guid, lid, rport)
                 elif guid in out:
                     fell_back.add((t.guid, port))
                     fallback(res, port, guid, lid, rport)
