@@ -4,14 +4,17 @@ Per switch (the topology's LID; one engine, one pass for the whole fabric or a s
 1. PerfMgt ClassPortInfo, once per switch and cached across sweeps: whether the switch supports
    AllPortSelect (bit 8) and the extended counters (bit 9). Until a switch answers it, both are
    assumed (a switch without them answers those Gets with an error status: no data, never zeros).
-2. In one engine run: PortCountersExtended of every port (64-bit data and packet counters; the
-   32-bit PortCounters per port where the switch lacks the extended ones), the PortCounters
+2. In one engine run: PortCountersExtended of every port cabled now or at an earlier discovery
+   (64-bit data and packet counters; a port never cabled and down exports none: plan_targets; the
+   32-bit PortCounters of every port where the switch lacks the extended ones), the PortCounters
    aggregate (PortSelect 255) where AllPortSelect is supported, and PortInfo (SMP) of every port
-   whose link state is asked for.
+   whose link state this switch reads (plan_targets: one end of each inter-switch link both of
+   whose ends this read reads, every other cabled port).
 3. PortCounters of each port of the switches whose aggregate shows a non-zero error counter or
    PortXmitWait: error counters are sums (saturating), so an aggregate of zero proves every port's
-   are zero, as infiniband-diags' ibqueryerrors reasons. (A never-cabled port's error counters come
-   from here too: non-zero only where its switch is drilled, and then reported as today.)
+   are zero, as infiniband-diags' ibqueryerrors reasons. A never-cabled port's error counters come
+   from here too, as before: reported where its switch is drilled, not at all where the aggregate
+   proves them zero (no traffic counters of it are read).
 4. PortInfo of the far end of each host link (the CA port, LID-routed to its own LID): what it
    may train at (its enabled widths and speeds), read once and kept, and read again only when the
    switch end's link changed (came up, trained at another width or speed, or its own enabled set
