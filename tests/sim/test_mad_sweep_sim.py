@@ -8,7 +8,9 @@ libibumad reaches the simulator (docs/mad-engine.md "Under the simulator").
 - where the collector's own process opens no umad port (here: the test process, not preloaded, with the
   tools' fabric environment), `auto` sweeps with the tools and says so;
 - the daemon under 30% MAD loss on a spine reads no port down and loses no switch name, and a cable
-  pulled meanwhile reads down."""
+  pulled meanwhile reads down;
+- an inter-switch link, read at one end only (mad.plan_targets), retrained narrower by a Set at its
+  other end is judged degraded at both ends, as when both ends were read."""
 
 from __future__ import annotations
 
@@ -23,10 +25,13 @@ import time
 import pytest
 
 from fabricmon.config import from_dict
+from fabricmon.model.fabric import build_topology
+from fabricmon.parsers.ibnetdiscover import parse_ibnetdiscover
 from fabricmon.exporter.render import render
 from fabricmon.host import LiveIO
 from fabricmon.pipeline.fabric import fabric_pipeline
 from fabricmon.sim.fabric import fat_tree_netfile
+from fabricmon.sources.infiniband.mad import plan_targets
 from helpers import fabric_once, sample_value, scrape_samples
 
 pytestmark = pytest.mark.sim
@@ -202,6 +207,44 @@ def test_30_percent_mad_loss_reads_no_port_down_and_loses_no_name(sim_fabric, tm
                          and cabled_up(s).get((spine01, "1")) == 0, 60)
         assert sorted(k for k, v in cabled_up(s).items() if v != 1) == sorted([(leaf01, "3"), (spine01, "1")])
         assert names(s) == before
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def degraded(s: dict, reason: str) -> set[tuple[str, str]]:
+    return {(dict(lbl)["switch_guid"], dict(lbl)["port"]) for (n, lbl), v in s.items()
+            if n == "fabricmon_fabric_port_degraded" and dict(lbl)["reason"] == reason and v == 1}
+
+
+def test_an_inter_switch_link_narrowed_at_its_unread_end_is_degraded_at_both_ends(sim_fabric, tmp_path) -> None:
+    fab = sim_fabric(fat_tree_netfile(**NET))
+    fab.start_sm()
+    disc = parse_ibnetdiscover(fab.run_tool(fab.hosts[0], "ibnetdiscover", check=True).stdout)
+    targets, _ = plan_targets(build_topology(disc), set(disc.switches))
+    # a link the sweep reads at its spine end: narrowed by a Set at the leaf end, which is not read
+    read_at, g, _lid, q = next((t, g, lid, q) for t in targets for p, g, lid, q in t.mirrors
+                               if disc.switches[t.guid].name.startswith("spine"))
+    p = next(p for p, g2, _l, q2 in read_at.mirrors if (g2, q2) == (g, q))
+    (tmp_path / "state").mkdir()
+    cfg = tmp_path / "fabricmon.yml"
+    cfg.write_text(json.dumps({"paths": {"state_dir": str(tmp_path / "state")},
+                               "fabric": {"sweep_interval": 1.0, "discovery_interval": 30.0}}))
+    port = free_port()
+    proc = subprocess.Popen([sys.executable, "-m", "fabricmon", "fabric", "run", "--config", str(cfg), "--listen",
+                             f"127.0.0.1:{port}"], env=fab.env(fab.hosts[0]), stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        scrape_until(proc, port, lambda s: len(cabled_up(s)) == 40 and all(cabled_up(s).values())
+                     and sample_value(s, "fabricmon_fabric_sweep_method", method="mad") == 1, 60)
+        fab.run_tool(fab.hosts[0], "ibportstate", str(disc.switches[g].lid), str(q), "width", "1", check=True)
+        ends = {(read_at.guid, str(p)), (g, str(q))}
+        s = scrape_until(proc, port, lambda s: ends <= degraded(s, "width"), 30)
+        assert degraded(s, "width") == ends and not degraded(s, "speed") and all(cabled_up(s).values())
     finally:
         proc.terminate()
         try:

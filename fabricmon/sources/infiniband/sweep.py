@@ -5,11 +5,15 @@ Two ways, said by `method` (fabricmon_fabric_sweep_method):
 - **mad** (fabric.sweep_method auto or mad, where the host interface's mad_open opens a umad port in
   the collector's own process, or a capture bundle holds MADs): the in-process MAD engine (the I/O
   in host/mad.py, what to ask in sources/infiniband/mad/, docs/mad-engine.md) reads every switch of the
-  sweep (the whole fabric, or a shard's switches) from the cached topology's LIDs in one pass:
-  PortCountersExtended of every port, the PortCounters aggregate (AllPortSelect) and per port only
-  where it is non-zero, and PortInfo (link state, width, speed and what the port may train at, by
-  SMP) of every cabled port and, once, of each link's far end outside the sweep (CA ports), with
-  many MADs in flight under a window per switch and a global one. No process is spawned, no ibnetdiscover per
+  sweep (the whole fabric, or a shard's switches) from the cached topology's LIDs in one pass, as
+  planned once per discovery (mad.plan_targets, the plan the bare read uses too):
+  PortCountersExtended of every port cabled now or before (a port never cabled and down exports
+  none), the PortCounters aggregate (AllPortSelect) and per port only where it is non-zero, and
+  PortInfo (link state, width, speed and what the port may train at, by SMP) of every cabled port,
+  except that a link between two switches of the sweep is read at one end (its other end takes that
+  state, and is read itself where that end goes unanswered), and, once, what the far ends may train
+  at (CA ports, a mirrored switch end), with many MADs in flight under a window per switch and a
+  global one. No process is spawned, no ibnetdiscover per
   sweep; a shard costs its share. Unanswered queries are retried, then counted per switch, and
   leave that port's last known state in place (never a port down).
 - **tools** (no umad port here, fabric.sweep_method tools, or a bundle recorded with the tools): the
@@ -83,7 +87,7 @@ from fabricmon.parsers.ibnetdiscover import count_unanswered, parse_ibnetdiscove
 from fabricmon.parsers.perfquery import parse_perfquery
 from fabricmon.parsers.portinfo import parse_portinfo, parse_saquery_pir
 from fabricmon.pipeline.source import INVENTORY, Inputs, Source, SourceOutput, command_error, register
-from fabricmon.sources.infiniband.mad import FabricReader, SwitchTarget
+from fabricmon.sources.infiniband.mad import FabricReader, SwitchTarget, plan_targets
 
 ERROR_COUNTERS = tuple(c.name for c in ibspec.COUNTERS if c.kind in ("error", "congestion"))
 TRAFFIC_COUNTERS = frozenset(c.name for c in ibspec.COUNTERS if c.kind == "traffic")
@@ -252,7 +256,8 @@ class SweepSource(Source):
                 data.link_up[(g, p)] = up
             for p, (width, speed, ability) in r.link.items():
                 data.link_rate[(g, p)] = (width, speed)
-                data.abilities[(g, p)] = ability
+                if ability.known:           # a mirrored end whose own PortInfo was never answered: its last stays
+                    data.abilities[(g, p)] = ability
             for p, ability in r.peer_ability.items():
                 info = topo.ports.get((g, p))
                 if info is not None and info.link is not None:
@@ -270,33 +275,14 @@ class SweepSource(Source):
     _targets: tuple | None = None       # (topology, switches, link_state_max_ports, targets, switches without a LID)
 
     def _mad_targets(self, topo: Topology, mine: set[str]) -> tuple[list[SwitchTarget], list[str]]:
-        """What the MAD read asks of each of this sweep's switches, and the switches without a LID: from the
-        topology and the shard only, so made once per discovery (a SuperPOD-size fabric's 25,000 cabled
-        ports cost about 0.1 CPU-s a sweep to walk)."""
+        """What the MAD read asks of each of this sweep's switches (mad.plan_targets), and the switches
+        without a LID: from the topology and the shard only, so made once per discovery (a SuperPOD-size
+        fabric's 25,000 cabled ports cost about 0.1 CPU-s a sweep to walk)."""
         fc = self.config.fabric
         last = self._targets
         if last is not None and last[0] is topo and last[1] == mine and last[2] == fc.link_state_max_ports:
             return last[3], last[4]
-        state: dict[str, set[int]] = {}          # switch -> the ports whose PortInfo is read
-        if fc.link_state_max_ports:
-            for g, p in [k for k, info in topo.ports.items() if info.link is not None] + list(topo.down_links):
-                if g in mine:
-                    state.setdefault(g, set()).add(p)
-        targets, no_lid = [], []
-        for g in sorted(mine):
-            sw = topo.switches[g]
-            if sw.kind != "infiniband":
-                continue
-            if sw.lid is None:
-                no_lid.append(g)
-                continue
-            # the far ends this read does not reach as its own switches' ports: CA ports, and the
-            # switches of other shards (what they may train at: checks.fabric_links)
-            links = [(p, topo.ports[(g, p)].link) for p in sorted(state.get(g, ())) if (g, p) in topo.ports]
-            peers = tuple((p, lk.remote_lid, lk.remote_port) for p, lk in links
-                          if lk is not None and lk.remote_lid and lk.remote_port
-                          and not (lk.remote_type == "Switch" and lk.remote_guid in mine))
-            targets.append(SwitchTarget(g, sw.lid, sw.nports, tuple(sorted(state.get(g, ()))), peers))
+        targets, no_lid = plan_targets(topo, mine, bool(fc.link_state_max_ports))
         self._targets = (topo, frozenset(mine), fc.link_state_max_ports, targets, no_lid)
         return targets, no_lid
 

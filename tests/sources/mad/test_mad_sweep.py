@@ -42,7 +42,8 @@ class FakeReader:
                 r.unanswered, r.failed = r.queries, {"counters", "port state"}
                 continue
             r.errors_ok = True
-            r.ports = {p: {"transmit_bytes": 100 * p, **dict.fromkeys(error_names, 0)} for p in range(1, t.nports + 1)}
+            asked = t.counter_ports if t.counter_ports is not None else range(1, t.nports + 1)
+            r.ports = {p: {"transmit_bytes": 100 * p, **dict.fromkeys(error_names, 0)} for p in asked}
             r.link_up = {p: p != 2 for p in t.state_ports}           # port 2 reads down
         return out
 
@@ -74,7 +75,7 @@ def test_counters_and_link_state_land_as_the_tools_path_fills_them() -> None:
     data, out = sweep("0/1", reader)
     assert all(t.state_ports == (1, 2) for t in reader.targets)      # the cabled ports' PortInfo
     g = GUIDS[3]
-    assert data.ports[(g, 4)]["transmit_bytes"] == 400
+    assert data.ports[(g, 2)]["transmit_bytes"] == 200 and (g, 4) not in data.ports     # 4: never cabled
     assert all(data.ports[(g, 1)][c] == 0 for c in ERROR_COUNTERS)
     assert data.link_up[(g, 1)] is True and data.link_up[(g, 2)] is False
     assert (g, 3) not in data.link_up                                 # not cabled: not read
@@ -204,3 +205,29 @@ def test_what_each_end_may_train_at_lands_by_node_and_port() -> None:
     assert data.link_rate[(g, 1)] == (4, "HDR") and data.abilities[(g, 1)] == hdr
     far = [(GUIDS[(GUIDS.index(t.guid) + 1) % 16], p) for t in reader.targets for p, _, _ in t.peers]
     assert far and all(data.abilities[k] == edr for k in far)
+
+
+def test_a_port_never_cabled_has_no_counters_asked_until_a_discovery_shows_it_cabled() -> None:
+    """The plan is made again from each new topology (a new discovery): a port never cabled (3 and 4 here)
+    is not asked for counters, and is from the discovery that shows it cabled on; a port cabled before and
+    down now (down_links) is still asked, as is its link state."""
+    cfg = from_dict({})
+    src = SweepSource(cfg, cfg.fabric.sources["sweep"])
+    reader = FakeReader()
+
+    def once(topo: Topology) -> SweepData:
+        data = SweepData()
+        src._sweep_mad(reader, Inputs(deadline=time.monotonic() + 10), SourceOutput(), topo, set(topo.switches), data)
+        return data
+    data = once(topology())
+    assert all(t.counter_ports == (1, 2) for t in reader.targets)
+    assert (GUIDS[0], 3) not in data.ports and (GUIDS[0], 1) in data.ports
+    later = topology()                              # the next discovery: GUIDS[0] port 3 cabled
+    link = Link(3, GUIDS[1], 3, "Switch", "peer", 4, "HDR", remote_lid=11)
+    later.ports[(GUIDS[0], 3)] = PortInfo(GUIDS[0], 3, "uplink", link, True)
+    later.ports[(GUIDS[0], 1)] = PortInfo(GUIDS[0], 1, "unconnected", None, False)     # port 1 went away ...
+    later.down_links[(GUIDS[0], 1)] = topology().ports[(GUIDS[0], 1)].link           # ... cabled before
+    data = once(later)
+    t0 = next(t for t in reader.targets if t.guid == GUIDS[0])
+    assert t0.counter_ports == (1, 2, 3) and set(t0.state_ports) == {1, 2, 3}
+    assert (GUIDS[0], 3) in data.ports and (GUIDS[0], 1) in data.ports

@@ -5,6 +5,6 @@ exchanges and replays them. docs/mad-engine.md has the design and the measuremen
 
 from __future__ import annotations
 
-from fabricmon.sources.infiniband.mad.reader import FabricReader, SwitchResult, SwitchTarget
+from fabricmon.sources.infiniband.mad.reader import FabricReader, SwitchResult, SwitchTarget, plan_targets
 
-__all__ = ["FabricReader", "SwitchResult", "SwitchTarget"]
+__all__ = ["FabricReader", "SwitchResult", "SwitchTarget", "plan_targets"]

@@ -1,8 +1,13 @@
-"""`python -m fabricmon.sources.infiniband.mad TOPOLOGY [--window N] [--per-switch N] [--timeout-ms N]`:
-one engine read of every switch of an ibnetdiscover output (counters of every port, PortInfo of the
-cabled ones), printed as JSON: per switch GUID its ports' counters, link state, unanswered queries,
-plus the engine's stats and the wall/CPU time. A debugging aid and what the simulator tests drive
-(the process must itself run under umad2sim there)."""
+"""`python -m fabricmon.sources.infiniband.mad TOPOLOGY [--sweeps N] [--window N] [--per-switch N] [--timeout-ms N]`:
+engine reads of every switch of an ibnetdiscover output, asking exactly what the daemon's sweep asks
+(mad.plan_targets on the topology built from that output: the counters of every cabled port, the
+PortInfo of one end of each inter-switch link and of every other cabled port, the far ends' once),
+printed as JSON: per switch GUID its ports' counters, link state (both ends of every link), unanswered
+queries, plus per sweep the engine's MADs, the far-end and fallback reads and the wall/CPU time. The
+top-level `wall`, `cpu` and `engine` are the last sweep's: with the default 2 sweeps, a steady sweep
+(the first also reads the far ends once), as the daemon's are. A debugging aid, what the simulator tests
+drive (the process must itself run under umad2sim there) and the bare read the benchmarks compare the
+daemon's sweep with."""
 
 from __future__ import annotations
 
@@ -16,6 +21,7 @@ from fabricmon.host import mad as host_mad
 from fabricmon.host.io import LiveIO
 from fabricmon.host.mad import MadSettings
 from fabricmon.host.umad import UmadUnavailable
+from fabricmon.model.fabric import build_topology
 from fabricmon.parsers.ibnetdiscover import parse_ibnetdiscover
 from fabricmon.sources.infiniband import mad
 
@@ -25,6 +31,7 @@ ERRORS = tuple(c.name for c in ibspec.COUNTERS if c.kind in ("error", "congestio
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m fabricmon.sources.infiniband.mad")
     ap.add_argument("topology", help="ibnetdiscover output")
+    ap.add_argument("--sweeps", type=int, default=2, help="reads in a row; the last one's figures are reported")
     ap.add_argument("--window", type=int, default=32)
     ap.add_argument("--per-switch", type=int, default=4)
     ap.add_argument("--timeout-ms", type=int, default=200)
@@ -32,7 +39,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--deadline", type=float, default=30.0)
     a = ap.parse_args(argv)
     with open(a.topology) as f:
-        disc = parse_ibnetdiscover(f.read())
+        topo = build_topology(parse_ibnetdiscover(f.read()))
     io = LiveIO()
     try:
         io.mad_open(MadSettings(a.window, a.per_switch, a.timeout_ms, a.retries))
@@ -40,15 +47,22 @@ def main(argv: list[str] | None = None) -> int:
         print(f"no umad port: {exc}", file=sys.stderr)
         return 1
     reader = mad.FabricReader(io.mad_run)
-    targets = [mad.SwitchTarget(g, sw.lid, sw.nports, tuple(sorted(sw.links)))
-               for g, sw in sorted(disc.switches.items()) if sw.lid]
-    t0, c0 = time.monotonic(), time.process_time()
-    res = reader.read(targets, time.monotonic() + a.deadline, ERRORS)
-    wall, cpu = time.monotonic() - t0, time.process_time() - c0
-    out = {"wall": wall, "cpu": cpu, "engine": host_mad.engine_totals(), "switches": {
+    targets, _no_lid = mad.plan_targets(topo, set(topo.switches))
+    sweeps = []
+    for _ in range(max(1, a.sweeps)):
+        before = host_mad.engine_totals()
+        peer0, fall0 = reader.peer_reads, reader.fallback_reads
+        t0, c0 = time.monotonic(), time.process_time()
+        res = reader.read(targets, time.monotonic() + a.deadline, ERRORS)
+        wall, cpu = time.monotonic() - t0, time.process_time() - c0
+        after = host_mad.engine_totals()
+        sweeps.append({"wall": wall, "cpu": cpu, "engine": {k: v - before.get(k, 0) for k, v in after.items()},
+                       "peer_reads": reader.peer_reads - peer0, "fallback_reads": reader.fallback_reads - fall0})
+    out = {**sweeps[-1], "sweeps": sweeps, "switches": {
         g: {"ports": {str(p): dict(v) for p, v in r.ports.items()}, "errors_ok": r.errors_ok,
-            "link_up": {str(p): v for p, v in r.link_up.items()}, "queries": r.queries,
-            "unanswered": r.unanswered, "failed": sorted(r.failed)} for g, r in res.items()}}
+            "link_up": {str(p): v for p, v in r.link_up.items()},
+            "link": {str(p): [w, s, sorted(ab.widths), sorted(ab.speeds)] for p, (w, s, ab) in r.link.items()},
+            "queries": r.queries, "unanswered": r.unanswered, "failed": sorted(r.failed)} for g, r in res.items()}}
     json.dump(out, sys.stdout)
     return 0
 
