@@ -4,7 +4,6 @@ The same engine against the simulator is tests/sim/test_mad_sim.py."""
 
 from __future__ import annotations
 
-import ctypes
 import random
 from collections import Counter
 
@@ -34,8 +33,9 @@ class FakePort:
     def register(self, cls: int, version: int) -> int:
         return cls
 
-    def send_raw(self, agent: int, address: int, timeout_ms: int, retries: int = 0) -> None:
-        raw = ctypes.string_at(address, self.hdr + 256)
+    def send(self, buf) -> None:
+        raw = bytes(buf)
+        assert len(raw) == self.hdr + 256
         lid = int.from_bytes(raw[28:30], "big")
         qp = int.from_bytes(raw[20:24], "big")
         mad = bytearray(raw[self.hdr:])
@@ -53,13 +53,19 @@ class FakePort:
         mad[64:66] = lid.to_bytes(2, "big")
         self.queue.append(bytes(mad))
 
-    def recv(self, timeout_ms: int):
+    def read(self):
+        """One queued answer (a umad buffer: a header with status 0, then the MAD), never waiting."""
         if not self.queue:
-            self.now += timeout_ms / 1000          # nothing comes: the wait passes
             return None
         mad = self.queue.pop(self.rng.randrange(len(self.queue)))
         self.in_flight[self.lid_of[codec.tid_low(mad)]] -= 1
-        return 0, mad
+        return bytes(self.hdr) + mad
+
+    def wait(self, timeout_ms: int) -> bool:
+        if not self.queue:
+            self.now += timeout_ms / 1000          # nothing comes: the wait passes
+            return False
+        return True
 
     def clock(self) -> float:
         return self.now
