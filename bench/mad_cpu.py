@@ -35,6 +35,7 @@ sys.path.insert(0, str(HERE))
 
 
 def one_read(tree: Path, env: dict[str, str], topology: Path) -> dict:
+    env = {k: v for k, v in env.items() if k != "PYTHONUNBUFFERED"}    # its JSON is written after the read: buffered
     r = subprocess.run([sys.executable, "-m", "fabricmon.sources.infiniband.mad", str(topology)],
                        env=dict(env, PYTHONPATH=str(tree)), cwd=tree, capture_output=True, text=True, timeout=600)
     if r.returncode != 0:
@@ -49,7 +50,7 @@ def shape(doc: dict) -> dict:
     out = {}
     for g, sw in doc["switches"].items():
         out[g] = (sorted(sw["ports"]), sorted(sw["link_up"].items()),
-                  sorted((p, tuple(sorted((k, v) for k, v in c.items() if "Data" not in k and "Pkts" not in k)))
+                  sorted((p, tuple(sorted((k, v) for k, v in c.items() if not k.endswith(("_bytes", "_packets")))))
                          for p, c in sw["ports"].items()), sw["unanswered"], sw["failed"])
     return out
 

@@ -98,14 +98,15 @@ class MadEngine:
         if not n:
             return answers
         port = self.port
-        # every request's umad buffer (its header: agent, the kernel's timeout, the address; then the
-        # MAD) in one block: a send is then the TID written in place and one write of its slice. The
-        # headers are made once per (class, LID), the block joined from them and the MADs in one step
+        # a send is one umad buffer (its header: agent, the kernel's timeout, the address; then the MAD)
+        # assembled in one scratch buffer from the request's header, made once per (class, LID), and its
+        # MAD (a template shared by every switch), the TID written in place, and one write
         mad_off = port.mad_offset                     # the header's size (umad_get_mad)
         size = mad_off + MAD_SIZE
         timeout_ms = self.timeout_ms
         heads: dict[tuple[int, int], bytes] = {}
-        parts: list[bytes] = []
+        hd: list[bytes] = [b""] * n                   # request -> its header
+        mads: list[bytes] = [b""] * n                 # request -> its MAD (MAD_SIZE bytes)
         names: dict[str, int] = {}                    # target -> its index
         tk = [0] * n                                  # request -> its target's index
         per: list[list[int]] = []                     # target index -> its requests, in order
@@ -119,22 +120,20 @@ class MadEngine:
                 buf = bytearray(mad_off)
                 pack_header(buf, 0, port.register(cls, 1), timeout_ms, 0, r.lid, qp, qkey)
                 h = heads[key] = bytes(buf)
-            parts.append(h)
-            parts.append(mad if len(mad) == MAD_SIZE else bytes(mad[:MAD_SIZE]) + bytes(MAD_SIZE - len(mad)))
+            hd[i] = h
+            mads[i] = mad if len(mad) == MAD_SIZE else bytes(mad[:MAD_SIZE]) + bytes(MAD_SIZE - len(mad))
             k = names.get(r.target)
             if k is None:
                 k = names[r.target] = len(per)
                 per.append([])
             tk[i] = k
             per[k].append(i)
-        block = bytearray().join(parts)
-        del parts
+        scratch = bytearray(size)
         for t, k in names.items():
             st.by_target[t] = len(per[k])
         # the send order: one request of each target in turn; a request whose target has its window
         # full waits in that target's `held` queue and moves to `ready` when one of its own completes
         seq = [i for group in itertools.zip_longest(*per) for i in group if i is not None]
-        view = memoryview(block)
         nt = len(per)
         in_t = [0] * nt
         silent = [0] * nt                             # tries in a row unanswered (reset by an answer)
@@ -147,7 +146,7 @@ class MadEngine:
         order: deque[tuple[float, int]] = deque()
         timeout = timeout_ms / 1000.0
         retries, give_up = self.retries, self.give_up_after
-        send, read, wait, clock = port.send, port.read, port.wait, self.clock
+        write, read, wait, clock = port.writer, port.reader, port.wait, self.clock
         window, per_target = self.window, self.per_target
         pack_tid = _TID.pack_into
         tid_at = mad_off + 12
@@ -200,10 +199,12 @@ class MadEngine:
                         hold(i, k, first)
                         continue
                     tid = (tid + 1) & 0xFFFFFFFF or 1
-                    off = i * size
-                    pack_tid(block, off + tid_at, tid)
+                    scratch[:mad_off] = hd[i]
+                    scratch[mad_off:] = mads[i]
+                    pack_tid(scratch, tid_at, tid)
                     try:
-                        send(view[off:off + size])
+                        if write(scratch) != size:
+                            raise OSError(errno.EIO, "short umad write")
                     except OSError as exc:
                         if exc.errno in (errno.EAGAIN, errno.ENOBUFS, errno.ENOMEM):
                             ready.appendleft(i)             # the device is full: wait for answers
@@ -225,9 +226,15 @@ class MadEngine:
             now = clock()
             front = order[0][0]
             if front > now and now < deadline:
-                got = read()
-                if got is None and wait(int(((front if front < deadline else deadline) - now) * 1000) + 1):
+                try:
                     got = read()
+                except OSError:                             # nothing queued (EAGAIN)
+                    got = None
+                    if wait(int(((front if front < deadline else deadline) - now) * 1000) + 1):
+                        try:
+                            got = read()
+                        except OSError:                     # a read that fails: what it answered times out
+                            pass
                 if got is not None:
                     i = pending.pop(_TID.unpack_from(got, tid_at)[0], None) if len(got) >= tid_at + 12 else None
                     if i is not None:

@@ -34,10 +34,12 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import errno
+import functools
 import os
 import select
 import struct
 import threading
+from collections.abc import Callable
 
 LIB_NAMES = ("libibumad.so.3", "libibumad.so")
 CA_NAME_LEN = 20                     # UMAD_CA_NAME_LEN
@@ -99,9 +101,8 @@ def ca_names() -> list[str]:
 # __be32 qkey at 24, __be16 lid at 28, __u8 sl at 30 (what umad_set_addr fills)
 _ADDR = struct.Struct(">IIHB")
 _HEAD = struct.Struct("=IIII")       # id, status, timeout_ms, retries (what umad_send fills)
-_STATUS = struct.Struct("=I")        # the header's status (host order) at 4
 ADDR_OFFSET = 20
-STATUS_OFFSET = 4
+STATUS_OFFSET = 4                    # the header's status (host order: what umad_status returns)
 
 
 def pack_header(buf: bytearray, offset: int, agent: int, timeout_ms: int, retries: int, lid: int, qp: int,
@@ -110,11 +111,6 @@ def pack_header(buf: bytearray, offset: int, agent: int, timeout_ms: int, retrie
     retries) and umad_set_addr (the address) fill it; the status starts at 0."""
     _HEAD.pack_into(buf, offset, agent, 0, timeout_ms, retries)
     _ADDR.pack_into(buf, offset + ADDR_OFFSET, qp, qkey, lid, sl)
-
-
-def status_of(buf: bytes) -> int:
-    """A received umad buffer's status (umad_status): ETIMEDOUT when the kernel timed the request out."""
-    return int(_STATUS.unpack_from(buf, STATUS_OFFSET)[0])
 
 
 class UmadPort:
@@ -128,7 +124,15 @@ class UmadPort:
         probe = ctypes.create_string_buffer(self.size)
         mad_at = lib.umad_get_mad(probe)
         self.mad_offset = (mad_at - ctypes.addressof(probe)) if mad_at else self.hdr
-        self._read, self._write = os.read, os.write
+        # a send: one write() of a whole umad buffer (pack_header, then the 256-byte MAD), as umad_send
+        # makes it, returning the bytes written; the kernel times the request out after its timeout_ms x
+        # (retries+1) and answers it with status ETIMEDOUT; raises OSError (EAGAIN, ENOBUFS, ENOMEM: the
+        # device's send queue is full). A receive: one read() of a queued answer's whole umad buffer
+        # (the header, its status at STATUS_OFFSET, then the MAD); never waits (the device is
+        # non-blocking): raises OSError when nothing is queued (EAGAIN; errno 0 under umad2sim) or the
+        # read failed. Bound to os.write and os.read on the descriptor: no Python frame a MAD
+        self.writer: Callable[[bytes | bytearray], int] = functools.partial(os.write, fd)
+        self.reader: Callable[[], bytes] = functools.partial(os.read, fd, self.size)
         poller = select.poll()
         poller.register(fd, select.POLLIN)
         self._poll = poller.poll
@@ -164,25 +168,6 @@ class UmadPort:
                 raise UmadUnavailable(errno.EPERM, f"umad_register(class 0x{mgmt_class:02x}) failed: {agent}")
             self.agents[key] = agent
         return self.agents[key]
-
-    def send(self, buf: memoryview | bytes) -> None:
-        """Send one umad buffer (its header filled by pack_header, then the 256-byte MAD): one write(),
-        as umad_send makes it. The kernel times the request out after its timeout_ms x (retries+1)
-        and answers it with status ETIMEDOUT. Raises OSError (EAGAIN, ENOBUFS, ENOMEM: the device's
-        send queue is full)."""
-        n = self._write(self.fd, buf)
-        if n != len(buf):
-            raise OSError(errno.EIO, f"umad write: {n} of {len(buf)} bytes")
-
-    def read(self) -> bytes | None:
-        """One queued answer as its whole umad buffer (header, then the MAD; status_of(buf) is its
-        status), or None when nothing is queued: never waits (the device is non-blocking). A read
-        that fails otherwise is None too, as umad_recv's failure was: what it should have answered
-        times out."""
-        try:
-            return self._read(self.fd, self.size)
-        except OSError:
-            return None
 
     def wait(self, timeout_ms: int) -> bool:
         """Whether an answer is queued within timeout_ms (at least 1 ms): one poll()."""
