@@ -113,14 +113,14 @@ class MadEngine:
         for i, r in enumerate(requests):
             mad = r.mad
             key = (mad[1], r.lid)
-            h = heads.get(key)
-            if h is None:
+            head = heads.get(key)
+            if head is None:
                 cls = mad[1]
                 qp, qkey = (QP_GSI, GSI_QKEY) if cls == CLASS_PERF else (QP_SMP, 0)
                 buf = bytearray(mad_off)
                 pack_header(buf, 0, port.register(cls, 1), timeout_ms, 0, r.lid, qp, qkey)
-                h = heads[key] = bytes(buf)
-            hd[i] = h
+                head = heads[key] = bytes(buf)
+            hd[i] = head
             mads[i] = mad if len(mad) == MAD_SIZE else bytes(mad[:MAD_SIZE]) + bytes(MAD_SIZE - len(mad))
             k = names.get(r.target)
             if k is None:

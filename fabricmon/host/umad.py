@@ -13,16 +13,15 @@ and `umad_set_addr` write), a receive one `read()` of a buffer of the header and
 wait one `poll()` for POLLIN. They are made here with `os.write`, `os.read` and `select.poll` on the
 port's descriptor rather than through ctypes (a ctypes call with its argument conversion costs more
 Python than the system call itself, twice a MAD). `umad_open_port` opens the device O_RDWR |
-O_NONBLOCK, so `read()` answers at once, with EAGAIN when nothing is queued (`UmadPort.read` returns
-None then): the engine reads what is queued without a `poll()` per answer and waits only when
-nothing is.
+O_NONBLOCK, so `read()` answers at once, with EAGAIN when nothing is queued (`UmadPort.reader` raises
+it): the engine reads what is queued without a `poll()` per answer and waits only when nothing is.
 
 Under ibsim the process must run with LD_PRELOAD=umad2sim (and IBSIM_SOCKNAME): umad2sim interposes
 libc's open/ioctl/read/write/poll as libibumad calls them, so the port opened here is the
 simulator's (docs/mad-engine.md, "Under the simulator"); CPython's `os.read`, `os.write` and
 `select.poll` call the same libc `read`, `write` and `poll`, so they reach it too (umad2sim's `read`
-of an empty queue returns -EWOULDBLOCK without setting errno: OSError with errno 0, also None
-here). Without the preload, on a host with no /dev/infiniband/umad*, `UmadPort.open` raises
+of an empty queue returns -EWOULDBLOCK without setting errno: OSError with errno 0, read as nothing
+queued too). Without the preload, on a host with no /dev/infiniband/umad*, `UmadPort.open` raises
 UmadUnavailable and the sweep uses the infiniband-diags tools instead. The engine over this port,
 and the HostIO methods that reach it, are host/mad.py.
 
@@ -40,6 +39,7 @@ import select
 import struct
 import threading
 from collections.abc import Callable
+from typing import NoReturn
 
 LIB_NAMES = ("libibumad.so.3", "libibumad.so")
 CA_NAME_LEN = 20                     # UMAD_CA_NAME_LEN
@@ -175,5 +175,10 @@ class UmadPort:
 
     def close(self) -> None:
         if self.fd >= 0:
+            self.writer, self.reader = _closed, _closed   # never a stale descriptor (its number is reused)
             self.lib.umad_close_port(self.fd)
             self.fd = -1
+
+
+def _closed(*_args: object) -> NoReturn:
+    raise OSError(errno.EBADF, "umad port closed")
