@@ -37,7 +37,6 @@ answers whatever order or timing the replaying process has (host.bundle).
 
 from __future__ import annotations
 
-import ctypes
 import errno
 import itertools
 import os
@@ -48,7 +47,7 @@ from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from fabricmon.host.umad import UmadPort, UmadUnavailable, pack_address
+from fabricmon.host.umad import STATUS_OFFSET, UmadPort, UmadUnavailable, pack_header
 
 QP_SMP, QP_GSI = 0, 1
 MAD_SIZE = 256
@@ -99,36 +98,42 @@ class MadEngine:
         if not n:
             return answers
         port = self.port
-        # every request's umad buffer (header with its address, then the MAD) in one block: a send
-        # is then the TID written in place and one umad_send
-        size, mad_off = port.hdr + MAD_SIZE, port.mad_offset
-        block = bytearray(size * n)
-        agents: dict[int, int] = {}
+        # a send is one umad buffer (its header: agent, the kernel's timeout, the address; then the MAD)
+        # assembled in one scratch buffer from the request's header, made once per (class, LID), and its
+        # MAD (a template shared by every switch), the TID written in place, and one write
+        mad_off = port.mad_offset                     # the header's size (umad_get_mad)
+        size = mad_off + MAD_SIZE
+        timeout_ms = self.timeout_ms
+        heads: dict[tuple[int, int], bytes] = {}
+        hd: list[bytes] = [b""] * n                   # request -> its header
+        mads: list[bytes] = [b""] * n                 # request -> its MAD (MAD_SIZE bytes)
         names: dict[str, int] = {}                    # target -> its index
         tk = [0] * n                                  # request -> its target's index
-        agent_of = [0] * n
         per: list[list[int]] = []                     # target index -> its requests, in order
         for i, r in enumerate(requests):
-            off = i * size
-            cls = r.mad[1]
-            if cls not in agents:
-                agents[cls] = port.register(cls, 1)
-            agent_of[i] = agents[cls]
-            qp, qkey = (QP_GSI, GSI_QKEY) if cls == CLASS_PERF else (QP_SMP, 0)
-            pack_address(block, off, r.lid, qp, qkey)
-            block[off + mad_off:off + mad_off + len(r.mad)] = r.mad
+            mad = r.mad
+            key = (mad[1], r.lid)
+            head = heads.get(key)
+            if head is None:
+                cls = mad[1]
+                qp, qkey = (QP_GSI, GSI_QKEY) if cls == CLASS_PERF else (QP_SMP, 0)
+                buf = bytearray(mad_off)
+                pack_header(buf, 0, port.register(cls, 1), timeout_ms, 0, r.lid, qp, qkey)
+                head = heads[key] = bytes(buf)
+            hd[i] = head
+            mads[i] = mad if len(mad) == MAD_SIZE else bytes(mad[:MAD_SIZE]) + bytes(MAD_SIZE - len(mad))
             k = names.get(r.target)
             if k is None:
                 k = names[r.target] = len(per)
                 per.append([])
             tk[i] = k
             per[k].append(i)
+        scratch = bytearray(size)
         for t, k in names.items():
             st.by_target[t] = len(per[k])
         # the send order: one request of each target in turn; a request whose target has its window
         # full waits in that target's `held` queue and moves to `ready` when one of its own completes
         seq = [i for group in itertools.zip_longest(*per) for i in group if i is not None]
-        base = ctypes.addressof((ctypes.c_char * len(block)).from_buffer(block))
         nt = len(per)
         in_t = [0] * nt
         silent = [0] * nt                             # tries in a row unanswered (reset by an answer)
@@ -139,9 +144,9 @@ class MadEngine:
         # (expiry, tid) in send order: one timeout, so expiry order. Answered ones stay until they reach
         # the front and are dropped there: only the front's expiry is ever compared
         order: deque[tuple[float, int]] = deque()
-        timeout = self.timeout_ms / 1000.0
-        timeout_ms, retries, give_up = self.timeout_ms, self.retries, self.give_up_after
-        send, recv, clock = port.send_raw, port.recv, self.clock
+        timeout = timeout_ms / 1000.0
+        retries, give_up = self.retries, self.give_up_after
+        write, read, wait, clock = port.writer, port.reader, port.wait, self.clock
         window, per_target = self.window, self.per_target
         pack_tid = _TID.pack_into
         tid_at = mad_off + 12
@@ -194,10 +199,12 @@ class MadEngine:
                         hold(i, k, first)
                         continue
                     tid = (tid + 1) & 0xFFFFFFFF or 1
-                    off = i * size
-                    pack_tid(block, off + tid_at, tid)
+                    scratch[:mad_off] = hd[i]
+                    scratch[mad_off:] = mads[i]
+                    pack_tid(scratch, tid_at, tid)
                     try:
-                        send(agent_of[i], base + off, timeout_ms, 0)
+                        if write(scratch) != size:
+                            raise OSError(errno.EIO, "short umad write")
                     except OSError as exc:
                         if exc.errno in (errno.EAGAIN, errno.ENOBUFS, errno.ENOMEM):
                             ready.appendleft(i)             # the device is full: wait for answers
@@ -214,20 +221,29 @@ class MadEngine:
                 if ready or pos < n:
                     continue
                 break
-            # wait for one answer, at most until the front request expires (or the deadline)
+            # take one answer: one already queued is read at once (no poll: the device is non-blocking);
+            # only when none is, wait for one, at most until the front request expires (or the deadline)
             now = clock()
             front = order[0][0]
             if front > now and now < deadline:
-                got = recv(int(((front if front < deadline else deadline) - now) * 1000) + 1)
+                try:
+                    got = read()
+                except OSError:                             # nothing queued (EAGAIN)
+                    got = None
+                    if wait(int(((front if front < deadline else deadline) - now) * 1000) + 1):
+                        try:
+                            got = read()
+                        except OSError:                     # a read that fails: what it answered times out
+                            pass
                 if got is not None:
-                    status, mad = got
-                    i = pending.pop(_TID.unpack_from(mad, 12)[0], None) if len(mad) >= 24 else None
+                    i = pending.pop(_TID.unpack_from(got, tid_at)[0], None) if len(got) >= tid_at + 12 else None
                     if i is not None:
-                        if status:                          # the kernel timed it out (ETIMEDOUT)
+                        if _STATUS.unpack_from(got, STATUS_OFFSET)[0]:     # the kernel timed it out (ETIMEDOUT)
                             r = lost(i)
                             retried += r
                             unanswered += 1 - r
                         else:
+                            mad = got[mad_off:]
                             if mad[4] & 0x7F or mad[5]:
                                 errors += 1
                             answers[i] = mad
@@ -264,6 +280,7 @@ class MadEngine:
 
 
 _TID = struct.Struct(">I")
+_STATUS = struct.Struct("=I")          # the umad header's status, host order
 
 
 @dataclass(frozen=True, slots=True)

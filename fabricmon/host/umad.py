@@ -1,16 +1,29 @@
 """rdma-core's libibumad through ctypes: one umad port, agents registered per class, send and receive.
 
 libibumad's ABI (umad.h) is stable across distributions: `umad_init`, `umad_get_cas_names`,
-`umad_open_port`, `umad_register`, `umad_send`, `umad_recv`, `umad_poll`, `umad_size`,
-`umad_get_mad`, `umad_set_addr`, `umad_status`. A umad buffer is the kernel's `struct ib_user_mad`
-header (agent id, status, timeout_ms, retries, length, the address) followed by the 256-byte MAD;
-`umad_size()` is the header's size and `umad_get_mad()` where the MAD starts.
+`umad_open_port`, `umad_register`, `umad_size`, `umad_get_mad` and `umad_close_port` open the port and
+say how its buffers are laid out. A umad buffer is the kernel's `struct ib_user_mad` header (agent
+id, status, timeout_ms, retries, length, the address: include/uapi/rdma/ib_user_mad.h) followed by
+the 256-byte MAD; `umad_size()` is the header's size and `umad_get_mad()` where the MAD starts.
+
+Sending and receiving are the kernel's umad ABI itself (Documentation/infiniband/user_mad.rst), as
+libibumad's own `umad_send` and `umad_recv` do them (rdma-core libibumad/umad.c): a send is one
+`write()` of a whole umad buffer whose header the caller filled (`pack_header`: what `umad_send`
+and `umad_set_addr` write), a receive one `read()` of a buffer of the header and 256 bytes, and a
+wait one `poll()` for POLLIN. They are made here with `os.write`, `os.read` and `select.poll` on the
+port's descriptor rather than through ctypes (a ctypes call with its argument conversion costs more
+Python than the system call itself, twice a MAD). `umad_open_port` opens the device O_RDWR |
+O_NONBLOCK, so `read()` answers at once, with EAGAIN when nothing is queued (`UmadPort.reader` raises
+it): the engine reads what is queued without a `poll()` per answer and waits only when nothing is.
 
 Under ibsim the process must run with LD_PRELOAD=umad2sim (and IBSIM_SOCKNAME): umad2sim interposes
 libc's open/ioctl/read/write/poll as libibumad calls them, so the port opened here is the
-simulator's (docs/mad-engine.md, "Under the simulator"). Without the preload, on a host with no
-/dev/infiniband/umad*, `UmadPort.open` raises UmadUnavailable and the sweep uses the infiniband-diags
-tools instead. The engine over this port, and the HostIO methods that reach it, are host/mad.py.
+simulator's (docs/mad-engine.md, "Under the simulator"); CPython's `os.read`, `os.write` and
+`select.poll` call the same libc `read`, `write` and `poll`, so they reach it too (umad2sim's `read`
+of an empty queue returns -EWOULDBLOCK without setting errno: OSError with errno 0, read as nothing
+queued too). Without the preload, on a host with no /dev/infiniband/umad*, `UmadPort.open` raises
+UmadUnavailable and the sweep uses the infiniband-diags tools instead. The engine over this port,
+and the HostIO methods that reach it, are host/mad.py.
 
 No privilege beyond the umad device: the port is opened read/write as the tools open it; QP0 (SMPs)
 needs what `smpquery` needs, nothing more."""
@@ -20,9 +33,13 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import errno
+import functools
 import os
+import select
 import struct
 import threading
+from collections.abc import Callable
+from typing import NoReturn
 
 LIB_NAMES = ("libibumad.so.3", "libibumad.so")
 CA_NAME_LEN = 20                     # UMAD_CA_NAME_LEN
@@ -62,16 +79,8 @@ def load() -> ctypes.CDLL:
         lib.umad_close_port.argtypes, lib.umad_close_port.restype = [c_int], c_int
         lib.umad_register.argtypes = [c_int, c_int, c_int, ctypes.c_uint8, c_void_p]
         lib.umad_register.restype = c_int
-        lib.umad_send.argtypes = [c_int, c_int, c_void_p, c_int, c_int, c_int]
-        lib.umad_send.restype = c_int
-        lib.umad_recv.argtypes = [c_int, c_void_p, ctypes.POINTER(c_int), c_int]
-        lib.umad_recv.restype = c_int
-        lib.umad_poll.argtypes, lib.umad_poll.restype = [c_int, c_int], c_int
         lib.umad_size.argtypes, lib.umad_size.restype = [], ctypes.c_size_t
         lib.umad_get_mad.argtypes, lib.umad_get_mad.restype = [c_void_p], c_void_p
-        lib.umad_set_addr.argtypes = [c_void_p, c_int, c_int, c_int, c_int]
-        lib.umad_set_addr.restype = c_int
-        lib.umad_status.argtypes, lib.umad_status.restype = [c_void_p], c_int
         if lib.umad_init() < 0:
             raise UmadUnavailable(errno.EIO, "umad_init failed")
         _lib = lib
@@ -87,15 +96,20 @@ def ca_names() -> list[str]:
     return [buf.raw[i * CA_NAME_LEN:(i + 1) * CA_NAME_LEN].split(b"\0", 1)[0].decode() for i in range(n)]
 
 
-# struct ib_user_mad_hdr (the kernel's uapi, rdma/ib_user_mad.h): __be32 qpn at 20, __be32 qkey at 24,
-# __be16 lid at 28, __u8 sl at 30 (what umad_set_addr fills)
+# struct ib_user_mad_hdr (the kernel's uapi, rdma/ib_user_mad.h): __u32 id (the agent) at 0, __u32 status
+# at 4, __u32 timeout_ms at 8, __u32 retries at 12, __u32 length at 16 (host order); __be32 qpn at 20,
+# __be32 qkey at 24, __be16 lid at 28, __u8 sl at 30 (what umad_set_addr fills)
 _ADDR = struct.Struct(">IIHB")
-_STATUS = struct.Struct("=I")        # the header's status (host order) at 4
+_HEAD = struct.Struct("=IIII")       # id, status, timeout_ms, retries (what umad_send fills)
 ADDR_OFFSET = 20
+STATUS_OFFSET = 4                    # the header's status (host order: what umad_status returns)
 
 
-def pack_address(buf: bytearray, offset: int, lid: int, qp: int, qkey: int, sl: int = 0) -> None:
-    """Fill a umad header's address at `offset` of `buf`, as umad_set_addr does."""
+def pack_header(buf: bytearray, offset: int, agent: int, timeout_ms: int, retries: int, lid: int, qp: int,
+                qkey: int, sl: int = 0) -> None:
+    """Fill the umad header at `offset` of `buf` as umad_send (the agent, the kernel's timeout and
+    retries) and umad_set_addr (the address) fill it; the status starts at 0."""
+    _HEAD.pack_into(buf, offset, agent, 0, timeout_ms, retries)
     _ADDR.pack_into(buf, offset + ADDR_OFFSET, qp, qkey, lid, sl)
 
 
@@ -107,13 +121,29 @@ class UmadPort:
         self.agents: dict[tuple[int, int], int] = {}          # (class, version) -> agent id
         self.hdr = int(lib.umad_size())
         self.size = self.hdr + 256
-        self._send = ctypes.create_string_buffer(self.size)
-        self._recv = ctypes.create_string_buffer(self.size)
-        self._len = ctypes.c_int(0)
-        self._len_ref = ctypes.byref(self._len)
-        self._recv_fn = lib.umad_recv
-        mad_at = lib.umad_get_mad(self._send)
-        self.mad_offset = (mad_at - ctypes.addressof(self._send)) if mad_at else self.hdr
+        probe = ctypes.create_string_buffer(self.size)
+        mad_at = lib.umad_get_mad(probe)
+        self.mad_offset = (mad_at - ctypes.addressof(probe)) if mad_at else self.hdr
+        # a send: one write() of a whole umad buffer (pack_header, then the 256-byte MAD), as umad_send
+        # makes it, returning the bytes written; the kernel times the request out after its timeout_ms x
+        # (retries+1) and answers it with status ETIMEDOUT; raises OSError (EAGAIN, ENOBUFS, ENOMEM: the
+        # device's send queue is full). A receive: one read() of a queued answer's whole umad buffer
+        # (the header, its status at STATUS_OFFSET, then the MAD); never waits (the device is
+        # non-blocking): raises OSError when nothing is queued (EAGAIN; errno 0 under umad2sim) or the
+        # read failed. Bound to os.write and os.read on the descriptor: no Python frame a MAD
+        self.writer: Callable[[bytes | bytearray], int] = functools.partial(os.write, fd)
+        self.reader: Callable[[], bytes] = functools.partial(os.read, fd, self.size)
+        poller = select.poll()
+        poller.register(fd, select.POLLIN)
+        self._poll = poller.poll
+        # umad_open_port opens the device non-blocking (rdma-core libibumad/umad.c); should a libibumad
+        # not, reading without a poll first would block: make it so (umad2sim's descriptors are not the
+        # kernel's and never block: fcntl fails on them and nothing is changed)
+        try:
+            if os.get_blocking(fd):
+                os.set_blocking(fd, False)
+        except OSError:
+            pass
 
     @classmethod
     def open(cls, ca: str = "", port: int = 0) -> "UmadPort":
@@ -139,37 +169,16 @@ class UmadPort:
             self.agents[key] = agent
         return self.agents[key]
 
-    def send(self, agent: int, mad: bytes, lid: int, qp: int, qkey: int, timeout_ms: int, retries: int = 0) -> None:
-        """Send one MAD to `lid` (QP0 for SMPs with Q_Key 0, QP1 for GMPs with the GSI Q_Key). The
-        kernel times the request out after timeout_ms x (retries+1) and answers it with status
-        ETIMEDOUT. Raises OSError."""
-        ctypes.memset(self._send, 0, self.hdr)
-        ctypes.memmove(ctypes.addressof(self._send) + self.mad_offset, bytes(mad), len(mad))
-        self.lib.umad_set_addr(self._send, lid, qp, 0, qkey)
-        rc = self.lib.umad_send(self.fd, agent, self._send, len(mad), timeout_ms, retries)
-        if rc < 0:
-            err = ctypes.get_errno() or (-rc if rc < -1 else errno.EIO)
-            raise OSError(err, f"umad_send: {os.strerror(err)}")
-
-    def send_raw(self, agent: int, address: int, timeout_ms: int, retries: int = 0) -> None:
-        """Send the umad buffer at `address` (header with the address filled by the caller, see
-        pack_address, then the 256-byte MAD): the engine's batch path, one ctypes call a MAD."""
-        if self.lib.umad_send(self.fd, agent, address, 256, timeout_ms, retries) < 0:
-            err = ctypes.get_errno() or errno.EIO
-            raise OSError(err, f"umad_send: {os.strerror(err)}")
-
-    def recv(self, timeout_ms: int) -> tuple[int, bytes] | None:
-        """One answer: (umad status, the MAD's bytes), or None when none came within timeout_ms (at least
-        1 ms: libibumad reads without polling, blocking, at 0). The status is the header's u32 at 4
-        (what umad_status returns: ETIMEDOUT when the kernel timed the request out)."""
-        self._len.value = 256
-        if self._recv_fn(self.fd, self._recv, self._len_ref, timeout_ms if timeout_ms > 1 else 1) < 0:
-            return None
-        n = self._len.value
-        o = self.mad_offset
-        return _STATUS.unpack_from(self._recv, 4)[0], self._recv[o:o + (n if 0 <= n <= 256 else 0 if n < 0 else 256)]
+    def wait(self, timeout_ms: int) -> bool:
+        """Whether an answer is queued within timeout_ms (at least 1 ms): one poll()."""
+        return bool(self._poll(timeout_ms if timeout_ms > 1 else 1))
 
     def close(self) -> None:
         if self.fd >= 0:
+            self.writer, self.reader = _closed, _closed   # never a stale descriptor (its number is reused)
             self.lib.umad_close_port(self.fd)
             self.fd = -1
+
+
+def _closed(*_args: object) -> NoReturn:
+    raise OSError(errno.EBADF, "umad port closed")

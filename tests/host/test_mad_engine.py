@@ -4,8 +4,9 @@ The same engine against the simulator is tests/sim/test_mad_sim.py."""
 
 from __future__ import annotations
 
-import ctypes
+import errno
 import random
+import sys
 from collections import Counter
 
 from fabricmon.host.mad import MadEngine, Request
@@ -34,8 +35,13 @@ class FakePort:
     def register(self, cls: int, version: int) -> int:
         return cls
 
-    def send_raw(self, agent: int, address: int, timeout_ms: int, retries: int = 0) -> None:
-        raw = ctypes.string_at(address, self.hdr + 256)
+    def writer(self, buf) -> int:
+        raw = bytes(buf)
+        assert len(raw) == self.hdr + 256
+        self.written(raw)
+        return len(raw)
+
+    def written(self, raw: bytes) -> None:
         lid = int.from_bytes(raw[28:30], "big")
         qp = int.from_bytes(raw[20:24], "big")
         mad = bytearray(raw[self.hdr:])
@@ -53,13 +59,19 @@ class FakePort:
         mad[64:66] = lid.to_bytes(2, "big")
         self.queue.append(bytes(mad))
 
-    def recv(self, timeout_ms: int):
+    def reader(self) -> bytes:
+        """One queued answer (a umad buffer: a header with status 0, then the MAD), never waiting."""
         if not self.queue:
-            self.now += timeout_ms / 1000          # nothing comes: the wait passes
-            return None
+            raise BlockingIOError(errno.EAGAIN, "nothing queued")
         mad = self.queue.pop(self.rng.randrange(len(self.queue)))
         self.in_flight[self.lid_of[codec.tid_low(mad)]] -= 1
-        return 0, mad
+        return bytes(self.hdr) + mad
+
+    def wait(self, timeout_ms: int) -> bool:
+        if not self.queue:
+            self.now += timeout_ms / 1000          # nothing comes: the wait passes
+            return False
+        return True
 
     def clock(self) -> float:
         return self.now
@@ -113,3 +125,77 @@ def test_the_deadline_ends_the_run_with_what_is_left_unanswered() -> None:
     assert answers == [None] * 100
     assert port.now <= 0.5
     assert eng.stats.unanswered == 100
+
+
+class CountingPort(FakePort):
+    """A FakePort that counts its polls, and whose writer or reader can fail as a umad device does."""
+
+    def __init__(self, send_fails: int = 0, send_errno: int = errno.ENOBUFS, status_of=lambda n: 0,
+                 read_fails: int = 0, **kw) -> None:
+        super().__init__(**kw)
+        self.waits = 0
+        self.send_fails, self.send_errno = send_fails, send_errno
+        self.status_of = status_of             # the n-th answer's umad status (ETIMEDOUT: the kernel timed it out)
+        self.read_fails = read_fails
+        self.answers = 0
+
+    def writer(self, buf) -> int:
+        if self.send_fails:
+            self.send_fails -= 1
+            raise OSError(self.send_errno, "send queue full")
+        return super().writer(buf)
+
+    def reader(self) -> bytes:
+        if self.queue and self.read_fails:
+            self.read_fails -= 1
+            self.queue.pop()                   # the answer is lost with the failed read
+            raise OSError(errno.EIO, "read failed")
+        raw = bytearray(super().reader())
+        self.answers += 1
+        raw[4:8] = self.status_of(self.answers).to_bytes(4, sys.byteorder)
+        return bytes(raw)
+
+    def wait(self, timeout_ms: int) -> bool:
+        self.waits += 1
+        return super().wait(timeout_ms)
+
+
+def test_answers_already_queued_are_read_without_a_poll_and_keep_their_matching() -> None:
+    # every answer is queued as soon as its request is sent: none needs a poll(), and each still
+    # matches its own request by TID whatever order the device hands them over in
+    port = CountingPort(seed=7)
+    eng = MadEngine(port, window=32, per_target=4, clock=port.clock)
+    reqs = requests(range(1, 41), 12)
+    answers = eng.run(reqs, deadline=100.0)
+    assert port.waits == 0
+    for r, a in zip(reqs, answers):
+        assert a is not None and int.from_bytes(a[64:66], "big") == r.lid and a[20:24] == r.mad[20:24]
+        assert len(a) == 256                                              # the MAD alone, not the umad header
+    assert port.peak_target <= 4 and port.peak <= 32
+    assert eng.stats.sent == eng.stats.answered == 480
+
+
+def test_a_full_send_queue_waits_for_answers_and_loses_nothing() -> None:
+    for err in (errno.EAGAIN, errno.ENOBUFS, errno.ENOMEM):
+        port = CountingPort(send_fails=3, send_errno=err)
+        eng = MadEngine(port, window=8, per_target=2, clock=port.clock)
+        reqs = requests(range(1, 6), 10)
+        answers = eng.run(reqs, deadline=100.0)
+        assert None not in answers and eng.stats.sent == 50 and eng.stats.retried == 0
+    port = CountingPort(send_fails=1, send_errno=errno.EINVAL)        # any other error is the device's
+    try:
+        MadEngine(port, clock=port.clock).run(requests([1], 2), deadline=100.0)
+    except OSError as exc:
+        assert exc.errno == errno.EINVAL
+    else:
+        raise AssertionError("a send error other than a full queue must be raised")
+
+
+def test_the_kernels_timeout_status_and_a_failed_read_are_retried() -> None:
+    # the 3rd and 5th answers read carry ETIMEDOUT (the kernel timed the request out); the first two
+    # reads fail (their answers lost): all four requests are sent again and answered
+    port = CountingPort(status_of=lambda n: errno.ETIMEDOUT if n in (3, 5) else 0, read_fails=2)
+    eng = MadEngine(port, window=4, per_target=4, timeout_ms=100, retries=2, clock=port.clock)
+    answers = eng.run(requests([1, 2], 10), deadline=100.0)
+    assert None not in answers
+    assert eng.stats.retried == 4 and eng.stats.sent == 24 and eng.stats.unanswered == 0

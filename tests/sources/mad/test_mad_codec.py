@@ -99,7 +99,8 @@ def test_port_info_state_width_speed(b32, b33, b35, b62, width, up, speed, state
     st = codec.decode_port_info(bytes(m))
     assert st.port == 9 and st.state == state and st.up is up and st.speed == speed
     assert st.width == codec.WIDTHS[width]
-    assert codec.decode_port_up(bytes(m)) is up              # the sweep's lean decoder agrees
+    # the sweep's decoder (ten bytes looked up) agrees
+    assert codec.decode_port_link(bytes(m))[:3] == (up, codec.WIDTHS[width], speed)
 
 
 def test_node_info_and_description() -> None:
@@ -129,7 +130,11 @@ def test_wrong_answers_raise() -> None:
     for bad, why in ((bytes(answer(0x01, 0x15))[:80], "short"), (bytes(req), "GetResp"),
                      (bytes(answer(0x01, 0x15, status=0x801C)), "status"), (bytes(answer(0x01, 0x11)), "attribute")):
         with pytest.raises(codec.MadError, match=why):
-            codec.decode_port_up(bad)
+            codec.decode_port_link(bad)
+    for bad, why in ((bytes(answer(0x04, 0x1D))[:100], "short"), (bytes(codec.encode_port_counters_ext(1, 1)), "GetResp"),
+                     (bytes(answer(0x04, 0x1D, status=0x000C)), "status"), (bytes(answer(0x04, 0x12)), "attribute")):
+        with pytest.raises(codec.MadError, match=why):
+            codec.port_counters_ext_values(bad)
 
 
 # --- PortInfo: what a port may train at (fixtures: ibsim's own bytes, tests/fixtures/portinfo/README.md) ---

@@ -177,8 +177,10 @@ def decode_port_counters_ext(mad: bytes) -> tuple[int, dict[str, int]]:
 
 def port_counters_ext_values(mad: bytes) -> tuple[int, ...]:
     """PerfMgt PortCountersExtended -> its eight 64-bit counters in PCE_NAMES order: what a sweep keeps
-    of every port, without decode_port_counters_ext's dict."""
-    _answer(mad, ATTR_PORT_COUNTERS_EXT, _PCE.size)
+    of every port, without decode_port_counters_ext's dict (the answer checked in line: one call a port)."""
+    if len(mad) < DATA_OFFSET + _PCE.size or mad[3] != METHOD_GET_RESP or mad[16] or mad[17] != ATTR_PORT_COUNTERS_EXT \
+            or mad[4] & 0x7F or mad[5]:
+        _answer(mad, ATTR_PORT_COUNTERS_EXT, _PCE.size)     # raises MadError with the reason
     return _PCE_VALUES.unpack_from(mad, DATA_OFFSET)
 
 
@@ -200,38 +202,38 @@ def decode_port_info(mad: bytes) -> PortInfoState:
     """SMP PortInfo -> the port's link state, width and speed."""
     _answer(mad, ATTR_PORT_INFO, 64)
     d = DATA_OFFSET
-    speed = _link(bytes(mad[d + 29:d + 36]) + bytes((mad[d + 56], mad[d + 62], mad[d + 63])))[1]
+    speed = _port_link(_LINK_KEY.unpack_from(mad, d + 29))[2]
     return PortInfoState(int.from_bytes(mad[20:24], "big"), mad[d + 32] & 0xF, mad[d + 33] >> 4,
                          WIDTHS.get(mad[d + 31]), speed)
 
 
+# PortInfo data bytes 29-35, 56 and 62-63: every field decode_port_link reads (the link state, the
+# active width and speed, what the port may train at)
+_LINK_KEY = struct.Struct("7s20xB5x2s")
+
+
 @functools.lru_cache(maxsize=1024)
-def _link(key: bytes) -> tuple[int | None, str | None, LinkAbility]:
-    """(width, speed, ability) from PortInfo data bytes 29-35, 56, 62-63 (a fabric has few
+def _port_link(key: tuple[bytes, int, bytes]) -> tuple[bool, int | None, str | None, LinkAbility]:
+    """(link up, width, speed, ability) from PortInfo data bytes 29-35, 56, 62-63 (a fabric has few
     distinct combinations, so each is decoded once)."""
-    wen, wsup, wact, ssup_state, _phys, _lmc, sact_sen, b56, b62, b63 = key
+    head, b56, tail = key
+    wen, wsup, wact, ssup_state, phys, _lmc, sact_sen = head
+    b62, b63 = tail
     act2 = (b56 >> 5) & 0x3
     ext = b62 >> 4
     speed = SPEEDS_EXT2.get(act2) if act2 else SPEEDS_EXT.get(ext) if ext else SPEEDS.get(sact_sen >> 4)
     ability = from_masks(wen, wsup, sact_sen & 0xF, ssup_state >> 4, b63 & 0x1F, b62 & 0xF, b56 & 0x7, (b56 >> 3) & 0x3)
-    return WIDTHS.get(wact), speed, ability
+    return ssup_state & 0xF not in (0, 1) and phys >> 4 == 5, WIDTHS.get(wact), speed, ability
 
 
 def decode_port_link(mad: bytes) -> tuple[bool, int | None, str | None, LinkAbility]:
     """SMP PortInfo -> (link up, active width, active speed, what the port may train at): what a
-    sweep reads of every cabled port."""
-    up = decode_port_up(mad)
-    d = DATA_OFFSET
-    return (up, *_link(bytes(mad[d + 29:d + 36]) + bytes((mad[d + 56], mad[d + 62], mad[d + 63]))))
-
-
-def decode_port_up(mad: bytes) -> bool:
-    """SMP PortInfo -> whether the link is up (as PortInfoState.up), without the rest: what a sweep
-    needs of every cabled port, decoded in a fraction of decode_port_info's time."""
+    sweep reads of every cabled port. Every one of them is in ten bytes of the attribute, so the
+    answer is checked in line and those bytes looked up (`_port_link`): one call and one unpack a port."""
     if len(mad) < DATA_OFFSET + 64 or mad[3] != METHOD_GET_RESP or mad[16] or mad[17] != ATTR_PORT_INFO \
             or mad[4] & 0x7F or mad[5]:
         _answer(mad, ATTR_PORT_INFO, 64)              # raises MadError with the reason
-    return mad[DATA_OFFSET + 32] & 0xF not in (0, 1) and mad[DATA_OFFSET + 33] >> 4 == 5
+    return _port_link(_LINK_KEY.unpack_from(mad, DATA_OFFSET + 29))
 
 
 @dataclass(frozen=True, slots=True)
