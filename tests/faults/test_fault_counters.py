@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from conftest import val
+from fault_harness import val
 
 from fabricmon.checks import CRITICAL, OK
 from fabricmon.pipeline import Pipeline

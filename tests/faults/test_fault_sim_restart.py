@@ -6,7 +6,7 @@ import time
 
 import psutil
 
-from conftest import Harness, val
+from fault_harness import Harness, val
 
 from fabricmon.config import from_dict
 from fabricmon.serve.daemon import Daemon

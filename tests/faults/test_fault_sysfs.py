@@ -5,7 +5,7 @@ from __future__ import annotations
 import errno
 import os
 
-from conftest import val
+from fault_harness import val
 
 from fabricmon.host import LiveIO
 

@@ -9,7 +9,7 @@ import time
 import psutil
 import pytest
 
-from conftest import GOOD_IBSTAT, val, write_tool
+from fault_harness import GOOD_IBSTAT, val, write_tool
 
 
 def procs_running(marker: str) -> list[psutil.Process]:
