@@ -176,17 +176,32 @@ def names(s: dict) -> dict[str, str]:
     return {dict(lbl)["switch_guid"]: dict(lbl)["switch"] for (n, lbl) in s if n == "fabricmon_fabric_switch_info"}
 
 
-def test_30_percent_mad_loss_reads_no_port_down_and_loses_no_name(sim_fabric, tmp_path) -> None:
-    fab = sim_fabric(fat_tree_netfile(**NET))
-    fab.start_sm()
+def start_collector(fab, tmp_path, discovery_interval: float) -> tuple[subprocess.Popen, int]:
+    """`fabricmon fabric run` on the simulated fabric, sweeping every second; its process and port."""
     (tmp_path / "state").mkdir()
     cfg = tmp_path / "fabricmon.yml"
     cfg.write_text(json.dumps({"paths": {"state_dir": str(tmp_path / "state")},
-                               "fabric": {"sweep_interval": 1.0, "discovery_interval": 2.0}}))
+                               "fabric": {"sweep_interval": 1.0, "discovery_interval": discovery_interval}}))
     port = free_port()
     proc = subprocess.Popen([sys.executable, "-m", "fabricmon", "fabric", "run", "--config", str(cfg), "--listen",
                              f"127.0.0.1:{port}"], env=fab.env(fab.hosts[0]), stdout=subprocess.DEVNULL,
                             stderr=subprocess.PIPE, text=True, start_new_session=True)
+    return proc, port
+
+
+def stop(proc: subprocess.Popen) -> None:
+    proc.terminate()
+    try:
+        proc.wait(10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
+def test_30_percent_mad_loss_reads_no_port_down_and_loses_no_name(sim_fabric, tmp_path) -> None:
+    fab = sim_fabric(fat_tree_netfile(**NET))
+    fab.start_sm()
+    proc, port = start_collector(fab, tmp_path, discovery_interval=2.0)
     try:
         s = scrape_until(proc, port, lambda s: len(cabled_up(s)) == 40 and all(cabled_up(s).values())
                          and len(names(s)) == 6 and sample_value(s, "fabricmon_fabric_sweep_method", method="mad") == 1, 60)
@@ -208,12 +223,7 @@ def test_30_percent_mad_loss_reads_no_port_down_and_loses_no_name(sim_fabric, tm
         assert sorted(k for k, v in cabled_up(s).items() if v != 1) == sorted([(leaf01, "3"), (spine01, "1")])
         assert names(s) == before
     finally:
-        proc.terminate()
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        stop(proc)
 
 
 def degraded(s: dict, reason: str) -> set[tuple[str, str]]:
@@ -230,14 +240,7 @@ def test_an_inter_switch_link_narrowed_at_its_unread_end_is_degraded_at_both_end
     read_at, g, _lid, q = next((t, g, lid, q) for t in targets for p, g, lid, q in t.mirrors
                                if disc.switches[t.guid].name.startswith("spine"))
     p = next(p for p, g2, _l, q2 in read_at.mirrors if (g2, q2) == (g, q))
-    (tmp_path / "state").mkdir()
-    cfg = tmp_path / "fabricmon.yml"
-    cfg.write_text(json.dumps({"paths": {"state_dir": str(tmp_path / "state")},
-                               "fabric": {"sweep_interval": 1.0, "discovery_interval": 30.0}}))
-    port = free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "fabricmon", "fabric", "run", "--config", str(cfg), "--listen",
-                             f"127.0.0.1:{port}"], env=fab.env(fab.hosts[0]), stdout=subprocess.DEVNULL,
-                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+    proc, port = start_collector(fab, tmp_path, discovery_interval=30.0)
     try:
         scrape_until(proc, port, lambda s: len(cabled_up(s)) == 40 and all(cabled_up(s).values())
                      and sample_value(s, "fabricmon_fabric_sweep_method", method="mad") == 1, 60)
@@ -246,9 +249,4 @@ def test_an_inter_switch_link_narrowed_at_its_unread_end_is_degraded_at_both_end
         s = scrape_until(proc, port, lambda s: ends <= degraded(s, "width"), 30)
         assert degraded(s, "width") == ends and not degraded(s, "speed") and all(cabled_up(s).values())
     finally:
-        proc.terminate()
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        stop(proc)
