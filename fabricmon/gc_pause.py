@@ -60,17 +60,17 @@ def paused() -> Iterator[None]:
     finally:
         with _lock:
             _depth -= 1
-            if _depth == 0 and _resume and _freeze:
-                now = time.monotonic()
-                if _thawed_at is None:
-                    _thawed_at = now
-                thaw = now - _thawed_at >= THAW_EVERY
-                if thaw:
-                    _thawed_at = now
-                    gc.unfreeze()
-                else:
-                    gc.freeze()
             if _depth == 0 and _resume:
+                if _freeze:
+                    now = time.monotonic()
+                    if _thawed_at is None:
+                        _thawed_at = now
+                    thaw = now - _thawed_at >= THAW_EVERY
+                    if thaw:
+                        _thawed_at = now
+                        gc.unfreeze()
+                    else:
+                        gc.freeze()
                 gc.enable()
         if thaw:
             gc.collect()

@@ -186,6 +186,7 @@ class Renderer:
         """A switch port family's text: its last render's when its values did not move; else only the lines of
         the ports whose value moved formatted again, where its last render's lines are kept."""
         kept = self._kept_ports.get(m.name)
+        name, small, fmt = m.exposed_name, _SMALL, _value
         if kept is not None and kept[1] is labels:
             if kept[0] == column:
                 if kept[2] is not None:
@@ -194,13 +195,11 @@ class Renderer:
                 self._keep_port_family(m.name, column, labels, body, None)
                 return body
             if kept[3] is not None:         # it moved at its last render too: only the ports that moved
-                name, small, fmt = m.exposed_name, _SMALL, _value
                 lines = [ln if v == pv else None if v is None else name + lab + (small.get(v) or fmt(v)) + "\n"
                          for ln, v, pv, lab in zip(kept[3], column, kept[0], labels)]
                 body = self._body(m, lines)
                 self._keep_port_family(m.name, column, labels, body, lines)
                 return body
-        name, small, fmt = m.exposed_name, _SMALL, _value
         lines = [None if v is None else name + lab + (small.get(v) or fmt(v)) + "\n" for lab, v in zip(labels, column)]
         body = self._body(m, lines)
         if kept is None or kept[1] is not labels:

@@ -35,6 +35,16 @@ class Sample:
     saturated: bool = False    # value is the counter's maximum: "at least this"
 
 
+def _last_step(q: list[Sample] | None) -> tuple[int, float] | None:
+    """CounterHistory.last_step of a counter's samples (None: none kept)."""
+    if not q or len(q) < 2:
+        return None
+    a, b = q[-2], q[-1]
+    if a.value is None or b.value is None or a.saturated:
+        return None
+    return max(0, b.value - a.value), b.t - a.t
+
+
 class CounterHistory:
     def __init__(self, horizon: float = 43200.0, max_samples: int = 4096):
         self.horizon = horizon
@@ -119,27 +129,17 @@ class CounterHistory:
     def last_step(self, key: Key) -> tuple[int, float] | None:
         """(increase, seconds) between the last two samples, for a rate; None when unknown (one
         sample, or a step from a saturated or unknown value). A reset contributes 0."""
-        q = self._data.get(key)
-        if not q or len(q) < 2 or q[-1].value is None or q[-2].value is None or q[-2].saturated:
-            return None
-        return max(0, q[-1].value - q[-2].value), q[-1].t - q[-2].t
+        return _last_step(self._data.get(key))
 
     def last_rates(self, ports: Iterable[tuple[str, int]], name: str, scale: float = 1.0) -> list[float | None]:
         """last_step as a rate (increase x scale / seconds) of `name` on each of `ports`, in their order (None where
         unknown or no time passed): a fabric's transmit and receive rates, 26,000 ports a sweep, in one call."""
-        data = self._data.get
+        data, step = self._data.get, _last_step
         out: list[float | None] = []
         append = out.append
         for dev, port in ports:
-            q = data((dev, port, name))
-            if not q or len(q) < 2:
-                append(None)
-                continue
-            a, b = q[-2], q[-1]
-            if a.value is None or b.value is None or a.saturated or b.t <= a.t:
-                append(None)
-            else:
-                append((b.value - a.value if b.value > a.value else 0) * scale / (b.t - a.t))
+            st = step(data((dev, port, name)))
+            append(None if st is None or st[1] <= 0 else st[0] * scale / st[1])
         return out
 
     def has(self, key: Key) -> bool:
