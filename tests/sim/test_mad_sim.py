@@ -116,14 +116,20 @@ def test_a_pulled_cable_reads_down_and_30_percent_loss_on_a_switch_reads_no_port
             assert len(r["ports"]) + r["unanswered"] >= len(disc.switches[g].links), g
 
 
-def test_a_switch_that_does_not_answer_costs_only_its_own_requests(sim_fabric, tmp_path) -> None:
+def silent_leaf(sim_fabric, tmp_path):
+    """The simulated fabric with leaf04 silent (every MAD to it dropped): (fabric, topology, discovery, its GUID).
+    A leaf: no other switch's MADs cross it."""
     fab = sim_fabric(fat_tree_netfile(**NET))
     fab.run_sm()
     topo, disc = discover(fab, tmp_path)
-    by_name = {sw.name: g for g, sw in disc.switches.items()}
-    dead = by_name["leaf04"]                        # a leaf: no other switch's MADs cross it
+    dead = next(g for g, sw in disc.switches.items() if sw.name == "leaf04")
     for p in range(1, disc.switches[dead].nports + 1):
         fab.console(f'Error "leaf04"[{p}] 100')
+    return fab, topo, disc, dead
+
+
+def test_a_switch_that_does_not_answer_costs_only_its_own_requests(sim_fabric, tmp_path) -> None:
+    fab, topo, disc, dead = silent_leaf(sim_fabric, tmp_path)
     out = engine_read(fab, topo, "--timeout-ms", "200")
     sw = out["switches"]
     assert sw[dead]["ports"] == {} and sw[dead]["unanswered"] >= 1
@@ -209,15 +215,9 @@ def test_an_inter_switch_link_reads_down_at_both_ends_whichever_end_is_read_and_
 
 
 def test_a_silent_switch_leaves_its_neighbours_ends_read_from_their_own_end(sim_fabric, tmp_path) -> None:
-    fab = sim_fabric(fat_tree_netfile(**NET))
-    fab.run_sm()
-    topo, disc = discover(fab, tmp_path)
-    by_name = {sw.name: g for g, sw in disc.switches.items()}
-    dead = by_name["leaf04"]                        # a leaf: no other switch's MADs cross it
+    fab, topo, disc, dead = silent_leaf(sim_fabric, tmp_path)
     read_there = [m for r, m in inter_switch_links(disc) if r[0] == dead]
     assert read_there and len(read_there) < len(disc.switches[dead].links)
-    for p in range(1, disc.switches[dead].nports + 1):
-        fab.console(f'Error "leaf04"[{p}] 100')
     out = engine_read(fab, topo, "--sweeps", "1")
     sw = out["switches"]
     assert sw[dead]["unanswered"] >= 1
