@@ -324,11 +324,12 @@ def _fabric_config(args: argparse.Namespace) -> Config:
 
 
 def _fabric_sweeps(pipe: Pipeline, sweeps: int, interval: float) -> Snapshot:
-    """Discovery and a first sweep under one deadline, then the further sweeps `interval` apart."""
+    """Discovery and a first sweep under one deadline, then the further sweeps `interval` apart, each with
+    the sources whose records went stale meanwhile (the job list, say: nothing is judged on stale records)."""
     snap = pipe.collect()
     for _ in range(max(1, sweeps) - 1):
         time.sleep(interval)
-        snap = pipe.collect(["sweep"])
+        snap = pipe.collect(sorted({"sweep", *pipe.stale()}))
     return snap
 
 
@@ -341,12 +342,12 @@ def cmd_fabric_run(args: argparse.Namespace) -> int:
 
 
 def cmd_fabric_once(args: argparse.Namespace) -> int:
-    """Exit 0 when the last sweep read at least one switch (its findings on stderr); when it read none,
-    one line saying why (no umad device, no permission, no SM, ...) and the exposition's
-    fabricmon_health_status: 3 (UNKNOWN), or 2 when what the discovery saw is CRITICAL; 2 on a config error. The exposition is written either way (its
+    """Exit with the exposition's fabricmon_health_status (the one health rule, model.health: 0 OK, 1
+    WARNING, 2 CRITICAL, 3 UNKNOWN); its findings on stderr, and when it read no switch, one line saying why
+    (no umad device, no permission, no SM, ...); 2 on a config error. The exposition is written either way (its
     fabricmon_source_up says what failed); the sources' own error logs stay quiet unless --log-level asks
     for them."""
-    from fabricmon.model.health import health_status, verdict_findings
+    from fabricmon.model.health import health_status, unjudged, verdict_findings
     from fabricmon.pipeline.fabric import fabric_pipeline
     args.log_level = args.log_level or "error"
     cfg = _fabric_config(args)
@@ -360,12 +361,14 @@ def cmd_fabric_once(args: argparse.Namespace) -> int:
         write_atomic(args.output, body)
     else:
         sys.stdout.write(body.decode())
-    if snap.unknown:
+    if snap.unknown:        # one line saying why, never the raw tool errors (the exposition has them)
         print(f"fabricmon: no switch could be read: {snap.unknown}", file=sys.stderr)
-        return health_status(snap)          # UNKNOWN, unless a finding from the discovery is CRITICAL
+        return health_status(snap)
+    if why := unjudged(snap):
+        print(f"fabricmon: UNKNOWN: {why}", file=sys.stderr)
     for f in sorted(verdict_findings(snap), key=lambda f: -f.status):
         print(f.line(), file=sys.stderr)
-    return 0
+    return health_status(snap)
 
 
 def _copy_config_without_secrets(src: str, dst: Path) -> None:

@@ -120,7 +120,11 @@ def source_schema(spec: SourceSpec) -> Schema[SourceConfig]:
                      "(no run, no error, `fabricmon_source_active` 0); `true` makes a missing tool a source error",
                      _bool_or_auto, "true, false or auto"),
               number("interval", spec.interval, "seconds between runs", lo=0.1),
-              number("timeout", spec.timeout, "seconds; then the tool's whole process group is killed", lo=0.1)]
+              number("timeout", spec.timeout, "seconds; then the tool's whole process group is killed", lo=0.1),
+              number("stale_after", None, "seconds after which the source's last records are no longer fresh: its "
+                     "checks have no status and it reports itself failing until a run succeeds again (default: two "
+                     "intervals plus the timeout, so one failed run is ridden out)", lo=0.1, null=True,
+                     default_doc="2 x interval + timeout")]
     if spec.command:
         fields.append(custom("command", spec.command, "program name or argv list (e.g. a full path); never run "
                              "through a shell", _command, "program or argv list"))
@@ -135,7 +139,7 @@ def source_schema(spec: SourceSpec) -> Schema[SourceConfig]:
                 options.check(o, o, key, ctx)
             opts = options.build(o, key, ctx)
         return SourceConfig(name=spec.name, enabled=v["enabled"], interval=v["interval"], timeout=v["timeout"],
-                            command=v.get("command", ()), options=opts)
+                            command=v.get("command", ()), options=opts, stale_after=v["stale_after"])
     return Schema(tuple(fields) + (options.fields if options is not None else ()), build=build,
                   extra=options.extra if options is not None else ())
 
@@ -166,6 +170,13 @@ class SourceConfig:
     timeout: float
     command: tuple[str, ...]
     options: object = None   # what the source's own keys built (its registered options schema), else None
+    stale_after: float | None = None     # None: 2 x interval + timeout (stale_bound)
+
+    @property
+    def stale_bound(self) -> float:
+        """Seconds its last records stay fresh: `stale_after`, else two intervals plus the timeout (the next
+        run may fail once, or be late by up to its timeout, before its records go stale)."""
+        return self.stale_after if self.stale_after is not None else 2 * self.interval + self.timeout
 
     def settings(self, cls: type[T]) -> T:
         """The source's own settings (`register(options=Schema[cls])`), as the type it declared."""
@@ -181,7 +192,7 @@ def source_rows(collector: str) -> list[tuple[str, str, str, str]]:
     spec = next(s for s in registry(collector).values() if s.command)
     rows = source_schema(spec).rows("sources.<name>")
     return [(k, kind, "per source", doc) for k, kind, _, doc in rows
-            if k.rsplit(".", 1)[1] in ("enabled", "interval", "timeout", "command")]
+            if k.rsplit(".", 1)[1] in ("enabled", "interval", "timeout", "stale_after", "command")]
 
 
 def source_tables(collectors: dict[str, tuple[str, str]], intervals: dict[str, dict[str, str]]) -> str:

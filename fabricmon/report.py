@@ -11,7 +11,7 @@ from typing import Any
 from fabricmon import __version__
 from fabricmon.checks import OK, STATUS_NAMES, Finding
 from fabricmon.model.finding import FATAL, class_of
-from fabricmon.model.health import UNKNOWN, health_status, overall_status, source_findings, verdict_findings
+from fabricmon.model.health import UNKNOWN, health_status, overall_status, source_findings, unjudged, verdict_findings
 from fabricmon.model.jobs import JobRef
 from fabricmon.model.snapshot import Snapshot
 
@@ -28,7 +28,7 @@ def verdict(snap: Snapshot) -> dict[str, Any]:
         "fabricmon_version": __version__,
         "snapshot_time": snap.time,
         "status": health_status(snap),
-        "unknown": snap.unknown,
+        "unknown": unjudged(snap),
         "drain_reason": drain_reason(findings),
         "ports": len(snap.ib.ports),
         "inventory_known": snap.inventory_known,

@@ -8,7 +8,8 @@ bandwidth. A NUMA node of -1 is "unknown": such a pair is UNKNOWN, never called 
 Pairing (what NCCL roughly does): in GPU index order each GPU takes, among its nearest NICs, the
 one with the fewest GPUs so far. NICs whose every port is down are not candidates.
 
-Checks, one Finding per GPU each:
+Checks, one Finding per GPU each judged (a GPU whose path is unknown, or that has no usable NIC, gets
+none: not judged is never OK):
 - gpu_nic_affinity: the nearest NIC is beyond PXB;
 - gpu_nic_sharing: the GPU shares its NIC with another GPU while a NIC in the same PCIe switch or
   NUMA node carries no GPU;
@@ -26,8 +27,7 @@ from fabricmon.checks import OK, WARNING, Finding
 from fabricmon.model.gpu import AffinityResult, GpuData, GpuInfo
 from fabricmon.model.pci import PATH_CLASSES, classify_path, gpudirect_capable, rank
 from fabricmon.model.ports import DeviceView, PortView
-from fabricmon.model.snapshot import Sections
-from fabricmon.checks.shape import Outcome, report
+from fabricmon.checks.shape import Outcome, outcome_of, report
 
 if TYPE_CHECKING:
     from fabricmon.checks.node_inputs import NodeInputs
@@ -88,25 +88,26 @@ def evaluate(gpu_data: GpuData | None, nics: dict[str, NicInfo]) -> AffinityResu
     cands = sorted(n for n, nic in nics.items() if nic.usable)
     res.nearest, res.assigned = _pair(res.gpus, cands, res.paths)
     for g in res.gpus:
-        res.findings.append(_affinity(g, res, nics, gchains[g.index]))
+        if (f := _affinity(g, res, nics, gchains[g.index])) is not None:
+            res.findings.append(f)
     for g in res.gpus:
-        res.findings.append(_sharing(g, res, nics, nchains))
+        if (f := _sharing(g, res, nics, nchains)) is not None:
+            res.findings.append(f)
     if gpu_data.nccl_env_file:
         res.findings += _nccl(gpu_data, res, nics, cands)
     return res
 
 
 def _affinity(g: GpuInfo, res: AffinityResult, nics: dict[str, NicInfo],
-              chain: tuple[str, ...] | None) -> Finding:
+              chain: tuple[str, ...] | None) -> Finding | None:
+    """None: not judged (no usable RDMA NIC to be near to; a path that is unknown: its PCI path could
+    not be read, or a NUMA node is -1 across host bridges, never called a mismatch, nor OK)."""
     name = gpu_name(g)
     if g.index not in res.nearest:
-        return Finding(AFFINITY, name, None, OK, f"{name}: no usable RDMA NIC on this node")
+        return None
     cls, near = res.nearest[g.index]
     if cls == "UNKNOWN":
-        why = ("its PCI path is unknown" if chain is None else
-               "the GPU and the NICs are under different host bridges and a NUMA node is unknown (-1)")
-        return Finding(AFFINITY, name, None, OK,
-                       f"{name}: path to the nearest RDMA NIC unknown: {why}; not called a mismatch")
+        return None
     if gpudirect_capable(cls):
         return Finding(AFFINITY, name, None, OK, f"{name}: nearest RDMA NIC {', '.join(near)} ({cls})")
     down = sorted(n for n, nic in nics.items() if not nic.usable and res.paths.get((g.index, n)) in ("PIX", "PXB"))
@@ -121,11 +122,12 @@ def _affinity(g: GpuInfo, res: AffinityResult, nics: dict[str, NicInfo],
 
 
 def _sharing(g: GpuInfo, res: AffinityResult, nics: dict[str, NicInfo],
-             nchains: dict[str, tuple[str, ...] | None]) -> Finding:
+             nchains: dict[str, tuple[str, ...] | None]) -> Finding | None:
+    """None: not judged (no usable RDMA NIC to share, or the GPU's path to the NICs is unknown)."""
     name = gpu_name(g)
     nic = res.assigned.get(g.index)
-    if nic is None:
-        return Finding(SHARING, name, None, OK, f"{name}: no RDMA NIC to share")
+    if nic is None or res.nearest[g.index][0] == "UNKNOWN":
+        return None         # no NIC to share, or a pairing made on paths that could not be read
     others = sorted(o for o, n in res.assigned.items() if n == nic and o != g.index)
     if not others:
         return Finding(SHARING, name, None, OK, f"{name}: has {nic} to itself")
@@ -154,8 +156,7 @@ def _nccl(gpu_data: GpuData, res: AffinityResult, nics: dict[str, NicInfo], cand
     path = gpu_data.nccl_env_file
     out = []
     if gpu_data.nccl_env is None:
-        return [Finding(NCCL_HCA, gpu_name(g), None, OK, f"{gpu_name(g)}: {path} not readable, not checked")
-                for g in res.gpus]
+        return []           # the file could not be read: not judged (the gpu source says why)
     value = gpu_data.nccl_env.get("NCCL_IB_HCA")
     if value is None:
         return [Finding(NCCL_HCA, gpu_name(g), None, OK,
@@ -176,6 +177,8 @@ def _nccl(gpu_data: GpuData, res: AffinityResult, nics: dict[str, NicInfo], cand
     nearest, assigned = _pair(res.gpus, allowed, res.paths)
     for g in res.gpus:
         name = gpu_name(g)
+        if g.index not in nearest or nearest[g.index][0] == "UNKNOWN":
+            continue            # its path to the allowed NICs is unknown: not judged
         cls, near = nearest[g.index]
         nic = assigned[g.index]
         if cls != "SYS":
@@ -205,14 +208,12 @@ def nics(devices: Mapping[str, DeviceView], ports: Mapping[tuple[str, int], Port
 
 class Affinity:
     """gpu_nic_affinity, gpu_nic_sharing, nccl_ib_hca (checks.shape): the GPUs against the RDMA devices;
-    the result goes into the GPU section (the NCCL join reads it)."""
-    reports = tuple(report(c) for c in CHECKS)
+    the result is its derived sub-section (the GPU section's affinity, which the NCCL join reads). It runs on
+    a fresh GPU list (GpuData) and a port inventory."""
+    reports = tuple(report(c, "GpuData", "ports") for c in CHECKS)
     settings = None
     state = None
 
-    def run(self, inputs: NodeInputs) -> Outcome[Sections]:
+    def run(self, inputs: NodeInputs) -> Outcome:
         aff = evaluate(inputs.gpus, nics(inputs.inv.devices, inputs.inv.ports))
-
-        def write(out: Sections) -> None:
-            out["gpu"].affinity = aff
-        return Outcome(list(aff.findings), write)
+        return outcome_of(list(aff.findings), aff)

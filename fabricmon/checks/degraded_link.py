@@ -13,9 +13,8 @@ from fabricmon import ibspec
 from fabricmon.checks import OK, Finding, link_errors
 from fabricmon.checks.inventory import ExpectedLink
 from fabricmon.checks.settings import ChecksConfig
-from fabricmon.checks.shape import Outcome, report
-from fabricmon.model.ports import LinkVerdict, PortView
-from fabricmon.model.snapshot import Sections
+from fabricmon.checks.shape import Outcome, outcome_of, report
+from fabricmon.model.ports import LinkVerdict, PortVerdicts, PortView
 
 if TYPE_CHECKING:
     from fabricmon.checks.node_inputs import NodeInputs
@@ -46,8 +45,9 @@ def _state_text(p: PortView) -> str:
     return f"{st}/{ph}"
 
 
-def evaluate_port(p: PortView, checks: ChecksConfig, expected: tuple[ExpectedLink, ...] = ()) -> LinkVerdict:
-    """`checks`: the severities and compare_with_supported; `expected`: the expected_links entries."""
+def evaluate_port(p: PortView, checks: ChecksConfig, expected: tuple[ExpectedLink, ...] = ()) -> LinkVerdict | None:
+    """`checks`: the severities and compare_with_supported; `expected`: the expected_links entries. None: a
+    port whose state no source read is not judged (no finding, no degraded series)."""
     degraded = {r: False for r in REASONS}
     exp = _expected_for(p, expected)
     expected_rate = _expected_rate(exp, p) if exp else None
@@ -59,8 +59,7 @@ def evaluate_port(p: PortView, checks: ChecksConfig, expected: tuple[ExpectedLin
         msg = f"{p.label()} is {_state_text(p)} ({p.link_layer}): {action}"
         return LinkVerdict(degraded, expected_rate, Finding(CHECK, p.device, p.port, checks.down_severity, msg))
     if p.state_id is None:
-        return LinkVerdict(degraded, expected_rate,
-                           Finding(CHECK, p.device, p.port, OK, f"{p.label()}: state unknown"))
+        return None
     problems: list[str] = []
     want = ""
     if exp is not None:
@@ -104,7 +103,7 @@ class NodePorts:
     """degraded_link and the counter checks (checks.link_errors) on the node's ports (checks.shape):
     one check, so that each port's findings stay together (degraded_link, then its counters); a counter
     check runs once a port read one of its counters, counter_saturation once one read a counter that
-    saturates. The verdicts go into the IB section."""
+    saturates. The verdicts are its derived sub-section (the IB section's)."""
     reports = (report(CHECK, "ports"), *link_errors.counter_reports("ports"))
     state = None
 
@@ -112,17 +111,15 @@ class NodePorts:
         self.settings = settings
         self.expected = expected
 
-    def run(self, inputs: NodeInputs) -> Outcome[Sections]:
+    def run(self, inputs: NodeInputs) -> Outcome:
         ib, checks, now = inputs.ib, self.settings, inputs.now
         findings: list[Finding] = []
         verdicts: dict[tuple[str, int], LinkVerdict] = {}
         for key, p in ib.ports.items():
             v = evaluate_port(p, checks, self.expected)
-            verdicts[key] = v
-            findings.append(v.finding)
+            if v is not None:
+                verdicts[key] = v
+                findings.append(v.finding)
             findings.extend(link_errors.evaluate_port(p, inputs.history, checks, now, ib.saturation[key]))
-
-        def write(out: Sections) -> None:
-            out["ib"].verdicts.update(verdicts)
-        return Outcome(findings, write)
+        return outcome_of(findings, PortVerdicts(verdicts))
 

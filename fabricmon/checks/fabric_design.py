@@ -16,7 +16,7 @@ from fabricmon.checks import OK, WARNING, Finding
 from fabricmon.checks.shape import Outcome, report
 from fabricmon.model import design as fabric_design
 from fabricmon.model.design import DesignData, Discrepancy
-from fabricmon.model.fabric import FabricSection, Topology
+from fabricmon.model.fabric import DesignDrift, Topology
 from fabricmon.model.snapshot import source_data
 
 if TYPE_CHECKING:
@@ -53,10 +53,10 @@ class DesignCheck:
     def __init__(self) -> None:
         self.state = DesignState()
 
-    def run(self, inputs: FabricInputs) -> Outcome[FabricSection]:
+    def run(self, inputs: FabricInputs) -> Outcome:
         design = source_data(inputs.states, DesignData)
         if design is None:
-            return Outcome()
+            return Outcome((), ())
         topo, sec = inputs.topo, inputs.sec
         rates = {}
         for k, p in sec.ports.items():          # where the sweep read another width or speed than the discovery
@@ -69,11 +69,9 @@ class DesignCheck:
         if last is None or last[0] is not topo or last[1] is not design or last[2] != read:   # else: the same inputs
             last = self.state.last = (topo, design, read, fabric_design.compare(design.design, topo, rates))
         found = [d for d in last[3] if d.switch in sec.switches or (not d.switch and sec.shard[0] == 0)]
-        cables, counts = len(design.design.cables), fabric_design.counts(found)
-
-        def write(s: FabricSection) -> None:
-            s.design_cables, s.design_discrepancies = cables, counts
-        return Outcome(evaluate(found, design.path), write)
+        # every switch of the shard was compared with the design (a status each, OK included)
+        return Outcome(evaluate(found, design.path), tuple(sec.switches),
+                       DesignDrift(len(design.design.cables), fabric_design.counts(found)))
 
 
 __all__ = ["CHECK", "NEEDS", "DesignCheck", "DesignState", "evaluate"]

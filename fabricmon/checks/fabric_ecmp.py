@@ -18,14 +18,14 @@ from typing import TYPE_CHECKING
 from fabricmon.checks import OK, WARNING, Finding
 from fabricmon.checks.port_text import port_ranges
 from fabricmon.checks.shape import Outcome, report
-from fabricmon.model.fabric import EcmpGroup, FabricPort, FabricSection, SwitchNode
+from fabricmon.model.fabric import EcmpGroup, EcmpGroups, FabricPort, SwitchNode
 from fabricmon.schema import Schema, integer, number
 
 if TYPE_CHECKING:
     from fabricmon.checks.fabric_inputs import FabricInputs
 
 CHECK = "ecmp"
-NEEDS = ("topology",)             # the inputs it runs on (checks.fabric_inputs.CAPABILITIES)
+NEEDS = ("SweepData",)            # a fresh sweep (its rates; the link check's verdicts of its ports)
 
 
 # --- settings: `fabric.thresholds` (fabricmon.schema), composed by fabricmon/fabric_settings.py -----
@@ -168,14 +168,13 @@ class Ecmp:
         self.settings = settings
         self.state = EcmpState()
 
-    def run(self, inputs: FabricInputs) -> Outcome[FabricSection]:
+    def run(self, inputs: FabricInputs) -> Outcome:
         sec = inputs.sec
         gs = groups(sec.ports, sec.switches, inputs.topo.levels)
         findings, self.state.counts = judge(gs, self.state.counts, self.settings, inputs.new_sweep, sec.ports)
-
-        def write(s: FabricSection) -> None:
-            s.groups = gs
-        return Outcome(findings, write)
+        # judged: the switches with a group whose rates the last two sweeps gave (a first sweep has none)
+        judged = tuple(dict.fromkeys(g.guid for g in gs if g.rates))
+        return Outcome(findings, judged, EcmpGroups(tuple(gs)))
 
 
 __all__ = ["CHECK", "NEEDS", "Ecmp", "EcmpState", "groups", "judge"]

@@ -6,7 +6,7 @@ into the section through its Outcome.
 
 The capabilities (what must be present for a check to run; pipeline.fabric_checks.present computes
 them, never from the fabric kind):
-  topology             a discovery (DiscoveryData)
+  topology             a fresh discovery (DiscoveryData)
   forwarding_tables    a source yielded LftData
   subnet_manager       a source yielded SmData
   pause_frames         a sweep yielded PFC pause frames (SweepData.pause)
@@ -14,8 +14,14 @@ them, never from the fabric kind):
   scheduler_topology   a configured Slurm topology.conf/.yaml was read (SchedulerTopologyData)
   running_jobs         a job source lists the running jobs (ClusterJobsData)
   design               a design file was read (DesignData)
-  saturating_counters  a sweep yielded a counter that saturates (not one that wraps: Ethernet's ifTable)
-  counter:<name>       a sweep yielded that counter (checks.shape.counters)"""
+  saturating_counters  the sweep yielded a counter that saturates (not one that wraps: Ethernet's ifTable)
+  counter:<name>       the sweep yielded that counter (checks.shape.counters)
+and the fresh records by their type's name (FRESH_RECORDS: `SweepData`, a sweep within its staleness bound).
+
+Each is there only while it is fresh in this build: `topology` is a discovery within its source's staleness
+bound (the structure a failed discovery leaves is still the sweep's input, but no verdict of the topology's
+own: names, design, drift, placement); the counters and pause frames are the sweep's being judged. Nothing
+remembered stands in for them (a sweep that failed takes its checks away: no status, never an old OK)."""
 
 from __future__ import annotations
 
@@ -30,6 +36,7 @@ from fabricmon.model.snapshot import SourceState
 
 CAPABILITIES = ("topology", "forwarding_tables", "subnet_manager", "pause_frames", "transceiver_readings",
                 "scheduler_topology", "running_jobs", "design", "saturating_counters")
+FRESH_RECORDS = ("SweepData",)      # record types a fabric check needs fresh, by name
 Key = tuple[str, int]
 
 
@@ -57,4 +64,4 @@ class FabricInputs:
     jobs: JobsSection | None = None     # the running jobs (after pipeline.jobs placed the findings)
 
 
-__all__ = ["CAPABILITIES", "FabricInputs", "Key", "SweepRead"]
+__all__ = ["CAPABILITIES", "FRESH_RECORDS", "FabricInputs", "Key", "SweepRead"]

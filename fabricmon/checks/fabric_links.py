@@ -34,7 +34,7 @@ from fabricmon import ibspec
 from fabricmon.checks import OK, Finding
 from fabricmon.checks.settings import ChecksConfig
 from fabricmon.checks.shape import Outcome, report
-from fabricmon.model.fabric import FabricPort, FabricSection, Link, SwitchNode, rate_class
+from fabricmon.model.fabric import FabricPort, Link, SwitchNode, rate_class
 from fabricmon.model.link_ability import LinkAbility, best_common
 
 if TYPE_CHECKING:
@@ -43,7 +43,7 @@ if TYPE_CHECKING:
 log = structlog.get_logger("fabricmon.fabric")
 REASONS = ("down", "width", "speed")
 CHECK = "degraded_link"          # the node's link check's name: one idea, one name
-NEEDS = ("topology",)             # the inputs it runs on (checks.fabric_inputs.CAPABILITIES)
+NEEDS = ("SweepData",)            # a fresh sweep: its link state reads (the topology says what is cabled)
 Key = tuple[str, int]
 # per port: the best width and speed rank it has run at since first seen, and the far end it ran to
 # (a cable moved elsewhere starts again)
@@ -273,15 +273,18 @@ class Links:
         self.settings = settings
         self.state = LinksState()
 
-    def run(self, inputs: FabricInputs) -> Outcome[FabricSection]:
+    def run(self, inputs: FabricInputs) -> Outcome:
         sec, st = inputs.sec, self.state
+        # judged: the switches this sweep read (a switch that answered nothing keeps its ports' last state, and
+        # gets no status here: unresponsive judges it); its derived sub-section is every port's verdict
+        swept = inputs.sweep.switches_read() if inputs.sweep is not None else set()
+        judged = tuple(g for g in sec.switches if g in swept)
         read = [(key, p.link, p.up, p.role, p.seen_up, p.seen_by) for key, p in sec.ports.items()]
         last = st.last
         if last is not None and last.ports == read and last.switches == sec.switches and last.levels == sec.levels \
                 and last.abilities == inputs.abilities and last.past == st.past:
             # the same links, ends and past (remember would keep every record, the same past again): the same verdicts
-            verdicts, findings = last.verdicts, list(last.findings)
-            return Outcome(findings, lambda s: apply(s.ports, verdicts))
+            return Outcome([f for f in last.findings if f.device in swept], judged, last.verdicts)
         verdicts, findings = judge(sec.ports, sec.switches, sec.levels, self.settings, inputs.abilities, st.past)
         st.last = LastJudged(read, dict(sec.switches), dict(sec.levels), dict(inputs.abilities), st.past, verdicts,
                              list(findings))
@@ -292,7 +295,7 @@ class Links:
             log.info("link slower than its class", switch=sec.switches[g].name, switch_guid=g, port=p.label,
                      remote=p.link.remote_name if p.link is not None else "", note=verdicts.note[(g, port)])
         self.state.noted = noted
-        return Outcome(findings, lambda s: apply(s.ports, verdicts))
+        return Outcome([f for f in findings if f.device in swept], judged, verdicts)
 
 
 def _past_class(lk: Link, width: int | None, rank: int | None) -> str:

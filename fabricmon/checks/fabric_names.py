@@ -14,13 +14,13 @@ from typing import TYPE_CHECKING
 
 from fabricmon.checks import WARNING, Finding
 from fabricmon.checks.shape import Outcome, report
-from fabricmon.model.fabric import FabricSection
+
 
 if TYPE_CHECKING:
     from fabricmon.checks.fabric_inputs import FabricInputs
 
 CHECK = "node_description"
-NEEDS = ("topology",)             # a discovery (a fabric-wide check)
+NEEDS = ("topology",)             # a fresh discovery (a fabric-wide check)
 SHOWN = 5                         # GUIDs named in the message
 
 
@@ -42,8 +42,8 @@ class Names:
     settings = None
     state = None
 
-    def run(self, inputs: FabricInputs) -> Outcome[FabricSection]:
-        return Outcome(evaluate(inputs.topo.unnamed, len(inputs.topo.hosts)), judged=())
+    def run(self, inputs: FabricInputs) -> Outcome:
+        return Outcome(evaluate(inputs.topo.unnamed, len(inputs.topo.hosts)), ())
 
 
 __all__ = ["CHECK", "NEEDS", "Names", "evaluate"]

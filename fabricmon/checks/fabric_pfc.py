@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 from fabricmon.checks import OK, WARNING, Finding
 from fabricmon.checks.shape import Outcome, report
-from fabricmon.model.fabric import FabricPort, FabricSection, SwitchNode
+from fabricmon.model.fabric import FabricPort, SwitchNode
 from fabricmon.schema import Schema, integer, number
 
 if TYPE_CHECKING:
@@ -97,10 +97,12 @@ class PfcStorm:
         self.settings = settings
         self.state = PfcState()
 
-    def run(self, inputs: FabricInputs) -> Outcome[FabricSection]:
+    def run(self, inputs: FabricInputs) -> Outcome:
         findings, self.state.counts = evaluate(inputs.sec.ports, inputs.sec.switches, self.state.counts,
                                                self.settings, inputs.new_sweep)
-        return Outcome(findings)
+        sweep = inputs.sweep
+        judged = tuple(dict.fromkeys(g for g, _ in sweep.pause if g in inputs.sec.switches)) if sweep else ()
+        return Outcome(findings, judged)       # the switches whose pause frames this sweep read
 
 
 __all__ = ["CHECK", "NEEDS", "SCHEMA", "PfcState", "PfcStorm", "PfcStormSettings", "evaluate", "priority_label"]

@@ -15,7 +15,7 @@ from fabricmon.checks import WARNING, Finding
 from fabricmon.checks.shape import Outcome, report
 from fabricmon.model import placement, slurm_topology
 from fabricmon.model.fabric import Topology
-from fabricmon.model.jobs import JobRef, JobsSection
+from fabricmon.model.jobs import JobRef, Placements
 from fabricmon.model.placement import Placement
 from fabricmon.model.slurm_topology import Rail, SchedulerTopologyData
 from fabricmon.model.snapshot import source_data
@@ -86,10 +86,10 @@ class PlacementCheck:
         self.settings = settings
         self.state = PlacementState()
 
-    def run(self, inputs: FabricInputs) -> Outcome[JobsSection]:
+    def run(self, inputs: FabricInputs) -> Outcome:
         jobs = inputs.jobs
         if jobs is None:
-            return Outcome()
+            return Outcome((), ())
         topo, s = inputs.topo, self.state
         conf = source_data(inputs.states, SchedulerTopologyData)
         rail = conf.rail if isinstance(conf, SchedulerTopologyData) else Rail()
@@ -103,10 +103,7 @@ class PlacementCheck:
             s.placed = (dict(jobs.hosts), {j: placed[j] if hosts.get(j) == h and j in placed
                                            else placement.place(ix[2], j, h) for j, h in jobs.hosts.items()})
         placements = s.placed[1]
-
-        def write(js: JobsSection) -> None:
-            js.placement = placements
-        return Outcome(evaluate(placements.values(), jobs.jobs, self.settings), write, ())
+        return Outcome(evaluate(placements.values(), jobs.jobs, self.settings), (), Placements(placements))
 
 
 __all__ = ["CHECK", "NEEDS", "SCHEMA", "PlacementCheck", "PlacementCheckConfig", "PlacementState", "device",

@@ -20,14 +20,14 @@ from typing import TYPE_CHECKING
 from fabricmon.checks import OK, WARNING, Finding
 from fabricmon.checks.port_text import port_ranges
 from fabricmon.checks.shape import Outcome, report
-from fabricmon.model.fabric import NO_ROUTE, FabricPort, FabricSection, LftData, RouteBalance, Topology
+from fabricmon.model.fabric import NO_ROUTE, FabricPort, LftData, RouteBalance, RouteBalances, Topology
 from fabricmon.model.snapshot import source_state
 
 if TYPE_CHECKING:
     from fabricmon.checks.fabric_inputs import FabricInputs
 
 CHECK = "routing"
-NEEDS = ("forwarding_tables",)    # a source yielded LftData
+NEEDS = ("forwarding_tables", "SweepData")    # fresh forwarding tables against the links a fresh sweep read up
 
 
 def ca_lids_below(topo: Topology) -> tuple[set[int], dict[str, set[int]]]:
@@ -124,10 +124,10 @@ class Routing:
         self.settings = threshold
         self.state = RoutingState()
 
-    def run(self, inputs: FabricInputs) -> Outcome[FabricSection]:
+    def run(self, inputs: FabricInputs) -> Outcome:
         st = source_state(inputs.states, LftData)
         if st is None or not isinstance(st.data, LftData):
-            return Outcome()
+            return Outcome((), ())
         topo, sec = inputs.topo, inputs.sec
         active = frozenset(k for k, p in sec.ports.items() if p.role == "up" and p.up)
         last = self.state.routes
@@ -135,10 +135,8 @@ class Routing:
             last = self.state.routes = (topo, st.data, active,
                                         balance(topo, st.data.tables, sec.ports, list(sec.switches), self.settings))
         routes = last[3]
-
-        def write(s: FabricSection) -> None:
-            s.routes = routes
-        return Outcome(evaluate(routes, sec.ports, self.settings), write)
+        # the switches whose forwarding table was balanced against their active uplinks
+        return Outcome(evaluate(routes, sec.ports, self.settings), tuple(routes), RouteBalances(routes))
 
 
 __all__ = ["CHECK", "NEEDS", "Routing", "RoutingState", "balance", "ca_lids_below", "evaluate"]

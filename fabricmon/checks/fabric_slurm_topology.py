@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 from fabricmon.checks import WARNING, Finding
 from fabricmon.checks.shape import Outcome, report
 from fabricmon.model import slurm_topology
-from fabricmon.model.fabric import FabricSection, Topology
+from fabricmon.model.fabric import SchedulerDrift, Topology
 from fabricmon.model.slurm_topology import Drift, SchedulerTopologyData, drifted_nodes
 from fabricmon.model.snapshot import source_data
 
@@ -54,10 +54,10 @@ class SchedulerTopology:
     def __init__(self) -> None:
         self.state = DriftState()
 
-    def run(self, inputs: FabricInputs) -> Outcome[FabricSection]:
+    def run(self, inputs: FabricInputs) -> Outcome:
         conf = source_data(inputs.states, SchedulerTopologyData)
         if conf is None:
-            return Outcome()
+            return Outcome((), ())
         topo = inputs.topo
         last = self.state.last
         if last is None or last[0] is not topo or last[1] is not conf:
@@ -66,12 +66,9 @@ class SchedulerTopology:
             nodes = len(set().union(*tree.nodes.values())) if tree.nodes else 0
             last = self.state.last = (topo, conf, found, nodes)
         _, _, found, nodes = last
-        drifted = slurm_topology.drifted_nodes(found)
         by_kind = {k: sum(1 for d in found if d.kind == k) for k in slurm_topology.DRIFT_KINDS}
-
-        def write(s: FabricSection) -> None:
-            s.slurm_topology_drifted, s.slurm_topology_drift = drifted, by_kind
-        return Outcome(evaluate(found, conf.path, nodes), write, ())
+        return Outcome(evaluate(found, conf.path, nodes), (),
+                       SchedulerDrift(slurm_topology.drifted_nodes(found), by_kind))
 
 
 __all__ = ["CHECK", "NEEDS", "DriftState", "SchedulerTopology", "evaluate"]

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 from fabricmon.checks import CRITICAL, OK, WARNING, Finding
 from fabricmon.checks.shape import Outcome, report
-from fabricmon.model.fabric import FabricSection, SmData, SmInfo
+from fabricmon.model.fabric import SmData, SmInfo, SmPoll
 from fabricmon.model.snapshot import source_state
 
 if TYPE_CHECKING:
@@ -72,10 +72,10 @@ class SubnetManager:
         self.settings = stalled_polls
         self.state = SmState()
 
-    def run(self, inputs: FabricInputs) -> Outcome[FabricSection]:
+    def run(self, inputs: FabricInputs) -> Outcome:
         st = source_state(inputs.states, SmData)
         if st is None or not isinstance(st.data, SmData):
-            return Outcome()
+            return Outcome((), ())
         sms = list(st.data.sms)
         ms = masters(sms)
         activity = ms[0].activity_count if len(ms) == 1 else None
@@ -84,10 +84,7 @@ class SubnetManager:
             cur = (ms[0].guid, ms[0].activity_count) if len(ms) == 1 else None
             s.stalled = s.stalled + 1 if cur is not None and cur == s.last else 0
             s.last, s.time = cur, st.data_time
-
-        def write(sec: FabricSection) -> None:
-            sec.sms, sec.sm_activity = sms, activity
-        return Outcome([evaluate(sms, s.stalled, self.settings)], write, ())
+        return Outcome([evaluate(sms, s.stalled, self.settings)], (), SmPoll(tuple(sms), activity))
 
 
 __all__ = ["CHECK", "NEEDS", "SmState", "SubnetManager", "evaluate", "masters"]

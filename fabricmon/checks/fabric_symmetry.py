@@ -20,13 +20,13 @@ from typing import TYPE_CHECKING
 from fabricmon.checks import CRITICAL, OK, WARNING, Finding
 from fabricmon.checks.port_text import port_ranges
 from fabricmon.checks.shape import Outcome, report
-from fabricmon.model.fabric import FabricPort, FabricSection, PortInfo, SwitchNode, Topology
+from fabricmon.model.fabric import FabricPort, PortInfo, SwitchNode, Topology, UplinkCounts
 
 if TYPE_CHECKING:
     from fabricmon.checks.fabric_inputs import FabricInputs
 
 CHECK = "uplinks"
-NEEDS = ("topology",)             # the inputs it runs on (checks.fabric_inputs.CAPABILITIES)
+NEEDS = ("SweepData",)            # a fresh sweep: the link state of each switch it read
 
 
 def active_uplinks(ports: Iterable[PortInfo | FabricPort]) -> dict[str, int]:
@@ -139,17 +139,17 @@ class Symmetry:
         self.settings = critical_fraction
         self.state = SymmetryState()
 
-    def run(self, inputs: FabricInputs) -> Outcome[FabricSection]:
+    def run(self, inputs: FabricInputs) -> Outcome:
         topo, sec = inputs.topo, inputs.sec
         if self.state.uplinks is None or self.state.uplinks[0] is not topo:
             self.state.uplinks = (topo, *topology_uplinks(topo))
         _, counts, expected = self.state.uplinks
         uplinks = {g: (counts.get(g, 0), expected.get(g)) for g in sec.switches}
         findings = evaluate(uplinks, sec.ports, sec.switches, sec.levels, self.settings)
-
-        def write(s: FabricSection) -> None:
-            s.uplinks = uplinks
-        return Outcome(findings, write)
+        # judged: the switches whose link state this sweep read (a switch not read keeps its last state: no status)
+        read = inputs.sweep.switches_read() if inputs.sweep is not None else set()
+        return Outcome([f for f in findings if f.device in read], tuple(g for g in sec.switches if g in read),
+                       UplinkCounts(uplinks))
 
 
 __all__ = ["CHECK", "NEEDS", "Symmetry", "SymmetryState", "active_uplinks", "evaluate", "expected_uplinks",

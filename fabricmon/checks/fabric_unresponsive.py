@@ -14,10 +14,10 @@ from collections.abc import Mapping, Sequence
 from fabricmon.checks import WARNING, Finding
 from fabricmon.checks.fabric_inputs import FabricInputs, SweepRead
 from fabricmon.checks.shape import Outcome, report
-from fabricmon.model.fabric import FabricSection, SwitchNode
+from fabricmon.model.fabric import Responsiveness, SwitchNode
 
 CHECK = "unresponsive"
-NEEDS = ("topology",)             # the inputs it runs on (checks.fabric_inputs.CAPABILITIES)
+NEEDS = ("SweepData",)            # a fresh sweep: what each switch it asked answered
 
 
 def unresponsive(reads: Sequence[SweepRead], need: int) -> bool:
@@ -61,15 +61,16 @@ class Unresponsive:
     def __init__(self, need: int):
         self.settings = need            # fabric.unresponsive_sweeps
 
-    def run(self, inputs: FabricInputs) -> Outcome[FabricSection]:
+    def run(self, inputs: FabricInputs) -> Outcome:
         sec = inputs.sec
         last_read = {g: inputs.last_read.get(g) for g in sec.switches}
         state, findings = evaluate(inputs.reads, inputs.last_read, sec.switches, self.settings, inputs.now)
-
-        def write(s: FabricSection) -> None:
-            s.last_read.update(last_read)
-            s.unresponsive = state
-        return Outcome(findings, write)
+        # judged: the switches this sweep asked (a sweep that asked a switch nothing, or no sweep, judges none)
+        sweep = inputs.sweep
+        asked = {g for g, n in sweep.queries.items() if n} | sweep.switches_read() if sweep is not None else set()
+        judged = tuple(g for g in sec.switches if g in asked and g in state)
+        return Outcome([f for f in findings if f.device in asked], judged,
+                       Responsiveness({g: state[g] for g in judged}, last_read))
 
 
 __all__ = ["CHECK", "NEEDS", "SweepRead", "Unresponsive", "evaluate", "unresponsive"]

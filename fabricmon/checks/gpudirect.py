@@ -12,8 +12,8 @@ from typing import TYPE_CHECKING
 
 from fabricmon.checks import CRITICAL, OK, Finding
 from fabricmon.model.gpu import GpuData, GpudirectFacts, GpudirectStatus, dmabuf_supported
-from fabricmon.checks.shape import Outcome, report
-from fabricmon.model.snapshot import Sections, source_data
+from fabricmon.checks.shape import Outcome, outcome_of, report
+from fabricmon.model.snapshot import source_data
 
 if TYPE_CHECKING:
     from fabricmon.checks.node_inputs import NodeInputs
@@ -24,10 +24,7 @@ NO_PATH = ("nvidia-peermem not loaded and DMA-BUF unavailable: GPUDirect RDMA is
            "`modprobe nvidia-peermem` and add it to /etc/modules-load.d")
 
 
-def evaluate(facts: GpudirectFacts | None, gpus: GpuData | None, rdma_devices: int) -> GpudirectStatus:
-    if facts is None:
-        return GpudirectStatus(finding=Finding(CHECK, "", None, OK,
-                                               "GPUDirect RDMA not checked: no data from the gpudirect source"))
+def evaluate(facts: GpudirectFacts, gpus: GpuData | None, rdma_devices: int) -> GpudirectStatus:
     driver = facts.driver_version or (gpus.driver_version if gpus else None)
     if facts.nvidia_loaded or (gpus and gpus.gpus):
         dmabuf, reason = dmabuf_supported(facts.kernel, facts.open_module, driver)
@@ -56,16 +53,15 @@ def evaluate(facts: GpudirectFacts | None, gpus: GpuData | None, rdma_devices: i
 
 
 class Gpudirect:
-    """gpudirect_rdma (checks.shape): the facts of the gpudirect source (an OK "not checked" without
-    them, as before the runner); the status goes into the GPU section."""
-    reports = (report(CHECK),)
+    """gpudirect_rdma (checks.shape): runs on the gpudirect source's fresh facts (without them: no status,
+    never an OK "not checked"); the status is its derived sub-section (the GPU section's gpudirect)."""
+    reports = (report(CHECK, "GpudirectFacts"),)
     settings = None
     state = None
 
-    def run(self, inputs: NodeInputs) -> Outcome[Sections]:
+    def run(self, inputs: NodeInputs) -> Outcome:
         facts = source_data(inputs.states, GpudirectFacts)
+        if facts is None:           # the runner runs it only on fresh facts
+            return Outcome((), ())
         gd = evaluate(facts, inputs.gpus, len(inputs.inv.devices))
-
-        def write(out: Sections) -> None:
-            out["gpu"].gpudirect = gd if facts is not None else None
-        return Outcome([gd.finding] if gd.finding is not None else [], write)
+        return outcome_of([gd.finding] if gd.finding is not None else [], gd)

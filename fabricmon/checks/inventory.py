@@ -31,11 +31,11 @@ from typing import TYPE_CHECKING, Any, Protocol
 from fabricmon import ibspec
 
 from fabricmon.checks import CRITICAL, OK, Finding
-from fabricmon.checks.shape import Outcome, report
+from fabricmon.checks.shape import Outcome, outcome_of, report
 from fabricmon.model.learned import LearnedInventory, LearnedPort
 from fabricmon.model.node_records import IbstatData, SysfsData
 from fabricmon.model.ports import Inventory, PortView
-from fabricmon.model.snapshot import Sections, SourceState, source_state
+from fabricmon.model.snapshot import SourceState, Unjudged, source_state
 from fabricmon.schema import ConfigError, Context, Schema, choice, custom, glob_pattern, integer, number
 
 if TYPE_CHECKING:
@@ -182,24 +182,15 @@ def _missing(e: ExpectedLink, present: Mapping[tuple[str, int], PortView],
     return ""
 
 
-def waiting(expected: tuple[ExpectedLink, ...]) -> list[Finding]:
-    """Before the inventory sources have answered: OK, not judged yet."""
-    if not expected:
-        return [Finding(CHECK, "", None, OK, "waiting for the first port inventory")]
-    return [Finding(CHECK, f"expected_links[{i}]", None, OK, f"{describe(e, i)}: waiting for the first port inventory")
-            for i, e in enumerate(expected)]
-
-
 def evaluate(ports: Mapping[tuple[str, int], PortView], expected: tuple[ExpectedLink, ...],
              seen_before: Mapping[tuple[str, int], str] | None = None) -> list[Finding]:
     """`ports`: the merged ports of this snapshot; `seen_before`: ports seen by earlier snapshots
     (or earlier `check` runs) with their link layer, so a vanished adapter can be named."""
     seen_before = seen_before or {}
     if not expected:
-        n = len(ports)
-        msg = ("no InfiniBand or RoCE port found (no expected_links configured)" if n == 0 else
-               f"{n} InfiniBand/RoCE port(s) found (no expected_links configured)")
-        return [Finding(CHECK, "", None, OK, msg)]
+        if not ports:       # nothing expected and nothing found: nothing judged (the snapshot's `unknown` says so)
+            return []
+        return [Finding(CHECK, "", None, OK, f"{len(ports)} InfiniBand/RoCE port(s) found (no expected_links configured)")]
     out = []
     for i, e in enumerate(expected):
         what = describe(e, i)
@@ -289,34 +280,36 @@ class InventoryState:
 
 class ExpectedInventory:
     """expected_inventory (checks.shape): the ports against expected_links and against the ports learned
-    healthy on this node (then learned: the state), or waiting while the inventory is not known; says
-    why the node has nothing to check (the snapshot's `unknown`)."""
+    healthy on this node (then learned: the state). Nothing is judged (no finding, no status) while the
+    inventory is not known or no inventory source gave a port list; the check then derives why the node
+    could not be judged (`Unjudged`: the snapshot's `unknown`, the health rule's UNKNOWN), as it does for a
+    node with nothing to check."""
     reports = (report(CHECK),)
 
     def __init__(self, settings: InventorySettings, learned: LearnedKeeper):
         self.settings = settings
         self.state = InventoryState(learned)
 
-    def run(self, inputs: NodeInputs) -> Outcome[Sections]:
+    def run(self, inputs: NodeInputs) -> Outcome:
         ports, expected, s = inputs.ib.ports, self.settings.expected, self.state
-        unknown = ""
-        if inputs.inventory_known:
+        findings: list[Finding] = []
+        if not inputs.inventory_known:
+            unknown = f"the port inventory has not been read yet ({inputs.where or 'sysfs, ibstat'})"
+        elif not ports and (missing := unlisted(inputs.states)):
+            unknown = (f"no port inventory: {', '.join(missing)} gave no port list (the source's own error says "
+                       "why)")
+        else:
             gone = {k: layer for k, (layer, _) in s.seen_ports.items() if k not in ports}
             findings = evaluate(ports, expected, gone)
             findings += self._learned(inputs)
             learned = sum(1 for r in s.learned.inventory.ports.values() if not self.settings.excluded(r.device))
             unknown = nothing_to_check(ports, expected, learned, inputs.where)
-        else:
-            findings = waiting(expected)
         for k, p in ports.items():
             s.seen_ports[k] = (p.link_layer, inputs.now)
         if len(s.seen_ports) > MAX_SEEN_PORTS:        # bounded: forget the longest gone
             for k, _ in sorted(s.seen_ports.items(), key=lambda kv: kv[1][1])[:len(s.seen_ports) - MAX_SEEN_PORTS]:
                 del s.seen_ports[k]
-
-        def write(out: Sections) -> None:
-            out["unknown"] = unknown
-        return Outcome(findings, write)
+        return outcome_of(findings, Unjudged(unknown))
 
     def _learned(self, inputs: NodeInputs) -> list[Finding]:
         """Judge the learned ports against this inventory, then learn its healthy ports. A port is
@@ -333,5 +326,4 @@ class ExpectedInventory:
 
 
 __all__ = ["ACCEPT_COMMAND", "CHECK", "ExpectedInventory", "InventorySettings", "InventoryState", "LearnedKeeper",
-           "MAX_SEEN_PORTS", "describe", "evaluate", "evaluate_learned", "expand_glob", "nothing_to_check", "unlisted",
-           "waiting"]
+           "MAX_SEEN_PORTS", "describe", "evaluate", "evaluate_learned", "expand_glob", "nothing_to_check", "unlisted"]

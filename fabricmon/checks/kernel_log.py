@@ -4,8 +4,10 @@ the fix, with the pattern's class (fatal: CRITICAL, drain; degraded: WARNING, re
 
 - A line is attributed to an RDMA device of the inventory by the PCI function, netdev or ibdev it
   names. One that names none of them (another driver's function, a device fabricmon does not
-  watch, an excluded one) is counted (`unattributed`) and shown as a watch finding: fabricmon
-  never drains a node for a device it does not monitor.
+  watch, an excluded one) is counted (`unattributed`, fabricmon_kernel_log_lines_total{kind="unattributed"}),
+  never judged: fabricmon never drains a node for a device it does not monitor.
+- While the log is read (kmsg or the journal), the node itself has a kernel_log status (OK without a
+  node-wide event); a log that could not be read has no records, so no status at all.
 - link_down is judged with the port's state now: degraded while the port is still down, watch
   (a flap, counted) once it is up again.
 - nvidia-peermem's load failure matters on a GPU node only (degraded there, watch elsewhere).
@@ -22,9 +24,9 @@ from typing import TYPE_CHECKING
 from fabricmon.model.finding import CRITICAL, DEGRADED, FATAL, OK, WARNING, WATCH, Finding
 from fabricmon.model.kernel_log import BY_EVENT, PATTERNS, AttributedEvent, KernelEvent, KernelLogData, KernelSection
 from fabricmon.model.ports import DeviceView, PortView
-from fabricmon.checks.shape import Outcome, report
+from fabricmon.checks.shape import Outcome, outcome_of, report
 from fabricmon.model.node_records import SysfsData
-from fabricmon.model.snapshot import Sections, source_data
+from fabricmon.model.snapshot import source_data
 
 if TYPE_CHECKING:
     from fabricmon.checks.node_inputs import NodeInputs
@@ -98,12 +100,12 @@ def evaluate(data: KernelLogData | None, devices: Mapping[str, DeviceView], port
         msg = (f"{_port_text(dev, port, ports)}: {pat.summary}{detail}{note} [{ev.event}, {times}; "
                f"last: {ev.text[:160]}]: {pat.fix}")
         findings.append(Finding(CHECK, dev, port, STATUS_OF_CLASS[klass], msg, klass=klass))
-    if out.unattributed:
-        refs = sorted({a.device for a in out.events if not a.attributed})
-        findings.append(Finding(CHECK, "unattributed", None, OK,
-                                    f"{out.unattributed} kernel log line(s) name a device that is not one of this "
-                                    f"node's monitored RDMA devices ({', '.join(refs[:5])}"
-                                    f"{', ...' if len(refs) > 5 else ''}): counted, not judged", klass=WATCH))
+    if data.via and not any(f.device == "node" for f in findings):
+        # the log was read: the node-wide verdict is OK (an unreadable log has no data, so no status); the lines
+        # naming a device that is not monitored here are counted (fabricmon_kernel_log_lines_total), not judged
+        findings.append(Finding(CHECK, "node", None, OK,
+                                f"the kernel log is read ({data.via}): {data.lines} line(s), no NIC event of the node "
+                                "itself", klass=WATCH))
     return out, findings
 
 
@@ -136,21 +138,18 @@ class KernelLog:
     settings = None
     state = None
 
-    def run(self, inputs: NodeInputs) -> Outcome[Sections]:
+    def run(self, inputs: NodeInputs) -> Outcome:
         sysfs = source_data(inputs.states, SysfsData)
         restricted = dict(sysfs.restricted) if sysfs is not None else {}
         data = source_data(inputs.states, KernelLogData)
         if data is None and not restricted:
-            return Outcome()
+            return Outcome((), ())
         gpus = inputs.gpus
         hold = data.hold if data is not None else 0.0       # the source's setting, carried by its record
         kernel, findings = evaluate(data, inputs.inv.devices, inputs.ib.ports, inputs.now, hold,
                                     gpu_node=bool(gpus is not None and gpus.gpus))
         kernel.restricted = restricted
-
-        def write(out: Sections) -> None:
-            out["kernel"] = kernel
-        return Outcome(findings + restricted_findings(restricted), write)
+        return outcome_of(findings + restricted_findings(restricted), kernel)
 
 
 __all__ = ["CHECK", "CHECKS", "RESTRICTED_CHECK", "STATUS_OF_CLASS", "evaluate", "restricted_findings", "taxonomy_table"]

@@ -20,7 +20,6 @@ from fabricmon import ibspec
 from fabricmon.checks import OK, WARNING, CRITICAL, Finding
 from fabricmon.checks.settings import COUNTER_CHECKS, ChecksConfig, CounterCheckConfig
 from fabricmon.checks.shape import Outcome, Report, counters, report
-from fabricmon.model.fabric import FabricSection
 from fabricmon.model.history import CounterHistory, ib_rule
 from fabricmon.model.ports import PortView
 
@@ -87,15 +86,20 @@ def ber_limits(cc: CounterCheckConfig, rate_gbps: float | None) -> tuple[float |
 
 
 def evaluate_port(p: PortView, history: CounterHistory, checks: ChecksConfig, now: float,
-                  sat: dict[str, bool] | None = None, label: str | None = None) -> list[Finding]:
+                  sat: dict[str, bool] | None = None, label: str | None = None,
+                  unjudged: set[str] | None = None) -> list[Finding]:
     """sat: the port's saturated() result when the caller has it already (the fabric collector's says
     which counters wrap instead); label: how the messages name the port (default PortView.label();
     the fabric collector names the switch and its port). A check none of whose counters the port has
-    gives no finding (no status: absent, never OK); counter_saturation is judged where a counter that
-    can saturate was read."""
+    gives no finding (no status: absent, never OK); neither does one without two samples of them yet,
+    unless they never counted (0 since they were cleared: OK), or one of them saturated (its rate is
+    unknown: counter_saturation says so); counter_saturation is judged where a
+    counter that can saturate was read. `unjudged` collects the checks a port read counters of and could not
+    judge (a count before its second sample)."""
     findings = []
     where = label if label is not None else p.label()
     read = p.counters.keys()
+    judged = saturated(p) if sat is None else sat
     for check, (counters, _w, _warn, _crit) in COUNTER_CHECKS.items():
         if read.isdisjoint(counters):
             continue
@@ -106,6 +110,14 @@ def evaluate_port(p: PortView, history: CounterHistory, checks: ChecksConfig, no
             total += inc
             if cov > covered:
                 covered = cov
+        if not covered:     # no two samples yet: only a counter that never counted is judged (OK)
+            if any(p.counters.get(c) for c in counters):
+                if unjudged is not None:
+                    unjudged.add(check)
+                continue        # counted since it was cleared, when is unknown: not judged until a second sample
+            findings.append(Finding(check, p.device, p.port, OK, f"{where}: no {_NAMES[check]} since the "
+                                    "counters were cleared"))
+            continue
         status = OK
         limit = None
         warn, crit = cc.warning, cc.critical
@@ -116,6 +128,12 @@ def evaluate_port(p: PortView, history: CounterHistory, checks: ChecksConfig, no
             status, limit = CRITICAL, crit
         elif warn is not None and total >= warn:
             status, limit = WARNING, warn
+        if status == OK and any(judged.get(c) for c in counters):
+            # saturated: "at least its maximum", what it counts now is unknown (counter_saturation says so); a
+            # step onto the maximum is a lower bound that may still cross a threshold, but never an OK of 0
+            if unjudged is not None:
+                unjudged.add(check)
+            continue
         names = _NAMES[check]
         budget = ""
         if ber is not None and p.rate_gbps:
@@ -129,7 +147,6 @@ def evaluate_port(p: PortView, history: CounterHistory, checks: ChecksConfig, no
             msg = (f"{where}: {names} rose by {total} in the last {_fmt_window(covered)} "
                    f"(threshold {limit:g} per {_fmt_window(cc.window)}{budget}): {ACTIONS[check]}")
         findings.append(Finding(check, p.device, p.port, status, msg))
-    judged = saturated(p) if sat is None else sat
     if read.isdisjoint(judged):
         return findings                 # no counter that can saturate was read: not judged
     full = [n for n, s in judged.items() if s]
@@ -145,16 +162,21 @@ def evaluate_port(p: PortView, history: CounterHistory, checks: ChecksConfig, no
 class FabricCounters:
     """The counter checks on the switch ports (checks.shape), the node daemon's logic and thresholds: per
     port, what is not OK, and the status of what was not OK at an earlier build (inputs.flagged); a port
-    is judged while its history holds a checked counter or it was flagged (a quiet fabric keeps none)."""
-    reports = counter_reports("topology")
+    is judged while its history holds a checked counter or it was flagged (a quiet fabric keeps none: its
+    counters read 0 or did not move). The switches judged are those whose counters this sweep read, but one
+    with a port whose count could not be judged yet (counted before its first sample: the next sweep says)."""
+    reports = counter_reports("SweepData")
     state = None
 
     def __init__(self, settings: ChecksConfig):
         self.settings = settings
 
-    def run(self, inputs: FabricInputs) -> Outcome[FabricSection]:
+    def run(self, inputs: FabricInputs) -> Outcome:
         sec, sweep, flagged, history, now = inputs.sec, inputs.sweep, inputs.flagged, inputs.history, inputs.now
+        if sweep is None:
+            return Outcome((), ())
         findings: list[Finding] = []
+        waiting: set[str] = set()           # switches with a port not judged yet
         judged = {k[1:] for k in flagged} | history.ports(CHECKED_COUNTERS)
         for key, p in sec.ports.items():
             if p.counters and key in judged:
@@ -166,9 +188,13 @@ class FabricCounters:
                 sat = {n: ib_rule(n, bits.get(n), n in wrapping).at_max(v)
                        for n, v in p.counters.items() if n in ibspec.SATURABLE}
                 # per port: what is not OK, and the status of what was (flagged) not OK before
-                findings += [f for f in evaluate_port(pv, history, self.settings, now, sat, label)
+                skipped: set[str] = set()
+                findings += [f for f in evaluate_port(pv, history, self.settings, now, sat, label, skipped)
                              if f.status != OK or (f.check, f.device, f.port) in flagged]
-        return Outcome(findings)
+                if skipped:
+                    waiting.add(key[0])
+        read = {g for g, _ in sweep.ports}
+        return Outcome(findings, tuple(g for g in sec.switches if g in read and g not in waiting))
 
 
 __all__ = ["CHECKED_COUNTERS", "CHECKS", "FabricCounters", "ber_limits", "counter_reports", "evaluate_port", "saturated",

@@ -22,9 +22,9 @@ from typing import TYPE_CHECKING, Protocol
 
 from fabricmon.model.finding import OK, WARNING, WATCH, Finding
 from fabricmon.model.nccl import COLLECTIVE, BaselineKey, NcclBaselines, NcclData, NcclPath, join
-from fabricmon.checks.shape import Outcome, report
+from fabricmon.checks.shape import Outcome, outcome_of, report
 from fabricmon.model.gpu import AffinityResult
-from fabricmon.model.snapshot import Sections, source_data
+from fabricmon.model.snapshot import source_data
 from fabricmon.schema import Schema, choice, integer, number
 
 if TYPE_CHECKING:
@@ -139,10 +139,10 @@ class NcclSlow:
         self.settings = settings
         self.state = baseline
 
-    def run(self, inputs: NodeInputs) -> Outcome[Sections]:
+    def run(self, inputs: NodeInputs) -> Outcome:
         data = source_data(inputs.states, NcclData)
         if data is None:
-            return Outcome()
+            return Outcome((), ())
         gpu = inputs.built.get("gpu") if inputs.built is not None else None
         aff = gpu.affinity if gpu is not None and gpu.affinity is not None else AffinityResult()
         nccl = join(data, aff, inputs.inv.devices, inputs.ib.ports)
@@ -151,10 +151,7 @@ class NcclSlow:
         learned = self.state.state.learned()
         nccl.baseline_gbs = {p.baseline_key: learned[p.baseline_key] for p in nccl.paths if p.baseline_key in learned}
         found, nccl.slow = evaluate(nccl.paths, nccl.baseline_gbs, cfg)
-
-        def write(out: Sections) -> None:
-            out["nccl"] = nccl
-        return Outcome(found, write)
+        return outcome_of(found, nccl)
 
 
 __all__ = ["CHECK", "NcclSlowConfig", "SCHEMA", "evaluate", "where", "why_slow"]

@@ -16,8 +16,8 @@ from typing import TYPE_CHECKING
 from fabricmon.model.finding import OK, WARNING, WATCH, Finding
 from fabricmon.model.nccl import RasData, RasPeer
 from fabricmon.model.ports import PortView
-from fabricmon.checks.shape import Outcome, report
-from fabricmon.model.snapshot import Sections, source_data
+from fabricmon.checks.shape import Outcome, outcome_of, report
+from fabricmon.model.snapshot import source_data
 
 if TYPE_CHECKING:
     from fabricmon.checks.node_inputs import NodeInputs
@@ -60,9 +60,9 @@ class NcclRas:
     settings = None
     state = None
 
-    def run(self, inputs: NodeInputs) -> Outcome[Sections]:
+    def run(self, inputs: NodeInputs) -> Outcome:
         ras = source_data(inputs.states, RasData)
-        return Outcome(evaluate(ras, inputs.ib.ports) if ras is not None else [])
+        return outcome_of(evaluate(ras, inputs.ib.ports) if ras is not None else [])
 
 
 __all__ = ["CHECK", "MAX_NAMED", "evaluate"]

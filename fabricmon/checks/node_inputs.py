@@ -34,7 +34,7 @@ class NodeInputs:
     where: str                          # where the port inventory was looked for (the UNKNOWN line)
     views: Sequence[RoceView] = ()
     gpus: GpuData | None = None         # the GPUs (NVML), looked up once for the checks that read them
-    built: Sections | None = None       # the sections being built: read here, written only by an Outcome
+    built: Sections | None = None       # the sections being built: read here, composed only from derived sub-sections
 
 
 __all__ = ["NodeInputs"]

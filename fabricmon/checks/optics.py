@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from typing import Generic, Protocol, TypeVar
 
 from fabricmon.checks import CRITICAL, OK, WARNING, Finding
-from fabricmon.checks.shape import Outcome, Report, report
+from fabricmon.checks.shape import Outcome, Report, judged_in, report
 from fabricmon.model.optics import LaneDiag, Limits, OpticsPort, RxBaseline
 from fabricmon.schema import Schema, number
 
@@ -124,9 +124,11 @@ def _lane_text(port: OpticsPort, lane: int) -> str:
     return f"lane {lane}" if lane else "the port"
 
 
-def thresholds(port: OpticsPort) -> Finding:
+def thresholds(port: OpticsPort) -> Finding | None:
+    """None (here and in the checks below): nothing could be judged (no reading with a threshold, fewer
+    than two lit lanes, no baseline yet): no status, never an OK."""
     m = port.module
-    worst, lines = OK, []
+    worst, lines, judged = OK, [], 0
     readings: list[tuple[str, int, float | None]] = [("temperature", 0, m.temperature_c), ("voltage", 0, m.voltage_v)]
     for ln in sorted(m.lanes.values(), key=lambda x: x.lane):
         if ln.transmitter_off:
@@ -140,6 +142,7 @@ def thresholds(port: OpticsPort) -> Finding:
         lim = limits(port, q, lane)
         if lim is None:
             continue
+        judged += 1
         j = _judge(value, lim)
         if j is None:
             continue
@@ -149,6 +152,8 @@ def thresholds(port: OpticsPort) -> Finding:
         where = f"{_lane_text(port, lane)} " if q not in ("temperature", "voltage") else ""
         lines.append(f"{where}{_NAMES[q]} {_fmt(value, _UNITS[q])} is beyond {src} {which} threshold "
                      f"{_fmt(bound, _UNITS[q])}")
+    if not judged:
+        return None
     if worst == OK:
         n = len(_used(m.lanes.values()))
         return Finding("optics_thresholds", port.owner, port.port, OK,
@@ -158,12 +163,11 @@ def thresholds(port: OpticsPort) -> Finding:
                    ": clean the connectors, reseat or replace the transceiver or the cable")
 
 
-def lane_imbalance(port: OpticsPort, cfg: OpticsCheckConfig) -> Finding:
+def lane_imbalance(port: OpticsPort, cfg: OpticsCheckConfig) -> Finding | None:
     lit = [(ln, rx) for ln in _used(port.module.lanes.values())
            if (rx := ln.rx_power_dbm) is not None and rx > cfg.no_light_dbm]
     if port.up is False or len(lit) < 2:
-        why = "port down" if port.up is False else "fewer than two lit lanes"
-        return Finding("optics_lane_imbalance", port.owner, port.port, OK, f"{port.label}: not compared ({why})")
+        return None         # not compared: the port is down, or fewer than two lanes are lit
     low = []
     for ln, rx in lit:
         others = [o_rx for o, o_rx in lit if o is not ln]
@@ -179,10 +183,11 @@ def lane_imbalance(port: OpticsPort, cfg: OpticsCheckConfig) -> Finding:
                    ": a dirty or damaged connector or fibre on that lane; clean and inspect both ends")
 
 
-def dimming(port: OpticsPort, cfg: OpticsCheckConfig, baseline: RxBaseline | None) -> tuple[Finding, list[Learn]]:
+def dimming(port: OpticsPort, cfg: OpticsCheckConfig, baseline: RxBaseline | None
+            ) -> tuple[Finding | None, list[Learn]]:
     learn: list[Learn] = []
     if baseline is None or not port.key:
-        return Finding("optics_dimming", port.owner, port.port, OK, f"{port.label}: no baseline kept"), learn
+        return None, learn          # no baseline kept: nothing to compare with
     dim, compared = [], 0
     for ln in sorted(_used(port.module.lanes.values()), key=lambda x: x.lane):
         rx = ln.rx_power_dbm
@@ -204,16 +209,17 @@ def dimming(port: OpticsPort, cfg: OpticsCheckConfig, baseline: RxBaseline | Non
                        f"{port.label}: " + "; ".join(dim) + _peer(port) +
                        ": the light is fading before any threshold; clean the connectors or plan a "
                        "replacement"), learn
-    msg = f"{port.label}: {compared} lane(s) within {cfg.dimming_db:g} dB of their baseline" if compared \
-        else f"{port.label}: baseline being learned"
-    return Finding("optics_dimming", port.owner, port.port, OK, msg), learn
+    if not compared:
+        return None, learn          # the baseline is being learned: nothing compared yet
+    return Finding("optics_dimming", port.owner, port.port, OK,
+                   f"{port.label}: {compared} lane(s) within {cfg.dimming_db:g} dB of their baseline"), learn
 
 
-def no_light(port: OpticsPort, cfg: OpticsCheckConfig) -> Finding:
+def no_light(port: OpticsPort, cfg: OpticsCheckConfig) -> Finding | None:
     dark = [ln.lane for ln in _used(port.module.lanes.values())
             if ln.rx_power_dbm is not None and ln.rx_power_dbm <= cfg.no_light_dbm]
-    if not port.module.lanes:
-        return Finding("optics_no_light", port.owner, port.port, OK, f"{port.label}: no receive power reported")
+    if not any(ln.rx_power_dbm is not None for ln in _used(port.module.lanes.values())):
+        return None         # no receive power reported
     if not dark:
         return Finding("optics_no_light", port.owner, port.port, OK, f"{port.label}: light on every used lane")
     lanes = "the port" if dark == [0] else "lane(s) " + ", ".join(str(n) for n in dark)
@@ -236,17 +242,13 @@ def evaluate(ports: Iterable[OpticsPort], cfg: OpticsCheckConfig, baseline: RxBa
     for p in ports:
         if not p.module.has_readings:
             continue
-        findings.append(thresholds(p))
-        findings.append(lane_imbalance(p, cfg))
         f, lr = dimming(p, cfg, baseline)
-        findings.append(f)
         learn += lr
-        findings.append(no_light(p, cfg))
+        findings += [x for x in (thresholds(p), lane_imbalance(p, cfg), f, no_light(p, cfg)) if x is not None]
     return findings, learn
 
 
 In = TypeVar("In")
-S = TypeVar("S")
 
 
 class BaselineKeeper(Protocol):
@@ -260,34 +262,35 @@ class BaselineKeeper(Protocol):
 
 
 @dataclass(frozen=True, slots=True)
-class Readings(Generic[S]):
+class Readings:
     """What the optics checks judge, as the model joined the readings to its ports: the ports with their
-    modules, what the join gives the section, and the devices read (each given a status; None: all)."""
+    modules, what the join gives the section (its derived sub-section), and the devices whose readings were
+    read (each given a status where the caller keeps one per device; None: the devices of the findings)."""
     ports: Sequence[OpticsPort]
     now: float
-    write: Callable[[S], None] | None = None
+    derived: object = None
     judged: Iterable[str] | None = None
 
 
-class Optics(Generic[In, S]):
+class Optics(Generic[In]):
     """The optics checks (checks.shape), node and fabric alike: the model says where the readings are
     (`select`: the node's ethtool -m, the switches' sensors) and what must be present (`needs`); each
     lane's learned baseline is the state."""
 
     def __init__(self, settings: OpticsCheckConfig, baseline: BaselineKeeper,
-                 select: Callable[[In], Readings[S] | None], needs: Sequence[str]):
+                 select: Callable[[In], Readings | None], needs: Sequence[str]):
         self.settings = settings
         self.state = baseline
         self.select = select
         self.reports: tuple[Report, ...] = tuple(report(c, *needs) for c in CHECKS)
 
-    def run(self, inputs: In) -> Outcome[S]:
+    def run(self, inputs: In) -> Outcome:
         r = self.select(inputs)
         if r is None:
-            return Outcome()
+            return Outcome((), ())
         findings, learn = evaluate(r.ports, self.settings, self.state.baseline)
         self.state.learn(learn, r.now)
-        return Outcome(findings, r.write, r.judged)
+        return Outcome(findings, judged_in(findings) if r.judged is None else tuple(r.judged), r.derived)
 
 
 __all__ = ["CHECKS", "DEFAULT_LIMITS", "NEEDS", "BaselineKeeper", "Learn", "Optics", "Readings", "evaluate", "limits"]

@@ -20,8 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from fabricmon.checks import CRITICAL, OK, WARNING, Finding
 from fabricmon.model.history import CounterHistory
-from fabricmon.checks.shape import Outcome, report
-from fabricmon.model.snapshot import Sections
+from fabricmon.checks.shape import Outcome, outcome_of, report
 from fabricmon.model.roce import HW_LOSS, ROCE_HEADER_BYTES, RoceTarget, RoceView, eth_key, ethtool_counters, hw_key
 from fabricmon.schema import ConfigError, Context, Schema, choice, custom, listing, number
 
@@ -128,18 +127,14 @@ def _pfc_vector(lossless: tuple[int, ...]) -> str:
     return ",".join("1" if p in lossless else "0" for p in range(8))
 
 
-def _no_qos(v: RoceView, check: str, what: str) -> Finding:
-    return Finding(check, v.target.device, v.target.port, OK,
-                   f"{v.target.label()}: {what} not checked: {v.qos_note or 'no mlnx_qos data'}")
-
-
-def check_pfc(v: RoceView, rc: RoceConfig) -> Finding:
+def check_pfc(v: RoceView, rc: RoceConfig) -> Finding | None:
+    """None (here and in every check below): not judged, no status (no fresh reading of this netdev, a
+    rate without its second sample, or a setting that turns the judgement off): never an OK."""
     t = v.target
     if not rc.lossless_priorities:
-        return Finding(PFC, t.device, t.port, OK,
-                       f"{t.label()}: lossy RoCE configured (roce.lossless_priorities: []), PFC not required")
+        return None         # lossy RoCE configured (roce.lossless_priorities: []): PFC is not required
     if v.qos is None:
-        return _no_qos(v, PFC, "PFC")
+        return None
     if not v.qos.dcb_supported or v.qos.qos is None:
         return Finding(PFC, t.device, t.port, WARNING,
                        f"{t.label()}: the netdev has no DCB support (mlnx_qos: ETS features are not "
@@ -159,10 +154,10 @@ def check_pfc(v: RoceView, rc: RoceConfig) -> Finding:
     return Finding(PFC, t.device, t.port, OK, f"{t.label()}: PFC enabled on lossless priority {on}")
 
 
-def check_pfc_lossy(v: RoceView, rc: RoceConfig) -> Finding:
+def check_pfc_lossy(v: RoceView, rc: RoceConfig) -> Finding | None:
     t = v.target
     if v.qos is None:
-        return _no_qos(v, PFC_LOSSY, "PFC")
+        return None
     if v.qos.qos is None:
         return Finding(PFC_LOSSY, t.device, t.port, OK, f"{t.label()}: no DCB, no PFC on any priority")
     extra = [p for p in v.qos.qos.pfc_priorities() if p not in rc.lossless_priorities]
@@ -176,15 +171,13 @@ def check_pfc_lossy(v: RoceView, rc: RoceConfig) -> Finding:
     return Finding(PFC_LOSSY, t.device, t.port, OK, f"{t.label()}: no PFC on lossy priorities")
 
 
-def check_trust(v: RoceView, rc: RoceConfig) -> Finding:
+def check_trust(v: RoceView, rc: RoceConfig) -> Finding | None:
     t = v.target
-    if rc.trust is None:
-        return Finding(TRUST, t.device, t.port, OK, f"{t.label()}: trust state not checked (roce.trust: null)")
-    if v.qos is None:
-        return _no_qos(v, TRUST, "trust state")
+    if rc.trust is None or v.qos is None:
+        return None         # roce.trust: null turns it off; or no mlnx_qos reading of this netdev
     q = v.qos.qos
     if q is None:
-        return Finding(TRUST, t.device, t.port, OK, f"{t.label()}: no DCB, trust state not applicable")
+        return None         # no DCB: there is no trust state to judge (roce_pfc says the netdev has no DCB)
     if q.trust != rc.trust:
         how = ("DSCP-marked RDMA traffic is classified by VLAN PCP instead (priority 0 when untagged)"
                if rc.trust == "dscp" else "traffic is classified by DSCP instead of the VLAN PCP")
@@ -200,10 +193,10 @@ def check_trust(v: RoceView, rc: RoceConfig) -> Finding:
     return Finding(TRUST, t.device, t.port, OK, f"{t.label()}: trust state {q.trust}")
 
 
-def check_mtu(v: RoceView, rc: RoceConfig) -> Finding:
+def check_mtu(v: RoceView, rc: RoceConfig) -> Finding | None:
     t, want = v.target, rc.mtu
     if v.netdev is None or v.netdev.mtu is None:
-        return Finding(MTU, t.device, t.port, OK, f"{t.label()}: MTU unknown")
+        return None
     have = v.roce_mtu or 0
     if have < want:
         need = want + ROCE_HEADER_BYTES
@@ -231,15 +224,6 @@ _PAUSE_CAUSE = {
 }
 
 
-def _no_stats(v: RoceView, check: str) -> Finding:
-    """Why `check` could not judge the netdev: no ethtool data (v.ethtool is None)."""
-    if v.stats is None:
-        return Finding(check, v.target.device, v.target.port, OK,
-                       f"{v.target.label()}: not checked: {v.stats_note or 'no ethtool data'}")
-    return Finding(check, v.target.device, v.target.port, OK,
-                   f"{v.target.label()}: not checked: the driver has no ethtool statistics")
-
-
 def _worst_rate(v: RoceView, history: CounterHistory, counters: Mapping[tuple[int, str], int], suffix: str,
                 window: float, now: float, scale: float = 1.0) -> tuple[float, int, str, float] | None:
     """The highest per-second increase (times scale) among the per-priority, per-direction
@@ -252,15 +236,22 @@ def _worst_rate(v: RoceView, history: CounterHistory, counters: Mapping[tuple[in
     return worst
 
 
-def check_pause_rate(v: RoceView, history: CounterHistory, rc: RoceConfig, now: float) -> Finding:
+def _never_counted(counters: Mapping[Any, int]) -> bool:
+    """Every one of these counters reads 0: nothing counted since they were cleared (a judgement a first
+    sample can make; a count above 0 needs a second sample to say when)."""
+    return bool(counters) and not any(counters.values())
+
+
+def check_pause_rate(v: RoceView, history: CounterHistory, rc: RoceConfig, now: float) -> Finding | None:
     t = v.target
-    if (s := v.ethtool) is None:
-        return _no_stats(v, PAUSE_RATE)
+    if (s := v.ethtool) is None or not s.pause:
+        return None         # no ethtool reading, or no per-priority pause counters (roce_pfc judges PFC)
     worst = _worst_rate(v, history, s.pause, "pause", rc.pause_window, now)
     if worst is None:
-        return Finding(PAUSE_RATE, t.device, t.port, OK,
-                       f"{t.label()}: no pause rate yet (needs two samples)" if s.pause
-                       else f"{t.label()}: no per-priority pause counters (PFC off?)")
+        if _never_counted(s.pause):
+            return Finding(PAUSE_RATE, t.device, t.port, OK,
+                           f"{t.label()}: no pause frames since the counters were cleared")
+        return None         # the rate needs a second sample
     rate, prio, d, cov = worst
     status, limit = _status(rate, rc.pause_rate_warning, rc.pause_rate_critical)
     if status == OK:
@@ -272,16 +263,17 @@ def check_pause_rate(v: RoceView, history: CounterHistory, rc: RoceConfig, now: 
                    f"{_fmt_window(cov)} (threshold {limit:g}/s): {_PAUSE_CAUSE[d]}")
 
 
-def check_pause_duration(v: RoceView, history: CounterHistory, rc: RoceConfig, now: float) -> Finding:
+def check_pause_duration(v: RoceView, history: CounterHistory, rc: RoceConfig, now: float) -> Finding | None:
     t = v.target
-    if (s := v.ethtool) is None:
-        return _no_stats(v, PAUSE_DURATION)
+    if (s := v.ethtool) is None or not s.pause_duration_us:
+        return None
     worst = _worst_rate(v, history, s.pause_duration_us, "pause_duration", rc.pause_window, now,
                         scale=1e-6)     # microseconds paused per second -> fraction of time
     if worst is None:
-        return Finding(PAUSE_DURATION, t.device, t.port, OK,
-                       f"{t.label()}: no pause duration rate yet (needs two samples)"
-                       if s.pause_duration_us else f"{t.label()}: no pause duration counters")
+        if _never_counted(s.pause_duration_us):
+            return Finding(PAUSE_DURATION, t.device, t.port, OK,
+                           f"{t.label()}: never paused since the counters were cleared")
+        return None
     frac, prio, d, cov = worst
     status, limit = _status(frac, rc.pause_fraction_warning, rc.pause_fraction_critical)
     if status == OK:
@@ -293,13 +285,11 @@ def check_pause_duration(v: RoceView, history: CounterHistory, rc: RoceConfig, n
                    f"{_fmt_window(cov)} (threshold {limit:.0%}): {_PAUSE_CAUSE[d]}")
 
 
-def check_pause_storm(v: RoceView, history: CounterHistory, rc: RoceConfig, now: float) -> Finding:
+def check_pause_storm(v: RoceView, history: CounterHistory, rc: RoceConfig, now: float) -> Finding | None:
     t = v.target
-    if (s := v.ethtool) is None:
-        return _no_stats(v, PAUSE_STORM)
+    if (s := v.ethtool) is None or not s.pause_storm:
+        return None
     storm = s.pause_storm
-    if not storm:
-        return Finding(PAUSE_STORM, t.device, t.port, OK, f"{t.label()}: no pause-storm counters")
     incs, covered = {}, 0.0
     for level in storm:
         inc, cov = history.increase(eth_key(t, f"tx_pause_storm_{level}_events"), rc.storm_window, now)
@@ -328,10 +318,10 @@ def check_pause_storm(v: RoceView, history: CounterHistory, rc: RoceConfig, now:
     return Finding(PAUSE_STORM, t.device, t.port, OK, f"{t.label()}: no pause-storm event")
 
 
-def check_drops(v: RoceView, history: CounterHistory, rc: RoceConfig, now: float) -> Finding:
+def check_drops(v: RoceView, history: CounterHistory, rc: RoceConfig, now: float) -> Finding | None:
     t = v.target
     if not rc.lossless_priorities:
-        return Finding(DROPS, t.device, t.port, OK, f"{t.label()}: lossy RoCE configured, loss not checked")
+        return None         # lossy RoCE configured: loss is not judged
     names: list[tuple[str, tuple[str, int, str]]] = []
     errors = v.ethtool.errors if v.ethtool is not None else {}
     if "rx_discards_phy" in errors:
@@ -343,7 +333,7 @@ def check_drops(v: RoceView, history: CounterHistory, rc: RoceConfig, now: float
         if name in v.hw:
             names.append((name, hw_key(t, name)))
     if not names:
-        return Finding(DROPS, t.device, t.port, OK, f"{t.label()}: no loss counters")
+        return None
     total, covered, rose = 0, 0.0, []
     for name, key in names:
         inc, cov = history.increase(key, rc.drop_window, now)
@@ -351,11 +341,15 @@ def check_drops(v: RoceView, history: CounterHistory, rc: RoceConfig, now: float
         total += inc
         if inc:
             rose.append(f"{name} +{inc}")
+    if not covered:
+        values = {n: (errors[n] if n in errors else v.hw[n]) for n, _ in names}
+        if _never_counted(values):
+            return Finding(DROPS, t.device, t.port, OK, f"{t.label()}: no lost packets since the counters were cleared")
+        return None         # counted before the first sample: the rate needs a second one
     status, limit = _status(total, rc.drop_warning, rc.drop_critical)
     if status == OK:
         return Finding(DROPS, t.device, t.port, OK,
-                       f"{t.label()}: {total} lost packets in the last {_fmt_window(covered)}" if covered
-                       else f"{t.label()}: no loss rate yet (needs two samples)")
+                       f"{t.label()}: {total} lost packets in the last {_fmt_window(covered)}")
     prios = ",".join(map(str, rc.lossless_priorities))
     return Finding(DROPS, t.device, t.port, status,
                    f"{t.label()}: loss on lossless priority {prios}: {', '.join(rose)} in the last "
@@ -364,17 +358,20 @@ def check_drops(v: RoceView, history: CounterHistory, rc: RoceConfig, now: float
                    f"traffic is marked for priority {rc.priority}")
 
 
-def check_cnp_ignored(v: RoceView, history: CounterHistory, rc: RoceConfig, now: float) -> Finding:
+def check_cnp_ignored(v: RoceView, history: CounterHistory, rc: RoceConfig, now: float) -> Finding | None:
     t = v.target
     if "rp_cnp_ignored" not in v.hw:
-        return Finding(CNP_IGNORED, t.device, t.port, OK,
-                       f"{t.label()}: rp_cnp_ignored is not exposed by this device")
+        return None         # not exposed by this device
     inc, cov = history.increase(hw_key(t, "rp_cnp_ignored"), rc.cnp_window, now)
+    if not cov:
+        if not v.hw["rp_cnp_ignored"]:
+            return Finding(CNP_IGNORED, t.device, t.port, OK, f"{t.label()}: no ignored CNPs since the counters "
+                           "were cleared")
+        return None
     status, _ = _status(inc, rc.cnp_ignored_warning, None)
     if status == OK:
         return Finding(CNP_IGNORED, t.device, t.port, OK,
-                       f"{t.label()}: {inc} ignored CNPs in the last {_fmt_window(cov)}" if cov
-                       else f"{t.label()}: no rp_cnp_ignored rate yet (needs two samples)")
+                       f"{t.label()}: {inc} ignored CNPs in the last {_fmt_window(cov)}")
     return Finding(CNP_IGNORED, t.device, t.port, status,
                    f"{t.label()}: rp_cnp_ignored rose by {inc} in the last {_fmt_window(cov)}: congestion "
                    f"notifications arrive but are ignored, so DCQCN is off on this reaction point and "
@@ -384,23 +381,34 @@ def check_cnp_ignored(v: RoceView, history: CounterHistory, rc: RoceConfig, now:
 
 
 def evaluate(views: list[RoceView], history: CounterHistory, rc: RoceConfig, now: float) -> list[Finding]:
+    """Every check's finding of every netdev it could judge (none for one it could not: no status)."""
     findings: list[Finding] = []
     for v in views:
-        findings += [check_pfc(v, rc), check_pfc_lossy(v, rc), check_trust(v, rc),
-                     check_mtu(v, rc),
-                     check_pause_rate(v, history, rc, now), check_pause_duration(v, history, rc, now),
-                     check_pause_storm(v, history, rc, now), check_drops(v, history, rc, now),
-                     check_cnp_ignored(v, history, rc, now)]
+        found = [check_pfc(v, rc), check_pfc_lossy(v, rc), check_trust(v, rc),
+                 check_mtu(v, rc),
+                 check_pause_rate(v, history, rc, now), check_pause_duration(v, history, rc, now),
+                 check_pause_storm(v, history, rc, now), check_drops(v, history, rc, now),
+                 check_cnp_ignored(v, history, rc, now)]
+        findings += [f for f in found if f is not None]
     return findings
 
 
+# what each roce_* check reads: the DCB settings (mlnx_qos), the netdev (MTU), the ethtool statistics, the
+# mlx5 hw_counters; a check runs only while its records are fresh (a netdev the record lacks: no status)
+_NEEDS = {PFC: ("MlnxQosData",), PFC_LOSSY: ("MlnxQosData",), TRUST: ("MlnxQosData",), MTU: ("NetdevData",),
+          PAUSE_RATE: ("EthtoolData",), PAUSE_DURATION: ("EthtoolData",), PAUSE_STORM: ("EthtoolData",),
+          CNP_IGNORED: ("HwCountersData",)}
+
+
 class Roce:
-    """The roce_* checks (checks.shape) on every RoCE port's view, its counters' history included."""
-    reports = tuple(report(c, "roce") for c in CHECKS)
+    """The roce_* checks (checks.shape) on every RoCE port's view, its counters' history included; each name
+    runs on its fresh records (roce_lossless_drops on the ethtool statistics or the hw_counters)."""
+    reports = tuple(report(c, "roce", *_NEEDS[c]) if c in _NEEDS else
+                    report(c, "roce", any_of=("EthtoolData", "HwCountersData")) for c in CHECKS)
     state = None
 
     def __init__(self, settings: RoceConfig):
         self.settings = settings
 
-    def run(self, inputs: NodeInputs) -> Outcome[Sections]:
-        return Outcome(evaluate(list(inputs.views), inputs.history, self.settings, inputs.now))
+    def run(self, inputs: NodeInputs) -> Outcome:
+        return outcome_of(evaluate(list(inputs.views), inputs.history, self.settings, inputs.now))

@@ -2,29 +2,34 @@
 
 A check is an object that declares
 - `reports`: the check names it reports (`Finding.check`), each with the inputs it needs to run
-  (`Report`: record types or capabilities, every one present; counters, one of them read);
+  (`Report`: record types or capabilities, every one present; counters, one of them read). A record
+  type is present only while it is fresh: produced by a source run that succeeded within that source's
+  staleness bound (pipeline.scheduler); nothing remembered stands in for it;
 - `settings`: what it is configured with (its own section of the config, never the `Config`);
 - `state`: what it keeps between runs (counts over consecutive sweeps, a cache of what it derived from
   inputs that did not change, a learned baseline), its own object, nobody else's;
-and `run(inputs) -> Outcome`: its findings, and what it derived for the snapshot as a function that
-writes it into the section being built (`Outcome.write`). `run` never changes its inputs: a test runs
-every registered check on its inputs and compares them before and after.
+and `run(inputs) -> Outcome`: its findings, the devices it judged (always said, never "all"), and what it
+derived for the snapshot as one typed value (`Outcome.derived`, a sub-section the model composes into the
+section being built: a check writes nothing itself). `run` never changes its inputs: a test runs every
+registered check on its inputs and compares them before and after.
+
+A device the check could not judge (no fresh reading of it, a rate that needs a second sample, a
+setting that turns the judgement off) gets no finding: "not checked" is never OK.
 
 One runner (pipeline/checks.py) runs, for the node and the fabric, exactly the checks one of whose
-names has its inputs present, writes their outcomes in the order they are registered, and says which
-names ran: those, and only those, get a status (fabricmon_check_status, fabricmon_fabric_check_status);
-a check that did not run has none (absent, never OK)."""
+names has its inputs present, composes their outcomes in the order they are registered, and says which
+names ran on which devices: those, and only those, get a status (fabricmon_check_status,
+fabricmon_fabric_check_status); a check that did not run has none (absent, never OK)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence, Set
+from collections.abc import Collection, Iterable, Sequence, Set
 from dataclasses import dataclass
-from typing import Generic, Protocol, TypeVar
+from typing import Protocol, TypeVar
 
 from fabricmon.model.finding import Finding
 
 In = TypeVar("In", contravariant=True)      # what a check reads (pipeline.node's or pipeline.fabric's inputs)
-S = TypeVar("S")                            # the section its outcome is written into
 
 
 def counters(names: Iterable[str]) -> frozenset[str]:
@@ -47,17 +52,29 @@ def report(name: str, *needs: str, any_of: Iterable[str] = ()) -> Report:
     return Report(name, frozenset(needs), frozenset(any_of))
 
 
-@dataclass(slots=True)
-class Outcome(Generic[S]):
-    """What one run of a check gives: its findings; what it derived, written by the runner into the
-    section being built (never into the check's inputs); the devices it judged, each given a status
-    (OK included) where the caller keeps one per device (None: every device the caller judges)."""
-    findings: Sequence[Finding] = ()
-    write: Callable[[S], None] | None = None
-    judged: Iterable[str] | None = None
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """What one run of a check gives: its findings; the devices it judged, each given a status (OK
+    included) where the caller keeps one per device (`()`: a check of the whole node or fabric; never
+    "every device"); and what it derived, one typed value (a sub-section: the link verdicts, the ECMP
+    groups, the affinity result, ...) that the model composes into the section being built."""
+    findings: Sequence[Finding]
+    judged: Collection[str]
+    derived: object = None
 
 
-class Check(Protocol[In, S]):
+def judged_in(findings: Iterable[Finding]) -> tuple[str, ...]:
+    """The devices of these findings, in order: what a check that gives every device it judged a
+    finding (OK included: the node's checks) judged."""
+    return tuple(dict.fromkeys(f.device for f in findings))
+
+
+def outcome_of(findings: Sequence[Finding], derived: object = None) -> Outcome:
+    """The outcome of a check whose findings name every device it judged (OK included)."""
+    return Outcome(findings, judged_in(findings), derived)
+
+
+class Check(Protocol[In]):
     """A check: its names and their inputs, its settings, its state; run on inputs it never changes."""
 
     @property
@@ -69,7 +86,7 @@ class Check(Protocol[In, S]):
     @property
     def state(self) -> object: ...
 
-    def run(self, inputs: In) -> Outcome[S]: ...
+    def run(self, inputs: In) -> Outcome: ...
 
 
-__all__ = ["Check", "Outcome", "Report", "counters", "report"]
+__all__ = ["Check", "Outcome", "Report", "counters", "judged_in", "outcome_of", "report"]

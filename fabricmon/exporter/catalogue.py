@@ -1027,7 +1027,8 @@ CATALOGUE: tuple[Metric, ...] = (
     Metric("fabricmon_source_active", G, "1 if the source is in use: enabled, and its program (if any) is "
            "installed; an enabled: auto tool that is not installed is 0.", ("source",),
            _sources(lambda s: 1 if s.enabled and s.active else 0, enabled_only=False)),
-    Metric("fabricmon_source_up", G, "1 if the source's last run produced data.", ("source",),
+    Metric("fabricmon_source_up", G, "1 if the source's last run produced data and it is still fresh (0 before a first "
+           "run that read anything, and once its records are older than its staleness bound).", ("source",),
            _sources(lambda s: 1 if s.up else 0)),
     Metric("fabricmon_source_duration_seconds", G, "Duration of the source's last run.", ("source",),
            _sources(lambda s: s.duration)),
@@ -1041,6 +1042,9 @@ CATALOGUE: tuple[Metric, ...] = (
            buckets=_build_histogram),
     Metric("fabricmon_snapshot_timestamp_seconds", G, "Time the last snapshot was built.", (),
            lambda snap: [((), snap.time)]),
+    Metric("fabricmon_snapshot_build_failures", C, "Snapshot builds that failed (a bug: the log has the traceback); "
+           "a failed build is published at once as an UNKNOWN snapshot with the sources' states only.", (),
+           lambda snap: [((), snap.builds.failures)]),
     Metric("fabricmon_http_errors", C, "HTTP clients that failed or were refused, by kind (disconnect, timeout, "
            "tls_handshake, bad_request, unauthorized, busy, evicted, refused), as of the last snapshot.", ("kind",),
            lambda snap: (((k,), v) for k, v in sorted(snap.http_errors.items()))),

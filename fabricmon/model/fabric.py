@@ -411,6 +411,11 @@ class SweepData:
     # InfiniBand: the width and speed a port runs at, read in this sweep (wins over the discovery's)
     link_rate: dict[Key, tuple[int | None, str | None]] = field(default_factory=dict)
 
+    def switches_read(self) -> set[str]:
+        """The switches this sweep read something of: counters, or a port's state (what the sweep checks
+        judge; a switch that answered nothing keeps its last state and is judged by none of them)."""
+        return self.switches | {g for g, _ in self.link_up}
+
 
 # --- forwarding tables and the subnet manager ---------------------------------------------
 
@@ -541,6 +546,62 @@ class EcmpGroup:
     hot: list[int] = field(default_factory=list)
 
 
+# --- what the fabric checks derive (checks.shape: Outcome.derived), composed into the section by the model -----
+
+@dataclass(frozen=True, slots=True)
+class Responsiveness:
+    """checks.fabric_unresponsive: per switch judged, unresponsive or not, and the data time of its last sweep
+    with every query answered (None: never)."""
+    unresponsive: Mapping[str, bool]
+    last_read: Mapping[str, float | None]
+
+
+@dataclass(frozen=True, slots=True)
+class EcmpGroups:
+    """checks.fabric_ecmp: every uplink group (and top-level downlink group) as judged this build."""
+    groups: tuple[EcmpGroup, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class UplinkCounts:
+    """checks.fabric_symmetry: per switch, (active uplinks, expected) as judged this build."""
+    uplinks: Mapping[str, tuple[int, int | None]]
+
+
+@dataclass(frozen=True, slots=True)
+class RouteBalances:
+    """checks.fabric_routing: each switch's route balance."""
+    routes: Mapping[str, RouteBalance]
+
+
+@dataclass(frozen=True, slots=True)
+class SmPoll:
+    """checks.fabric_sm: the subnet managers of the last poll and the master's activity count."""
+    sms: tuple[SmInfo, ...]
+    activity: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class DesignDrift:
+    """checks.fabric_design: the design's cables and the discrepancies by kind."""
+    cables: int
+    discrepancies: Mapping[str, int]
+
+
+@dataclass(frozen=True, slots=True)
+class SchedulerDrift:
+    """checks.fabric_slurm_topology: nodes drifted from the configured topology, and the drift by kind."""
+    drifted: int
+    by_kind: Mapping[str, int]
+
+
+@dataclass(frozen=True, slots=True)
+class SwitchOpticsView:
+    """The switches' transceivers joined to their ports (what the optics checks judged on the fabric)."""
+    optics: Mapping[Key, ModuleDiag]
+    unjoined: Mapping[str, int]
+
+
 @dataclass(slots=True)
 class FabricSection:
     switches: dict[str, SwitchNode] = field(default_factory=dict)   # this shard's switches
@@ -584,8 +645,9 @@ class FabricSection:
         return p.label if p is not None else str(port)
 
 
-__all__ = ["NO_ROUTE", "ROLES", "DiscoveryData", "EcmpGroup", "FabricPort", "FabricSection", "LftData", "Link",
-           "PortInfo", "RouteBalance", "SmData", "SmInfo", "SwitchNode", "SweepData", "Topology", "build_topology",
+__all__ = ["NO_ROUTE", "ROLES", "DesignDrift", "DiscoveryData", "EcmpGroup", "EcmpGroups", "FabricPort", "FabricSection",
+           "LftData", "Link", "PortInfo", "Responsiveness", "RouteBalance", "RouteBalances", "SchedulerDrift", "SmData",
+           "SmInfo", "SmPoll", "SwitchNode", "SwitchOpticsView", "SweepData", "Topology", "UplinkCounts", "build_topology",
            "merge_discovery", "port_role", "rate_class", "switch_levels", "switch_parts", "host_name",
            "default_description", "AGGREGATION_NODE_DEVICE", "AGGREGATION_NODE_DESCRIPTION"]
 

@@ -53,4 +53,10 @@ class JobsSection:
     placement: dict[str, Placement] = field(default_factory=dict)   # job id -> its span on the rail (fabric)
 
 
-__all__ = ["JOBS_IN_LINE", "JobRef", "JobsSection", "jobs_text"]
+@dataclass(frozen=True, slots=True)
+class Placements:
+    """checks.fabric_placement: each running job's span on the rail (composed into JobsSection.placement)."""
+    placement: dict[str, Placement]
+
+
+__all__ = ["JOBS_IN_LINE", "JobRef", "JobsSection", "Placements", "jobs_text"]

@@ -98,6 +98,12 @@ class LinkVerdict:
     finding: Finding
 
 
+@dataclass(frozen=True, slots=True)
+class PortVerdicts:
+    """The degraded_link check's verdicts of the node's ports it judged (its derived sub-section)."""
+    verdicts: Mapping[tuple[str, int], LinkVerdict]
+
+
 @dataclass(slots=True)
 class Inventory:
     """The merged devices and ports: what per-port sources query and checks judge."""

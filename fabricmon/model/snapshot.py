@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, TypedDict, TypeVar
 
-from fabricmon.model.finding import Finding, worst
+from fabricmon.model.finding import Finding
 
 if TYPE_CHECKING:
     from fabricmon.model.fabric import FabricSection
@@ -46,11 +46,33 @@ class SourceState:
     # whose program is missing is off: it does not run and reports no error.
     active: bool = True
     program: str | None = None          # the resolved program file, for tool sources
+    stale_after: float = 0.0            # seconds its records stay fresh (0: 2 x interval + timeout)
 
     def copy(self) -> SourceState:
         return SourceState(self.name, self.enabled, self.interval, self.timeout, self.records, self.up, self.ran,
                            self.data, self.data_time, self.duration, self.last_success, self.runs,
-                           dict(self.errors_total), set(self.active_errors), self.active, self.program)
+                           dict(self.errors_total), set(self.active_errors), self.active, self.program,
+                           self.stale_after)
+
+    @property
+    def stale_bound(self) -> float:
+        return self.stale_after or 2 * self.interval + self.timeout
+
+
+def fresh_states(states: Mapping[str, SourceState], now: float) -> dict[str, SourceState]:
+    """Copies of the states as one build may read them: a source's records are there only while they are
+    fresh (produced within its staleness bound by a run that succeeded); older ones are taken out, and the
+    source is down with an active error that says since when ("no data, no status": nothing remembered
+    stands in for a source that stopped answering, whether its runs fail, hang or stopped)."""
+    out = {}
+    for n, s in states.items():
+        c = s.copy()
+        if c.enabled and c.data is not None and now - c.data_time > c.stale_bound:
+            c.data, c.up = None, False
+            c.active_errors.add(f"{n}: no fresh records for {now - c.data_time:.0f} s (stale after "
+                                f"{c.stale_bound:g} s): its checks are not judged until a run succeeds")
+        out[n] = c
+    return out
 
 
 def source_state(states: Mapping[str, SourceState], records: type) -> SourceState | None:
@@ -69,6 +91,14 @@ def records_present(states: Mapping[str, SourceState]) -> set[str]:
     """The names of the record types the enabled sources yielded (what a check may need: checks.shape)."""
     return {s.records.__name__ for s in states.values()
             if s.enabled and s.records is not None and isinstance(s.data, s.records)}
+
+
+@dataclass(frozen=True, slots=True)
+class Unjudged:
+    """Why a build could judge nothing ("" when it could): the snapshot's `unknown`, the health rule's
+    UNKNOWN. A check that knows (expected_inventory on the node) derives it; the fabric model says it
+    while no switch could be read."""
+    reason: str = ""
 
 
 @dataclass(slots=True)
@@ -93,10 +123,13 @@ class GpuSection:
 
 @dataclass(slots=True)
 class BuildStats:
-    """Snapshot builds so far (fabricmon_snapshot_build_duration_seconds)."""
+    """Snapshot builds so far (fabricmon_snapshot_build_duration_seconds, fabricmon_snapshot_build_failures_total)
+    and whether this snapshot's own build failed (then it carries only the sources' states and why)."""
     count: int = 0
     total: float = 0.0
     buckets: list[int] = field(default_factory=list)     # cumulative, one per BUILD_BUCKETS bound
+    failures: int = 0                # builds that raised (a bug: the log has the traceback)
+    failed: bool = False             # this snapshot stands for a build that failed
 
 
 class Sections(TypedDict, total=False):
@@ -118,9 +151,10 @@ class Sections(TypedDict, total=False):
 BUILD_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0, float("inf"))
 
 
-@dataclass(slots=True)
+@dataclass(frozen=True, slots=True)
 class Snapshot:
-    """What one configuration of the pipeline built. The node daemon fills ib, roce and gpu;
+    """What one configuration of the pipeline built: one frozen product of one build, published by one
+    assignment and never changed afterwards (nor are its sections). The node daemon fills ib, roce and gpu;
     the fabric collector fills fabric. A section it does not build stays empty."""
     time: float
     findings: list[Finding]
@@ -138,7 +172,7 @@ class Snapshot:
     # False until the port inventory is known (the inventory sources have answered): a daemon's
     # first snapshots may be built before sysfs/ibstat ran, and must not call the node empty.
     inventory_known: bool = True
-    # the serving daemon's fabricmon_http_errors_total by kind, as of this snapshot (empty: not serving)
+    # the serving daemon's fabricmon_http_errors_total by kind, as of this snapshot's build (empty: not serving)
     http_errors: dict[str, int] = field(default_factory=dict)
     # Why this node has nothing to check ("" when it has): no InfiniBand/RoCE port, no
     # expected_links and no port learned before. `check` answers UNKNOWN with it.
@@ -146,10 +180,6 @@ class Snapshot:
     # the host this daemon reports on (slurm.node_name, else the short host name; a bundle's recorded host)
     host: str = ""
 
-    @property
-    def status(self) -> int:
-        return worst(self.findings)
-
 
 __all__ = ["BUILD_BUCKETS", "ERROR_KINDS", "BuildStats", "GpuSection", "IbSection", "RoceSection", "Sections",
-           "Snapshot", "SourceState", "records_present", "source_data", "source_state"]
+           "Snapshot", "SourceState", "Unjudged", "fresh_states", "records_present", "source_data", "source_state"]

@@ -27,7 +27,7 @@ its port section and findings, and redoes only the subnet manager, the check sta
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
@@ -82,11 +82,16 @@ class FabricModel:
         self._sweep_time: float | None = None
         # the last full build: its inputs (PORT_INPUTS' data and data times, the topology), its section, its
         # findings but the subnet manager's, and the checks that ran (a build with the same inputs reuses them)
-        self._last: tuple[tuple[object, ...], FabricSection, list[Finding], dict[str, Iterable[str]]] | None = None
+        self._last: tuple[tuple[object, ...], FabricSection, list[Finding], dict[str, tuple[str, ...]]] | None = None
 
     def inventory(self, states: Mapping[str, SourceState]) -> Topology:
-        """The latest topology (empty before the first discovery): the sweep's input."""
-        return self.topology.inventory(states)
+        """The latest topology (empty before the first discovery): the sweep's input. A pure read of what
+        take() took."""
+        return self.topology.inventory()
+
+    def take(self, states: Mapping[str, SourceState]) -> None:
+        """A discovery finished: take it (pipeline.fabric_topology.take, once per discovery)."""
+        self.topology.take(states)
 
     @property
     def topology_changes(self) -> int:
@@ -97,7 +102,7 @@ class FabricModel:
               ) -> tuple[Sections, list[Finding]]:
         now = self.clock()
         unknown = self._nothing_read(states)
-        topo = self.inventory(states)
+        topo = self.topology.take(states)      # taken already when the pipeline runs it (a no-op then)
         sec = FabricSection(shard=self.shard, topology_changes=self.topology_changes)
         sweep_st = source_state(states, SweepData)
         if sweep_st is not None:
@@ -128,7 +133,7 @@ class FabricModel:
         ev = self.evidence
         check_inputs = FabricInputs(states, topo, sec, now, self.history, sweep, new_sweep, ev.abilities, ev.reads,
                                     ev.last_read, self.checks.flagged)
-        present = self.checks.present(states, bool(sweep is not None and sweep.pause), self.counters.present())
+        present = self.checks.present(states, bool(sweep is not None and sweep.pause), self.counters.present(sweep))
         findings, ran = self.checks.run_ports(check_inputs, present)
         self._last = (inputs, sec, findings, ran)
         return self._reuse(states, topo, unknown, sec.sweep_duration, now)
@@ -152,8 +157,9 @@ class FabricModel:
         sec = replace(last, sweep_duration=sweep_duration, sms=None, sm_activity=None)
         inputs = FabricInputs(states, topo, sec, now, self.history)
         present = self.checks.present(states, False)
-        findings = list(port_findings) + self.checks.run_poll(inputs, present).findings
-        self.checks.check_status(sec, findings, ran)
+        poll = self.checks.run_poll(inputs, present)
+        findings = list(port_findings) + poll.findings
+        self.checks.check_status(sec, findings, {**ran, **poll.names})
         jobs, findings = self.jobs.apply(states, sec, topo, findings)
         if jobs is not None:
             findings += self.checks.run_jobs(replace(inputs, jobs=jobs), present | {"running_jobs"}, jobs).findings

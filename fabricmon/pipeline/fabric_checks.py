@@ -20,20 +20,22 @@ from fabricmon.checks.fabric_inputs import FabricInputs
 from fabricmon.checks.optics import Readings
 from fabricmon.checks.shape import Check
 from fabricmon.config import Config
+from fabricmon.checks.fabric_links import LinkVerdicts
 from fabricmon.model.design import DesignData
-from fabricmon.model.fabric import FabricSection, LftData, SmData
-from fabricmon.model.jobs import JobsSection
+from fabricmon.model.fabric import (DesignDrift, DiscoveryData, EcmpGroups, FabricSection, LftData, Responsiveness,
+                                    RouteBalances, SchedulerDrift, SmData, SmPoll, SwitchOpticsView, UplinkCounts)
+from fabricmon.model.jobs import JobsSection, Placements
 from fabricmon.model.optics import OpticsPort, SwitchOpticsData
 from fabricmon.model.slurm_topology import SchedulerTopologyData
-from fabricmon.model.snapshot import SourceState, source_data
+from fabricmon.model.snapshot import SourceState, records_present, source_data
 from fabricmon.parsers.entity_sensor import SwitchOptics
 from fabricmon.pipeline.checks import CheckRunner, Ran
 from fabricmon.pipeline.optics_baseline import BaselineStore
 
-FabricCheck = Check[FabricInputs, FabricSection]
+FabricCheck = Check[FabricInputs]
 
 
-def switch_optics(inputs: FabricInputs) -> Readings[FabricSection] | None:
+def switch_optics(inputs: FabricInputs) -> Readings | None:
     """The switches' transceivers (sources.ethernet.optics) joined to the section's ports: what the
     optics checks (checks.optics, the node's logic) judge, and the switches whose sensors were read."""
     data = source_data(inputs.states, SwitchOpticsData)
@@ -62,10 +64,40 @@ def switch_optics(inputs: FabricInputs) -> Readings[FabricSection] | None:
             judged.append(OpticsPort(g, if_index, f"switch {sw.name} {name}", mod, up=so.oper_up.get(if_index),
                                      peer=peer, key=f"switch:{g}:{name}"))
 
-    def write(s: FabricSection) -> None:
-        s.optics_unjoined.update(unjoined)
-        s.optics.update(optics)
-    return Readings(judged, inputs.now, write, list(unjoined))
+    return Readings(judged, inputs.now, SwitchOpticsView(optics, unjoined), list(unjoined))
+
+
+def compose(sec: FabricSection, derived: object) -> None:
+    """The fabric's one composer (pipeline.checks): a check's derived sub-section into the section being built,
+    by its type (the link verdicts into the ports this build made); a type it does not know is a bug."""
+    if isinstance(derived, LinkVerdicts):
+        fabric_links.apply(sec.ports, derived)
+    elif isinstance(derived, Responsiveness):
+        sec.unresponsive, sec.last_read = dict(derived.unresponsive), dict(derived.last_read)
+    elif isinstance(derived, EcmpGroups):
+        sec.groups = list(derived.groups)
+    elif isinstance(derived, UplinkCounts):
+        sec.uplinks = dict(derived.uplinks)
+    elif isinstance(derived, RouteBalances):
+        sec.routes = dict(derived.routes)
+    elif isinstance(derived, SmPoll):
+        sec.sms, sec.sm_activity = list(derived.sms), derived.activity
+    elif isinstance(derived, DesignDrift):
+        sec.design_cables, sec.design_discrepancies = derived.cables, dict(derived.discrepancies)
+    elif isinstance(derived, SchedulerDrift):
+        sec.slurm_topology_drifted, sec.slurm_topology_drift = derived.drifted, dict(derived.by_kind)
+    elif isinstance(derived, SwitchOpticsView):
+        sec.optics.update(derived.optics)
+        sec.optics_unjoined.update(derived.unjoined)
+    else:
+        raise TypeError(f"the fabric section composes no {type(derived).__name__}")
+
+
+def compose_jobs(js: JobsSection, derived: object) -> None:
+    """The jobs section's composer: the placement check's spans."""
+    if not isinstance(derived, Placements):
+        raise TypeError(f"the jobs section composes no {type(derived).__name__}")
+    js.placement = derived.placement
 
 
 class FabricChecks:
@@ -88,23 +120,26 @@ class FabricChecks:
             optics_checks.Optics(checks.optics, self.optics_baseline, switch_optics, optics_checks.NEEDS),
             fabric_slurm_topology.SchedulerTopology(),
             fabric_design.DesignCheck(),
-        ])
-        self.poll: CheckRunner[FabricInputs, FabricSection] = CheckRunner([fabric_sm.SubnetManager(fab.sm_stalled_polls)])
-        self.jobs: CheckRunner[FabricInputs, JobsSection] = CheckRunner([fabric_placement.PlacementCheck(checks.placement)])
+        ], compose)
+        self.poll: CheckRunner[FabricInputs, FabricSection] = CheckRunner(
+            [fabric_sm.SubnetManager(fab.sm_stalled_polls)], compose)
+        self.jobs: CheckRunner[FabricInputs, JobsSection] = CheckRunner(
+            [fabric_placement.PlacementCheck(checks.placement)], compose_jobs)
         self.flagged: frozenset[tuple[str, str, int]] = frozenset()     # (check, switch, port) once not OK
-        self._reads_pause = False                                # some sweep yielded PFC pause frames
 
-    def present(self, states: Mapping[str, SourceState], pause: bool, counters: Iterable[str] = ()) -> set[str]:
-        """What the sources provide now (checks.fabric_inputs.CAPABILITIES; running_jobs is the model's, once
-        pipeline.jobs knows them); pause frames once any sweep yielded them (a sweep that failed does not take
-        the check away)."""
-        self._reads_pause = self._reads_pause or pause
-        caps = {"topology", *counters}
+    @staticmethod
+    def present(states: Mapping[str, SourceState], pause: bool, counters: Iterable[str] = ()) -> set[str]:
+        """What is fresh in this build (checks.fabric_inputs.CAPABILITIES; running_jobs is the model's, once
+        pipeline.jobs knows them): the fresh records' types, a fresh discovery (topology), the counters and
+        pause frames this sweep read. Nothing is remembered: a sweep that failed takes its checks away."""
+        caps = records_present(states) | set(counters)
+        if source_data(states, DiscoveryData) is not None:
+            caps.add("topology")
         if source_data(states, LftData) is not None:
             caps.add("forwarding_tables")
         if source_data(states, SmData) is not None:
             caps.add("subnet_manager")
-        if self._reads_pause:
+        if pause:
             caps.add("pause_frames")
         if source_data(states, SwitchOpticsData) is not None:
             caps.add("transceiver_readings")
@@ -116,13 +151,12 @@ class FabricChecks:
             caps.add("design")
         return caps
 
-    def run_ports(self, inputs: FabricInputs, present: set[str]) -> tuple[list[Finding], dict[str, Iterable[str]]]:
+    def run_ports(self, inputs: FabricInputs, present: set[str]) -> tuple[list[Finding], dict[str, tuple[str, ...]]]:
         """The port checks on a full build: their findings, the port status of the flagged ports, and the
-        checks that ran with the switches each judged."""
+        checks that ran with the switches each judged (said by each check, never "every switch")."""
         sec = inputs.sec
         ran = self.ports.run(inputs, present, sec)
-        judged = {name: sec.switches if on is None else on for name, on in ran.names.items()}
-        return ran.findings + self.port_status(sec, ran.findings, judged), judged
+        return ran.findings + self.port_status(sec, ran.findings, ran.names), ran.names
 
     def run_poll(self, inputs: FabricInputs, present: set[str]) -> Ran:
         return self.poll.run(inputs, present, inputs.sec)
@@ -141,16 +175,20 @@ class FabricChecks:
         have = {(f.check, f.device, f.port) for f in findings}
         out = []
         for check, g, port in sorted(flagged - have):
+            if g not in ran[check]:
+                continue        # not judged this build (its switch not read): kept flagged, no status now
             p = sec.ports[(g, port)]
             out.append(Finding(check, g, port, OK, f"{sec.switches[g].name} (0x{g}) port {p.label}: {check} OK"))
         return out
 
     @staticmethod
     def check_status(sec: FabricSection, findings: list[Finding], ran: Mapping[str, Iterable[str]]) -> None:
+        """fabricmon_fabric_check_status: every switch each check judged, OK included, at the worst of its
+        findings; a fabric-wide check's finding under ""; a switch a check did not judge has none."""
         status = {(c, g): OK for c, switches in ran.items() for g in switches}
         for f in findings:      # a switch's findings by their own check name; fabric-wide ones (sm) with ""
-            if f.device in sec.switches or f.device == "":
-                key = (f.check, f.device)
+            key = (f.check, f.device)
+            if key in status or (f.device == "" and f.check in ran):
                 status[key] = max(status.get(key, OK), f.status)
         sec.check_status = status
 

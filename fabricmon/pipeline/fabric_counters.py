@@ -1,8 +1,8 @@
 """The fabric's counters (pipeline.fabric's step 2): every counter of a new sweep enters a CounterHistory
 through the one CounterIntake (width, wrap, saturation, reset and first baseline: model.history), keyed
 (switch_guid, port, counter); transmit/receive and pause-frame rates from the last step. Which checked
-counters some sweep yielded, and whether one of them saturates, say which counter checks run
-(checks.link_errors.counter_reports)."""
+counters the sweep being judged yielded, and whether one of them saturates, say which counter checks run
+(checks.link_errors.counter_reports): nothing of an earlier sweep stands in for them."""
 
 from __future__ import annotations
 
@@ -29,38 +29,46 @@ class SweepCounters:
         self.rates = CounterHistory(horizon=3600.0, max_samples=2)
         self.intake = CounterIntake(self.history, sparse=True)
         self.rate_intake = CounterIntake(self.rates)
-        self._counters_read: set[str] = set()                    # the checked counters some sweep yielded
-        self._saturable_read = False                             # ... one of them a counter that saturates
+        # the last sweep asked about and what it makes present: the checked counters it yielded
+        # (checks.shape.counters), saturating_counters where one of them saturates
+        self._read: tuple[SweepData | None, frozenset[str]] = (None, frozenset())
 
-    def present(self) -> set[str]:
-        """The counters some sweep yielded (checks.shape.counters), and saturating_counters once one of
-        them saturates."""
-        out = set(counters(self._counters_read))
-        if self._saturable_read:
+    def present(self, sweep: SweepData | None) -> frozenset[str]:
+        """What this sweep's counters make present (nothing without a sweep)."""
+        if sweep is None:
+            return frozenset()
+        if self._read[0] is not sweep:
+            self._read = (sweep, self._present(sweep))
+        return self._read[1]
+
+    @staticmethod
+    def _present(sweep: SweepData) -> frozenset[str]:
+        read: set[str] = set()
+        unseen = set(CHECKED_COUNTERS)
+        for vals in sweep.ports.values():
+            if not unseen:
+                break
+            if not unseen.isdisjoint(vals):
+                read |= unseen.intersection(vals)
+                unseen.difference_update(vals)
+        out = set(counters(read))
+        if any(ib_rule(n, sweep.bits.get(n), n in sweep.wrapping).saturates for n in read):
             out.add("saturating_counters")
-        return out
+        return frozenset(out)
 
     def record(self, sweep: SweepData, t: float, keep: set[tuple[str, int]]) -> None:
         """A new sweep's counters through the one intake: the error counters into the history (sparse:
         a quiet counter keeps none), transmit/receive and pause frames into the rates."""
         rules = {name: ib_rule(name, bits, name in sweep.wrapping) for name, bits in sweep.bits.items()}
         rates = {name: rules.get(name, PLAIN) for name in RATE_COUNTERS}
-        read, unseen = self._counters_read, CHECKED_COUNTERS - self._counters_read
         self.rate_intake.take_ports([(key, {f"pause:{prio}:{direction}": v for (prio, direction), v in pause.items()})
                                      for key, pause in sweep.pause.items() if key in keep], t, {}, stream="pause")
         ports = [(key, vals) for key, vals in sweep.ports.items() if key in keep]
-        for _, vals in ports:
-            if not unseen:
-                break
-            if not unseen.isdisjoint(vals):
-                read |= unseen.intersection(vals)
-                unseen = unseen.difference(vals)
         self.rate_intake.take_ports(ports, t, rates, only=RATE_COUNTERS)
         for key, name in self.intake.take_ports(ports, t, rules, only=CHECKED_COUNTERS):
             log.info("counter decreased (reset)", switch_guid=key[0], port=key[1], counter=name)
         self.intake.prune(keep)
         self.rate_intake.prune(keep)
-        self._saturable_read = self._saturable_read or any(rules[n].saturates for n in read if n in rules)
 
     def fill(self, sweep: SweepData, sec: FabricSection) -> None:
         """The sweep's counters, pause frames and rates on the section's ports."""

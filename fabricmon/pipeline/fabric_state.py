@@ -49,9 +49,10 @@ class LinkEvidence:
 
     def note_reads(self, sweep: SweepData, t: float, sec: FabricSection) -> None:
         n = self.window
+        read = sweep.switches_read()
         for g in sec.switches:
             queries = sweep.queries.get(g, 0)
-            if not queries and g not in sweep.switches:
+            if not queries and g not in read:
                 continue
             lost = sweep.unanswered.get(g, 0)
             self.reads.setdefault(g, deque(maxlen=n)).append(

@@ -7,6 +7,7 @@ of its state (pipeline.fabric_state)."""
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Mapping
 
 import structlog
@@ -34,12 +35,25 @@ class FabricTopology:
         self.topology_changes = 0
         self._view: DiscoveryData | None = None                  # the merged discovery view
         self._view_complete = False                              # some discovery so far was complete
+        self._lock = threading.Lock()       # take() runs once per discovery, whichever thread asks first
 
-    def inventory(self, states: Mapping[str, SourceState]) -> Topology:
-        """The latest topology (empty before the first discovery): the sweep's input."""
+    def inventory(self) -> Topology:
+        """The latest topology taken (empty before the first discovery): the sweep's input and the build's
+        structure. A pure read: taking a new discovery is take()'s."""
+        topo = self._topo
+        return topo if topo is not None else Topology()
+
+    def take(self, states: Mapping[str, SourceState]) -> Topology:
+        """Take the latest discovery, once (the pipeline does as the discovery finishes, under its lock; a
+        build asks again, which finds it taken): merged into the last complete view, levels, the change log,
+        the remembered ports and the evidence a discovery is. Returns the latest topology."""
+        with self._lock:
+            return self._take(states)
+
+    def _take(self, states: Mapping[str, SourceState]) -> Topology:
         st = source_state(states, DiscoveryData)
         if st is None or not isinstance(st.data, DiscoveryData):
-            return self._topo if self._topo is not None else Topology()
+            return self.inventory()
         if self._topo_time == st.data_time and self._topo is not None:
             return self._topo
         data: DiscoveryData = st.data

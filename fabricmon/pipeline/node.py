@@ -29,14 +29,15 @@ from fabricmon.checks.node_inputs import NodeInputs
 from fabricmon.checks.optics import Readings
 from fabricmon.checks.shape import counters
 from fabricmon.config import Config
-from fabricmon.model.gpu import GpuData
+from fabricmon.model.gpu import AffinityResult, GpuData, GpudirectStatus
+from fabricmon.model.kernel_log import KernelSection
 from fabricmon.model.history import CounterHistory, CounterIntake, CounterRule, ib_rule
-from fabricmon.model.nccl import RasData
+from fabricmon.model.nccl import NcclSection, RasData
 from fabricmon.model.optics import OpticsData, OpticsPort, OpticsSection
-from fabricmon.model.ports import Inventory, PortView, merge
+from fabricmon.model.ports import Inventory, PortVerdicts, PortView, merge
 from fabricmon.model.roce import NetdevData, RoceView, record_roce_counters, roce_targets
-from fabricmon.model.snapshot import (GpuSection, IbSection, RoceSection, Sections, SourceState, records_present,
-                                      source_data, source_state)
+from fabricmon.model.snapshot import (GpuSection, IbSection, RoceSection, Sections, SourceState, Unjudged,
+                                      records_present, source_data, source_state)
 from fabricmon.pipeline.checks import CheckRunner
 from fabricmon.pipeline.jobs import node_jobs
 from fabricmon.model.node_records import EthtoolData, HwCountersData, IbstatData, LinkData, MlnxQosData, SysfsData
@@ -91,7 +92,7 @@ class NodeModel:
             kernel_log.KernelLog(),
             nccl.NcclSlow(checks.nccl_slow_collective, self.nccl_baseline),
             nccl_ras.NcclRas(),
-        ])
+        ], compose)
 
     @property
     def seen_ports(self) -> dict[tuple[str, int], tuple[str, float]]:
@@ -109,6 +110,9 @@ class NodeModel:
                 st = source_state(states, p.counter_record)
                 p.counter_source = st.name if st is not None else None
         return inv
+
+    def take(self, states: Mapping[str, SourceState]) -> None:
+        """An inventory source finished: nothing to take (the node's inventory is a pure merge)."""
 
     # --- counters -------------------------------------------------------------------
     def _record_ib_counters(self, states: Mapping[str, SourceState], ports: dict[tuple[str, int], PortView]) -> None:
@@ -171,7 +175,7 @@ class NodeModel:
         return views
 
     # --- optics -------------------------------------------------------------------------
-    def _optics(self, inputs: NodeInputs) -> Readings[Sections] | None:
+    def _optics(self, inputs: NodeInputs) -> Readings | None:
         """The modules `ethtool -m` read, joined to the ports: what checks.optics judges (the same logic as
         the switches'), and the optics section."""
         states, ports = inputs.states, inputs.ib.ports
@@ -193,11 +197,7 @@ class NodeModel:
             peer = f"{ln.remote_desc} port {ln.remote_port}".strip() if ln is not None and ln.remote_desc else ""
             judged.append(OpticsPort(m.device, m.port, f"{m.device} port {m.port} ({m.netdev})", m.module, up=up,
                                      peer=peer, key=f"node:{m.device}:{m.port}:{m.netdev}"))
-        section = OpticsSection(mods)
-
-        def write(out: Sections) -> None:
-            out["optics"] = section
-        return Readings(judged, inputs.now, write)
+        return Readings(judged, inputs.now, OpticsSection(mods))
 
     def _where(self, states: Mapping[str, SourceState]) -> str:
         """Where the port inventory was looked for, for the UNKNOWN line."""
@@ -230,8 +230,7 @@ class NodeModel:
         out: Sections = {"ib": ib, "roce": RoceSection(views), "gpu": GpuSection(gpus=gpus),
                          "inventory_known": inventory_known, "unknown": "", "optics": None, "kernel": None,
                          "nccl": None, "ras": source_data(states, RasData)}
-        inputs = NodeInputs(states, inv, ib, self.history, now, inventory_known,
-                            self._where(states) if inventory_known else "", views, gpus, out)
+        inputs = NodeInputs(states, inv, ib, self.history, now, inventory_known, self._where(states), views, gpus, out)
         findings = self.checks.run(inputs, self.present(states, ib, views), out).findings
         out["jobs"], findings = node_jobs(states, findings)
         return out, findings
@@ -250,4 +249,25 @@ class NodeModel:
             present.add("restricted_counters")
         return present
 
-__all__ = ["NodeModel", "CHECKED_COUNTERS", "unlisted"]
+def compose(out: Sections, derived: object) -> None:
+    """The node's one composer (pipeline.checks): a check's derived sub-section into the sections being built,
+    by its type; a type it does not know is a bug, never dropped."""
+    if isinstance(derived, PortVerdicts):
+        out["ib"].verdicts.update(derived.verdicts)
+    elif isinstance(derived, AffinityResult):
+        out["gpu"].affinity = derived
+    elif isinstance(derived, GpudirectStatus):
+        out["gpu"].gpudirect = derived
+    elif isinstance(derived, Unjudged):
+        out["unknown"] = derived.reason
+    elif isinstance(derived, KernelSection):
+        out["kernel"] = derived
+    elif isinstance(derived, NcclSection):
+        out["nccl"] = derived
+    elif isinstance(derived, OpticsSection):
+        out["optics"] = derived
+    else:
+        raise TypeError(f"the node composes no {type(derived).__name__}")
+
+
+__all__ = ["NodeModel", "CHECKED_COUNTERS", "compose", "unlisted"]

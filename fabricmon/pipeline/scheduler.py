@@ -6,7 +6,15 @@ Two ways to drive it:
   rebuilds and publishes the snapshot when any source completes (completions within a few
   milliseconds of each other are built once). A hung tool delays only its own source.
 - `collect()` (`once`, `check`, `capture`, tests): every named source at once under one overall
-  deadline (the largest timeout), then one snapshot. It ends by the deadline whatever hangs.
+  deadline (the largest timeout), then one snapshot. It ends by the deadline (plus DEADLINE_MARGIN)
+  whatever hangs: one wait for all of them, never one after another.
+
+Every build reads the sources' states through `model.snapshot.fresh_states`: a source's records are
+there only while they are fresh (produced within its staleness bound, `sources.<name>.stale_after`,
+default two intervals plus the timeout), so one failed run is ridden out and no check judges what a
+source said long ago.
+A source is up when its last run produced records that are still fresh; a source that read nothing
+returns no records (it is down, with its errors saying why), never an empty record posing as a reading.
 
 A source that needs the port inventory gets the latest one, merged from whatever the
 inventory sources have produced so far; it waits (within its own deadline) only until the
@@ -20,8 +28,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import Protocol
-from concurrent.futures import ThreadPoolExecutor
-from concurrent.futures import TimeoutError as FutureTimeout
+from concurrent.futures import ThreadPoolExecutor, wait
 
 import structlog
 
@@ -32,7 +39,7 @@ from fabricmon.model.history import CounterHistory
 from fabricmon.model.ports import Inventory
 from fabricmon.model.fabric import Topology
 from fabricmon.model.finding import Finding
-from fabricmon.model.snapshot import BUILD_BUCKETS, BuildStats, Sections, Snapshot, SourceState
+from fabricmon.model.snapshot import BUILD_BUCKETS, BuildStats, Sections, Snapshot, SourceState, fresh_states
 from fabricmon.pipeline.learned import LearnedStore
 from fabricmon.pipeline.node import NodeModel
 from fabricmon.pipeline.source import INVENTORY, Inputs, Source, SourceOutput, SourceSpec, registry
@@ -45,8 +52,9 @@ PUBLISH_DEBOUNCE = 0.02
 # A source's new errors logged one by one per completion, then summarised (a sweep of a large fabric
 # can lose queries to hundreds of switches at once: each is counted, the first few are logged).
 MAX_ERROR_LINES = 10
-# collect() waits this long past the deadline for sources to hand back what they have.
-DEADLINE_MARGIN = 1.0
+# collect() waits this long past the deadline for sources to hand back what they have (the build takes the
+# rest of the second collect() may take past its deadline).
+DEADLINE_MARGIN = 0.5
 # Once one inventory source has listed ports, sources that need the inventory wait at most this
 # long for the others (ibstat normally answers within it); a hung one is not waited for.
 INVENTORY_GRACE = 1.0
@@ -60,11 +68,14 @@ def _error_key(message: str) -> str:
 
 class Model(Protocol):
     """What a configuration of the pipeline supplies: how the latest records become an
-    inventory (for sources that need one) and a snapshot's sections and findings, and the
-    counter history it keeps. `inventory_ran` is (every, any) active inventory source has answered."""
+    inventory (for sources that need one: a pure read), what it takes of an inventory source's run as it
+    finishes (`take`, under the pipeline's lock), a snapshot's sections and findings, and the counter
+    history it keeps. `inventory_ran` is (every, any) active inventory source has answered."""
     history: CounterHistory
 
     def inventory(self, states: Mapping[str, SourceState]) -> Inventory | Topology: ...
+
+    def take(self, states: Mapping[str, SourceState]) -> None: ...
 
     def build(self, states: Mapping[str, SourceState], inventory_ran: tuple[bool, bool]
               ) -> tuple[Sections, list[Finding]]: ...
@@ -89,7 +100,7 @@ class Pipeline:
         self.sources: dict[str, Source] = {n: spec.cls(config, confs[n]) for n, spec in self.specs.items()}
         self.states: dict[str, SourceState] = {
             n: SourceState(name=n, enabled=confs[n].enabled is not False, interval=confs[n].interval,
-                           timeout=confs[n].timeout, records=spec.records)
+                           timeout=confs[n].timeout, records=spec.records, stale_after=confs[n].stale_bound)
             for n, spec in self.specs.items()
         }
         for n, st in self.states.items():
@@ -99,6 +110,11 @@ class Pipeline:
         self.host = config.slurm.node_name or io.hostname().split(".")[0]
         self.snapshot: Snapshot | None = None
         self.on_snapshot: list[Callable[[Snapshot], None]] = []
+        # what the serving daemon adds to each snapshot as it is built (its HTTP error counts), never after
+        self.serving: Callable[[], dict[str, int]] | None = None
+        # the publisher rebuilds at least this often, so a source's records go stale in the snapshot (and a
+        # hung pipeline shows) within one tick even when no source completes: the shortest interval
+        self.tick = max(1.0, min((s.interval for s in self.states.values() if s.enabled), default=15.0))
         self._lock = threading.Lock()                    # states and the inventory
         self._inventory_changed = threading.Condition(self._lock)
         self._inventory: Inventory | Topology = Inventory()
@@ -200,14 +216,17 @@ class Pipeline:
             st.ran = True
             st.runs += 1
             st.duration = duration
-            st.up = out.up
             if out.data is not None:
                 st.data = out.data
                 st.data_time = now
                 if not out.errors:
                     st.last_success = now
-            elif not st.up:
-                st.data = None      # stale data must not pose as current
+            # A run that read nothing keeps the last records it replaces nothing with: they stay usable while
+            # fresh (within the source's staleness bound, model.snapshot.fresh_states), so one failed run is
+            # ridden out; after that no build reads them. up: this run produced records (a source that read
+            # nothing returns none: it is down, never up with an empty record; per-item losses, a port's file,
+            # a switch that did not answer, are errors counted beside records that are still usable).
+            st.up = out.data is not None
             seen = set()
             before = {_error_key(m) for m in st.active_errors}
             logged = set()
@@ -233,28 +252,40 @@ class Pipeline:
                     log.info("source recovered", source=name, error=message)
             st.active_errors = seen
             if self.specs[name].provides_inventory:
+                self.model.take(self.states)        # under the lock: once, as it finished (the fabric's discovery)
                 self._inventory_stale = True
                 self._inventory_changed.notify_all()
 
     # --- snapshots ----------------------------------------------------------------------
     def rebuild(self) -> Snapshot:
-        """Build a snapshot from the latest data of every source and publish it."""
+        """Build a snapshot from the fresh data of every source and publish it. A build that raises (a bug)
+        is published too, at once: a snapshot with the sources' states only, UNKNOWN with why (model.health),
+        so /metrics never goes on serving an old snapshot that looks fresh."""
         with self._build_lock:
             t0 = time.monotonic()
             with self._lock:
-                states = {n: s.copy() for n, s in self.states.items()}
+                states = fresh_states(self.states, self.clock())
             inv = [s for n, s in states.items() if s.enabled and s.active and self.specs[n].provides_inventory]
-            with gc_pause.paused():     # a fabric build makes a port record per switch port
-                sections, findings = self.model.build(states, (all(s.ran for s in inv), any(s.ran for s in inv)))
-            took = time.monotonic() - t0
             b = self._builds
+            failed = ""
+            try:
+                with gc_pause.paused():     # a fabric build makes a port record per switch port
+                    sections, findings = self.model.build(states, (all(s.ran for s in inv), any(s.ran for s in inv)))
+            except Exception as exc:        # never let a bug stop publishing: the failure is the snapshot
+                log.exception("snapshot build failed")
+                b.failures += 1
+                failed = f"the snapshot build failed: {exc!r} (a bug; the log has the traceback)"
+                sections, findings = {"unknown": failed, "fabric": None}, []
+            took = time.monotonic() - t0
             b.count += 1
             b.total += took
             for i, bound in enumerate(BUILD_BUCKETS):
                 if took <= bound:
                     b.buckets[i] += 1
+            http_errors = self.serving() if self.serving is not None else {}
             snap = Snapshot(time=self.clock(), findings=findings, sources=states,
-                            builds=BuildStats(b.count, b.total, list(b.buckets)), host=self.host, **sections)
+                            builds=BuildStats(b.count, b.total, list(b.buckets), b.failures, bool(failed)),
+                            host=self.host, http_errors=http_errors, **sections)
             self.snapshot = snap
             for fn in self.on_snapshot:
                 try:
@@ -262,6 +293,15 @@ class Pipeline:
                 except Exception:   # a broken subscriber must not stop the pipeline
                     log.exception("snapshot subscriber failed")
             return snap
+
+    def stale(self) -> list[str]:
+        """The enabled, active sources whose records are stale now (past their staleness bound) or that have
+        none: what a run of some sources only (`fabric once --sweeps N`: the sweep again) must run too, so
+        that the snapshot it builds is not missing what merely aged."""
+        now = self.clock()
+        with self._lock:
+            return [n for n, s in self.states.items() if s.enabled and s.active
+                    and (s.data is None or now - s.data_time > s.stale_bound)]
 
     def collect(self, names: Iterable[str] | None = None, deadline: float | None = None) -> Snapshot:
         """Run the named sources (default: every enabled one) at once under one overall deadline
@@ -273,16 +313,17 @@ class Pipeline:
             deadline = time.monotonic() + max(self.states[n].timeout for n in names)
         if self._pool is None:
             self._pool = ThreadPoolExecutor(max_workers=len(self.states), thread_name_prefix="fabricmon-src")
+        started = time.monotonic()
         futures = {n: self._pool.submit(self.run_source, n, min(deadline, time.monotonic() + self.states[n].timeout))
                    for n in names}
+        # one wait for them all, until the deadline plus the margin: N hung sources cost the deadline once
+        wait(futures.values(), timeout=max(0.0, deadline - time.monotonic()) + DEADLINE_MARGIN)
         for n, fut in futures.items():
-            try:
-                fut.result(timeout=max(0.0, deadline - time.monotonic()) + DEADLINE_MARGIN)
-            except FutureTimeout:
+            if not fut.done():
                 # A source that ignores its deadline is abandoned for this run; it is counted.
                 out = SourceOutput()
                 out.error("timeout", f"{n}: did not finish by the deadline")
-                self._finish(n, out, time.monotonic() - (deadline - self.states[n].timeout))
+                self._finish(n, out, time.monotonic() - started)
         return self.rebuild()
 
     # --- the daemon ---------------------------------------------------------------------
@@ -308,16 +349,23 @@ class Pipeline:
             next_run = max(start + st.interval, time.monotonic() + 0.01)
 
     def _publisher(self) -> None:
+        """Rebuilds when a source completes, and at least every tick (a source's records go stale, a hung
+        source shows, even when nothing completes)."""
         while not self._stop.is_set():
-            self._dirty.wait()
+            woke = self._dirty.wait(self.tick)
             if self._stop.is_set():
                 break
-            time.sleep(PUBLISH_DEBOUNCE)
+            if not woke:
+                last = self.snapshot
+                if last is not None and self.clock() - last.time < self.tick:
+                    continue
+            else:
+                time.sleep(PUBLISH_DEBOUNCE)
             self._dirty.clear()
             try:
                 self.rebuild()
-            except Exception:   # never let a bug stop publishing; the scrape keeps serving
-                log.exception("snapshot build failed")
+            except Exception:   # a subscriber's or the fallback's bug: logged, the loop goes on
+                log.exception("snapshot publication failed")
 
     def alive(self) -> bool:
         return bool(self._threads) and all(t.is_alive() for t in self._threads)

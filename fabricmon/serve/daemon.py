@@ -16,6 +16,7 @@ from fabricmon.config import Config
 from fabricmon.exporter import render
 from fabricmon import counter_sets
 from fabricmon.host.io import HostIO
+from fabricmon.model.health import not_ready as health_not_ready
 from fabricmon.model.snapshot import Snapshot
 from fabricmon.pages import Pages, RenderGate
 from fabricmon.pipeline import Pipeline
@@ -41,15 +42,11 @@ def raise_fd_limit() -> None:
 
 
 def not_ready(snap: Snapshot) -> str:
-    """Why the daemon has no view to serve yet ("" once it has): the node daemon until its inventory
-    sources have listed the ports, the fabric collector while it has read no switch (the snapshot's
-    `unknown` reason: no umad device, no subnet manager, ...). A node with no port at all is ready: that
-    is its answer."""
-    if not snap.inventory_known:
-        return "the port inventory has not been read yet"
-    if snap.fabric is not None and snap.unknown:
-        return f"no switch could be read: {snap.unknown}"
-    return ""
+    """Why the daemon has no view to serve ("" when it has), from the one health rule (model.health): while
+    the snapshot could judge nothing (its `unknown`: the node before its inventory sources listed the ports,
+    a node with nothing to check, the fabric collector while it has read no switch, a build that failed),
+    /readyz is 503 and `fabricmon_health_status` 3, node and fabric alike."""
+    return health_not_ready(snap)
 
 
 # glibc's mallopt parameters (malloc.h)
@@ -102,6 +99,7 @@ class Daemon:
         tune_malloc()
         share_interpreter()
         self.pipeline = pipeline if pipeline is not None else Pipeline(config, io)
+        self.pipeline.serving = self._http_errors       # each snapshot carries the server's error counts of its build
         self.expo = Exposition(counter_sets.parse(config.serve.collect))
         web = webconfig.for_config(config)
         raise_fd_limit()
@@ -132,26 +130,34 @@ class Daemon:
                  metrics=f"{scheme}://{'[' + host + ']' if ':' in host else host}:{self.port}/metrics",
                  sources=self.pipeline.active())
 
+    def _http_errors(self) -> dict[str, int]:
+        return self.server.errors.snapshot()
+
     def _publish(self, snap: Snapshot) -> None:
+        """One snapshot's view, published by one assignment: its exposition (rendered once, by the first scrape
+        of this snapshot and counter-set selection: a source that completes between scrapes costs no render),
+        its verdict (built when /api/v1/findings asks), its pages (rendered when / asks, through the gate) and
+        its readiness. The snapshot is never changed afterwards."""
         self.snapshot = snap
-        snap.http_errors = self.server.errors.snapshot()
-        # rendered once, by the first scrape of this snapshot (and each counter-set selection):
-        # a source that completes between scrapes costs no render
-        self.expo.publish(lambda sets: render(snap, sets), snap.time)
-        self.expo.verdict = lambda: verdict(snap)      # built when /api/v1/findings asks
-        self.expo.pages = Pages(snap, self.gate)        # rendered when / asks, through the gate
-        self.expo.healthy = True
-        self.expo.health_detail = f"last snapshot {time.strftime('%H:%M:%S', time.localtime(snap.time))}"
-        self.expo.not_ready = not_ready(snap)
+        self.expo.show(lambda sets: render(snap, sets), snap.time, lambda: verdict(snap), Pages(snap, self.gate),
+                       not_ready(snap))
+        failed = snap.builds.failed
+        self.expo.healthy = not failed
+        when = time.strftime('%H:%M:%S', time.localtime(snap.time))
+        self.expo.health_detail = f"the snapshot build failed at {when}: {snap.unknown}" if failed else \
+            f"last snapshot {when}"
         if self.on_snapshot:
             self.on_snapshot(snap)
 
     def _watchdog(self) -> None:
-        """/healthz turns 503 when no snapshot was built for 3 of the longest intervals."""
-        max_interval = max((s.interval for s in self.pipeline.states.values() if s.enabled), default=15.0)
+        """/healthz turns 503 when no snapshot was built for 3 publisher ticks (the pipeline rebuilds at least
+        every tick, so this means the publisher itself is stuck), and while the last build failed."""
+        bound = 3 * self.pipeline.tick
         while not self._stop.wait(1.0):
-            if self.snapshot is not None and time.time() - self.snapshot.time > 3 * max_interval:
+            if self.snapshot is not None and time.time() - self.snapshot.time > bound:
                 self.expo.healthy = False
+                self.expo.health_detail = (f"no snapshot built for {time.time() - self.snapshot.time:.0f} s "
+                                           f"(bound {bound:g} s): the publisher is stuck")
 
     def stop(self) -> None:
         self._stop.set()

@@ -81,53 +81,84 @@ class _Published:
             return gz, True
 
 
+@dataclass(frozen=True, slots=True)
+class View:
+    """What one snapshot publishes, as one object swapped by one assignment: its exposition (rendered per
+    counter-set selection when first scraped), its verdict (report.verdict, built when first asked for), its
+    pages, and why it is not ready ("" when it is). /metrics, /api/v1/findings, / and /readyz each read the
+    view once per request, so they never describe two different snapshots."""
+    exposition: _Published
+    updated: float
+    verdict: Callable[[], dict[str, Any]] | None = None
+    pages: Pages | None = None
+    not_ready: str = "no poll completed yet"
+    _built: dict[str, dict[str, Any]] | None = None        # the verdict once built (filled once, never changed)
+
+    def verdict_doc(self) -> dict[str, Any] | None:
+        if self.verdict is None:
+            return None
+        built = self._built
+        if built is None:
+            return self.verdict()
+        doc = built.get("v")
+        if doc is None:
+            doc = built["v"] = self.verdict()
+        return doc
+
+
 class Exposition:
-    """The current exposition, swapped atomically: `publish` hands over how to render the last
-    snapshot, and the text (and its gzip copy) is rendered once per snapshot and counter-set
-    selection, by the first scrape that asks (so a snapshot no one scrapes is never rendered)."""
+    """The current view (View), swapped atomically: `show` hands over the last snapshot's view (how to render
+    it, its verdict, pages and readiness), rendered once per snapshot and counter-set selection, by the first
+    scrape that asks (so a snapshot no one scrapes is never rendered). `healthy` is the daemon's own liveness
+    (/healthz), kept apart: it says whether the daemon still builds snapshots, not what they say."""
 
     def __init__(self, sets: frozenset[str] = DEFAULT_SETS) -> None:
         self.sets = sets                     # what a scrape without collect[] gets (server.collect)
-        self._pub = _Published(lambda _sets: b"")
-        self.updated = 0.0
+        self.view = View(_Published(lambda _sets: b""), 0.0)
         self.healthy = False
         self.health_detail = "no poll completed yet"
-        # /readyz: "" once the daemon has a view to serve (the node's first snapshot with its ports read,
-        # the collector's first switch read), else why not
-        self.not_ready = "no poll completed yet"
-        # report.verdict() of the last snapshot, built when first asked for (check --daemon is rare;
-        # snapshots are frequent): a callable until then
-        self._verdict: Callable[[], dict[str, Any]] | dict[str, Any] | None = None
-        self.pages: Pages | None = None      # the HTML views of the last snapshot
 
-    @property
-    def verdict(self) -> dict[str, Any] | None:
-        v = self._verdict
-        if callable(v):
-            v = self._verdict = v()
-        return v
-
-    @verdict.setter
-    def verdict(self, value: Callable[[], dict[str, Any]] | dict[str, Any] | None) -> None:
-        self._verdict = value
-
-    def verdict_json(self) -> bytes | None:
-        doc = self.verdict
-        if doc is None:
-            return None
-        # daemon_healthy: the daemon itself is polling (as /healthz), not the node's verdict (status)
-        return json.dumps({**doc, "daemon_healthy": self.healthy}).encode()
+    def show(self, make: Callable[[frozenset[str]], bytes], updated: float,
+             verdict: Callable[[], dict[str, Any]] | None = None, pages: Pages | None = None,
+             not_ready: str = "") -> None:
+        """A new snapshot's view, published by one assignment."""
+        self.view = View(_Published(make), updated, verdict, pages, not_ready, {})
 
     def publish(self, make: Callable[[frozenset[str]], bytes], updated: float) -> None:
-        """A new snapshot: `make(sets)` renders it for a counter-set selection, when first scraped."""
-        self._pub, self.updated = _Published(make), updated
+        """A new exposition alone (the rest of the view as it was): tests and fixed bodies."""
+        v = self.view
+        self.view = View(_Published(make), updated, v.verdict, v.pages, v.not_ready, {})
 
     def set(self, body: bytes, updated: float) -> None:
         """Publish fixed bytes (whatever the selection)."""
         self.publish(lambda _sets: body, updated)
 
+    @property
+    def updated(self) -> float:
+        return self.view.updated
+
+    @property
+    def pages(self) -> Pages | None:
+        return self.view.pages
+
+    @pages.setter
+    def pages(self, pages: Pages | None) -> None:
+        v = self.view
+        self.view = View(v.exposition, v.updated, v.verdict, pages, v.not_ready, v._built)
+
+    @property
+    def not_ready(self) -> str:
+        return self.view.not_ready
+
+    def verdict_json(self, view: View | None = None) -> bytes | None:
+        doc = (view or self.view).verdict_doc()
+        if doc is None:
+            return None
+        # daemon_healthy: the daemon itself is polling (as /healthz), not the node's verdict (status)
+        return json.dumps({**doc, "daemon_healthy": self.healthy}).encode()
+
     def get(self, want_gzip: bool, sets: frozenset[str] | None = None) -> tuple[bytes, bool]:
-        return self._pub.get(self.sets if sets is None else sets, want_gzip)
+        return self.view.exposition.get(self.sets if sets is None else sets, want_gzip)
 
 
 def collect_sets(query: str) -> frozenset[str] | None:
@@ -896,10 +927,10 @@ class MetricsServer:
             return code, (("ok: " if expo.healthy else "unhealthy: ") + expo.health_detail + "\n").encode(), \
                 {"Content-Type": TEXT}
         if path == "/readyz":
-            why = expo.not_ready
+            why = expo.view.not_ready
             return (503 if why else 200), (f"not ready: {why}\n" if why else "ready\n").encode(), {"Content-Type": TEXT}
         if path == FINDINGS_PATH:
-            doc = expo.verdict_json()
+            doc = expo.verdict_json(expo.view)
             if doc is None:
                 return 503, b'{"error": "no poll completed yet"}\n', {"Content-Type": "application/json"}
             return 200, doc, {"Content-Type": "application/json"}
@@ -913,7 +944,7 @@ class MetricsServer:
         return 404, b"not found\n", {"Content-Type": TEXT}
 
     def _page(self, query: str) -> tuple[int, bytes, dict[str, str]]:
-        pages = self.expo.pages
+        pages = self.expo.view.pages
         if pages is None:
             return 503, WAITING_PAGE, {**PAGE_HEADERS, "Content-Type": HTML}
         try:
@@ -936,4 +967,4 @@ class MetricsServer:
         return 200, body, {**headers, "Content-Type": HTML}
 
 
-__all__ = ["ERROR_KINDS", "Exposition", "HttpErrors", "MetricsServer", "parse_head"]
+__all__ = ["ERROR_KINDS", "Exposition", "HttpErrors", "MetricsServer", "View", "parse_head"]

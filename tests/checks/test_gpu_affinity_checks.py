@@ -57,15 +57,16 @@ def test_nearest_nic_beyond_pxb_warns():
         assert r.affinity_ok(0) is False
 
 
-def test_unknown_numa_is_reported_never_a_mismatch():
+def test_unknown_numa_is_never_a_mismatch_nor_ok():
+    """A path that is unknown (a NUMA node of -1 across host bridges, a PCI path that could not be read) is not
+    judged: no finding (no status), never a mismatch and never an OK."""
     g = gpu(0, sw("15", 0, "0000:a2:00.0"), None)
     r = affinity.evaluate(data(g), {"mlx5_0": nic("mlx5_0", "/sys/devices/pci0000:97/0000:97:01.0/0000:98:00.0", 1)})
-    f = by_check(r.findings, "gpu_nic_affinity")["GPU0"]
-    assert f.status == OK and "unknown (-1)" in f.message and "not called a mismatch" in f.message
+    assert "GPU0" not in by_check(r.findings, "gpu_nic_affinity")
     assert r.affinity_ok(0) is None and r.paths[(0, "mlx5_0")] == "UNKNOWN"
     g = GpuInfo(0, "GPU-0", "0000:a2:00.0", None, 0)
     r = affinity.evaluate(data(g), {"mlx5_0": nic("mlx5_0", sw("15", 1, "0000:a3:00.0"), 0)})
-    assert "its PCI path is unknown" in by_check(r.findings, "gpu_nic_affinity")["GPU0"].message
+    assert "GPU0" not in by_check(r.findings, "gpu_nic_affinity")
 
 
 def test_down_nic_under_the_gpu_switch_is_named():
@@ -79,7 +80,7 @@ def test_down_nic_under_the_gpu_switch_is_named():
 
 def test_no_nic_at_all():
     r = affinity.evaluate(data(gpu(0, sw("15", 0, "0000:a2:00.0"), 0)), {})
-    assert by_check(r.findings, "gpu_nic_affinity")["GPU0"].status == OK
+    assert r.findings == []             # no RDMA NIC to be near to, or to share: not judged
     assert affinity.evaluate(data(), {}).findings == []
     assert affinity.evaluate(None, {}).findings == []
 
@@ -145,7 +146,7 @@ def test_nccl_ib_hca_unset_invalid_or_matching_nothing():
     f = by_check(r.findings, "nccl_ib_hca")["GPU1"]
     assert f.status == WARNING and "matches no usable RDMA device" in f.message
     r = affinity.evaluate(data(g0, g1, env=None, env_file="/etc/nccl.conf"), nics)
-    assert all("not readable" in f.message for f in by_check(r.findings, "nccl_ib_hca").values())
+    assert "nccl_ib_hca" not in {f.check for f in r.findings}      # the file could not be read: not judged
 
 
 # --- GPUDirect RDMA ----------------------------------------------------------------------------
@@ -198,7 +199,6 @@ def test_not_applicable_without_gpus_or_rdma():
     assert st.finding.status == OK and "loaded but unused, which is fine" in st.finding.message
     # no NVML (gpu source quiet): the loaded driver says there are GPUs
     assert gpudirect.evaluate(facts(), GpuData(), 2).finding.status == CRITICAL
-    assert gpudirect.evaluate(None, None, 2).finding.status == OK
 
 
 def test_nvml_driver_version_fills_in():

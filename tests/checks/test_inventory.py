@@ -6,7 +6,13 @@ import pytest
 
 from fabricmon.checks import CRITICAL, OK
 from fabricmon.checks import degraded_link
-from fabricmon.checks.inventory import CHECK, evaluate, expand_glob, waiting
+from fabricmon.checks.inventory import CHECK, ExpectedInventory, InventorySettings, evaluate, expand_glob
+from fabricmon.checks.node_inputs import NodeInputs
+from fabricmon.model.history import CounterHistory
+from fabricmon.model.node_records import SysfsData
+from fabricmon.model.ports import Inventory
+from fabricmon.model.snapshot import IbSection, SourceState, Unjudged
+from fabricmon.pipeline.learned import LearnedStore
 from fabricmon.config import ConfigError, from_dict
 from fabricmon.model.ports import PortView
 
@@ -87,16 +93,30 @@ def test_link_layer_counts() -> None:
 
 
 def test_without_expectations_one_node_wide_ok_that_says_what_is_there() -> None:
-    [f] = evaluate({}, cfg())
-    assert (f.device, f.status) == ("", OK)
-    assert f.message == "no InfiniBand or RoCE port found (no expected_links configured)"
+    assert evaluate({}, cfg()) == []        # nothing expected, nothing found: nothing judged (the node is UNKNOWN)
     [f] = evaluate(EIGHT, cfg())
     assert f.message == "9 InfiniBand/RoCE port(s) found (no expected_links configured)"
 
 
-def test_waiting_is_never_critical() -> None:
-    assert [f.status for f in waiting(cfg([{"device": "a", "count": 2}, {"device": "b", "count": 1}]))] == [OK, OK]
-    assert [f.device for f in waiting(cfg())] == [""]
+def test_before_the_inventory_is_read_nothing_is_judged_and_the_node_is_unknown() -> None:
+    """Before the inventory sources answered, and when none gave a port list: no finding (no status: a
+    check that read nothing has none, never an OK "waiting"), and the snapshot's `unknown` says why."""
+    check = ExpectedInventory(InventorySettings(cfg([{"device": "a", "count": 2}])), LearnedStore())
+    sysfs = SourceState("sysfs", True, 15.0, 5.0, records=SysfsData, ran=True, data=None)
+
+    def run(known: bool, states: dict) -> tuple[list, str]:
+        out = check.run(NodeInputs(states, Inventory(), IbSection(), CounterHistory(), 1.0, known,
+                                   "/sys/class/infiniband"))
+        assert isinstance(out.derived, Unjudged)
+        return list(out.findings), out.derived.reason
+
+    findings, why = run(False, {"sysfs": sysfs})
+    assert findings == [] and "not been read yet" in why
+    findings, why = run(True, {"sysfs": sysfs})       # sysfs ran and gave no port list (it failed)
+    assert findings == [] and "sysfs gave no port list" in why
+    ok = SourceState("sysfs", True, 15.0, 5.0, records=SysfsData, ran=True, data=SysfsData())
+    findings, why = run(True, {"sysfs": ok})          # it answered: no port, one expected: CRITICAL
+    assert [f.status for f in findings] == [CRITICAL] and why == ""
 
 
 def test_a_count_only_entry_sets_no_rate() -> None:

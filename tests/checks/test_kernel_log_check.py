@@ -1,5 +1,6 @@
 """checks.kernel_log: attribution by PCI function, netdev and ibdev; the learned peer in the message;
-link_down judged with the port's state; peermem on a node without GPUs; the hold; the class of every
+link_down judged with the port's state; peermem on a node without GPUs; the hold; the node judged OK
+only while the log is read (an unreadable log has no records, so no status); the class of every
 finding (model.finding.class_of) and the drain reason (report.drain_reason)."""
 
 from __future__ import annotations
@@ -41,19 +42,21 @@ def test_attribution_and_the_cabled_switch_port() -> None:
     assert cmd.message.startswith("mlx5_0 port 1 (cabled to leaf01 QM9700 port 12): the adapter's firmware")
     assert by[("mlx5_1", "tx_watchdog")].status == WARNING
     assert by[("mlx5_0", "module_error")].status == WARNING
-    # a line naming a function that is no RDMA device here: counted, not judged
+    # a line naming a function that is no RDMA device here: counted, not judged (no finding of it)
     assert section.unattributed == 3
-    [un] = [f for f in found if f.device == "unattributed"]
-    assert un.status == OK and "0000:99:00.0" in un.message
+    assert not [f for f in found if "0000:99:00.0" in f.message]
+    # the log was read: the node itself is judged (OK: no node-wide event)
+    [node] = [f for f in found if f.device == "node"]
+    assert node.status == OK and "the kernel log is read (kmsg)" in node.message
     assert {(a.device, a.attributed, a.klass) for a in section.events if a.event.event == "health_miss_count"} == \
         {("0000:99:00.0", False, "watch")}
 
 
 def test_link_down_is_judged_with_the_port_state_now() -> None:
     d = data(ev("link_down", pci="0000:12:00.1", netdev="ens1f1np1", count=3))
-    [f] = run(d, up1=True)[1]
+    [f, _] = run(d, up1=True)[1]
     assert (f.status, f.klass) == (OK, "watch") and "up again (a flap)" in f.message and "3 times" in f.message
-    [f] = run(d, up1=False)[1]
+    [f, _] = run(d, up1=False)[1]
     assert (f.status, f.klass) == (WARNING, "degraded") and "still down" in f.message
 
 
@@ -68,7 +71,7 @@ def test_peermem_matters_on_a_gpu_node_only() -> None:
 def test_the_hold() -> None:
     d = data(ev("pcie_power_insufficient", pci="0000:0c:00.0", last=0.0), ev("cmd_timeout", pci="0000:12:00.1", last=0.0))
     section, found = run(d, now=4000.0)                 # 4000 s later: the degraded one is gone, the fatal one holds
-    assert [(f.device, f.klass) for f in found] == [("mlx5_1", "fatal")]
+    assert [(f.device, f.klass) for f in found] == [("mlx5_1", "fatal"), ("node", "watch")]
     assert {a.event.event for a in section.events} == {"pcie_power_insufficient", "cmd_timeout"}   # still counted
 
 
@@ -91,3 +94,9 @@ def test_the_docs_table_is_generated_from_the_patterns() -> None:
     text = (Path(__file__).resolve().parents[2] / "docs" / "kernel-log.md").read_text()
     table = text.split("<!-- kernel-log-table: generated -->\n", 1)[1].split("<!-- /kernel-log-table -->", 1)[0]
     assert table == kernel_log.taxonomy_table(), "regenerate docs/kernel-log.md's table (see the command above it)"
+
+
+def test_no_status_without_a_kernel_log_read() -> None:
+    """A log that was not read (a replayed bundle: `via` empty) gives the node no kernel_log status."""
+    section, found = kernel_log.evaluate(KernelLogData(), DEVICES, ports(), 1000.0, 3600.0, False)
+    assert found == []

@@ -32,7 +32,9 @@ def rx_line(lane: int, mw: float, dbm: float) -> tuple[str, str]:
 
 def test_healthy_recording_is_ok() -> None:
     f, learn = evaluate([port(QSFP)], CFG, RxBaseline())
-    assert [x.status for x in f] == [OK] * 4, [x.line() for x in f]
+    assert [x.status for x in f] == [OK] * 3, [x.line() for x in f]
+    # no baseline yet: dimming compared nothing, so it has no status (never an OK) while the lanes are learned
+    assert "optics_dimming" not in by_check(f)
     assert [lr.lane for lr in learn] == [1, 2, 3, 4], "a healthy up port's lanes are learned"
 
 
@@ -45,7 +47,7 @@ def test_sfp_recording_reads_its_bias_beyond_its_own_alarm() -> None:
     assert t.status == CRITICAL
     assert "lane 1 laser bias 21.348 mA is beyond the module's high alarm threshold 10.000 mA" in t.message
     assert "receive power" not in t.message     # -4.96 dBm is well within -16.99/-20
-    assert [lr.lane for lr in learn] == [1] and f["optics_lane_imbalance"].status == OK
+    assert [lr.lane for lr in learn] == [1] and "optics_lane_imbalance" not in f     # one lane: nothing to compare
 
 
 def test_receiver_under_module_low_alarm_is_critical_naming_lane_reading_threshold_peer() -> None:
@@ -92,7 +94,7 @@ def test_dimming_from_the_learned_baseline_before_any_threshold() -> None:
     assert not learn, "a dimmed lane never lowers its baseline"
     # a new module (another serial) starts a new baseline: not dimming
     f, _ = evaluate([port(text.replace("MT1708FT01255", "MT2000XX00001"))], CFG, base)
-    assert by_check(f)["optics_dimming"].status == OK
+    assert "optics_dimming" not in by_check(f)          # nothing to compare with yet: no status
     # 2 dB down is within the 3 dB default
     old, new = rx_line(1, 10 ** (-2.12 / 10), -2.12)
     assert by_check(evaluate([port(QSFP.replace(old, new))], CFG, base)[0])["optics_dimming"].status == OK

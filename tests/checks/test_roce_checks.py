@@ -65,16 +65,17 @@ def test_pfc_follows_the_configured_priorities():
     assert f.status == CRITICAL and "lossless priority 2 " in f.message and "--pfc 0,0,1,0,0,1,0,0" in f.message
     assert roce.check_pfc(view(qos=qos(pfc=(2, 5))), c).status == OK
     lossy = cfg(lossless_priorities=[])
-    assert roce.check_pfc(view(qos=qos(pfc=())), lossy).status == OK
+    assert roce.check_pfc(view(qos=qos(pfc=())), lossy) is None      # lossy RoCE: PFC is not judged (no status)
 
 
 def test_pfc_without_dcb_or_without_mlnx_qos():
     f = roce.check_pfc(view(qos=QosResult(None, dcb_supported=False)), cfg())
     assert f.status == WARNING and "no DCB support" in f.message and "lossless_priorities: []" in f.message
-    f = roce.check_pfc(view(qos=None, qos_note="mlnx_qos is not installed (sources.mlnx_qos.enabled: auto)"), cfg())
-    assert f.status == OK and "not checked: mlnx_qos is not installed" in f.message
-    assert roce.check_pfc_lossy(view(qos=QosResult(None, False)), cfg()).status == OK
-    assert roce.check_trust(view(qos=QosResult(None, False)), cfg()).status == OK
+    # no mlnx_qos reading: not judged, never an OK "not checked" (the source's own state says why)
+    assert roce.check_pfc(view(qos=None, qos_note="mlnx_qos is not installed (sources.mlnx_qos.enabled: auto)"),
+                          cfg()) is None
+    assert roce.check_pfc_lossy(view(qos=QosResult(None, False)), cfg()).status == OK     # no DCB: no PFC at all
+    assert roce.check_trust(view(qos=QosResult(None, False)), cfg()) is None             # no trust state to judge
 
 
 def test_pfc_on_lossy_priorities_warns():
@@ -91,7 +92,7 @@ def test_trust_mode():
     assert f.status == WARNING and "trust state is pcp, expected dscp" in f.message
     assert "mlnx_qos -i eth2 --trust dscp" in f.message
     assert roce.check_trust(view(qos=qos(trust="pcp")), cfg(trust="pcp")).status == OK
-    assert roce.check_trust(view(qos=qos(trust="pcp")), cfg(trust=None)).status == OK
+    assert roce.check_trust(view(qos=qos(trust="pcp")), cfg(trust=None)) is None      # roce.trust: null: not judged
     f = roce.check_trust(view(qos=qos(dscp2prio={26: 0, 46: 5})), cfg())
     assert f.status == WARNING and "no DSCP value maps to RDMA priority 3" in f.message
     assert roce.check_trust(view(qos=qos(dscp2prio={})), cfg()).status == OK     # map not printed
@@ -111,7 +112,7 @@ def test_mtu_below_expected():
     assert "at least 4192" in f.message and "ip link set eth2 mtu 9000" in f.message
     assert roce.check_mtu(view(netdev=NetdevInfo(1500, None, "up")), cfg(mtu=1024)).status == OK
     assert roce.check_mtu(view(), cfg()).status == OK
-    assert roce.check_mtu(view(netdev=None), cfg()).status == OK
+    assert roce.check_mtu(view(netdev=None), cfg()) is None          # the MTU was not read: not judged
 
 
 # --- rate checks ---------------------------------------------------------------------------
@@ -125,11 +126,15 @@ def test_sustained_pause_rate():
     assert "the switch is pausing this NIC" in f.message
     assert roce.check_pause_rate(v1, h, cfg(pause_rate_critical=1200), now).status == CRITICAL
     assert roce.check_pause_rate(v1, h, cfg(pause_rate_warning=2000), now).status == OK
-    # a single sample has no rate yet
+    # a single sample has no rate yet: not judged while the counters read pauses; OK when they never counted
     h1 = CounterHistory()
     record_roce_counters([v0], CounterIntake(h1), 1000.0, 1000.0)
-    f = roce.check_pause_rate(v0, h1, cfg(), 1000.0)
-    assert f.status == OK and "needs two samples" in f.message
+    assert roce.check_pause_rate(v0, h1, cfg(), 1000.0) is None
+    quiet = view(stats=stats(rx_prio3_pause=0, tx_prio3_pause=0))
+    h2 = CounterHistory()
+    record_roce_counters([quiet], CounterIntake(h2), 1000.0, 1000.0)
+    f = roce.check_pause_rate(quiet, h2, cfg(), 1000.0)
+    assert f.status == OK and "no pause frames since the counters were cleared" in f.message
 
 
 def test_pause_duration_fraction():
@@ -176,9 +181,16 @@ def test_loss_on_lossless_priority():
     assert "rx_prio0_discards" not in f.message                 # priority 0 is lossy
     assert roce.check_drops(v1, h, cfg(drop_critical=9), now).status == CRITICAL
     assert roce.check_drops(v1, h, cfg(drop_warning=100), now).status == OK
-    assert roce.check_drops(v1, h, cfg(lossless_priorities=[]), now).status == OK
+    assert roce.check_drops(v1, h, cfg(lossless_priorities=[]), now) is None     # lossy RoCE: loss not judged
     h, now = history_of(v0, v0)
     assert roce.check_drops(v0, h, cfg(), now).status == OK
+    h1 = CounterHistory()                           # one sample: a count before it is not judged ...
+    record_roce_counters([v0], CounterIntake(h1), 1.0, 1.0)
+    assert roce.check_drops(v0, h1, cfg(), 1.0) is None
+    clean = view(stats=stats(rx_discards_phy=0, rx_prio3_discards=0), hw={"out_of_sequence": 0})
+    h1 = CounterHistory()                           # ... counters that never counted are
+    record_roce_counters([clean], CounterIntake(h1), 1.0, 1.0)
+    assert "no lost packets since the counters were cleared" in roce.check_drops(clean, h1, cfg(), 1.0).message
 
 
 def test_out_of_sequence_alone_counts_as_loss():
@@ -199,7 +211,7 @@ def test_cnp_ignored_rising_means_dcqcn_off():
     assert roce.check_cnp_ignored(v1, h, cfg(cnp_ignored_warning=None), now).status == OK
     h, now = history_of(v0, v0)
     assert roce.check_cnp_ignored(v0, h, cfg(), now).status == OK
-    assert roce.check_cnp_ignored(view(hw={}), h, cfg(), now).status == OK
+    assert roce.check_cnp_ignored(view(hw={}), h, cfg(), now) is None        # not exposed: not judged
 
 
 def test_counter_reset_is_not_a_negative_or_huge_rate():
@@ -211,17 +223,22 @@ def test_counter_reset_is_not_a_negative_or_huge_rate():
 
 
 def test_no_ethtool_statistics():
-    v = view(stats=NetdevStats(None))
-    for fn in (roce.check_pause_rate, roce.check_pause_duration, roce.check_pause_storm):
-        f = fn(v, CounterHistory(), cfg(), 1.0)
-        assert f.status == OK and "no ethtool statistics" in f.message
+    """No ethtool statistics (a driver without them, or no ethtool reading): no status, never an OK."""
+    for v in (view(stats=NetdevStats(None)), view(stats=None, stats_note="ethtool failed")):
+        for fn in (roce.check_pause_rate, roce.check_pause_duration, roce.check_pause_storm):
+            assert fn(v, CounterHistory(), cfg(), 1.0) is None
 
 
-def test_evaluate_yields_every_check_for_every_netdev():
-    views = [view(), RoceView(target=RoceTarget("mlx5_3", 1, "eth3"))]
-    found = roce.evaluate(views, CounterHistory(), cfg(), 1.0)
-    assert len(found) == 2 * len(roce.CHECKS)
+def test_evaluate_yields_what_it_could_judge_of_every_netdev():
+    """A netdev with every reading gets a finding of each check; one with none (no mlnx_qos, ethtool,
+    netdev or hw_counters reading of it) gets none: no status is an OK it did not earn."""
+    full = view(stats=stats(rx_prio3_pause=0, tx_prio3_pause=0, rx_prio3_pause_duration=0, rx_discards_phy=0,
+                            tx_pause_storm_warning_events=0, tx_pause_storm_error_events=0),
+                hw={"rp_cnp_ignored": 0, "out_of_sequence": 0})
+    h, now = history_of(full, full)
+    found = roce.evaluate([full, RoceView(target=RoceTarget("mlx5_3", 1, "eth3"))], h, cfg(), now)
     assert {f.check for f in found} == set(roce.CHECKS)
+    assert {(f.device, f.port) for f in found} == {("mlx5_2", 1)}
 
 
 def test_roce_targets_only_ethernet_ports():

@@ -92,7 +92,9 @@ def test_check_ok_on_a_healthy_tree(tmp_path: Path, tree: Path) -> None:
     verbose = fabricmon("check", "--no-state", "-v", "--config", config(tmp_path, tree, expected_links=NDR4))
     assert verbose.returncode == 0
     assert "OK degraded_link: mlx5_0 port 1 up at 4X NDR" in verbose.stdout
-    assert verbose.stdout.count("OK ") >= 3 * 8
+    # every check it could judge on every port, OK included (a rate needs a second sample: on this first poll
+    # the counter checks are OK only where their counters never counted)
+    assert verbose.stdout.count("OK ") >= 3 * 6
 
 
 def test_check_degraded_width_is_critical(tmp_path: Path, tree: Path) -> None:

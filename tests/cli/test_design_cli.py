@@ -36,9 +36,10 @@ def test_saved_design_matches_the_fabric_it_was_saved_from(capsys, tmp_path, nam
     fmt = "csv" if name.endswith(".csv") else "ibnetdiscover"
     assert f"wrote the design of 6 switches, 8 host CAs and 24 cables to {out} ({fmt})" in err
     bundle = bundle_with(tmp_path, f"/etc/fabricmon/{name}", out.read_text())
-    assert main(["fabric", "once", "--replay", str(bundle)]) == 0
+    rc = main(["fabric", "once", "--replay", str(bundle)])
     got = capsys.readouterr()
     samples = exposition_samples(got.out)
+    assert rc == sample_value(samples, "fabricmon_health_status") == 2     # the fixture's 1X link: its verdict
     assert sample_value(samples, "fabricmon_fabric_design_loaded") == 1
     assert sample_value(samples, "fabricmon_fabric_design_cables") == 24
     assert sample_value(samples, "fabricmon_fabric_design_discrepancies", kind="miswired") == 0
@@ -48,9 +49,10 @@ def test_saved_design_matches_the_fabric_it_was_saved_from(capsys, tmp_path, nam
 def test_a_bad_design_is_one_error_naming_file_and_line(capsys, tmp_path) -> None:
     bad = "start_device,start_port,end_device,end_port\nleaf01,1,node01 mlx5_0,1\nleaf01,one,node02 mlx5_0,1\n"
     bundle = bundle_with(tmp_path, "/etc/fabricmon/design.csv", bad)
-    assert main(["fabric", "once", "--replay", str(bundle), "--log-level", "warning"]) == 0
+    rc = main(["fabric", "once", "--replay", str(bundle), "--log-level", "warning"])
     got = capsys.readouterr()
     samples = exposition_samples(got.out)
+    assert rc == sample_value(samples, "fabricmon_health_status") == 2
     assert sample_value(samples, "fabricmon_source_up", source="design") == 0
     assert sample_value(samples, "fabricmon_source_errors_total", source="design", kind="parse") == 1
     assert sample_value(samples, "fabricmon_fabric_design_loaded") == 0

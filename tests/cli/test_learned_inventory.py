@@ -285,8 +285,11 @@ def test_accept_refuses_when_the_port_inventory_cannot_be_read(tmp_path: Path) -
     before = path.read_text()
     shutil.rmtree(sysfs / "class" / "infiniband")       # unreadable (as root, a file where the directory was)
     (sysfs / "class" / "infiniband").write_text("not a directory\n")
-    check = fabricmon("check", "--config", cfg)         # a failed source is a WARNING, not a lost adapter
-    assert check.returncode == 1 and " is gone: " not in check.stdout, check.stdout
+    # a failed source is no lost adapter: with no port list at all the node could not be checked (UNKNOWN),
+    # its source a WARNING
+    check = fabricmon("check", "--config", cfg)
+    assert check.returncode == 3 and " is gone: " not in check.stdout, check.stdout
+    assert "WARNING source: source sysfs:" in check.stdout
     res = fabricmon("inventory", "accept", "--config", cfg)
     assert res.returncode == 1, res.stdout + res.stderr
     assert res.stderr.splitlines()[-1].startswith("fabricmon: not accepted: the port inventory could not be read (sysfs: ")

@@ -150,9 +150,12 @@ def test_no_peermem_is_critical(capsys):
 def test_roce_healthy_metrics(capsys):
     rc, out = run_cli(capsys, "check", "--replay", str(BUNDLES / "roce-pfc-prio3"), "-v")
     assert rc == 0
-    for check in ("roce_pfc", "roce_pfc_lossy", "roce_trust", "roce_mtu", "roce_pause_rate",
-                  "roce_pause_duration", "roce_pause_storm", "roce_lossless_drops", "roce_cnp_ignored"):
+    for check in ("roce_pfc", "roce_pfc_lossy", "roce_trust", "roce_mtu", "roce_pause_storm", "roce_cnp_ignored"):
         assert out.count(f"OK {check}: mlx5_") == 2, check
+    # one sample: the pauses and losses counted before it have no rate yet, so those checks judge nothing (no
+    # status: test_healthy_roce_stays_ok_over_two_samples judges them)
+    for check in ("roce_pause_rate", "roce_pause_duration", "roce_lossless_drops"):
+        assert f" {check}: " not in out, check
     assert "OK gpudirect_rdma: GPUDirect RDMA available via peermem, dmabuf" in out
     rc, text = run_cli(capsys, "once", "--replay", str(BUNDLES / "roce-pfc-prio3"))
     pfc = samples(text, "fabricmon_roce_pfc_enabled")
@@ -208,7 +211,7 @@ def test_roce_rate_checks_over_two_samples(tmp_path):
     rate = by_check(f, "roce_pause_rate")
     assert rate["mlx5_1"].status == WARNING and "2500 tx pause frames/s on priority 3" in rate["mlx5_1"].message
     assert "this NIC is pausing the switch" in rate["mlx5_1"].message
-    assert rate["mlx5_0"].status == OK
+    assert "mlx5_0" not in rate         # PFC off (roce_pfc): no per-priority pause counters, nothing to judge
     dur = by_check(f, "roce_pause_duration")
     assert dur["mlx5_1"].status == CRITICAL and "paused 60% of the time" in dur["mlx5_1"].message
     storm = by_check(f, "roce_pause_storm")

@@ -93,7 +93,8 @@ def test_the_collector_without_the_file(tmp_path) -> None:
         rc, out, err = fabric_once_with(tmp_path, {"slurm_topology": {"enabled": enabled,
                                                                       "path": str(tmp_path / "none")}})
         s = exposition_samples(out)
-        assert rc == 0 and sample_value(s, "fabricmon_fabric_switches") == 6, err
+        # the exit code is the exposition's health (the fixture's 1X link is CRITICAL)
+        assert rc == sample_value(s, "fabricmon_health_status") == 2 and sample_value(s, "fabricmon_fabric_switches") == 6, err
         assert sample_value(s, "fabricmon_source_up", source="slurm_topology") == up
         assert sample_value(s, "fabricmon_source_errors_total", source="slurm_topology", kind="read") == errors
         assert sample_value(s, "fabricmon_fabric_slurm_topology_drifted_nodes") is None

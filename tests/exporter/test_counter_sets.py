@@ -4,6 +4,8 @@ expositions keep their content: default plus the opt-in sets is the golden file,
 
 from __future__ import annotations
 
+import dataclasses
+
 import json
 import re
 
@@ -152,7 +154,7 @@ def test_the_switch_port_fast_path_writes_what_prometheus_client_writes(sets: li
     from fabricmon.sim.fabric import fat_tree_netfile
     snap = fabric_snapshot(fat_tree_netfile(spines=2, leaves=3, hosts_per_leaf=2), sweeps=3,
                            errors={("leaf01", 1): 5}, drop=[("leaf02", 1)])
-    snap.builds = BuildStats(1, 0.5, [1] * len(BUILD_BUCKETS))     # a histogram prometheus_client can write
+    snap = dataclasses.replace(snap, builds=BuildStats(1, 0.5, [1] * len(BUILD_BUCKETS)))     # a histogram prometheus_client can write
     chosen = counter_sets.parse(sets)
     ours = Renderer().render(snap, chosen)
     assert b"fabricmon_fabric_port_symbol_errors_total{" in ours

@@ -89,7 +89,7 @@ def fabric_exposition(bundle: Path, sets: frozenset[str] | None = None) -> str:
     try:
         pipe.collect()
         clock.t += 60.0
-        snap = pipe.collect(["sweep"])
+        snap = pipe.collect(sorted({"sweep", *pipe.stale()}))        # as cli._fabric_sweeps
     finally:
         pipe.close()
     return Renderer().render(snap, counter_sets.parse(["all"]) if sets is None else sets).decode()

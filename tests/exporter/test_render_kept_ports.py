@@ -6,6 +6,8 @@ one that moved keeps its lines instead, so that the next render formats only the
 
 from __future__ import annotations
 
+import dataclasses
+
 from fabric_snap import _state, ibnetdiscover_text
 
 from fabricmon import ibspec
@@ -79,7 +81,7 @@ def test_large_per_port_families_are_kept_within_the_port_bound() -> None:
     from fabric_snap import fabric_snapshot
 
     snap = fabric_snapshot(fat_tree_netfile(spines=2, leaves=3, hosts_per_leaf=2), sweeps=3, drop=[("leaf02", 1)])
-    snap.builds = BuildStats(1, 0.5, [1] * len(BUILD_BUCKETS))
+    snap = dataclasses.replace(snap, builds=BuildStats(1, 0.5, [1] * len(BUILD_BUCKETS)))
     renderer = Renderer()
     renderer.MAX_KEPT_SAMPLES = 4
     first = renderer.render(snap)

@@ -28,6 +28,12 @@ def state(records: type, data: object, t: float) -> SourceState:
                        ran=True, data=data, data_time=t)
 
 
+def swept(t: float, *switches: str, **kw: object) -> SourceState:
+    """A sweep at `t` that read these switches (their counters; `kw`: the rest of its SweepData)."""
+    from fabricmon.model.fabric import SweepData
+    return state(SweepData, SweepData(switches=set(switches), **kw), t)
+
+
 def test_hung_sm_warns_after_the_configured_polls_and_check_status_is_per_switch() -> None:
     cfg = from_dict({"fabric": {"sm_stalled_polls": 2}}, check_paths=False)
     model = FabricModel(cfg)
@@ -40,9 +46,13 @@ def test_hung_sm_warns_after_the_configured_polls_and_check_status_is_per_switch
     assert statuses == [0, 0, 0, 1]
     sec = sec["fabric"]
     assert sec.check_status[("sm", "")] == 1 and sec.sm_activity == 50
-    # every switch check by its own name, OK included; no sweep read any counter yet: the counter checks
-    # have no status (absent, never OK)
-    assert {c for c, g in sec.check_status if g == LEAF} == {"degraded_link", "ecmp", "uplinks", "unresponsive"}
+    # no sweep yet: no switch was read, so no switch check has a status on it (absent, never OK)
+    assert not {c for c, g in sec.check_status if g}
+    # a sweep that read both switches' port state: every switch check that judges port state, by its own name,
+    # OK included; no counter read: the counter checks have no status; ECMP has no rates yet (one sweep)
+    sec, _ = model.build({"discovery": disc, "sm": state(SmData, SmData([sm], True), 3.0),
+                          "sweep": swept(3.0, link_up={(LEAF, 1): True, (LEAF, 2): True, (SPINE, 1): True})})
+    assert {c for c, g in sec["fabric"].check_status if g == LEAF} == {"degraded_link", "uplinks", "unresponsive"}
     moved = SmInfo(1, "0000000000100001", 51, 0, "MASTER")
     _, findings = model.build({"discovery": disc, "sm": state(SmData, SmData([moved], True), 4.0)})
     assert next(f.status for f in findings if f.check == "sm") == 0
@@ -54,9 +64,10 @@ def test_a_down_port_stays_until_the_age_limit_and_changes_name_both_ends(caplog
     import structlog
     cfg = from_dict({"fabric": {"down_port_max_age": 100}}, check_paths=False)
     model = FabricModel(cfg)
-    model.build({"discovery": state(DiscoveryData, discovery(), 0.0)})
-    with structlog.testing.capture_logs() as logs:
-        sec, findings = model.build({"discovery": state(DiscoveryData, discovery(cabled=False), 50.0)})
+    model.build({"discovery": state(DiscoveryData, discovery(), 0.0), "sweep": swept(0.0, LEAF, SPINE)})
+    with structlog.testing.capture_logs() as logs:      # the complete discovery no longer sees the cable: down
+        sec, findings = model.build({"discovery": state(DiscoveryData, discovery(cabled=False), 50.0),
+                                     "sweep": swept(50.0, LEAF, SPINE)})
     sec = sec["fabric"]
     p = sec.ports[(LEAF, 2)]
     assert not p.up and p.link is not None and p.degraded["down"] and sec.topology_changes == 2
@@ -102,10 +113,10 @@ def test_ethernet_ports_are_named_speeds_compare_in_mbps_and_the_sweep_state_is_
     disc = state(DiscoveryData, ethernet_discovery(), 1.0)
     up = {(ELEAF, p): True for p in SPINES}
     sweep = SweepData(ports={(ELEAF, p): {"transmit_bytes": 1000} for p in SPINES}, link_up=up,
-                      scale={"transmit_bytes": 1})
+                      scale={"transmit_bytes": 1}, switches={ELEAF})
     model.build({"discovery": disc, "sweep": state(SweepData, sweep, 1.0)})
     sweep2 = SweepData(ports={(ELEAF, p): {"transmit_bytes": 11000 if p == 1002 else 1000} for p in SPINES},
-                       link_up={**up, (ELEAF, 1003): False}, scale={"transmit_bytes": 1})
+                       link_up={**up, (ELEAF, 1003): False}, scale={"transmit_bytes": 1}, switches={ELEAF})
     sec, findings = model.build({"discovery": disc, "sweep": state(SweepData, sweep2, 11.0)})
     sec = sec["fabric"]
     slow, down, busy = sec.ports[(ELEAF, 1004)], sec.ports[(ELEAF, 1003)], sec.ports[(ELEAF, 1002)]
@@ -186,19 +197,21 @@ def test_every_fabric_check_declares_its_inputs_and_is_run_by_them() -> None:
 
     import fabricmon.checks as checks_pkg
     from fabricmon.model.fabric import LftData
-    from fabricmon.checks.fabric_inputs import CAPABILITIES
+    from fabricmon.checks.fabric_inputs import CAPABILITIES, FRESH_RECORDS
     mods = [importlib.import_module(f"fabricmon.checks.{p.stem}")
             for p in sorted(Path(checks_pkg.__file__).parent.glob("fabric_*.py")) if p.stem != "fabric_inputs"]
     model = FabricModel(from_dict({}, check_paths=False))
     registered = [*model.checks.registered(), *model.checks.jobs.checks]
     assert {m.__name__ for m in mods} <= {type(c).__module__ for c in registered}
     for m in mods:
-        assert isinstance(m.CHECK, str) and m.NEEDS and set(m.NEEDS) <= set(CAPABILITIES), m.__name__
+        assert isinstance(m.CHECK, str) and m.NEEDS and set(m.NEEDS) <= {*CAPABILITIES, *FRESH_RECORDS}, m.__name__
     disc = state(DiscoveryData, discovery(), 0.0)
-    sec, _ = model.build({"discovery": disc})
+    sec, _ = model.build({"discovery": disc, "sweep": swept(0.0, LEAF, SPINE)})
     listed = {c for c, g in sec["fabric"].check_status if g == LEAF}
     assert "routing" not in listed and "pfc_storm" not in listed and "sm" not in {c for c, _ in sec["fabric"].check_status}
-    sec, _ = model.build({"discovery": disc, "routing": state(LftData, LftData(tables={}), 1.0),
+    tables = {LEAF: bytes([255, 1, 2]), SPINE: bytes([255, 1, 1])}
+    sec, _ = model.build({"discovery": disc, "routing": state(LftData, LftData(tables=tables), 1.0),
+                          "sweep": swept(1.0, LEAF, SPINE),
                           "sm": state(SmData, SmData([SmInfo(1, "0000000000100001", 5, 0, "MASTER")], True), 1.0)})
     assert ("routing", LEAF) in sec["fabric"].check_status and ("sm", "") in sec["fabric"].check_status
 
@@ -211,20 +224,25 @@ def test_a_counter_check_has_a_status_only_once_a_sweep_read_its_counters() -> N
     from fabricmon.model.fabric import SweepData
     config = from_dict({}, check_paths=False)
     disc = state(DiscoveryData, discovery(), 0.0)
-    eth = FabricModel(config)
-    sweep = SweepData(ports={(LEAF, 1): {"receive_errors": (1 << 32) - 1, "transmit_discards": 0, "receive_bytes": 9}},
-                      bits={"receive_errors": 32, "transmit_discards": 32, "receive_bytes": 32},
-                      wrapping={"receive_errors", "transmit_discards", "receive_bytes"})
-    sec, findings = eth.build({"discovery": disc, "sweep": state(SweepData, sweep, 1.0)})
+    eth = FabricModel(config, clock=lambda: 2.0)       # the data times' clock (the counters' windows end now)
     counter = {"symbol_errors", "link_flap", "link_error_recovery", "link_integrity", "receive_errors",
                "transmit_discards", "counter_saturation"}
-    assert {c for c, g in sec["fabric"].check_status if g == LEAF} & counter == {"receive_errors", "transmit_discards"}
+    for t in (1.0, 2.0):
+        sweep = SweepData(ports={(LEAF, 1): {"receive_errors": (1 << 32) - 1, "transmit_discards": 0,
+                                             "receive_bytes": 9}},
+                          bits={"receive_errors": 32, "transmit_discards": 32, "receive_bytes": 32},
+                          wrapping={"receive_errors", "transmit_discards", "receive_bytes"}, switches={LEAF})
+        sec, findings = eth.build({"discovery": disc, "sweep": state(SweepData, sweep, t)})
+        judged = {c for c, g in sec["fabric"].check_status if g == LEAF} & counter
+        # the first sweep: receive_errors counted before it (when is unknown), so the switch's counters are not
+        # judged until the second
+        assert judged == (set() if t == 1.0 else {"receive_errors", "transmit_discards"}), t
     assert not [f for f in findings if f.check == "counter_saturation"]      # 2^32-1 of a wrapping counter
     ib = FabricModel(config)
     sweep = SweepData(ports={(LEAF, 1): {c: 0 for c in ("symbol_errors", "link_downed", "link_error_recovery",
                                                         "local_link_integrity_errors", "receive_errors",
                                                         "transmit_discards")}},
-                      bits={"symbol_errors": 16, "link_downed": 8})
+                      bits={"symbol_errors": 16, "link_downed": 8}, switches={LEAF})
     sec, _ = ib.build({"discovery": disc, "sweep": state(SweepData, sweep, 1.0)})
     assert {c for c, g in sec["fabric"].check_status if g == LEAF} >= counter
     assert all(sec["fabric"].check_status[(c, LEAF)] == 0 for c in counter)

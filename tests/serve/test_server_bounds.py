@@ -338,8 +338,8 @@ def test_http_errors_family_passes_promtool() -> None:
     promtool = shutil.which("promtool")
     if promtool is None:
         unavailable("promtool not installed (apt-get install prometheus)")
-    snap = Snapshot(time=1.0, findings=[], sources={}, builds=BuildStats(buckets=[0] * 10))
-    snap.http_errors = {k: i for i, k in enumerate(srvmod.ERROR_KINDS)}
+    snap = Snapshot(time=1.0, findings=[], sources={}, builds=BuildStats(buckets=[0] * 10),
+                    http_errors={k: i for i, k in enumerate(srvmod.ERROR_KINDS)})
     body = render(snap)
     assert b'fabricmon_http_errors_total{kind="tls_handshake"} 2.0' in body
     res = subprocess.run([promtool, "check", "metrics"], input=body, capture_output=True, timeout=60)

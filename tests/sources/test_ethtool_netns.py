@@ -97,7 +97,7 @@ def test_collector_runs_ethtool_live_for_a_roce_port(netns, tmp_path):
     view = snap.roce.views[0]
     assert (view.target.device, view.target.netdev) == ("rxe0", "veth0")
     assert view.stats is not None and view.stats.count >= 1
-    f = by_check(snap.findings, "roce_pause_rate")["rxe0"]
-    assert f.status == 0 and "no per-priority pause counters" in f.message
-    assert by_check(snap.findings, "roce_pfc")["rxe0"].message.endswith(
-        "PFC not checked: mlnx_qos is not installed (sources.mlnx_qos.enabled: auto)")
+    # veth has no per-priority pause counters, and mlnx_qos is not installed: neither check judges anything (no
+    # status, never an OK "not checked")
+    assert "rxe0" not in by_check(snap.findings, "roce_pause_rate")
+    assert "rxe0" not in by_check(snap.findings, "roce_pfc")

@@ -151,7 +151,8 @@ def test_two_netdevs_of_one_port_give_one_finding_per_check() -> None:
     model.inventory = lambda _states: inv
     _, findings = model.build(states(data))
     keys = [(f.check, f.device, f.port) for f in findings if f.check.startswith("optics_")]
-    assert len(keys) == 4 and len(set(keys)) == 4
+    # one each of the checks that could judge (dimming has no baseline yet: no status)
+    assert len(keys) == 3 and len(set(keys)) == 3 and "optics_dimming" not in {k[0] for k in keys}
 
 
 def test_an_ipoib_ports_finding_names_the_switch_port_opposite() -> None:
