@@ -39,8 +39,6 @@ from fabricmon.report import API_VERSION, FINDINGS_PATH, UNKNOWN, check_lines, s
 
 STATE_VERSION = 2
 DEFAULT_DAEMON_TIMEOUT = 2.0
-# A daemon snapshot older than this many of the longest source interval is stale (as /healthz).
-STALE_INTERVALS = 3
 
 
 class DaemonUnavailable(Exception):

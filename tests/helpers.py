@@ -466,15 +466,23 @@ def fabric_collector(fab, tmp_path: Path, fabric: dict, traffic: dict | None = N
 def fabric_once(fab, tmp_path: Path, name: str, fabric: dict, *args: str, config: dict | None = None):
     """`fabricmon fabric once` as its own process under the simulator's preload (so its own libibumad
     reaches ibsim: the MAD engine runs where fabric.sweep_method allows), state in tmp_path/<name>.
-    Returns the CompletedProcess (exposition on stdout, findings on stderr); asserts exit 0."""
-    return fabricmon_on_fabric(fab, tmp_path, name, fabric, "fabric", "once", *args, config=config)
+    Returns the CompletedProcess (exposition on stdout, findings on stderr); asserts that it exits with its
+    exposition's fabricmon_health_status (the one health rule)."""
+    return fabricmon_on_fabric(fab, tmp_path, name, fabric, "fabric", "once", *args, config=config, rc=None)
 
 
-def fabricmon_on_fabric(fab, tmp_path: Path, name: str, fabric: dict, *argv: str, rc: int = 0,
+def exposition_health(text: str) -> int | None:
+    """The fabricmon_health_status an exposition says (None: it has none)."""
+    import re
+    m = re.search(r"^fabricmon_health_status (\S+)$", text, re.M)
+    return int(float(m.group(1))) if m else None
+
+
+def fabricmon_on_fabric(fab, tmp_path: Path, name: str, fabric: dict, *argv: str, rc: int | None = 0,
                         config: dict | None = None):
     """`fabricmon ARGV... --config C` as its own process under the simulator's preload, with the
     `fabric` section given (and the other top-level sections of `config`) and its state in
-    tmp_path/<name>; asserts exit `rc`."""
+    tmp_path/<name>; asserts exit `rc` (None: the exposition's fabricmon_health_status on stdout)."""
     import subprocess
     state = tmp_path / name
     state.mkdir()
@@ -482,7 +490,8 @@ def fabricmon_on_fabric(fab, tmp_path: Path, name: str, fabric: dict, *argv: str
     cfg.write_text(json.dumps({**(config or {}), "paths": {"state_dir": str(state)}, "fabric": fabric}))
     r = subprocess.run([sys.executable, "-m", "fabricmon", *argv, "--config", str(cfg)],
                        env=fab.env(fab.hosts[0]), capture_output=True, text=True, timeout=120)
-    assert r.returncode == rc, r.stderr
+    want = exposition_health(r.stdout) if rc is None else rc
+    assert want is not None and r.returncode == want, r.stderr
     return r
 
 

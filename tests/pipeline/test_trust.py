@@ -122,6 +122,58 @@ def test_each_source_failing_in_turn_is_down_not_ok_and_judges_nothing(bundle: P
             pipe.close()
 
 
+FABRIC_BUNDLES = [FAT_TREE, FIXTURES / "fabric" / "ethernet"]
+
+
+def fabric_needs(record: type | None) -> str | None:
+    """The name a fabric check's needs use for a source's records (checks.fabric_inputs)."""
+    from fabricmon.model.design import DesignData
+    from fabricmon.model.fabric import DiscoveryData, LftData, SmData, SweepData
+    from fabricmon.model.optics import SwitchOpticsData
+    from fabricmon.model.slurm_topology import SchedulerTopologyData
+    names = {DiscoveryData: "topology", LftData: "forwarding_tables", SmData: "subnet_manager",
+             SweepData: "SweepData", DesignData: "design", SchedulerTopologyData: "scheduler_topology",
+             SwitchOpticsData: "transceiver_readings"}
+    if record is not None and record.__name__ == "ClusterJobsData":
+        return "running_jobs"
+    return names.get(record) if record is not None else None
+
+
+def fabric_checks_needing(pipe: Pipeline, need: str | None) -> set[str]:
+    checks = pipe.model.checks
+    return {r.name for rn in (checks.ports, checks.poll, checks.jobs) for c in rn.checks for r in c.reports
+            if need is not None and need in r.needs}
+
+
+@pytest.mark.parametrize("bundle", FABRIC_BUNDLES, ids=lambda p: p.name)
+def test_each_fabric_source_disabled_or_failing_in_turn_leaves_its_checks_without_status(bundle: Path) -> None:
+    cfg = load(str(bundle / "config.yml"), check_paths=False)
+    probe = fabric_pipeline(cfg, ReplayIO(bundle))
+    names = [n for n in probe.enabled() if probe.states[n].active]
+    probe.close()
+    for name in names:
+        for how in ("disabled", "failing"):
+            cfg = load(str(bundle / "config.yml"), check_paths=False)
+            if how == "disabled":
+                sc = cfg.fabric.sources[name]
+                cfg.fabric.sources[name] = type(sc)(**{**{f: getattr(sc, f) for f in sc.__dataclass_fields__},
+                                                      "enabled": False})
+            pipe = fabric_pipeline(cfg, ReplayIO(bundle), clock=Clock())
+            try:
+                if how == "failing":
+                    fail(pipe, name)
+                snap = pipe.collect()
+                gone = fabric_checks_needing(pipe, fabric_needs(pipe.specs[name].records))
+                got = {f.check for f in snap.findings}
+                if snap.fabric is not None:
+                    got |= {c for c, _ in snap.fabric.check_status}
+                assert not got & gone, (name, how, got & gone)
+                if how == "failing":
+                    assert snap.sources[name].up is False and health_status(snap) != OK, name
+            finally:
+                pipe.close()
+
+
 def verdict_findings_of(snap: object) -> list:
     from fabricmon.model.health import verdict_findings
     return verdict_findings(snap)      # type: ignore[arg-type]

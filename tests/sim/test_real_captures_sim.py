@@ -160,7 +160,10 @@ def test_every_real_uplink_asymmetry_reported_and_nothing_else(ndr) -> None:
     assert others == []
     status = snap.fabric.check_status
     assert {c for (c, g), s in status.items() if s} == {"uplinks", "node_description"}
-    assert all(status[("routing", g)] == 0 for g in snap.fabric.switches)       # every table read, balanced
+    # every table read, balanced: routing judges every switch with uplinks to route over (not the top level)
+    top = max(snap.fabric.levels.values())
+    assert {g for (c, g) in status if c == "routing"} == {g for g, lv in snap.fabric.levels.items() if lv < top}
+    assert all(s == 0 for (c, _), s in status.items() if c == "routing")
 
 
 def test_a_garbage_or_unreadable_name_map_is_an_error_of_the_discovery_alone(ndr, tmp_path) -> None:
