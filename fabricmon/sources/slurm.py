@@ -73,7 +73,10 @@ class SlurmSource(Source):
                 self._not_ours.clear()
                 out.data = data
                 return out
-            out.error("read", f"{spool}: {exc.strerror or exc}")
+            fix = (": this user must be able to list slurmd's spool directory (slurmd makes it mode 0755; where a site "
+                   "restricted it, give the daemon's user read and search on it)"
+                   if exc.errno in (errno.EACCES, errno.EPERM) else "")
+            out.error("read", f"{spool}: {exc.strerror or exc}{fix}")
             return out
         ids = step_jobs(names, node)
         current = set(ids)
