@@ -1,0 +1,174 @@
+"""fabricmon as deployed: the daemon run as the shipped unit's user, with only its groups and its
+capabilities, under kernel.dmesg_restrict=1 (tests/deployed/conftest.py reproduces them without systemd).
+Every enabled source either reads or says it cannot, with the reason and the fix (issue 46.6).
+
+- The kernel log: with the unit's CAP_SYSLOG, real lines written into this machine's ring buffer (as root,
+  by the test) are read and counted and become findings; without it, the source reports itself down with
+  the reason (`fabricmon_source_up{source="kernel_log"} 0`, the error, a WARNING `source` finding, `check`
+  not 0).
+- ethtool -S reads unprivileged on a real veth; ethtool -m does not (CAP_NET_ADMIN): the optics source
+  says so, and the drop-in its message names makes it read.
+- The tools of infiniband-diags run for real (no HCA here: their umad port does not open, and the
+  message says why from the device nodes). mlnx_qos and NVML are not on this machine: what their
+  privileges mean is shown by their recorded words (tests/sources/test_privilege.py) and written in
+  docs/security.md.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import time
+import urllib.request
+
+import pytest
+
+from cli.test_health_check import free_port, wait_for
+from fabricmon.sources.kernel_log import FIX_DENIED
+from fabricmon.sources.privilege import EEPROM_FIX
+from helpers import exposition_samples, require_writable_kmsg, sample_value, scrape_samples
+from sources.test_kernel_log import write_kmsg
+
+pytestmark = pytest.mark.deployed
+
+# What each node source does as the service user with the unit's groups and capabilities on this machine:
+# None, it reads; else words its error must hold (what is missing and what to change). A source not named
+# here fails the test: say what it needs as deployed (docs/security.md) before it ships.
+AS_DEPLOYED: dict[str, str | None] = {
+    "sysfs": None, "hw_counters": None, "netdev": None,      # world-readable sysfs files
+    "gpudirect": None,          # /proc/modules, /sys/module: world-readable
+    "kernel_log": None,         # /dev/kmsg with the unit's CAP_SYSLOG
+    "ethtool": None,            # ethtool -S: no capability (ETHTOOL_GSTATS is open to all)
+    "optics": EEPROM_FIX,       # ethtool -m: CAP_NET_ADMIN, which the unit does not grant
+    "ibstat": None,             # sysfs only (no HCA here: no ports)
+    "perfquery": None,          # only ports without sysfs counters: none here
+    "iblinkinfo": "umad",       # the umad device (group rdma); no HCA here: privilege.umad_reason says which
+    "mlnx_qos": None,           # rtnetlink DCB reads and sysfs (not installed here: off, enabled: auto)
+    "gpu": None,                # NVML (not installed here: no GPUs, enabled: auto)
+    "slurm": None,              # slurmd's spool directory (0755) and squeue (no slurmd here: no jobs)
+    "nccl_inspector": None, "nccl_ras": None,                # off by default
+}
+UMAD_REASONS = (": no umad device (", ": permission denied on /dev/infiniband/umad", ": cannot open the local umad port")
+
+
+def logged_errors(stderr: str) -> dict[str, list[str]]:
+    """The daemon's `source error` log lines (JSON), by source."""
+    out: dict[str, list[str]] = {}
+    for line in stderr.splitlines():
+        if line.startswith("{"):
+            doc = json.loads(line)
+            if doc.get("event") == "source error":
+                out.setdefault(doc["source"], []).append(doc["error"])
+    return out
+
+
+def outcomes(samples: dict, stderr: str) -> dict[str, tuple[bool, list[str]]]:
+    """Each active source: (up, its errors)."""
+    errors = logged_errors(stderr)
+    active = [dict(lbl)["source"] for (n, lbl), v in samples.items() if n == "fabricmon_source_active" and v == 1]
+    return {s: (sample_value(samples, "fabricmon_source_up", source=s) == 1, errors.get(s, [])) for s in active}
+
+
+def test_every_enabled_source_reads_or_says_why_not(service, dmesg_restrict, node_view) -> None:
+    res = service.run(["once", "--config", str(node_view.config)])
+    samples = exposition_samples(res.stdout)
+    seen = outcomes(samples, res.stderr)
+    assert seen, res.stderr[-2000:]
+    unknown = sorted(set(seen) - set(AS_DEPLOYED))
+    assert not unknown, f"sources that AS_DEPLOYED does not name (what do they need as deployed?): {unknown}"
+    for name, (up, errors) in sorted(seen.items()):
+        want = AS_DEPLOYED[name]
+        if want is None:
+            assert up and not errors, f"{name} does not read as the service user: {errors}"
+        else:
+            assert not up and errors, f"{name} should say it cannot read as the service user: up={up}"
+            for e in errors:
+                assert want in e and (want != "umad" or any(r in e for r in UMAD_REASONS)), (name, e)
+    # the ones this machine runs for real, named: a test that checked nothing would pass too
+    assert {"sysfs", "hw_counters", "netdev", "gpudirect", "kernel_log", "ethtool", "optics"} <= set(seen)
+    assert sample_value(samples, "fabricmon_source_up", source="kernel_log") == 1
+
+
+def test_the_kernel_log_reads_real_lines_with_the_units_capability(service, dmesg_restrict, node_view) -> None:
+    """The daemon as the service user with CAP_SYSLOG only: real lines written into the ring buffer are
+    counted and become the findings they should; its state is the user's own file, in the state directory
+    StateDirectory= makes (mode 0750: no one else reads it)."""
+    require_writable_kmsg()
+    pci = node_view.pcis[0]
+    cfg = node_view.write_config(sources={"sysfs": {"interval": 0.2}, "kernel_log": {"interval": 0.2}})
+    port = free_port()
+    log = open(node_view.root / "daemon.log", "w")
+    proc = service.popen(["run", "--config", str(cfg), "--listen", f"127.0.0.1:{port}"], stderr=log)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        def ready() -> bool:
+            assert proc.poll() is None, (node_view.root / "daemon.log").read_text()[-2000:]
+            try:
+                s = scrape_samples(port)
+            except OSError:
+                return False
+            return sample_value(s, "fabricmon_source_up", source="kernel_log") == 1
+        wait_for(ready, 30)
+        before = scrape_samples(port)
+        lines0 = sum(sample_value(before, "fabricmon_kernel_log_lines_total", result=r) or 0
+                     for r in ("unmatched", "attributed", "unattributed"))
+        write_kmsg([f"fabricmon deployed test {pci}: an unrelated line",
+                    f"mlx5_core {pci}: wait_func:964:(pid 112): ENABLE_HCA(0x104) timeout. Will cause a leak of a "
+                    "command resource"])
+
+        def counted() -> dict | None:
+            s = scrape_samples(port)
+            ev = sample_value(s, "fabricmon_kernel_log_events_total", device="mlx5_0", port="1", event="cmd_timeout",
+                              **{"class": "fatal"})
+            return s if ev == 1 else None
+        after = wait_for(counted, 30)
+        lines1 = sum(sample_value(after, "fabricmon_kernel_log_lines_total", result=r) or 0
+                     for r in ("unmatched", "attributed", "unattributed"))
+        assert lines1 >= lines0 + 2 and sample_value(after, "fabricmon_kernel_log_lines_total", result="attributed") >= 1
+        assert sample_value(after, "fabricmon_source_up", source="kernel_log") == 1
+        with urllib.request.urlopen(url + "/api/v1/findings", timeout=5) as r:
+            found = [f for f in json.loads(r.read())["findings"] if f["check"] == "kernel_log" and f["device"] == "mlx5_0"]
+        assert found and found[0]["status"] == 2, found
+        # `check` as the same user asks the daemon: CRITICAL (a fatal event drains the node)
+        res = service.run(["check", "--daemon", url])
+        assert res.returncode == 2, res.stdout + res.stderr
+        assert "cmd_timeout" in res.stdout and "mlx5_0" in res.stdout, res.stdout
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(10)
+        except Exception:
+            proc.kill()
+            proc.wait()
+        log.close()
+    assert (node_view.state / "kernel_log.json").stat().st_uid == service.uid
+    st = node_view.state.stat()
+    assert (st.st_uid, stat.S_IMODE(st.st_mode)) == (service.uid, 0o750)
+
+
+def test_without_cap_syslog_the_kernel_log_says_why(service, dmesg_restrict, node_view) -> None:
+    """The same user without the capability (the unit before issue 46): the source is down with the reason
+    and the fix, a WARNING `source` finding, and `check` does not exit 0."""
+    res = service.run(["once", "--config", str(node_view.config)], caps=())
+    samples = exposition_samples(res.stdout)
+    assert sample_value(samples, "fabricmon_source_up", source="kernel_log") == 0
+    assert sample_value(samples, "fabricmon_kernel_log_lines_total", result="unmatched") is None     # no zeros
+    [msg] = logged_errors(res.stderr)["kernel_log"]
+    assert msg.startswith("/dev/kmsg: Operation not permitted (kernel.dmesg_restrict=1 and no CAP_SYSLOG); "
+                          "journalctl -k: "), msg
+    assert msg.endswith(f": {FIX_DENIED}"), msg
+    assert sample_value(samples, "fabricmon_health_status") != 0
+    check = service.run(["check", "--config", str(node_view.config), "--no-state"], caps=())
+    assert check.returncode != 0, check.stdout
+    assert f"WARNING source: source kernel_log: {msg}" in check.stdout, check.stdout
+
+
+def test_the_optics_fix_it_names_makes_it_read(service, dmesg_restrict, node_view) -> None:
+    """The drop-in the optics error names (CAP_NET_ADMIN added): ethtool -m reads the same veths, which
+    answer "not supported" (no module): a read, no error."""
+    res = service.run(["once", "--config", str(node_view.config)], caps=(*service.caps, "net_admin"))
+    samples = exposition_samples(res.stdout)
+    assert sample_value(samples, "fabricmon_source_up", source="optics") == 1, logged_errors(res.stderr)
+    assert "optics" not in logged_errors(res.stderr)
+    assert os.path.exists(f"/sys/class/net/{node_view.netdevs[1]}"), "the veth the daemon read is real"
