@@ -42,6 +42,7 @@ from fabricmon.sim import sysfs_tree
 from helpers import REPO, unavailable
 
 UNIT = REPO / "fabricmon" / "deploy" / "systemd" / "fabricmon.service"
+FABRIC_UNIT = REPO / "fabricmon" / "deploy" / "systemd" / "fabricmon-fabric.service"
 # systemd's PATH for a service (systemd.exec(5), "Environment variables in spawned processes")
 SERVICE_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 

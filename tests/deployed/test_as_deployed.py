@@ -19,12 +19,13 @@ from __future__ import annotations
 import json
 import os
 import stat
-import time
 import urllib.request
 
 import pytest
+import yaml
 
 from cli.test_health_check import free_port, wait_for
+from deployed.conftest import FABRIC_UNIT, caps, unit_service
 from fabricmon.sources.kernel_log import FIX_DENIED
 from fabricmon.sources.privilege import EEPROM_FIX
 from helpers import exposition_samples, require_writable_kmsg, sample_value, scrape_samples
@@ -172,3 +173,25 @@ def test_the_optics_fix_it_names_makes_it_read(service, dmesg_restrict, node_vie
     assert sample_value(samples, "fabricmon_source_up", source="optics") == 1, logged_errors(res.stderr)
     assert "optics" not in logged_errors(res.stderr)
     assert os.path.exists(f"/sys/class/net/{node_view.netdevs[1]}"), "the veth the daemon read is real"
+
+
+def test_the_fabric_collectors_secret_file_must_be_its_users(service, node_view) -> None:
+    """The Ethernet collector's SNMP secret, made as root (mode 0600, as the docs ask) and read by the
+    collector's user with the fabric unit's capabilities (none): a config error naming the key, the
+    reason and the chown that fixes it; once the file is the user's, the config loads."""
+    fabric_caps = caps(unit_service(FABRIC_UNIT).get("AmbientCapabilities", []))
+    secret = node_view.root / "snmp-community"
+    secret.write_text("public\n")
+    secret.chmod(0o600)
+    node_view.config.write_text(yaml.safe_dump({
+        "paths": {"state_dir": str(node_view.state)}, "logging": {"format": "json"},
+        "fabric": {"kind": "ethernet", "ethernet": {"switches": ["127.0.0.1:9"], "snmp": {
+            "version": "2c", "community_file": str(secret), "timeout": 0.5, "retries": 0}}}}))
+    res = service.run(["fabric", "once", "--config", str(node_view.config)], caps=fabric_caps)
+    assert res.returncode == 2, res.stdout + res.stderr
+    assert res.stderr.strip().splitlines()[-1] == (
+        f"fabricmon: config error at fabric.ethernet.snmp.community_file: cannot read {secret} as user {service.name}: "
+        f"Permission denied: make it that user's (chown {service.name} {secret}; chmod 600 {secret})")
+    os.chown(secret, service.uid, service.gid)
+    res = service.run(["fabric", "once", "--config", str(node_view.config)], caps=fabric_caps)
+    assert "config error" not in res.stderr and res.returncode == 3, res.stderr[-1000:]     # no switch answers
