@@ -89,17 +89,19 @@ class ServiceUser:
             prefix.append("--no-new-privs")
         return [*prefix, "--", sys.executable, "-m", "fabricmon", *argv]
 
-    def env(self) -> dict[str, str]:
+    def env(self, extra: dict[str, str] | None = None) -> dict[str, str]:
+        """What systemd gives a service (plus `extra`: an EnvironmentFile='s variables)."""
         return {"PATH": SERVICE_PATH, "HOME": self.home, "USER": self.name, "LOGNAME": self.name,
-                "SHELL": "/usr/sbin/nologin", "LANG": "C.UTF-8"}
+                "SHELL": "/usr/sbin/nologin", "LANG": "C.UTF-8", **(extra or {})}
 
-    def run(self, argv: list[str], caps: tuple[str, ...] | None = None, timeout: float = 60
-            ) -> subprocess.CompletedProcess:
+    def run(self, argv: list[str], caps: tuple[str, ...] | None = None, timeout: float = 60,
+            env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
         return subprocess.run(self.argv(argv, caps), capture_output=True, text=True, timeout=timeout,
-                              env=self.env(), cwd="/", umask=self.umask)
+                              env=self.env(env), cwd="/", umask=self.umask)
 
-    def popen(self, argv: list[str], stderr, caps: tuple[str, ...] | None = None) -> subprocess.Popen:
-        return subprocess.Popen(self.argv(argv, caps), stdout=subprocess.DEVNULL, stderr=stderr, env=self.env(),
+    def popen(self, argv: list[str], stderr, caps: tuple[str, ...] | None = None,
+              env: dict[str, str] | None = None) -> subprocess.Popen:
+        return subprocess.Popen(self.argv(argv, caps), stdout=subprocess.DEVNULL, stderr=stderr, env=self.env(env),
                                 cwd="/", umask=self.umask)
 
 

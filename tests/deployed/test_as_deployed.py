@@ -8,6 +8,9 @@ Every enabled source either reads or says it cannot, with the reason and the fix
   not 0).
 - ethtool -S reads unprivileged on a real veth; ethtool -m does not (CAP_NET_ADMIN): the optics source
   says so, and the drop-in its message names makes it read.
+- The slurm source against a real Slurm cluster (fabricmon.sim.slurm): it names another user's job; under
+  slurm.conf PrivateData=jobs it says that squeue hides the jobs from it, and what to change.
+- The Ethernet collector's SNMP secret file, made by root: a config error naming the user and the chown.
 - The tools of infiniband-diags run for real (no HCA here: their umad port does not open, and the
   message says why from the device nodes). mlnx_qos and NVML are not on this machine: what their
   privileges mean is shown by their recorded words (tests/sources/test_privilege.py) and written in
@@ -18,8 +21,11 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import stat
+import tempfile
 import urllib.request
+from pathlib import Path
 
 import pytest
 import yaml
@@ -27,8 +33,10 @@ import yaml
 from cli.test_health_check import free_port, wait_for
 from deployed.conftest import FABRIC_UNIT, caps, unit_service
 from fabricmon.sources.kernel_log import FIX_DENIED
+from fabricmon.sim.slurm import SimSlurm
+from fabricmon.sim.slurm import tools_available as slurm_tools
 from fabricmon.sources.privilege import EEPROM_FIX
-from helpers import exposition_samples, require_writable_kmsg, sample_value, scrape_samples
+from helpers import exposition_samples, require_writable_kmsg, sample_value, scrape_samples, unavailable
 from sources.test_kernel_log import write_kmsg
 
 pytestmark = pytest.mark.deployed
@@ -195,3 +203,48 @@ def test_the_fabric_collectors_secret_file_must_be_its_users(service, node_view)
     os.chown(secret, service.uid, service.gid)
     res = service.run(["fabric", "once", "--config", str(node_view.config)], caps=fabric_caps)
     assert "config error" not in res.stderr and res.returncode == 3, res.stderr[-1000:]     # no switch answers
+
+
+def test_the_slurm_source_names_jobs_or_says_private_data_hides_them(service, node_view) -> None:
+    """A real slurmctld and slurmd (root's job on node01): the daemon as the service user names the job
+    (the spool directory is 0755, squeue answers any user). With PrivateData=jobs, squeue hides it from
+    that user (measured: "Invalid job id specified" for one id): the source says so, with the fix."""
+    ok, why = slurm_tools()
+    if not ok:
+        unavailable(why)
+    work = Path(tempfile.mkdtemp(prefix="fabricmon-deployed-slurm-", dir="/tmp"))
+    work.chmod(0o755)
+    try:
+        with SimSlurm(["node01"], work) as cluster:
+            job = cluster.submit("train", ["node01"])
+            cluster.wait_running(job)
+            env = {"SLURM_CONF": str(cluster.conf)}
+            cfg = node_view.write_config(slurm={"node_name": "node01"})
+            res = service.run(["once", "--config", str(cfg)], env=env)
+            samples = exposition_samples(res.stdout)
+            assert sample_value(samples, "fabricmon_slurm_job_info", job_id=job, user="root", job_name="train") == 1, \
+                res.stderr[-2000:]
+            assert "slurm" not in logged_errors(res.stderr)
+            with open(cluster.conf, "a") as fh:
+                fh.write("PrivateData=jobs\n")
+            cluster.run(["scontrol", "reconfigure"])
+            cfg = node_view.write_config(slurm={"node_name": "node01"}, sources={"slurm": {"interval": 0.2}})
+            port = free_port()
+            log_path = node_view.root / "daemon.log"
+            with open(log_path, "w") as log:
+                proc = service.popen(["run", "--config", str(cfg), "--listen", f"127.0.0.1:{port}"], stderr=log,
+                                     env=env)
+                try:
+                    def said() -> list[str]:
+                        assert proc.poll() is None, log_path.read_text()[-2000:]
+                        return logged_errors(log_path.read_text()).get("slurm", [])
+                    [msg] = wait_for(said, 30)
+                finally:
+                    proc.terminate()
+                    proc.wait(10)
+            assert msg == (f"squeue does not show job(s) {job} whose steps run on this node: slurm.conf "
+                           f"PrivateData=jobs hides other users' jobs from user {service.name}, so no finding can "
+                           f"name them: make {service.name} a Slurm operator (sacctmgr modify user {service.name} "
+                           "set adminlevel=operator) or take jobs out of PrivateData")
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
