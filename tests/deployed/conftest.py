@@ -89,6 +89,13 @@ class ServiceUser:
             prefix.append("--no-new-privs")
         return [*prefix, "--", sys.executable, "-m", "fabricmon", *argv]
 
+    def python(self, code: str, caps: tuple[str, ...] | None = None) -> subprocess.CompletedProcess:
+        """`python -c code` as the user (this checkout's fabricmon importable), as `run`."""
+        argv = self.argv([], caps)
+        argv = [*argv[:argv.index("-m")], "-c", code]
+        return subprocess.run(argv, capture_output=True, text=True, timeout=60, env=self.env(), cwd="/",
+                              umask=self.umask)
+
     def env(self, extra: dict[str, str] | None = None) -> dict[str, str]:
         """What systemd gives a service (plus `extra`: an EnvironmentFile='s variables)."""
         return {"PATH": SERVICE_PATH, "HOME": self.home, "USER": self.name, "LOGNAME": self.name,

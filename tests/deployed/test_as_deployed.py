@@ -12,7 +12,8 @@ Every enabled source either reads or says it cannot, with the reason and the fix
   slurm.conf PrivateData=jobs it says that squeue hides the jobs from it, and what to change.
 - The Ethernet collector's SNMP secret file, made by root: a config error naming the user and the chown.
 - The tools of infiniband-diags run for real (no HCA here: their umad port does not open, and the
-  message says why from the device nodes). mlnx_qos and NVML are not on this machine: what their
+  message says why from the device nodes); the udev rule's group and mode give the unit's user a umad
+  node, which a root-only one does not (a node of our own: no device here). mlnx_qos and NVML are not on this machine: what their
   privileges mean is shown by their recorded words (tests/sources/test_privilege.py) and written in
   docs/security.md.
 """
@@ -21,6 +22,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import stat
 import tempfile
@@ -32,11 +34,11 @@ import yaml
 
 from cli.test_health_check import free_port, wait_for
 from deployed.conftest import FABRIC_UNIT, caps, unit_service
-from fabricmon.sources.kernel_log import FIX_DENIED
 from fabricmon.sim.slurm import SimSlurm
 from fabricmon.sim.slurm import tools_available as slurm_tools
+from fabricmon.sources.kernel_log import FIX_DENIED
 from fabricmon.sources.privilege import EEPROM_FIX
-from helpers import exposition_samples, require_writable_kmsg, sample_value, scrape_samples, unavailable
+from helpers import REPO, exposition_samples, require_writable_kmsg, sample_value, scrape_samples, unavailable
 from sources.test_kernel_log import write_kmsg
 
 pytestmark = pytest.mark.deployed
@@ -248,3 +250,32 @@ def test_the_slurm_source_names_jobs_or_says_private_data_hides_them(service, no
                            "set adminlevel=operator) or take jobs out of PrivateData")
     finally:
         shutil.rmtree(work, ignore_errors=True)
+
+
+def test_the_udev_rule_gives_the_units_group_the_umad_device(service, node_view) -> None:
+    """No HCA here, so no real umad device: its permission as the rule sets it, and as without the rule,
+    on nodes in a directory of our own. As the service user with the unit's groups, one the rule made
+    (its GROUP=, its MODE=) is usable; a root-only one (the kernel's default, no rule) is "permission
+    denied" with the fix. The rule's group is one the unit runs in."""
+    rule = (REPO / "fabricmon" / "deploy" / "udev" / "90-fabricmon-umad.rules").read_text()
+    m = re.search(r'KERNEL=="umad\*".*GROUP="([^"]+)", MODE="(0[0-7]{3})"', rule)
+    assert m, rule
+    group, mode = m.group(1), int(m.group(2), 8)
+    supplementary = [g for v in unit_service().get("SupplementaryGroups", []) for g in v.split()]
+    assert group in supplementary, (group, supplementary)
+    gid = service.groups[supplementary.index(group)]
+    devs = node_view.root / "dev"
+    devs.mkdir()
+    devs.chmod(0o755)
+    code = f"from fabricmon.sources.privilege import umad_reason; print(umad_reason({str(devs / 'umad*')!r}))"
+    (devs / "umad0").write_text("")
+    os.chown(devs / "umad0", 0, gid)
+    (devs / "umad0").chmod(mode)
+    res = service.python(code)
+    assert res.stdout.strip() == (f"cannot open the local umad port ({devs / 'umad0'} exist): is the local HCA port "
+                                  "up? (ibstat)"), res.stdout + res.stderr
+    os.chown(devs / "umad0", 0, 0)
+    (devs / "umad0").chmod(0o600)
+    res = service.python(code)
+    assert res.stdout.strip().startswith(f"permission denied on {devs / 'umad0'}: run as root or as a member of the "
+                                         "group that owns it (fabricmon's udev rule gives it to group rdma"), res.stdout
