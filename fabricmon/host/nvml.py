@@ -22,11 +22,14 @@ class NvmlError(RuntimeError):
     """NVML is present but a call failed."""
 
 
-# NVML return codes that mean "there is no usable NVML here" (nvml.h).
+# NVML return codes that mean "there is no usable NVML here" (nvml.h). NVML_ERROR_NO_PERMISSION is not
+# one: the GPUs are there and this user may not open their device nodes (a daemon without access to
+# /dev/nvidia*), an NvmlError, so that `enabled: auto` never reads it as "no GPUs".
 _UNAVAILABLE_CODES = {
     "NVML_ERROR_LIBRARY_NOT_FOUND", "NVML_ERROR_DRIVER_NOT_LOADED", "NVML_ERROR_FUNCTION_NOT_FOUND",
-    "NVML_ERROR_NO_PERMISSION", "NVML_ERROR_LIB_RM_VERSION_MISMATCH",
+    "NVML_ERROR_LIB_RM_VERSION_MISMATCH",
 }
+NO_PERMISSION = "Insufficient Permissions"      # pynvml's words for NVML_ERROR_NO_PERMISSION (kept in a bundle)
 
 
 def _text(value: Any) -> str:

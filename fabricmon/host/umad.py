@@ -34,6 +34,7 @@ import ctypes
 import ctypes.util
 import errno
 import functools
+import glob
 import os
 import select
 import struct
@@ -44,6 +45,16 @@ from typing import NoReturn
 LIB_NAMES = ("libibumad.so.3", "libibumad.so")
 CA_NAME_LEN = 20                     # UMAD_CA_NAME_LEN
 MAX_CAS = 32
+
+
+UMAD_GLOB = "/dev/infiniband/umad*"      # the MAD device nodes (the kernel's ib_umad, one per HCA port)
+
+
+def umad_devices(pattern: str = UMAD_GLOB) -> tuple[list[str], list[str]]:
+    """The umad device nodes there are, and those this process may open read-write (os.access): what a
+    tool that printed "can't open UMAD port" could not say (missing, or not permitted)."""
+    devices = sorted(glob.glob(pattern))
+    return devices, [d for d in devices if os.access(d, os.R_OK | os.W_OK)]
 
 
 class UmadUnavailable(OSError):

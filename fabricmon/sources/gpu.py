@@ -4,7 +4,8 @@ pynvml caller is fabricmon.sources.nvml), plus the GPU's sysfs PCI realpath
 the NCCL environment file named by `gpu.nccl_env_file`, when set.
 
 With `enabled: auto` (the default) a host without NVML (no libnvidia-ml, no driver) simply has
-no GPUs; with `enabled: true` that is a source error. NVML calls can hang when a GPU falls off
+no GPUs; with `enabled: true` that is a source error. NVML that may not open the GPUs' device nodes
+("Insufficient Permissions") is a source error either way, with the fix (sources.privilege). NVML calls can hang when a GPU falls off
 the bus, so the query runs in a helper thread bounded by the source's timeout.
 """
 
@@ -15,12 +16,13 @@ import threading
 from typing import Any
 
 from fabricmon.host.io import HostIO
-from fabricmon.host.nvml import NvmlUnavailable
+from fabricmon.host.nvml import NO_PERMISSION, NvmlUnavailable
 from fabricmon.model.gpu import GpuData, GpuInfo
 from fabricmon.parsers.errors import ParseError
 from fabricmon.parsers.nccl_env import parse_env_file, parse_nccl_ib_hca
 from fabricmon.parsers.pci_topology import normalize_bus_id, parse_numa_node, pci_chain_or_none
 from fabricmon.pipeline.source import Inputs, Source, SourceOutput, register
+from fabricmon.sources.privilege import NVML_FIX
 
 
 @register("gpu", enabled="auto", interval=60.0, timeout=10.0, records=GpuData)
@@ -59,6 +61,8 @@ class GpuSource(Source):
                 out.error("not_found", f"NVML: {exc}")
         elif isinstance(exc, TimeoutError):
             out.error("timeout", str(exc))
+        elif exc is not None and NO_PERMISSION in str(exc):        # the device nodes: why, and the fix
+            out.error("read", f"NVML: {exc}: {NVML_FIX}")
         elif exc is not None:
             out.error("read", f"NVML: {exc}")
         else:

@@ -8,6 +8,7 @@ from __future__ import annotations
 from fabricmon.host.io import HostIO
 from fabricmon.parsers.iblinkinfo import LinkData, parse_iblinkinfo
 from fabricmon.pipeline.source import INVENTORY, Inputs, Source, SourceOutput, register, run_per_name
+from fabricmon.sources.privilege import umad_error
 
 
 @register("iblinkinfo", enabled="auto", interval=60.0, timeout=10.0, command=("iblinkinfo",),
@@ -25,6 +26,10 @@ class IblinkinfoSource(Source):
         for name, res in run.results:
             dev, _, p = name.rpartition(":")
             port = int(p)
+            umad = umad_error(res)
+            if umad is not None:                # no umad port for this user: why, and the fix
+                out.error(*umad)
+                continue
             links = out.parsed(res, parse_iblinkinfo)
             if links is None:
                 continue

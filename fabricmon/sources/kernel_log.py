@@ -2,6 +2,14 @@
 through the host interface, else from `journalctl -k -o json` where /dev/kmsg cannot be read (a
 daemon without CAP_SYSLOG under kernel.dmesg_restrict, in the systemd-journal group).
 
+- Neither readable: no records (the pipeline reports the source down) and one error that says why
+  each failed and the fix, e.g. `/dev/kmsg: Operation not permitted (kernel.dmesg_restrict=1 and no
+  CAP_SYSLOG); journalctl -k: no kernel message of this boot (...): run the daemon with CAP_SYSLOG
+  (the shipped unit does) or in group systemd-journal`. A journal that answers nothing at all for
+  this boot is not read (every boot logs kernel messages): journald is not running, does not read
+  the kernel log, or shows this user only its own journal.
+- A replayed bundle has no kernel log (EOPNOTSUPP/ENODEV): no events, no error.
+
 - Each poll reads the records logged since the last (at most `max_lines`; the rest next poll).
 - Counts are exact: every matching line counts, however fast it repeats. Repeats are
   de-duplicated into one aggregate per (event, device), and logged at most once a minute each.
@@ -26,10 +34,11 @@ import structlog
 
 from fabricmon.fsutil import write_atomic
 from fabricmon.host.io import HostIO
+from fabricmon.host.kmsg import DEV_KMSG
 from fabricmon.model.finding import FATAL
 from fabricmon.model.kernel_log import BY_EVENT, KernelEvent, KernelLogData
 from fabricmon.parsers.kmsg import match, parse_journal_json
-from fabricmon.pipeline.source import Inputs, Source, SourceOutput, register
+from fabricmon.pipeline.source import Inputs, Source, SourceOutput, command_error, register
 from fabricmon.schema import Schema, from_class, integer, number, string
 
 if TYPE_CHECKING:
@@ -40,6 +49,11 @@ log = structlog.get_logger("fabricmon.kernel_log")
 STATE_FILE = "kernel_log.json"
 MAX_EVENTS = 512            # distinct (event, device) aggregates kept; the longest quiet is forgotten first
 LOG_EVERY = 60.0            # seconds between log lines for one aggregate
+CAP_SYSLOG = 34             # linux/capability.h
+# the fix where the kernel log is denied (one line; docs/kernel-log.md#as-deployed)
+FIX_DENIED = "run the daemon with CAP_SYSLOG (the shipped unit does) or in group systemd-journal"
+FIX_SANDBOX = ("let the unit read /dev/kmsg (ProtectKernelLogs=no, DeviceAllow=/dev/kmsg r: the shipped unit does) "
+               "or run it in group systemd-journal")
 
 
 @dataclass(frozen=True, slots=True)
@@ -165,19 +179,54 @@ class KernelLogSource(Source):
         self.data.via = "kmsg"
         return len(got.records)
 
-    def _read_journal(self, io: HostIO, inputs: Inputs, out: SourceOutput, why: str) -> int:
+    def _denied(self, io: HostIO, exc: OSError) -> tuple[str, str]:
+        """Why /dev/kmsg (`path`) could not be opened, and the fix: (reason, fix)."""
+        what = exc.strerror or str(exc)
+        if exc.errno == errno.ENOENT:
+            if self.opts.path != DEV_KMSG:
+                return (f"{what} (sources.kernel_log.path)", f"set sources.kernel_log.path to {DEV_KMSG}")
+            return what, f"give the daemon {DEV_KMSG} (a container: the host's device) or the host's journal"
+        if exc.errno not in (errno.EPERM, errno.EACCES):
+            return what, FIX_DENIED
+        restrict = _proc_int(io, "sys/kernel/dmesg_restrict")
+        cap = _has_cap(io, CAP_SYSLOG)
+        if restrict and cap is False:
+            return f"{what} (kernel.dmesg_restrict={restrict} and no CAP_SYSLOG)", FIX_DENIED
+        held = {True: "CAP_SYSLOG held", False: "no CAP_SYSLOG", None: "CAP_SYSLOG unknown"}[cap]
+        if cap or restrict == 0:        # the kernel itself would let this process read: something else denies it
+            return f"{what} (kernel.dmesg_restrict={restrict}, {held}: the sandbox or a security module denies it)", \
+                FIX_SANDBOX
+        return f"{what} (kernel.dmesg_restrict={'?' if restrict is None else restrict}, {held})", FIX_DENIED
+
+    def _read_journal(self, io: HostIO, inputs: Inputs, out: SourceOutput, why: str, fix: str) -> int | None:
+        """The records after the last cursor from the journal: how many, or None where it cannot be
+        read (the error says why, with the fix)."""
         argv = [self.opts.journalctl, "-k", "-o", "json", "--no-pager", "-n", str(self.opts.max_lines)]
         if self.cursor:
             argv.append(f"--after-cursor={self.cursor}")
         else:
             argv.append("--boot")
         res = io.run(argv, inputs.remaining(self.sc.timeout))
+        head = f"{self.opts.path}: {why}; journalctl -k: "
         if res.error == "not_found":
-            out.error("read", f"{self.opts.path}: {why}, and {self.opts.journalctl} is not installed")
-            return 0
-        entries = out.parsed(res, parse_journal_json, what=f"{self.opts.path}: {why}; journalctl -k: ")
+            out.error("read", f"{head}{self.opts.journalctl} is not installed: {fix}")
+            return None
+        err = command_error(res)
+        if err is not None:
+            out.error(err[0], f"{head}{err[1]}: {fix}")
+            return None
+        entries = out.parsed(res, parse_journal_json, what=head)
         if entries is None:
-            return 0
+            return None
+        if not entries and not self.cursor:
+            said = res.stderr.strip().splitlines()[:1]
+            out.error("read", f"{head}no kernel message of this boot{' (' + said[0][:160] + ')' if said else ''}: "
+                              "journald is not running or not reading the kernel log, or this user may read only "
+                              f"its own journal: {fix}")
+            return None
+        if self.data.via != "journal":      # once, and again after kmsg was read meanwhile
+            (log.warning if self.opts.path != DEV_KMSG else log.info)(
+                "kernel log read from the journal", path=self.opts.path, error=why)
         wall, mono = time.time(), time.monotonic()
         for e in entries:
             self._take(e.text, e.usec, wall, mono)
@@ -203,7 +252,9 @@ class KernelLogSource(Source):
                     log.info("kernel log not available here", error=exc.strerror or str(exc))
                 out.data = self.data
                 return out
-            n = self._read_journal(io, inputs, out, exc.strerror or str(exc))
+            n = self._read_journal(io, inputs, out, *self._denied(io, exc))
+            if n is None:
+                return out          # neither readable: no records, the error says why and the fix
         if n or not self._saved_once:
             self._save()
             self._saved_once = True
@@ -220,4 +271,26 @@ class KernelLogSource(Source):
             del self.data.events[key]
 
 
-__all__ = ["KernelLogOptions", "KernelLogSource", "OPTIONS", "STATE_FILE"]
+def _proc_int(io: HostIO, rel: str) -> int | None:
+    try:
+        return int(io.read("procfs", rel).strip())
+    except (OSError, ValueError):
+        return None
+
+
+def _has_cap(io: HostIO, cap: int) -> bool | None:
+    """Whether this process holds capability `cap` (effective; /proc/self/status), None where unknown."""
+    try:
+        status = io.read("procfs", "self/status")
+    except OSError:
+        return None
+    for line in status.splitlines():
+        if line.startswith("CapEff:"):
+            try:
+                return bool(int(line.split(":", 1)[1].strip(), 16) >> cap & 1)
+            except ValueError:
+                return None
+    return None
+
+
+__all__ = ["CAP_SYSLOG", "FIX_DENIED", "FIX_SANDBOX", "KernelLogOptions", "KernelLogSource", "OPTIONS", "STATE_FILE"]

@@ -2,7 +2,9 @@
 `ethtool -m <netdev>` (SFF-8472 SFP, SFF-8636 QSFP, CMIS as ethtool decodes them; text output).
 
 A module EEPROM is read over the module's I2C bus, slow next to sysfs, and light changes over days,
-so the default interval is 60 s. A NIC or module without diagnostics is "no data" (recorded with
+so the default interval is 60 s. The kernel lets only CAP_NET_ADMIN read a module EEPROM, which the
+shipped unit does not grant: as deployed each read fails EPERM, said with the fix (sources.privilege).
+A NIC or module without diagnostics is "no data" (recorded with
 the reason, neither an error nor OK): no module in the cage, a copper cable without DOM, a driver
 that cannot read module EEPROMs (ethtool exits with "Operation not supported", "Input/output
 error", "No such device"...). With `enabled: auto` (the default) a missing ethtool is not an error.
@@ -19,6 +21,7 @@ from fabricmon.model.optics import NodeModule, OpticsData, netdev_ports
 from fabricmon.parsers.ethtool_module import parse_module
 from fabricmon.parsers.errors import ParseError
 from fabricmon.pipeline.source import INVENTORY, Inputs, Source, SourceOutput, register, run_per_name
+from fabricmon.sources.privilege import EEPROM_FIX, denied
 
 # ethtool's words for "this netdev has no readable module": no data, not a failure.
 NO_MODULE = ("operation not supported", "not supported", "input/output error", "no such device",
@@ -39,6 +42,9 @@ class OpticsSource(Source):
             dev, port = targets[nd]
             rec = NodeModule(dev, port, nd)
             said = (res.stderr + "\n" + res.stdout).strip()
+            if denied(res):                     # EPERM: the module EEPROM is CAP_NET_ADMIN's to read
+                out.error("exit_code", f"{res.describe()}: {EEPROM_FIX}")
+                continue
             if res.error is None and res.returncode != 0 and any(w in said.lower() for w in NO_MODULE):
                 rec.note = said.splitlines()[-1][:200] if said else f"ethtool exited {res.returncode}"
                 data.modules[nd] = rec

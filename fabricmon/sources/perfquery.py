@@ -8,6 +8,7 @@ from __future__ import annotations
 from fabricmon.host.io import HostIO
 from fabricmon.parsers.perfquery import PerfqueryData, PortCounterSet, parse_perfquery
 from fabricmon.pipeline.source import INVENTORY, Inputs, Source, SourceOutput, register, run_per_name
+from fabricmon.sources.privilege import umad_error
 
 
 def _split(key: str) -> tuple[str, int]:
@@ -34,6 +35,10 @@ class PerfquerySource(Source):
         run = run_per_name(io, self, inputs, out, names, args)
         data = PerfqueryData()
         for name, res in run.results:          # in name order: "basic" before "x" for each port
+            umad = umad_error(res)
+            if umad is not None:                # no umad port for this user: why, and the fix
+                out.error(*umad)
+                continue
             blocks = out.parsed(res, parse_perfquery)
             if blocks is None:
                 continue

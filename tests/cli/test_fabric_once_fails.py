@@ -16,6 +16,7 @@ from fabricmon.model.fabric import DiscoveryData, SmData, SweepData, SwitchNode
 from fabricmon.model.snapshot import BuildStats, Snapshot, SourceState
 from fabricmon.pipeline.fabric_failure import why_nothing_read as why_neutral
 from fabricmon.registry import failure_hints
+from fabricmon.host import umad
 from fabricmon.sources.infiniband import failure
 from fabricmon.sources.infiniband.failure import UMAD_GLOB
 from helpers import unavailable
@@ -139,7 +140,7 @@ def test_a_sweep_that_read_a_switch_is_no_failure() -> None:
 def test_permission_denied_on_the_umad_device(tmp_path: Path, monkeypatch) -> None:
     (tmp_path / "umad0").write_text("")
     os.chmod(tmp_path / "umad0", 0o600)
-    monkeypatch.setattr(failure.os, "access", lambda path, mode: False)     # as a user outside group rdma
+    monkeypatch.setattr(umad.os, "access", lambda path, mode: False)   # as a user outside group rdma
     why = why_nothing_read(snap(sweep_errors=[NO_TOPO], sm_errors=[UMAD_ERR]), umad_glob=str(tmp_path / "umad*"))
     assert why.startswith(f"permission denied on {tmp_path / 'umad0'}: run as root or as a member of the group")
 

@@ -54,7 +54,6 @@ IO_ELSEWHERE: dict[str, tuple[set[str], str]] = {
     "sources/ethernet/settings.py": ({"file"}, "config: the SNMP secrets file the config names"),
     "sources/ethernet/snmp.py": ({"file"}, "net-snmp's private snmp.conf for the SNMPv3 fallback tools"),
     "sources/infiniband/discovery.py": ({"file"}, "whether its own last complete ibnetdiscover cache is there"),
-    "sources/infiniband/failure.py": ({"file"}, "the failure hint: which umad devices exist and are usable"),
     "sources/infiniband/mad/__main__.py": ({"file"}, "a debugging aid: reads a topology file it is given"),
 }
 NO_IO = ("parsers", "checks", "exporter")

@@ -5,6 +5,7 @@ only the names."""
 from __future__ import annotations
 
 import errno
+import os
 
 from helpers import run_inputs
 
@@ -17,16 +18,17 @@ from fabricmon.sources.slurm import SlurmSource
 class Host:
     """A node: its slurm.conf, its spool directory listing and what squeue answers."""
 
-    def __init__(self, sockets, squeue):
+    def __init__(self, sockets, squeue, conf="SlurmdSpoolDir=/var/spool/slurmd/%n\n"):
         self.sockets = sockets
         self.squeue = squeue          # callable(argv) -> CommandResult
+        self.conf = conf
         self.calls: list[list[str]] = []
 
     def hostname(self):
         return "node07.cluster.example"
 
     def read_host_file(self, path):
-        return "SlurmdSpoolDir=/var/spool/slurmd/%n\n"
+        return self.conf
 
     def list_host_dir(self, path):
         assert path == "/var/spool/slurmd/node07"
@@ -77,6 +79,44 @@ def test_single_invalid_job_id_is_an_ended_job_not_a_failure():
     host = Host(["node07_31.0"], answer("", 1, "slurm_load_jobs error: Invalid job id specified\n"))
     out = source().collect(host, run_inputs())
     assert out.data.jobs == {} and out.data.lookup_failures == 0
+
+
+def test_jobs_hidden_by_private_data_are_a_source_error_with_the_fix(monkeypatch):
+    """PrivateData=jobs: squeue, as a user that is not root, SlurmUser or an operator, answers a running job
+    of another user as it answers an ended one (measured with a real slurmctld as the service user:
+    tests/deployed/). A job squeue did not show whose step socket stays two polls is hidden: an error
+    naming the jobs, the setting, the user and the fix; the jobs stay unclaimed. Once the user may see
+    them (asked again after lookup_retry) they are claimed and the error clears."""
+    import pwd
+    conf = "SlurmdSpoolDir=/var/spool/slurmd/%n\nPrivateData=accounts,jobs\n"
+    host = Host(["node07_50.0", "node07_51.0"], answer("", 1, "slurm_load_jobs error: Invalid job id specified\n"),
+                conf=conf)
+    src = source()
+    for _ in range(2):          # looked up, then seen once more: not yet told from an ended job
+        out = src.collect(host, run_inputs())
+        assert out.errors == [] and out.data.jobs == {}
+    out = src.collect(host, run_inputs())
+    who = pwd.getpwuid(os.geteuid()).pw_name
+    assert out.errors == [("read", f"squeue does not show job(s) 50,51 whose steps run on this node: slurm.conf "
+                                   f"PrivateData=accounts,jobs hides other users' jobs from user {who}, so no finding "
+                                   f"can name them: make {who} a Slurm operator (sacctmgr modify user {who} set "
+                                   "adminlevel=operator) or take jobs out of PrivateData")]
+    assert out.data.jobs == {} and out.data.ended == 2         # each counted ended once, not at every ask
+    host.squeue = answer("50|alice|RUNNING|node07|train\n51|bob|RUNNING|node07|eval\n")    # now an operator
+    src._hidden_retry_at = 0.0          # lookup_retry (60 s) has passed
+    out = src.collect(host, run_inputs())       # asked again: the error is still this poll's
+    out = src.collect(host, run_inputs())
+    assert out.errors == [] and set(out.data.jobs) == {"50", "51"}
+    # a job that really ended under PrivateData: its socket goes, no error
+    host.sockets, host.squeue = ["node07_52.0"], answer("", 1, "slurm_load_jobs error: Invalid job id specified\n")
+    assert src.collect(host, run_inputs()).errors == []
+    host.sockets = []
+    for _ in range(3):
+        assert src.collect(host, run_inputs()).errors == []
+    # without PrivateData an unshown job is an ended one, whatever its socket does
+    host = Host(["node07_53.0"], answer("", 1, "slurm_load_jobs error: Invalid job id specified\n"))
+    src = source()
+    assert all(src.collect(host, run_inputs()).errors == [] for _ in range(4))
 
 
 def test_slurmctld_down_costs_only_the_names(monkeypatch):

@@ -10,7 +10,9 @@ message.
 
 from __future__ import annotations
 
+import errno
 import os
+import pwd
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -78,7 +80,12 @@ def _secret(m: Mapping[str, Any], key: str, name: str, ctx: Context, loose: list
         with open(path, encoding="utf-8") as fh:
             text = fh.readline().strip()
     except OSError as exc:
-        raise ConfigError(f"{key}.{name}_file", f"cannot read {path}: {exc.strerror or exc}") from None
+        why = f"cannot read {path}: {exc.strerror or exc}"
+        if exc.errno in (errno.EACCES, errno.EPERM):     # a root-owned 0600 file, read by the collector's user
+            who = _user()
+            why = (f"cannot read {path} as user {who}: {exc.strerror or exc}: make it that user's "
+                   f"(chown {who} {path}; chmod 600 {path})")
+        raise ConfigError(f"{key}.{name}_file", why) from None
     except UnicodeDecodeError:
         raise ConfigError(f"{key}.{name}_file", f"{path} is not UTF-8 text") from None
     if not text:
@@ -86,6 +93,14 @@ def _secret(m: Mapping[str, Any], key: str, name: str, ctx: Context, loose: list
     if st.st_mode & 0o077:
         loose.append(f"{path} (mode {st.st_mode & 0o777:o})")
     return text
+
+
+def _user() -> str:
+    """This process's user name (the unit's `fabricmon`), or its uid where it has no name."""
+    try:
+        return pwd.getpwuid(os.geteuid()).pw_name
+    except KeyError:
+        return str(os.geteuid())
 
 
 def _printable(v: str, key: str, ctx: Context) -> str:

@@ -6,26 +6,10 @@ Registered as the infiniband collector's failure hint; pipeline.fabric_failure a
 
 from __future__ import annotations
 
-import glob
-import os
-
 from fabricmon.model.fabric import DiscoveryData, SmData
 from fabricmon.model.snapshot import Snapshot, source_data
 from fabricmon.registry import failure_hint
-
-UMAD_GLOB = "/dev/infiniband/umad*"
-
-
-def umad_reason(umad_glob: str = UMAD_GLOB) -> str:
-    devices = sorted(glob.glob(umad_glob))
-    if not devices:
-        return (f"no umad device ({umad_glob} does not exist): no InfiniBand HCA on this host, or the ib_umad "
-                "module is not loaded (modprobe ib_umad)")
-    usable = [d for d in devices if os.access(d, os.R_OK | os.W_OK)]
-    if not usable:
-        return (f"permission denied on {devices[0]}: run as root or as a member of the group that owns it "
-                "(the README's udev rule gives it to group rdma)")
-    return f"cannot open the local umad port ({', '.join(usable[:4])} exist): is the local HCA port up? (ibstat)"
+from fabricmon.sources.privilege import UMAD_GLOB, umad_reason
 
 
 def explain(snap: Snapshot, errors: list[tuple[str, str]], umad_glob: str = UMAD_GLOB) -> str | None:
