@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from fabricmon.sim import fabric as simfabric
+from fabricmon.sim import ports as simports
 from fabricmon.sim.fabric import SimFabric, tools_available
 from helpers import unavailable
 
@@ -67,6 +68,9 @@ _guard: SimGuard | None = None
 
 def pytest_configure(config) -> None:
     global _guard
+    # every port a simulator's service is told comes from this process's own block (fabricmon.sim.ports);
+    # the processes tests start inherit the setting and claim blocks of their own
+    os.environ[simports.ENV] = "1"
     real = simfabric._which("ibsim")
     if real and _guard is None:
         _guard = SimGuard(real)

@@ -21,6 +21,7 @@ from fabricmon.host.runner import CommandResult
 from fabricmon.model.ports import DeviceView, Inventory, PortView
 from fabricmon.model.roce import RoceTarget
 from fabricmon.pipeline.source import Inputs
+from fabricmon.sim.ports import free_port, free_ports      # noqa: F401  (the suite's one way to find a port)
 
 REPO = Path(__file__).resolve().parents[1]          # the repository
 ROOT = REPO

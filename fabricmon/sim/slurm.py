@@ -30,6 +30,7 @@ from pathlib import Path
 
 from fabricmon.parsers.slurm import SQUEUE_FORMAT, parse_squeue
 from fabricmon.sim.fabric import log_tail, pdeathsig_fn, stop_process
+from fabricmon.sim.ports import free_ports
 from fabricmon.sim.procs import end, processes_in, processes_with_environment
 
 PROGRAMS = ("munged", "slurmctld", "slurmd", "sbatch", "squeue", "scancel", "scontrol", "sinfo")
@@ -47,21 +48,6 @@ def tools_available() -> tuple[bool, str]:
 
 def _program(name: str) -> str:
     return shutil.which(name) or f"/usr/sbin/{name}"
-
-
-def free_ports(n: int) -> list[int]:
-    """n distinct free TCP ports on 127.0.0.1 (bound, read, closed)."""
-    socks, ports = [], []
-    try:
-        for _ in range(n):
-            s = socket.socket()
-            s.bind(("127.0.0.1", 0))
-            socks.append(s)
-            ports.append(s.getsockname()[1])
-    finally:
-        for s in socks:
-            s.close()
-    return ports
 
 
 class SlurmError(RuntimeError):

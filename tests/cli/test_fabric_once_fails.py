@@ -18,7 +18,7 @@ from fabricmon.pipeline.fabric_failure import why_nothing_read as why_neutral
 from fabricmon.registry import failure_hints
 from fabricmon.sources.infiniband import failure
 from fabricmon.sources.infiniband.failure import UMAD_GLOB
-from helpers import unavailable
+from helpers import free_port, unavailable
 
 PREFIX = "fabricmon: no switch could be read: "
 
@@ -48,13 +48,6 @@ def test_fabric_once_without_umad_is_unknown_with_one_line(tmp_path: Path) -> No
     text = out.read_text()          # the exposition is written all the same: the failure shows in it
     assert 'fabricmon_source_up{source="discovery"} 0.0' in text and "fabricmon_fabric_switches 0.0" in text
     assert "\nfabricmon_health_status 3.0\n" in text        # the exit code and the exposition agree
-
-
-def free_port() -> int:
-    import socket
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def get(url: str) -> tuple[int, str]:

@@ -20,7 +20,7 @@ import yaml
 
 from fabricmon import cli, healthcheck
 from fabricmon.sim import sysfs_tree
-from helpers import REPO, h100_copy
+from helpers import REPO, free_port, h100_copy
 
 H100_IB = [f"mlx5_{i}" for i in (0, 1, 4, 5, 6, 7, 8, 9)]
 
@@ -256,13 +256,6 @@ def test_once_output_refuses_a_directory_that_does_not_exist(tmp_path: Path) -> 
 
 
 # --- check --daemon --------------------------------------------------------------------------
-
-def free_port() -> int:
-    import socket
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
 
 class RunningDaemon:
     """`fabricmon run` as a subprocess on a sysfs tree; stderr (JSON log lines) to a file."""

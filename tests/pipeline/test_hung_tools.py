@@ -19,7 +19,7 @@ import psutil
 import pytest
 import yaml
 
-from helpers import FIXTURES, REPO, sample_value, scrape_samples
+from helpers import FIXTURES, REPO, free_port, sample_value, scrape_samples
 
 TREE = FIXTURES / "sysfs" / "two_hca"
 TOOLS = ("ibstat", "perfquery", "iblinkinfo")
@@ -76,16 +76,9 @@ def _config(tmp_path: Path, sysfs: Path, bin_dir: Path, port: int | None, **timi
     return path
 
 
-def _free_port() -> int:
-    import socket
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def test_hung_tools_cost_only_their_own_data(setup):
     tmp_path, sysfs, bin_dir = setup
-    port = _free_port()
+    port = free_port()
     cfg = _config(tmp_path, sysfs, bin_dir, port, timeout=3, interval=2, sysfs_interval=1)
     t0 = time.monotonic()
     proc = subprocess.Popen([sys.executable, "-m", "fabricmon", "run", "--config", str(cfg)],

@@ -10,7 +10,6 @@ import os
 import re
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -18,7 +17,7 @@ import urllib.parse
 import urllib.request
 from pathlib import Path
 
-from helpers import unavailable
+from helpers import free_port, unavailable
 
 ROOT = Path(__file__).resolve().parents[2]
 BUNDLES = ROOT / "tests" / "fixtures" / "bundles"
@@ -34,12 +33,6 @@ def require_tool(tool: str, package: str) -> str:
     if path:
         return path
     unavailable(f"{tool} not found: install the Debian package {package} (make test does)")
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def http_get(url: str, timeout: float = 5) -> bytes:

@@ -17,7 +17,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import socket
 import subprocess
 import sys
 import time
@@ -32,7 +31,7 @@ from fabricmon.host import LiveIO
 from fabricmon.pipeline.fabric import fabric_pipeline
 from fabricmon.sim.fabric import fat_tree_netfile
 from fabricmon.sources.infiniband.mad import plan_targets
-from helpers import fabric_once, sample_value, scrape_samples
+from helpers import fabric_once, free_port, sample_value, scrape_samples
 
 pytestmark = pytest.mark.sim
 
@@ -144,12 +143,6 @@ def test_auto_sweeps_with_the_tools_where_no_umad_port_opens(sim_fabric, tmp_pat
     text = render(snap).decode()
     assert 'fabricmon_fabric_sweep_method{method="tools"} 1.0' in text
     assert 'fabricmon_fabric_sweep_method{method="mad"} 0.0' in text
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def scrape_until(proc, port: int, pred, timeout: float) -> dict:
