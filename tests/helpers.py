@@ -10,8 +10,9 @@ import math
 import os
 import shutil
 import sys
+import time
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any, Callable, NoReturn, TypeVar
 
 import yaml
 
@@ -28,6 +29,8 @@ ROOT = REPO
 FIXTURES = REPO / "tests" / "fixtures"
 BUNDLES = FIXTURES / "bundles"
 CAPTURES = REPO.parent / "shared" / "captures"       # real captures, beside the checkout (not shipped)
+
+T = TypeVar("T")
 
 
 def run_inputs(inventory: Inventory | None = None, deadline: float = math.inf) -> Inputs:
@@ -420,17 +423,33 @@ def promtool() -> str:
     return path
 
 
+def wait_until(probe: Callable[[], T], timeout: float, what: str | Callable[[], str] = "the condition", *,
+               until: Callable[[T], object] = bool, interval: float = 0.05,
+               ignore: tuple[type[BaseException], ...] = ()) -> T:
+    """Calls probe() until what it returns holds (is true; with `until`, until(value) is true), and returns
+    that value; fails (AssertionError naming `what`, or what `what()` says then) when `timeout` seconds
+    pass first. The one way a test waits for something to happen: never a fixed sleep that hopes it has.
+    An exception of a type in `ignore` (e.g. OSError: not listening yet) counts as not yet, and is named
+    if the wait fails."""
+    deadline = time.monotonic() + timeout
+    last: BaseException | None = None
+    while True:
+        try:
+            got = probe()
+            if until(got):
+                return got
+        except ignore as exc:
+            last = exc
+        if time.monotonic() > deadline:
+            said = what() if callable(what) else what
+            raise AssertionError(f"not within {timeout:g} s: {said}" + (f" (last: {last!r})" if last else ""))
+        time.sleep(interval)
+
+
 def wait_for_scrape(port: int, pred, timeout: float) -> dict:
     """Scrapes /metrics on 127.0.0.1:port until pred(samples) holds; returns those samples."""
-    import time
-    end = time.monotonic() + timeout
-    while True:
-        s = scrape_samples(port)
-        if pred(s):
-            return s
-        if time.monotonic() > end:
-            raise AssertionError(f"condition not met within {timeout}s")
-        time.sleep(0.2)
+    return wait_until(lambda: scrape_samples(port), timeout, "a scrape that meets the condition", until=pred,
+                      interval=0.2)
 
 
 @contextlib.contextmanager
