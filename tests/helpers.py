@@ -542,9 +542,10 @@ SUITE_PROGRAMS = frozenset({"slurmstepd", "srun", "slurmctld", "slurmd", "munged
 def leftover_processes(mark: str, since: float, test_dirs: tuple[str, ...]) -> list[str]:
     """The processes this test session started that still run, one line each (pid, name, command, and the
     test that started it, from the PYTEST_CURRENT_TEST it inherited): this process's descendants, the
-    other members of its process group, every process carrying the session's mark in its environment
-    (orphans that started a session of their own included), and any of SUITE_PROGRAMS started since
-    `since` whose command line or working directory is under one of `test_dirs`."""
+    other members of its process group but its siblings (what the shell started beside pytest: `| tail`),
+    every process carrying the session's mark in its environment (orphans that started a session of
+    their own included), and any of SUITE_PROGRAMS started since `since` whose command line or working
+    directory is under one of `test_dirs`."""
     import psutil
 
     from fabricmon.sim.procs import processes_with_environment
@@ -557,10 +558,10 @@ def leftover_processes(mark: str, since: float, test_dirs: tuple[str, ...]) -> l
         if p.pid in skip or p.pid in found or (p.info["create_time"] or 0) < since:
             continue
         try:
-            if os.getpgid(p.pid) == group:
+            if os.getpgid(p.pid) == group and p.ppid() != me.ppid():
                 found[p.pid] = p
             elif p.info["name"] in SUITE_PROGRAMS:
-                where = " ".join(p.info["cmdline"] or ()) + " " + p.cwd()
+                where = " ".join(p.info["cmdline"] or ()) + " " + os.path.join(p.cwd(), "")
                 if any(d in where for d in test_dirs):
                     found[p.pid] = p
         except (psutil.Error, OSError):

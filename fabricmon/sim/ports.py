@@ -3,13 +3,13 @@ themselves: snmpsimd's UDP endpoints, slurmctld and every slurmd, a test's Prome
 
 A port found by binding port 0 and closing the socket again is free only until someone else takes it:
 another service that was handed the same number, or any client socket, which the kernel numbers from
-the same range (net.ipv4.ip_local_port_range). With FABRICMON_SIM_PORTS=1 in the environment (the test
-suite sets it for every test process), each process draws its ports from a block of its own below that
-range instead: it claims the block with an exclusive lock (flock) on a file in the temp directory, held
-until the process exits. Two processes (two pytest-xdist workers, two test sessions on one machine, a
-test and the `fabricmon demo` it runs) then never draw the same port, and the kernel never gives one of
-them to a client. Without the variable (the demo, a script of one's own) a port is the kernel's choice,
-as it always was.
+the same range (net.ipv4.ip_local_port_range). With FABRICMON_SIM_PORTS=<a directory> in the environment
+(the test suite sets it for every test process), each process draws its ports from a block of its own
+below that range instead: it claims the block with an exclusive lock (flock) on a file in that
+directory, held until the process exits. Processes that share the directory (two pytest-xdist workers,
+two test sessions on one machine, a test and the `fabricmon demo` it runs, whatever its TMPDIR) then
+never draw the same port, and the kernel never gives one of them to a client. Without the variable (the
+demo, a script of one's own) a port is the kernel's choice, as it always was.
 """
 
 from __future__ import annotations
@@ -21,10 +21,14 @@ import tempfile
 import threading
 from pathlib import Path
 
-ENV = "FABRICMON_SIM_PORTS"
+ENV = "FABRICMON_SIM_PORTS"         # the directory of the blocks' lock files
 FIRST_PORT = 10000          # the blocks start here (below: well-known services, Slurm's 6817/6818, 9090, ...)
 BLOCK = 200                 # ports per process
-LOCK_DIR = "fabricmon-sim-ports"
+
+
+def lock_dir() -> Path:
+    """Where the test suite keeps the blocks' locks: one directory for every user of the machine's ports."""
+    return Path(tempfile.gettempdir()) / "fabricmon-sim-ports"
 
 
 class _Block:
@@ -46,13 +50,12 @@ def ephemeral_low() -> int:
         return 32768
 
 
-def _claim() -> _Block:
-    """Lock the first free block's file; the lock goes with the process (or its descriptor)."""
-    lock_dir = Path(tempfile.gettempdir()) / LOCK_DIR
-    lock_dir.mkdir(exist_ok=True)
+def _claim(where: Path) -> _Block:
+    """Lock the first free block's file in `where`; the lock goes with the process (or its descriptor)."""
+    where.mkdir(parents=True, exist_ok=True)
     blocks = range(FIRST_PORT, ephemeral_low() - BLOCK + 1, BLOCK)
     for first in blocks:
-        fd = os.open(lock_dir / f"{first}.lock", os.O_RDONLY | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        fd = os.open(where / f"{first}.lock", os.O_RDONLY | os.O_CREAT | os.O_CLOEXEC, 0o644)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -60,7 +63,7 @@ def _claim() -> _Block:
             continue
         return _Block(os.getpid(), first, fd)
     raise RuntimeError(f"{ENV}: all {len(blocks)} port blocks of {BLOCK} below the ephemeral range "
-                       f"({FIRST_PORT}-{ephemeral_low() - 1}) are held by other processes ({lock_dir})")
+                       f"({FIRST_PORT}-{ephemeral_low() - 1}) are held by other processes ({where})")
 
 
 def _bindable(port: int) -> bool:
@@ -93,11 +96,12 @@ def free_ports(n: int, kind: int = socket.SOCK_STREAM) -> list[int]:
     With FABRICMON_SIM_PORTS set, from this process's own block (module docstring): a port is handed
     out once per pass through the block, and only while neither TCP nor UDP holds it."""
     global _block
-    if os.environ.get(ENV, "").strip() in ("", "0"):
+    where = os.environ.get(ENV, "").strip()
+    if not where:
         return _kernel_ports(n, kind)
     with _lock:
         if _block is None or _block.pid != os.getpid():        # a forked child claims its own block
-            _block = _claim()
+            _block = _claim(Path(where))
         b, out = _block, []
         for _ in range(2 * BLOCK):                   # twice round: the ports handed out before may be free again
             port = b.next
@@ -115,4 +119,4 @@ def free_port(kind: int = socket.SOCK_STREAM) -> int:
     return free_ports(1, kind)[0]
 
 
-__all__ = ["ENV", "free_port", "free_ports"]
+__all__ = ["ENV", "free_port", "free_ports", "lock_dir"]

@@ -14,7 +14,7 @@ from fabricmon.sim import ports
 
 
 def test_the_suite_sets_the_variable_for_its_processes() -> None:
-    assert os.environ.get(ports.ENV) == "1"
+    assert os.environ.get(ports.ENV) == str(ports.lock_dir())
 
 
 def test_each_process_draws_from_its_own_block_below_the_ephemeral_range() -> None:
