@@ -415,6 +415,24 @@ def api_findings(port: int) -> list[dict]:
     with urllib.request.urlopen(f"http://127.0.0.1:{port}/api/v1/findings", timeout=5) as r:
         return json.loads(r.read())["findings"]
 
+def fabricmon_script() -> str:
+    """The `fabricmon` console script of the environment the tests run in (beside sys.executable: the venv
+    `make venv` made, or any other the package is installed in); unavailable (skipped, failed under $CI)
+    where that environment has none."""
+    exe = Path(sys.executable).parent / "fabricmon"
+    if exe.exists():
+        return str(exe)
+    unavailable(f"no fabricmon command beside {sys.executable}: install the package in this environment "
+                "(make venv does)")
+
+
+def fabricmon_command() -> list[str]:
+    """fabricmon as a command: the environment's console script (fabricmon_script), else `python -m fabricmon`
+    with the interpreter the tests run in."""
+    exe = Path(sys.executable).parent / "fabricmon"
+    return [str(exe)] if exe.exists() else [sys.executable, "-m", "fabricmon"]
+
+
 def promtool() -> str:
     """The path of promtool (Debian package prometheus); skips without it, fails under $CI."""
     path = shutil.which("promtool")
