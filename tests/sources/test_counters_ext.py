@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import shutil
 import subprocess
-import time
 import urllib.request
 from pathlib import Path
 
@@ -19,7 +18,7 @@ from fabricmon.config import from_dict
 from fabricmon.exporter import render
 from fabricmon.host import LiveIO
 from fabricmon.pipeline import Pipeline
-from helpers import CAPTURES, extract_ttar, free_port, skip_without_captures, unavailable
+from helpers import CAPTURES, extract_ttar, free_port, skip_without_captures, unavailable, wait_until
 
 TTAR = CAPTURES / "sysfs" / "prometheus-node_exporter__sys.ttar.class_infiniband.excerpt.ttar"
 NODE_EXPORTER = "/usr/bin/prometheus-node-exporter"
@@ -115,15 +114,11 @@ def test_every_counter_matches_node_exporter_on_its_own_fixture(fixture_tree: Pa
                              "--collector.infiniband", f"--web.listen-address=127.0.0.1:{port}"],
                             stdout=log, stderr=subprocess.STDOUT)
     try:
-        text = None
-        for _ in range(100):
-            try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=2) as r:
-                    text = r.read().decode()
-                break
-            except OSError:
-                assert proc.poll() is None, (tmp_path / "node_exporter.log").read_text()
-                time.sleep(0.1)
+        def exposition() -> str:
+            assert proc.poll() is None, (tmp_path / "node_exporter.log").read_text()
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=2) as r:
+                return r.read().decode()
+        text = wait_until(exposition, 10, "node_exporter answering", interval=0.1, ignore=(OSError,))
         assert text, "node_exporter did not answer"
     finally:
         proc.terminate()
