@@ -25,7 +25,7 @@ demo: deps-demo $(VENV)/.installed
 # (the simulator tests mostly wait, so more workers than cores pay), tests that share a module's
 # simulator or the kernel ring buffer kept on one worker (--dist loadgroup)
 PYTEST = $(VENV)/bin/python -m pytest -q -p no:cacheprovider
-TEST_WORKERS ?= 6
+TEST_WORKERS ?= 4
 test: deps venv
 	$(PYTEST) -m "" -n $(TEST_WORKERS) --dist loadgroup --durations=25
 

@@ -156,6 +156,29 @@ def pytest_collection_modifyitems(config, items) -> None:
                 item.add_marker(pytest.mark.xdist_group(Path(str(item.path)).resolve().relative_to(TESTS).as_posix()))
 
 
+#: tests whose xdist group did not take (pytest_collection_finish): each fails at its set-up, saying why
+_ungrouped: set[str] = set()
+
+
+@pytest.hookimpl(trylast=True)          # after pytest-xdist's worker has put each group into its test's node id
+def pytest_collection_finish(session) -> None:
+    """A pytest-xdist worker under --dist loadgroup: every grouped test carries its group in its node id
+    (`...::test@group`), which is how the controller keeps a group on one worker. A pytest whose node ids
+    xdist cannot change (9.2 with xdist 3.8, pytest-xdist issue 1386) drops them silently: such a test
+    fails instead of running beside the tests it must not run beside."""
+    config = session.config
+    if _worker(config) is not None and config.getvalue("loadgroup"):
+        _ungrouped.update(i.nodeid for i in session.items
+                          if i.get_closest_marker("xdist_group") is not None and "@" not in i.nodeid)
+
+
+@pytest.fixture(autouse=True)
+def _xdist_group_kept(request):
+    if request.node.nodeid in _ungrouped:
+        pytest.fail(f"--dist loadgroup did not keep this test's xdist_group (pytest {pytest.__version__} with "
+                    "this pytest-xdist, pytest-xdist issue 1386): it would run beside what it must not", pytrace=False)
+
+
 class SimGuard:
     """Records every ibsim start of this run through a wrapper found first on PATH."""
 
