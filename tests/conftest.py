@@ -156,27 +156,32 @@ def pytest_collection_modifyitems(config, items) -> None:
                 item.add_marker(pytest.mark.xdist_group(Path(str(item.path)).resolve().relative_to(TESTS).as_posix()))
 
 
-#: tests whose xdist group did not take (pytest_collection_finish): each fails at its set-up, saying why
-_ungrouped: set[str] = set()
+#: grouped tests whose group will not keep them on one worker (pytest_collection_finish), and why: each
+#: fails at its set-up rather than run beside what it must not
+_ungrouped: dict[str, str] = {}
 
 
 @pytest.hookimpl(trylast=True)          # after pytest-xdist's worker has put each group into its test's node id
 def pytest_collection_finish(session) -> None:
-    """A pytest-xdist worker under --dist loadgroup: every grouped test carries its group in its node id
-    (`...::test@group`), which is how the controller keeps a group on one worker. A pytest whose node ids
-    xdist cannot change (9.2 with xdist 3.8, pytest-xdist issue 1386) drops them silently: such a test
-    fails instead of running beside the tests it must not run beside."""
+    """In a pytest-xdist worker every grouped test must carry its group in its node id (`...::test@group`):
+    that is how the controller keeps a group on one worker, under --dist loadgroup only. `-n N` alone
+    spreads a group over the workers, and a pytest whose node ids xdist cannot change (9.2 with xdist 3.8,
+    pytest-xdist issue 1386) drops the groups silently."""
     config = session.config
-    if _worker(config) is not None and config.getvalue("loadgroup"):
-        _ungrouped.update(i.nodeid for i in session.items
-                          if i.get_closest_marker("xdist_group") is not None and "@" not in i.nodeid)
+    if _worker(config) is None:
+        return
+    why = (f"--dist loadgroup did not keep its xdist_group (pytest {pytest.__version__} with this pytest-xdist, "
+           "pytest-xdist issue 1386)" if config.getvalue("loadgroup") else
+           "a parallel run needs --dist loadgroup to keep its xdist_group on one worker (make test gives it)")
+    _ungrouped.update((i.nodeid, why) for i in session.items
+                      if i.get_closest_marker("xdist_group") is not None and "@" not in i.nodeid)
 
 
 @pytest.fixture(autouse=True)
 def _xdist_group_kept(request):
-    if request.node.nodeid in _ungrouped:
-        pytest.fail(f"--dist loadgroup did not keep this test's xdist_group (pytest {pytest.__version__} with "
-                    "this pytest-xdist, pytest-xdist issue 1386): it would run beside what it must not", pytrace=False)
+    why = _ungrouped.get(request.node.nodeid)
+    if why:
+        pytest.fail(f"{why}: it would run beside what it must not", pytrace=False)
 
 
 class SimGuard:
