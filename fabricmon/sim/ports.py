@@ -52,7 +52,12 @@ def ephemeral_low() -> int:
 
 def _claim(where: Path) -> _Block:
     """Lock the first free block's file in `where`; the lock goes with the process (or its descriptor)."""
-    where.mkdir(parents=True, exist_ok=True)
+    if not where.is_dir():
+        where.mkdir(parents=True, exist_ok=True)
+        try:
+            os.chmod(where, 0o1777)     # like /tmp: a test's process run as another user claims blocks too
+        except OSError:
+            pass                        # made by another user meanwhile: theirs to set
     blocks = range(FIRST_PORT, ephemeral_low() - BLOCK + 1, BLOCK)
     for first in blocks:
         fd = os.open(where / f"{first}.lock", os.O_RDONLY | os.O_CREAT | os.O_CLOEXEC, 0o644)
