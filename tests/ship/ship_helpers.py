@@ -10,15 +10,13 @@ import os
 import re
 import shutil
 import signal
-import socket
 import subprocess
 import sys
-import time
 import urllib.parse
 import urllib.request
 from pathlib import Path
 
-from helpers import unavailable
+from helpers import free_port, unavailable, wait_until as _wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
 BUNDLES = ROOT / "tests" / "fixtures" / "bundles"
@@ -36,29 +34,14 @@ def require_tool(tool: str, package: str) -> str:
     unavailable(f"{tool} not found: install the Debian package {package} (make test does)")
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def http_get(url: str, timeout: float = 5) -> bytes:
     with urllib.request.urlopen(url, timeout=timeout) as r:
         return r.read()
 
 
-def wait_until(pred, timeout: float, what: str, interval: float = 0.2):
-    deadline = time.monotonic() + timeout
-    last_exc = None
-    while time.monotonic() < deadline:
-        try:
-            v = pred()
-            if v:
-                return v
-        except OSError as e:          # not listening yet
-            last_exc = e
-        time.sleep(interval)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what}" + (f" ({last_exc})" if last_exc else ""))
+def wait_until(pred, timeout: float, what, interval: float = 0.2, **kw):
+    """helpers.wait_until, with an OSError (a service not listening yet) counted as not yet."""
+    return _wait_until(pred, timeout, what, interval=interval, ignore=(OSError,), **kw)
 
 
 class Processes:

@@ -85,7 +85,7 @@ def collected(text: str, work: Path, sources: dict | None = None):
         pipe = fabric_pipeline(cfg, LiveIO(cfg.sysfs, cfg.procfs, env=fab.env(fab.hosts[0])))
         try:
             pipe.collect()
-            time.sleep(1.0)
+            time.sleep(1.0)         # what is tested: a second sweep, later (the intake drops a sample no later)
             snap = pipe.collect()
             topo = pipe.model.inventory(snap.sources)
         finally:

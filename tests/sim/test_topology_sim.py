@@ -29,7 +29,7 @@ def test_a_three_tier_fabric_with_every_case_planted(sim_fabric, tmp_path) -> No
     pipe = fabric_pipeline(cfg, LiveIO(cfg.sysfs, cfg.procfs, env=fab.env(fab.hosts[0])))
     try:
         pipe.collect()
-        time.sleep(0.5)
+        time.sleep(0.5)             # what is tested: a second sweep, later (the intake drops a sample no later)
         snap = pipe.collect()
         topo = pipe.model.inventory(snap.sources)
     finally:

@@ -129,7 +129,7 @@ def test_real_lines_become_findings_and_a_restart_neither_loses_nor_repeats(tmp_
         samples = wait_for(two, 5)
         assert sample_value(samples, "fabricmon_kernel_log_events_total", device="mlx5_1", port="1",
                             event="module_high_temperature", **{"class": "degraded"}) == 1
-        time.sleep(1.0)         # five more polls: still 2
+        d.polls(5)              # five more polls: still 2
         assert sample_value(scrape_samples(d.port), "fabricmon_kernel_log_events_total", device="mlx5_0", port="1",
                             event="cmd_timeout", **{"class": "fatal"}) == 2
     finally:
@@ -165,7 +165,7 @@ def test_a_burst_of_10000_lines_is_counted_in_bounded_cpu_and_memory(tmp_path: P
     sysfs, pcis, _ = tree(tmp_path, 1)
     d = RunningDaemon(tmp_path, sysfs, sources=KL)
     try:
-        time.sleep(1.0)
+        d.polls(5)              # past its start: the CPU and memory measured from here are the burst's
         cpu0, rss0 = _cpu_rss(d.proc.pid)
         s0 = scrape_samples(d.port)
         lost0 = sample_value(s0, "fabricmon_kernel_log_lost_records_total") or 0
@@ -181,7 +181,7 @@ def test_a_burst_of_10000_lines_is_counted_in_bounded_cpu_and_memory(tmp_path: P
             lost = (sample_value(s, "fabricmon_kernel_log_lost_records_total") or 0) - lost0
             return s if got + lost >= n else None
         s = wait_for(settled, 20)
-        time.sleep(0.5)
+        d.polls(2)              # two more polls: the burst's whole cost is in the CPU and memory measured
         cpu1, rss1 = _cpu_rss(d.proc.pid)
         got = sample_value(s, "fabricmon_kernel_log_events_total", device="mlx5_0", port="1", event="module_plugged",
                            **{"class": "watch"}) or 0
