@@ -187,9 +187,15 @@ def _device_numa(snap: Snapshot) -> Iterator[Sample]:
         yield (name,), d.numa_node
 
 
+_CLASS_RANK = {"watch": 0, "degraded": 1, "fatal": 2}
+
+
 def _check_status(snap: Snapshot) -> Iterator[Sample]:
+    """One series per (check, device, port): the worst of its findings (a check may give one port several,
+    the kernel log one per event), with that finding's class (the more serious class on a tie)."""
     fab = snap.fabric
     switches = fab.switches if fab is not None else {}
+    worst: dict[tuple[str, str, str], tuple[int, int, str]] = {}
     for f in snap.findings:
         if f.port is None:
             port = ""
@@ -197,7 +203,14 @@ def _check_status(snap: Snapshot) -> Iterator[Sample]:
             port = fab.port_label(f.device, f.port)
         else:
             port = str(f.port)
-        yield (f.check, f.device, port, class_of(f)), f.status
+        klass = class_of(f)
+        key = (f.check, f.device, port)
+        have = worst.get(key)
+        mine = (f.status, _CLASS_RANK.get(klass, 0), klass)
+        if have is None or mine[:2] > have[:2]:
+            worst[key] = mine
+    for (check, device, port), (status, _, klass) in worst.items():
+        yield (check, device, port, klass), status
 
 
 # --- the kernel log -----------------------------------------------------------------------------
