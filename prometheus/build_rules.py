@@ -106,6 +106,7 @@ FOR = {
     # NCCL: a slow job on a path the fabric collector flags (two 30 s dumps slow, and the fabric verdict's own `for`)
     "nccl_slow_path": "1m",
     "nccl_ras_peer": "2m",        # RAS queried at most every 30 s: four answers
+    "nccl_ras_stalled": "2m",     # the check already needs two answers alike; two minutes more of them
 }
 # Windows of the recording rules the dashboard reads.
 RECORD_WINDOW = "5m"
@@ -849,7 +850,17 @@ def nccl_alerts(base: str, scheme: str) -> list[dict]:
                 "{{ $labels.instance }}: NCCL communicator {{ $labels.device }} is missing ranks: " + peers
                 + ". The job is hung or dying there; `fabricmon check -v` on this node names each rank's pid and"
                 " GPU.", base)
-    return [rule, ras]
+    off = ("{{ with printf \"fabricmon_nccl_ras_ranks_off_count{instance='%s',comm='%s'}\" $labels.instance"
+           " (reReplaceAll \"^comm:\" \"\" $labels.device) | query }}{{ range $i, $s := sortByLabel \"collective\" . }}"
+           "{{ if $i }}, {{ end }}{{ $s.Value | printf \"%.0f\" }} off the common {{ $s.Labels.collective }} count"
+           "{{ end }}{{ else }}unknown{{ end }}")
+    stalled = alert("FabricmonNcclRanksStalled", f'fabricmon_check_status{{{SELECTOR},check="nccl_ras_stalled"}} == 1',
+                    "warning", FOR["nccl_ras_stalled"],
+                    "NCCL's RAS reports ranks of a communicator stopped at different operation counts.",
+                    "{{ $labels.instance }}: NCCL communicator {{ $labels.device }} has ranks stuck at different "
+                    "operation counts (" + off + "), the same in consecutive RAS answers: the job is hung at that "
+                    "operation. `fabricmon check -v` on this node names the odd ranks' hosts, pids and GPUs.", base)
+    return [rule, ras, stalled]
 
 
 def build(base: str | None = None, map_scheme: str = "http") -> str:

@@ -295,16 +295,29 @@ def _ras_missing(snap: Snapshot) -> Iterator[Sample]:
         return
     counts: dict[tuple[str, str, str], int] = {}
     for c in r.comms:
-        for p in c.missing:
-            k = (c.hash, p.host, "dead" if p.dead else "unresponsive" if p.unresponsive else "missing")
+        gone = [p for p in c.missing if p.unresponsive or p.dead]
+        for p in gone:
+            k = (c.hash, p.host, "dead" if p.dead else "unresponsive")
             counts[k] = counts.get(k, 0) + 1
+        if c.unreachable > len(gone):       # counted by RAS, not named (more than its report names)
+            counts[(c.hash, "unknown", "unresponsive")] = (counts.get((c.hash, "unknown", "unresponsive"), 0)
+                                                           + c.unreachable - len(gone))
     yield from sorted(counts.items())
+
+
+def _ras_odd_ranks(snap: Snapshot) -> Iterator[Sample]:
+    r = snap.ras
+    if r is None or r.refused:
+        return
+    for c in r.comms:
+        for m in c.mismatches:
+            yield (c.hash, m.collective), sum(n for _, n in m.groups[1:])
 
 
 def _ras_refused(snap: Snapshot) -> Iterator[Sample]:
     r = snap.ras
     if r is not None and r.refused:
-        yield (r.version or "before 2.28.7",), 1
+        yield (r.version or "unknown",), 1
 
 
 # --- RoCE -----------------------------------------------------------------------------------
@@ -839,8 +852,11 @@ CATALOGUE: tuple[Metric, ...] = (
     Metric("fabricmon_nccl_ras_missing_ranks", G, "Ranks NCCL's RAS reports missing from a communicator (the "
            "nccl_ras source, opt-in), by communicator hash, the peer's host and its state (dead, unresponsive).",
            ("comm", "peer_host", "state"), _ras_missing),
+    Metric("fabricmon_nccl_ras_ranks_off_count", G, "Ranks of a communicator not at the operation count most of "
+           "its ranks are at, per collective, in NCCL RAS's last answer (one answer: often mid-flight; "
+           "nccl_ras_stalled judges two).", ("comm", "collective"), _ras_odd_ranks),
     Metric("fabricmon_nccl_ras_refused", G, "1 while the NCCL answering RAS here is a version fabricmon does not "
-           "read (before 2.28.7: no JSON; 2.28.7-2.29.6: invalid JSON for missing ranks; docs/nccl.md#ras).",
+           "read (before sources.nccl_ras.text_since, 2.27.3 by default; docs/nccl.md#ras).",
            ("version",), _ras_refused),
     Metric("fabricmon_nccl_inspector_files", G, "NCCL Inspector files of running jobs, by result: read (the last "
            "read taken), not_taken (being rewritten, garbage or too large: see the source's errors).", ("result",),

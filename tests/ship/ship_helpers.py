@@ -205,13 +205,15 @@ def nccl_exposition() -> str:
     with a dead peer (the bundles hold no Inspector files, no RAS): what the NCCL alerts and panels read,
     from the real catalogue."""
     from fabricmon.exporter.render import render
-    from fabricmon.model.nccl import COLLECTIVE, NcclMeasure, NcclPath, NcclSection, RasComm, RasData, RasPeer
+    from fabricmon.model.nccl import (COLLECTIVE, NcclMeasure, NcclPath, NcclSection, RasComm, RasData, RasMismatch,
+                                      RasPeer, RasRank)
     from fabricmon.model.snapshot import BuildStats, Snapshot
     m = NcclMeasure(COLLECTIVE, "4242", "node001", "GPU0", "DP Group 0", 4, 32, "AllReduce", "4-5GB", 4 << 30,
                     "RING_SIMPLE", 20.0, 9498.47)
     p = NcclPath(m, "GPU-5a3e", 0, "mlx5_0", 1, "0xa088c20398b16e14", "leaf03", 17, 50.0, 1.0)
     sec = NcclSection(paths=[p], files=1, baseline_gbs={p.baseline_key: 40.0}, slow={p.baseline_key: "50%"})
-    ras = RasData("2.29.7", [RasComm("0x5f3a", 4, 3, (RasPeer(3, "node07", 5151, 3, 3, True, True),))])
+    ras = RasData("2.29.7", [RasComm("0000000000005f3a", 4, 1, (RasPeer(3, "node07", 5151, 3, 3, True, True),),
+                                     (RasMismatch("AllReduce", ((1200, 2), (1199, 1)), (RasRank(2, 1199, "node06"),)),))])
     return render(Snapshot(time=1.0, findings=[], sources={}, builds=BuildStats(), nccl=sec, ras=ras)).decode()
 
 
