@@ -108,6 +108,35 @@ def management_leaf(netfile: str, cores: tuple[str, ...], name: str = "mgmt") ->
 
 
 
+def management_island(netfile: str, spines: tuple[str, ...], cores: tuple[str, ...]) -> str:
+    """The net file with a management fabric beside the compute one, as issue 52 describes Selene's
+    (its capture was not available to this work): two management leaves (`mgmt-leaf1`, `mgmt-leaf2`,
+    a UFM server and a management host each) with one uplink to each of `spines` (a handful of a
+    pod's spines), and a management spine (`mgmt-spine`) cabled to `cores` (one cable each) with a
+    host-less management leaf (`mgmt-leaf3`, two cables) under it."""
+    net = netfile.rstrip("\n") + "".join(f'\n\nSwitch\t16 "{n}"' for n in
+                                          ("mgmt-leaf1", "mgmt-leaf2", "mgmt-spine", "mgmt-leaf3")) + "\n"
+    for i, leaf in enumerate(("mgmt-leaf1", "mgmt-leaf2")):
+        net = add_cable(net, leaf, 1, f"ufm0{i + 1} mlx5_0", 1, host=True)
+        net = add_cable(net, leaf, 2, f"mgmthost0{i + 1} mlx5_0", 1, host=True)
+        for j, sp in enumerate(spines):
+            net = add_cable(net, leaf, 3 + j, sp, 40 + i)
+    for j, core in enumerate(cores):
+        net = add_cable(net, "mgmt-spine", 1 + j, core, 40)
+    for p in (1, 2):
+        net = add_cable(net, "mgmt-spine", 20 + p, "mgmt-leaf3", p)
+    return net
+
+
+def island_fabric() -> str:
+    """Issue 52's Selene, scaled down: two pods of 4 leaves (8 hosts each) and 8 spines (every leaf 8 uplinks), 8
+    cores, and a management island (fabric_snap.management_island: two management leaves with two
+    uplinks to pod 1's spines, a management spine on four cores, a host-less leaf under it)."""
+    from fabricmon.sim.fabric import three_tier_netfile
+    net = three_tier_netfile(pods=2, leaves_per_pod=4, spines_per_pod=8, cores_per_spine=1, hosts_per_leaf=8)
+    return management_island(net, ("p1s1", "p1s2"), ("core01", "core02", "core03", "core04"))
+
+
 _PORT_LINE = re.compile(r"^(?P<t>CA|SW|RT)\s+(?P<lid>\d+)\s+(?P<port>\d+)\s+0x(?P<guid>[0-9a-fA-F]+)\s+(?P<w>\d+x)\s+(?P<s>\w+)"
                         r"\s+-\s+(?P<rt>CA|SW|RT)\s+(?P<rlid>\d+)\s+(?P<rport>\d+)\s+0x(?P<rguid>[0-9a-fA-F]+)"
                         r"\s+\(\s+'(?P<desc>.*)'\s+-\s+'(?P<rdesc>.*)'\s+\)\s*$")

@@ -278,7 +278,11 @@ def switch_levels(d: DiscoveryData, parts: Mapping[str, str] | None = None,
        level higher (a management leaf cabled to the cores pulls them down to the spines' level).
     4. A switch without hosts above level 2 whose neighbours all sit one level below it, with a
        neighbour set and a cable count within those of a leaf, is a leaf whose hosts are down
-       (a core's neighbours are one spine per pod; a leaf's every spine of its pod)."""
+       (a core's neighbours are one spine per pod; a leaf's every spine of its pod).
+    5. Before 4: such a switch with a single switch neighbour, or two levels or more above the
+       tree's top, is the leaf of an island (a management leaf whose hosts are absent, under a
+       management spine cabled to the cores): it is a leaf, and the levels are worked out again
+       from it too, so its spine sits one level above it, not one above the cores (_island_leaves)."""
     parts = switch_parts(d) if parts is None else parts
     sws = d.switches
     nbrs: dict[str, set[str]] = {}
@@ -302,16 +306,11 @@ def switch_levels(d: DiscoveryData, parts: Mapping[str, str] | None = None,
     seeds -= stray
     if previous:
         seeds |= {g for g in sws if previous.get(g) == 1 and not hosts[g] and nbrs[g]}
-    levels = _bfs(sws, nbrs, seeds)
-    for _ in range(4):          # 3. no switch sits on the level of most of its neighbours
-        rise = [g for g in sws if levels[g] > 1
-                and sum(1 for n in nbrs[g] if levels[n] == levels[g])
-                > hosts[g] + sum(1 for n in nbrs[g] if levels[n] == levels[g] - 1)]
-        if not rise:
-            break
-        for g in rise:
-            levels[g] += 1
-        levels = _bfs(sws, nbrs, seeds, levels)
+    levels = _raised(sws, nbrs, hosts, seeds)
+    stubs = _island_leaves(sws, nbrs, hosts, cables, levels)
+    if stubs:                   # 5. leaves of an island hanging above the tree: levels again from them too
+        seeds |= stubs
+        levels = _raised(sws, nbrs, hosts, seeds)
     leaves = [g for g in seeds if levels[g] == 1]
     for g in sws:               # 4. leaves whose hosts are down
         lvl = levels[g]
@@ -321,6 +320,44 @@ def switch_levels(d: DiscoveryData, parts: Mapping[str, str] | None = None,
         if any(nbrs[g] <= nbrs[y] and cables[g] <= cables[y] for y in leaves):
             levels[g] = 1
     return levels
+
+
+def _raised(sws: Mapping[str, SwitchNode], nbrs: Mapping[str, set[str]], hosts: Mapping[str, int],
+            seeds: set[str]) -> dict[str, int]:
+    """Rules 2 and 3 of switch_levels: BFS from the seeds, then no switch on the level of most of its
+    neighbours."""
+    levels = _bfs(sws, nbrs, seeds)
+    for _ in range(4):
+        rise = [g for g in sws if levels[g] > 1
+                and sum(1 for n in nbrs[g] if levels[n] == levels[g])
+                > hosts[g] + sum(1 for n in nbrs[g] if levels[n] == levels[g] - 1)]
+        if not rise:
+            break
+        for g in rise:
+            levels[g] += 1
+        levels = _bfs(sws, nbrs, seeds, levels)
+    return levels
+
+
+def _island_leaves(sws: Mapping[str, SwitchNode], nbrs: Mapping[str, set[str]], hosts: Mapping[str, int],
+                   cables: Mapping[str, int], levels: Mapping[str, int]) -> set[str]:
+    """Rule 5 of switch_levels: the host-less switches at the end of a chain above the tree, which
+    are leaves whose hosts are absent (a management island's spare leaf under its own spine), not a
+    tier above that spine. Of the switches without hosts whose every neighbour sits one level below
+    them (the tops of the BFS), those
+    - with a single switch neighbour: a switch that reaches one other switch carries no traffic
+      between two, so it is no spine or core of anything; or
+    - two levels or more above the tree's top (the level of most of the tops' cables): a core's
+      neighbours are spines; these hang off switches that are themselves above the cores."""
+    tops = [g for g in sws if not hosts[g] and nbrs[g] and levels[g] >= 3
+            and all(levels[n] == levels[g] - 1 for n in nbrs[g])]
+    if not tops:
+        return set()
+    weight: dict[int, int] = {}
+    for g in tops:
+        weight[levels[g]] = weight.get(levels[g], 0) + cables[g]
+    top = max(weight.items(), key=lambda kv: (kv[1], -kv[0]))[0]
+    return {g for g in tops if len(nbrs[g]) == 1 or levels[g] > top + 1}
 
 
 def _bfs(sws: Mapping[str, SwitchNode], nbrs: Mapping[str, set[str]], seeds: set[str],

@@ -49,10 +49,12 @@ def test_hung_sm_warns_after_the_configured_polls_and_check_status_is_per_switch
     # no sweep yet: no switch was read, so no switch check has a status on it (absent, never OK)
     assert not {c for c, g in sec.check_status if g}
     # a sweep that read both switches' port state: every switch check that judges port state, by its own name,
-    # OK included; no counter read: the counter checks have no status; ECMP has no rates yet (one sweep)
+    # OK included; no counter read: the counter checks have no status; ECMP has no rates yet (one sweep); the
+    # only leaf has no peers to hold its uplinks to (its uplink group is its own): no uplinks status
     sec, _ = model.build({"discovery": disc, "sm": state(SmData, SmData([sm], True), 3.0),
                           "sweep": swept(3.0, link_up={(LEAF, 1): True, (LEAF, 2): True, (SPINE, 1): True})})
-    assert {c for c, g in sec["fabric"].check_status if g == LEAF} == {"degraded_link", "uplinks", "unresponsive"}
+    assert {c for c, g in sec["fabric"].check_status if g == LEAF} == {"degraded_link", "unresponsive"}
+    assert sec["fabric"].uplinks[LEAF][1] is None
     moved = SmInfo(1, "0000000000100001", 51, 0, "MASTER")
     _, findings = model.build({"discovery": disc, "sm": state(SmData, SmData([moved], True), 4.0)})
     assert next(f.status for f in findings if f.check == "sm") == 0
