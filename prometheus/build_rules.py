@@ -97,6 +97,7 @@ FOR = {
     "sm_unknown": "15m",
     "sm_hung": "5m",
     "fabric_pfc_storm": "5m",
+    "uplink_capacity": "15m",     # a port set to the wrong width or speed: configuration, not an incident
     "design": "15m",              # the fabric against its design: a recabling in progress is not an incident
     "switch_unresponsive": "3m",  # shorter than fabric_port_down (5m): the parent is there before its children
     "slurm_topology_drift": "15m",  # the file is read every 5 min; an edit in progress is not an alert
@@ -570,6 +571,14 @@ def fabric_alerts(base: str) -> list[dict]:
                          " port, for fabric.pfc_storm.sweeps sweeps): lossless traffic on that priority"
                          " stalls and the pauses spread upstream; the map names the port. Check the peer's RoCE"
                          " counters and PFC watchdog.", base))
+        if st == 1:             # uplink_capacity is a warning or nothing
+            out.append(alert("FabricmonFabricUplinkNarrow", fsel_("fabricmon_fabric_check_status",
+                                                                  ',check="uplink_capacity"') + f" == {st}", sev,
+                             FOR["uplink_capacity"], "A switch uplink runs narrower or slower than the rest of its group.",
+                             SW + ": the collector's uplink_capacity check: an uplink runs at a lower width or speed "
+                             "than the other members of its uplink group, as both ends are set, so hashing still gives "
+                             "it an equal share and its flows run slower; the finding names the port and the capacity "
+                             "lost. Set both ends back to the group's width and speed.", base))
         out.append(alert("FabricmonMissingUplinks", missing_uplinks(st), sev, FOR["missing_uplinks"],
                          "A switch has fewer uplinks than its peers.",
                          SW + ": " + fabric_value_of(fsel("fabricmon_fabric_switch_uplinks", port=False), 'printf "%.0f"')

@@ -177,10 +177,13 @@ def _state(records: type, data: object, t: float) -> SourceState:
 
 def fabric_snapshot(topology: str, traffic: dict[str, dict[int, float]] | None = None, sweeps: int = 4,
                     errors: dict[tuple[str, int], int] | None = None, drop: list[tuple[str, int]] | None = None,
-                    link_bytes: float = HDR4X) -> Snapshot:
+                    link_bytes: float = HDR4X, abilities: dict[tuple[str, int], object] | None = None,
+                    ability: object = None) -> Snapshot:
     """`traffic`: switch name -> {port: share of link rate}; `errors`: (switch name, port) ->
     symbol errors added in the last sweep; `drop`: (switch name, port) cables gone at the last
-    discovery (reported down)."""
+    discovery (reported down); `abilities`: (switch name, port) -> what the port enables
+    (model.link_ability.LinkAbility, as the sweep's PortInfo reads it), `ability` for every other
+    switch port (None: no ability read, as before the sweep read PortInfo)."""
     cfg = from_dict({"fabric": {"thresholds": {"consecutive_sweeps": 3}}}, check_paths=False)
     t0 = 1_800_000_000.0
     clock = [t0]
@@ -215,6 +218,10 @@ def fabric_snapshot(topology: str, traffic: dict[str, dict[int, float]] | None =
                     vals["symbol_errors"] = errors.get((node.name, port), 0)
                 sw.ports[(g, port)] = vals
             sw.switches.add(g)
+            for port in node.links:
+                a = (abilities or {}).get((node.name, port), ability)
+                if a is not None:
+                    sw.abilities[(g, port)] = a
         states["sweep"] = _state(SweepData, sw, t)
         sec, findings = model.build(states)
     return Snapshot(time=clock[0], findings=findings, sources=states, builds=BuildStats(), fabric=sec["fabric"])

@@ -14,7 +14,8 @@ from collections.abc import Iterable, Mapping
 
 from fabricmon.checks import OK, Finding
 from fabricmon.checks import fabric_design, fabric_ecmp, fabric_links, fabric_names, fabric_pfc, fabric_placement, \
-    fabric_routing, fabric_slurm_topology, fabric_sm, fabric_symmetry, fabric_unresponsive, link_errors
+    fabric_routing, fabric_slurm_topology, fabric_sm, fabric_symmetry, fabric_unresponsive, fabric_uplink_capacity, \
+    link_errors
 from fabricmon.checks import optics as optics_checks
 from fabricmon.checks.fabric_inputs import FabricInputs
 from fabricmon.checks.optics import Readings
@@ -114,6 +115,7 @@ class FabricChecks:
             link_errors.FabricCounters(checks),
             fabric_ecmp.Ecmp(fab.thresholds),
             fabric_symmetry.Symmetry(fab.uplinks_critical_fraction),
+            fabric_uplink_capacity.UplinkCapacity(),
             fabric_names.Names(),
             fabric_routing.Routing(fab.routing_imbalance_threshold),
             fabric_pfc.PfcStorm(fab.pfc_storm),
