@@ -157,13 +157,24 @@ def load(path: str | os.PathLike[str] | None, check_paths: bool = True) -> Confi
         text = Path(path).read_text()
     except OSError as exc:
         raise ConfigError("", f"cannot read config file {path}: {exc.strerror or exc}") from exc
+    return loads(text, str(path), check_paths)
+
+
+def yaml_document(text: str, path: str, key: str = "") -> Any:
+    """A YAML document's value; ConfigError (at `key`) naming the line and column where it is not YAML."""
     try:
-        raw = yaml.safe_load(text)
+        return yaml.safe_load(text)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" line {mark.line + 1} column {mark.column + 1}" if mark else ""
-        raise ConfigError("", f"{path}: invalid YAML{where}: {getattr(exc, 'problem', exc)}") from exc
-    return from_dict(raw or {}, str(path), check_paths)
+        raise ConfigError(key, f"{path}: invalid YAML{where}: {getattr(exc, 'problem', exc)}") from exc
+    except RecursionError:      # a document nested deeper than the parser's stack (PyYAML recurses)
+        raise ConfigError(key, f"{path}: invalid YAML: nested too deep") from None
+
+
+def loads(text: str, path: str = "<config>", check_paths: bool = True) -> Config:
+    """A config file's text, validated (load without the file). Raises ConfigError naming the bad key."""
+    return from_dict(yaml_document(text, path) or {}, path, check_paths)
 
 
 # --- the reference in docs/configuration.md -------------------------------------------------
@@ -195,4 +206,4 @@ def reference() -> str:
 
 __all__ = ["DEFAULT_CONFIG_PATH", "DEFAULT_FABRIC_PORT", "DEFAULT_PORT", "SECTIONS", "ChecksConfig", "Config",
            "ConfigError", "ExpectedLink", "FabricConfig", "GpuConfig", "RoceConfig", "ServeConfig", "SlurmConfig", "SourceConfig",
-           "TLSConfig", "from_dict", "load", "reference"]
+           "TLSConfig", "from_dict", "load", "loads", "reference", "yaml_document"]

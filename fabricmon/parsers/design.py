@@ -84,8 +84,11 @@ def _hex(guid: str | None) -> str:
 
 
 def parse_design_csv(text: str) -> Design:
-    rows = [(i, row) for i, row in enumerate(csv.reader(text.split("\n")), 1)
-            if row and any(c.strip() for c in row) and not row[0].lstrip().startswith("#")]
+    try:
+        rows = [(i, row) for i, row in enumerate(csv.reader(text.split("\n")), 1)
+                if row and any(c.strip() for c in row) and not row[0].lstrip().startswith("#")]
+    except csv.Error as exc:
+        raise ParseError(f"not a design CSV: {exc}") from None
     if not rows:
         raise ParseError("empty design: expected a CSV header (start_device,start_port,end_device,end_port"
                          "[,speed][,width]) and one row per cable")

@@ -23,7 +23,7 @@ from fabricmon.model.node_records import (  # the records this parser returns (r
 _LINE = (
     r"^\s*(?:0x[0-9a-fA-F]+\s+(?:\"(?P<ldesc>.{LOCAL})\"\s+)?)?"
     r"(?P<lid>\d+)\s+(?P<port>\d+)\[[^\]]*\]\s*==\(\s*"
-    r"(?:(?P<width>\d+X)\s+(?P<speed>[\d.]+)\s*Gbps(?:\s*\((?P<fdr10>FDR10)\))?\s+)?"
+    r"(?:(?P<width>\d+X)\s+(?P<speed>\d+(?:\.\d+)?)\s*Gbps(?:\s*\((?P<fdr10>FDR10)\))?\s+)?"
     r"(?P<state>[A-Za-z_]+)/\s*(?P<phys>[A-Za-z ]+?)\s*\)"
     r"(?:\s*\([^)]*\))?"                      # -p adds (HOQ:n VL_Stall:n)
     r"==>\s*(?:"
@@ -41,7 +41,7 @@ _LINE_LONG = re.compile(_LINE.replace("{LOCAL}", "*"))
 _CA_RE = re.compile(r"^CA: (?P<desc>.*):$")                     # `CA: <desc>:` (the colon is iblinkinfo's)
 _SWITCH_RE = re.compile(r"^Switch: 0x[0-9a-fA-F]+ (?P<desc>.*):$")
 _COULD_WIDTH = re.compile(r"Could be (\d+X)")
-_COULD_SPEED = re.compile(r"Could be ([\d.]+) Gbps")
+_COULD_SPEED = re.compile(r"Could be (\d+(?:\.\d+)?) Gbps")
 _COULD_FDR10 = re.compile(r"Could be FDR10\b")
 
 

@@ -90,7 +90,9 @@ class _Link:
     def state(self, st: int | None, ph: int | None) -> PortState:
         s = self.speeds
         speed = s.get("LinkSpeedExtActive2") or s.get("LinkSpeedExtActive") or s.get("LinkSpeedActive")
-        ability = from_masks(**self.masks) if "width_enabled" in self.masks and "speed_enabled" in self.masks else None
+        # a Supported field not printed restricts nothing (from_masks: a supported mask of 0)
+        ability = (from_masks(**{"width_supported": 0, "speed_supported": 0, **self.masks})
+                   if "width_enabled" in self.masks and "speed_enabled" in self.masks else None)
         return PortState(st, ph, self.width, speed, ability)
 
 
