@@ -1,0 +1,152 @@
+"""Isolating a fabric port, end to end on ibsim with a running opensm: `fabricmon fabric run` (its own process,
+its MAD engine on the simulator) with remediation in `act` disables a flapping inter-switch link and a link over
+its BER budget with SubnSet(PortInfo) within two sweeps; the end it set reads Disabled (the real smpquery); once
+the link is down at both ends as hardware takes it (ibsim does not: tests/remediation/simkit.py), opensm routes
+around it (the real dump_fts); after the clean window the port is re-enabled and, trained, stays up. In
+`dry_run` the same decisions are logged and nothing is touched; `off` decides nothing. A restart in the middle
+of the clean window resumes the window; `fabricmon actions undo` re-enables a port at once; an SMP Set left
+unanswered is reported failed and retried while the collector keeps serving."""
+
+from __future__ import annotations
+
+import time
+import urllib.request
+
+from helpers import sample_value, scrape_samples
+from simkit import Collector, hardware_down, hardware_trains, lids, port_phys, routes_through
+
+from fabricmon.sim.fabric import fat_tree_netfile
+
+# leaf01: hosts on ports 1-2, uplinks 3-4 to spine01 (its ports 1-2), 5-6 to spine02 (its ports 1-2). The collector
+# runs on node01, below leaf01: the ports set are leaf01's, so that the Set's answer never crosses the link it
+# takes down (ibsim keeps routing through it until the SM reroutes, which its half-disabled link never lets it do)
+NET = dict(spines=2, leaves=2, hosts_per_leaf=2, uplinks_per_spine=2)
+BER_PORT, FLAP_PORT = 3, 5
+SWEEP = 1.0
+# counter windows of 30 s (the BER budget's over it: 1e-11 x 200 Gb/s x 30 s = 60 symbol errors); a clean window
+# of 12 s
+CHECKS = {"symbol_errors": {"window": 30}, "link_flap": {"window": 30}}
+
+
+def doc(mode: str, **iso) -> dict:
+    return {"fabric": {"sweep_interval": SWEEP, "discovery_interval": 3.0}, "checks": CHECKS,
+            "remediation": {"isolate_port": {"mode": mode, "clean_window": 12, **iso}, "retry_first": 1.0,
+                            "retry_max": 2.0}}
+
+
+def ready(c: Collector) -> None:
+    c.wait(lambda: (lambda s: sample_value(s, "fabricmon_fabric_switches") == 4
+                    and sample_value(s, "fabricmon_fabric_sweep_method", method="mad") == 1)(scrape_samples(c.port)),
+           60, "the collector reads the fabric through its MAD engine")
+    time.sleep(2 * SWEEP)           # a few sweeps of history: the next error is a rise
+
+
+def inject(fab) -> float:
+    fab.set_counter("leaf01", BER_PORT, "PortCounters.SymbolErrorCounter", 5000)       # far over its budget
+    fab.set_counter("leaf01", FLAP_PORT, "PortCounters.LinkDownedCounter", 4)          # flapped 4 times
+    return time.monotonic()
+
+
+def by_port(actions: list[dict]) -> dict[int, dict]:
+    return {a["port"]: a for a in actions if a["kind"] == "isolate_port"}
+
+
+def sweeps(c: Collector) -> float:
+    return sample_value(scrape_samples(c.port), "fabricmon_source_runs_total", source="sweep") or 0.0
+
+
+def test_act_isolates_within_two_sweeps_the_sm_routes_around_and_the_port_comes_back(sim_fabric, tmp_path) -> None:
+    fab = sim_fabric(fat_tree_netfile(**NET))
+    fab.start_sm(extra_args=("-s", "1"))
+    lid = lids(fab)
+    c = Collector(fab, tmp_path, doc("act")).start()
+    try:
+        ready(c)
+        assert port_phys(fab, lid["leaf01"], BER_PORT) == "LinkUp"
+        before = routes_through(fab, "leaf01", BER_PORT)
+        assert before, "opensm routes some destinations through leaf01 port 3 to begin with"
+        n0 = sweeps(c)
+        t0 = inject(fab)
+        got = c.wait(lambda: (lambda a: a if {BER_PORT, FLAP_PORT} <= {p for p, x in a.items() if x["state"] == "done"}
+                              else None)(by_port(c.actions())), 30, "both ports isolated")
+        took, swept = time.monotonic() - t0, sweeps(c) - n0
+        assert swept <= 2 + 1, f"isolated after {swept:g} sweeps ({took:.1f} s)"     # +1: the sweep in flight
+        ber, flap = got[BER_PORT], got[FLAP_PORT]
+        assert (ber["check"], flap["check"]) == ("symbol_errors", "link_flap")
+        assert ber["mode"] == "act" and ber["reason"].startswith("CRITICAL symbol_errors: leaf01")
+        assert "SubnSet(PortInfo) answered: PortPhysicalState Disabled" in ber["note"]
+        # the end fabricmon set, read by the real smpquery (GUIDE 18: check the end you set)
+        assert port_phys(fab, lid["leaf01"], BER_PORT) == "Disabled"
+        assert port_phys(fab, lid["leaf01"], FLAP_PORT) == "Disabled"
+        # one log line per decision: what, why, the evidence, the cap
+        done = [ln for ln in c.lines() if ln.get("event") == "remediation isolated"]
+        assert len(done) == 2 and all(ln["cap"] and ln["evidence"] and ln["why"] for ln in done), done
+        print(f"\nisolated within {swept:g} sweeps, {took:.1f} s after the errors")
+
+        # the hardware takes the links down at both ends; opensm routes around them
+        for p in (BER_PORT, FLAP_PORT):
+            hardware_down(fab, "leaf01", p)
+        c.wait(lambda: not routes_through(fab, "leaf01", BER_PORT) and not routes_through(fab, "leaf01", FLAP_PORT)
+               and not routes_through(fab, "spine01", 1) and not routes_through(fab, "spine02", 1), 30,
+               "opensm's forwarding tables stop using the isolated links")
+        s = scrape_samples(c.port)
+        assert sample_value(s, "fabricmon_remediation_isolated_ports", mode="act") == 2
+
+        # the clean window (12 s without a new error) ends: re-enabled; trained, the links stay up
+        back = c.wait(lambda: (lambda a: a if all(a[p]["state"] == "returned" for p in (BER_PORT, FLAP_PORT))
+                               else None)(by_port(c.actions())), 40, "both ports re-enabled")
+        assert "re-enabled" in back[BER_PORT]["note"]
+        assert port_phys(fab, lid["leaf01"], BER_PORT) == "Polling"          # enabled: the link trains
+        for p in (BER_PORT, FLAP_PORT):
+            hardware_trains(fab, "leaf01", p)
+        c.wait(lambda: port_phys(fab, lid["leaf01"], BER_PORT) == "LinkUp", 20, "the link trained")
+        time.sleep(6 * SWEEP)
+        assert port_phys(fab, lid["leaf01"], BER_PORT) == "LinkUp" == port_phys(fab, lid["leaf01"], FLAP_PORT)
+        assert [a for a in c.actions() if a["state"] not in ("returned",)] == [], "not isolated again"
+        c.wait(lambda: routes_through(fab, "leaf01", BER_PORT), 30, "opensm routes through it again")
+    finally:
+        c.stop()
+
+
+def test_dry_run_only_logs_and_off_touches_nothing(sim_fabric, tmp_path) -> None:
+    fab = sim_fabric(fat_tree_netfile(**NET))
+    fab.start_sm(extra_args=("-s", "1"))
+    lid = lids(fab)
+    (tmp_path / "dry").mkdir()
+    dry = Collector(fab, tmp_path / "dry", doc("dry_run"), "dry").start()
+    try:
+        ready(dry)
+        inject(fab)
+        got = dry.wait(lambda: (lambda a: a if {BER_PORT, FLAP_PORT} <= set(a) else None)(by_port(dry.actions())), 30,
+                       "both decisions made")
+        assert {a["mode"] for a in got.values()} == {"dry_run"}
+        assert all(a["note"].startswith("dry run: would have disabled") for a in got.values())
+        assert port_phys(fab, lid["leaf01"], BER_PORT) == "LinkUp" == port_phys(fab, lid["leaf01"], FLAP_PORT)
+        lines = [ln for ln in dry.lines() if ln.get("event") == "remediation isolate (dry run)"]
+        assert len(lines) == 2 and {ln["result"] for ln in lines} == {"dry_run"}
+        s = scrape_samples(dry.port)
+        assert sample_value(s, "fabricmon_remediation_actions_total", action="isolate_port", mode="dry_run",
+                            result="dry_run") == 2
+        assert sample_value(s, "fabricmon_remediation_mode", action="isolate_port") == 1
+        time.sleep(3 * SWEEP)
+        assert port_phys(fab, lid["leaf01"], BER_PORT) == "LinkUp"
+    finally:
+        dry.stop()
+    (tmp_path / "off").mkdir()
+    off = Collector(fab, tmp_path / "off", doc("off"), "off").start()
+    try:
+        ready(off)
+        fab.set_counter("leaf01", BER_PORT, "PortCounters.SymbolErrorCounter", 20000)
+        off.wait(lambda: any(f["check"] == "symbol_errors" and f["status"] == 2 and f["port"] == BER_PORT
+                             for f in findings(off.port)), 30, "the finding is raised")
+        time.sleep(3 * SWEEP)
+        assert off.actions() == [] and port_phys(fab, lid["leaf01"], BER_PORT) == "LinkUp"
+        assert not [ln for ln in off.lines() if str(ln.get("event", "")).startswith("remediation isol")]
+    finally:
+        off.stop()
+
+
+def findings(port: int) -> list[dict]:
+    import json
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/api/v1/findings", timeout=5) as r:
+        return json.loads(r.read())["findings"]
