@@ -12,6 +12,7 @@ Disabled. Nor does ibsim train a link: a port set back to Polling stays there; `
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import socket
@@ -95,6 +96,27 @@ class Collector:
                 return got
             assert time.monotonic() < end, f"{what}: not within {timeout} s; log tail:\n{self.log.read_text()[-4000:]}"
             time.sleep(0.2)
+
+
+@contextlib.contextmanager
+def in_process_collector(fab, tmp_path: Path, doc: dict):
+    """`fabric run`'s Daemon in this process (as tests/helpers.fabric_collector, with the whole config `doc`): its
+    tools run under the simulator's preload, this process is not, so the MAD engine does not open here and the
+    sweep and the remediation's Sets go through the tools (ibqueryerrors ..., ibportstate)."""
+    from fabricmon.config import from_dict
+    from fabricmon.host import LiveIO
+    from fabricmon.pipeline.fabric import fabric_pipeline
+    from fabricmon.serve.daemon import Daemon
+    (tmp_path / "state").mkdir(exist_ok=True)
+    cfg = from_dict({**doc, "server": {"address": "127.0.0.1", "collect": ["all"]},
+                     "paths": {"state_dir": str(tmp_path / "state")}, "fabric": {"port": 0, **doc.get("fabric", {})}})
+    io = LiveIO(cfg.sysfs, cfg.procfs, env=fab.env(fab.hosts[0]))
+    d = Daemon(cfg, io, port=0, pipeline=fabric_pipeline(cfg, io))
+    d.start()
+    try:
+        yield d
+    finally:
+        d.stop()
 
 
 def lids(fab) -> dict[str, int]:

@@ -150,3 +150,107 @@ def findings(port: int) -> list[dict]:
     import json
     with urllib.request.urlopen(f"http://127.0.0.1:{port}/api/v1/findings", timeout=5) as r:
         return json.loads(r.read())["findings"]
+
+
+def action_of(c: Collector, port: int, state: str | None = None):
+    def pred():
+        a = by_port(c.actions()).get(port)
+        return a if a is not None and (state is None or a["state"] == state) else None
+    return pred
+
+
+def test_a_restart_resumes_the_clean_window_a_hand_enable_is_respected_and_undo_acts_at_once(sim_fabric, tmp_path) -> None:
+    fab = sim_fabric(fat_tree_netfile(**NET))
+    fab.start_sm(extra_args=("-s", "1"))
+    lid = lids(fab)
+    c = Collector(fab, tmp_path, doc("act", clean_window=25)).start()
+    try:
+        ready(c)
+        inject(fab)
+        ber = c.wait(action_of(c, BER_PORT, "done"), 30, "port 3 isolated")
+        c.wait(action_of(c, FLAP_PORT, "done"), 30, "port 5 isolated")
+        returns_at = ber["returns_at"]
+        assert returns_at == ber["clean_since"] + 25
+        time.sleep(5)
+        c.stop()                                            # mid-window
+        # while it is down, an operator re-enables port 5 by hand and its link trains
+        r = fab.run_tool(fab.hosts[0], "ibportstate", str(lid["leaf01"]), str(FLAP_PORT), "enable")
+        assert "After PortInfo set" in r.stdout, r.stdout + r.stderr
+        hardware_down(fab, "leaf01", FLAP_PORT)
+        hardware_trains(fab, "leaf01", FLAP_PORT)
+        time.sleep(3)
+        t_restart = time.time()
+        c.start()
+        ready(c)
+        # the window resumes (the record's start, not the restart's); port 3 was never set again
+        a = c.wait(action_of(c, BER_PORT), 10, "the record read back")
+        assert a["state"] == "done" and a["returns_at"] == returns_at and a["clean_since"] == ber["clean_since"]
+        assert port_phys(fab, lid["leaf01"], BER_PORT) == "Disabled"
+        # the hand-enabled port: released, and not disabled again although its finding's window still holds it
+        hand = c.wait(action_of(c, FLAP_PORT, "released"), 30, "port 5 released")
+        assert "re-enabled by someone else" in hand["note"]
+        time.sleep(3 * SWEEP)
+        assert port_phys(fab, lid["leaf01"], FLAP_PORT) == "LinkUp"
+        assert [x for x in c.actions() if x["port"] == FLAP_PORT and x["state"] != "released"] == []
+        # port 3 returns when its original window ends (not 25 s after the restart)
+        back = c.wait(action_of(c, BER_PORT, "returned"), 40, "port 3 returned")
+        assert back["closed"] < t_restart + 25 - 3, (back["closed"] - t_restart, returns_at - t_restart)
+        assert back["closed"] >= returns_at - 0.01
+
+        # undo: an operator puts a port fabricmon isolated back at once
+        fab.set_counter("leaf01", 4, "PortCounters.SymbolErrorCounter", 9000)
+        p4 = c.wait(action_of(c, 4, "done"), 30, "port 4 isolated")
+        assert port_phys(fab, lid["leaf01"], 4) == "Disabled"
+        t0 = time.monotonic()
+        r = c.cli("actions", "undo", p4["id"])
+        took = time.monotonic() - t0
+        assert r.returncode == 0, r.stdout + r.stderr
+        assert f"{p4['id']} leaf01" in r.stdout and "undone by an operator" in r.stdout
+        assert port_phys(fab, lid["leaf01"], 4) == "Polling" and took < 10, took
+        assert by_port(c.actions())[4]["state"] == "undone"
+        time.sleep(3 * SWEEP)
+        assert by_port(c.actions())[4]["state"] == "undone" and port_phys(fab, lid["leaf01"], 4) == "Polling"
+        listing = c.cli("actions", "--all")
+        assert listing.returncode == 0 and f"{p4['id']} isolate_port act undone" in listing.stdout, listing.stdout
+    finally:
+        c.stop()
+
+
+def test_an_unanswered_set_is_reported_failed_and_retried_while_the_collector_serves(sim_fabric, tmp_path) -> None:
+    """The port is on the exclusion list for the first seconds (refused, then the entry expires); meanwhile every
+    PortInfo MAD to leaf01 is dropped (ibsim's `Error`), so the Set's Get goes unanswered: failed, retried with
+    backoff, reported; the counters (PerfMgt) still flow and the collector keeps serving. Then the drop ends and
+    the next try disables the port."""
+    fab = sim_fabric(fat_tree_netfile(**NET))
+    fab.start_sm(extra_args=("-s", "1"))
+    lid = lids(fab)
+    until = time.time() + 25
+    d = doc("act")
+    d["remediation"]["exclude"] = [{"port": f"leaf01:{BER_PORT}", "until": until, "reason": "a test"}]
+    c = Collector(fab, tmp_path, d).start()
+    try:
+        ready(c)
+        fab.set_counter("leaf01", BER_PORT, "PortCounters.SymbolErrorCounter", 5000)
+        c.wait(lambda: [ln for ln in c.lines() if ln.get("event") == "remediation refuse"
+                        and "on the exclusion list (leaf01:3: a test, until" in ln.get("why", "")], 20, "excluded")
+        assert c.actions() == []
+        fab.console('Error "leaf01"[0] 100 0x15')       # every PortInfo MAD to leaf01 dropped
+        a = c.wait(lambda: (lambda x: x if x and x["attempts"] >= 2 else None)(by_port(c.actions()).get(BER_PORT)),
+                   until - time.time() + 30, "the Set tried and failed twice")
+        assert a["state"] == "todo" and "unanswered" in a["error"] and a["next_try"], a
+        s = scrape_samples(c.port)                      # it keeps serving, and says so
+        assert sample_value(s, "fabricmon_remediation_failing", action="isolate_port") == 1
+        assert sample_value(s, "fabricmon_remediation_actions_total", action="isolate_port", mode="act",
+                            result="failed") >= 2
+        f = [f for f in findings(c.port) if f["check"] == "remediation"]
+        assert f and "could not be put out of service" in f[0]["message"] and f[0]["class"] == "watch", f
+        t1 = sample_value(s, "fabricmon_snapshot_timestamp_seconds")
+        time.sleep(2 * SWEEP)
+        assert sample_value(scrape_samples(c.port), "fabricmon_snapshot_timestamp_seconds") > t1
+        failed = [ln for ln in c.lines() if ln.get("event") == "remediation isolate" and ln.get("result") == "failed"]
+        assert failed and "again in" in failed[0]["why"]
+        fab.console('Error "leaf01"[0] 0')
+        done = c.wait(action_of(c, BER_PORT, "done"), 30, "disabled once the MADs are answered")
+        assert done["attempts"] == 0 and port_phys(fab, lid["leaf01"], BER_PORT) == "Disabled"
+    finally:
+        c.stop()
