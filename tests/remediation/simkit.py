@@ -107,7 +107,7 @@ def in_process_collector(fab, tmp_path: Path, doc: dict):
     from fabricmon.host import LiveIO
     from fabricmon.pipeline.fabric import fabric_pipeline
     from fabricmon.serve.daemon import Daemon
-    (tmp_path / "state").mkdir(exist_ok=True)
+    (tmp_path / "state" / "fabric").mkdir(parents=True, exist_ok=True)      # fabric.cache_dir: ibnetdiscover's cache
     cfg = from_dict({**doc, "server": {"address": "127.0.0.1", "collect": ["all"]},
                      "paths": {"state_dir": str(tmp_path / "state")}, "fabric": {"port": 0, **doc.get("fabric", {})}})
     io = LiveIO(cfg.sysfs, cfg.procfs, env=fab.env(fab.hosts[0]))
