@@ -106,6 +106,10 @@ FOR = {
     # NCCL: a slow job on a path the fabric collector flags (two 30 s dumps slow, and the fabric verdict's own `for`)
     "nccl_slow_path": "1m",
     "nccl_ras_peer": "2m",        # RAS queried at most every 30 s: four answers
+    # remediation (docs/remediation.md): a tripped breaker is the incident itself (many failed at once): no wait;
+    # a step that keeps failing is retried with backoff by the daemon: a ticket once it has failed a while
+    "remediation_breaker": "0m",
+    "remediation_failing": "10m",
 }
 # Windows of the recording rules the dashboard reads.
 RECORD_WINDOW = "5m"
@@ -852,6 +856,36 @@ def nccl_alerts(base: str, scheme: str) -> list[dict]:
     return [rule, ras]
 
 
+# ---- remediation (docs/remediation.md): the node daemons' drains and the collectors' isolations ------------
+def _rem_value(metric: str) -> str:
+    return ('{{ with printf "' + metric + "{instance='%s',action='%s'}\" $labels.instance $labels.action | query }}"
+            "{{ . | first | value | printf \"%.0f\" }}{{ else }}?{{ end }}")
+
+
+def remediation_alerts(base: str) -> list[dict]:
+    """Remediation's own alerts, on the node daemons and the collectors alike (each says its action)."""
+    both = "(%s{" + N + "} or %s{" + F_ + "})"
+    return [
+        alert("FabricmonRemediationBreakerTripped",
+              both.replace("%s", "fabricmon_remediation_breaker_tripped") + " == 1", "critical",
+              FOR["remediation_breaker"], "fabricmon's remediation circuit breaker tripped: it puts nothing more out of "
+              "service.",
+              "{{ $labels.instance }}: the {{ $labels.action }} circuit breaker refused to act: "
+              + _rem_value("fabricmon_remediation_breaker_out_of_service") + " already out of service, the cap is "
+              + _rem_value("fabricmon_remediation_breaker_cap") + ". More failed at once than the cap allows, so the"
+              " rest were left in service and reported: look for their common cause (a switch, a power feed, a"
+              " firmware rollout) before anything else; `fabricmon actions` on that host lists what was done and"
+              " what was refused.", base),
+        alert("FabricmonRemediationActionFailing",
+              both.replace("%s", "fabricmon_remediation_failing") + " > 0", "warning", FOR["remediation_failing"],
+              "A remediation step keeps failing (retried with backoff).",
+              "{{ $labels.instance }}: {{ $value | printf \"%.0f\" }} {{ $labels.action }} action(s) could not be"
+              f" carried out for {FOR['remediation_failing']} (an SMP Set unanswered, scontrol failing or timing"
+              " out): the daemon retries with backoff and never assumes one done; `fabricmon actions` names each"
+              " with its last error.", base),
+    ]
+
+
 def build(base: str | None = None, map_scheme: str = "http") -> str:
     base = base or DEFAULT_RUNBOOK_BASE.replace("SCHEME", map_scheme)
     doc = {"groups": [
@@ -863,6 +897,7 @@ def build(base: str | None = None, map_scheme: str = "http") -> str:
         {"name": "fabricmon.optics.alerts",
          "rules": optics_node_alerts(base) + with_map_urls(optics_fabric_alerts(base), map_scheme)},
         {"name": "fabricmon.nccl.alerts", "rules": nccl_alerts(base, map_scheme)},
+        {"name": "fabricmon.remediation.alerts", "rules": remediation_alerts(base)},
     ]}
 
     class Dumper(yaml.SafeDumper):
