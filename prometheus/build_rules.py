@@ -450,6 +450,8 @@ def fsel_(metric: str, extra: str = "") -> str:
 # switch's `down` port of the same cable is left out of the port alerts (both ends are one incident);
 # when the lower switch itself is gone, FabricmonFabricSwitchUnresponsive speaks for all its links.
 ONE_END = "\n  unless on (instance, job, switch_guid, port) " + 'fabricmon_fabric_link_info{%s,role="down"}'
+# either end of a link fabricmon's remediation disabled (docs/remediation.md)
+ISOLATED = "\n  unless on (instance, job, switch_guid, port) " + 'fabricmon_remediation_port_isolated{%s,mode="act"}'
 
 
 def port_finding(checks: str, status: int) -> str:
@@ -533,8 +535,9 @@ def fabric_alerts(base: str) -> list[dict]:
                                 "humanizePercentage").replace("$labels.port", "$labels.direction")
               + "), judged by the collector over consecutive sweeps: check ECMP hashing / adaptive routing"
                 " on this switch; the collector's finding names the hottest and coldest ports.", base),
+        # a link fabricmon isolated is down on purpose: FabricmonRemediation* and `fabricmon actions` report it
         alert("FabricmonFabricPortDown", named(fsel_("fabricmon_fabric_port_degraded", ',reason="down"') + " == 1"
-                                              + one_end),
+                                              + one_end + ISOLATED % F),
               "warning", FOR["fabric_port_down"], "A cabled switch port is down.",
               SWPORT + REMOTE + " was cabled at an earlier discovery and is down now"
               " (the collector's degraded_link verdict): the fabric lost this link's bandwidth and ECMP spreads"

@@ -707,8 +707,15 @@ def _rem_in_effect(kind: str) -> Callable[[RemediationSection], Iterable[Sample]
 
 
 def _rem_isolated(rem: RemediationSection) -> Iterable[Sample]:
-    return [((a.guid, a.switch, str(a.port), a.mode, a.id), 1) for a in rem.actions
-            if a.kind == ISOLATE and a.in_effect]
+    """Both ends of each link in effect: the end set and its peer (whose name is the section's business: empty)."""
+    out: list[Sample] = []
+    for a in rem.actions:
+        if a.kind == ISOLATE and a.in_effect:
+            out.append(((a.guid, a.switch, str(a.port), a.mode, a.id, "set"), 1))
+            if a.peer:
+                g, _, p = a.peer.rpartition(":")
+                out.append(((g, "", p, a.mode, a.id, "peer"), 1))
+    return out
 
 
 def _rem_breaker(get: Callable[[int, int, bool], float]) -> Callable[[RemediationSection], Iterable[Sample]]:
@@ -1072,8 +1079,9 @@ CATALOGUE: tuple[Metric, ...] = (
            ("mode",), _remediation(_rem_in_effect(ISOLATE))),
     Metric("fabricmon_remediation_drained_nodes", G, "Nodes fabricmon drained now (in dry_run: would have).",
            ("mode",), _remediation(_rem_in_effect(DRAIN))),
-    Metric("fabricmon_remediation_port_isolated", G, "1 for each switch port fabricmon disabled (the end it set), "
-           "with the action's id (`fabricmon actions`).", ("switch_guid", "switch", "port", "mode", "id"),
+    Metric("fabricmon_remediation_port_isolated", G, "1 for each end of each link fabricmon isolated (`end`: set, the "
+           "port it disabled; peer, the other end, which hardware takes down with it), with the action's id "
+           "(`fabricmon actions`).", ("switch_guid", "switch", "port", "mode", "id", "end"),
            _remediation(_rem_isolated)),
     Metric("fabricmon_remediation_waiting", G, "Open actions waiting for something first (a host port for its node "
            "to be idle).", ("action",), _remediation(_rem_open(lambda st, err: st == "waiting"))),
