@@ -138,6 +138,12 @@ def test_fatal_events_drain_one_node_the_breaker_refuses_the_next_and_an_admin_d
         assert sample_value(s, "fabricmon_remediation_drained_nodes", mode="act") == 1
         assert sample_value(s, "fabricmon_remediation_actions_total", action="drain_node", mode="act", result="done") == 1
         print(f"\nnode01 drained {took:.1f} s after the kernel line")
+        # `check` says the mode (and the wrappers' drain line is still its first CRITICAL line)
+        chk = subprocess.run([sys.executable, "-m", "fabricmon", "check", "--daemon", f"http://127.0.0.1:{d1.port}"],
+                             capture_output=True, text=True, timeout=60, cwd=REPO)
+        assert chk.returncode == 2, chk.stdout
+        assert chk.stdout.splitlines()[-1] == ("remediation: isolate_port off, drain_node act; 1 open action(s) "
+                                               "(fabricmon actions)"), chk.stdout
 
         # node02: the same event; a second drain crosses the cap (max(1, 5% of 4) = 1): refused and reported
         d2 = daemons["node02"]

@@ -82,6 +82,9 @@ def test_act_isolates_within_two_sweeps_the_sm_routes_around_and_the_port_comes_
         done = [ln for ln in c.lines() if ln.get("event") == "remediation isolated"]
         assert len(done) == 2 and all(ln["cap"] and ln["evidence"] and ln["why"] for ln in done), done
         print(f"\nisolated within {swept:g} sweeps, {took:.1f} s after the errors")
+        # the map marks them and says the mode
+        page = urllib.request.urlopen(f"http://127.0.0.1:{c.port}/", timeout=10).read().decode()
+        assert page.count('data-isolated="') == 2 and 'data-remediation="isolate_port act, drain_node off"' in page
 
         # the hardware takes the links down at both ends; opensm routes around them
         for p in (BER_PORT, FLAP_PORT):
@@ -254,3 +257,43 @@ def test_an_unanswered_set_is_reported_failed_and_retried_while_the_collector_se
         assert done["attempts"] == 0 and port_phys(fab, lid["leaf01"], BER_PORT) == "Disabled"
     finally:
         c.stop()
+
+
+def test_two_collectors_of_one_fabric_never_both_act_and_the_other_takes_over(sim_fabric, tmp_path) -> None:
+    """An HA pair on one host (one state directory, `lease.kind: file`): both sweep and judge, only the holder of the
+    lease disables; killed, its lease goes with it and the other acts on the next fault, on the same record."""
+    fab = sim_fabric(fat_tree_netfile(**NET))
+    fab.start_sm(extra_args=("-s", "1"))
+    lid = lids(fab)
+    d = doc("act")
+    d["remediation"]["lease"] = {"kind": "file", "path": str(tmp_path / "state" / "remediation.lease")}
+    a, b = Collector(fab, tmp_path, d, "a").start(), None
+    try:
+        ready(a)
+        b = Collector(fab, tmp_path, d, "b").start()
+        ready(b)
+        assert sample_value(scrape_samples(a.port), "fabricmon_remediation_lease_held") == 1
+        assert sample_value(scrape_samples(b.port), "fabricmon_remediation_lease_held") == 0
+        fab.set_counter("leaf01", BER_PORT, "PortCounters.SymbolErrorCounter", 5000)
+        a.wait(action_of(a, BER_PORT, "done"), 30, "port 3 isolated")
+        # both judged it; one acted
+        b.wait(lambda: any(f["check"] == "symbol_errors" and f["port"] == BER_PORT and f["status"] == 2
+                           for f in findings(b.port)), 20, "the standby judges it too")
+        time.sleep(2 * SWEEP)
+        acted = [ln for c in (a, b) for ln in c.lines() if ln.get("event") == "remediation isolated"]
+        assert len(acted) == 1 and not [ln for ln in b.lines() if ln.get("event", "").startswith("remediation isol")]
+        assert len(a.actions()) == 1
+        a.proc.kill()                                   # however it exits: the kernel releases its flock
+        a.proc.wait(10)
+        b.wait(lambda: sample_value(scrape_samples(b.port), "fabricmon_remediation_lease_held") == 1, 20,
+               "the standby holds the lease")
+        fab.set_counter("leaf01", FLAP_PORT, "PortCounters.LinkDownedCounter", 4)
+        p5 = b.wait(action_of(b, FLAP_PORT, "done"), 30, "port 5 isolated by the other")
+        acts = b.actions()
+        assert {x["id"] for x in acts} == {"p1", "p2"} and p5["id"] == "p2"     # the holder's record, taken over
+        assert port_phys(fab, lid["leaf01"], FLAP_PORT) == "Disabled"
+        assert port_phys(fab, lid["leaf01"], BER_PORT) == "Disabled"             # not touched by the new holder
+    finally:
+        for c in (a, b):
+            if c is not None:
+                c.stop()
