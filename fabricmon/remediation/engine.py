@@ -27,7 +27,7 @@ from fabricmon.host.mad import MadSettings
 from fabricmon.model.fabric import SweepData
 from fabricmon.model.finding import Finding
 from fabricmon.model.remediation import (ACT, DONE, DRAIN, DRY_RUN, ISOLATE, OFF, RELEASED, RETURNED, RETURNING,
-                                         TODO, UNDONE, Action, Breaker, Refusal, RemediationSection)
+                                         TODO, UNDONE, WAITING, Action, Breaker, Refusal, RemediationSection)
 from fabricmon.model.snapshot import Snapshot, source_state
 from fabricmon.remediation import policy
 from fabricmon.remediation.actuators import EthernetPorts, InfinibandPorts, Outcome, PortRead, Slurm
@@ -190,8 +190,16 @@ class Remediator:
 
     # --- carrying out -----------------------------------------------------------------------------
     def _carry_out(self, rnd: policy.Round, snap: Snapshot | None, now: float) -> None:
+        modes = effective_modes(self.cfg)
         for a in sorted(rnd.actions.values(), key=lambda a: a.created):
             if not a.open:
+                continue
+            if a.state in (TODO, WAITING) and a.effective is None and modes.get(a.kind) != a.mode:
+                # decided in another mode than the one configured now (act, then off or dry_run): never carried out
+                b = self._close(a, RELEASED, now, snap, f"not carried out: remediation.{a.kind}.mode is now "
+                                f"{modes.get(a.kind)}")
+                rnd.put(b)
+                rnd.events.append(Event(a.kind, a.mode, "released", a.target, a.label, "release", b.note))
                 continue
             if a.state == RETURNING and a.mode == DRY_RUN:
                 rnd.put(self._close(a, RETURNED, now, snap, "dry run: would have returned it to service"))

@@ -15,8 +15,9 @@ from fabricmon.model.remediation import ACT, DRY_RUN, OFF
 from fabricmon.schema import (ConfigError, Context, Schema, choice, custom, glob_pattern, integer, listing, mapping,
                               number, section, string)
 
-MODE_DOC = ("`off`: nothing is decided or touched; `dry_run`: every decision is made, logged, counted and shown "
-            "(`fabricmon actions`), nothing is touched; `act`: the decisions are carried out")
+MODE_DOC = ("`off`: nothing new is decided or touched (what fabricmon already put out of service is still "
+            "returned after its clean window, and `actions undo` works); `dry_run`: every decision is made, logged, "
+            "counted and shown (`fabricmon actions`), nothing is touched; `act`: the decisions are carried out")
 
 
 @dataclass(frozen=True, slots=True)
