@@ -297,3 +297,29 @@ def test_two_collectors_of_one_fabric_never_both_act_and_the_other_takes_over(si
         for c in (a, b):
             if c is not None:
                 c.stop()
+
+
+def test_a_leafs_last_healthy_uplink_is_never_isolated_whatever_it_does(sim_fabric, tmp_path) -> None:
+    """leaf01 with two uplinks, one pulled (down at both ends): the other flaps and eats bits, and stays in
+    service, refused on every round (logged once) while the collector judges it CRITICAL."""
+    fab = sim_fabric(fat_tree_netfile(spines=2, leaves=2, hosts_per_leaf=2, uplinks_per_spine=1))   # uplinks 3, 4
+    fab.start_sm(extra_args=("-s", "1"))
+    lid = lids(fab)
+    c = Collector(fab, tmp_path, doc("act")).start()
+    try:
+        ready(c)
+        fab.unlink("leaf01", 4)
+        c.wait(lambda: any(f["check"] == "degraded_link" and f["port"] == 4 and f["status"] == 2
+                           for f in findings(c.port)), 30, "port 4 read down")
+        for n in range(1, 4):
+            fab.set_counter("leaf01", 3, "PortCounters.SymbolErrorCounter", 20000 * n)
+            fab.set_counter("leaf01", 3, "PortCounters.LinkDownedCounter", 5 * n)
+            time.sleep(2 * SWEEP)
+        refused = c.wait(lambda: [ln for ln in c.lines() if ln.get("event") == "remediation refuse"], 20, "refused")
+        assert refused[0]["why"] == "it is the last active uplink of leaf leaf01: isolating it cuts the leaf off the fabric"
+        assert len(refused) == 1, refused                  # once, not every round
+        assert any(f["check"] in ("symbol_errors", "link_flap") and f["port"] == 3 and f["status"] == 2
+                   for f in findings(c.port))
+        assert c.actions() == [] and port_phys(fab, lid["leaf01"], 3) == "LinkUp"
+    finally:
+        c.stop()
