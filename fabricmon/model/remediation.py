@@ -65,6 +65,7 @@ class Action:
     port: int = 0                # isolate: the port set
     lid: int = 0                 # isolate: the switch's LID (InfiniBand)
     switch: str = ""             # isolate: the switch's name (Ethernet: the command's {switch})
+    address: str = ""            # isolate: where the collector reaches the switch (Ethernet: host:port, {address})
     port_name: str = ""          # isolate: the port's name where it has one (Ethernet: ifName)
     peer: str = ""               # isolate: the link's other end "<guid>:<port>" ("" for a host port)
     node: str = ""               # drain: the node; isolate of a host port: its host

@@ -178,7 +178,8 @@ class EthernetPorts:
         if c is None:
             return Outcome(False, f"no isolate_port.ethernet command for switch {a.switch}", "")
         port = a.port_name or str(a.port)
-        argv = [arg.format(switch=a.switch, address=a.guid, port=port) for arg in (c.disable if disable else c.enable)]
+        addr = a.address or a.guid
+        argv = [arg.format(switch=a.switch, address=addr, port=port) for arg in (c.disable if disable else c.enable)]
         res = self.io.run(argv, self.settings.timeout)
         return Outcome(res.ok, res.describe() if not res.ok else f"{argv[0]} exited 0", argv[0])
 

@@ -371,7 +371,7 @@ def port_round(sec: FabricSection | None, findings: list[Finding], jobs: Mapping
         a = Action(id=new_id(ISOLATE), kind=ISOLATE, target=target, label=label, mode=mode, state=TODO,
                    reason=f.line().split(" [jobs:", 1)[0], check=f.check, window=window, created=now, updated=now,
                    returns=returns, guid=key[0], port=key[1], lid=sw.lid or 0 if sw else 0,
-                   switch=sw.name if sw else "", port_name=fp.name, peer=key_text(ends[1]) if ends[1] else "",
+                   switch=sw.name if sw else "", address=sw.address if sw else "", port_name=fp.name, peer=key_text(ends[1]) if ends[1] else "",
                    node=host)
         if returns > iso.max_returns:
             a = replace(a, note=f"failed again after {returns - 1} returns: stays isolated until "

@@ -113,7 +113,8 @@ def test_the_ethernet_command_runs_as_argv_through_hostio(tmp_path) -> None:
         {"switch": "rleaf*", "disable": [str(script), "{switch}", "{address}", "interface {port}", "shutdown"],
          "enable": [str(script), "{switch}", "interface {port}", "no shutdown"]}]}}}, check_paths=False)
     ports = EthernetPorts(LiveIO(), cfg.remediation.isolate_port)
-    a = act(1, switch="rleaf01", guid="10.0.0.11:161", port_name="Ethernet4; rm -rf /", port=4)
+    a = act(1, switch="rleaf01", guid="44:38:39:00:00:11", address="10.0.0.11:161", port_name="Ethernet4; rm -rf /",
+            port=4)
     got = ports.set(a, disable=True)
     assert got.ok, got
     assert json.loads(out.read_text()) == ["rleaf01", "10.0.0.11:161", "interface Ethernet4; rm -rf /", "shutdown"]
