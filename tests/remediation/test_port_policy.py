@@ -53,7 +53,6 @@ def test_40_links_failing_on_4000_ports_isolate_exactly_20_and_trip_the_breaker(
     snap, built = big
     assert len(cabled(snap.fabric)) == 4000
     bad = [f for f in snap.findings if f.check == "symbol_errors" and f.status == 2]
-    # both ends of each link count its errors in this model: 40 links, one decision each
     assert len({policy.link_key(policy.link_ends(snap.fabric, (f.device, f.port))) for f in bad}) == 40
     t0 = time.monotonic()
     rnd = decide(snap, cfg())
