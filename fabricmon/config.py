@@ -22,6 +22,7 @@ from fabricmon.checks.roce import ROCE, RoceConfig
 from fabricmon.checks.settings import CHECKS, ChecksConfig
 from fabricmon.fabric_settings import DEFAULT_FABRIC_PORT, FABRIC, FABRIC_COLLECTORS, SOURCE_INTERVALS, FabricConfig
 from fabricmon.host.runner import DEFAULT_TOOL_DIRS
+from fabricmon.remediation.settings import SCHEMA as REMEDIATION, RemediationConfig
 from fabricmon.registry import SOURCE_PACKAGES, SourceConfig, load_sources, source_rows, source_tables
 from fabricmon.schema import (ConfigError, Context, Schema, absolute, absolute_dir, choice, existing_dir, glob_list,
                               integer, listing, mapping, matches_any, number, string, table, values)
@@ -66,6 +67,7 @@ class Config:
     fabric: FabricConfig = field(default_factory=FabricConfig)
     slurm: SlurmConfig = field(default_factory=SlurmConfig)
     serve: ServeConfig = field(default_factory=ServeConfig)
+    remediation: RemediationConfig = field(default_factory=RemediationConfig)
 
     def device_excluded(self, device: str) -> bool:
         return matches_any(device, self.exclude_devices)
@@ -116,6 +118,7 @@ SLURM: Schema[SlurmConfig] = Schema(fields=(
 SECTIONS: dict[str, Schema[Any] | None] = {
     "server": SERVER, "paths": PATHS, "sources": None, "exclude_devices": None, "expected_links": None,
     "checks": CHECKS, "logging": LOGGING, "roce": ROCE, "gpu": GPU, "fabric": FABRIC, "slurm": SLURM,
+    "remediation": REMEDIATION,
 }
 _TOP_KEYS = tuple(SECTIONS)
 
@@ -146,6 +149,7 @@ def from_dict(raw: Any, path: str | None = None, check_paths: bool = True) -> Co
         fabric=FABRIC.load(top.get("fabric"), "fabric", ctx),
         slurm=SLURM.load(top.get("slurm"), "slurm", ctx),
         serve=ServeConfig(**{k: server[k] for k in SERVE_KEYS}),
+        remediation=REMEDIATION.load(top.get("remediation"), "remediation", ctx),
     )
 
 
@@ -205,5 +209,5 @@ def reference() -> str:
     return "\n".join(out)
 
 __all__ = ["DEFAULT_CONFIG_PATH", "DEFAULT_FABRIC_PORT", "DEFAULT_PORT", "SECTIONS", "ChecksConfig", "Config",
-           "ConfigError", "ExpectedLink", "FabricConfig", "GpuConfig", "RoceConfig", "ServeConfig", "SlurmConfig", "SourceConfig",
+           "ConfigError", "ExpectedLink", "FabricConfig", "GpuConfig", "RemediationConfig", "RoceConfig", "ServeConfig", "SlurmConfig", "SourceConfig",
            "TLSConfig", "from_dict", "load", "loads", "reference", "yaml_document"]

@@ -108,6 +108,10 @@ FOR = {
     "nccl_slow_path": "1m",
     "nccl_ras_peer": "2m",        # RAS queried at most every 30 s: four answers
     "nccl_ras_stalled": "2m",     # the check already needs two answers alike; two minutes more of them
+    # remediation (docs/remediation.md): a tripped breaker is the incident itself (many failed at once): no wait;
+    # a step that keeps failing is retried with backoff by the daemon: a ticket once it has failed a while
+    "remediation_breaker": "0m",
+    "remediation_failing": "10m",
 }
 # Windows of the recording rules the dashboard reads.
 RECORD_WINDOW = "5m"
@@ -448,6 +452,8 @@ def fsel_(metric: str, extra: str = "") -> str:
 # switch's `down` port of the same cable is left out of the port alerts (both ends are one incident);
 # when the lower switch itself is gone, FabricmonFabricSwitchUnresponsive speaks for all its links.
 ONE_END = "\n  unless on (instance, job, switch_guid, port) " + 'fabricmon_fabric_link_info{%s,role="down"}'
+# either end of a link fabricmon's remediation disabled (docs/remediation.md)
+ISOLATED = "\n  unless on (instance, job, switch_guid, port) " + 'fabricmon_remediation_port_isolated{%s,mode="act"}'
 
 
 def port_finding(checks: str, status: int) -> str:
@@ -531,8 +537,9 @@ def fabric_alerts(base: str) -> list[dict]:
                                 "humanizePercentage").replace("$labels.port", "$labels.direction")
               + "), judged by the collector over consecutive sweeps: check ECMP hashing / adaptive routing"
                 " on this switch; the collector's finding names the hottest and coldest ports.", base),
+        # a link fabricmon isolated is down on purpose: FabricmonRemediation* and `fabricmon actions` report it
         alert("FabricmonFabricPortDown", named(fsel_("fabricmon_fabric_port_degraded", ',reason="down"') + " == 1"
-                                              + one_end),
+                                              + one_end + ISOLATED % F),
               "warning", FOR["fabric_port_down"], "A cabled switch port is down.",
               SWPORT + REMOTE + " was cabled at an earlier discovery and is down now"
               " (the collector's degraded_link verdict): the fabric lost this link's bandwidth and ECMP spreads"
@@ -872,6 +879,36 @@ def nccl_alerts(base: str, scheme: str) -> list[dict]:
     return [rule, ras, stalled]
 
 
+# ---- remediation (docs/remediation.md): the node daemons' drains and the collectors' isolations ------------
+def _rem_value(metric: str) -> str:
+    return ('{{ with printf "' + metric + "{instance='%s',action='%s'}\" $labels.instance $labels.action | query }}"
+            "{{ . | first | value | printf \"%.0f\" }}{{ else }}?{{ end }}")
+
+
+def remediation_alerts(base: str) -> list[dict]:
+    """Remediation's own alerts, on the node daemons and the collectors alike (each says its action)."""
+    both = "(%s{" + N + "} or %s{" + F_ + "})"
+    return [
+        alert("FabricmonRemediationBreakerTripped",
+              both.replace("%s", "fabricmon_remediation_breaker_tripped") + " == 1", "critical",
+              FOR["remediation_breaker"], "fabricmon's remediation circuit breaker tripped: it puts nothing more out of "
+              "service.",
+              "{{ $labels.instance }}: the {{ $labels.action }} circuit breaker refused to act: "
+              + _rem_value("fabricmon_remediation_breaker_out_of_service") + " already out of service, the cap is "
+              + _rem_value("fabricmon_remediation_breaker_cap") + ". More failed at once than the cap allows, so the"
+              " rest were left in service and reported: look for their common cause (a switch, a power feed, a"
+              " firmware rollout) before anything else; `fabricmon actions` on that host lists what was done and"
+              " what was refused.", base),
+        alert("FabricmonRemediationActionFailing",
+              both.replace("%s", "fabricmon_remediation_failing") + " > 0", "warning", FOR["remediation_failing"],
+              "A remediation step keeps failing (retried with backoff).",
+              "{{ $labels.instance }}: {{ $value | printf \"%.0f\" }} {{ $labels.action }} action(s) could not be"
+              f" carried out for {FOR['remediation_failing']} (an SMP Set unanswered, scontrol failing or timing"
+              " out): the daemon retries with backoff and never assumes one done; `fabricmon actions` names each"
+              " with its last error.", base),
+    ]
+
+
 def build(base: str | None = None, map_scheme: str = "http") -> str:
     base = base or DEFAULT_RUNBOOK_BASE.replace("SCHEME", map_scheme)
     doc = {"groups": [
@@ -883,6 +920,7 @@ def build(base: str | None = None, map_scheme: str = "http") -> str:
         {"name": "fabricmon.optics.alerts",
          "rules": optics_node_alerts(base) + with_map_urls(optics_fabric_alerts(base), map_scheme)},
         {"name": "fabricmon.nccl.alerts", "rules": nccl_alerts(base, map_scheme)},
+        {"name": "fabricmon.remediation.alerts", "rules": remediation_alerts(base)},
     ]}
 
     class Dumper(yaml.SafeDumper):

@@ -217,6 +217,23 @@ def nccl_exposition() -> str:
     return render(Snapshot(time=1.0, findings=[], sources={}, builds=BuildStats(), nccl=sec, ras=ras)).decode()
 
 
+def remediation_exposition() -> str:
+    """A collector's exposition with remediation acting (a port isolated, the breaker tripped, a step failing):
+    what the remediation alerts read (the bundles are replays: no Remediator runs on them)."""
+    from fabricmon.exporter.render import render
+    from fabricmon.model.remediation import Action, Breaker, RemediationSection
+    from fabricmon.model.snapshot import BuildStats, Snapshot
+    a = Action("p1", "isolate_port", "0000000000200002:3", "leaf01 port 3", "act", "done", "CRITICAL symbol_errors",
+               "symbol_errors", 3600.0, 1.0, 1.0, effective=1.0, clean_since=1.0, guid="0000000000200002", port=3,
+               switch="leaf01")
+    b = Action("p2", "isolate_port", "0000000000200002:4", "leaf01 port 4", "act", "todo", "CRITICAL symbol_errors",
+               "symbol_errors", 3600.0, 1.0, 1.0, attempts=2, error="unanswered", guid="0000000000200002", port=4)
+    rem = RemediationSection("fabric", {"isolate_port": "act", "drain_node": "off"}, actions=(a, b),
+                             counts={("isolate_port", "act", "done"): 1},
+                             breakers={"isolate_port": Breaker(10, 10, 1, True, "max(10, ...)")})
+    return render(Snapshot(time=1.0, findings=[], sources={}, builds=BuildStats(), remediation=rem)).decode()
+
+
 def exported_names(text: str) -> set[str]:
     """Every sample name in an exposition (histograms give _bucket/_sum/_count)."""
     return set(re.findall(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)[{ ]", text, re.M))
