@@ -18,7 +18,7 @@ from ship_helpers import make_apt_packages
 
 DEMO = {"python3-venv", "ibsim-utils", "libumad2sim0", "infiniband-diags", "opensm"}
 ETHERNET_DEMO = {"snmpsim", "snmp"}      # the Ethernet fabric beside it: the switch simulator, net-snmp's tools
-TOOLCHAIN = {"prometheus", "prometheus-alertmanager", "chromium", "systemd", "openssl"}
+TOOLCHAIN = {"prometheus", "prometheus-alertmanager", "chromium", "systemd", "openssl", "victoria-metrics", "etcd-server"}
 
 
 def make() -> str:
