@@ -55,6 +55,7 @@ FIXTURE_MARKERS: dict[str, tuple[str, ...]] = {
     "sim_fabric": ("sim",),             # the ibsim simulator (and opensm)
     "sim_slurm": ("slurm",),            # slurmctld, a slurmd per node, munged
     "browser": ("browser",),            # headless Chromium
+    "etcd_server": ("process",),        # a real etcd (Debian etcd-server) and lease holders as processes
 }
 
 #: module (or module::test) under tests/ -> its markers, for what no directory or fixture rule finds.

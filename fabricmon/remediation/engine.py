@@ -34,7 +34,7 @@ from fabricmon.remediation.actuators import EthernetPorts, InfinibandPorts, Outc
 from fabricmon.remediation.lease import Lease, make_lease
 from fabricmon.remediation.policy import CHECK, Event, SlurmView, cap_of, counters_now, parse_key
 from fabricmon.remediation.record import Record, record_path
-from fabricmon.remediation.settings import effective_modes
+from fabricmon.remediation.settings import effective_modes, lease_guard
 
 log = structlog.get_logger("fabricmon.remediation")
 KEEP_SHOWN = 50                 # closed actions a snapshot shows (the record keeps remediation.keep_closed)
@@ -51,7 +51,8 @@ class Remediator:
         self.host = host
         sd = config.state_dir
         self.record = record if record is not None else Record(record_path(sd, self.scope), self.cfg.keep_closed)
-        self.lease = lease if lease is not None else make_lease(self.cfg.lease, sd, self.scope)
+        self.lease = lease if lease is not None else make_lease(self.cfg.lease, sd, self.scope, lease_guard(self.cfg),
+                                                                config.fabric.shard)
         fc = config.fabric
         self.ports: InfinibandPorts | EthernetPorts = (
             EthernetPorts(io, self.cfg.isolate_port) if collector == "ethernet" else
@@ -150,8 +151,10 @@ class Remediator:
             else:
                 rnd = policy.node_round(findings, self.host, actions, self.cfg, self.config.checks, now,
                                         self.record.new_id, slurm if isinstance(slurm, SlurmView) else None)
-        self._carry_out(rnd, snap, now)
-        if now - self._last_verify >= self.verify_every:
+        lost = self._carry_out(rnd, snap, now)
+        if lost is not None:
+            held, how = False, lost
+        elif now - self._last_verify >= self.verify_every:
             self._last_verify = now
             self._verify(rnd, snap, now)
         for e in rnd.events:
@@ -189,7 +192,8 @@ class Remediator:
         return got
 
     # --- carrying out -----------------------------------------------------------------------------
-    def _carry_out(self, rnd: policy.Round, snap: Snapshot | None, now: float) -> None:
+    def _carry_out(self, rnd: policy.Round, snap: Snapshot | None, now: float) -> str | None:
+        """Each due step, the lease asked again before it; why the lease ended, where it did (None: it held)."""
         modes = effective_modes(self.cfg)
         for a in sorted(rnd.actions.values(), key=lambda a: a.created):
             if not a.open:
@@ -211,8 +215,14 @@ class Remediator:
             if a.next_try is not None and now < a.next_try:
                 continue
             if self._stop.is_set():
-                return
+                return None
+            still, why = self.lease.hold()      # a step only on a lease that outlasts it (etcd's may be ending)
+            if not still:
+                log.info("remediation lease", held=still, lease=why, scope=self.scope)
+                self._held = still
+                return why
             rnd.put(self._step(a, rnd, snap, now))
+        return None
 
     def _step(self, a: Action, rnd: policy.Round, snap: Snapshot | None, now: float) -> Action:
         putting_out = a.state == TODO

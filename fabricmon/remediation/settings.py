@@ -71,8 +71,15 @@ class Exclusion:
 
 @dataclass(frozen=True, slots=True)
 class LeaseSettings:
-    kind: str = "single"                     # single: this collector holds it; file: an flock on `path`
+    kind: str = "single"                     # single: this collector holds it; file: an flock on `path`; etcd
     path: str | None = None                  # file: default <state_dir>/remediation.lease
+    endpoints: tuple[str, ...] = ()          # etcd: the cluster's client URLs (http://host:2379), tried in order
+    key: str = ""                            # etcd: the key the holder creates ({shard}, {shards} expanded)
+    ttl: int = 30                            # etcd: the lease's TTL, seconds
+    timeout: float = 2.0                     # etcd: seconds for one request
+    ca_file: str | None = None               # etcd over https: the CA, and a client certificate and key
+    cert_file: str | None = None
+    key_file: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -230,17 +237,68 @@ DRAIN: Schema[DrainSettings] = Schema(fields=(
     number("timeout", _D_DRAIN.timeout, "seconds for one Slurm command (then its process group is killed)", lo=0.1),
 ), build=lambda v, key, ctx: DrainSettings(**v))
 
+def _endpoint(value: Any, key: str, ctx: Context) -> str:
+    if not isinstance(value, str) or not re.fullmatch(r"https?://[^/\s]+/?", value):
+        raise ConfigError(key, f"expected an etcd client URL (http://host:2379 or https://...), got {value!r}")
+    return value
+
+
+def _lease_key(value: Any, key: str, ctx: Context) -> str:
+    if not isinstance(value, str) or not value.startswith("/") or re.search(r"\{(?!shards?\})", value):
+        raise ConfigError(key, f"expected a key starting with / (placeholders: {{shard}}, {{shards}}), got {value!r}")
+    return value
+
+
+def _check_lease(values: dict[str, Any], m: Mapping[str, Any], key: str, ctx: Context) -> None:
+    if values["kind"] == "etcd":
+        if not values["endpoints"]:
+            raise ConfigError(f"{key}.endpoints", "kind etcd needs the etcd cluster's client URLs")
+        if not values["key"]:
+            raise ConfigError(f"{key}.key", "kind etcd needs a key, one per fabric (the replicas of one collector "
+                              "share it; another fabric's collectors must not): e.g. /fabricmon/rail0/remediation-{shard}")
+
+
 LEASE: Schema[LeaseSettings] = Schema(fields=(
     choice("kind", "single", "who acts among collectors of one fabric: `single` (this one: the only collector), "
-           "`file` (the holder of an flock on `path`: collectors on one host); issue 49 adds `etcd`",
-           ("single", "file"), reason="expected single or file"),
+           "`file` (the holder of an flock on `path`: collectors on one host), `etcd` (the holder of a lease on an "
+           "etcd cluster: collectors on several hosts; [scale.md](scale.md#one-lease))",
+           ("single", "file", "etcd"), reason="expected single, file or etcd"),
     string("path", None, "the lock file of `kind: file`", null=True, default_doc="`<paths.state_dir>/remediation.lease`"),
-), build=lambda v, key, ctx: LeaseSettings(**v))
+    listing("endpoints", (), "`kind: etcd`: the etcd cluster's client URLs (its v3 HTTP/JSON gateway), tried in "
+            "order", _endpoint, "URLs", default_doc="`[]`"),
+    custom("key", "", "`kind: etcd`: the key the holder creates with its lease, one per fabric and shard "
+           "(`{shard}`, `{shards}` are this collector's)", _lease_key, "string", default_doc="none (required)"),
+    integer("ttl", 30, "`kind: etcd`: the lease's TTL in seconds: a holder killed outright is replaced this long "
+            "after its last keep-alive; a holder cut off from etcd stops acting the longest step of a round (the "
+            "largest of `isolate_port.timeout` and `drain_node.timeout`, plus 2 s) before it can expire, and "
+            "keeps it alive three times in the rest", lo=3),
+    number("timeout", 2.0, "`kind: etcd`: seconds for one request to etcd", lo=0.1),
+    string("ca_file", None, "`kind: etcd` over https: the CA file", null=True),
+    string("cert_file", None, "`kind: etcd` over https: the client certificate", null=True),
+    string("key_file", None, "`kind: etcd` over https: the client certificate's key", null=True),
+), build=lambda v, key, ctx: LeaseSettings(**v), check=_check_lease)
+
+
+def lease_guard(cfg: "RemediationConfig") -> float:
+    """The longest one step of a round can take (a port command or a Slurm command, and the read-back): the
+    etcd lease's holder holds only while more than this is left of its lease."""
+    return max(cfg.isolate_port.timeout, cfg.drain_node.timeout) + 2.0
 
 
 def _check(values: dict[str, Any], m: Mapping[str, Any], key: str, ctx: Context) -> None:
     if values["retry_max"] < values["retry_first"]:
         raise ConfigError(f"{key}.retry_max", f"{values['retry_max']:g} is below retry_first ({values['retry_first']:g})")
+    lease = values["lease"]
+    if lease.kind == "etcd":
+        guard = max(values["isolate_port"].timeout, values["drain_node"].timeout) + 2.0
+        # the holder acts while more than `guard` is left of its lease, and keeps it alive three times in the
+        # rest (ttl - guard): one keep-alive lost (its request timing out) leaves it acting
+        if lease.ttl - guard < 3 * lease.timeout + 3:
+            raise ConfigError(f"{key}.lease.ttl", f"{lease.ttl} s is too short: a holder acts while more than "
+                              f"{guard:g} s of it are left (the longest step: isolate_port.timeout or "
+                              f"drain_node.timeout, + 2 s) and keeps it alive three times in the rest, each request "
+                              f"up to lease.timeout ({lease.timeout:g} s): at least "
+                              f"{guard + 3 * lease.timeout + 3:g} s")
 
 
 SCHEMA: Schema[RemediationConfig] = Schema(fields=(
@@ -282,4 +340,4 @@ def effective_modes(cfg: RemediationConfig) -> Mapping[str, str]:
 
 
 __all__ = ["DRAIN", "DrainSettings", "EthernetCommand", "Exclusion", "ISOLATE", "IsolateSettings", "LEASE",
-           "LeaseSettings", "RemediationConfig", "SCHEMA", "effective_modes", "exclusion_for"]
+           "LeaseSettings", "RemediationConfig", "SCHEMA", "effective_modes", "exclusion_for", "lease_guard"]

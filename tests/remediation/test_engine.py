@@ -85,6 +85,33 @@ def test_only_the_holder_acts() -> None:
     assert not sec.held and sec.lease == "another collector holds it" and sec.actions == () and io.argv == []
 
 
+class EndsMidRound:
+    """A lease held when the round starts and ending before its first step (an etcd lease whose keep-alives
+    stopped: its holder holds only while a step fits in what is left of it)."""
+
+    def __init__(self):
+        self.asked = 0
+
+    def hold(self):
+        self.asked += 1
+        return (True, "holds it") if self.asked == 1 else (False, "stopped acting: its lease may end in 2.0 s")
+
+    def release(self):
+        pass
+
+
+def test_a_step_is_taken_only_on_a_lease_that_still_holds() -> None:
+    lease = EndsMidRound()
+    snap, _, io, rem = setup(lease=lease)
+    sec = rem.round(snap)
+    assert io.argv == [] and lease.asked == 2           # decided at the round's start, not carried out
+    assert [a.state for a in sec.actions] == ["todo"]
+    assert not sec.held and sec.lease == "stopped acting: its lease may end in 2.0 s"
+    rem.lease = SingleHolder()
+    sec = rem.round(snap)                               # held again at the next round: carried out then
+    assert [a.state for a in sec.actions] == ["done"] and io.argv[0][-1] == "disable"
+
+
 def test_the_argv_it_runs_and_the_step_read_back() -> None:
     snap, _, io, rem = setup()
     sec = rem.round(snap)

@@ -138,7 +138,7 @@ def test_slurm_unreadable_is_said_and_an_unsafe_node_name_refused(tmp_path) -> N
     ({"isolate_port": {"ethernet": [{"switch": "x", "disable": "shutdown", "enable": ["y"]}]}},
      "remediation.isolate_port.ethernet[0].disable"),
     ({"drain_node": {"scontrol": "-x"}}, "remediation.drain_node.scontrol"),
-    ({"lease": {"kind": "etcd"}}, "remediation.lease.kind"),
+    ({"lease": {"kind": "zookeeper"}}, "remediation.lease.kind"),
     ({"isolate_port": {"classes": ["fatal", "bad"]}}, "remediation.isolate_port.classes[1]"),
 ])
 def test_a_config_error_names_the_key(doc, key) -> None:
