@@ -41,6 +41,31 @@ def scrape(port: int, query: str = "") -> bytes:
     return gzip.decompress(body) if body[:2] == b"\x1f\x8b" else body
 
 
+def who_holds() -> None:
+    """Every live Snapshot and FabricSection, and what refers to each (type, and for a dict the object whose
+    __dict__ or attribute it is, when found)."""
+    import gc
+    from fabricmon.model.fabric import FabricSection
+    from fabricmon.model.snapshot import Snapshot
+    gc.collect()
+    objs = [o for o in gc.get_objects() if isinstance(o, (Snapshot, FabricSection))]
+    print(f"\n{sum(isinstance(o, Snapshot) for o in objs)} snapshots, "
+          f"{sum(isinstance(o, FabricSection) for o in objs)} fabric sections alive:")
+    for o in objs:
+        refs = []
+        for r in gc.get_referrers(o):
+            if r is objs or isinstance(r, type(sys._getframe())):
+                continue
+            name = type(r).__name__
+            if isinstance(r, (dict, list, tuple)):
+                owners = [type(x).__name__ for x in gc.get_referrers(r) if x is not objs
+                          and not isinstance(x, type(sys._getframe()))][:3]
+                name += f"<-{'/'.join(owners)}"
+            refs.append(name)
+        extra = f" {len(o.ports)} ports" if isinstance(o, FabricSection) else f" t={o.time:.0f}"
+        print(f"  {type(o).__name__} {id(o):x}{extra}: held by {', '.join(refs)}")
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--attach", required=True, help="the simulator's client environment (JSON)")
@@ -49,6 +74,8 @@ def main() -> int:
     ap.add_argument("--by", choices=("file", "line"), default="line")
     ap.add_argument("--no-trace", action="store_true", help="RSS only (no tracemalloc)")
     ap.add_argument("--frames", type=int, default=1, help="tracemalloc frames kept (1: the allocating line)")
+    ap.add_argument("--who", action="store_true", help="list the live snapshots and fabric sections, and what "
+                                                      "holds each (one level of referrers)")
     args = ap.parse_args()
     env = json.loads(Path(args.attach).read_text())
     if os.environ.get("LD_PRELOAD") != env.get("LD_PRELOAD") or os.environ.get("IBSIM_SOCKNAME") != env.get("IBSIM_SOCKNAME"):
@@ -82,11 +109,22 @@ def main() -> int:
                 if line.startswith('fabricmon_source_runs_total{source="sweep"}'):
                     runs = float(line.split()[-1])
             print(f"# {time.monotonic() - t0:.0f} s: {runs:.0f} sweeps, RSS {rss_mib():.0f} MiB", file=sys.stderr)
+        # between sweeps: the next sweep built and rendered (scraped just after its build), then nothing in flight
+        want = runs + 1
+        while runs < want:
+            time.sleep(0.2)
+            body = scrape(d.port).decode()
+            runs = float(next((ln.split()[-1] for ln in body.splitlines()
+                               if ln.startswith('fabricmon_source_runs_total{source="sweep"}')), runs))
+        del body
+        time.sleep(3.0)
         snap = d.snapshot
         cabled = sum(len(sw.links) for sw in snap.fabric.switches.values()) if snap and snap.fabric else 0
         rss = rss_mib()
         print(f"RSS {rss:.0f} MiB after {runs:.0f} sweeps; {cabled} cabled switch ports: "
               f"{rss * 1024 / max(cabled, 1):.2f} KiB per cabled port")
+        if args.who:
+            who_holds()
         if args.no_trace:
             return 0
         traced = tracemalloc.get_traced_memory()[0]
