@@ -261,11 +261,15 @@ def anchor(name: str) -> str:
     return name.lower()
 
 
+# alerts whose expression keeps no instance label either (an aggregate over a job's targets)
+NO_INSTANCE = {"FabricmonFabricShardAbsent"}
+
+
 def runbook_url(name: str, expr: str, base: str) -> str:
     """base#<alert>; an absent() alert has no instance, so by default it links to the runbooks of any
     fabricmon target that is up (a node daemon or a collector)."""
     url = f"{base}#{anchor(name)}"
-    if INSTANCE in base and expr.startswith("absent("):
+    if INSTANCE in base and (expr.startswith("absent(") or name in NO_INSTANCE):
         live = ("{{ with query `up{%s} == 1 or up{%s} == 1` }}{{ (index . 0).Labels.instance }}{{ else }}"
                 "no-fabricmon-target-is-up{{ end }}" % (SELECTOR, FABRIC_SELECTOR))
         url = url.replace(INSTANCE, live)
@@ -520,6 +524,18 @@ HIDES = ("It hides: "
          " (the shipped Alertmanager inhibit_rules).")
 
 
+def shard_absent() -> str:
+    """The shards reporting (each counted once, whatever its replicas and instances) below the shards the fabric
+    is swept in; or none of a fabric's shards seen in the last day reporting now (0). Grouped by what is left of
+    the target labels: the job and a site's own (a rail's `fabric` label), never the shard's instance."""
+    F = FABRIC_SELECTOR
+    present = f"max without (instance, replica) (fabricmon_fabric_shard_info{{{F}}})"
+    shards = f"max without (instance, replica) (fabricmon_fabric_shards{{{F}}})"
+    return (f"count without (shard, shards) (\n  {present}\n) < {shards}\nor\n"
+            f"0 * (\n  max without (instance, replica) (max_over_time(fabricmon_fabric_shards{{{F}}}[1d]))\n"
+            f"  unless {shards}\n)")
+
+
 def fabric_alerts(base: str) -> list[dict]:
     T, F = THRESHOLDS, FABRIC_SELECTOR
     one_end = ONE_END % F
@@ -620,10 +636,24 @@ def fabric_alerts(base: str) -> list[dict]:
               "{{ $labels.instance }}: the last sweep that read every switch without an error is "
               "{{ $value | humanizeDuration }} old: some switches return no counters"
               " (fabricmon_source_errors_total{source=\"sweep\", kind=\"read\"}) or sweeps time out.", base),
-        alert("FabricmonFabricCollectorDown", f"up{{{F}}} == 0", "critical", FOR["fabric_down"],
+        # a shard's replicas (the `replica` target label, docs/scale.md) are one collector: down when none answers
+        alert("FabricmonFabricCollectorDown", f"max without (replica) (up{{{F}}}) == 0", "critical", FOR["fabric_down"],
               "The fabric collector cannot be scraped.",
               "{{ $labels.instance }} (job {{ $labels.job }}) has not answered scrapes for "
-              f"{FOR['fabric_down']}: its shard of the fabric (switch ports, ECMP balance) is unmonitored.", base),
+              f"{FOR['fabric_down']} (none of its replicas, where it has several): its shard of the fabric (switch"
+              " ports, ECMP balance) is unmonitored.", base),
+        # fewer shards report than the fabric is swept in (a shard's targets gone from service discovery, or never
+        # scraped), or every shard of a fabric seen in the last day is gone: its switches go unwatched, and silent
+        alert("FabricmonFabricShardAbsent", shard_absent(), "critical", FOR["fabric_down"],
+              "A shard of the fabric reports nothing.",
+              "{{ $value }} of {{ with printf \"max without (instance, replica) (max_over_time(fabricmon_fabric_shards"
+              "{job='%s'}[1d]))\" $labels.job | query }}{{ . | first | value }}{{ else }}its{{ end }} shards of job"
+              " {{ $labels.job }} report fabricmon_fabric_shard_info: the switches of the others are unmonitored (not"
+              " down: their alerts are silent, never resolved). Shards seen in the last day and absent now:"
+              " {{ range printf \"max without (instance, replica) (max_over_time(fabricmon_fabric_shard_info{job='%s'}"
+              "[1d])) unless max without (instance, replica) (fabricmon_fabric_shard_info{job='%s'})\" $labels.job"
+              " $labels.job | query }}{{ .Labels.shard }} {{ end }}(of {{ $labels.job }}). Start the shard's"
+              " collectors, or put their targets back.", base),
         alert("FabricmonFabricCollectorAbsent", f"absent(up{{{F}}})", "critical", FOR["fabric_absent"],
               "No fabric collector is scraped at all.",
               f"Prometheus has no target matching {{{F}}}: no switch port, ECMP group or subnet manager is watched.",

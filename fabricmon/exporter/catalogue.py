@@ -993,6 +993,9 @@ CATALOGUE: tuple[Metric, ...] = (
            _fabric(lambda fab: [((), len(fab.ports))])),
     Metric("fabricmon_fabric_shard_info", G, "This collector's shard: switches whose GUID hash % shards == shard.",
            ("shard", "shards"), _fabric(lambda fab: [((str(fab.shard[0]), str(fab.shard[1])), 1)])),
+    Metric("fabricmon_fabric_shards", G, "The shards its fabric is swept in (fabric.shard's n): as many shards, each "
+           "with its replicas, must report fabricmon_fabric_shard_info (FabricmonFabricShardAbsent).", (),
+           _fabric(lambda fab: [((), fab.shard[1])])),
     Metric("fabricmon_fabric_topology_changes", C, "Links or nodes that appeared or vanished between discoveries.",
            (), _fabric(lambda fab: [((), fab.topology_changes)])),
     Metric("fabricmon_fabric_route_imbalance_ratio", G, "max/mean of the remote destinations (CA LIDs not below the "

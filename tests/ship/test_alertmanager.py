@@ -22,7 +22,7 @@ def test_amtool_accepts_the_example():
     amtool = require_tool("amtool", "prometheus-alertmanager")
     res = subprocess.run([amtool, "check-config", str(ALERTMANAGER)], capture_output=True, text=True, timeout=60)
     assert res.returncode == 0 and "SUCCESS" in res.stdout, res.stdout + res.stderr
-    assert "7 inhibit rules" in res.stdout and "2 receivers" in res.stdout
+    assert "8 inhibit rules" in res.stdout and "2 receivers" in res.stdout
 
 
 def routes(route: dict) -> list[dict]:

@@ -71,17 +71,19 @@ def test_every_alert_follows_the_conventions():
         assert ann["summary"].strip() and ann["description"].strip(), name
         # absolute: the daemon that raised it serves the runbooks (an absent() alert: any fabricmon target up)
         url = ann["runbook_url"]
-        if a["expr"].startswith("absent("):
+        # absent(), or an aggregate over a job's targets (FabricmonFabricShardAbsent): no instance to name
+        no_instance = a["expr"].startswith("absent(") or name in build_rules.NO_INSTANCE
+        if no_instance:
             assert re.fullmatch(r"http://\{\{ with query `up\{[^`]+` \}\}.+\{\{ end \}\}/runbooks#\w+", url), url
         else:
             assert url.startswith("http://{{ $labels.instance }}/runbooks#"), url
         assert url.split("#", 1)[1] == name.lower() and name.lower() in anchors, f"{name}: no heading in docs/runbooks.md"
-        if not a["expr"].startswith("absent("):       # absent() has no instance to name
+        if not no_instance:
             assert "{{ $labels.instance }}" in ann["description"], name
         fabric = re.search(r"fabricmon_(fabric|ecmp)_", a["expr"])
         if fabric:
             # switch-level alerts name the switch; switch-port alerts the port and its remote end too
-            if not a["expr"].startswith("absent(") and "sm_master" not in a["expr"] and "check_status" not in a["expr"]:
+            if not no_instance and "sm_master" not in a["expr"] and "check_status" not in a["expr"]:
                 assert "{{ $labels.switch }}" in ann["description"], name
             if '"switch_port", "$1", "port"' in a["expr"]:          # a switch-port alert (build_rules.named)
                 assert "{{ $labels.port }}" in ann["description"] and "{{ $labels.remote_name }}" in ann["description"], name
