@@ -720,6 +720,16 @@ def _remediation(fn: Callable[[RemediationSection], Iterable[Sample]]) -> Callab
     return samples
 
 
+def _rem_held(fn: Callable[[RemediationSection], Iterable[Sample]]) -> Callable[[Snapshot], Iterator[Sample]]:
+    """Remediation's state, from the lease's holder only: a collector that does not hold it decides and does
+    nothing, so it has nothing to say (no zeros: in a store that deduplicates a pair's series, the holder's
+    samples are the only ones)."""
+    def samples(snap: Snapshot) -> Iterator[Sample]:
+        rem = snap.remediation
+        return iter(()) if rem is None or not rem.held else iter(fn(rem))
+    return samples
+
+
 def _rem_in_effect(kind: str) -> Callable[[RemediationSection], Iterable[Sample]]:
     def samples(rem: RemediationSection) -> Iterable[Sample]:
         if kind == ISOLATE and rem.scope == "node":
@@ -1102,33 +1112,34 @@ CATALOGUE: tuple[Metric, ...] = (
            "counted, nothing touched), 2 act.", ("action",),
            _remediation(lambda rem: [((k,), MODE_VALUE[rem.modes.get(k, "off")]) for k in ACTIONS])),
     Metric("fabricmon_remediation_lease_held", G, "1 while this daemon holds remediation's lease (only the holder "
-           "acts; an HA pair's other collector shows 0).", (),
+           "acts, and exports remediation's actions, caps and breakers; an HA pair's other collector shows 0, "
+           "and nothing else of remediation but its modes).", (),
            _remediation(lambda rem: [((), 1 if rem.held else 0)])),
     Metric("fabricmon_remediation_actions", C, "Remediation's decisions and steps by action, mode and result (done, "
            "dry_run, refused, failed, returned, undone, released), since start.", ("action", "mode", "result"),
-           _remediation(lambda rem: [(k, v) for k, v in sorted(rem.counts.items())])),
+           _rem_held(lambda rem: [(k, v) for k, v in sorted(rem.counts.items())])),
     Metric("fabricmon_remediation_isolated_ports", G, "Fabric links fabricmon isolated now (in dry_run: would have).",
-           ("mode",), _remediation(_rem_in_effect(ISOLATE))),
+           ("mode",), _rem_held(_rem_in_effect(ISOLATE))),
     Metric("fabricmon_remediation_drained_nodes", G, "Nodes fabricmon drained now (in dry_run: would have).",
-           ("mode",), _remediation(_rem_in_effect(DRAIN))),
+           ("mode",), _rem_held(_rem_in_effect(DRAIN))),
     Metric("fabricmon_remediation_port_isolated", G, "1 for each end of each link fabricmon isolated (`end`: set, the "
            "port it disabled; peer, the other end, which hardware takes down with it), with the action's id "
            "(`fabricmon actions`).", ("switch_guid", "switch", "port", "mode", "id", "end"),
-           _remediation(_rem_isolated)),
+           _rem_held(_rem_isolated)),
     Metric("fabricmon_remediation_waiting", G, "Open actions waiting for something first (a host port for its node "
-           "to be idle).", ("action",), _remediation(_rem_open(lambda st, err: st == "waiting"))),
+           "to be idle).", ("action",), _rem_held(_rem_open(lambda st, err: st == "waiting"))),
     Metric("fabricmon_remediation_failing", G, "Open actions whose last try failed (an SMP Set unanswered, scontrol "
            "failed or timed out): retried with backoff, never assumed done.", ("action",),
-           _remediation(_rem_open(lambda st, err: bool(err) and st in ("todo", "returning")))),
+           _rem_held(_rem_open(lambda st, err: bool(err) and st in ("todo", "returning")))),
     Metric("fabricmon_remediation_breaker_tripped", G, "1 when the action's circuit breaker refused a decision in "
            "the last round (more would be out of service than its cap allows).", ("action",),
-           _remediation(_rem_breaker(lambda cap, used, tripped: 1 if tripped else 0))),
+           _rem_held(_rem_breaker(lambda cap, used, tripped: 1 if tripped else 0))),
     Metric("fabricmon_remediation_breaker_cap", G, "The most the circuit breaker lets be out of service at once "
            "(isolate_port: links, max(min_cap, max_fraction x cabled switch ports); drain_node: nodes of the "
-           "node's smallest partition).", ("action",), _remediation(_rem_breaker(lambda cap, used, tripped: cap))),
+           "node's smallest partition).", ("action",), _rem_held(_rem_breaker(lambda cap, used, tripped: cap))),
     Metric("fabricmon_remediation_breaker_out_of_service", G, "What the circuit breaker counts against its cap now "
            "(isolate_port: fabricmon's links and those found down by others; drain_node: nodes drained by fabricmon).",
-           ("action",), _remediation(_rem_breaker(lambda cap, used, tripped: used))),
+           ("action",), _rem_held(_rem_breaker(lambda cap, used, tripped: used))),
     # fabricmon itself
     Metric("fabricmon_source_enabled", G, "1 if the source is enabled.", ("source",),
            _sources(lambda s: 1 if s.enabled else 0, enabled_only=False)),

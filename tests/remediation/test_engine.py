@@ -139,3 +139,23 @@ def test_turned_off_it_drops_what_it_had_not_done_and_still_returns_what_is_out(
     assert by["p9"].state == "released" and "remediation.isolate_port.mode is now off" in by["p9"].note
     assert by[done.id].state == "returned"                  # its clean window ran out: re-enabled
     assert io.argv == [["ibportstate", str(done.lid), "3", "enable"]]
+
+
+def test_a_collector_without_the_lease_exports_its_modes_and_that_it_does_not_hold_it_nothing_else() -> None:
+    """An HA pair's series are deduplicated in the store (docs/scale.md): the holder's remediation state must be the
+    only one there, so the other collector, which decides nothing, says nothing of it (no zeros)."""
+    import re
+    from fabricmon.exporter.render import render
+    from fabricmon.model.remediation import Breaker, RemediationSection
+    from fabricmon.model.snapshot import BuildStats, Snapshot
+
+    def names(held: bool) -> set[str]:
+        rem = RemediationSection("fabric", {"isolate_port": "act", "drain_node": "off"}, held=held,
+                                 counts={("isolate_port", "act", "done"): 1},
+                                 breakers={"isolate_port": Breaker(10, 3, 0, False, "max(10, ...)")})
+        text = render(Snapshot(time=1.0, findings=[], sources={}, builds=BuildStats(), remediation=rem)).decode()
+        return set(re.findall(r"^(fabricmon_remediation_\w+)", text, re.M))
+    holder, other = names(True), names(False)
+    assert other == {"fabricmon_remediation_mode", "fabricmon_remediation_lease_held"}
+    assert holder > other | {"fabricmon_remediation_actions_total", "fabricmon_remediation_isolated_ports",
+                             "fabricmon_remediation_breaker_cap", "fabricmon_remediation_failing"}
