@@ -75,6 +75,7 @@ FOR = {
     "gpu": "15m",                 # GPUDirect / affinity: configuration, not transient
     "counter_saturated": "15m",
     "qp_fatal": "0m",
+    "phy_ber": "10m",             # the check needs its own 12-minute window; a verdict that holds 10 min more
     "kernel": "0m",               # a kernel log event: the finding holds (fatal: until reboot), no need to wait
     "source_failing": "15m",
     "source_errors": "30m",
@@ -158,6 +159,17 @@ VERDICTS = [
      "symbol errors rose by " + value_of(increase("fabricmon_ib_port_symbol_errors_total", "1h"), INT)
      + " in the last hour (the daemon's symbol_errors check): physical-layer bit errors; clean or reseat"
        " the connectors, or replace the cable or transceiver."),
+    ("FabricmonPortBitErrorRatio", "phy_ber", "critical warning", "phy_ber",
+     "Bit error ratio above the link's budget.",
+     "raw (pre-FEC) bit error ratio "
+     + value_of("max(" + port_sel("fabricmon_port_bit_error_ratio", ",kind='raw',window='short'") + ")", 'printf "%.1e"')
+     + ", effective (post-FEC) "
+     + value_of("max(" + port_sel("fabricmon_port_bit_error_ratio", ",kind='effective',window='short'") + ")",
+                'printf "%.1e"')
+     + " over the short window, against the budget of the link's speed, FEC mode and medium (the daemon's phy_ber"
+       " check, status {{ $value }}; `fabricmon check -v` names the budget, the window and the part): over the raw"
+       " budget only, the FEC still corrects everything and a repair can be planned; over the effective or symbol"
+       " budget, frames are lost."),
     ("FabricmonLinkFlapping", "link_flap", "critical warning", "verdict",
      "InfiniBand link is flapping.",
      "the link went down " + value_of(increase("fabricmon_ib_port_link_downed_total", "12h"), INT)
@@ -244,7 +256,7 @@ VERDICTS = [
      " RDMA device, or does not parse."),
 ]
 STATUS = {"critical": 2, "warning": 1}
-PORT_DESC_CHECKS = {"symbol_errors", "link_flap", "link_error_recovery", "link_integrity", "receive_errors",
+PORT_DESC_CHECKS = {"symbol_errors", "phy_ber", "link_flap", "link_error_recovery", "link_integrity", "receive_errors",
                     "transmit_discards", "roce_pfc", "roce_pfc_lossy", "roce_trust", "roce_mtu",
                     "roce_pause_rate", "roce_pause_duration", "roce_pause_storm", "roce_lossless_drops",
                     "roce_cnp_ignored"}

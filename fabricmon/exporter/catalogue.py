@@ -22,6 +22,7 @@ from fabricmon.model.compact import COUNTER_NAMES, PortCounters
 from fabricmon.model.gpu import AffinityResult, GpuInfo
 from fabricmon.model.jobs import JobsSection
 from fabricmon.model.nccl import NcclPath, NcclSection
+from fabricmon.model.ber import KINDS, BerPort
 from fabricmon.model.optics import LaneDiag, ModuleDiag, NodeModule
 from fabricmon.model.ports import PortView
 from fabricmon.model.roce import NetdevInfo, RoceView, roce_mtu
@@ -683,6 +684,64 @@ def _opt_thresholds(lv: Labels, m: NodeModule) -> Iterator[Sample]:
                 yield (*lv, name, level), v * scale
 
 
+# --- physical-layer BER (docs/ber.md) ---------------------------------------------------------------
+BER_PORT = ("device", "port", "source")
+
+
+def _ber(fn: Callable[[Snapshot, BerPort], Iterable[Sample]]) -> Callable[[Snapshot], Iterator[Sample]]:
+    def samples(snap: Snapshot) -> Iterator[Sample]:
+        if snap.ber is None:
+            return
+        for p in snap.ber.ports:
+            yield from fn(snap, p)
+    return samples
+
+
+def _ber_counter(name: str, scale: float = 1.0) -> Callable[[Snapshot], Iterator[Sample]]:
+    def fn(snap: Snapshot, p: BerPort) -> Iterator[Sample]:
+        v = p.counters.get(name)
+        if v is not None:
+            yield (p.device, str(p.port), p.source), v * scale
+    return _ber(fn)
+
+
+def _ber_info(snap: Snapshot, p: BerPort) -> Iterator[Sample]:
+    yield (p.device, str(p.port), p.source, p.fec, p.medium, p.speed), 1
+
+
+def _ber_lanes(snap: Snapshot, p: BerPort) -> Iterator[Sample]:
+    for lane, v in sorted(p.counters.lanes().items()):
+        yield (p.device, str(p.port), p.source, str(lane)), v
+
+
+def _ber_bins(snap: Snapshot, p: BerPort) -> Iterator[Sample]:
+    for (lo, hi), v in p.counters.bins().items():
+        yield (p.device, str(p.port), p.source, str(lo), str(hi)), v
+
+
+def _ber_ratio(snap: Snapshot, p: BerPort) -> Iterator[Sample]:
+    v = snap.ber.verdicts.get(p.key) if snap.ber is not None else None
+    if v is not None:
+        for (kind, window), ratio in sorted(v.ratios.items()):
+            yield (p.device, str(p.port), kind, window), ratio
+
+
+def _ber_budget(snap: Snapshot, p: BerPort) -> Iterator[Sample]:
+    v = snap.ber.verdicts.get(p.key) if snap.ber is not None else None
+    b = getattr(v, "budget", None)
+    if b is not None:
+        for kind in KINDS:
+            warn, err = b.levels(kind)
+            for level, value in (("warning", warn), ("error", err)):
+                if value is not None:
+                    yield (p.device, str(p.port), kind, level), value
+
+
+def _ber_since_clear(snap: Snapshot, p: BerPort) -> Iterator[Sample]:
+    for kind, v in sorted(p.since_clear.items()):
+        yield (p.device, str(p.port), kind), v
+
+
 G, C = "gauge", "counter"
 
 CATALOGUE: tuple[Metric, ...] = (
@@ -788,6 +847,40 @@ CATALOGUE: tuple[Metric, ...] = (
            "bound (rx_power_dbm, tx_power_dbm, tx_bias_amperes, temperature_celsius, voltage_volts: the unit of "
            "that reading's metric) and level (high_alarm, high_warning, low_warning, low_alarm).",
            (*OPT_PORT, "quantity", "level"), _optics(_opt_thresholds)),
+    # Physical-layer errors and bit error ratios under FEC (mlxlink, ethtool -S, ethtool --show-fec; docs/ber.md)
+    Metric("fabricmon_port_fec_info", G, "The port's FEC mode (rs544_plr, rs544, rs528, ll_plr, ll_rs, firecode, none, "
+           "unknown), medium (copper, active_copper, optical, unknown) and speed class as the BER budget keys "
+           "them, and which source's physical counters are exported for it.",
+           (*BER_PORT, "fec", "medium", "speed"), _ber(_ber_info)),
+    Metric("fabricmon_port_phy_raw_errors", C, "Bit errors before FEC correction, all lanes (mlxlink's Raw Physical "
+           "Errors Per Lane summed, ethtool's rx_err_lane_<n>_phy summed).", BER_PORT, _ber_counter("raw_errors")),
+    Metric("fabricmon_port_phy_corrected_errors", C, "Bit errors the FEC corrected (ethtool rx_corrected_bits_phy; "
+           "ethtool --show-fec corrected_bits).", BER_PORT, _ber_counter("corrected_bits")),
+    Metric("fabricmon_port_phy_effective_errors", C, "Errors the FEC did not correct (mlxlink Effective Physical "
+           "Errors; ethtool rx_pcs_symbol_err_phy).", BER_PORT, _ber_counter("effective_errors")),
+    Metric("fabricmon_port_phy_symbol_errors", C, "Symbol errors after FEC (mlxlink Symbol Errors on InfiniBand; "
+           "ethtool rx_symbol_err_phy).", BER_PORT, _ber_counter("symbol_errors")),
+    Metric("fabricmon_port_phy_received_bytes", C, "Bytes the physical layer received (ethtool rx_bits_phy / 8), the "
+           "BER's denominator where the driver counts it.", BER_PORT, _ber_counter("received_bits", 1 / 8)),
+    Metric("fabricmon_port_fec_corrected_blocks", C, "FEC codewords received with errors that were corrected "
+           "(ethtool --show-fec).", BER_PORT, _ber_counter("fec_corrected_blocks")),
+    Metric("fabricmon_port_fec_uncorrectable_blocks", C, "FEC codewords received with errors the FEC could not "
+           "correct (ethtool --show-fec): frames lost.", BER_PORT, _ber_counter("fec_uncorrectable_blocks")),
+    Metric("fabricmon_port_phy_lane_raw_errors", C, "Bit errors before FEC of one lane (mlxlink, ethtool "
+           "rx_err_lane_<n>_phy); lanes 0-based as the tools number them.", (*BER_PORT, "lane"), _ber(_ber_lanes),
+           counter_set="phy_lanes"),
+    Metric("fabricmon_port_fec_histogram_codewords", C, "RS-FEC histogram: codewords received that needed between "
+           "bin_low and bin_high symbols corrected (ethtool --show-fec, Linux 6.18).",
+           (*BER_PORT, "bin_low", "bin_high"), _ber(_ber_bins), counter_set="fec_histogram"),
+    Metric("fabricmon_port_bit_error_ratio", G, "Bit error ratio measured over the window (short 12 min, long 125 min "
+           "by default: checks.phy_ber) by kind: raw (pre-FEC), effective (post-FEC), symbol; errors over the bits "
+           "received in what the window covers.", ("device", "port", "kind", "window"), _ber(_ber_ratio)),
+    Metric("fabricmon_port_ber_budget", G, "The bit error ratio budget that applies to the port (its speed, FEC mode, "
+           "medium and adapter; docs/ber.md#the-budget-table) by kind and level (warning, error).",
+           ("device", "port", "kind", "level"), _ber(_ber_budget)),
+    Metric("fabricmon_port_ber_since_clear", G, "The bit error ratio the adapter's firmware computed since its "
+           "counters were last cleared (mlxlink's Raw/Effective Physical BER, Symbol BER), by kind; not windowed.",
+           ("device", "port", "kind"), _ber(_ber_since_clear)),
     # The kernel log (docs/kernel-log.md)
     Metric("fabricmon_kernel_log_events", C, "Kernel log lines of a NIC event, per device (the RDMA device, or the "
            "PCI function/netdev the line names when it is none of this node's), port, event and class.",

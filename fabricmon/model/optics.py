@@ -86,6 +86,7 @@ class ModuleDiag:
     vendor: str = ""
     part_number: str = ""
     serial: str = ""
+    medium: str = "unknown"         # model.ber.MEDIA, from the transmitter technology (the BER budget's medium)
     temperature_c: float | None = None
     voltage_v: float | None = None
     lanes: dict[int, LaneDiag] = field(default_factory=dict)

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, TypedDict, TypeVar
 from fabricmon.model.finding import Finding
 
 if TYPE_CHECKING:
+    from fabricmon.model.ber import BerSection
     from fabricmon.model.fabric import FabricSection
     from fabricmon.model.gpu import AffinityResult, GpuData, GpudirectStatus
     from fabricmon.model.jobs import JobsSection
@@ -144,6 +145,7 @@ class Sections(TypedDict, total=False):
     kernel: KernelSection | None
     nccl: NcclSection | None
     ras: RasData | None
+    ber: BerSection | None
     inventory_known: bool
     unknown: str
 
@@ -169,6 +171,7 @@ class Snapshot:
     kernel: KernelSection | None = None     # when the kernel_log source has data, else None
     nccl: NcclSection | None = None         # when the nccl_inspector source has data, else None
     ras: RasData | None = None              # NCCL RAS's last answer, when the nccl_ras source runs
+    ber: BerSection | None = None           # the physical-layer BER view, when a source read phy counters
     # False until the port inventory is known (the inventory sources have answered): a daemon's
     # first snapshots may be built before sysfs/ibstat ran, and must not call the node empty.
     inventory_known: bool = True

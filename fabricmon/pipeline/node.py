@@ -23,12 +23,14 @@ from fabricmon.checks import Finding
 from fabricmon.checks import affinity, degraded_link, gpudirect, inventory as inventory_checks, kernel_log, link_errors
 from fabricmon.checks import nccl, nccl_ras, roce
 from fabricmon.checks import optics as optics_checks
+from fabricmon.checks import phy_ber
 from fabricmon.checks.inventory import MAX_SEEN_PORTS, InventorySettings, unlisted
 from fabricmon.checks.link_errors import CHECKED_COUNTERS
 from fabricmon.checks.node_inputs import NodeInputs
 from fabricmon.checks.optics import Readings
 from fabricmon.checks.shape import counters
 from fabricmon.config import Config
+from fabricmon.model.ber import BerSection
 from fabricmon.model.gpu import AffinityResult, GpuData, GpudirectStatus
 from fabricmon.model.kernel_log import KernelSection
 from fabricmon.model.history import CounterHistory, CounterIntake, CounterRule, ib_rule
@@ -41,6 +43,7 @@ from fabricmon.model.snapshot import (GpuSection, IbSection, RoceSection, Sectio
 from fabricmon.pipeline.checks import CheckRunner
 from fabricmon.pipeline.jobs import node_jobs
 from fabricmon.model.node_records import EthtoolData, HwCountersData, IbstatData, LinkData, MlnxQosData, SysfsData
+from fabricmon.pipeline import ber as ber_view
 from fabricmon.pipeline.learned import LearnedStore
 from fabricmon.pipeline.nccl_baseline import NcclBaselineStore, nccl_baseline_path
 from fabricmon.pipeline.optics_baseline import BaselineStore, baseline_path
@@ -75,7 +78,8 @@ class NodeModel:
         self.nccl_baseline = NcclBaselineStore(nccl_baseline_path(self.learned.path))
         self.clock = clock
         self.history = history or CounterHistory(
-            horizon=max(*(c.window for c in config.checks.counters.values()), *config.roce.windows()))
+            horizon=max(*(c.window for c in config.checks.counters.values()), *config.roce.windows(),
+                        config.checks.phy_ber.long_window))
         self.intake = CounterIntake(self.history)
         # port -> (its checked counters, their widths, their rules): _rules()
         self._port_rules: dict[tuple[str, int], tuple[tuple[str, ...], dict[str, int], dict[str, CounterRule]]] = {}
@@ -92,6 +96,7 @@ class NodeModel:
             kernel_log.KernelLog(),
             nccl.NcclSlow(checks.nccl_slow_collective, self.nccl_baseline),
             nccl_ras.NcclRas(),
+            phy_ber.PhyBer(checks.phy_ber, self._ber),
         ], compose)
 
     @property
@@ -199,6 +204,13 @@ class NodeModel:
                                      peer=peer, key=f"node:{m.device}:{m.port}:{m.netdev}"))
         return Readings(judged, inputs.now, OpticsSection(mods))
 
+    # --- physical-layer BER ----------------------------------------------------------------
+    def _ber(self, inputs: NodeInputs) -> phy_ber.BerInputs | None:
+        """The ports whose physical counters a source read (joined and sampled into the history by the build)."""
+        if not inputs.ber:
+            return None
+        return phy_ber.BerInputs(inputs.ber, inputs.history, inputs.now)
+
     def _where(self, states: Mapping[str, SourceState]) -> str:
         """Where the port inventory was looked for, for the UNKNOWN line."""
         where = [f"{self.config.sysfs.rstrip('/')}/class/infiniband"]
@@ -226,11 +238,14 @@ class NodeModel:
         record_roce_counters(views, self.intake,
                              eth_st.data_time if eth_st is not None and eth_st.data is not None else None,
                              hw_st.data_time if hw_st is not None and hw_st.data is not None else None)
+        ber_ports = [p for p in ber_view.ber_ports(states, inv) if not self.config.device_excluded(p.device)]
+        ber_view.record(ber_ports, states, self.intake, now)
         gpus = source_data(states, GpuData)
         out: Sections = {"ib": ib, "roce": RoceSection(views), "gpu": GpuSection(gpus=gpus),
                          "inventory_known": inventory_known, "unknown": "", "optics": None, "kernel": None,
-                         "nccl": None, "ras": source_data(states, RasData)}
-        inputs = NodeInputs(states, inv, ib, self.history, now, inventory_known, self._where(states), views, gpus, out)
+                         "nccl": None, "ras": source_data(states, RasData), "ber": None}
+        inputs = NodeInputs(states, inv, ib, self.history, now, inventory_known, self._where(states), views, gpus, out,
+                            ber_ports)
         findings = self.checks.run(inputs, self.present(states, ib, views), out).findings
         out["jobs"], findings = node_jobs(states, findings)
         return out, findings
@@ -266,6 +281,8 @@ def compose(out: Sections, derived: object) -> None:
         out["nccl"] = derived
     elif isinstance(derived, OpticsSection):
         out["optics"] = derived
+    elif isinstance(derived, BerSection):
+        out["ber"] = derived
     else:
         raise TypeError(f"the node composes no {type(derived).__name__}")
 

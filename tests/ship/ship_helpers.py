@@ -232,6 +232,22 @@ def nccl_exposition() -> str:
     return render(Snapshot(time=1.0, findings=[], sources={}, builds=BuildStats(), nccl=sec, ras=ras)).decode()
 
 
+def ber_exposition() -> str:
+    """A node daemon's exposition of one port's physical-layer BER as judged (a rate needs two samples, which a
+    bundle's one replay never has): what the BER alert reads, from the real catalogue."""
+    from fabricmon.exporter.render import render
+    from fabricmon.model.ber import BerPort, BerSection, BerVerdict, PhyCounters
+    from fabricmon.model.ber_budget import DEFAULT_BUDGETS, find
+    from fabricmon.model.snapshot import BuildStats, Snapshot
+    p = BerPort("mlx5_0", 1, "mlx5_0 port 1", "mlxlink", PhyCounters({"raw_errors": 10 ** 9, "effective_errors": 0,
+                                                                       "symbol_errors": 0}),
+                "IB", "NDR", 400.0, "rs544_plr", "optical", "7nm")
+    v = BerVerdict({("raw", "short"): 6e-6, ("effective", "short"): 0.0, ("symbol", "short"): 0.0},
+                   find(DEFAULT_BUDGETS, "IB", "NDR", "rs544_plr", "optical", "7nm"))
+    sec = BerSection([p], {p.key: v})
+    return render(Snapshot(time=1.0, findings=[], sources={}, builds=BuildStats(), ber=sec)).decode()
+
+
 def exported_names(text: str) -> set[str]:
     """Every sample name in an exposition (histograms give _bucket/_sum/_count)."""
     return set(re.findall(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)[{ ]", text, re.M))
