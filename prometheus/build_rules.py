@@ -75,7 +75,8 @@ FOR = {
     "gpu": "15m",                 # GPUDirect / affinity: configuration, not transient
     "counter_saturated": "15m",
     "qp_fatal": "0m",
-    "phy_ber": "10m",             # the check needs its own 12-minute window; a verdict that holds 10 min more
+    "phy_ber": "10m",
+    "pcie": "5m",                 # a PCIe link trains once: the verdict holds until the device is reseated             # the check needs its own 12-minute window; a verdict that holds 10 min more
     "kernel": "0m",               # a kernel log event: the finding holds (fatal: until reboot), no need to wait
     "source_failing": "15m",
     "source_errors": "30m",
@@ -238,6 +239,28 @@ VERDICTS = [
      "{{ $labels.instance }} {{ $labels.device }}{{ if $labels.port }} port {{ $labels.port }}{{ end }}: the driver"
      " logged a {{ $labels.class }} event (fatal: drain the node; degraded: schedule a repair); `fabricmon check`"
      " names the event, its last line, the cabled switch port and the fix."),
+    ("FabricmonPcieLinkDegraded", "pcie_link", "critical warning", "pcie",
+     "A NIC's or GPU's PCIe link runs below what it and its slot support.",
+     "{{ $labels.instance }} {{ $labels.device }}: its PCIe link gives "
+     + value_of("max(8 * " + netdev_sel("fabricmon_pcie_link_bandwidth_bytes_per_second", ",link='current'") + ") / 1e9",
+                INT)
+     + " Gb/s where it and its slot support "
+     + value_of("max(8 * " + netdev_sel("fabricmon_pcie_link_bandwidth_bytes_per_second", ",link='expected'") + ") / 1e9",
+                INT)
+     + " Gb/s (the daemon's pcie_link check: critical, it trained below both; warning, the slot supports less than"
+       " the device): a NIC capped so caps its ports while every InfiniBand counter reads clean; reseat it, check"
+       " the slot, riser and BIOS link speed."),
+    ("FabricmonPcieErrors", "pcie_aer", "critical warning", "pcie",
+     "PCIe AER errors on a NIC or GPU.",
+     "{{ $labels.instance }} {{ $labels.device }}: AER counted "
+     + value_of("sum(" + netdev_sel("fabricmon_pcie_aer_errors_total", ",severity='fatal'") + ")", INT)
+     + " fatal, "
+     + value_of("sum(" + netdev_sel("fabricmon_pcie_aer_errors_total", ",severity='nonfatal'") + ")", INT)
+     + " non-fatal and "
+     + value_of("sum(" + netdev_sel("fabricmon_pcie_aer_errors_total", ",severity='correctable'") + ")", INT)
+     + " correctable errors since boot, at the device and the port above it (the daemon's pcie_aer check:"
+       " critical, a fatal error; warning, non-fatal ones or correctable ones rising): reseat the device, check the"
+       " slot and riser."),
     ("FabricmonGpuDirectRdmaUnavailable", "gpudirect_rdma", "critical", "gpu",
      "GPUDirect RDMA is unavailable.",
      "{{ $labels.instance }}: the node has NVIDIA GPUs and RDMA NICs but no GPUDirect RDMA path"

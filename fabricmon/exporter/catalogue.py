@@ -24,6 +24,7 @@ from fabricmon.model.jobs import JobsSection
 from fabricmon.model.nccl import NcclPath, NcclSection
 from fabricmon.model.ber import KINDS, BerPort
 from fabricmon.model.optics import LaneDiag, ModuleDiag, NodeModule
+from fabricmon.model.pcie import AER_SEVERITIES, PcieDevice, PcieLink
 from fabricmon.model.ports import PortView
 from fabricmon.model.roce import NetdevInfo, RoceView, roce_mtu
 from fabricmon.model.snapshot import BUILD_BUCKETS, Snapshot, SourceState
@@ -742,6 +743,68 @@ def _ber_since_clear(snap: Snapshot, p: BerPort) -> Iterator[Sample]:
         yield (p.device, str(p.port), kind), v
 
 
+# --- PCIe links and AER (docs/pcie.md) ----------------------------------------------------------------
+PCI = ("device", "address")
+
+
+def _pcie(fn: Callable[[Snapshot, PcieDevice], Iterable[Sample]]) -> Callable[[Snapshot], Iterator[Sample]]:
+    def samples(snap: Snapshot) -> Iterator[Sample]:
+        if snap.pcie is None:
+            return
+        for d in snap.pcie.devices:
+            yield from fn(snap, d)
+    return samples
+
+
+def _pcie_links(snap: Snapshot, d: PcieDevice) -> Iterator[tuple[str, PcieLink]]:
+    yield "current", d.current
+    yield "maximum", d.maximum
+    if d.slot is not None:
+        yield "slot", d.slot
+    want = snap.pcie.expected.get(d.address) if snap.pcie is not None else None
+    if want is not None:
+        yield "expected", want
+
+
+def _pcie_speed(snap: Snapshot, d: PcieDevice) -> Iterator[Sample]:
+    for name, ln in _pcie_links(snap, d):
+        if ln.gts is not None:
+            yield (d.name, d.address, name), ln.gts * 1e9
+
+
+def _pcie_width(snap: Snapshot, d: PcieDevice) -> Iterator[Sample]:
+    for name, ln in _pcie_links(snap, d):
+        if ln.width is not None:
+            yield (d.name, d.address, name), ln.width
+
+
+def _pcie_bandwidth(snap: Snapshot, d: PcieDevice) -> Iterator[Sample]:
+    for name, ln in _pcie_links(snap, d):
+        bw = ln.gbps
+        if bw is not None and name in ("current", "expected"):
+            yield (d.name, d.address, name), bw * 1e9 / 8
+
+
+def _pcie_info(snap: Snapshot, d: PcieDevice) -> Iterator[Sample]:
+    yield (d.name, d.address, d.kind, d.slot_address), 1
+
+
+def _pcie_aer(snap: Snapshot, d: PcieDevice) -> Iterator[Sample]:
+    for where, counts in (("device", d.aer), ("slot", d.slot_aer)):
+        for sev in AER_SEVERITIES:
+            c = counts.get(sev)
+            if c is not None and c.total is not None:
+                yield (d.name, d.address, where, sev), c.total
+
+
+def _pcie_aer_types(snap: Snapshot, d: PcieDevice) -> Iterator[Sample]:
+    for where, counts in (("device", d.aer), ("slot", d.slot_aer)):
+        for sev in AER_SEVERITIES:
+            c = counts.get(sev)
+            for err, v in sorted(c.errors.items()) if c is not None else ():
+                yield (d.name, d.address, where, sev, err), v
+
+
 G, C = "gauge", "counter"
 
 CATALOGUE: tuple[Metric, ...] = (
@@ -881,6 +944,22 @@ CATALOGUE: tuple[Metric, ...] = (
     Metric("fabricmon_port_ber_since_clear", G, "The bit error ratio the adapter's firmware computed since its "
            "counters were last cleared (mlxlink's Raw/Effective Physical BER, Symbol BER), by kind; not windowed.",
            ("device", "port", "kind"), _ber(_ber_since_clear)),
+    # PCIe links of the RDMA functions and GPUs, and their AER counters (docs/pcie.md)
+    Metric("fabricmon_pcie_device_info", G, "A PCI function fabricmon watches: kind nic (an RDMA device's function) or "
+           "gpu, and the port above it (its slot).", (*PCI, "kind", "slot_address"), _pcie(_pcie_info)),
+    Metric("fabricmon_pcie_link_speed_transfers_per_second", G, "PCIe link speed in transfers per second (32e9: "
+           "Gen5), by link: current (trained), maximum (the function's), slot (the port above it), expected (the "
+           "lesser of maximum and slot).", (*PCI, "link"), _pcie(_pcie_speed)),
+    Metric("fabricmon_pcie_link_width_lanes", G, "PCIe link width in lanes, by link (current, maximum, slot, expected).",
+           (*PCI, "link"), _pcie(_pcie_width)),
+    Metric("fabricmon_pcie_link_bandwidth_bytes_per_second", G, "Usable PCIe bandwidth after line coding (the "
+           "kernel's arithmetic: Gen4 x16 252 Gb/s), by link: current and expected.", (*PCI, "link"),
+           _pcie(_pcie_bandwidth)),
+    Metric("fabricmon_pcie_aer_errors", C, "AER errors counted since boot (TOTAL_ERR_COR, _NONFATAL, _FATAL of "
+           "aer_dev_correctable, _nonfatal, _fatal), of the function (where=device) and of the port above it "
+           "(where=slot), by severity.", (*PCI, "where", "severity"), _pcie(_pcie_aer)),
+    Metric("fabricmon_pcie_aer_errors_by_type", C, "AER errors since boot by the kernel's name for each (RxErr, BadTLP, "
+           "MalfTLP, ...).", (*PCI, "where", "severity", "error"), _pcie(_pcie_aer_types), counter_set="pcie_aer"),
     # The kernel log (docs/kernel-log.md)
     Metric("fabricmon_kernel_log_events", C, "Kernel log lines of a NIC event, per device (the RDMA device, or the "
            "PCI function/netdev the line names when it is none of this node's), port, event and class.",

@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from fabricmon.model.kernel_log import KernelSection
     from fabricmon.model.nccl import NcclSection, RasData
     from fabricmon.model.optics import OpticsSection
+    from fabricmon.model.pcie import PcieSection
     from fabricmon.model.ports import DeviceView, LinkVerdict, PortView
     from fabricmon.model.roce import RoceView
 
@@ -146,6 +147,7 @@ class Sections(TypedDict, total=False):
     nccl: NcclSection | None
     ras: RasData | None
     ber: BerSection | None
+    pcie: PcieSection | None
     inventory_known: bool
     unknown: str
 
@@ -172,6 +174,7 @@ class Snapshot:
     nccl: NcclSection | None = None         # when the nccl_inspector source has data, else None
     ras: RasData | None = None              # NCCL RAS's last answer, when the nccl_ras source runs
     ber: BerSection | None = None           # the physical-layer BER view, when a source read phy counters
+    pcie: PcieSection | None = None         # the PCIe links of the RDMA functions and GPUs, when the pcie source ran
     # False until the port inventory is known (the inventory sources have answered): a daemon's
     # first snapshots may be built before sysfs/ibstat ran, and must not call the node empty.
     inventory_known: bool = True

@@ -12,6 +12,7 @@ a Snapshot. Records are picked by their type, never by the name of the source th
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import time
 from collections.abc import Callable, Mapping
@@ -23,7 +24,7 @@ from fabricmon.checks import Finding
 from fabricmon.checks import affinity, degraded_link, gpudirect, inventory as inventory_checks, kernel_log, link_errors
 from fabricmon.checks import nccl, nccl_ras, roce
 from fabricmon.checks import optics as optics_checks
-from fabricmon.checks import phy_ber
+from fabricmon.checks import pcie, phy_ber
 from fabricmon.checks.inventory import MAX_SEEN_PORTS, InventorySettings, unlisted
 from fabricmon.checks.link_errors import CHECKED_COUNTERS
 from fabricmon.checks.node_inputs import NodeInputs
@@ -31,6 +32,7 @@ from fabricmon.checks.optics import Readings
 from fabricmon.checks.shape import counters
 from fabricmon.config import Config
 from fabricmon.model.ber import BerSection
+from fabricmon.model.pcie import PcieData, PcieSection
 from fabricmon.model.gpu import AffinityResult, GpuData, GpudirectStatus
 from fabricmon.model.kernel_log import KernelSection
 from fabricmon.model.history import CounterHistory, CounterIntake, CounterRule, ib_rule
@@ -44,6 +46,7 @@ from fabricmon.pipeline.checks import CheckRunner
 from fabricmon.pipeline.jobs import node_jobs
 from fabricmon.model.node_records import EthtoolData, HwCountersData, IbstatData, LinkData, MlnxQosData, SysfsData
 from fabricmon.pipeline import ber as ber_view
+from fabricmon.pipeline import pcie as pcie_view
 from fabricmon.pipeline.learned import LearnedStore
 from fabricmon.pipeline.nccl_baseline import NcclBaselineStore, nccl_baseline_path
 from fabricmon.pipeline.optics_baseline import BaselineStore, baseline_path
@@ -97,6 +100,7 @@ class NodeModel:
             nccl.NcclSlow(checks.nccl_slow_collective, self.nccl_baseline),
             nccl_ras.NcclRas(),
             phy_ber.PhyBer(checks.phy_ber, self._ber),
+            pcie.Pcie(checks.pcie, self._pcie),
         ], compose)
 
     @property
@@ -120,7 +124,8 @@ class NodeModel:
         """An inventory source finished: nothing to take (the node's inventory is a pure merge)."""
 
     # --- counters -------------------------------------------------------------------
-    def _record_ib_counters(self, states: Mapping[str, SourceState], ports: dict[tuple[str, int], PortView]) -> None:
+    def _record_ib_counters(self, states: Mapping[str, SourceState], ports: dict[tuple[str, int], PortView],
+                            keep: set[tuple[str, int]] | None = None) -> None:
         for key, p in ports.items():
             if not p.counters:
                 continue
@@ -130,7 +135,7 @@ class NodeModel:
             rules = self._rules(p)
             for name in self.intake.take_port(key, t, p.counters, rules, only=CHECKED_COUNTERS, stream="ib"):
                 log.info("counter decreased (reset)", device=p.device, port=p.port, counter=name)
-        self.intake.prune(set(ports))
+        self.intake.prune(set(ports) | (keep or set()))
 
     def _rules(self, p: PortView) -> dict[str, CounterRule]:
         """The rules of the port's checked counters at their widths, kept while its widths and
@@ -211,6 +216,22 @@ class NodeModel:
             return None
         return phy_ber.BerInputs(inputs.ber, inputs.history, inputs.now)
 
+    @staticmethod
+    def _pcie(inputs: NodeInputs) -> pcie.PcieInputs | None:
+        """The PCIe functions the pcie source read, a GPU named GPU<n> where NVML gives its bus id, and each
+        port's data rate (what a narrow link caps)."""
+        data = source_data(inputs.states, PcieData)
+        if data is None:
+            return None
+        names = {g.bus_id.lower(): f"GPU{g.index}" for g in (inputs.gpus.gpus if inputs.gpus is not None else [])}
+        devices = []
+        for addr, d in sorted(data.devices.items()):
+            if d.kind == "gpu" and addr in names:
+                d = dataclasses.replace(d, name=names[addr])
+            devices.append(d)
+        rates = {k: p.rate_gbps for k, p in inputs.ib.ports.items() if p.rate_gbps and p.up}
+        return pcie.PcieInputs(devices, rates, inputs.history, inputs.now)
+
     def _where(self, states: Mapping[str, SourceState]) -> str:
         """Where the port inventory was looked for, for the UNKNOWN line."""
         where = [f"{self.config.sysfs.rstrip('/')}/class/infiniband"]
@@ -231,7 +252,8 @@ class NodeModel:
         inv = self.inventory(states)
         ib = IbSection(devices=dict(sorted(inv.devices.items())), ports=dict(sorted(inv.ports.items())))
         ib.saturation = {key: link_errors.saturated(p) for key, p in ib.ports.items()}
-        self._record_ib_counters(states, ib.ports)
+        self._record_ib_counters(states, ib.ports, pcie_view.keys(states))
+        pcie_view.record(states, self.intake)
         inventory_known = inventory_ran[0] or (inventory_ran[1] and bool(ib.ports))
         views = self.roce_views(states, inv)
         eth_st, hw_st = source_state(states, EthtoolData), source_state(states, HwCountersData)
@@ -243,7 +265,7 @@ class NodeModel:
         gpus = source_data(states, GpuData)
         out: Sections = {"ib": ib, "roce": RoceSection(views), "gpu": GpuSection(gpus=gpus),
                          "inventory_known": inventory_known, "unknown": "", "optics": None, "kernel": None,
-                         "nccl": None, "ras": source_data(states, RasData), "ber": None}
+                         "nccl": None, "ras": source_data(states, RasData), "ber": None, "pcie": None}
         inputs = NodeInputs(states, inv, ib, self.history, now, inventory_known, self._where(states), views, gpus, out,
                             ber_ports)
         findings = self.checks.run(inputs, self.present(states, ib, views), out).findings
@@ -283,6 +305,8 @@ def compose(out: Sections, derived: object) -> None:
         out["optics"] = derived
     elif isinstance(derived, BerSection):
         out["ber"] = derived
+    elif isinstance(derived, PcieSection):
+        out["pcie"] = derived
     else:
         raise TypeError(f"the node composes no {type(derived).__name__}")
 
