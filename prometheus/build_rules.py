@@ -76,7 +76,9 @@ FOR = {
     "counter_saturated": "15m",
     "qp_fatal": "0m",
     "phy_ber": "10m",
-    "pcie": "5m",                 # a PCIe link trains once: the verdict holds until the device is reseated             # the check needs its own 12-minute window; a verdict that holds 10 min more
+    "pcie": "5m",
+    "vitals": "5m",
+    "cable": "5m",                # a moved module's history holds as long as it is in the port               # a fan or PSU read every 2 min: two reads, then the page                 # a PCIe link trains once: the verdict holds until the device is reseated             # the check needs its own 12-minute window; a verdict that holds 10 min more
     "kernel": "0m",               # a kernel log event: the finding holds (fatal: until reboot), no need to wait
     "source_failing": "15m",
     "source_errors": "30m",
@@ -261,6 +263,12 @@ VERDICTS = [
      + " correctable errors since boot, at the device and the port above it (the daemon's pcie_aer check:"
        " critical, a fatal error; warning, non-fatal ones or correctable ones rising): reseat the device, check the"
        " slot and riser."),
+    ("FabricmonCableHistory", "cable_history", "warning", "cable",
+     "A module or cable with a bad history elsewhere is in this port.",
+     "the module in it (serial {{ with printf \"max by (serial) (" + port_sel("fabricmon_cable_module_info")
+     + ")\" $labels.instance $labels.job $labels.device $labels.port | query }}{{ . | first | label \"serial\" }}"
+       "{{ else }}unknown{{ end }}) had trouble in another port before (the daemon's cable_history check): it was moved during"
+       " troubleshooting and carries its fault with it; `fabricmon check -v` names where and when; replace it."),
     ("FabricmonGpuDirectRdmaUnavailable", "gpudirect_rdma", "critical", "gpu",
      "GPUDirect RDMA is unavailable.",
      "{{ $labels.instance }}: the node has NVIDIA GPUs and RDMA NICs but no GPUDirect RDMA path"
@@ -279,7 +287,7 @@ VERDICTS = [
      " RDMA device, or does not parse."),
 ]
 STATUS = {"critical": 2, "warning": 1}
-PORT_DESC_CHECKS = {"symbol_errors", "phy_ber", "link_flap", "link_error_recovery", "link_integrity", "receive_errors",
+PORT_DESC_CHECKS = {"symbol_errors", "phy_ber", "cable_history", "link_flap", "link_error_recovery", "link_integrity", "receive_errors",
                     "transmit_discards", "roce_pfc", "roce_pfc_lossy", "roce_trust", "roce_mtu",
                     "roce_pause_rate", "roce_pause_duration", "roce_pause_storm", "roce_lossless_drops",
                     "roce_cnp_ignored"}
@@ -804,6 +812,24 @@ def optics_fabric_alerts(base: str) -> list[dict]:
             for sev, st in STATUS.items()]
 
 
+# ---- switch vitals (docs/vitals.md): the collector's switch_vitals verdict, per switch -------------------
+def vitals_alerts(base: str) -> list[dict]:
+    """A switch's failed fan or power supply, or a sensor beyond the switch's own threshold."""
+    out = []
+    for sev, st in STATUS.items():
+        expr = ('max without (device) (label_replace(\n    fabricmon_check_status{%s,check="switch_vitals"} == %d,\n'
+                '    "switch_guid", "$1", "device", "(.+)"\n  ))\n  * on (instance, job, switch_guid) group_left (switch)'
+                ' fabricmon_fabric_switch_info' % (FABRIC_SELECTOR, st))
+        out.append(alert("FabricmonFabricSwitchVitals", expr, sev, FOR["vitals"],
+                         "A switch's fan, power supply or temperature is failing.",
+                         SW + ": " + fabric_value_of("count(" + fsel("fabricmon_fabric_switch_vital_status", "",
+                                                                      port=False) + " >= %d)" % st, INT)
+                         + " part(s) at " + sev + " (the collector's switch_vitals check): a fan or power supply"
+                           " the switch reports failed, or a temperature beyond the switch's own threshold; its"
+                           " finding (the map, map_url) names each part and its state.", base))
+    return out
+
+
 # ---- NCCL: a slow job on a flagged path (docs/nccl.md#the-alert) ----------------------------------
 # The collector's verdicts that make a link "erroring or degraded" (its port findings, fabric.yml checks.*)
 NCCL_PATH_CHECKS = "symbol_errors|receive_errors|link_flap|link_error_recovery|link_integrity|transmit_discards"
@@ -897,6 +923,7 @@ def build(base: str | None = None, map_scheme: str = "http") -> str:
         {"name": "fabricmon.fabric.alerts", "rules": with_map_urls(fabric_alerts(base), map_scheme)},
         {"name": "fabricmon.optics.alerts",
          "rules": optics_node_alerts(base) + with_map_urls(optics_fabric_alerts(base), map_scheme)},
+        {"name": "fabricmon.vitals.alerts", "rules": with_map_urls(vitals_alerts(base), map_scheme)},
         {"name": "fabricmon.nccl.alerts", "rules": nccl_alerts(base, map_scheme)},
     ]}
 

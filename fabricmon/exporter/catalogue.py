@@ -23,8 +23,10 @@ from fabricmon.model.gpu import AffinityResult, GpuInfo
 from fabricmon.model.jobs import JobsSection
 from fabricmon.model.nccl import NcclPath, NcclSection
 from fabricmon.model.ber import KINDS, BerPort
+from fabricmon.model.cable_ledger import CablePort
 from fabricmon.model.optics import LaneDiag, ModuleDiag, NodeModule
 from fabricmon.model.pcie import AER_SEVERITIES, PcieDevice, PcieLink
+from fabricmon.model.vitals import Vital
 from fabricmon.model.ports import PortView
 from fabricmon.model.roce import NetdevInfo, RoceView, roce_mtu
 from fabricmon.model.snapshot import BUILD_BUCKETS, Snapshot, SourceState
@@ -805,6 +807,48 @@ def _pcie_aer_types(snap: Snapshot, d: PcieDevice) -> Iterator[Sample]:
                 yield (d.name, d.address, where, sev, err), v
 
 
+# --- switch vitals (docs/vitals.md) ---------------------------------------------------------------------
+VITAL = ("switch_guid", "part", "kind", "source")
+
+
+def _vitals(fn: Callable[[str, Vital], Iterable[Sample]]) -> Callable[[Snapshot], Iterator[Sample]]:
+    def samples(snap: Snapshot) -> Iterator[Sample]:
+        fab = snap.fabric
+        if fab is None:
+            return
+        for g, parts in sorted(fab.vitals.items()):
+            for v in parts:
+                yield from fn(g, v)
+    return samples
+
+
+def _vital_info(g: str, v: Vital) -> Iterator[Sample]:
+    yield (g, v.part, v.kind, v.source, v.state), 1
+
+
+def _vital_status(g: str, v: Vital) -> Iterator[Sample]:
+    if v.status is not None:
+        yield (g, v.part, v.kind, v.source), v.status
+
+
+def _vital_value(unit: str) -> Callable[[str, Vital], Iterator[Sample]]:
+    def fn(g: str, v: Vital) -> Iterator[Sample]:
+        if v.unit == unit and v.value is not None:
+            yield (g, v.part, v.source), v.value
+    return fn
+
+
+# --- the cable ledger (docs/cables.md) --------------------------------------------------------------------
+def _cables(get: Callable[[CablePort], float | None], info: bool = False) -> Callable[[Snapshot], Iterator[Sample]]:
+    def samples(snap: Snapshot) -> Iterator[Sample]:
+        if snap.cables is None:
+            return
+        for c in snap.cables.ports:
+            lv: Labels = (c.device, str(c.port), c.serial, c.vendor, c.part_number) if info else (c.device, str(c.port))
+            yield lv, get(c)
+    return samples
+
+
 G, C = "gauge", "counter"
 
 CATALOGUE: tuple[Metric, ...] = (
@@ -960,6 +1004,16 @@ CATALOGUE: tuple[Metric, ...] = (
            "(where=slot), by severity.", (*PCI, "where", "severity"), _pcie(_pcie_aer)),
     Metric("fabricmon_pcie_aer_errors_by_type", C, "AER errors since boot by the kernel's name for each (RxErr, BadTLP, "
            "MalfTLP, ...).", (*PCI, "where", "severity", "error"), _pcie(_pcie_aer_types), counter_set="pcie_aer"),
+    # The cable ledger: which module is in which port, reseats and swaps (docs/cables.md)
+    Metric("fabricmon_cable_module_info", G, "The module (or cable) in the port now, by serial, vendor and part number, "
+           "as the cable ledger keeps it (ethtool -m, mlxlink).", (*PORT, "serial", "vendor", "part_number"),
+           _cables(lambda c: 1, info=True)),
+    Metric("fabricmon_cable_insertions", C, "Modules the port has seen put in (a reseat of the same, or another), "
+           "since the ledger first saw the port.", PORT, _cables(lambda c: c.insertions)),
+    Metric("fabricmon_cable_swaps", C, "Modules with another serial than the one before, put in the port.", PORT,
+           _cables(lambda c: c.swaps)),
+    Metric("fabricmon_cable_troubles", G, "Troubles (findings not OK of the link and optics checks) the module in the "
+           "port has had, in this port and any other it was in.", PORT, _cables(lambda c: c.troubles)),
     # The kernel log (docs/kernel-log.md)
     Metric("fabricmon_kernel_log_events", C, "Kernel log lines of a NIC event, per device (the RDMA device, or the "
            "PCI function/netdev the line names when it is none of this node's), port, event and class.",
@@ -1190,6 +1244,19 @@ CATALOGUE: tuple[Metric, ...] = (
            "transceiver sensor, by the quantity they bound (rx_power_dbm, tx_power_dbm, tx_bias_amperes, "
            "temperature_celsius, voltage_volts) and level (high_alarm, high_warning, low_warning, low_alarm).",
            ("switch_guid", "port", "lane", "quantity", "level"), _fabric(_fab_optics_thresholds)),
+    # Switch vitals: fans, power supplies, temperatures (SNMP: ENTITY-SENSOR-MIB, ENTITY-STATE-MIB, vendor tables;
+    # docs/vitals.md)
+    Metric("fabricmon_fabric_switch_vital_info", G, "Every fan, power supply, temperature sensor and module a switch "
+           "reports, with its state as the switch says it (ok, nonoperational, running, on, failed, notPresent, ...) "
+           "and the table it came from.", (*VITAL, "state"), _vitals(_vital_info)),
+    Metric("fabricmon_fabric_switch_vital_status", G, "fabricmon's status of the part: 0 OK, 1 WARNING, 2 CRITICAL "
+           "(absent where its state says nothing, e.g. an empty bay).", VITAL, _vitals(_vital_status)),
+    Metric("fabricmon_fabric_switch_temperature_celsius", G, "A switch temperature sensor's reading.",
+           ("switch_guid", "part", "source"), _vitals(_vital_value("celsius"))),
+    Metric("fabricmon_fabric_switch_fan_speed_rpm", G, "A switch fan's speed in revolutions per minute (as node_exporter's "
+           "hwmon fans).", ("switch_guid", "part", "source"), _vitals(_vital_value("rpm"))),
+    Metric("fabricmon_fabric_switch_power_watts", G, "A switch power supply sensor's reading in watts.",
+           ("switch_guid", "part", "source"), _vitals(_vital_value("watts"))),
     Metric("fabricmon_fabric_optics_unjoined_sensors", G, "Transceiver sensors of the switch whose name names no "
            "interface, or more than one: counted, never guessed (docs/optics.md).", ("switch_guid",),
            _fabric(lambda fab: (((g,), n) for g, n in sorted(fab.optics_unjoined.items())))),

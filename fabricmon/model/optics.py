@@ -155,6 +155,13 @@ class RxBaseline:
         self.lanes[k] = LaneBaseline(round(rx_dbm, 2), serial, now)
         return True
 
+    def forget(self, port_prefix: str) -> int:
+        """Drop every lane of the ports whose key starts with `port_prefix` (a new module: relearn). Returns how many."""
+        gone = [k for k in self.lanes if k.startswith(port_prefix)]
+        for k in gone:
+            del self.lanes[k]
+        return len(gone)
+
     def to_dict(self) -> dict[str, object]:
         return {"version": BASELINE_VERSION, "lanes": {k: asdict(v) for k, v in sorted(self.lanes.items())}}
 

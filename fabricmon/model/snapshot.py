@@ -12,6 +12,7 @@ from fabricmon.model.finding import Finding
 
 if TYPE_CHECKING:
     from fabricmon.model.ber import BerSection
+    from fabricmon.model.cable_ledger import CablesSection
     from fabricmon.model.fabric import FabricSection
     from fabricmon.model.gpu import AffinityResult, GpuData, GpudirectStatus
     from fabricmon.model.jobs import JobsSection
@@ -148,6 +149,7 @@ class Sections(TypedDict, total=False):
     ras: RasData | None
     ber: BerSection | None
     pcie: PcieSection | None
+    cables: CablesSection | None
     inventory_known: bool
     unknown: str
 
@@ -175,6 +177,7 @@ class Snapshot:
     ras: RasData | None = None              # NCCL RAS's last answer, when the nccl_ras source runs
     ber: BerSection | None = None           # the physical-layer BER view, when a source read phy counters
     pcie: PcieSection | None = None         # the PCIe links of the RDMA functions and GPUs, when the pcie source ran
+    cables: CablesSection | None = None     # the cable ledger's ports (cable_history), when a module's serial was read
     # False until the port inventory is known (the inventory sources have answered): a daemon's
     # first snapshots may be built before sysfs/ibstat ran, and must not call the node empty.
     inventory_known: bool = True

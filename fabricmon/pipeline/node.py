@@ -24,7 +24,7 @@ from fabricmon.checks import Finding
 from fabricmon.checks import affinity, degraded_link, gpudirect, inventory as inventory_checks, kernel_log, link_errors
 from fabricmon.checks import nccl, nccl_ras, roce
 from fabricmon.checks import optics as optics_checks
-from fabricmon.checks import pcie, phy_ber
+from fabricmon.checks import cable_history, pcie, phy_ber
 from fabricmon.checks.inventory import MAX_SEEN_PORTS, InventorySettings, unlisted
 from fabricmon.checks.link_errors import CHECKED_COUNTERS
 from fabricmon.checks.node_inputs import NodeInputs
@@ -32,6 +32,7 @@ from fabricmon.checks.optics import Readings
 from fabricmon.checks.shape import counters
 from fabricmon.config import Config
 from fabricmon.model.ber import BerSection
+from fabricmon.model.cable_ledger import CablesSection
 from fabricmon.model.pcie import PcieData, PcieSection
 from fabricmon.model.gpu import AffinityResult, GpuData, GpudirectStatus
 from fabricmon.model.kernel_log import KernelSection
@@ -47,6 +48,8 @@ from fabricmon.pipeline.jobs import node_jobs
 from fabricmon.model.node_records import EthtoolData, HwCountersData, IbstatData, LinkData, MlnxQosData, SysfsData
 from fabricmon.pipeline import ber as ber_view
 from fabricmon.pipeline import pcie as pcie_view
+from fabricmon.pipeline.cable_ledger import LedgerStore, PortModule, ledger_path, modules as port_modules
+from fabricmon.pipeline.optics_baseline import forget_port
 from fabricmon.pipeline.learned import LearnedStore
 from fabricmon.pipeline.nccl_baseline import NcclBaselineStore, nccl_baseline_path
 from fabricmon.pipeline.optics_baseline import BaselineStore, baseline_path
@@ -77,6 +80,9 @@ class NodeModel:
         # Each lane's learned receive power, kept beside the learned inventory (in memory when it is).
         self.optics_baseline = optics_baseline if optics_baseline is not None else \
             BaselineStore(baseline_path(self.learned.path))
+        # Which module (serial) was in which port, and the trouble each had (a moved cable carries it).
+        self.cables = LedgerStore(ledger_path(self.learned.path))
+        self._modules: list[PortModule] = []
         # Each job's learned NCCL bus bandwidth, kept there too (a restart mid-job keeps the job's baseline).
         self.nccl_baseline = NcclBaselineStore(nccl_baseline_path(self.learned.path))
         self.clock = clock
@@ -101,6 +107,7 @@ class NodeModel:
             nccl_ras.NcclRas(),
             phy_ber.PhyBer(checks.phy_ber, self._ber),
             pcie.Pcie(checks.pcie, self._pcie),
+            cable_history.CableHistory(self.cables, self._held, ("OpticsData", "MlxlinkData")),
         ], compose)
 
     @property
@@ -216,6 +223,11 @@ class NodeModel:
             return None
         return phy_ber.BerInputs(inputs.ber, inputs.history, inputs.now)
 
+    def _held(self, inputs: NodeInputs) -> list[cable_history.Held]:
+        """The ports' modules observed this build (pipeline.cable_ledger), for cable_history."""
+        return [cable_history.Held(m.key, m.label, m.device, m.port, m.serial, m.vendor, m.part_number)
+                for m in self._modules if not self.config.device_excluded(m.device)]
+
     @staticmethod
     def _pcie(inputs: NodeInputs) -> pcie.PcieInputs | None:
         """The PCIe functions the pcie source read, a GPU named GPU<n> where NVML gives its bus id, and each
@@ -260,15 +272,20 @@ class NodeModel:
         record_roce_counters(views, self.intake,
                              eth_st.data_time if eth_st is not None and eth_st.data is not None else None,
                              hw_st.data_time if hw_st is not None and hw_st.data is not None else None)
+        self._modules = port_modules(states)
+        for change in self.cables.observe(self._modules, now):        # a new module: its light is learned again
+            forget_port(self.optics_baseline, change.port + ":")
+            log.info("module changed", port=change.port, change=change.kind, serial=change.serial, before=change.before)
         ber_ports = [p for p in ber_view.ber_ports(states, inv) if not self.config.device_excluded(p.device)]
         ber_view.record(ber_ports, states, self.intake, now)
         gpus = source_data(states, GpuData)
         out: Sections = {"ib": ib, "roce": RoceSection(views), "gpu": GpuSection(gpus=gpus),
                          "inventory_known": inventory_known, "unknown": "", "optics": None, "kernel": None,
-                         "nccl": None, "ras": source_data(states, RasData), "ber": None, "pcie": None}
+                         "nccl": None, "ras": source_data(states, RasData), "ber": None, "pcie": None, "cables": None}
         inputs = NodeInputs(states, inv, ib, self.history, now, inventory_known, self._where(states), views, gpus, out,
                             ber_ports)
         findings = self.checks.run(inputs, self.present(states, ib, views), out).findings
+        self.cables.troubles(findings, self._modules, now)          # what the module in each port carries on
         out["jobs"], findings = node_jobs(states, findings)
         return out, findings
 
@@ -307,6 +324,8 @@ def compose(out: Sections, derived: object) -> None:
         out["ber"] = derived
     elif isinstance(derived, PcieSection):
         out["pcie"] = derived
+    elif isinstance(derived, CablesSection):
+        out["cables"] = derived
     else:
         raise TypeError(f"the node composes no {type(derived).__name__}")
 

@@ -248,6 +248,22 @@ def ber_exposition() -> str:
     return render(Snapshot(time=1.0, findings=[], sources={}, builds=BuildStats(), ber=sec)).decode()
 
 
+def vitals_exposition() -> str:
+    """A fabric collector's exposition of one switch's vitals as judged (the recorded fabric bundles predate
+    the vitals source): what the vitals alert reads, from the real catalogue."""
+    from fabricmon.exporter.render import render
+    from fabricmon.model.fabric import FabricSection, SwitchNode
+    from fabricmon.model.snapshot import BuildStats, Snapshot
+    from fabricmon.model.vitals import Vital
+    sec = FabricSection(kind="ethernet")
+    sec.switches["0c42a1000100"] = SwitchNode("0c42a1000100", "leaf01", 0, None, kind="ethernet", address="10.0.0.1")
+    sec.vitals["0c42a1000100"] = [Vital("100602111", "Fan Tray 2 Fan 1 Sensor 1", "fan", "ENTITY-SENSOR-MIB",
+                                        "nonoperational", 2, 0.0, "rpm"),
+                                  Vital("100006001", "Cpu temp sensor", "temperature", "ENTITY-SENSOR-MIB", "ok", 0,
+                                        53.3, "celsius")]
+    return render(Snapshot(time=1.0, findings=[], sources={}, builds=BuildStats(), fabric=sec)).decode()
+
+
 def exported_names(text: str) -> set[str]:
     """Every sample name in an exposition (histograms give _bucket/_sum/_count)."""
     return set(re.findall(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)[{ ]", text, re.M))
