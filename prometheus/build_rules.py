@@ -66,6 +66,10 @@ THRESHOLDS = {
     "snapshot_stale_seconds": 300,
     # no sweep that read every switch of the shard within this long (seconds; 60x the 15 s sweep)
     "fabric_sweep_stale_seconds": 900,
+    # which end of a host link to blame (docs/ber.md#which-end): receive + symbol errors in the last hour at which
+    # an end counts as erring, and the window
+    "blame_errors": 10,
+    "blame_window": "1h",
 }
 FOR = {
     "port_down": "1m",
@@ -78,7 +82,8 @@ FOR = {
     "phy_ber": "10m",
     "pcie": "5m",
     "vitals": "5m",
-    "cable": "5m",                # a moved module's history holds as long as it is in the port               # a fan or PSU read every 2 min: two reads, then the page                 # a PCIe link trains once: the verdict holds until the device is reseated             # the check needs its own 12-minute window; a verdict that holds 10 min more
+    "cable": "5m",
+    "blame": "15m",               # the verdict of both ends over their last hour must hold                # a moved module's history holds as long as it is in the port               # a fan or PSU read every 2 min: two reads, then the page                 # a PCIe link trains once: the verdict holds until the device is reseated             # the check needs its own 12-minute window; a verdict that holds 10 min more
     "kernel": "0m",               # a kernel log event: the finding holds (fatal: until reboot), no need to wait
     "source_failing": "15m",
     "source_errors": "30m",
@@ -830,6 +835,56 @@ def vitals_alerts(base: str) -> list[dict]:
     return out
 
 
+# ---- which end of a host link to blame (docs/ber.md#which-end) ----------------------------------------------
+# The node daemon reads the host port (fabricmon_ib_port_*, its CA's node_guid in fabricmon_ib_device_info), the
+# fabric collector the switch port (fabricmon_fabric_port_*) and what it is cabled to (fabricmon_fabric_link_info:
+# role host, remote_guid the CA's node GUID, remote_port its port): both ends' receive and symbol errors, keyed by
+# the host port (node_guid, port), then one verdict per link: errors received only at the switch point at the
+# host's transmitter or module, only at the host at the switch port's, at both ends at the cable.
+HOST_END = "node_guid_port:fabricmon_link_host_receive_errors:increase1h"
+SWITCH_END = "node_guid_port:fabricmon_link_switch_receive_errors:increase1h"
+BLAME = "node_guid_port:fabricmon_link_error_blame:info"
+BLAMES = (("host_tx", "the host's transmitter or module"), ("switch_tx", "the switch port's transmitter or module"),
+          ("cable", "the cable"))
+
+
+def blame_records() -> list[dict]:
+    w, t = THRESHOLDS["blame_window"], THRESHOLDS["blame_errors"]
+    host = (f"sum by (instance, device, port, node_guid) (\n"
+            f"  (\n    sum by (instance, job, device, port) (increase(fabricmon_ib_port_receive_errors_total{{{N}}}[{w}]))\n"
+            f"    + sum by (instance, job, device, port) (increase(fabricmon_ib_port_symbol_errors_total{{{N}}}[{w}]))\n"
+            f"  )\n  * on (instance, job, device) group_left (node_guid)\n"
+            f'  label_replace(fabricmon_ib_device_info{{{N}}}, "node_guid", "$1", "node_guid", "(?:0x)?(.+)")\n)')
+    sw = (f'sum by (switch_guid, switch, switch_port, remote_name, node_guid, port) (\n'
+          f'  label_replace(label_replace(label_replace(\n'
+          f"    (\n      sum by (instance, job, switch_guid, port) (increase(fabricmon_fabric_port_receive_errors_total{{{F_}}}[{w}]))\n"
+          f"      + sum by (instance, job, switch_guid, port) (increase(fabricmon_fabric_port_symbol_errors_total{{{F_}}}[{w}]))\n"
+          f"    )\n    * on (instance, job, switch_guid, port) group_left (remote_guid, remote_port, remote_name)\n"
+          f'    fabricmon_fabric_link_info{{{F_},role="host"}}\n'
+          f"    * on (instance, job, switch_guid) group_left (switch) fabricmon_fabric_switch_info{{{F_}}},\n"
+          f'  "switch_port", "$1", "port", "(.+)"), "port", "$1", "remote_port", "(.+)"), "node_guid", "$1", "remote_guid", "(.+)")\n)')
+    out = [{"record": HOST_END, "expr": host}, {"record": SWITCH_END, "expr": sw}]
+    cond = {"host_tx": f"({SWITCH_END} >= {t}) and on (node_guid, port) ({HOST_END} < {t})",
+            "switch_tx": f"({SWITCH_END} < {t}) and on (node_guid, port) ({HOST_END} >= {t})",
+            "cable": f"({SWITCH_END} >= {t}) and on (node_guid, port) ({HOST_END} >= {t})"}
+    for blame, _ in BLAMES:
+        out.append({"record": BLAME, "expr": (
+            f"(({cond[blame]}) * 0 + 1)\n  * on (node_guid, port) group_left (instance, device) ({HOST_END} * 0 + 1)"),
+            "labels": {"blame": blame}})
+    return out
+
+
+def blame_alerts(base: str) -> list[dict]:
+    what = "".join(f'{{{{ if eq $labels.blame "{b}" }}}}{text}{{{{ end }}}}' for b, text in BLAMES)
+    return [alert("FabricmonLinkErrorsBlame", f"{BLAME} == 1", "warning", FOR["blame"],
+                  "A host link errs: which part to replace.",
+                  "{{ $labels.instance }} {{ $labels.device }} port {{ $labels.port }} (node GUID {{ $labels.node_guid }}),"
+                  " cabled to {{ $labels.switch }} port {{ $labels.switch_port }}: receive and symbol errors over"
+                  f" the last {THRESHOLDS['blame_window']} ({THRESHOLDS['blame_errors']} or more counts as erring)"
+                  " {{ if eq $labels.blame \"cable\" }}at both ends{{ else if eq $labels.blame \"host_tx\" }}only at the"
+                  " switch port{{ else }}only at the host{{ end }}: replace " + what + ".", base)]
+
+
 # ---- NCCL: a slow job on a flagged path (docs/nccl.md#the-alert) ----------------------------------
 # The collector's verdicts that make a link "erroring or degraded" (its port findings, fabric.yml checks.*)
 NCCL_PATH_CHECKS = "symbol_errors|receive_errors|link_flap|link_error_recovery|link_integrity|transmit_discards"
@@ -924,6 +979,8 @@ def build(base: str | None = None, map_scheme: str = "http") -> str:
         {"name": "fabricmon.optics.alerts",
          "rules": optics_node_alerts(base) + with_map_urls(optics_fabric_alerts(base), map_scheme)},
         {"name": "fabricmon.vitals.alerts", "rules": with_map_urls(vitals_alerts(base), map_scheme)},
+        {"name": "fabricmon.blame.rules", "rules": blame_records()},
+        {"name": "fabricmon.blame.alerts", "rules": blame_alerts(base)},
         {"name": "fabricmon.nccl.alerts", "rules": nccl_alerts(base, map_scheme)},
     ]}
 
