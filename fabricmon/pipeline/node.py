@@ -242,7 +242,9 @@ class NodeModel:
                 d = dataclasses.replace(d, name=names[addr])
             devices.append(d)
         rates = {k: p.rate_gbps for k, p in inputs.ib.ports.items() if p.rate_gbps and p.up}
-        return pcie.PcieInputs(devices, rates, inputs.history, inputs.now)
+        st = source_state(inputs.states, PcieData)
+        key = (id(data), st.data_time if st is not None else 0.0, tuple(sorted(rates.items())), tuple(sorted(names.items())))
+        return pcie.PcieInputs(devices, rates, inputs.history, inputs.now, key)
 
     def _where(self, states: Mapping[str, SourceState]) -> str:
         """Where the port inventory was looked for, for the UNKNOWN line."""
