@@ -130,3 +130,10 @@ def test_mlx5_phy_counters_of_ethtool_s() -> None:
                                             "raw_errors_lane1": 2000, "raw_errors_lane2": 1500,
                                             "raw_errors_lane3": 620, "raw_errors": 5120}
     assert phy_counters({"rx_bytes": 1}) is None
+
+
+def test_show_fec_capabilities_per_speed() -> None:
+    r = parse_mlxlink((MLX / "roce_100g_show_fec.txt").read_text(), "mlx5_0", 1)
+    assert r.fec == "rs528" and r.counters.counters == {}
+    assert r.fec_capability["100G"] == "0x7 (No-FEC, Firecode_FEC, RS-FEC (528,514))"
+    assert r.fec_capability["10G_40G"] == "0x3 (No-FEC, Firecode_FEC)" and len(r.fec_capability) == 4
