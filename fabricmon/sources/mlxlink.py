@@ -22,6 +22,7 @@ from fabricmon.parsers.errors import ParseError
 from fabricmon.parsers.mlxlink import parse_mlxlink
 from fabricmon.pipeline.source import INVENTORY, Inputs, Source, SourceOutput, register, run_per_name
 from fabricmon.schema import Schema, boolean, from_class
+from fabricmon.sources.privilege import MLXLINK_FIX, denied
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,6 +85,9 @@ class MlxlinkSource(Source):
         for name, res in run.results:
             dev, port = targets[name]
             said = (res.stdout + "\n" + res.stderr).lower()
+            if denied(res):
+                out.error("exit_code", f"{res.describe()}: {MLXLINK_FIX}")
+                continue
             if res.error is None and res.returncode != 0 and any(w in said for w in NOT_A_PORT):
                 data.ports[(dev, port)] = MlxlinkPort(dev, port, note=(res.stderr or res.stdout).strip()[:200])
                 continue

@@ -91,3 +91,10 @@ def test_fec_reads_roce_netdevs_and_tells_no_data_from_errors() -> None:
     assert [k for k, _ in out.errors] == ["parse"]
     assert out.data.netdevs["ens1f0np0"].counters.get("fec_corrected_blocks") == 7301229
     assert "not supported" in out.data.notes["ens2f0np0"]
+
+
+def test_mlxlink_denied_says_it_needs_root() -> None:
+    out, _ = run(MlxlinkSource, {("mlxlink", "-d", "0000:10:00.0", "-p", "1", "-m", "-c"):
+                                 (1, "", "-E- Failed to open the device: Permission denied\n")})
+    (kind, msg), = [e for e in out.errors if "0000:10:00.0" in e[1]]
+    assert kind == "exit_code" and "runs as root only" in msg
