@@ -281,3 +281,33 @@ def test_a_ca_port_without_a_lid_is_read_as_one() -> None:
         assert got == {1: (None, 65535, "1c34da03005503dc"), 2: (None, 0, "0002c90300a1b2c2"),
                        3: (4049, None, "0c42a10300fb53dc"), 4: (None, 49152, "0c42a10300fb53e0"),
                        5: (None, None, "")}
+
+
+class _Files:
+    """The one HostIO call the design source makes."""
+
+    def read_host_file(self, path: str) -> str:
+        return Path(path).read_bytes().decode()          # as LiveIO: bytes, every CR kept
+
+
+def test_the_design_source_loads_a_dirty_design_and_names_a_cut_line(tmp_path: Path) -> None:
+    """fabric.sources.design on a design carried through a terminal: loaded; the same with a port line cut
+    short: the source's parse error, naming the file and the line, nothing loaded."""
+    from fabricmon.config import from_dict
+    from fabricmon.sources.infiniband.design import DesignSource
+    from helpers import run_inputs
+    text = everything(dm.design_ibnetdiscover(_fat_tree_topology(), "the design"), "cat design.net")
+    good, cut = tmp_path / "design.net", tmp_path / "cut.net"
+    good.write_bytes(text.encode())
+    lines_ = text.split("\r\n")
+    n = next(i for i, ln in enumerate(lines_) if ln.startswith("[3]"))
+    lines_[n] = lines_[n][:12]
+    cut.write_bytes("\r\n".join(lines_).encode())
+    for path, ok in ((good, True), (cut, False)):
+        cfg = from_dict({"fabric": {"sources": {"design": {"path": str(path)}}}}, check_paths=False)
+        out = DesignSource(cfg, cfg.fabric.sources["design"]).collect(_Files(), run_inputs())
+        if ok:
+            assert out.errors == [] and out.data is not None and len(out.data.design.cables) == 8
+        else:
+            assert out.data is None and [k for k, _ in out.errors] == ["parse"]
+            assert out.errors[0][1].startswith(f"{cut}: line {n + 1}: a port line that does not read: "), out.errors
