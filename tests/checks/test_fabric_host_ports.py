@@ -103,3 +103,18 @@ def test_the_real_director_capture_as_it_came_every_lidless_port_once() -> None:
     for key, (guid, host) in want.items():
         assert f"host {host} port 1 (CA 0x{guid}, port GUID 0x{guid}) has no LID (lid 65535)" in found[key], found[key]
     assert not [f for f in snap.findings if f.check == "degraded_link" and (f.device, f.port) in want]
+
+
+def test_a_port_without_a_lid_is_no_route_destination_and_no_mads_target() -> None:
+    """What the printed 65535 would have been taken for: a CA LID every leaf routes to (LID 0xFFFF, past every
+    forwarding table), and the far end a MAD is LID-routed to (0xFFFF is the permissive LID)."""
+    from fabricmon.checks.fabric_routing import ca_lids_below
+    from fabricmon.model.fabric import build_topology
+    from fabricmon.parsers.ibnetdiscover import parse_ibnetdiscover
+    from fabricmon.sources.infiniband.mad.reader import plan_targets
+    topo = build_topology(parse_ibnetdiscover(fat_tree(node01=65535, node04=0)))
+    every, below = ca_lids_below(topo)
+    assert every == {0x101, 0x102} and below[LEAF01] == {0x101} and below[LEAF02] == {0x102}
+    targets, _ = plan_targets(topo, set(topo.switches))
+    peers = {(t.guid, p): lid for t in targets for p, lid, _ in t.peers}
+    assert peers == {(LEAF01, 2): 0x101, (LEAF02, 1): 0x102}
