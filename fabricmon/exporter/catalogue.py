@@ -1014,6 +1014,7 @@ CATALOGUE: tuple[Metric, ...] = (
            "finding's own check: degraded_link, the counter checks (symbol_errors, link_flap, ...: each once a "
            "sweep read its counters; counter_saturation once one that can saturate), ecmp, uplinks, "
            "unresponsive, routing (once forwarding tables were read), pfc_storm (once pause frames were read), "
+           "host_port_unconfigured (once a discovery read the CA ports' LIDs), "
            "or the fabric-wide sm and node_description (host CAs with the firmware's node description, present "
            "only then; switch_guid and switch empty).", ("check", "switch_guid", "switch"), _fabric(_fab_check_status)),
     Metric("fabricmon_fabric_sm_master_present", G, "1 if a subnet manager answers as master (sminfo), else 0.",
