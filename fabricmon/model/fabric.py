@@ -226,10 +226,6 @@ class Topology:
     # host CAs whose node description is the firmware's default and that the name map does not name
     unnamed: list[str] = field(default_factory=list)
 
-    @property
-    def top_level(self) -> int:
-        return max(self.levels.values(), default=0)
-
     def aggregation_nodes(self, guid: str) -> list[int]:
         """The ports of a switch that lead to a CA inside it (its SHARP Aggregation Node)."""
         sw = self.switches.get(guid)
