@@ -1,6 +1,6 @@
 # fabricmon: the two commands a new user needs.
 #   make demo   installs what the demo needs (apt + a venv) and runs it on a simulated fabric
-#   make test   installs the test toolchain and runs the whole test suite
+#   make test   installs the test toolchain and runs the whole test suite (make test-fast: the fast tier alone)
 PYTHON ?= python3
 VENV   ?= .venv
 # what `make demo` needs: the InfiniBand simulator, the real infiniband-diags tools and opensm
@@ -12,15 +12,31 @@ DEMO_ETHERNET_PACKAGES = snmpsim snmp
 APT_PACKAGES = $(DEMO_PACKAGES) $(DEMO_ETHERNET_PACKAGES) ethtool iproute2 openssl prometheus prometheus-alertmanager systemd chromium slurm-wlm munge prometheus-node-exporter prometheus-snmp-exporter fuse3 libfuse3-dev pkg-config gcc
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: demo test deps deps-demo venv wheel offline deb deb-trial bench golden metrics-doc config-doc clean
+.PHONY: demo test test-fast fuzz deps deps-demo venv wheel offline deb deb-trial bench golden metrics-doc config-doc clean
 
 # DEMO_ARGS: fabricmon demo's options, e.g. make demo DEMO_ARGS="--duration 60" (default: until Ctrl-C)
 DEMO_ARGS ?=
 demo: deps-demo $(VENV)/.installed
 	$(VENV)/bin/fabricmon demo $(DEMO_ARGS)
 
+# the tiers (docs/development.md): `make test-fast` the fast one, in process (parsers, model, checks, pipeline,
+# exporter, render, layers, the replay goldens), what a bare `pytest` runs, in under a minute on 2 cores;
+# `make test` every test (-m "": no marker deselected), TEST_WORKERS pytest-xdist workers side by side
+# (the simulator tests mostly wait, so more workers than cores pay), tests that share a module's
+# simulator or the kernel ring buffer kept on one worker (--dist loadgroup)
+PYTEST = $(VENV)/bin/python -m pytest -q -p no:cacheprovider
+TEST_WORKERS ?= 4
 test: deps venv
-	$(VENV)/bin/python -m pytest -q -p no:cacheprovider --durations=25
+	$(PYTEST) -m "" -n $(TEST_WORKERS) --dist loadgroup --durations=25
+
+test-fast: venv
+	$(PYTEST) --durations=10
+
+# every fuzz target (tests/fuzz/targets.py) under atheris for FUZZ_TIME seconds each, and a table of what each
+# reached; a finding's input is left in .fuzz/<target>/ (docs/development.md "Fuzzing")
+FUZZ_TIME ?= 30
+fuzz: venv
+	$(VENV)/bin/python tests/fuzz/run_all.py --time $(FUZZ_TIME) $(if $(FUZZ_ONLY),--only $(FUZZ_ONLY))
 
 # apt-get install the packages of $(1) that are not installed yet (nothing at all when none is missing)
 define apt_install

@@ -106,6 +106,7 @@ FOR = {
     "sm_unknown": "15m",
     "sm_hung": "5m",
     "fabric_pfc_storm": "5m",
+    "uplink_capacity": "15m",     # a port set to the wrong width or speed: configuration, not an incident
     "design": "15m",              # the fabric against its design: a recabling in progress is not an incident
     "switch_unresponsive": "3m",  # shorter than fabric_port_down (5m): the parent is there before its children
     "slurm_topology_drift": "15m",  # the file is read every 5 min; an edit in progress is not an alert
@@ -115,6 +116,11 @@ FOR = {
     # NCCL: a slow job on a path the fabric collector flags (two 30 s dumps slow, and the fabric verdict's own `for`)
     "nccl_slow_path": "1m",
     "nccl_ras_peer": "2m",        # RAS queried at most every 30 s: four answers
+    "nccl_ras_stalled": "2m",     # the check already needs two answers alike; two minutes more of them
+    # remediation (docs/remediation.md): a tripped breaker is the incident itself (many failed at once): no wait;
+    # a step that keeps failing is retried with backoff by the daemon: a ticket once it has failed a while
+    "remediation_breaker": "0m",
+    "remediation_failing": "10m",
 }
 # Windows of the recording rules the dashboard reads.
 RECORD_WINDOW = "5m"
@@ -494,6 +500,8 @@ def fsel_(metric: str, extra: str = "") -> str:
 # switch's `down` port of the same cable is left out of the port alerts (both ends are one incident);
 # when the lower switch itself is gone, FabricmonFabricSwitchUnresponsive speaks for all its links.
 ONE_END = "\n  unless on (instance, job, switch_guid, port) " + 'fabricmon_fabric_link_info{%s,role="down"}'
+# either end of a link fabricmon's remediation disabled (docs/remediation.md)
+ISOLATED = "\n  unless on (instance, job, switch_guid, port) " + 'fabricmon_remediation_port_isolated{%s,mode="act"}'
 
 
 def port_finding(checks: str, status: int) -> str:
@@ -577,8 +585,9 @@ def fabric_alerts(base: str) -> list[dict]:
                                 "humanizePercentage").replace("$labels.port", "$labels.direction")
               + "), judged by the collector over consecutive sweeps: check ECMP hashing / adaptive routing"
                 " on this switch; the collector's finding names the hottest and coldest ports.", base),
+        # a link fabricmon isolated is down on purpose: FabricmonRemediation* and `fabricmon actions` report it
         alert("FabricmonFabricPortDown", named(fsel_("fabricmon_fabric_port_degraded", ',reason="down"') + " == 1"
-                                              + one_end),
+                                              + one_end + ISOLATED % F),
               "warning", FOR["fabric_port_down"], "A cabled switch port is down.",
               SWPORT + REMOTE + " was cabled at an earlier discovery and is down now"
               " (the collector's degraded_link verdict): the fabric lost this link's bandwidth and ECMP spreads"
@@ -617,6 +626,14 @@ def fabric_alerts(base: str) -> list[dict]:
                          " port, for fabric.pfc_storm.sweeps sweeps): lossless traffic on that priority"
                          " stalls and the pauses spread upstream; the map names the port. Check the peer's RoCE"
                          " counters and PFC watchdog.", base))
+        if st == 1:             # uplink_capacity is a warning or nothing
+            out.append(alert("FabricmonFabricUplinkNarrow", fsel_("fabricmon_fabric_check_status",
+                                                                  ',check="uplink_capacity"') + f" == {st}", sev,
+                             FOR["uplink_capacity"], "A switch uplink runs narrower or slower than the rest of its group.",
+                             SW + ": the collector's uplink_capacity check: an uplink runs at a lower width or speed "
+                             "than the other members of its uplink group, as both ends are set, so hashing still gives "
+                             "it an equal share and its flows run slower; the finding names the port and the capacity "
+                             "lost. Set both ends back to the group's width and speed.", base))
         out.append(alert("FabricmonMissingUplinks", missing_uplinks(st), sev, FOR["missing_uplinks"],
                          "A switch has fewer uplinks than its peers.",
                          SW + ": " + fabric_value_of(fsel("fabricmon_fabric_switch_uplinks", port=False), 'printf "%.0f"')
@@ -965,7 +982,47 @@ def nccl_alerts(base: str, scheme: str) -> list[dict]:
                 "{{ $labels.instance }}: NCCL communicator {{ $labels.device }} is missing ranks: " + peers
                 + ". The job is hung or dying there; `fabricmon check -v` on this node names each rank's pid and"
                 " GPU.", base)
-    return [rule, ras]
+    off = ("{{ with printf \"fabricmon_nccl_ras_ranks_off_count{instance='%s',comm='%s'}\" $labels.instance"
+           " (reReplaceAll \"^comm:\" \"\" $labels.device) | query }}{{ range $i, $s := sortByLabel \"collective\" . }}"
+           "{{ if $i }}, {{ end }}{{ $s.Value | printf \"%.0f\" }} off the common {{ $s.Labels.collective }} count"
+           "{{ end }}{{ else }}unknown{{ end }}")
+    stalled = alert("FabricmonNcclRanksStalled", f'fabricmon_check_status{{{SELECTOR},check="nccl_ras_stalled"}} == 1',
+                    "warning", FOR["nccl_ras_stalled"],
+                    "NCCL's RAS reports ranks of a communicator stopped at different operation counts.",
+                    "{{ $labels.instance }}: NCCL communicator {{ $labels.device }} has ranks stuck at different "
+                    "operation counts (" + off + "), the same in consecutive RAS answers: the job is hung at that "
+                    "operation. `fabricmon check -v` on this node names the odd ranks' hosts, pids and GPUs.", base)
+    return [rule, ras, stalled]
+
+
+# ---- remediation (docs/remediation.md): the node daemons' drains and the collectors' isolations ------------
+def _rem_value(metric: str) -> str:
+    return ('{{ with printf "' + metric + "{instance='%s',action='%s'}\" $labels.instance $labels.action | query }}"
+            "{{ . | first | value | printf \"%.0f\" }}{{ else }}?{{ end }}")
+
+
+def remediation_alerts(base: str) -> list[dict]:
+    """Remediation's own alerts, on the node daemons and the collectors alike (each says its action)."""
+    both = "(%s{" + N + "} or %s{" + F_ + "})"
+    return [
+        alert("FabricmonRemediationBreakerTripped",
+              both.replace("%s", "fabricmon_remediation_breaker_tripped") + " == 1", "critical",
+              FOR["remediation_breaker"], "fabricmon's remediation circuit breaker tripped: it puts nothing more out of "
+              "service.",
+              "{{ $labels.instance }}: the {{ $labels.action }} circuit breaker refused to act: "
+              + _rem_value("fabricmon_remediation_breaker_out_of_service") + " already out of service, the cap is "
+              + _rem_value("fabricmon_remediation_breaker_cap") + ". More failed at once than the cap allows, so the"
+              " rest were left in service and reported: look for their common cause (a switch, a power feed, a"
+              " firmware rollout) before anything else; `fabricmon actions` on that host lists what was done and"
+              " what was refused.", base),
+        alert("FabricmonRemediationActionFailing",
+              both.replace("%s", "fabricmon_remediation_failing") + " > 0", "warning", FOR["remediation_failing"],
+              "A remediation step keeps failing (retried with backoff).",
+              "{{ $labels.instance }}: {{ $value | printf \"%.0f\" }} {{ $labels.action }} action(s) could not be"
+              f" carried out for {FOR['remediation_failing']} (an SMP Set unanswered, scontrol failing or timing"
+              " out): the daemon retries with backoff and never assumes one done; `fabricmon actions` names each"
+              " with its last error.", base),
+    ]
 
 
 def build(base: str | None = None, map_scheme: str = "http") -> str:
@@ -982,6 +1039,7 @@ def build(base: str | None = None, map_scheme: str = "http") -> str:
         {"name": "fabricmon.blame.rules", "rules": blame_records()},
         {"name": "fabricmon.blame.alerts", "rules": blame_alerts(base)},
         {"name": "fabricmon.nccl.alerts", "rules": nccl_alerts(base, map_scheme)},
+        {"name": "fabricmon.remediation.alerts", "rules": remediation_alerts(base)},
     ]}
 
     class Dumper(yaml.SafeDumper):

@@ -27,8 +27,11 @@ def ibnetdiscover_text(netfile: str) -> str:
     """An ibsim topology (fabricmon.sim's netfiles, no GUIDs) as ibnetdiscover prints it: switch
     GUIDs 0x200000.. in order of appearance (as ibsim numbers them), CA GUIDs 0x100000..;
     a node's description is its header's comment where it has one (fabricmon.sim.fabric.plant),
-    else its id; NodeInfo lines (devid=, sysimgguid=) are kept."""
+    else its id; NodeInfo lines (devid=, sysimgguid=) are kept. Every CA port has a LID (0x100..,
+    in order of appearance), as once a subnet manager configured it: a CA port without one is a
+    finding (checks.fabric_host_ports)."""
     guids: dict[str, str] = {}
+    lids: dict[str, int] = {}           # CA -> its LID (a switch remote keeps `lid 0`: its port 0's LID, unknown)
     kinds: dict[str, str] = {}
     descs: dict[str, str] = {}
     nsw = nca = 0
@@ -42,6 +45,7 @@ def ibnetdiscover_text(netfile: str) -> str:
                 nsw += 1
             else:
                 guids[m[3]] = f"{0x100000 + nca:016x}"
+                lids[m[3]] = 0x100 + nca
                 nca += 1
     out = []
     for line in netfile.splitlines():
@@ -58,7 +62,7 @@ def ibnetdiscover_text(netfile: str) -> str:
         if m:
             r = m[2]
             letter = "S" if kinds[r] == "Switch" else "H"
-            out.append(f'[{m[1]}]\t"{letter}-{guids[r]}"[{m[3]}]\t\t# "{descs[r]}" lid 0 {m[4]}')
+            out.append(f'[{m[1]}]\t"{letter}-{guids[r]}"[{m[3]}]\t\t# "{descs[r]}" lid {lids.get(r, 0)} {m[4]}')
     return "\n".join(out) + "\n"
 
 
@@ -108,6 +112,35 @@ def management_leaf(netfile: str, cores: tuple[str, ...], name: str = "mgmt") ->
 
 
 
+def management_island(netfile: str, spines: tuple[str, ...], cores: tuple[str, ...]) -> str:
+    """The net file with a management fabric beside the compute one, as issue 52 describes Selene's
+    (its capture was not available to this work): two management leaves (`mgmt-leaf1`, `mgmt-leaf2`,
+    a UFM server and a management host each) with one uplink to each of `spines` (a handful of a
+    pod's spines), and a management spine (`mgmt-spine`) cabled to `cores` (one cable each) with a
+    host-less management leaf (`mgmt-leaf3`, two cables) under it."""
+    net = netfile.rstrip("\n") + "".join(f'\n\nSwitch\t16 "{n}"' for n in
+                                          ("mgmt-leaf1", "mgmt-leaf2", "mgmt-spine", "mgmt-leaf3")) + "\n"
+    for i, leaf in enumerate(("mgmt-leaf1", "mgmt-leaf2")):
+        net = add_cable(net, leaf, 1, f"ufm0{i + 1} mlx5_0", 1, host=True)
+        net = add_cable(net, leaf, 2, f"mgmthost0{i + 1} mlx5_0", 1, host=True)
+        for j, sp in enumerate(spines):
+            net = add_cable(net, leaf, 3 + j, sp, 40 + i)
+    for j, core in enumerate(cores):
+        net = add_cable(net, "mgmt-spine", 1 + j, core, 40)
+    for p in (1, 2):
+        net = add_cable(net, "mgmt-spine", 20 + p, "mgmt-leaf3", p)
+    return net
+
+
+def island_fabric() -> str:
+    """Issue 52's Selene, scaled down: two pods of 4 leaves (8 hosts each) and 8 spines (every leaf 8 uplinks), 8
+    cores, and a management island (fabric_snap.management_island: two management leaves with two
+    uplinks to pod 1's spines, a management spine on four cores, a host-less leaf under it)."""
+    from fabricmon.sim.fabric import three_tier_netfile
+    net = three_tier_netfile(pods=2, leaves_per_pod=4, spines_per_pod=8, cores_per_spine=1, hosts_per_leaf=8)
+    return management_island(net, ("p1s1", "p1s2"), ("core01", "core02", "core03", "core04"))
+
+
 _PORT_LINE = re.compile(r"^(?P<t>CA|SW|RT)\s+(?P<lid>\d+)\s+(?P<port>\d+)\s+0x(?P<guid>[0-9a-fA-F]+)\s+(?P<w>\d+x)\s+(?P<s>\w+)"
                         r"\s+-\s+(?P<rt>CA|SW|RT)\s+(?P<rlid>\d+)\s+(?P<rport>\d+)\s+0x(?P<rguid>[0-9a-fA-F]+)"
                         r"\s+\(\s+'(?P<desc>.*)'\s+-\s+'(?P<rdesc>.*)'\s+\)\s*$")
@@ -148,10 +181,13 @@ def _state(records: type, data: object, t: float) -> SourceState:
 
 def fabric_snapshot(topology: str, traffic: dict[str, dict[int, float]] | None = None, sweeps: int = 4,
                     errors: dict[tuple[str, int], int] | None = None, drop: list[tuple[str, int]] | None = None,
-                    link_bytes: float = HDR4X) -> Snapshot:
+                    link_bytes: float = HDR4X, abilities: dict[tuple[str, int], object] | None = None,
+                    ability: object = None) -> Snapshot:
     """`traffic`: switch name -> {port: share of link rate}; `errors`: (switch name, port) ->
     symbol errors added in the last sweep; `drop`: (switch name, port) cables gone at the last
-    discovery (reported down)."""
+    discovery (reported down); `abilities`: (switch name, port) -> what the port enables
+    (model.link_ability.LinkAbility, as the sweep's PortInfo reads it), `ability` for every other
+    switch port (None: no ability read, as before the sweep read PortInfo)."""
     cfg = from_dict({"fabric": {"thresholds": {"consecutive_sweeps": 3}}}, check_paths=False)
     t0 = 1_800_000_000.0
     clock = [t0]
@@ -186,6 +222,10 @@ def fabric_snapshot(topology: str, traffic: dict[str, dict[int, float]] | None =
                     vals["symbol_errors"] = errors.get((node.name, port), 0)
                 sw.ports[(g, port)] = vals
             sw.switches.add(g)
+            for port in node.links:
+                a = (abilities or {}).get((node.name, port), ability)
+                if a is not None:
+                    sw.abilities[(g, port)] = a
         states["sweep"] = _state(SweepData, sw, t)
         sec, findings = model.build(states)
     return Snapshot(time=clock[0], findings=findings, sources=states, builds=BuildStats(), fabric=sec["fabric"])

@@ -10,8 +10,9 @@ import math
 import os
 import shutil
 import sys
+import time
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any, Callable, NoReturn, TypeVar
 
 import yaml
 
@@ -21,12 +22,15 @@ from fabricmon.host.runner import CommandResult
 from fabricmon.model.ports import DeviceView, Inventory, PortView
 from fabricmon.model.roce import RoceTarget
 from fabricmon.pipeline.source import Inputs
+from fabricmon.sim.ports import free_port, free_ports      # noqa: F401  (the suite's one way to find a port)
 
 REPO = Path(__file__).resolve().parents[1]          # the repository
 ROOT = REPO
 FIXTURES = REPO / "tests" / "fixtures"
 BUNDLES = FIXTURES / "bundles"
 CAPTURES = REPO.parent / "shared" / "captures"       # real captures, beside the checkout (not shipped)
+
+T = TypeVar("T")
 
 
 def run_inputs(inventory: Inventory | None = None, deadline: float = math.inf) -> Inputs:
@@ -411,6 +415,24 @@ def api_findings(port: int) -> list[dict]:
     with urllib.request.urlopen(f"http://127.0.0.1:{port}/api/v1/findings", timeout=5) as r:
         return json.loads(r.read())["findings"]
 
+def fabricmon_script() -> str:
+    """The `fabricmon` console script of the environment the tests run in (beside sys.executable: the venv
+    `make venv` made, or any other the package is installed in); unavailable (skipped, failed under $CI)
+    where that environment has none."""
+    exe = Path(sys.executable).parent / "fabricmon"
+    if exe.exists():
+        return str(exe)
+    unavailable(f"no fabricmon command beside {sys.executable}: install the package in this environment "
+                "(make venv does)")
+
+
+def fabricmon_command() -> list[str]:
+    """fabricmon as a command: the environment's console script (fabricmon_script), else `python -m fabricmon`
+    with the interpreter the tests run in."""
+    exe = Path(sys.executable).parent / "fabricmon"
+    return [str(exe)] if exe.exists() else [sys.executable, "-m", "fabricmon"]
+
+
 def promtool() -> str:
     """The path of promtool (Debian package prometheus); skips without it, fails under $CI."""
     path = shutil.which("promtool")
@@ -419,17 +441,33 @@ def promtool() -> str:
     return path
 
 
+def wait_until(probe: Callable[[], T], timeout: float, what: str | Callable[[], str] = "the condition", *,
+               until: Callable[[T], object] = bool, interval: float = 0.05,
+               ignore: tuple[type[BaseException], ...] = ()) -> T:
+    """Calls probe() until what it returns holds (is true; with `until`, until(value) is true), and returns
+    that value; fails (AssertionError naming `what`, or what `what()` says then) when `timeout` seconds
+    pass first. The one way a test waits for something to happen: never a fixed sleep that hopes it has.
+    An exception of a type in `ignore` (e.g. OSError: not listening yet) counts as not yet, and is named
+    if the wait fails."""
+    deadline = time.monotonic() + timeout
+    last: BaseException | None = None
+    while True:
+        try:
+            got = probe()
+            if until(got):
+                return got
+        except ignore as exc:
+            last = exc
+        if time.monotonic() > deadline:
+            said = what() if callable(what) else what
+            raise AssertionError(f"not within {timeout:g} s: {said}" + (f" (last: {last!r})" if last else ""))
+        time.sleep(interval)
+
+
 def wait_for_scrape(port: int, pred, timeout: float) -> dict:
     """Scrapes /metrics on 127.0.0.1:port until pred(samples) holds; returns those samples."""
-    import time
-    end = time.monotonic() + timeout
-    while True:
-        s = scrape_samples(port)
-        if pred(s):
-            return s
-        if time.monotonic() > end:
-            raise AssertionError(f"condition not met within {timeout}s")
-        time.sleep(0.2)
+    return wait_until(lambda: scrape_samples(port), timeout, "a scrape that meets the condition", until=pred,
+                      interval=0.2)
 
 
 @contextlib.contextmanager
@@ -531,9 +569,10 @@ SUITE_PROGRAMS = frozenset({"slurmstepd", "srun", "slurmctld", "slurmd", "munged
 def leftover_processes(mark: str, since: float, test_dirs: tuple[str, ...]) -> list[str]:
     """The processes this test session started that still run, one line each (pid, name, command, and the
     test that started it, from the PYTEST_CURRENT_TEST it inherited): this process's descendants, the
-    other members of its process group, every process carrying the session's mark in its environment
-    (orphans that started a session of their own included), and any of SUITE_PROGRAMS started since
-    `since` whose command line or working directory is under one of `test_dirs`."""
+    other members of its process group but its siblings (what the shell started beside pytest: `| tail`),
+    every process carrying the session's mark in its environment (orphans that started a session of
+    their own included), and any of SUITE_PROGRAMS started since `since` whose command line or working
+    directory is under one of `test_dirs`."""
     import psutil
 
     from fabricmon.sim.procs import processes_with_environment
@@ -546,10 +585,10 @@ def leftover_processes(mark: str, since: float, test_dirs: tuple[str, ...]) -> l
         if p.pid in skip or p.pid in found or (p.info["create_time"] or 0) < since:
             continue
         try:
-            if os.getpgid(p.pid) == group:
+            if os.getpgid(p.pid) == group and p.ppid() != me.ppid():
                 found[p.pid] = p
             elif p.info["name"] in SUITE_PROGRAMS:
-                where = " ".join(p.info["cmdline"] or ()) + " " + p.cwd()
+                where = " ".join(p.info["cmdline"] or ()) + " " + os.path.join(p.cwd(), "")
                 if any(d in where for d in test_dirs):
                     found[p.pid] = p
         except (psutil.Error, OSError):

@@ -7,6 +7,7 @@ into the section through its Outcome.
 The capabilities (what must be present for a check to run; pipeline.fabric_checks.present computes
 them, never from the fabric kind):
   topology             a fresh discovery (DiscoveryData)
+  host_lids            ... one that reads each CA port's LID (DiscoveryData.reads_lids: ibnetdiscover, not LLDP)
   forwarding_tables    a source yielded LftData
   subnet_manager       a source yielded SmData
   pause_frames         a sweep yielded PFC pause frames (SweepData.pause)
@@ -35,7 +36,7 @@ from fabricmon.model.jobs import JobsSection
 from fabricmon.model.link_ability import LinkAbility
 from fabricmon.model.snapshot import SourceState
 
-CAPABILITIES = ("topology", "forwarding_tables", "subnet_manager", "pause_frames", "transceiver_readings",
+CAPABILITIES = ("topology", "host_lids", "forwarding_tables", "subnet_manager", "pause_frames", "transceiver_readings",
                 "switch_vitals", "scheduler_topology", "running_jobs", "design", "saturating_counters")
 FRESH_RECORDS = ("SweepData",)      # record types a fabric check needs fresh, by name
 Key = tuple[str, int]

@@ -1,12 +1,14 @@
-"""Topology symmetry: in a fat tree the switches of one level have the same number of active
-uplinks. Each switch's count is compared with the most common count among its peers: the
-switches of its level that share an upper switch with it (a pod's leaves share their spines; a
-management leaf cabled to the cores shares them with no leaf, so nothing is expected of it); a
-switch with no uplink at all is compared with its whole level; only switches whose uplinks are of
-one rate class are peers. A switch below its peers is a WARNING naming the uplinks that were cabled at an
-earlier discovery and are down now (a leaf that lost an uplink runs every job at a fraction of
-its bandwidth), and CRITICAL once `critical_fraction` (fabric.uplinks_critical_fraction) of its
-expected uplinks or more are missing: one uplink of many is a ticket, half of them a page.
+"""Topology symmetry: in a fat tree the leaves of one uplink group have the same number of active
+uplinks. Each switch's count is compared with the most common count among its peers by structure:
+the switches of its level, of its uplinks' rate class, whose upper switches are mostly its own (they
+share at least half of the larger of the two sets: a pod's leaves share their spines; a management
+leaf with two cables to two of a pod's twenty spines shares a tenth, and is no peer of the pod's
+leaves). A switch whose uplink group is its own (no other switch shares it) has no peers, so no
+expectation and no status from the comparison; a switch with no uplink at all is compared with its
+whole level. A switch below its peers is a WARNING naming the uplinks that were cabled at an earlier
+discovery and are down now (a leaf that lost an uplink runs every job at a fraction of its
+bandwidth), and CRITICAL once `critical_fraction` (fabric.uplinks_critical_fraction) of its expected
+uplinks or more are missing: one uplink of many is a ticket, half of them a page.
 
 Records in (FabricPort, the topology's ports and levels), counts and findings out."""
 
@@ -54,15 +56,24 @@ def _mode(c: Counter[int]) -> int:
     return max(c.items(), key=lambda kv: (kv[1], kv[0]))[0]
 
 
+PEER_SHARE = 0.5         # peers share at least this much of the larger of their two sets of upper switches
+
+
+def peers_by_structure(a: frozenset[str], b: frozenset[str]) -> bool:
+    """Whether two switches' sets of upper switches make them one uplink group."""
+    return bool(a) and bool(b) and len(a & b) >= PEER_SHARE * max(len(a), len(b))
+
+
 def expected_uplinks(counts: Mapping[str, int], levels: Mapping[str, int],
                      uppers: Mapping[str, frozenset[str]] | None = None,
                      classes: Mapping[str, str] | None = None) -> dict[str, int | None]:
     """Per switch, the most common active-uplink count among its peers, itself included: with
     `uppers` (switch -> the switches its uplinks lead to, down ones included), the switches of its
-    level sharing one of them (None when none does: nothing to compare it with); a switch without
-    uplinks, or without `uppers`, against its whole level. With `classes` (uplink_classes), only the
-    switches whose uplinks are of its rate class count as its peers (a storage leaf with EDR uplinks
-    is not held to the HDR compute leaves' count)."""
+    level whose uppers are mostly its own (peers_by_structure; None when none is: its uplink group is
+    its own, nothing to compare it with); a switch without uplinks, or without `uppers`, against its
+    whole level. With `classes` (uplink_classes), only the switches whose uplinks are of its rate
+    class count as its peers (a storage leaf with EDR uplinks is not held to the HDR compute leaves'
+    count)."""
     cls = classes or {}
     by_level: dict[tuple[int, str], Counter[int]] = {}
     for guid, n in counts.items():
@@ -79,8 +90,10 @@ def expected_uplinks(counts: Mapping[str, int], levels: Mapping[str, int],
         if not his:
             out[guid] = norm[(lvl, mine)]
             continue
-        peers = {h for u in his for h in below.get(u, ())
-                 if h in counts and levels.get(h, 0) == lvl and cls.get(h, "") == mine}
+        assert uppers is not None
+        near = {h for u in his for h in below.get(u, ())
+                if h in counts and levels.get(h, 0) == lvl and cls.get(h, "") == mine}
+        peers = {h for h in near if h == guid or peers_by_structure(his, uppers.get(h, frozenset()))}
         out[guid] = _mode(Counter(counts[h] for h in peers)) if len(peers) > 1 else None
     return out
 
@@ -107,8 +120,8 @@ def evaluate(uplinks: Mapping[str, tuple[int, int | None]], ports: Mapping[tuple
             CHECK, guid, missing[0] if missing else None,
             CRITICAL if expected and (expected - active) / expected >= critical_fraction else WARNING,
             f"{switches[guid].name} has {active} active uplinks where the switches of level {levels.get(guid, 0)} "
-            f"have {expected}; {where}: its hosts get {active}/{expected} of the uplink bandwidth; check the "
-            f"cables and both ports"))
+            f"that share its upper switches have {expected}; {where}: its hosts get {active}/{expected} of the "
+            f"uplink bandwidth; check the cables and both ports"))
     return [f for f in findings if f.status != OK]
 
 
@@ -146,11 +159,12 @@ class Symmetry:
         _, counts, expected = self.state.uplinks
         uplinks = {g: (counts.get(g, 0), expected.get(g)) for g in sec.switches}
         findings = evaluate(uplinks, sec.ports, sec.switches, sec.levels, self.settings)
-        # judged: the switches whose link state this sweep read (a switch not read keeps its last state: no status)
+        # judged: the switches whose link state this sweep read (a switch not read keeps its last state: no
+        # status) and that have peers (a switch whose uplink group is its own has nothing to be held to)
         read = inputs.sweep.switches_read() if inputs.sweep is not None else set()
-        return Outcome([f for f in findings if f.device in read], tuple(g for g in sec.switches if g in read),
-                       UplinkCounts(uplinks))
+        return Outcome([f for f in findings if f.device in read],
+                       tuple(g for g in sec.switches if g in read and uplinks[g][1] is not None), UplinkCounts(uplinks))
 
 
-__all__ = ["CHECK", "NEEDS", "Symmetry", "SymmetryState", "active_uplinks", "evaluate", "expected_uplinks",
-           "topology_uplinks", "uplink_classes"]
+__all__ = ["CHECK", "NEEDS", "PEER_SHARE", "Symmetry", "SymmetryState", "active_uplinks", "evaluate",
+           "expected_uplinks", "peers_by_structure", "topology_uplinks", "uplink_classes"]

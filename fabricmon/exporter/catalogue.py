@@ -28,6 +28,7 @@ from fabricmon.model.optics import LaneDiag, ModuleDiag, NodeModule
 from fabricmon.model.pcie import AER_SEVERITIES, PcieDevice, PcieLink
 from fabricmon.model.vitals import Vital
 from fabricmon.model.ports import PortView
+from fabricmon.model.remediation import ACTIONS, DRAIN, ISOLATE, MODE_VALUE, RemediationSection
 from fabricmon.model.roce import NetdevInfo, RoceView, roce_mtu
 from fabricmon.model.snapshot import BUILD_BUCKETS, Snapshot, SourceState
 
@@ -191,9 +192,15 @@ def _device_numa(snap: Snapshot) -> Iterator[Sample]:
         yield (name,), d.numa_node
 
 
+_CLASS_RANK = {"watch": 0, "degraded": 1, "fatal": 2}
+
+
 def _check_status(snap: Snapshot) -> Iterator[Sample]:
+    """One series per (check, device, port): the worst of its findings (a check may give one port several,
+    the kernel log one per event), with that finding's class (the more serious class on a tie)."""
     fab = snap.fabric
     switches = fab.switches if fab is not None else {}
+    worst: dict[tuple[str, str, str], tuple[int, int, str]] = {}
     for f in snap.findings:
         if f.port is None:
             port = ""
@@ -201,7 +208,14 @@ def _check_status(snap: Snapshot) -> Iterator[Sample]:
             port = fab.port_label(f.device, f.port)
         else:
             port = str(f.port)
-        yield (f.check, f.device, port, class_of(f)), f.status
+        klass = class_of(f)
+        key = (f.check, f.device, port)
+        have = worst.get(key)
+        mine = (f.status, _CLASS_RANK.get(klass, 0), klass)
+        if have is None or mine[:2] > have[:2]:
+            worst[key] = mine
+    for (check, device, port), (status, _, klass) in worst.items():
+        yield (check, device, port, klass), status
 
 
 # --- the kernel log -----------------------------------------------------------------------------
@@ -286,16 +300,29 @@ def _ras_missing(snap: Snapshot) -> Iterator[Sample]:
         return
     counts: dict[tuple[str, str, str], int] = {}
     for c in r.comms:
-        for p in c.missing:
-            k = (c.hash, p.host, "dead" if p.dead else "unresponsive" if p.unresponsive else "missing")
+        gone = [p for p in c.missing if p.unresponsive or p.dead]
+        for p in gone:
+            k = (c.hash, p.host, "dead" if p.dead else "unresponsive")
             counts[k] = counts.get(k, 0) + 1
+        if c.unreachable > len(gone):       # counted by RAS, not named (more than its report names)
+            counts[(c.hash, "unknown", "unresponsive")] = (counts.get((c.hash, "unknown", "unresponsive"), 0)
+                                                           + c.unreachable - len(gone))
     yield from sorted(counts.items())
+
+
+def _ras_odd_ranks(snap: Snapshot) -> Iterator[Sample]:
+    r = snap.ras
+    if r is None or r.refused:
+        return
+    for c in r.comms:
+        for m in c.mismatches:
+            yield (c.hash, m.collective), sum(n for _, n in m.groups[1:])
 
 
 def _ras_refused(snap: Snapshot) -> Iterator[Sample]:
     r = snap.ras
     if r is not None and r.refused:
-        yield (r.version or "before 2.28.7",), 1
+        yield (r.version or "unknown",), 1
 
 
 # --- RoCE -----------------------------------------------------------------------------------
@@ -851,6 +878,49 @@ def _cables(get: Callable[[CablePort], float | None], info: bool = False) -> Cal
 
 G, C = "gauge", "counter"
 
+
+def _remediation(fn: Callable[[RemediationSection], Iterable[Sample]]) -> Callable[[Snapshot], Iterator[Sample]]:
+    """Remediation's samples (the daemon's Remediator; none for `once`, `check` or a replay)."""
+    def samples(snap: Snapshot) -> Iterator[Sample]:
+        return iter(()) if snap.remediation is None else iter(fn(snap.remediation))
+    return samples
+
+
+def _rem_in_effect(kind: str) -> Callable[[RemediationSection], Iterable[Sample]]:
+    def samples(rem: RemediationSection) -> Iterable[Sample]:
+        if kind == ISOLATE and rem.scope == "node":
+            return []
+        n = {m: 0 for m in ("act", "dry_run")}
+        for a in rem.actions:
+            if a.kind == kind and a.in_effect:
+                n[a.mode] = n.get(a.mode, 0) + 1
+        return [((m,), v) for m, v in sorted(n.items())]
+    return samples
+
+
+def _rem_isolated(rem: RemediationSection) -> Iterable[Sample]:
+    """Both ends of each link in effect: the end set and its peer (whose name is the section's business: empty)."""
+    out: list[Sample] = []
+    for a in rem.actions:
+        if a.kind == ISOLATE and a.in_effect:
+            out.append(((a.guid, a.switch, str(a.port), a.mode, a.id, "set"), 1))
+            if a.peer:
+                g, _, p = a.peer.rpartition(":")
+                out.append(((g, "", p, a.mode, a.id, "peer"), 1))
+    return out
+
+
+def _rem_breaker(get: Callable[[int, int, bool], float]) -> Callable[[RemediationSection], Iterable[Sample]]:
+    return lambda rem: [((k,), get(b.cap, b.used, b.tripped)) for k, b in sorted(rem.breakers.items())]
+
+
+def _rem_open(pred: Callable[[str, str], bool]) -> Callable[[RemediationSection], Iterable[Sample]]:
+    def samples(rem: RemediationSection) -> Iterable[Sample]:
+        kinds = (DRAIN,) if rem.scope == "node" else ACTIONS
+        return [((k,), sum(1 for a in rem.actions if a.kind == k and a.open and pred(a.state, a.error)))
+                for k in kinds]
+    return samples
+
 CATALOGUE: tuple[Metric, ...] = (
     # InfiniBand ports (every RDMA port; link_layer says whether it is IB or RoCE)
     Metric("fabricmon_ib_port_info", G, "Port identity; join on device,port with group_left.",
@@ -1052,8 +1122,11 @@ CATALOGUE: tuple[Metric, ...] = (
     Metric("fabricmon_nccl_ras_missing_ranks", G, "Ranks NCCL's RAS reports missing from a communicator (the "
            "nccl_ras source, opt-in), by communicator hash, the peer's host and its state (dead, unresponsive).",
            ("comm", "peer_host", "state"), _ras_missing),
+    Metric("fabricmon_nccl_ras_ranks_off_count", G, "Ranks of a communicator not at the operation count most of "
+           "its ranks are at, per collective, in NCCL RAS's last answer (one answer: often mid-flight; "
+           "nccl_ras_stalled judges two).", ("comm", "collective"), _ras_odd_ranks),
     Metric("fabricmon_nccl_ras_refused", G, "1 while the NCCL answering RAS here is a version fabricmon does not "
-           "read (before 2.28.7: no JSON; 2.28.7-2.29.6: invalid JSON for missing ranks; docs/nccl.md#ras).",
+           "read (before sources.nccl_ras.text_since, 2.27.3 by default; docs/nccl.md#ras).",
            ("version",), _ras_refused),
     Metric("fabricmon_nccl_inspector_files", G, "NCCL Inspector files of running jobs, by result: read (the last "
            "read taken), not_taken (being rewritten, garbage or too large: see the source's errors).", ("result",),
@@ -1167,6 +1240,7 @@ CATALOGUE: tuple[Metric, ...] = (
            "finding's own check: degraded_link, the counter checks (symbol_errors, link_flap, ...: each once a "
            "sweep read its counters; counter_saturation once one that can saturate), ecmp, uplinks, "
            "unresponsive, routing (once forwarding tables were read), pfc_storm (once pause frames were read), "
+           "host_port_unconfigured (once a discovery read the CA ports' LIDs), "
            "or the fabric-wide sm and node_description (host CAs with the firmware's node description, present "
            "only then; switch_guid and switch empty).", ("check", "switch_guid", "switch"), _fabric(_fab_check_status)),
     Metric("fabricmon_fabric_sm_master_present", G, "1 if a subnet manager answers as master (sminfo), else 0.",
@@ -1260,6 +1334,38 @@ CATALOGUE: tuple[Metric, ...] = (
     Metric("fabricmon_fabric_optics_unjoined_sensors", G, "Transceiver sensors of the switch whose name names no "
            "interface, or more than one: counted, never guessed (docs/optics.md).", ("switch_guid",),
            _fabric(lambda fab: (((g,), n) for g, n in sorted(fab.optics_unjoined.items())))),
+    # remediation (docs/remediation.md)
+    Metric("fabricmon_remediation_mode", G, "Each remediation action's mode: 0 off, 1 dry_run (decided, logged, "
+           "counted, nothing touched), 2 act.", ("action",),
+           _remediation(lambda rem: [((k,), MODE_VALUE[rem.modes.get(k, "off")]) for k in ACTIONS])),
+    Metric("fabricmon_remediation_lease_held", G, "1 while this daemon holds remediation's lease (only the holder "
+           "acts; an HA pair's other collector shows 0).", (),
+           _remediation(lambda rem: [((), 1 if rem.held else 0)])),
+    Metric("fabricmon_remediation_actions", C, "Remediation's decisions and steps by action, mode and result (done, "
+           "dry_run, refused, failed, returned, undone, released), since start.", ("action", "mode", "result"),
+           _remediation(lambda rem: [(k, v) for k, v in sorted(rem.counts.items())])),
+    Metric("fabricmon_remediation_isolated_ports", G, "Fabric links fabricmon isolated now (in dry_run: would have).",
+           ("mode",), _remediation(_rem_in_effect(ISOLATE))),
+    Metric("fabricmon_remediation_drained_nodes", G, "Nodes fabricmon drained now (in dry_run: would have).",
+           ("mode",), _remediation(_rem_in_effect(DRAIN))),
+    Metric("fabricmon_remediation_port_isolated", G, "1 for each end of each link fabricmon isolated (`end`: set, the "
+           "port it disabled; peer, the other end, which hardware takes down with it), with the action's id "
+           "(`fabricmon actions`).", ("switch_guid", "switch", "port", "mode", "id", "end"),
+           _remediation(_rem_isolated)),
+    Metric("fabricmon_remediation_waiting", G, "Open actions waiting for something first (a host port for its node "
+           "to be idle).", ("action",), _remediation(_rem_open(lambda st, err: st == "waiting"))),
+    Metric("fabricmon_remediation_failing", G, "Open actions whose last try failed (an SMP Set unanswered, scontrol "
+           "failed or timed out): retried with backoff, never assumed done.", ("action",),
+           _remediation(_rem_open(lambda st, err: bool(err) and st in ("todo", "returning")))),
+    Metric("fabricmon_remediation_breaker_tripped", G, "1 when the action's circuit breaker refused a decision in "
+           "the last round (more would be out of service than its cap allows).", ("action",),
+           _remediation(_rem_breaker(lambda cap, used, tripped: 1 if tripped else 0))),
+    Metric("fabricmon_remediation_breaker_cap", G, "The most the circuit breaker lets be out of service at once "
+           "(isolate_port: links, max(min_cap, max_fraction x cabled switch ports); drain_node: nodes of the "
+           "node's smallest partition).", ("action",), _remediation(_rem_breaker(lambda cap, used, tripped: cap))),
+    Metric("fabricmon_remediation_breaker_out_of_service", G, "What the circuit breaker counts against its cap now "
+           "(isolate_port: fabricmon's links and those found down by others; drain_node: nodes drained by fabricmon).",
+           ("action",), _remediation(_rem_breaker(lambda cap, used, tripped: used))),
     # fabricmon itself
     Metric("fabricmon_source_enabled", G, "1 if the source is enabled.", ("source",),
            _sources(lambda s: 1 if s.enabled else 0, enabled_only=False)),

@@ -44,7 +44,8 @@ class _Unrecorded:
                                min_mtime: float = 0.0) -> HostFileRead:
         raise OSError(errno.EOPNOTSUPP, "NCCL Inspector files are not recorded in a bundle", path)
 
-    def ras_status(self, address: str, port: int, timeout: float, max_bytes: int) -> RasExchange:
+    def ras_status(self, address: str, port: int, timeout: float, max_bytes: int,
+                   fmt: str = "json") -> RasExchange:
         raise OSError(errno.EOPNOTSUPP, "NCCL RAS is not recorded in a bundle", f"{address}:{port}")
 
 

@@ -70,8 +70,9 @@ class HostIO(Protocol):
     # the kernel log (/dev/kmsg at `path`): the records after sequence number `after`, at most `limit`;
     # OSError where it cannot be opened (the caller falls back to the journal)
     def kmsg(self, path: str, after: int | None, limit: int) -> KmsgRead: ...
-    # NCCL's RAS port: one JSON STATUS conversation (host.ras; never VERBOSE); OSError where none answers
-    def ras_status(self, address: str, port: int, timeout: float, max_bytes: int) -> RasExchange: ...
+    # NCCL's RAS port: one STATUS conversation, in JSON or text (host.ras; never VERBOSE); OSError where none answers
+    def ras_status(self, address: str, port: int, timeout: float, max_bytes: int,
+                   fmt: str = "json") -> RasExchange: ...
     def sweep(self, root: str, rel: str) -> None: ...
     def commit_file(self, tmp: str, final: str) -> None: ...
     # the daemon (this pipeline) is stopping: kill the tools this HostIO has in flight, no others
@@ -294,8 +295,9 @@ class LiveIO:
     def kill_tools(self) -> None:
         kill_all(owner=self)
 
-    def ras_status(self, address: str, port: int, timeout: float, max_bytes: int) -> RasExchange:
-        return ras_status(address, port, timeout, max_bytes)
+    def ras_status(self, address: str, port: int, timeout: float, max_bytes: int,
+                   fmt: str = "json") -> RasExchange:
+        return ras_status(address, port, timeout, max_bytes, fmt)
 
     def kmsg(self, path: str, after: int | None, limit: int) -> KmsgRead:
         with self._lock:

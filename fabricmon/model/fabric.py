@@ -38,6 +38,13 @@ ROLES = ("host", "internal", "up", "down", "unconnected", "external")
 AGGREGATION_NODE_DEVICE = 0xCF09                 # NodeInfo DeviceID of a SHARP Aggregation Node
 AGGREGATION_NODE_DESCRIPTION = "Mellanox Technologies Aggregation Node"
 Key = tuple[str, int]          # (switch_guid, port)
+UNICAST_LIDS = range(0x0001, 0xC000)     # IBTA: 0 is reserved, 0xC000-0xFFFE multicast, 0xFFFF permissive
+
+
+def unicast_lid(lid: int) -> bool:
+    """A LID a subnet manager assigns a port (1-0xBFFF); 0 and 65535 (0xFFFF) are what a port no subnet
+    manager configured reports (0, or 0xFFFF on ConnectX)."""
+    return lid in UNICAST_LIDS
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,6 +64,11 @@ class Link:
     remote_lid: int | None = None    # the remote port's LID (a CA port's own LID; a switch's port-0 LID)
     rate_mbps: int | None = None     # Ethernet: the port speed in Mb/s (ifHighSpeed)
     remote_port_name: str = ""       # the remote port's name where it has one (LLDP port ID: ifName)
+    # a CA end without a LID: what the discovery printed as its LID where that is no unicast LID (0, or
+    # 65535 as ConnectX reports a port no subnet manager configured); remote_lid is then None. None: the
+    # CA port has its LID, or its LID is not known (a switch end, Ethernet)
+    remote_unassigned_lid: int | None = None
+    remote_port_guid: str = ""       # a CA end's port GUID where the discovery prints it (16 hex digits)
 
     @property
     def remote_port_label(self) -> str:
@@ -139,6 +151,9 @@ class DiscoveryData:
     device_ids: dict[str, int] = field(default_factory=dict)
     # node guid -> its name in the site's node name map (infiniband-diags' ib-node-name-map)
     node_names: dict[str, str] = field(default_factory=dict)
+    # the discovery reads each CA port's LID (ibnetdiscover: a link's remote_unassigned_lid is the truth
+    # about it); not so for LLDP, which knows no LIDs
+    reads_lids: bool = False
 
 
 _LINK_DETAILS = ("remote_name", "remote_lid", "width", "speed", "rate_mbps", "remote_port_name", "remote_type")
@@ -167,8 +182,10 @@ def merge_discovery(base: DiscoveryData | None, new: DiscoveryData) -> Discovery
         for port, lk in sw.links.items():
             was = old.links.get(port)
             if was is not None and was.remote_guid == lk.remote_guid and was.remote_port == lk.remote_port:
-                # the same cable: what this run could not read (a remote name, a width) keeps its last value
-                keep = {f: getattr(was, f) for f in _LINK_DETAILS if not getattr(lk, f) and getattr(was, f)}
+                # the same cable: what this run could not read (a remote name, a width) keeps its last value;
+                # a LID this run read as unassigned is no LID it could not read
+                keep = {f: getattr(was, f) for f in _LINK_DETAILS if not getattr(lk, f) and getattr(was, f)
+                        and not (f == "remote_lid" and lk.remote_unassigned_lid is not None)}
                 if keep:
                     lk = replace(lk, **keep)
             old.links[port] = lk
@@ -178,7 +195,7 @@ def merge_discovery(base: DiscoveryData | None, new: DiscoveryData) -> Discovery
                          unanswered=new.unanswered, links_are_up=new.links_are_up,
                          system_guids={**base.system_guids, **new.system_guids},
                          device_ids={**base.device_ids, **new.device_ids},
-                         node_names=new.node_names or base.node_names)
+                         node_names=new.node_names or base.node_names, reads_lids=new.reads_lids)
 
 
 @dataclass(slots=True)
@@ -209,10 +226,6 @@ class Topology:
     hosts: dict[str, str] = field(default_factory=dict)
     # host CAs whose node description is the firmware's default and that the name map does not name
     unnamed: list[str] = field(default_factory=list)
-
-    @property
-    def top_level(self) -> int:
-        return max(self.levels.values(), default=0)
 
     def aggregation_nodes(self, guid: str) -> list[int]:
         """The ports of a switch that lead to a CA inside it (its SHARP Aggregation Node)."""
@@ -279,7 +292,11 @@ def switch_levels(d: DiscoveryData, parts: Mapping[str, str] | None = None,
        level higher (a management leaf cabled to the cores pulls them down to the spines' level).
     4. A switch without hosts above level 2 whose neighbours all sit one level below it, with a
        neighbour set and a cable count within those of a leaf, is a leaf whose hosts are down
-       (a core's neighbours are one spine per pod; a leaf's every spine of its pod)."""
+       (a core's neighbours are one spine per pod; a leaf's every spine of its pod).
+    5. Before 4: such a switch with a single switch neighbour, or two levels or more above the
+       tree's top, is the leaf of an island (a management leaf whose hosts are absent, under a
+       management spine cabled to the cores): it is a leaf, and the levels are worked out again
+       from it too, so its spine sits one level above it, not one above the cores (_island_leaves)."""
     parts = switch_parts(d) if parts is None else parts
     sws = d.switches
     nbrs: dict[str, set[str]] = {}
@@ -303,16 +320,11 @@ def switch_levels(d: DiscoveryData, parts: Mapping[str, str] | None = None,
     seeds -= stray
     if previous:
         seeds |= {g for g in sws if previous.get(g) == 1 and not hosts[g] and nbrs[g]}
-    levels = _bfs(sws, nbrs, seeds)
-    for _ in range(4):          # 3. no switch sits on the level of most of its neighbours
-        rise = [g for g in sws if levels[g] > 1
-                and sum(1 for n in nbrs[g] if levels[n] == levels[g])
-                > hosts[g] + sum(1 for n in nbrs[g] if levels[n] == levels[g] - 1)]
-        if not rise:
-            break
-        for g in rise:
-            levels[g] += 1
-        levels = _bfs(sws, nbrs, seeds, levels)
+    levels = _raised(sws, nbrs, hosts, seeds)
+    stubs = _island_leaves(sws, nbrs, hosts, cables, levels)
+    if stubs:                   # 5. leaves of an island hanging above the tree: levels again from them too
+        seeds |= stubs
+        levels = _raised(sws, nbrs, hosts, seeds)
     leaves = [g for g in seeds if levels[g] == 1]
     for g in sws:               # 4. leaves whose hosts are down
         lvl = levels[g]
@@ -322,6 +334,44 @@ def switch_levels(d: DiscoveryData, parts: Mapping[str, str] | None = None,
         if any(nbrs[g] <= nbrs[y] and cables[g] <= cables[y] for y in leaves):
             levels[g] = 1
     return levels
+
+
+def _raised(sws: Mapping[str, SwitchNode], nbrs: Mapping[str, set[str]], hosts: Mapping[str, int],
+            seeds: set[str]) -> dict[str, int]:
+    """Rules 2 and 3 of switch_levels: BFS from the seeds, then no switch on the level of most of its
+    neighbours."""
+    levels = _bfs(sws, nbrs, seeds)
+    for _ in range(4):
+        rise = [g for g in sws if levels[g] > 1
+                and sum(1 for n in nbrs[g] if levels[n] == levels[g])
+                > hosts[g] + sum(1 for n in nbrs[g] if levels[n] == levels[g] - 1)]
+        if not rise:
+            break
+        for g in rise:
+            levels[g] += 1
+        levels = _bfs(sws, nbrs, seeds, levels)
+    return levels
+
+
+def _island_leaves(sws: Mapping[str, SwitchNode], nbrs: Mapping[str, set[str]], hosts: Mapping[str, int],
+                   cables: Mapping[str, int], levels: Mapping[str, int]) -> set[str]:
+    """Rule 5 of switch_levels: the host-less switches at the end of a chain above the tree, which
+    are leaves whose hosts are absent (a management island's spare leaf under its own spine), not a
+    tier above that spine. Of the switches without hosts whose every neighbour sits one level below
+    them (the tops of the BFS), those
+    - with a single switch neighbour: a switch that reaches one other switch carries no traffic
+      between two, so it is no spine or core of anything; or
+    - two levels or more above the tree's top (the level of most of the tops' cables): a core's
+      neighbours are spines; these hang off switches that are themselves above the cores."""
+    tops = [g for g in sws if not hosts[g] and nbrs[g] and levels[g] >= 3
+            and all(levels[n] == levels[g] - 1 for n in nbrs[g])]
+    if not tops:
+        return set()
+    weight: dict[int, int] = {}
+    for g in tops:
+        weight[levels[g]] = weight.get(levels[g], 0) + cables[g]
+    top = max(weight.items(), key=lambda kv: (kv[1], -kv[0]))[0]
+    return {g for g in tops if len(nbrs[g]) == 1 or levels[g] > top + 1}
 
 
 def _bfs(sws: Mapping[str, SwitchNode], nbrs: Mapping[str, set[str]], seeds: set[str],
@@ -652,7 +702,7 @@ __all__ = ["NO_ROUTE", "ROLES", "DesignDrift", "DiscoveryData", "EcmpGroup", "Ec
            "LftData", "Link", "PortInfo", "Responsiveness", "RouteBalance", "RouteBalances", "SchedulerDrift", "SmData",
            "SmInfo", "SmPoll", "SwitchNode", "SwitchOpticsView", "SweepData", "Topology", "UplinkCounts", "build_topology",
            "merge_discovery", "port_role", "rate_class", "switch_levels", "switch_parts", "host_name",
-           "default_description", "AGGREGATION_NODE_DEVICE", "AGGREGATION_NODE_DESCRIPTION"]
+           "default_description", "unicast_lid", "AGGREGATION_NODE_DEVICE", "AGGREGATION_NODE_DESCRIPTION", "UNICAST_LIDS"]
 
 
 def shard_hash(guid: str) -> int:

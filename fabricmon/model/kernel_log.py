@@ -82,11 +82,18 @@ class KernelPattern:
     source: str             # the format string's file in the Linux tree (or the upstream test data)
     nvsentinel: str         # NVSentinel's NIC monitor: how it classifies the line ("" : not matched)
     gpud: str               # gpud's kmsg matcher ("" : not matched)
+    # a line of one of these events' report (the lines the driver prints after it): within REPORT_WINDOW of
+    # that event on the same device, the line is that event's reason (its detail), never a second event;
+    # alone, it is an event of its own
+    continues: tuple[str, ...] = ()
+
+
+REPORT_WINDOW = 30.0        # seconds a report's lines may follow the line that opened it
 
 
 def _p(event: str, regex: str, device: str, klass: str, summary: str, fix: str, source: str,
-       nvsentinel: str = "", gpud: str = "") -> KernelPattern:
-    return KernelPattern(event, re.compile(regex), device, klass, summary, fix, source, nvsentinel, gpud)
+       nvsentinel: str = "", gpud: str = "", continues: tuple[str, ...] = ()) -> KernelPattern:
+    return KernelPattern(event, re.compile(regex), device, klass, summary, fix, source, nvsentinel, gpud, continues)
 
 
 _DRAIN = "drain the node, then reload mlx5_core or reboot; if it comes back, update the adapter's firmware or replace it"
@@ -98,11 +105,33 @@ PATTERNS: tuple[KernelPattern, ...] = (
     _p("health_miss_count", r"device's health compromised - reached miss count", "pci", FATAL,
        "the adapter's firmware heartbeat stopped", _DRAIN, "mlx5/core/health.c",
        nvsentinel="fatal (health_poll_failed)"),
-    _p("unrecoverable_error", r"(?P<detail>synd 0x[0-9a-f]+): unrecoverable hardware error", "pci", FATAL,
-       "the adapter reported an unrecoverable hardware error", _DRAIN + " (an RMA)", "mlx5/core/health.c",
-       nvsentinel="fatal (unrecoverable_err)"),
     _p("fw_fatal_error", r"(?P<detail>Fatal error \d+) detected", "pci", FATAL,
        "the adapter's health sensors report a fatal error", _DRAIN, "mlx5/core/health.c"),
+    # print_health_info's report after either of those: its header (newer kernels) and its syndrome line carry the
+    # reason; they are the reason of that event, not new ones (the other lines of the report match nothing)
+    _p("health_issue", r"Health issue observed, (?P<detail>[^,]+), severity\(\d+\)", "pci", DEGRADED,
+       "the adapter's firmware reported a health issue", "watch the device; with a health event before it, that "
+       "event's class holds (drain)", "mlx5/core/health.c (print_health_info)",
+       continues=("health_miss_count", "fw_fatal_error")),
+    _p("health_syndrome", r"(?P<detail>synd 0x[0-9a-f]+: [^\n]+?)\s*$", "pci", FATAL,
+       "the adapter's health report names a syndrome (unrecoverable hardware error, firmware internal error, ...)",
+       _DRAIN + " (an RMA if the syndrome is a hardware error)", "mlx5/core/health.c (print_health_info, hsynd_str)",
+       nvsentinel="fatal (unrecoverable_err)", continues=("health_miss_count", "fw_fatal_error", "health_issue")),
+    _p("cmd_no_completion", r"cmd\[\d+\]: (?P<detail>[A-Z][A-Z0-9_]*\(0x[0-9a-f]+\)) No done completion", "pci",
+       DEGRADED, "a driver command got no completion from the adapter's firmware in time (it may still recover; "
+       "a cmd_timeout after it is the command lost)", "watch for cmd_timeout on the device; repeated ones need a "
+       "drain and a reload", "mlx5/core/cmd.c (wait_func_handle_exec_timeout)"),
+    _p("cmd_late_completion", r"Command completion arrived after timeout \(entry idx = (?P<detail>\d+)\)", "pci",
+       WATCH, "a command's completion came after it had timed out (the firmware was slow)",
+       "nothing by itself: evidence for the cmd_timeout before it", "mlx5/core/cmd.c (mlx5_cmd_comp_handler)"),
+    _p("cmd_alloc_failed", r"failed to allocate command entry", "pci", DEGRADED,
+       "the driver's command queue is full: commands to the firmware are not completing",
+       "watch for cmd_timeout and failed probes on the device; a drain and a reload if they follow",
+       "mlx5/core/cmd.c (cmd_work_handler)"),
+    _p("probe_failed", r"(?P<detail>_?mlx5e_(?:resume|attach) failed, -?\d+|alloc (?:pd|td|tises|tis|uar|bfreg)[a-z]* "
+       r"failed, -?\d+|create mkey failed, -?\d+)", "pci", FATAL,
+       "a step of bringing the adapter's function up failed: it is not usable (no netdev, no RDMA port)",
+       _DRAIN, "mlx5/core/en_main.c (_mlx5e_probe, mlx5e_create_mdev_resources)"),
     _p("tx_timeout", r"TX timeout detected|(?P<detail>TX timeout on queue: \d+)", "pci", DEGRADED,
        "a transmit queue stalled (the driver resets the channel)",
        "watch the port's traffic; repeated timeouts, or a timeout followed by a soft lockup, need a drain and a reboot",
@@ -129,6 +158,11 @@ PATTERNS: tuple[KernelPattern, ...] = (
        "the slot cannot power the adapter fully (it may throttle or drop its link)",
        "move the adapter to a slot that supplies the power it needs, or fix the riser/BIOS slot power setting",
        "mlx5/core/events.c", nvsentinel="non-fatal (pci_power_insufficient)", gpud="event (pci_power_insufficient)"),
+    _p("pcie_power_not_advertised", r"PCIe slot power capability was not advertised", "pci", DEGRADED,
+       "the slot did not tell the adapter how much power it may draw (after a hot-plug, or a slot/BIOS without "
+       "the capability): the adapter may throttle its ports",
+       "check the slot's power (lspci -vv: SlotPowerLimit); attach the adapter at boot rather than by hot-plug, "
+       "or fix the BIOS slot power setting", "mlx5/core/events.c (mlx5_pcie_event)"),
     _p("pcie_aer_fatal", r"PCIe Bus Error: severity=Uncorrect(?:ed|able) \(Fatal\), (?P<detail>type=[^,]+)", "pci", FATAL,
        "an uncorrectable fatal PCIe error on the adapter's link", _DRAIN + "; reseat the adapter and its riser",
        "drivers/pci/pcie/aer.c"),
@@ -144,7 +178,8 @@ PATTERNS: tuple[KernelPattern, ...] = (
        "see the port's link_flap and degraded_link findings and the cabled switch port", "mlx5/core/en_main.c"),
     _p("link_up", r"^mlx5_core \S+ (?P<netdev>[^\s:]+): Link up$", "pci", WATCH,
        "the port's link came up", "nothing: evidence for the port's flap history", "mlx5/core/en_main.c"),
-    _p("access_reg_failed", r"mlx5_cmd_out_err.*(?P<detail>ACCESS_REG\(0x805\)).* failed", "pci", WATCH,
+    # mlx5_cmd_out_err (6.x) or mlx5_cmd_check (5.x) prints it: the words after the function name are the same
+    _p("access_reg_failed", r"(?P<detail>ACCESS_REG\(0x805\)) op_mod\(0x[0-9a-f]+\) failed", "pci", WATCH,
        "a register read was refused (a firmware-restricted function, or a monitor reading it)",
        "name the device in exclude_devices (or sources.sysfs.counters_exclude) so nothing reads its counters",
        "mlx5/core/cmd.c", nvsentinel="non-fatal (access_reg_failed)", gpud="event (access_reg_failed)"),
@@ -163,4 +198,5 @@ PATTERNS: tuple[KernelPattern, ...] = (
 BY_EVENT = {p.event: p for p in PATTERNS}
 
 
-__all__ = ["BY_EVENT", "AttributedEvent", "KernelEvent", "KernelSection", "KernelLogData", "KernelPattern", "PATTERNS"]
+__all__ = ["BY_EVENT", "AttributedEvent", "KernelEvent", "KernelSection", "KernelLogData", "KernelPattern", "PATTERNS",
+           "REPORT_WINDOW"]

@@ -237,19 +237,79 @@ class RasPeer:
     """A rank RAS reports missing from its communicator: where it ran and why it is missing."""
     rank: int
     host: str                   # as NCCL resolves the peer's address ("unknown" where it cannot)
-    pid: int
-    cuda_dev: int
+    pid: int                    # -1 where NCCL did not name the process
+    cuda_dev: int               # -1 where NCCL did not name the GPU (the text of 2.24 and 2.25)
     nvml_dev: int
-    unresponsive: bool          # it did not answer RAS's collective
+    unresponsive: bool          # its process did not answer RAS's collective
     dead: bool                  # RAS considers its process dead
 
 
 @dataclass(frozen=True, slots=True)
+class RasRank:
+    """A rank RAS names among those at one operation count: where it runs."""
+    rank: int
+    count: int                  # the operations of the collective it has launched
+    host: str = "unknown"
+    pid: int = -1
+    cuda_dev: int = -1
+    nvml_dev: int = -1
+
+
+# NCCL's rasCountIsOutlier (client_support.cc, not verbose): the ranks of a group are named when the
+# group is one rank, or at most DETAIL_THRESHOLD ranks and at most OUTLIER_FRACTION of the communicator
+DETAIL_THRESHOLD = 10
+OUTLIER_FRACTION = 0.25
+
+
+def ras_outlier(count: int, comm_ranks: int = -1) -> bool:
+    """Whether NCCL's text report names the ranks of a group of `count` (rasCountIsOutlier)."""
+    if count == 1:
+        return True
+    return count <= DETAIL_THRESHOLD and (comm_ranks == -1 or count <= comm_ranks * OUTLIER_FRACTION)
+
+
+@dataclass(frozen=True, slots=True)
+class RasMismatch:
+    """The ranks of one communicator at different operation counts of one collective (RAS's MISMATCH):
+    each count and how many ranks launched up to it, most ranks first; the ranks RAS names (the groups
+    its rule calls outliers: ras_outlier)."""
+    collective: str             # AllReduce, AllGather, ... ("collective": NCCL 2.24-2.25 count them all as one)
+    groups: tuple[tuple[int, int], ...]     # (operation count, ranks), most ranks first, then the higher count
+    named: tuple[RasRank, ...] = ()
+
+    @property
+    def signature(self) -> tuple[str, tuple[tuple[int, int], ...]]:
+        """What stays the same while the ranks stay where they are (two polls alike: they are stuck)."""
+        return self.collective, self.groups
+
+
+def ras_mismatch(collective: str, counts: Mapping[int, int], where: Mapping[int, RasRank],
+                 comm_ranks: int) -> RasMismatch | None:
+    """The mismatch of one collective from each rank's operation count (rank -> count), as NCCL's
+    report has it: None when every rank is at the same count; named, the ranks of outlier groups."""
+    by_count: dict[int, list[int]] = {}
+    for rank, n in counts.items():
+        by_count.setdefault(n, []).append(rank)
+    if len(by_count) < 2:
+        return None
+    groups = sorted(((n, len(r)) for n, r in by_count.items()), key=lambda g: (-g[1], -g[0]))
+    named = tuple(where.get(r, RasRank(r, n)) for n, size in groups if ras_outlier(size, comm_ranks)
+                  for r in sorted(by_count[n]))
+    return RasMismatch(collective, tuple(groups), named)
+
+
+@dataclass(frozen=True, slots=True)
 class RasComm:
-    hash: str                   # NCCL's communicator hash ("0x...")
+    hash: str                   # NCCL's communicator hash, 16 hex digits as the text prints it
     size: int                   # ranks in the communicator
-    ranks_count: int            # ranks that answered
-    missing: tuple[RasPeer, ...] = ()
+    unreachable: int = 0        # its ranks whose process did not answer RAS (named or not: missing)
+    missing: tuple[RasPeer, ...] = ()       # the missing ranks RAS named
+    mismatches: tuple[RasMismatch, ...] = ()
+
+
+def ras_hash(text: str) -> str:
+    """A communicator hash as JSON ("0x5f3a...") or text ("005f3a...") writes it: 16 hex digits."""
+    return f"{int(text, 16):016x}"
 
 
 @dataclass(slots=True)
@@ -258,9 +318,11 @@ class RasData:
     version: str = ""           # nccl_version of the answer ("" when nothing was read)
     comms: list[RasComm] = field(default_factory=list)
     refused: str = ""           # why this NCCL version is not queried (docs/nccl.md#ras), "" when it is
+    format: str = ""            # what the answer was read as: "json", "text" ("" when nothing was read)
     queried_at: float = 0.0     # when the last STATUS was sent (time.time())
     local_host: str = ""        # this node's short host name (a missing peer here: its ports are known)
 
 
-__all__ = ["RasComm", "RasData", "RasPeer", "BaselineKey", "COLLECTIVE", "JobBaseline", "P2P", "NcclBaselines", "NcclData", "NcclFile", "NcclMeasure",
+__all__ = ["DETAIL_THRESHOLD", "OUTLIER_FRACTION", "RasComm", "RasData", "RasMismatch", "RasPeer", "RasRank",
+           "ras_hash", "ras_mismatch", "ras_outlier", "BaselineKey", "COLLECTIVE", "JobBaseline", "P2P", "NcclBaselines", "NcclData", "NcclFile", "NcclMeasure",
            "NcclPath", "NcclSection", "join", "nvml_uuid"]

@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from fabricmon.model.optics import OpticsSection
     from fabricmon.model.pcie import PcieSection
     from fabricmon.model.ports import DeviceView, LinkVerdict, PortView
+    from fabricmon.model.remediation import RemediationSection
     from fabricmon.model.roce import RoceView
 
 # Error kinds exported in fabricmon_source_errors_total{kind}; all are pre-declared at 0.
@@ -188,6 +189,9 @@ class Snapshot:
     unknown: str = ""
     # the host this daemon reports on (slurm.node_name, else the short host name; a bundle's recorded host)
     host: str = ""
+    # remediation's state as of this build (the daemon's Remediator: what it did, waits for, refused; its
+    # modes); None where none runs (`once`, `check`, a replay)
+    remediation: RemediationSection | None = None
 
 
 __all__ = ["BUILD_BUCKETS", "ERROR_KINDS", "BuildStats", "GpuSection", "IbSection", "RoceSection", "Sections",

@@ -299,6 +299,34 @@ def _link(a: tuple[str, int], b: tuple[str, int], sec: FabricSection, names: Map
 
 # --- the layout ---------------------------------------------------------------------------
 
+def _islands(boxes: Mapping[str, SwitchBox], links: Iterable[LinkLine]) -> dict[str, int]:
+    """Per switch, the rank of the part of the fabric it is in, below the top level: the parts the
+    switches fall into without the top level (a three-tier fabric's pods; a management island under
+    its own spine), those with hosts first, the larger first, then by their first switch's name. The
+    map draws the parts side by side, so an island is drawn beside the tree, not among its leaves."""
+    top = max((b.level for b in boxes.values()), default=0)
+    if top < 3:                 # two tiers: no parts below the spines but the leaves themselves
+        return {}
+    parent = {g: g for g, b in boxes.items() if 0 < b.level < top}
+
+    def root(g: str) -> str:
+        while parent[g] != g:
+            parent[g] = parent[parent[g]]
+            g = parent[g]
+        return g
+
+    for ln in links:
+        a, b = ln.a.guid, ln.b.guid
+        if a in parent and b in parent:
+            parent[root(a)] = root(b)
+    parts: dict[str, list[str]] = defaultdict(list)
+    for g in parent:
+        parts[root(g)].append(g)
+    order = sorted(parts.values(), key=lambda ms: (not any(boxes[m].hosts or boxes[m].hosts_down for m in ms),
+                                                  -len(ms), min(natural_key(boxes[m].name) for m in ms)))
+    return {m: i for i, ms in enumerate(order) for m in ms}
+
+
 def layout(sec: FabricSection, findings: Iterable[Finding], expand: Iterable[str] = ()) -> Layout:
     """Where everything of the section is drawn. `expand`: ids of groups drawn open."""
     expand = set(expand)
@@ -389,8 +417,9 @@ def layout(sec: FabricSection, findings: Iterable[Finding], expand: Iterable[str
         for g in guids:
             boxes[g].label = names[g][pre:len(names[g]) - suf] or names[g]
 
-    # order within rows: leaves (and level 0) by name; upper rows by the mean position of what
-    # they connect to below, so links cross as little as a single pass can manage
+    # order within rows: leaves (and level 0) by the part of the tree they are in (_islands), then by
+    # name; upper rows by the mean position of what they connect to below, so links cross as little as
+    # a single pass can manage (an island's spines follow its leaves to the side)
     pos: dict[str, float] = {}
 
     def item_name(it: str | GroupBox) -> str:
@@ -399,6 +428,7 @@ def layout(sec: FabricSection, findings: Iterable[Finding], expand: Iterable[str
     def item_guids(it: str | GroupBox) -> list[str]:
         return it.members if isinstance(it, GroupBox) else [it]
 
+    island = _islands(boxes, links)
     for lv in sorted(row_items, key=lambda lv: (lv == 0, lv)):      # bottom-up
         items = row_items[lv]
 
@@ -407,7 +437,7 @@ def layout(sec: FabricSection, findings: Iterable[Finding], expand: Iterable[str
             return sum(below) / len(below) if below else math.inf
 
         if lv <= 1:
-            items.sort(key=lambda it: natural_key(item_name(it)))
+            items.sort(key=lambda it: (min(island.get(g, 0) for g in item_guids(it)), natural_key(item_name(it))))
         else:
             items.sort(key=lambda it: (bary(it), natural_key(item_name(it))))
         for i, it in enumerate(items):

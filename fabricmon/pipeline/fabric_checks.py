@@ -13,8 +13,9 @@ import os
 from collections.abc import Iterable, Mapping
 
 from fabricmon.checks import OK, Finding
-from fabricmon.checks import fabric_design, fabric_ecmp, fabric_links, fabric_names, fabric_pfc, fabric_placement, \
-    fabric_routing, fabric_slurm_topology, fabric_sm, fabric_symmetry, fabric_unresponsive, link_errors
+from fabricmon.checks import fabric_design, fabric_ecmp, fabric_host_ports, fabric_links, fabric_names, fabric_pfc, \
+    fabric_placement, fabric_routing, fabric_slurm_topology, fabric_sm, fabric_symmetry, fabric_unresponsive, \
+    fabric_uplink_capacity, link_errors
 from fabricmon.checks import optics as optics_checks
 from fabricmon.checks import fabric_vitals
 from fabricmon.model.vitals import SwitchVitalsData, VitalsView
@@ -118,7 +119,9 @@ class FabricChecks:
             link_errors.FabricCounters(checks),
             fabric_ecmp.Ecmp(fab.thresholds),
             fabric_symmetry.Symmetry(fab.uplinks_critical_fraction),
+            fabric_uplink_capacity.UplinkCapacity(),
             fabric_names.Names(),
+            fabric_host_ports.HostPorts(),
             fabric_routing.Routing(fab.routing_imbalance_threshold),
             fabric_pfc.PfcStorm(fab.pfc_storm),
             optics_checks.Optics(checks.optics, self.optics_baseline, switch_optics, optics_checks.NEEDS),
@@ -138,8 +141,11 @@ class FabricChecks:
         pipeline.jobs knows them): the fresh records' types, a fresh discovery (topology), the counters and
         pause frames this sweep read. Nothing is remembered: a sweep that failed takes its checks away."""
         caps = records_present(states) | set(counters)
-        if source_data(states, DiscoveryData) is not None:
+        discovery = source_data(states, DiscoveryData)
+        if discovery is not None:
             caps.add("topology")
+            if discovery.reads_lids:
+                caps.add("host_lids")
         if source_data(states, LftData) is not None:
             caps.add("forwarding_tables")
         if source_data(states, SmData) is not None:

@@ -37,6 +37,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from fabricmon.sim.ports import free_ports
+
 PFC_ROOTS = {"cisco": ("1.3.6.1.4.1.9.9.813.1.2.1", 2, 3), "arista": ("1.3.6.1.4.1.30065.3.11.1.1.1", 3, 4),
              "onyx": ("1.3.6.1.4.1.33049.15.1.2.1", 5, 3), "ieee": ("1.3.111.2.802.1.1.21.1.1.1", 2, 3)}
 LLDP = "1.0.8802.1.1.2.1"
@@ -299,17 +301,8 @@ def _sensors(add, p: SimPort) -> None:
 
 
 def free_udp_ports(n: int) -> list[int]:
-    """n UDP ports on 127.0.0.1 that are free now (held open together while picking)."""
-    socks = []
-    try:
-        for _ in range(n):
-            s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-            s.bind(("127.0.0.1", 0))
-            socks.append(s)
-        return [s.getsockname()[1] for s in socks]
-    finally:
-        for s in socks:
-            s.close()
+    """n UDP ports on 127.0.0.1 that are free now (fabricmon.sim.ports: the process's own block in the tests)."""
+    return free_ports(n, socket.SOCK_DGRAM)
 
 
 def tools_available() -> tuple[bool, str]:

@@ -6,8 +6,11 @@
         subprocess.run(["squeue"], env=slurm.env())
 
 Everything lives under `workdir`: a munge key generated for this cluster (1,024 random bytes,
-mode 400) and its own `munged` socket, `slurm.conf`, the controller's state, one spool
-directory per node (`SlurmdSpoolDir=<workdir>/spool/%n`) and the logs. `slurmctld` and one
+mode 400), `slurm.conf`, the controller's state and the logs. Its sockets do not: a Unix socket's
+path holds 108 bytes, and a step's (`<spool>/<node>/<node>_<job>.<step>`) under a test's deep
+temporary directory (a pytest-xdist worker's adds a level) passed that, so `munged`'s socket and one
+spool directory per node (`SlurmdSpoolDir=<sockets>/%n`) live in a short directory of the cluster's
+own in the system temp directory (`sockets`), made by start() and removed by stop(). `slurmctld` and one
 `slurmd -N <name>` per node run in the foreground (`-D`) on 127.0.0.1, each on a free port of
 its own, so several clusters can run side by side; name the nodes after the ibsim hosts and a
 job lands "on" a simulated host. Every wait is bounded. `stop()` cancels the jobs, waits for
@@ -25,11 +28,13 @@ import os
 import shutil
 import socket
 import subprocess
+import tempfile
 import time
 from pathlib import Path
 
 from fabricmon.parsers.slurm import SQUEUE_FORMAT, parse_squeue
 from fabricmon.sim.fabric import log_tail, pdeathsig_fn, stop_process
+from fabricmon.sim.ports import free_ports
 from fabricmon.sim.procs import end, processes_in, processes_with_environment
 
 PROGRAMS = ("munged", "slurmctld", "slurmd", "sbatch", "squeue", "scancel", "scontrol", "sinfo")
@@ -49,21 +54,6 @@ def _program(name: str) -> str:
     return shutil.which(name) or f"/usr/sbin/{name}"
 
 
-def free_ports(n: int) -> list[int]:
-    """n distinct free TCP ports on 127.0.0.1 (bound, read, closed)."""
-    socks, ports = [], []
-    try:
-        for _ in range(n):
-            s = socket.socket()
-            s.bind(("127.0.0.1", 0))
-            socks.append(s)
-            ports.append(s.getsockname()[1])
-    finally:
-        for s in socks:
-            s.close()
-    return ports
-
-
 class SlurmError(RuntimeError):
     pass
 
@@ -80,7 +70,7 @@ class SimSlurm:
         self.cluster = cluster
         self.topology_conf = topology_conf
         self.conf = self.dir / "slurm.conf"
-        self.munge_socket = self.dir / "munge" / "munge.socket"
+        self.sockets: Path | None = None        # the short directory of the sockets (start() makes it)
         self.munged: subprocess.Popen | None = None
         self.slurmctld: subprocess.Popen | None = None
         self.slurmds: dict[str, subprocess.Popen] = {}
@@ -93,8 +83,14 @@ class SimSlurm:
         """The environment for Slurm clients (and fabricmon) to use this cluster."""
         return {**os.environ, "SLURM_CONF": str(self.conf)}
 
+    @property
+    def munge_socket(self) -> Path:
+        assert self.sockets is not None, "SimSlurm.start() first"
+        return self.sockets / "munge.socket"
+
     def spool_dir(self, node: str) -> Path:
-        return self.dir / "spool" / node
+        assert self.sockets is not None, "SimSlurm.start() first"
+        return self.sockets / node
 
     def run(self, argv: list[str], timeout: float = 15.0, check: bool = True) -> subprocess.CompletedProcess:
         res = subprocess.run([_program(argv[0]), *argv[1:]], env=self.env(), capture_output=True, text=True,
@@ -120,7 +116,7 @@ class SimSlurm:
             "AuthType=auth/munge", "CredType=cred/munge",
             f"AuthInfo=socket={self.munge_socket}",
             f"StateSaveLocation={self.dir / 'state'}",
-            f"SlurmdSpoolDir={self.dir / 'spool'}/%n",
+            f"SlurmdSpoolDir={self.sockets}/%n",
             f"SlurmctldPidFile={self.dir / 'slurmctld.pid'}",
             f"SlurmdPidFile={self.dir / 'run'}/slurmd-%n.pid",
             f"SlurmctldLogFile={self.dir / 'log' / 'slurmctld.log'}",
@@ -145,11 +141,13 @@ class SimSlurm:
         ok, why = tools_available()
         if not ok:
             raise SlurmError(why)
-        for sub in ("munge", "state", "spool", "log", "run"):
+        for sub in ("munge", "state", "log", "run"):
             (self.dir / sub).mkdir(parents=True, exist_ok=True)
+        self.sockets = Path(tempfile.mkdtemp(prefix="fmslurm-"))
         # munged wants its socket's directories searchable by all; --force lets it run below a
         # private parent (pytest's tmp_path), which only root's jobs use here
         os.chmod(self.dir / "munge", 0o755)
+        os.chmod(self.sockets, 0o755)
         key = self.dir / "munge" / "munge.key"
         key.write_bytes(os.urandom(1024))
         os.chmod(key, 0o400)
@@ -256,7 +254,8 @@ class SimSlurm:
         stop_process(self.munged, grace=5.0)
         self.munged = None
         end(list({p.pid: p for p in processes_with_environment("SLURM_CONF", str(self.conf))
-                  + processes_in(str(self.dir))}.values()))
+                  + processes_in(str(self.dir)) + processes_in(str(self.sockets))}.values()))
+        shutil.rmtree(self.sockets, ignore_errors=True)
 
     def _cancel_all(self, timeout: float = 20.0) -> None:
         try:

@@ -36,8 +36,8 @@ from fabricmon.fsutil import write_atomic
 from fabricmon.host.io import HostIO
 from fabricmon.host.kmsg import DEV_KMSG
 from fabricmon.model.finding import FATAL
-from fabricmon.model.kernel_log import BY_EVENT, KernelEvent, KernelLogData
-from fabricmon.parsers.kmsg import match, parse_journal_json
+from fabricmon.model.kernel_log import BY_EVENT, REPORT_WINDOW, KernelEvent, KernelLogData
+from fabricmon.parsers.kmsg import Match, match, parse_journal_json
 from fabricmon.pipeline.source import Inputs, Source, SourceOutput, command_error, register
 from fabricmon.schema import Schema, from_class, integer, number, string
 
@@ -150,7 +150,15 @@ class KernelLogSource(Source):
             return
         d.matched += 1
         when = wall_now - max(0.0, mono_now - usec / 1e6) if usec else wall_now
-        key = (m.event, m.pci or m.netdev or m.ibdev)
+        ref = m.pci or m.netdev or m.ibdev
+        opened = self._report_of(m, ref, when)
+        if opened is not None:          # a line of that event's report: its reason, not a second event
+            if m.detail and m.detail not in opened.detail:
+                reason = m.detail.split(": ", 1)[-1]          # "synd 0x8: unrecoverable hardware error"
+                opened.detail = m.detail if not opened.detail else \
+                    opened.detail if reason in opened.detail else f"{opened.detail}; {m.detail}"
+            return
+        key = (m.event, ref)
         ev = d.events.get(key)
         if ev is None:
             if len(d.events) >= MAX_EVENTS:
@@ -167,6 +175,16 @@ class KernelLogSource(Source):
         if mono_now - self._logged.get(key, -LOG_EVERY) >= LOG_EVERY:      # rate-limited: one line a minute
             self._logged[key] = mono_now
             log.debug("kernel log event", kind=m.event, device=key[1], count=ev.count, line=text[:300])
+
+    def _report_of(self, m: Match, ref: str, when: float) -> KernelEvent | None:
+        """The event whose report this line is a line of (model.kernel_log's `continues`): the latest of those
+        events on the same device, within REPORT_WINDOW of it; None for a line that opens an event."""
+        of = BY_EVENT[m.event].continues
+        if not of:
+            return None
+        found = [e for e in (self.data.events.get((o, ref)) for o in of)
+                 if e is not None and 0.0 <= when - e.last <= REPORT_WINDOW]
+        return max(found, key=lambda e: e.last) if found else None
 
     def _read_kmsg(self, io: HostIO) -> int:
         got = io.kmsg(self.opts.path, self.seq, self.opts.max_lines)

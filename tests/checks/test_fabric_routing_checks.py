@@ -76,7 +76,7 @@ def test_symmetry_names_the_missing_port_seen_before() -> None:
     uplinks = {g: (counts[g], expected[g]) for g in counts}
     (f,) = fabric_symmetry.evaluate(uplinks, ports, topo.switches, topo.levels)
     assert f.device == LF[0] and f.port == 7 and f.status == WARNING
-    assert f.message.startswith('leaf01 has 3 active uplinks where the switches of level 1 have 4; missing: port 7 '
+    assert f.message.startswith('leaf01 has 3 active uplinks where the switches of level 1 that share its upper switches have 4; missing: port 7 '
                                 '(7 to "spine02"[1])')
 
 

@@ -15,7 +15,7 @@ import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
 from fabricmon.pipeline.source import registry
-from helpers import CAPTURES, FIXTURES, REPO, as_ordinary_user, skip_without_captures
+from helpers import CAPTURES, FIXTURES, REPO, as_ordinary_user, fabricmon_command, skip_without_captures
 
 FIXTURE = FIXTURES / "sysfs" / "two_hca"
 H100 = CAPTURES / "sysfs" / "leptonai-gpud__sys-class-infiniband-h100.0"
@@ -24,9 +24,7 @@ NDR4 = [{"device": "mlx5_*", "width": "4X", "speed": "NDR"}]
 
 
 def fabricmon(*args: str) -> subprocess.CompletedProcess:
-    exe = REPO / ".venv" / "bin" / "fabricmon"
-    cmd = [str(exe)] if exe.exists() else [sys.executable, "-m", "fabricmon"]
-    return subprocess.run([*cmd, *args], capture_output=True, text=True, timeout=120)
+    return subprocess.run([*fabricmon_command(), *args], capture_output=True, text=True, timeout=120)
 
 
 def config(tmp_path: Path, sysfs: Path, name: str = "cfg.yml", sources: dict | None = None, **extra) -> str:

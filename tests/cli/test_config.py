@@ -11,9 +11,8 @@ import pytest
 import yaml
 
 from fabricmon.config import ConfigError, from_dict, load
-from helpers import REPO
+from helpers import REPO, fabricmon_command
 
-FABRICMON = REPO / ".venv" / "bin" / "fabricmon"
 
 
 def error_of(raw: object, check_paths: bool = True) -> ConfigError:
@@ -194,9 +193,7 @@ def test_empty_file_gives_defaults(tmp_path: Path) -> None:
 
 
 def _fabricmon() -> list[str]:
-    if FABRICMON.exists():
-        return [str(FABRICMON)]
-    return [sys.executable, "-m", "fabricmon"]
+    return fabricmon_command()
 
 
 @pytest.mark.parametrize("text,key", [

@@ -10,7 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from helpers import REPO, duplicate_series, unavailable
+from helpers import REPO, duplicate_series, promtool, unavailable, wait_until
 
 from fabricmon.sim.ethernet import SnmpSimFabric, leaf_spine, tools_available
 
@@ -36,21 +36,13 @@ def test_the_ethernet_bundle_replays_promtool_clean_and_documented() -> None:
     assert 'fabricmon_fabric_check_status{check="unresponsive",switch="leaf02",switch_guid="0c:42:a1:00:02:01"} 0.0' in body
     assert 'fabricmon_source_up{source="sweep"} 1.0' in body
     assert duplicate_series(body) == []
-    p = subprocess.run(["promtool", "check", "metrics"], input=body, capture_output=True, text=True) \
-        if _have("promtool") else None
-    if p is None:
-        unavailable("promtool is not installed (apt-get install prometheus)")
+    p = subprocess.run([promtool(), "check", "metrics"], input=body, capture_output=True, text=True)
     assert p.returncode == 0, p.stdout + p.stderr
     doc = (REPO / "docs" / "metrics.md").read_text()
     names = set(re.findall(r"^# TYPE (\S+) ", body, re.M))
     missing = [n for n in names if f"| `{n}` |" not in doc and f"| `{n}_total` |" not in doc
                and f"| `{n}` (`_bucket`" not in doc]
     assert names and not missing, f"metrics missing from docs/metrics.md: {missing}"
-
-
-def _have(tool: str) -> bool:
-    import shutil
-    return shutil.which(tool) is not None
 
 
 def test_a_live_capture_keeps_no_secret(tmp_path: Path) -> None:
@@ -99,12 +91,9 @@ def test_the_fabric_map_draws_the_ethernet_fabric() -> None:
             body = r.read().decode()
             assert r.status == 200 or not ok, (path, r.status, body[:200])
             return body
-        import time
-        for _ in range(100):       # 503 until the first snapshot is built
-            page = get("/", ok=False)
-            if 'data-guid="0c:42:a1:00:02:00"' in page:
-                break
-            time.sleep(0.2)
+        # 503 until the first snapshot is built
+        page = wait_until(lambda: get("/", ok=False), 20, "the fabric map drawn",
+                          until=lambda page: 'data-guid="0c:42:a1:00:02:00"' in page, interval=0.2)
         assert all(f'data-guid="0c:42:a1:00:0{g}"' in page for g in ("1:00", "1:01", "2:00", "2:01"))
         table = get("/?part=switch&guid=0c:42:a1:00:02:00")
         assert '<td class="num">Ethernet8</td><td>up</td><td>up</td><td>400G / 400G</td><td>spine01 [Ethernet0]</td>' \

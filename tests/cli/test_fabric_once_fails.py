@@ -19,7 +19,7 @@ from fabricmon.registry import failure_hints
 from fabricmon.host import umad
 from fabricmon.sources.infiniband import failure
 from fabricmon.sources.infiniband.failure import UMAD_GLOB
-from helpers import unavailable
+from helpers import free_port, unavailable, wait_until
 
 PREFIX = "fabricmon: no switch could be read: "
 
@@ -51,13 +51,6 @@ def test_fabric_once_without_umad_is_unknown_with_one_line(tmp_path: Path) -> No
     assert "\nfabricmon_health_status 3.0\n" in text        # the exit code and the exposition agree
 
 
-def free_port() -> int:
-    import socket
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def get(url: str) -> tuple[int, str]:
     import urllib.error
     import urllib.request
@@ -74,7 +67,6 @@ def test_fabric_run_without_umad_is_unknown_says_why_and_retries(tmp_path: Path)
     but not ready (/readyz 503 with the reason), fabricmon_health_status 3 (UNKNOWN), and the reason `fabric
     once` gives on its map and once in its log, while discovery keeps being retried."""
     import json
-    import time
     if glob.glob(UMAD_GLOB):
         unavailable(f"this host has {UMAD_GLOB}: the test needs a host without an InfiniBand umad device")
     cfg = tmp_path / "fabricmon.yml"
@@ -87,19 +79,13 @@ def test_fabric_run_without_umad_is_unknown_says_why_and_retries(tmp_path: Path)
         proc = subprocess.Popen([sys.executable, "-m", "fabricmon", "fabric", "run", "--config", str(cfg),
                                  "--listen", f"127.0.0.1:{port}"], stdout=subprocess.DEVNULL, stderr=err)
     try:
-        deadline = time.monotonic() + 60
-        runs = 0
-        while time.monotonic() < deadline:          # the event (a second discovery run), not the clock
+        def discovery_runs() -> int:
             assert proc.poll() is None, log.read_text()
-            try:
-                code, body = get(url + "/api/v1/findings")
-                runs = json.loads(body)["sources"]["discovery"]["runs"] if code == 200 else 0
-            except OSError:
-                pass
-            if runs >= 2:
-                break
-            time.sleep(0.1)
-        assert runs >= 2, "discovery was not retried"
+            code, body = get(url + "/api/v1/findings")
+            return json.loads(body)["sources"]["discovery"]["runs"] if code == 200 else 0
+        # the event (a second discovery run), not the clock
+        wait_until(discovery_runs, 60, "discovery retried", until=lambda runs: runs >= 2, interval=0.1,
+                   ignore=(OSError,))
         once = subprocess.run([sys.executable, "-m", "fabricmon", "fabric", "once", "--config", str(cfg)],
                               capture_output=True, text=True, timeout=120)
         why = once.stderr.strip().removeprefix(PREFIX)

@@ -20,14 +20,13 @@ import yaml
 
 from fabricmon import cli, healthcheck
 from fabricmon.sim import sysfs_tree
-from helpers import REPO, h100_copy
+from helpers import REPO, fabricmon_command, free_port, h100_copy, sample_value, scrape_samples, wait_until
 
 H100_IB = [f"mlx5_{i}" for i in (0, 1, 4, 5, 6, 7, 8, 9)]
 
 
 def exe() -> list[str]:
-    e = REPO / ".venv" / "bin" / "fabricmon"
-    return [str(e)] if e.exists() else [sys.executable, "-m", "fabricmon"]
+    return fabricmon_command()
 
 
 def no_tools_env(tmp_path: Path) -> dict[str, str]:
@@ -258,13 +257,6 @@ def test_once_output_refuses_a_directory_that_does_not_exist(tmp_path: Path) -> 
 
 # --- check --daemon --------------------------------------------------------------------------
 
-def free_port() -> int:
-    import socket
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 class RunningDaemon:
     """`fabricmon run` as a subprocess on a sysfs tree; stderr (JSON log lines) to a file."""
 
@@ -277,20 +269,22 @@ class RunningDaemon:
                                      stdout=subprocess.DEVNULL, stderr=open(self.log, "w"),
                                      env=no_tools_env(tmp_path))
         self.url = f"http://127.0.0.1:{self.port}"
-        deadline = time.monotonic() + 20
-        while True:
-            try:
-                with urllib.request.urlopen(self.url + "/api/v1/findings", timeout=1) as r:
-                    if json.loads(r.read())["inventory_known"]:
-                        break
-            except OSError:
-                pass
+
+        def up() -> bool:
             assert self.proc.poll() is None, self.lines()
-            assert time.monotonic() < deadline, "daemon did not come up"
-            time.sleep(0.05)
+            with urllib.request.urlopen(self.url + "/api/v1/findings", timeout=1) as r:
+                return json.loads(r.read())["inventory_known"]
+        wait_until(up, 20, "the daemon up", ignore=(OSError,))
 
     def lines(self) -> list[dict]:
         return [json.loads(ln) for ln in self.log.read_text().splitlines() if ln.startswith("{")]
+
+    def polls(self, n: int) -> None:
+        """Waits until n more polls of the sysfs source are in what the daemon serves."""
+        def runs() -> float:
+            return sample_value(scrape_samples(self.port), "fabricmon_source_runs_total", source="sysfs") or 0
+        start = runs()
+        wait_until(runs, 20, f"{n} more polls", until=lambda r: r >= start + n)
 
     def stop(self) -> None:
         if self.proc.poll() is None:
@@ -311,13 +305,7 @@ def node(tmp_path: Path):
 
 
 def wait_for(pred, timeout: float = 10.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        got = pred()
-        if got:
-            return got
-        time.sleep(0.05)
-    raise AssertionError("condition not met in time")
+    return wait_until(pred, timeout)
 
 
 def http_status(url: str) -> tuple[int, str]:
@@ -443,10 +431,10 @@ def test_the_journal_logs_the_inventory_and_each_finding_appearing_and_clearing_
     state = sysfs / "class/infiniband/mlx5_0/ports/1/state"
     state.write_text("1: DOWN")
     wait_for(lambda: [ln for ln in d.lines() if ln["event"] == "finding"])
-    time.sleep(1.0)                                        # five more polls: no repetition
+    d.polls(5)                                             # five more polls: no repetition
     state.write_text("4: ACTIVE")
     wait_for(lambda: [ln for ln in d.lines() if ln["event"] == "finding cleared"])
-    time.sleep(0.6)
+    d.polls(3)
     events = [ln for ln in d.lines() if ln["event"].startswith("finding")]
     assert [(e["event"], e["check"], e["device"], e["port"], e["severity"]) for e in events] == [
         ("finding", "degraded_link", "mlx5_0", 1, "CRITICAL"),
@@ -457,7 +445,7 @@ def test_the_journal_logs_the_inventory_and_each_finding_appearing_and_clearing_
     # an adapter vanishing: the port and the inventory finding each leave one line
     shutil.rmtree(sysfs / "class/infiniband/mlx5_1")
     wait_for(lambda: [ln for ln in d.lines() if ln["event"] == "finding" and ln["check"] == "expected_inventory"])
-    time.sleep(0.6)
+    d.polls(3)                                             # three more polls: no repetition
     lines = d.lines()
     assert [(ln["device"], ln["port"]) for ln in lines if ln["event"] == "port vanished"] == [("mlx5_1", 1)]
     inv = [ln for ln in lines if ln["event"] == "finding" and ln["check"] == "expected_inventory"]

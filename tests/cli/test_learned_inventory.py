@@ -25,13 +25,12 @@ from fabricmon.model.ports import DeviceView, Inventory, PortView
 from fabricmon.pipeline import Pipeline
 from fabricmon.pipeline.learned import LearnedStore, inventory_path
 from fabricmon.sim import sysfs_tree
-from helpers import REPO, h100_copy
+from helpers import fabricmon_command, h100_copy, wait_until
 
 
 
 def exe() -> list[str]:
-    e = REPO / ".venv" / "bin" / "fabricmon"
-    return [str(e)] if e.exists() else [sys.executable, "-m", "fabricmon"]
+    return fabricmon_command()
 
 
 def fabricmon(*args: str, timeout: float = 60) -> subprocess.CompletedProcess:
@@ -202,7 +201,7 @@ def test_concurrent_writers_lose_no_port(tmp_path: Path) -> None:
             break
         if os.path.exists(path):
             json.loads(Path(path).read_text())          # never a partial file
-        time.sleep(0.01)
+        time.sleep(0.01)                                # the pace of the file's reads while they write: what is tested
     assert [p.wait(60) for p in procs] == [0] * 4
     store = LearnedStore(path)
     store.refresh()
@@ -234,14 +233,10 @@ def test_nothing_to_check_is_unknown_in_the_api_the_page_and_check_daemon(tmp_pa
     d.start()
     try:
         url = f"http://127.0.0.1:{d.port}"
-        doc = None
-        for _ in range(100):
-            try:
-                with urllib.request.urlopen(url + "/api/v1/findings", timeout=2) as r:
-                    doc = json.loads(r.read())
-                break
-            except OSError:
-                time.sleep(0.1)
+        def findings() -> dict:
+            with urllib.request.urlopen(url + "/api/v1/findings", timeout=2) as r:
+                return json.loads(r.read())
+        doc = wait_until(findings, 10, "the daemon answering", interval=0.1, ignore=(OSError,))
         assert doc is not None and doc["status"] == 3 and doc["unknown"].startswith("nothing to check: ")
         with urllib.request.urlopen(url + "/", timeout=2) as r:
             page = r.read().decode()

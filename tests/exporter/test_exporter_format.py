@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -19,7 +18,7 @@ from fabricmon.checks.settings import COUNTER_CHECKS
 from fabricmon.pipeline.source import registry
 from fabricmon.exporter import render
 from fabricmon.host import LiveIO
-from helpers import FIXTURES, REPO
+from helpers import FIXTURES, fabricmon_command
 
 FIXTURE = FIXTURES / "sysfs" / "two_hca"
 IB = "class/infiniband"
@@ -29,9 +28,7 @@ UNREADABLE = f"{IB}/mlx5_0/ports/1/counters/port_rcv_errors"
 
 
 def fabricmon(*args: str) -> subprocess.CompletedProcess:
-    exe = REPO / ".venv" / "bin" / "fabricmon"
-    cmd = [str(exe)] if exe.exists() else [sys.executable, "-m", "fabricmon"]
-    return subprocess.run([*cmd, *args], capture_output=True, text=True, timeout=120)
+    return subprocess.run([*fabricmon_command(), *args], capture_output=True, text=True, timeout=120)
 
 
 def sysfs_only_config(path: Path, sysfs: Path, **extra) -> Path:

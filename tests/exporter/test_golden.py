@@ -18,7 +18,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from helpers import FIXTURES, REPO
+from helpers import FIXTURES, REPO, promtool
 from prometheus_client.parser import text_string_to_metric_families
 
 BUNDLES = sorted(p for p in (FIXTURES / "bundles").iterdir() if (p / "bundle.json").is_file())
@@ -46,9 +46,7 @@ def test_once_output_matches_the_golden_file(bundle: Path) -> None:
     res = subprocess.run([sys.executable, "-m", "fabricmon", "once", "--replay", str(bundle)],
                          capture_output=True, text=True, timeout=60, cwd=REPO)
     assert res.returncode == 0, res.stderr
-    promtool = shutil.which("promtool")
-    assert promtool, "promtool (Debian package prometheus) is needed: make deps installs it"
-    lint = subprocess.run([promtool, "check", "metrics"], input=res.stdout, capture_output=True, text=True)
+    lint = subprocess.run([promtool(), "check", "metrics"], input=res.stdout, capture_output=True, text=True)
     assert lint.returncode == 0, lint.stdout + lint.stderr
     got = normalise(res.stdout)
     golden = GOLDEN / f"{bundle.name}.prom"

@@ -69,8 +69,9 @@ def test_no_status_for_a_check_whose_inputs_were_not_read(golden: Path) -> None:
 
 @pytest.mark.parametrize("golden", [g for g in GOLDEN if g.name.startswith("fabric-")], ids=lambda g: g.name)
 def test_every_check_that_ran_has_a_status_on_every_switch_it_judged_ok_included(golden: Path) -> None:
-    """The sweep's checks on every switch (the recorded sweep read them all); routing on every switch with
-    uplinks (a top-level switch routes nothing up: not judged, no status)."""
+    """The sweep's checks on every switch (the recorded sweep read them all); routing and uplink_capacity on
+    every switch with uplinks (a top-level switch routes nothing up and has no uplink group: not judged, no
+    status)."""
     read, status, switches, _ = exposition(golden)
     by_check: dict[str, set[str]] = defaultdict(set)
     for check, where in status:
@@ -78,10 +79,13 @@ def test_every_check_that_ran_has_a_status_on_every_switch_it_judged_ok_included
             by_check[check].add(where[0])
     assert switches and by_check
     assert all(got <= switches for got in by_check.values())
-    assert all(got == switches for c, got in by_check.items() if c != "routing"), \
+    below_top = ("routing", "uplink_capacity")
+    assert all(got == switches for c, got in by_check.items() if c not in below_top), \
         {c: switches - g for c, g in by_check.items()}
-    if "routing" in by_check:
-        assert by_check["routing"] and by_check["routing"] < switches
+    for c in below_top:
+        if c in by_check:
+            assert by_check[c] and by_check[c] < switches, c
+    assert by_check["uplink_capacity"] == by_check.get("routing", by_check["uplink_capacity"])
     read_anywhere = set().union(*read.values())
     for check, (counters, *_) in COUNTER_CHECKS.items():
         assert (check in by_check) == bool(read_anywhere & set(counters)), check

@@ -17,7 +17,7 @@ from fabricmon.sim import sysfs_tree as nodetree  # noqa: E402
 from fabricmon.config import from_dict  # noqa: E402
 from fabricmon.serve.daemon import Daemon  # noqa: E402
 from fabricmon.host import LiveIO  # noqa: E402
-from helpers import IBSTAT_ONE_PORT, all_sources_ran  # noqa: E402
+from helpers import IBSTAT_ONE_PORT, all_sources_ran, wait_until  # noqa: E402
 
 # seconds: a scrape must answer within this, whatever a source does. A scrape copies the cached
 # exposition; measured on the shared 2-core machine with a tool hanging: median 1.4 ms, p99 71 ms,
@@ -84,14 +84,7 @@ class Harness:
         return s
 
     def wait(self, pred, timeout: float) -> dict:
-        deadline = time.monotonic() + timeout
-        while True:
-            s = self.scrape()
-            if pred(s):
-                return s
-            if time.monotonic() > deadline:
-                raise AssertionError("condition not met in time")
-            time.sleep(0.05)
+        return wait_until(self.scrape, timeout, "a scrape that meets the condition", until=pred)
 
     def assert_sysfs_keeps_reporting(self) -> None:
         s = self.scrape()

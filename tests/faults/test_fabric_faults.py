@@ -18,7 +18,7 @@ from fabricmon.config import from_dict
 from fabricmon.host import LiveIO
 from fabricmon.pipeline.fabric import fabric_pipeline
 from fabricmon.serve.daemon import Daemon
-from helpers import FIXTURES, sample_value, scrape_samples
+from helpers import FIXTURES, sample_value, scrape_samples, wait_for_scrape, wait_until
 
 BUNDLE = FIXTURES / "fabric" / "fat-tree"
 LEAF02 = "0000000000200003"
@@ -105,13 +105,8 @@ def test_hung_sweep_is_killed_counted_and_the_daemon_keeps_serving(tmp_path) -> 
     d = Daemon(cfg, io, port=0, pipeline=fabric_pipeline(cfg, io))
     d.start()
     try:
-        end = time.monotonic() + 20
-        while True:
-            s = scrape_samples(d.port)
-            if (sample_value(s, "fabricmon_source_errors_total", source="sweep", kind="timeout") or 0) >= 2:
-                break
-            assert time.monotonic() < end, "no sweep timeout counted"
-            time.sleep(0.2)
+        s = wait_for_scrape(d.port, lambda s: (sample_value(s, "fabricmon_source_errors_total", source="sweep",
+                                                            kind="timeout") or 0) >= 2, 20)
         assert sample_value(s, "fabricmon_fabric_switches") == 6         # discovery still reported
         assert sample_value(s, "fabricmon_source_up", source="discovery") == 1
         # the next sweep hangs now: a scrape that waited for it would take most of its 3 s timeout
@@ -120,10 +115,15 @@ def test_hung_sweep_is_killed_counted_and_the_daemon_keeps_serving(tmp_path) -> 
         assert time.monotonic() - t < 1.0
     finally:
         d.stop()
-    time.sleep(0.3)
-    for line in (tmp_path / "pids").read_text().split("\n"):
-        for pid in map(int, line.split()):
-            assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+
+    def ended(pid: int) -> bool:
+        try:
+            return psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+        except psutil.NoSuchProcess:
+            return True
+    # the hung sweep and its child were killed: wait until both are gone (or zombies)
+    pids = [int(pid) for line in (tmp_path / "pids").read_text().split("\n") for pid in line.split()]
+    wait_until(lambda: all(ended(pid) for pid in pids), 5, lambda: f"still running: {[p for p in pids if not ended(p)]}")
 
 
 def state_tools(tmp: Path, sa_body: str, disc_stderr: str = "", drop: tuple[str, ...] = (), smp_body: str = "") -> list[str]:

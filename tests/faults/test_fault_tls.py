@@ -15,7 +15,7 @@ import pytest
 from fabricmon.config import ConfigError, from_dict
 from fabricmon.serve.daemon import Daemon
 from fabricmon.host import LiveIO
-from helpers import unavailable
+from helpers import unavailable, wait_until
 
 
 def openssl(*args, cwd):
@@ -46,10 +46,8 @@ def start(harness, tls):
     cfg = from_dict(raw)
     harness.daemon = Daemon(cfg, LiveIO(cfg.sysfs, cfg.procfs))
     harness.daemon.start()
-    deadline = time.monotonic() + 20
-    while harness.daemon.snapshot is None:      # until the first poll, /metrics has no body yet
-        assert time.monotonic() < deadline, "no first poll within 20 s"
-        time.sleep(0.02)
+    # until the first poll, /metrics has no body yet
+    wait_until(lambda: harness.daemon.snapshot is not None, 20, "the first poll", interval=0.02)
     return harness.daemon.port
 
 

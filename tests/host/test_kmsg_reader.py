@@ -6,13 +6,12 @@ from __future__ import annotations
 
 import os
 import threading
-import time
 import uuid
 
 import pytest
 
 from fabricmon.host.kmsg import KmsgReader
-from helpers import require_writable_kmsg
+from helpers import require_writable_kmsg, wait_until
 
 
 @pytest.fixture(autouse=True, scope="module")
@@ -41,13 +40,15 @@ def test_resume_after_a_sequence_number_and_the_limit() -> None:
     try:
         _, first = mine(r, tag, None)            # everything up to now
         write([f"{tag} {i}" for i in range(5)])
-        deadline = time.monotonic() + 5
         recs: list = []
-        while len(recs) < 5 and time.monotonic() < deadline:
+
+        def read_back() -> list:
             got, res = mine(r, tag, first.last_seq)
-            recs += got
+            recs.extend(got)
             first.last_seq = res.last_seq if res.last_seq is not None else first.last_seq
-            time.sleep(0.05)
+            return recs
+        wait_until(read_back, 5, lambda: f"five records read back (got {[x.text for x in recs]})",
+                   until=lambda recs: len(recs) >= 5)
         assert [x.text for x in recs] == [f"{tag} {i}" for i in range(5)]
         assert [x.seq for x in recs] == sorted(x.seq for x in recs) and all(x.prio == 4 for x in recs)
     finally:

@@ -12,6 +12,7 @@ import psutil
 import pytest
 
 from fabricmon.host.runner import CommandResult, run_command
+from helpers import wait_until
 
 PY = sys.executable
 
@@ -25,23 +26,19 @@ def _alive(pid: int) -> bool:
 
 def _wait_dead(pids: list[int], within: float = 3.0) -> list[int]:
     """PIDs still alive after `within` seconds (a killed orphan is reaped by init shortly)."""
-    deadline = time.monotonic() + within
-    while True:
-        alive = [p for p in pids if _alive(p)]
-        if not alive or time.monotonic() > deadline:
-            return alive
-        time.sleep(0.05)
+    def alive() -> list[int]:
+        return [p for p in pids if _alive(p)]
+    try:
+        return wait_until(alive, within, until=lambda left: not left)
+    except AssertionError:
+        return alive()
 
 
 def _read_pids(path: Path, n: int, within: float = 5.0) -> list[int]:
-    deadline = time.monotonic() + within
-    while time.monotonic() < deadline:
-        if path.exists():
-            pids = [int(x) for x in path.read_text().split()]
-            if len(pids) >= n:
-                return pids
-        time.sleep(0.02)
-    raise AssertionError(f"{path}: the test script did not record {n} pid(s)")
+    def recorded() -> list[int]:
+        return [int(x) for x in path.read_text().split()] if path.exists() else []
+    return wait_until(recorded, within, f"{path}: the test script recording {n} pid(s)",
+                      until=lambda pids: len(pids) >= n, interval=0.02)
 
 
 @pytest.fixture
@@ -159,9 +156,12 @@ def test_setsid_child_that_left_the_group_is_killed(tmp_path: Path, reaper: list
     pidfile = tmp_path / "pids"
     s = _script(tmp_path, "setsid.py", f"""
         import os, subprocess, sys, time
-        child = subprocess.Popen([sys.executable, "-c", "import os, time; os.setsid(); time.sleep(1000)"])
+        ready = {str(tmp_path / "setsid-done")!r}
+        child = subprocess.Popen([sys.executable, "-c", "import os, sys, time; os.setsid(); "
+                                  "open(sys.argv[1], 'w').close(); time.sleep(1000)", ready])
         grandchild = subprocess.Popen(["sleep", "1000"], start_new_session=True)
-        time.sleep(0.3)
+        while not os.path.exists(ready):           # until the child has left the group
+            time.sleep(0.01)
         with open({str(pidfile)!r}, "w") as fh:
             fh.write(f"{{os.getpid()}} {{child.pid}} {{grandchild.pid}}")
         time.sleep(1000)

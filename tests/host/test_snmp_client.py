@@ -407,7 +407,7 @@ def test_a_slow_name_never_stalls_the_other_switches(monkeypatch) -> None:
     def resolver(host, port, *a, **kw):
         asked.append(host)
         if host == "slow.switch.test":
-            time.sleep(5)
+            time.sleep(5)                   # a slow resolver: what is tested
             return real("127.0.0.1", port, *a, **kw)
         if host == "quick.switch.test":
             return real("127.0.0.1", port, *a, **kw)

@@ -21,7 +21,7 @@ from fabricmon.host import snmp as S
 from fabricmon.host import usm as U
 from fabricmon.sim.ethernet import free_udp_ports, leaf_spine, snmprec
 from fabricmon.sources.ethernet.snmp import failure
-from tests.helpers import unavailable
+from tests.helpers import unavailable, wait_until
 
 # --- key localisation: RFC 3414 A.3 -----------------------------------------------------------------
 
@@ -155,15 +155,13 @@ def agent():
     address = f"127.0.0.1:{port}"
     try:
         probe = U.Usm(_user("SHA", "AES"), "SHA", AUTH_PASS, "AES", PRIV_PASS, "public")
-        end = time.monotonic() + 120
-        while True:
+        def serves() -> bool:
+            if proc.poll() is not None:
+                pytest.fail(f"snmpsimd did not serve v3: {(work / 'log').read_text()[-2000:]}")
             res, = S.walk_many([S.WalkSpec(address, SYSNAME, timeout=1, retries=0, usm=probe)],
                                time.monotonic() + 5)
-            if res.ok and res.stdout:
-                break
-            if proc.poll() is not None or time.monotonic() > end:
-                pytest.fail(f"snmpsimd did not serve v3: {(work / 'log').read_text()[-2000:]}")
-            time.sleep(0.5)
+            return bool(res.ok and res.stdout)
+        wait_until(serves, 120, lambda: f"snmpsimd serving v3: {(work / 'log').read_text()[-2000:]}", interval=0.5)
         yield address, sw[1]
     finally:
         if proc.poll() is None:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import re
 
-from fabric_snap import add_cable, drop_hosts, ibnetdiscover_text, management_leaf
+from fabric_snap import add_cable, drop_hosts, ibnetdiscover_text, island_fabric, management_leaf
 from fabricmon.model.fabric import (
     DiscoveryData, Topology, build_topology, default_description, host_name, switch_levels,
 )
@@ -99,6 +99,28 @@ def test_a_management_leaf_cabled_to_the_cores_does_not_pull_them_down() -> None
     assert [topo.ports[(mgmt, p)].role for p in (1, 2, 3, 4)] == ["host", "host", "up", "up"]
 
 
+def test_a_management_island_sits_on_its_own_levels() -> None:
+    """The host-less management leaf is a leaf (its only neighbour, the management spine, is one level
+    above it), not a fifth level above a spine pulled to the fourth by the cores: three levels."""
+    d = discovered(island_fabric())
+    topo = build_topology(d)
+    got = levels_by_name(d, topo)
+    assert got == {n: 2 if n == "mgmt-spine" else 1 if n.startswith("mgmt") else tier(n) for n in got}, got
+    assert max(topo.levels.values()) == 3
+    assert switch_levels(d, previous=topo.levels) == topo.levels           # stable
+    spine = next(g for g, sw in d.switches.items() if sw.name == "mgmt-spine")
+    assert sorted(topo.ports[(spine, p)].role for p in (1, 2, 3, 4, 21, 22)) == ["down", "down"] + ["up"] * 4
+
+
+def test_a_real_top_level_is_not_taken_for_an_island() -> None:
+    """Cores cabled to one spine per pod are tops with two neighbours, on the tree's top level: they stay
+    cores (rule 5 takes only a switch with one neighbour, or one two levels above the top)."""
+    for net in (three_tier_netfile(pods=2, leaves_per_pod=2, spines_per_pod=2, cores_per_spine=1),
+                three_tier_netfile(pods=3, leaves_per_pod=3, spines_per_pod=2, cores_per_spine=2)):
+        d = discovered(net)
+        assert levels_by_name(d) == {sw.name: tier(sw.name) for sw in d.switches.values()}
+
+
 def test_levels_are_stable_across_sweeps() -> None:
     net = three_tier_netfile(pods=2, leaves_per_pod=2, spines_per_pod=2, cores_per_spine=1, aggregation_nodes=True)
     d = discovered(net)
@@ -133,6 +155,21 @@ def test_uplinks_are_expected_of_peers_sharing_an_upper_switch() -> None:
     uppers = {"a1": pod_a, "a2": pod_a, "a3": pod_a, "b1": pod_b, "b2": pod_b, "m": frozenset({"core1"})}
     assert expected_uplinks(counts, levels, uppers) == {"a1": 4, "a2": 4, "a3": 4, "b1": 8, "b2": 8, "m": None, "x": 8}
     assert expected_uplinks(counts, levels) == dict.fromkeys(counts, 8)       # without uppers: the level's norm (ties: the larger)
+
+
+def test_peers_are_the_leaves_of_one_uplink_group() -> None:
+    """Issue 52 item 1: management leaves with two uplinks to two of a pod's twenty spines share a tenth
+    of the pod leaves' upper switches: they are each other's peers, not the pod's, and nothing is held
+    against them; a management leaf whose group is its own has no peers (None: no status); a pod leaf
+    with 12 of its 20 spines still cabled shares more than half: it is judged against its pod."""
+    from fabricmon.checks.fabric_symmetry import expected_uplinks
+    pod = frozenset(f"s{i}" for i in range(20))
+    leaves = {f"l{i}": 20 for i in range(10)} | {"short": 12, "m1": 2, "m2": 2, "alone": 3}
+    uppers = {g: pod for g in leaves} | {"short": frozenset(f"s{i}" for i in range(12)),
+                                        "m1": frozenset({"s0", "s1"}), "m2": frozenset({"s0", "s1"}),
+                                        "alone": frozenset({"s5", "s6", "s7"})}
+    got = expected_uplinks(leaves, dict.fromkeys(leaves, 1), uppers)
+    assert got == {f"l{i}": 20 for i in range(10)} | {"short": 20, "m1": 2, "m2": 2, "alone": None}
 
 
 def test_the_collector_keeps_a_pods_leaves_when_all_their_hosts_go_down() -> None:

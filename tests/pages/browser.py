@@ -12,7 +12,7 @@ import tempfile
 from html.parser import HTMLParser
 from pathlib import Path
 
-from helpers import REPO
+from helpers import REPO, wait_until
 
 ARTIFACTS = Path(os.environ.get("FABRICMON_ARTIFACTS", REPO / "build" / "test-artifacts"))
 
@@ -161,14 +161,7 @@ class Session:
 
     def wait(self, expression: str, timeout: float = 15.0):
         """Polls an expression until it is truthy; returns its value."""
-        import time
-        end = time.monotonic() + timeout
-        while True:
-            v = self.js(expression)
-            if v:
-                return v
-            assert time.monotonic() < end, f"not true within {timeout}s: {expression}"
-            time.sleep(0.1)
+        return wait_until(lambda: self.js(expression), timeout, f"true: {expression}", interval=0.1)
 
     def open(self, url: str) -> None:
         self.call("Page.navigate", url=url)

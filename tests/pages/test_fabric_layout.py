@@ -10,7 +10,7 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from fabric_snap import fabric_snapshot, switch_guid
+from fabric_snap import fabric_snapshot, island_fabric, switch_guid
 from fabricmon.model.fabric import in_shard
 from fabricmon.pages import Pages, fabric_map
 from fabricmon.pages.html import esc
@@ -147,6 +147,20 @@ def test_generated_director_core_levels() -> None:
     for b in lay.switches.values():
         assert b.y >= rows[b.level] and b.y < rows[b.level] + 60
         assert b.level == (3 if "/S" in b.name else 2 if "/L" in b.name else 1)
+
+
+def test_a_management_island_is_drawn_beside_the_tree_on_three_levels() -> None:
+    """Issue 52 item 2: the island's host-less leaf and its spine at the ends of their rows (the pods
+    first), on the tree's three levels; the summary says 3 levels; nothing found."""
+    snap = fabric_snapshot(island_fabric(), sweeps=2)
+    lay = layout(snap.fabric, snap.findings)
+    assert [(r.level, r.label) for r in lay.rows] == [(3, "cores"), (2, "spines"), (1, "leaves")]
+    row = {lv: [b.name for b in sorted((b for b in lay.switches.values() if b.level == lv), key=lambda b: b.x)]
+           for lv in (1, 2)}
+    assert row[1][-1] == "mgmt-leaf3" and row[2][-1] == "mgmt-spine"
+    assert row[1][:2] == ["mgmt-leaf1", "mgmt-leaf2"] and row[1][2:10] == [f"p{p}l{i}" for p in (1, 2) for i in range(1, 5)]
+    assert " switches on 3 levels " in fabric_map._summary(snap.fabric, lay)
+    assert [f.line() for f in snap.findings if f.status] == []
 
 
 def test_real_400_switch_director_collapses_into_groups_and_expands(director) -> None:

@@ -18,6 +18,7 @@ from fabricmon.config import from_dict
 from fabricmon.host import LiveIO
 from fabricmon.serve.daemon import Daemon
 from fabricmon.sim.fabric import fat_tree_netfile
+from helpers import wait_until
 
 HOST = "node01 mlx5_0"
 PORT = "ibsim0/1"            # the simulated host's CA, as the tools name it
@@ -50,10 +51,7 @@ def daemon(sim_fabric, tmp_path):
 
 
 def wait(pred, timeout: float) -> None:
-    end = time.monotonic() + timeout
-    while not pred():
-        assert time.monotonic() < end, f"condition not met within {timeout} s"
-        time.sleep(0.05)
+    wait_until(pred, timeout)
 
 
 class HoldingProxy:

@@ -26,7 +26,7 @@ from fabricmon.pipeline import Pipeline
 from fabricmon.report import verdict
 from fabricmon.serve.daemon import Daemon
 from browser import Dom
-from helpers import BUNDLES
+from helpers import BUNDLES, wait_until
 
 STATE = {OK: "ok", WARNING: "warning", CRITICAL: "critical"}
 
@@ -267,10 +267,7 @@ def daemon(broken_bundle):
     d = Daemon(cfg, ReplayIO(broken_bundle), journal=False)
     d.start()
     try:
-        deadline = time.monotonic() + 20
-        while d.snapshot is None or not d.snapshot.inventory_known:
-            assert time.monotonic() < deadline, "no snapshot within 20 s"
-            time.sleep(0.05)
+        wait_until(lambda: d.snapshot is not None and d.snapshot.inventory_known, 20, "a snapshot")
         yield f"http://127.0.0.1:{d.port}"
     finally:
         d.stop()

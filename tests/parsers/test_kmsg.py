@@ -65,6 +65,22 @@ FORMAT_LINES = [
     ("soft_lockup", "watchdog: BUG: soft lockup - CPU#17 stuck for 23s! [napi/eth0-8195:2345]"),
     ("peermem_load_failed", "nvidia_peermem: Unknown symbol ib_register_peer_memory_client (err -2)"),
     ("peermem_load_failed", "nvidia_peermem: disagrees about version of symbol ib_register_peer_memory_client"),
+    # issue 52: lines seen in the field (PROVENANCE.md names where), written here from their format strings
+    ("cmd_alloc_failed", "mlx5_core 0000:01:00.0: cmd_work_handler:887:(pid 383): failed to allocate command entry"),
+    ("cmd_no_completion", "mlx5_core 0000:56:00.0: wait_func_handle_exec_timeout:1159:(pid 72061): cmd[0]: "
+                          "ACCESS_REG(0x805) No done completion"),
+    ("cmd_late_completion", "mlx5_core 0000:56:00.0: mlx5_cmd_comp_handler:1709:(pid 0): Command completion arrived "
+                            "after timeout (entry idx = 0)."),
+    ("pcie_power_not_advertised", "mlx5_core 0000:41:00.0: mlx5_pcie_event:293:(pid 918): PCIe slot power capability "
+                                  "was not advertised."),
+    ("probe_failed", "mlx5_core 0000:01:00.0: mlx5e_create_mdev_resources:104:(pid 1): alloc td failed, -11"),
+    ("probe_failed", "mlx5_core 0000:6f:08.2: _mlx5e_probe:6076:(pid 650): mlx5e_resume failed, -22"),
+    ("probe_failed", "mlx5_core 0000:6f:08.2: mlx5e_create_mdev_resources:174:(pid 650): alloc tises failed, -22"),
+    ("health_issue", "mlx5_core 0000:41:00.0: print_health_info:401:(pid 0): Health issue observed, firmware internal "
+                     "error, severity(3) ERROR:"),
+    ("health_syndrome", "mlx5_core 0000:41:00.0: print_health_info:421:(pid 0): synd 0xff: unrecognized error"),
+    ("access_reg_failed", "mlx5_core 0000:d2:00.0: mlx5_cmd_check:772:(pid 1234): ACCESS_REG(0x805) op_mod(0x1) "
+                          "failed, status bad parameter(0x3), syndrome (0x15c356)"),     # 5.x: mlx5_cmd_check
 ]
 
 
@@ -84,6 +100,8 @@ def test_every_pattern_is_tested() -> None:
     "mlx5_port_module_event: Port module event[error]: module 0, Cable error, Low Signal",      # gpud's negative
     "High Temperature detected but not in a port module event",
     "mlx5_core 0000:12:00.0: mlx5_pcie_event:299: PCIe slot advertised sufficient power (75W).",
+    "mlx5_core 0000:41:00.0: print_health_info:422:(pid 0): ext_synd 0xffff",          # a report line, no reason
+    "mlx5_core 0000:41:00.0: print_health_info:410:(pid 0): assert_var[0] 0xffffffff",
     "e1000e 0000:00:1f.6 eth0: Link down",       # another driver's link
 ])
 def test_lines_that_are_no_event(line: str) -> None:

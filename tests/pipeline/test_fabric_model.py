@@ -49,10 +49,12 @@ def test_hung_sm_warns_after_the_configured_polls_and_check_status_is_per_switch
     # no sweep yet: no switch was read, so no switch check has a status on it (absent, never OK)
     assert not {c for c, g in sec.check_status if g}
     # a sweep that read both switches' port state: every switch check that judges port state, by its own name,
-    # OK included; no counter read: the counter checks have no status; ECMP has no rates yet (one sweep)
+    # OK included; no counter read: the counter checks have no status; ECMP has no rates yet (one sweep); the
+    # only leaf has no peers to hold its uplinks to (its uplink group is its own): no uplinks status
     sec, _ = model.build({"discovery": disc, "sm": state(SmData, SmData([sm], True), 3.0),
                           "sweep": swept(3.0, link_up={(LEAF, 1): True, (LEAF, 2): True, (SPINE, 1): True})})
-    assert {c for c, g in sec["fabric"].check_status if g == LEAF} == {"degraded_link", "uplinks", "unresponsive"}
+    assert {c for c, g in sec["fabric"].check_status if g == LEAF} == {"degraded_link", "unresponsive"}
+    assert sec["fabric"].uplinks[LEAF][1] is None
     moved = SmInfo(1, "0000000000100001", 51, 0, "MASTER")
     _, findings = model.build({"discovery": disc, "sm": state(SmData, SmData([moved], True), 4.0)})
     assert next(f.status for f in findings if f.check == "sm") == 0
@@ -165,7 +167,7 @@ def test_a_32_bit_counter_that_wraps_is_a_wrap_and_a_drop_is_a_reset() -> None:
         model.counters.record(SweepData(ports={key: {"receive_errors": v}}, bits={"receive_errors": 32},
                                 wrapping={"receive_errors"}), float(t), {key})
     h = model.history
-    assert h.last_delta((*key, "receive_errors")) == 0                         # the reboot contributes 0
+    assert h.last_step((*key, "receive_errors")) == (0, 1.0)                   # the reboot contributes 0
     assert h.increase((*key, "receive_errors"), 100.0, 5.0) == (90 + 50 + 50, 4.0)
     assert h.resets[(*key, "receive_errors")] == 1
 

@@ -4,7 +4,6 @@ rendered as fabricmon_nccl_* series that promtool accepts."""
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 from pathlib import Path
 
@@ -20,7 +19,7 @@ from fabricmon.model.snapshot import BuildStats, Snapshot, SourceState
 from fabricmon.parsers.pci_topology import pci_chain_or_none
 from fabricmon.pipeline.node import NodeModel
 from fabricmon.sources.nccl_inspector import NcclInspectorSource
-from helpers import NCCL_UUID as UUID, NCCL_UUID2 as UUID2, nccl_dump, nccl_prom_lines as prom_lines, run_inputs
+from helpers import NCCL_UUID as UUID, NCCL_UUID2 as UUID2, nccl_dump, nccl_prom_lines as prom_lines, promtool, run_inputs
 
 ROOT = "/sys/devices/pci0000:00/0000:00:01.0"
 GPU0 = f"{ROOT}/0000:01:00.0/0000:02:00.0/0000:03:00.0"          # behind PCIe switch 01: with mlx5_0
@@ -79,9 +78,7 @@ def test_a_measure_is_named_to_its_gpu_nic_and_switch_port(tmp_path: Path) -> No
     assert snap.nccl.unjoined == 1 and paths[(None, "DP Group 0")].device == ""
 
     text = render(snap).decode()
-    promtool = shutil.which("promtool")
-    assert promtool, "promtool (Debian package prometheus) is needed"
-    lint = subprocess.run([promtool, "check", "metrics"], input=text, capture_output=True, text=True)
+    lint = subprocess.run([promtool(), "check", "metrics"], input=text, capture_output=True, text=True)
     assert lint.returncode == 0, lint.stdout + lint.stderr
     fams = {f.name: f for f in text_string_to_metric_families(text)}
     ratio = {s.labels["device"]: s for s in fams["fabricmon_nccl_line_rate_ratio"].samples}

@@ -42,7 +42,7 @@ class Counting:
     def __call__(self, sets: frozenset[str]) -> bytes:
         with self.lock:
             self.calls.append(sets)
-        time.sleep(self.delay)
+        time.sleep(self.delay)             # a render that takes this long: what the test is about
         return self.renderer.render(self.snap, sets)
 
 

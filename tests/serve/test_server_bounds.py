@@ -6,6 +6,7 @@ exporter-toolkit web config's errors."""
 from __future__ import annotations
 
 import http.client
+import select
 import socket
 import sys
 import time
@@ -25,6 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from fabric_snap import fabric_snapshot  # noqa: E402
 
 from fabricmon.sim.fabric import director_netfile  # noqa: E402
+from helpers import wait_until  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -108,7 +110,8 @@ def test_a_full_server_closes_the_oldest_waiting_connection_for_a_new_one(serve)
     assert s.max_connections == 8
     silent = [socket.create_connection(("127.0.0.1", s.port)) for _ in range(20)]
     try:
-        time.sleep(0.2)
+        # the server has taken all 20 (each past the 8th evicting the oldest)
+        wait_until(lambda: s.errors.counts["evicted"] >= 12, 5, "the 20 silent connections taken")
         assert s.open_connections <= 8
         t0 = time.monotonic()
         assert get(s.port)[0] == 200
@@ -316,11 +319,13 @@ def test_clients_that_never_read_hold_their_connection_not_a_handler(serve):
             c.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
             c.sendall(b"GET /metrics HTTP/1.1\r\n\r\n")
             readers.append(c)
-        time.sleep(0.3)
+        # the server is writing every answer: each reader has bytes it does not read
+        wait_until(lambda: len(select.select(readers, [], [], 0)[0]) == len(readers), 5, "an answer to every reader")
         t0 = time.monotonic()
         assert get(s.port, "/healthz")[0] == 200
         assert time.monotonic() - t0 < 1.0
-        time.sleep(1.5)
+        # the write timeout (1 s) ends them
+        wait_until(lambda: s.errors.counts["timeout"] >= len(readers) - 2, 5, "the write timeouts counted")
         assert s.errors.counts["timeout"] >= len(readers) - 2
         assert s.open_connections <= 2
     finally:
@@ -329,15 +334,12 @@ def test_clients_that_never_read_hold_their_connection_not_a_handler(serve):
 
 
 def test_http_errors_family_passes_promtool() -> None:
-    import shutil
     import subprocess
 
     from fabricmon.exporter import render
     from fabricmon.model.snapshot import BuildStats, Snapshot
-    from helpers import unavailable
-    promtool = shutil.which("promtool")
-    if promtool is None:
-        unavailable("promtool not installed (apt-get install prometheus)")
+    from helpers import promtool as find_promtool
+    promtool = find_promtool()
     snap = Snapshot(time=1.0, findings=[], sources={}, builds=BuildStats(buckets=[0] * 10),
                     http_errors={k: i for i, k in enumerate(srvmod.ERROR_KINDS)})
     body = render(snap)

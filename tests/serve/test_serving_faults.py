@@ -34,7 +34,7 @@ import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
 from fabricmon.sim import sysfs_tree
-from helpers import CAPTURES, IBSTAT_ONE_PORT, REPO, skip_without_captures, unavailable
+from helpers import CAPTURES, IBSTAT_ONE_PORT, REPO, skip_without_captures, unavailable, wait_until
 
 USER, PASSWORD = "prometheus", "s3cret: with spaces"
 AUTH = "Basic " + base64.b64encode(f"{USER}:{PASSWORD}".encode()).decode()
@@ -75,14 +75,13 @@ class Daemon:
         self.scheme = "https" if tls else "http"
 
     def _port(self) -> int:
-        deadline = time.monotonic() + 20
-        while time.monotonic() < deadline:
+        def started() -> int | None:
             for line in self.log.read_text().splitlines():
                 if '"fabricmon started"' in line:
                     return int(json.loads(line)["listen"].rsplit(":", 1)[1])
             assert self.proc.poll() is None, self.log.read_text()
-            time.sleep(0.05)
-        raise AssertionError("the daemon did not start within 20 s:\n" + self.log.read_text())
+            return None
+        return wait_until(started, 20, lambda: "the daemon's start:\n" + self.log.read_text())
 
     def stop(self) -> None:
         if self.proc.poll() is None:
@@ -147,15 +146,15 @@ def raw(port: int, data: bytes, timeout: float = 3.0) -> bytes:
 def daemon(tmp_path_factory):
     d = Daemon(tmp_path_factory.mktemp("serve"))
     try:
-        deadline = time.monotonic() + 20
-        while True:       # both sources have run
+        last: list = []
+
+        def both_up() -> bool:      # both sources have run
             status, body, _, _ = request(d.port)
+            last[:] = [status, body]
             s = samples(body) if status == 200 and body else {}
-            if s.get(("fabricmon_source_up", (("source", "ibstat"),))) == 1 and \
-                    s.get(("fabricmon_source_up", (("source", "sysfs"),))) == 1:
-                break
-            assert time.monotonic() < deadline, f"sources never came up: {status} {body[:300]!r}"
-            time.sleep(0.1)
+            return s.get(("fabricmon_source_up", (("source", "ibstat"),))) == 1 and \
+                s.get(("fabricmon_source_up", (("source", "sysfs"),))) == 1
+        wait_until(both_up, 20, lambda: f"the sources up: {last[0]} {last[1][:300]!r}", interval=0.1)
         yield d
     finally:
         d.stop()
@@ -183,8 +182,9 @@ def test_basic_auth_from_the_web_config(daemon, tmp_path):
     assert "from the daemon at" in res.stdout.splitlines()[0], res.stdout + res.stderr
     res = subprocess.run(base, capture_output=True, text=True, timeout=60)
     assert "did not answer: HTTP 401" in res.stdout.splitlines()[0], res.stdout
-    time.sleep(0.5)                  # counted as of the last snapshot (built every 0.2 s)
-    assert http_errors(samples(request(daemon.port)[1]), "unauthorized") >= 6
+    # counted as of the next snapshot (built every 0.2 s)
+    wait_until(lambda: http_errors(samples(request(daemon.port)[1]), "unauthorized") >= 6, 10,
+               "six unauthorized requests counted")
 
 
 def test_malformed_and_oversized_requests(daemon):
@@ -247,7 +247,7 @@ def test_trickling_clients_and_a_low_descriptor_limit(daemon):
                     c.send(b"X")
                 except OSError:
                     pass
-            time.sleep(1.0)
+            time.sleep(1.0)                          # the trickle's pace: what is tested, not a wait
         fds = psutil.Process(daemon.proc.pid).num_fds()
     finally:
         stop.set()
@@ -257,8 +257,9 @@ def test_trickling_clients_and_a_low_descriptor_limit(daemon):
             c.close()
     assert not failures, failures[:5]
     assert len(lat) >= 20 and max(lat) < 1.0, f"scrapes: max {max(lat):.3f}s"
-    time.sleep(0.5)
-    after = samples(request(daemon.port)[1])
+    # counted as of the next snapshot (built every 0.2 s): the evictions and timeouts of the trickling clients
+    after = wait_until(lambda: samples(request(daemon.port)[1]), 10, "the trickling clients' evictions counted",
+                       until=lambda s: http_errors(s, "evicted") + http_errors(s, "timeout") > http_errors(before, "evicted"))
     assert source_errors(after) == source_errors(before), "a source failed under the trickling clients"
     assert after[("fabricmon_source_up", (("source", "ibstat"),))] == 1
     assert http_errors(after, "evicted") + http_errors(after, "timeout") > http_errors(before, "evicted")
@@ -278,8 +279,9 @@ def test_cut_off_scrapes_leave_no_traceback(daemon):
                   if i % 2 else b"GET /metrics HTTP/1.1\r\nAuthor")         # half cut mid-head
         s.close()
     assert request(daemon.port)[0] == 200
-    time.sleep(0.5)
-    counted = http_errors(samples(request(daemon.port)[1]), "disconnect") - before
+    # counted as of the next snapshot (built every 0.2 s)
+    counted = wait_until(lambda: http_errors(samples(request(daemon.port)[1]), "disconnect") - before, 10,
+                         "100 disconnects counted", until=lambda n: n >= 100)
     assert counted >= 100
     added = daemon.log_lines()[lines_before:]
     assert not [ln for ln in added if "Traceback" in ln or not ln.startswith("{")], added[:5]
@@ -314,15 +316,14 @@ def test_tls_handshake_failures_and_auth_over_tls(pki, tmp_path):
     d = Daemon(tmp_path / "d", tls={"cert_file": "server.crt", "key_file": "server.key", "min_version": "TLS12"})
     try:
         ctx = ssl.create_default_context(cafile=str(pki / "ca.crt"))
-        deadline = time.monotonic() + 20
-        while request(d.port, context=ctx)[0] != 200:
-            assert time.monotonic() < deadline
-            time.sleep(0.1)
+        wait_until(lambda: request(d.port, context=ctx)[0] == 200, 20, "a 200 over TLS", interval=0.1)
         lines_before = len(d.log_lines())
         for i in range(60):          # plain HTTP, garbage, and silence on the TLS port
             with socket.create_connection(("127.0.0.1", d.port), timeout=2) as s:
                 s.sendall([b"GET /metrics HTTP/1.1\r\n\r\n", b"\x16\x03\x01\x00\x05hello", b""][i % 3])
-        time.sleep(0.3)
+        # the server has handled them: counted as of the next snapshot (built every 0.2 s)
+        wait_until(lambda: http_errors(samples(request(d.port, context=ctx)[1]), "tls_handshake") >= 40, 10,
+                   "the failed handshakes counted")
         old = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)           # a client that offers only TLS 1.1
         old.check_hostname, old.verify_mode = False, ssl.CERT_NONE
         old.minimum_version = old.maximum_version = ssl.TLSVersion.TLSv1_1
@@ -397,7 +398,7 @@ def test_page_flood_does_not_starve_the_scrape(tmp_path):
                 status, body, took, _ = request(port, auth=None)
                 assert status == 200 and len(body) > 1 << 20
                 out.append(took)
-                time.sleep(0.05)
+                time.sleep(0.05)                # the samples' pace: part of the measurement
             return out
         assert request(port, "/", auth=None)[0] == 200            # warm: the first render, the cache
         idle = scrapes(25)
@@ -407,14 +408,14 @@ def test_page_flood_does_not_starve_the_scrape(tmp_path):
         flood = subprocess.Popen([sys.executable, "-c", FLOOD, str(port), sw, "8", "10"], stdout=subprocess.PIPE,
                                  text=True, start_new_session=True)
         try:
-            time.sleep(1.0)
+            time.sleep(1.0)                     # part of the measurement: the flood at full rate before the samples
             busy = scrapes(25)
             codes = json.loads(flood.communicate(timeout=30)[0])
         finally:
             if flood.poll() is None:
                 flood.kill()
                 flood.wait(5)
-        time.sleep(2.0)
+        time.sleep(2.0)                         # what is tested: memory back 2 s after the flood
         rss_after = rss.memory_info().rss
         m_idle, m_busy = statistics.median(idle), statistics.median(busy)
         print(f"\nFLOOD director map, 8 clients: scrape median idle {m_idle * 1000:.1f} ms, under flood "

@@ -10,15 +10,13 @@ import os
 import re
 import shutil
 import signal
-import socket
 import subprocess
 import sys
-import time
 import urllib.parse
 import urllib.request
 from pathlib import Path
 
-from helpers import unavailable
+from helpers import free_port, unavailable, wait_until as _wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
 BUNDLES = ROOT / "tests" / "fixtures" / "bundles"
@@ -36,29 +34,14 @@ def require_tool(tool: str, package: str) -> str:
     unavailable(f"{tool} not found: install the Debian package {package} (make test does)")
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def http_get(url: str, timeout: float = 5) -> bytes:
     with urllib.request.urlopen(url, timeout=timeout) as r:
         return r.read()
 
 
-def wait_until(pred, timeout: float, what: str, interval: float = 0.2):
-    deadline = time.monotonic() + timeout
-    last_exc = None
-    while time.monotonic() < deadline:
-        try:
-            v = pred()
-            if v:
-                return v
-        except OSError as e:          # not listening yet
-            last_exc = e
-        time.sleep(interval)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what}" + (f" ({last_exc})" if last_exc else ""))
+def wait_until(pred, timeout: float, what, interval: float = 0.2, **kw):
+    """helpers.wait_until, with an OSError (a service not listening yet) counted as not yet."""
+    return _wait_until(pred, timeout, what, interval=interval, ignore=(OSError,), **kw)
 
 
 class Processes:
@@ -222,13 +205,15 @@ def nccl_exposition() -> str:
     with a dead peer (the bundles hold no Inspector files, no RAS): what the NCCL alerts and panels read,
     from the real catalogue."""
     from fabricmon.exporter.render import render
-    from fabricmon.model.nccl import COLLECTIVE, NcclMeasure, NcclPath, NcclSection, RasComm, RasData, RasPeer
+    from fabricmon.model.nccl import (COLLECTIVE, NcclMeasure, NcclPath, NcclSection, RasComm, RasData, RasMismatch,
+                                      RasPeer, RasRank)
     from fabricmon.model.snapshot import BuildStats, Snapshot
     m = NcclMeasure(COLLECTIVE, "4242", "node001", "GPU0", "DP Group 0", 4, 32, "AllReduce", "4-5GB", 4 << 30,
                     "RING_SIMPLE", 20.0, 9498.47)
     p = NcclPath(m, "GPU-5a3e", 0, "mlx5_0", 1, "0xa088c20398b16e14", "leaf03", 17, 50.0, 1.0)
     sec = NcclSection(paths=[p], files=1, baseline_gbs={p.baseline_key: 40.0}, slow={p.baseline_key: "50%"})
-    ras = RasData("2.29.7", [RasComm("0x5f3a", 4, 3, (RasPeer(3, "node07", 5151, 3, 3, True, True),))])
+    ras = RasData("2.29.7", [RasComm("0000000000005f3a", 4, 1, (RasPeer(3, "node07", 5151, 3, 3, True, True),),
+                                     (RasMismatch("AllReduce", ((1200, 2), (1199, 1)), (RasRank(2, 1199, "node06"),)),))])
     return render(Snapshot(time=1.0, findings=[], sources={}, builds=BuildStats(), nccl=sec, ras=ras)).decode()
 
 
@@ -262,6 +247,23 @@ def vitals_exposition() -> str:
                                   Vital("100006001", "Cpu temp sensor", "temperature", "ENTITY-SENSOR-MIB", "ok", 0,
                                         53.3, "celsius")]
     return render(Snapshot(time=1.0, findings=[], sources={}, builds=BuildStats(), fabric=sec)).decode()
+
+
+def remediation_exposition() -> str:
+    """A collector's exposition with remediation acting (a port isolated, the breaker tripped, a step failing):
+    what the remediation alerts read (the bundles are replays: no Remediator runs on them)."""
+    from fabricmon.exporter.render import render
+    from fabricmon.model.remediation import Action, Breaker, RemediationSection
+    from fabricmon.model.snapshot import BuildStats, Snapshot
+    a = Action("p1", "isolate_port", "0000000000200002:3", "leaf01 port 3", "act", "done", "CRITICAL symbol_errors",
+               "symbol_errors", 3600.0, 1.0, 1.0, effective=1.0, clean_since=1.0, guid="0000000000200002", port=3,
+               switch="leaf01")
+    b = Action("p2", "isolate_port", "0000000000200002:4", "leaf01 port 4", "act", "todo", "CRITICAL symbol_errors",
+               "symbol_errors", 3600.0, 1.0, 1.0, attempts=2, error="unanswered", guid="0000000000200002", port=4)
+    rem = RemediationSection("fabric", {"isolate_port": "act", "drain_node": "off"}, actions=(a, b),
+                             counts={("isolate_port", "act", "done"): 1},
+                             breakers={"isolate_port": Breaker(10, 10, 1, True, "max(10, ...)")})
+    return render(Snapshot(time=1.0, findings=[], sources={}, builds=BuildStats(), remediation=rem)).decode()
 
 
 def exported_names(text: str) -> set[str]:

@@ -142,6 +142,8 @@ def settle(pager: Pager, start: float, until=None, timeout: float = 90.0) -> Non
     if until is not None:
         wait_until(until, timeout, "the incident's alert")
     start = max(start, time.monotonic())        # counted from when the incident's alert fires in Prometheus
+    # a quiet spell (SETTLE s without a notification) is the condition, time itself: checked each second, and
+    # at the deadline what came so far is judged
     while time.monotonic() < deadline:
         quiet_for = time.monotonic() - max(pager.last(), start)
         if quiet_for >= SETTLE:
@@ -187,7 +189,7 @@ def test_one_incident_one_page(sim_fabric, processes, tmp_path):
                                     if t["health"] == "up"]) == 3, 60, "three targets up")
             wait_until(lambda: b'peer="leaf04"' in http_get(f"http://127.0.0.1:{nodes[0]}/metrics"), 60,
                        "node07 learned its leaf")
-            quiet = incident("quiet fabric", lambda: time.sleep(5))
+            quiet = incident("quiet fabric", lambda: time.sleep(5))        # what is tested: 5 s of nothing pages nothing
             assert quiet == {}, quiet
 
             # 1-3. at once, each on its own port: symbol errors under checks.symbol_errors' warning (720 in its
@@ -198,7 +200,7 @@ def test_one_incident_one_page(sim_fabric, processes, tmp_path):
                 fab.set_counter("leaf02", 1, "PortCounters.SymbolErrorCounter", 1000)
                 for n in (1, 2, 3):
                     fab.set_counter("leaf01", 2, "PortCounters.LinkDownedCounter", n)
-                    time.sleep(3)
+                    time.sleep(3)       # what is tested: the counter moves between sweeps (every 2 s), three times
             both = incident("counters", counters, lambda: fires("FabricmonFabricSymbolErrors", switch="leaf02",
                                                                 port="1")()
                             and fires("FabricmonFabricLinkFlapping", switch="leaf01", port="2")())

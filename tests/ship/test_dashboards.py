@@ -7,11 +7,10 @@ from __future__ import annotations
 import json
 import math
 import re
-import time
 
 import pytest
 
-from ship_helpers import ROOT, start_prometheus, start_replay_daemon, load_generator
+from ship_helpers import ROOT, start_prometheus, start_replay_daemon, load_generator, wait_until
 
 DASHBOARD = ROOT / "fabricmon" / "deploy" / "grafana" / "fabricmon-node.json"
 RULES = ROOT / "fabricmon" / "deploy" / "prometheus" / "fabricmon.rules.yml"
@@ -88,18 +87,17 @@ def test_every_panel_returns_data_from_real_prometheus(processes, tmp_path):
 
     queries = [(p["title"], t["refId"], substitute(t["expr"])) for p in panels(dashboard()) for t in p["targets"]]
     pending = {q: None for q in queries}
-    deadline = time.monotonic() + 60
-    while pending and time.monotonic() < deadline:
+
+    def without_data() -> dict:
         for q in list(pending):
             result = prom.query(q[2])
             if _has_data(result):
                 del pending[q]
             else:
                 pending[q] = result
-        if pending:
-            time.sleep(1)
-    assert not pending, "panels without data:\n" + "\n".join(f"  {t} [{r}]: {e} -> {res}"
-                                                             for (t, r, e), res in pending.items())
+        return pending
+    wait_until(without_data, 60, lambda: "panels without data:\n" + "\n".join(
+        f"  {t} [{r}]: {e} -> {res}" for (t, r, e), res in pending.items()), until=lambda p: not p, interval=1)
 
     # the template variables' own queries list the targets and devices
     for v in dashboard()["templating"]["list"]:

@@ -15,7 +15,6 @@ from __future__ import annotations
 import json
 import math
 import re
-import time
 
 import pytest
 
@@ -70,31 +69,31 @@ def test_the_fabric_panels_and_rules_work_for_an_ethernet_fabric(processes, tmp_
 
         chosen = [pn for pn in panels(dashboard()) if pn["title"] in PANELS]
         assert len(chosen) == len(PANELS)
-        deadline = time.monotonic() + 60
         pending = {pn["title"]: substitute(pn["targets"][0]["expr"]) for pn in chosen}
-        while pending and time.monotonic() < deadline:
+
+        def without_leaves() -> dict:
             for title, expr in list(pending.items()):
                 switches = {r["metric"].get("switch") for r in prom.query(expr)}
                 if PANELS[title] <= switches:
                     del pending[title]
-            if pending:
-                time.sleep(1)
-        assert not pending, f"panels without the Ethernet leaves: {pending}"
+            return pending
+        wait_until(without_leaves, 60, lambda: f"panels without the Ethernet leaves: {pending}",
+                   until=lambda p: not p, interval=1)
 
         # the Optics row: every query returns every switch by name; the planted lane leads leaf01's dimmest
         names = {s.name for s in sw}
         optics = {(pn["title"], t["refId"]): substitute(t["expr"]) for pn in panels(dashboard())
                   if pn["title"] in ETHERNET_ONLY for t in pn["targets"]}
         assert len(optics) >= 4
-        results: dict = {}
-        deadline = time.monotonic() + 90
-        while time.monotonic() < deadline:
-            results = {k: prom.query(e) for k, e in optics.items()}
-            if all(names <= {r["metric"].get("switch") for r in res} for res in results.values()):
-                break
-            time.sleep(1)
-        missing = {k: names - {r["metric"].get("switch") for r in res} for k, res in results.items()}
-        assert not any(missing.values()), f"optics panels without switches: {missing}"
+        def missing(results: dict) -> dict:
+            return {k: names - {r["metric"].get("switch") for r in res} for k, res in results.items()}
+        last: dict = {}
+
+        def optics_results() -> dict:
+            last.update(results={k: prom.query(e) for k, e in optics.items()})
+            return last["results"]
+        results = wait_until(optics_results, 90, lambda: f"optics panels without switches: {missing(last['results'])}",
+                             until=lambda res: not any(missing(res).values()), interval=1)
         dim = results[("Dimmest receivers per switch", "A")]
         assert len(dim) == 3 * len(names)
         (planted,) = [r for r in dim if r["metric"]["switch"] == "leaf01" and r["metric"]["port"] == "Ethernet0"
@@ -113,9 +112,8 @@ def test_the_fabric_panels_and_rules_work_for_an_ethernet_fabric(processes, tmp_
             return float(prom.query(q)[0]["value"][1])
         # NaN (0/0) until the recording rules have seen the counters move between two scrapes: on a loaded
         # machine two scrapes can read one snapshot (a sweep slower than the scrape interval)
-        deadline = time.monotonic() + 30
-        while math.isnan(ratio("leaf02")) and time.monotonic() < deadline:
-            time.sleep(1)
+        wait_until(lambda: ratio("leaf02"), 30, "the uplink ratio of leaf02 (NaN: the counters not seen moving)",
+                   until=lambda r: not math.isnan(r), interval=1)
         assert 1.8 < ratio("leaf02") < 2.1
 
         groups = prom.api("rules")["groups"]

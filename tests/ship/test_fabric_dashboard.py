@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import re
-import time
 
 import pytest
 
@@ -130,18 +129,17 @@ def test_every_panel_returns_data_from_a_live_collector(sim_fabric, processes, t
         queries = [(pn["title"], t["refId"], substitute(t["expr"])) for pn in panels(dashboard())
                    for t in pn["targets"] if pn["title"] not in ETHERNET_ONLY | WITH_NODES]
         pending = {q: None for q in queries}
-        deadline = time.monotonic() + 60
-        while pending and time.monotonic() < deadline:
+
+        def without_data() -> dict:
             for q in list(pending):
                 result = prom.query(q[2])
                 if _has_data(result):
                     del pending[q]
                 else:
                     pending[q] = result
-            if pending:
-                time.sleep(1)
-        assert not pending, "panels without data:\n" + "\n".join(f"  {t} [{r}]: {e} -> {res}"
-                                                                 for (t, r, e), res in pending.items())
+            return pending
+        wait_until(without_data, 60, lambda: "panels without data:\n" + "\n".join(
+            f"  {t} [{r}]: {e} -> {res}" for (t, r, e), res in pending.items()), until=lambda p: not p, interval=1)
 
         # leaf02's traffic is polarised onto spine01: its hottest uplink runs at twice its uplinks' mean
         # (a ratio, so independent of how much of the 5 min rate window has data yet)

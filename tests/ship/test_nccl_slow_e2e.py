@@ -211,7 +211,7 @@ def slows(c: Cluster, host: str, job: str, fault: str) -> float:
 
 def page_for(c: Cluster, host: str, job: str) -> dict:
     page = wait_until(lambda: next(iter(c.pages()), None), 60, "FabricmonNcclSlowOnFlaggedPath at the webhook")
-    time.sleep(3)                           # any other page would have come by now
+    time.sleep(3)                           # what is tested: no other page comes (any other would have by now)
     assert {(a["labels"]["job_id"], a["labels"]["instance"]) for a in c.pages()} == {
         (job, f"127.0.0.1:{c.nodes[host].port}")}
     lab = page["labels"]
@@ -239,7 +239,7 @@ def test_an_erroring_cable_slows_and_pages_only_the_job_that_crosses_it(sim_fabr
         leaf, leaf_port = c.cabled["node01"]
         for v in (1000, 20000, 65000):
             fab.set_counter(leaf, leaf_port, "PortCounters.SymbolErrorCounter", v)
-            time.sleep(COLLECTOR["sweep_interval"] + 0.5)
+            time.sleep(COLLECTOR["sweep_interval"] + 0.5)      # what is tested: the counter moves between sweeps
         verdict = wait_until(lambda: next((f for f in c.coll.snapshot.findings if f.check == "symbol_errors"
                                            and f.status > 0 and f.device == c.guid[leaf] and f.port == leaf_port),
                                           None), 30, "the collector's symbol_errors verdict on the cable")
@@ -248,7 +248,7 @@ def test_an_erroring_cable_slows_and_pages_only_the_job_that_crosses_it(sim_fabr
             c.paths.erroring.add((leaf, leaf_port))
         took = slows(c, "node01", crossing, "erroring cable")
         wait_until(lambda: c.slow("node03"), 2 * DUMP + 3, "node03 (the same job's other rank) slow")
-        time.sleep(2 * DUMP)
+        time.sleep(2 * DUMP)                # what is tested: two dumps more, and the clean paths still raise nothing
         assert not c.slow("node05") and not c.slow("node07")       # the job on clean paths raises nothing
 
         # the alert fires for the slowed job only, naming the cable with the verdict on it: node01's rank
@@ -266,14 +266,14 @@ def test_an_erroring_cable_slows_and_pages_only_the_job_that_crosses_it(sim_fabr
         assert [pn["title"] for pn in row] == ["Slow NCCL paths and their cables", "Bus bandwidth / job baseline",
                                                "Bus bandwidth / line rate", "Fabric verdicts on slow jobs' paths"]
         pending = {pn["title"]: [substitute(t["expr"]) for t in pn["targets"]] for pn in row}
-        deadline = time.monotonic() + 30
-        while pending and time.monotonic() < deadline:
+
+        def without_data() -> dict:
             for title, exprs in list(pending.items()):
                 if any(_has_data(c.prom.query(e)) for e in exprs):
                     del pending[title]
-            if pending:
-                time.sleep(1)
-        assert not pending, f"panels without data: {sorted(pending)}"
+            return pending
+        wait_until(without_data, 30, lambda: f"panels without data: {sorted(pending)}", until=lambda p: not p,
+                   interval=1)
         verdicts = c.prom.query(substitute(row[3]["targets"][0]["expr"]))
         assert {(r["metric"]["switch_guid"], r["metric"]["port"], r["metric"]["check"]) for r in verdicts} == {
             (c.guid[leaf], str(leaf_port), "symbol_errors")}
@@ -307,7 +307,7 @@ def test_a_polarised_leaf_slows_and_pages_only_the_job_that_leaves_it(sim_fabric
         with c.writer.lock:
             c.paths.polarised.add("leaf02")
         took = slows(c, "node04", spanning, "polarised leaf")
-        time.sleep(2 * DUMP)
+        time.sleep(2 * DUMP)                # what is tested: two dumps more, and the other jobs still raise nothing
         for h in ("node05", "node06", "node01", "node08"):
             assert not c.slow(h), h
         page = page_for(c, "node04", spanning)

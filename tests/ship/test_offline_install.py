@@ -10,7 +10,6 @@ import json
 import os
 import re
 import shutil
-import socket
 import subprocess
 import sys
 import tarfile
@@ -18,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers import unavailable
+from helpers import free_port, unavailable
 from ship_helpers import ROOT
 
 SOURCE = ("pyproject.toml", "README.md", "LICENSE", "Makefile")
@@ -34,15 +33,9 @@ def run(argv: list, **kw) -> subprocess.CompletedProcess:
     return res
 
 
-def closed_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def no_index_env(home: Path) -> dict[str, str]:
     """This environment less every pip setting, with any index or proxy access failing at once."""
-    dead = f"http://127.0.0.1:{closed_port()}"
+    dead = f"http://127.0.0.1:{free_port()}"
     env = {k: v for k, v in os.environ.items()
            if not k.upper().startswith(("PIP_", "HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "NO_PROXY"))}
     env.update(PIP_CONFIG_FILE=os.devnull, PIP_NO_INDEX="1", PIP_INDEX_URL=f"{dead}/simple", PIP_NO_CACHE_DIR="1",

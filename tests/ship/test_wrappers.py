@@ -13,6 +13,7 @@ import pytest
 import yaml
 
 from fabricmon.sim import sysfs_tree
+from helpers import fabricmon_script
 from ship_helpers import ROOT
 
 SLURM = ROOT / "fabricmon" / "deploy" / "slurm" / "fabricmon-healthcheck.sh"
@@ -27,12 +28,7 @@ exit 0
 
 
 def fabricmon_exe() -> str:
-    exe = ROOT / ".venv" / "bin" / "fabricmon"
-    if exe.exists():
-        return str(exe)
-    found = shutil.which("fabricmon")
-    assert found, "fabricmon is not installed (make venv)"
-    return found
+    return fabricmon_script()
 
 
 class Node:

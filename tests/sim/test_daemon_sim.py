@@ -16,7 +16,7 @@ from fabricmon.config import from_dict
 from fabricmon.serve.daemon import Daemon
 from fabricmon.host import LiveIO
 from fabricmon.sim.fabric import fat_tree_netfile
-from helpers import all_sources_ran
+from helpers import all_sources_ran, promtool, wait_until
 
 INTERVAL = 1.0
 HEALTHY, DEGRADED, FLAPPER = "node01 mlx5_0", "node02 mlx5_0", "node03 mlx5_0"
@@ -56,13 +56,8 @@ def one_poll_bound(s: dict) -> float:
 
 def wait_for(port: int, pred, timeout: float) -> tuple[float, dict]:
     start = time.monotonic()
-    while True:
-        s = scrape(port)
-        if pred(s):
-            return time.monotonic() - start, s
-        if time.monotonic() - start > timeout:
-            raise AssertionError(f"condition not met within {timeout}s")
-        time.sleep(0.05)
+    s = wait_until(lambda: scrape(port), timeout, "a scrape that meets the condition", until=pred)
+    return time.monotonic() - start, s
 
 
 @pytest.fixture
@@ -193,13 +188,10 @@ def test_healthz_and_scrape_not_blocked_by_hung_tool(fabric, tmp_path):
 def test_the_demo_configuration_passes_promtool_check_metrics(fabric, tmp_path):
     """The demo's config (fabricmon.sim.demo) on a simulated host, every real tool: its exposition
     passes `promtool check metrics`, the ecosystem's own lint."""
-    import shutil
-
     from fabricmon.exporter import render
     from fabricmon.pipeline import Pipeline
     from fabricmon.sim.demo import demo_config
-    promtool = shutil.which("promtool")
-    assert promtool, "promtool (Debian package prometheus) is needed: make deps installs it"
+    lint_tool = promtool()
     (tmp_path / "sys").mkdir()
     cfg = from_dict(demo_config(str(tmp_path / "sys"), 0))
     pipe = Pipeline(cfg, LiveIO(cfg.sysfs, cfg.procfs, env=fabric.env(HEALTHY)))
@@ -209,5 +201,5 @@ def test_the_demo_configuration_passes_promtool_check_metrics(fabric, tmp_path):
         pipe.close()
     assert len(snap.ib.ports) == 1 and all(snap.sources[n].up for n in ("ibstat", "perfquery", "iblinkinfo"))
     text = render(snap).decode()
-    lint = subprocess.run([promtool, "check", "metrics"], input=text, capture_output=True, text=True, timeout=60)
+    lint = subprocess.run([lint_tool, "check", "metrics"], input=text, capture_output=True, text=True, timeout=60)
     assert lint.returncode == 0, lint.stdout + lint.stderr

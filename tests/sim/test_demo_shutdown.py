@@ -25,7 +25,7 @@ import pytest
 from fabricmon.host import LiveIO
 from fabricmon.host.runner import run_command, scratch_dir
 from fabricmon.sim.fabric import tools_available
-from helpers import REPO, unavailable
+from helpers import REPO, unavailable, wait_until
 
 
 def _sleeper(tmp_path: Path, name: str) -> dict[str, str]:
@@ -47,14 +47,12 @@ def test_one_hostio_stopping_kills_only_its_own_tools(tmp_path: Path) -> None:
     for t in threads:
         t.start()
 
-    deadline = time.monotonic() + 20
-    while not all((tmp_path / f"ready-{n}").exists() for n in ("tool-a", "tool-b")) and time.monotonic() < deadline:
-        time.sleep(0.05)
+    wait_until(lambda: all((tmp_path / f"ready-{n}").exists() for n in ("tool-a", "tool-b")), 20, "both tools running")
     try:
         a.kill_tools()                              # pipeline A stops
         threads[0].join(10)
         assert not threads[0].is_alive() and results["tool-a"].returncode == -9, results
-        time.sleep(0.5)
+        time.sleep(0.5)                             # what is tested: a while after A's kill, B's tool still runs
         assert threads[1].is_alive(), results       # B's tool is still running, never killed for A
     finally:
         b.kill_tools()

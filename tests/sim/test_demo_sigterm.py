@@ -9,14 +9,13 @@ import signal
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 import psutil
 import pytest
 
 from fabricmon.sim.fabric import tools_available
-from helpers import REPO, unavailable
+from helpers import REPO, unavailable, wait_until
 
 pytestmark = pytest.mark.sim      # the demo starts ibsim (and opensm, snmpsimd) itself
 
@@ -39,11 +38,10 @@ def test_demo_under_sigterm_leaves_no_process_and_no_temp_dir(tmp_path: Path) ->
                             env={**os.environ, "TMPDIR": str(tmp), "PYTHONPATH": str(REPO)},   # this fabricmon
                             start_new_session=True)
     try:
-        deadline = time.monotonic() + 90
-        while READY not in (tmp_path / "demo.out").read_text():
+        def ready() -> bool:
             assert proc.poll() is None, (tmp_path / "demo.out").read_text()
-            assert time.monotonic() < deadline, (tmp_path / "demo.out").read_text()
-            time.sleep(0.2)
+            return READY in (tmp_path / "demo.out").read_text()
+        wait_until(ready, 90, lambda: (tmp_path / "demo.out").read_text(), interval=0.2)
         children = psutil.Process(proc.pid).children(recursive=True)
         names = sorted({c.name() for c in children})
         assert "ibsim" in names and "opensm" in names, names

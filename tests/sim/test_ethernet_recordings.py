@@ -218,7 +218,7 @@ def test_a_first_discovery_claims_no_history(tmp_path: Path) -> None:
         pipe = fabric_pipeline(cfg, LiveIO())
         try:
             snap = pipe.collect()
-            time.sleep(0.1)
+            time.sleep(0.1)         # what is tested: a second sweep, later (the intake drops a sample no later)
             snap = pipe.collect()
         finally:
             pipe.close()

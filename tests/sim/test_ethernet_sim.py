@@ -181,7 +181,10 @@ def test_an_idle_fabric_is_never_flagged(tmp_path) -> None:
             leaf = sw[2].chassis
             s = wait_for_scrape(d.port, lambda s: (sample_value(s, "fabricmon_ecmp_utilisation_ratio", switch_guid=leaf,
                                                                 switch="leaf01", direction="up") is not None), 30)
-            time.sleep(3 * SWEEP)
+            # three more sweeps of the idle fabric (the imbalance rule judges two in a row)
+            runs = sample_value(s, "fabricmon_source_runs_total", source="sweep")
+            wait_for_scrape(d.port, lambda s: sample_value(s, "fabricmon_source_runs_total", source="sweep") >= runs + 3,
+                            3 * SWEEP + 20)
             s = scrape_samples(d.port)
             assert sample_value(s, "fabricmon_ecmp_imbalanced", switch_guid=leaf, switch="leaf01", direction="up") == 0
             assert [f for f in api_findings(d.port) if f["status"] > 0] == []

@@ -8,7 +8,10 @@
 - a host link retrained below what it ran at (an SMP Set, `ibportstate`, narrows it under the collector)
   is still CRITICAL (on the tools path here; tests/ship/test_fabric_dashboard.py plants the same under a
   live `fabric run` through the engine); the uplink that is EDR by design is not held against
-  the HDR uplinks of its ECMP group on the engine's path;
+  the HDR uplinks of its ECMP group's balance on the engine's path, but it is a capacity finding
+  (uplink_capacity: hashing gives it an equal share);
+- a 4x8x4 fat tree with one uplink of one leaf enabled at 1X on both ends (issue 52 item 3): exactly one
+  finding, uplink_capacity, naming that leaf, the port and the capacity it loses;
 - ibsim trains every link at the best both ends enable, so a net file's `1xHDR` is a link both ends
   enable only 1X: the engine reads it as such (ibsim cannot make a link run below what both ends enable)."""
 
@@ -88,6 +91,28 @@ def test_an_edr_uplink_by_design_stays_out_of_its_hdr_ecmp_group(sim_fabric, tmp
     ratio = re.search(rf'^fabricmon_ecmp_imbalance_ratio\{{direction="up",switch="leaf01",switch_guid="{LEAF1}"\}} (\S+)$',
                       r.stdout, re.M)
     assert ratio is not None and float(ratio[1]) < 1.1, r.stdout[-2000:]
+    assert status(r.stdout, "uplink_capacity") == {"0.0", "1.0"}          # leaf01: its EDR uplink, equal share
+
+
+def test_a_narrow_uplink_enabled_so_on_both_ends_is_one_capacity_finding(sim_fabric, tmp_path) -> None:
+    """4 spines, 8 leaves, 4 hosts each; leaf03's uplink to spine02 (leaf03 port 6, spine02 port 3) 1X on
+    both ends (ibsim trains a link at the best both ends enable: enabled 1X on both): not degraded, but
+    the one finding of the fabric, naming leaf03, port 6 and the capacity lost."""
+    net = fat_tree_netfile(spines=4, leaves=8, hosts_per_leaf=4)
+    net = net.replace('[6]\t"spine02"[3]\t# "spine02" lid 0 4xHDR', '[6]\t"spine02"[3]\t# "spine02" lid 0 1xHDR')
+    net = net.replace('[3]\t"leaf03"[6]\t# "leaf03" lid 0 4xHDR', '[3]\t"leaf03"[6]\t# "leaf03" lid 0 1xHDR')
+    assert net.count("1xHDR") == 2, net
+    fab = sim_fabric(net)
+    fab.run_sm()            # opensm --once: routes, then no master (the sm source off: its finding is ibsim's)
+    r = fabric_once(fab, tmp_path, "mad", {"sweep_method": "mad", "sources": {"sm": {"enabled": False}}},
+                    "--sweeps", "2", "--interval", "1")
+    assert not degraded(r.stdout)
+    found = [ln for ln in r.stderr.splitlines() if re.match(r"^(WARNING|CRITICAL|UNKNOWN) ", ln)]
+    assert len(found) == 1, found
+    assert found[0].startswith("WARNING uplink_capacity: leaf03 uplink port 6 is narrower or slower than the other 3 "
+                               'of its 4 uplinks (4X HDR, 200 Gb/s each): port 6 to "spine02"[3] at 1X HDR (50 Gb/s)')
+    assert "the uplinks carry 650 of 800 Gb/s (150 Gb/s, 19% lost)" in found[0]
+    assert "run at 25% of the others' rate" in found[0]
 
 
 def test_a_host_link_retrained_below_its_past_is_critical(sim_fabric, tmp_path) -> None:

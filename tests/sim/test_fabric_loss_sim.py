@@ -71,7 +71,7 @@ def test_mad_loss_is_not_a_link_down_and_a_pulled_cable_still_is(sim_fabric, tmp
                 assert sample_value(s, "fabricmon_fabric_topology_changes_total") == changes0, f"{rate}% loss"
                 links = [f.message for f in d.snapshot.findings if f.check == "degraded_link" and f.status]
                 assert not links, f"{rate}% loss: {links}"
-                time.sleep(0.5)
+                time.sleep(0.5)            # the pace of the 8 s watched under loss: what is tested
         spine01 = g(SPINES["spine01"])
         # unresponsive takes 5 of its last 7 sweeps with queries unanswered (OpenSM's rule): at 1 s sweeps
         # under 50% loss, some 7 sweeps on an idle machine, more on a loaded one

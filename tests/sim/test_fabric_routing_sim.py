@@ -109,5 +109,5 @@ def test_routing_symmetry_sm_and_a_pulled_cable_over_http(sim_fabric, tmp_path) 
             assert sample_value(s, "fabricmon_fabric_check_status", check="uplinks", switch_guid=LEAVES[name],
                                 switch=name) == 0
         up = next(f.message for f in d.snapshot.findings if f.check == "uplinks")
-        assert up.startswith("leaf03 has 3 active uplinks where the switches of level 1 have 4; missing: port 7 "
+        assert up.startswith("leaf03 has 3 active uplinks where the switches of level 1 that share its upper switches have 4; missing: port 7 "
                              '(7 to "spine02"[6])'), up

@@ -17,7 +17,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import socket
 import subprocess
 import sys
 import time
@@ -32,7 +31,7 @@ from fabricmon.host import LiveIO
 from fabricmon.pipeline.fabric import fabric_pipeline
 from fabricmon.sim.fabric import fat_tree_netfile
 from fabricmon.sources.infiniband.mad import plan_targets
-from helpers import fabric_once, sample_value, scrape_samples
+from helpers import fabric_once, free_port, sample_value, scrape_samples, wait_until
 
 pytestmark = pytest.mark.sim
 
@@ -146,24 +145,11 @@ def test_auto_sweeps_with_the_tools_where_no_umad_port_opens(sim_fabric, tmp_pat
     assert 'fabricmon_fabric_sweep_method{method="mad"} 0.0' in text
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def scrape_until(proc, port: int, pred, timeout: float) -> dict:
-    end = time.monotonic() + timeout
-    while True:
+    def scrape() -> dict:
         assert proc.poll() is None, proc.stderr.read()
-        try:
-            s = scrape_samples(port)
-            if pred(s):
-                return s
-        except OSError:
-            pass
-        assert time.monotonic() < end, f"condition not met within {timeout}s"
-        time.sleep(0.3)
+        return scrape_samples(port)
+    return wait_until(scrape, timeout, "a scrape that meets the condition", until=pred, interval=0.3, ignore=(OSError,))
 
 
 def cabled_up(s: dict) -> dict[tuple[str, str], float]:
@@ -215,7 +201,7 @@ def test_30_percent_mad_loss_reads_no_port_down_and_loses_no_name(sim_fabric, tm
             assert not down, f"30% loss: ports read down: {down}"
             assert names(s) == before
             assert sample_value(s, "fabricmon_fabric_sweep_method", method="mad") == 1
-            time.sleep(0.4)
+            time.sleep(0.4)                          # the pace of the 6 s watched under loss: what is tested
         leaf01, spine01 = f"{0x200002:016x}", f"{0x200000:016x}"
         fab.unlink("leaf01", 3)                      # leaf01[3] <-> spine01[1], under the loss
         s = scrape_until(proc, port, lambda s: cabled_up(s).get((leaf01, "3")) == 0

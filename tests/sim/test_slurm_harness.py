@@ -5,11 +5,11 @@ directory, and everything stops by PID."""
 from __future__ import annotations
 
 import os
-import time
 
 import pytest
 
 from fabricmon.parsers.slurm import SQUEUE_FORMAT, expand_hostlist, parse_squeue, step_jobs
+from helpers import wait_until
 
 
 @pytest.fixture
@@ -59,14 +59,10 @@ def test_stop_ends_every_job_even_with_the_controller_stopped(slurm):
     # a job is RUNNING once slurmd took it; its batch script then starts srun, whose step starts sleep (on a
     # loaded machine some seconds later): wait for every kind of process stop() must end
     want = {"slurmstepd", "srun", "sleep", "slurmd", "slurmctld", "munged"}
-    deadline = time.monotonic() + 30
-    while True:
-        mine = cluster()
-        names = {p.name() for p in mine.values()}
-        if want <= names or time.monotonic() > deadline:
-            break
-        time.sleep(0.2)
-    assert want <= names, names
+    def kinds(procs: dict) -> set[str]:
+        return {p.name() for p in procs.values()}
+    mine = wait_until(cluster, 30, lambda: f"every kind running: {want} (running: {kinds(cluster())})",
+                      until=lambda procs: want <= kinds(procs), interval=0.2)
     slurm.stop_controller()
     slurm.stop()
     assert cluster() == {}

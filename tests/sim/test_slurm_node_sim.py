@@ -7,12 +7,11 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import time
 import urllib.request
 
 import pytest
 import yaml
-from helpers import all_sources_ran, sample_value, scrape_samples, wait_for_scrape
+from helpers import all_sources_ran, sample_value, scrape_samples, wait_for_scrape, wait_until
 
 from fabricmon.config import from_dict
 from fabricmon.host import LiveIO, RecordingIO
@@ -43,17 +42,6 @@ def findings(port: int) -> list[dict]:
 def degraded_jobs(port: int) -> list[dict] | None:
     f = [f for f in findings(port) if f["check"] == "degraded_link" and f["status"] == 2]
     return f[0]["jobs"] if f else None
-
-
-def wait_until(pred, timeout: float, what: str):
-    end = time.monotonic() + timeout
-    while True:
-        got = pred()
-        if got:
-            return got
-        if time.monotonic() > end:
-            raise AssertionError(f"not within {timeout}s: {what}")
-        time.sleep(0.1)
 
 
 @pytest.fixture

@@ -15,6 +15,7 @@ import math
 import os
 import re
 import shutil
+import sys
 import signal
 import subprocess
 import tempfile
@@ -33,7 +34,7 @@ from fabricmon.pipeline.fabric import FabricModel
 from fabricmon.pipeline.source import Inputs
 from fabricmon.sim.ethernet import free_udp_ports, tools_available
 from fabricmon.sources.ethernet.optics import SnmpOpticsSource
-from helpers import REPO, community_file, fabric_optics, unavailable
+from helpers import REPO, community_file, fabric_optics, unavailable, wait_until
 
 DIR = REPO / "tests" / "fixtures" / "snmprec" / "optics"
 VENDORS = ("arista_eos", "nxos_n3k-3064pq", "dell-sonic")
@@ -115,13 +116,19 @@ class Sim:
                                       *user, "--logging-method=stderr"], stdout=self.log, stderr=self.log,
                                      stdin=subprocess.DEVNULL, start_new_session=True)
         deadline = time.monotonic() + 90
-        for a in self.addr.values():
-            while subprocess.run(["snmpget", "-v2c", "-c", "public", "-On", "-t", "1", "-r", "0", a, "1.3.6.1.2.1.1.1.0"],
-                                 capture_output=True, env={**os.environ, "MIBS": ""}).returncode != 0:
-                if self.proc.poll() is not None or time.monotonic() > deadline:
-                    self.stop()
-                    raise RuntimeError("snmpsimd did not start: " + (self.dir / "log").read_text()[-2000:])
-                time.sleep(0.3)
+
+        def answers(a: str) -> bool:
+            if self.proc.poll() is not None:
+                self.stop()
+                raise RuntimeError("snmpsimd did not start: " + (self.dir / "log").read_text()[-2000:])
+            return subprocess.run(["snmpget", "-v2c", "-c", "public", "-On", "-t", "1", "-r", "0", a, "1.3.6.1.2.1.1.1.0"],
+                                  capture_output=True, env={**os.environ, "MIBS": ""}).returncode == 0
+        try:
+            for a in self.addr.values():
+                wait_until(lambda: answers(a), deadline - time.monotonic(), f"snmpsimd answering on {a}", interval=0.3)
+        except AssertionError:
+            self.stop()
+            raise RuntimeError("snmpsimd did not start: " + (self.dir / "log").read_text()[-2000:]) from None
 
     def stop(self) -> None:
         if self.proc.poll() is None:
@@ -251,7 +258,7 @@ def test_fabric_once_reads_exports_and_judges_the_recorded_switches(tmp_path) ->
                        f"    snmp: {{community_file: {comm}}}\n")
         (tmp_path / "state").mkdir()
         t0 = time.monotonic()
-        py = [str(REPO / ".venv" / "bin" / "python"), "-m", "fabricmon", "fabric"]
+        py = [sys.executable, "-m", "fabricmon", "fabric"]
         r = subprocess.run([*py, "once", "--config", str(cfg)], capture_output=True, text=True, timeout=300, cwd=REPO)
         took = time.monotonic() - t0
         # a capture bundle carries the readings: replayed without the switches, the same values

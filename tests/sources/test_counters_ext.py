@@ -7,9 +7,7 @@ node_exporter binary side by side where it is installed."""
 from __future__ import annotations
 
 import shutil
-import socket
 import subprocess
-import time
 import urllib.request
 from pathlib import Path
 
@@ -20,7 +18,7 @@ from fabricmon.config import from_dict
 from fabricmon.exporter import render
 from fabricmon.host import LiveIO
 from fabricmon.pipeline import Pipeline
-from helpers import CAPTURES, extract_ttar, skip_without_captures, unavailable
+from helpers import CAPTURES, extract_ttar, free_port, skip_without_captures, unavailable, wait_until
 
 TTAR = CAPTURES / "sysfs" / "prometheus-node_exporter__sys.ttar.class_infiniband.excerpt.ttar"
 NODE_EXPORTER = "/usr/bin/prometheus-node-exporter"
@@ -104,33 +102,23 @@ def test_a_counters_value_stuck_at_2_32_minus_1_yields_to_counters_ext(fixture_t
     assert ours[("transmit_bytes", "mlx4_0", "1")] == 5_000_000_000 * 4
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def test_every_counter_matches_node_exporter_on_its_own_fixture(fixture_tree: Path, tmp_path: Path) -> None:
     """The real node_exporter on the same tree: every counter it exports for a port, fabricmon
     exports with the same value (of its counters/ and counters_ext/ twins, the live one), and
     fabricmon exports no counter it does not."""
     if not shutil.which(NODE_EXPORTER):
         unavailable(f"{NODE_EXPORTER} is not installed (apt-get install prometheus-node-exporter)")
-    port = _free_port()
+    port = free_port()
     log = open(tmp_path / "node_exporter.log", "wb")
     proc = subprocess.Popen([NODE_EXPORTER, f"--path.sysfs={fixture_tree}", "--collector.disable-defaults",
                              "--collector.infiniband", f"--web.listen-address=127.0.0.1:{port}"],
                             stdout=log, stderr=subprocess.STDOUT)
     try:
-        text = None
-        for _ in range(100):
-            try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=2) as r:
-                    text = r.read().decode()
-                break
-            except OSError:
-                assert proc.poll() is None, (tmp_path / "node_exporter.log").read_text()
-                time.sleep(0.1)
+        def exposition() -> str:
+            assert proc.poll() is None, (tmp_path / "node_exporter.log").read_text()
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=2) as r:
+                return r.read().decode()
+        text = wait_until(exposition, 10, "node_exporter answering", interval=0.1, ignore=(OSError,))
         assert text, "node_exporter did not answer"
     finally:
         proc.terminate()

@@ -12,14 +12,13 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
-import time
 from pathlib import Path
 
 import pytest
 
 from cli.test_health_check import RunningDaemon, fabricmon, wait_for
 from fabricmon.sim import sysfs_tree
-from helpers import sample_value, scrape_samples, unavailable
+from helpers import sample_value, scrape_samples, unavailable, wait_for_scrape
 
 HERE = Path(__file__).resolve().parent
 
@@ -111,8 +110,8 @@ def test_a_restricted_function_is_found_on_its_first_failing_read_and_never_read
         assert sample_value(samples, "fabricmon_ib_port_up", device="mlx5_1", port="1") == 1
         assert sample_value(samples, "fabricmon_ib_port_rate_bytes_per_second", device="mlx5_1", port="1") == 50e9
         polls0 = sample_value(samples, "fabricmon_source_runs_total", source="sysfs")
-        time.sleep(3.0)
-        samples = scrape_samples(d.port)
+        samples = wait_for_scrape(d.port, lambda s: sample_value(s, "fabricmon_source_runs_total", source="sysfs")
+                                  >= polls0 + 5, 15)             # five more polls
         polls = sample_value(samples, "fabricmon_source_runs_total", source="sysfs") - polls0
         assert polls >= 5, polls
         assert served.failed_reads() == first, "a restricted device's counters were read again"
@@ -134,7 +133,7 @@ def test_counters_exclude_devices_names_them_in_advance(tmp_path: Path, served: 
         samples = wait_for(lambda: (lambda s: s if sample_value(s, "fabricmon_ib_device_counters_restricted",
                                                                  device="mlx5_1") == 1 else None)(scrape_samples(d.port)),
                            10)
-        time.sleep(1.0)
+        d.polls(5)              # five more polls
         assert served.failed_reads() == [], "an excluded device's counters were read"
         assert sample_value(samples, "fabricmon_ib_port_up", device="mlx5_1", port="1") == 1
     finally:

@@ -173,7 +173,7 @@ def test_gpu_source_bad_bus_id_and_missing_sysfs():
 def test_gpu_source_times_out_a_hung_nvml():
     class Hung(FakeIO):
         def nvml_gpus(self):
-            time.sleep(3)
+            time.sleep(3)                   # a hung NVML: what is tested
             return []
     src = GpuSource(cfg(gpu={"timeout": 0.2}))
     t0 = time.monotonic()
