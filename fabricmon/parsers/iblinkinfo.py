@@ -13,6 +13,7 @@ from __future__ import annotations
 import re
 
 from fabricmon.ibspec import generation, generation_from_signal, parse_width, phys_state_id, state_id
+from fabricmon.parsers.captured import first_line, lines
 from fabricmon.parsers.errors import ParseError
 from fabricmon.model.node_records import (  # the records this parser returns (re-exported)
     LinkInfo as LinkInfo, LinkData as LinkData,
@@ -87,7 +88,7 @@ def parse_iblinkinfo(text: str) -> list[LinkInfo]:
     """Parse every port line. Raises ParseError when none is recognised."""
     links: list[LinkInfo] = []
     node_desc: str | None = None
-    for raw in text.split("\n"):        # not splitlines(): a description may hold \x85 or \u2028
+    for raw in lines(text):             # not splitlines(): a description may hold \x85 or \u2028
         line = raw.rstrip()
         if not line.strip():
             continue
@@ -103,6 +104,5 @@ def parse_iblinkinfo(text: str) -> list[LinkInfo]:
         if info is not None:
             links.append(info)
     if not links:
-        first = next((ln for ln in text.split("\n") if ln.strip()), "empty output")
-        raise ParseError(f"no iblinkinfo port line found ({first.strip()[:160]})")
+        raise ParseError(f"no iblinkinfo port line found ({first_line(text)[:160]})")
     return links

@@ -231,7 +231,8 @@ def _mad_seeds() -> Iterator[bytes]:
     """A GetResp of every attribute decoded, from the codec's own request encoders."""
     codec = importlib.import_module("fabricmon.sources.infiniband.mad.codec")
     for req in (codec.encode_class_port_info(1), codec.encode_port_counters(1, 2), codec.encode_port_counters_ext(1, 3),
-                codec.encode_port_info(1, 4), codec.encode_node_info(5), codec.encode_node_desc(6)):
+                codec.encode_port_info(1, 4), codec.encode_get(codec.CLASS_SMP_LID, codec.ATTR_NODE_INFO, 0, 5),
+                codec.encode_get(codec.CLASS_SMP_LID, codec.ATTR_NODE_DESC, 0, 6)):
         mad = bytearray(req)
         mad[3] = codec.METHOD_GET_RESP
         mad[64:72] = b"\x04\x03\x02\x01\xff\xfe\x80\x7f"

@@ -146,14 +146,6 @@ def encode_port_info_set(port: int, tid: int, current: bytes, phys_state: int) -
     return mad
 
 
-def encode_node_info(tid: int) -> bytearray:
-    return encode_get(CLASS_SMP_LID, ATTR_NODE_INFO, 0, tid)
-
-
-def encode_node_desc(tid: int) -> bytearray:
-    return encode_get(CLASS_SMP_LID, ATTR_NODE_DESC, 0, tid)
-
-
 def decode_header(mad: bytes) -> Header:
     if len(mad) < 24:
         raise MadError(f"short MAD: {len(mad)} bytes")
