@@ -114,15 +114,20 @@ def shorten_for(text: str) -> str:
     return re.sub(r"^(\s+for:) (\d+)([smh])$", cut, text, flags=re.M)
 
 
-def shipped_alertmanager(processes, tmp_path, webhook_port: int) -> int:
-    """The shipped example with its receiver pointed at the test's webhook and its waits cut."""
+def shipped_alertmanager_config(webhook_port: int) -> dict:
+    """The shipped example with its receivers pointed at the test's webhook and its waits cut."""
     cfg = yaml.safe_load(ALERTMANAGER.read_text())
     cfg["receivers"] = [{"name": r["name"], "webhook_configs": [
         {"url": f"http://127.0.0.1:{webhook_port}/", "send_resolved": True}]} for r in cfg["receivers"]]
     cfg["route"].update(group_wait="2s", group_interval="2s", repeat_interval="1h")
     for r in cfg["route"]["routes"]:
         r.update(group_wait="2s", group_interval="2s")
-    return start_alertmanager(processes, tmp_path, cfg)
+    return cfg
+
+
+def shipped_alertmanager(processes, tmp_path, webhook_port: int) -> int:
+    """The shipped example (shipped_alertmanager_config) in one Alertmanager; its port once ready."""
+    return start_alertmanager(processes, tmp_path, shipped_alertmanager_config(webhook_port))
 
 
 def firing(prom_url: str) -> list[dict]:
