@@ -416,7 +416,7 @@ def build_topology(d: DiscoveryData, t: float = 0.0, previous: Mapping[str, int]
     for guid, sw in d.switches.items():
         for port in sw.ports():
             lk = sw.links.get(port)
-            topo.ports[(guid, port)] = PortInfo(guid, port, port_role(levels[guid], lk, levels, parts), lk,
+            topo.ports[port_key(guid, port)] = PortInfo(guid, port, port_role(levels[guid], lk, levels, parts), lk,
                                                 lk is not None)
     for ca, desc in sorted(d.cas.items()):
         if ca in parts:
@@ -701,8 +701,20 @@ class FabricSection:
 __all__ = ["NO_ROUTE", "ROLES", "DesignDrift", "DiscoveryData", "EcmpGroup", "EcmpGroups", "FabricPort", "FabricSection",
            "LftData", "Link", "PortInfo", "Responsiveness", "RouteBalance", "RouteBalances", "SchedulerDrift", "SmData",
            "SmInfo", "SmPoll", "SwitchNode", "SwitchOpticsView", "SweepData", "Topology", "UplinkCounts", "build_topology",
-           "merge_discovery", "port_role", "rate_class", "switch_levels", "switch_parts", "host_name",
+           "merge_discovery", "port_key", "port_role", "rate_class", "switch_levels", "switch_parts", "host_name",
            "default_description", "unicast_lid", "AGGREGATION_NODE_DEVICE", "AGGREGATION_NODE_DESCRIPTION", "UNICAST_LIDS"]
+
+
+_PORT_KEYS: dict[tuple[str, int], tuple[str, int]] = {}
+
+
+def port_key(guid: str, port: int) -> tuple[str, int]:
+    """The one (switch GUID, port) tuple of a switch port, shared by every record keyed by it (the topology,
+    each section, a sweep's counters, link states, rates and abilities): a tuple is 56 bytes, and before
+    (issue 49) a SuperPOD-size fabric's port was keyed by about six of them at once. As many entries as
+    ports ever seen; one dict lookup a use."""
+    k = (guid, port)
+    return _PORT_KEYS.setdefault(k, k)
 
 
 def shard_hash(guid: str) -> int:

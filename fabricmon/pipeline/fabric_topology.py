@@ -12,7 +12,7 @@ from collections.abc import Mapping
 
 import structlog
 
-from fabricmon.model.fabric import DiscoveryData, FabricPort, FabricSection, PortInfo, Topology, build_topology, \
+from fabricmon.model.fabric import DiscoveryData, FabricPort, FabricSection, PortInfo, Topology, build_topology, port_key, \
     in_shard, merge_discovery
 from fabricmon.model.snapshot import SourceState, source_state
 from fabricmon.pipeline.fabric_state import LinkEvidence
@@ -131,7 +131,7 @@ class FabricTopology:
             sec.kind = sw.kind
             names = sw.port_names
             for port in sw.ports():
-                key = (g, port)
+                key = port_key(g, port)
                 info = topo_port(key)
                 name = names.get(port, "") if names else ""
                 if info is None or info.link is None:

@@ -80,7 +80,7 @@ from fabricmon.host.io import HostIO
 from fabricmon.host.mad import MadSettings
 from fabricmon.host.umad import UmadUnavailable
 from fabricmon.model.compact import PortCounters
-from fabricmon.model.fabric import SweepData, Topology, in_shard
+from fabricmon.model.fabric import SweepData, Topology, in_shard, port_key
 from fabricmon.parsers.errors import ParseError
 from fabricmon.parsers.ibqueryerrors import IbqueryerrorsReport, parse_ibqueryerrors
 from fabricmon.parsers.ibnetdiscover import count_unanswered, parse_ibnetdiscover
@@ -240,28 +240,29 @@ class SweepSource(Source):
             out.error("read", f"MAD engine: {exc.strerror or exc}; no switch read this sweep")
             data.missing.update(t.guid for t in targets)
             return
-        dports, pack = data.ports, PortCounters.pack
+        dports, pack, key = data.ports, PortCounters.pack, port_key     # one key tuple a port (model.fabric.port_key)
         for t in targets:
             g, r, sw = t.guid, results[t.guid], topo.switches[t.guid]
             n = len(dports)
             for p, vals in r.ports.items():
                 if 1 <= p <= sw.nports:
-                    dports[(g, p)] = vals if type(vals) is PortCounters else pack(vals)
+                    dports[key(g, p)] = vals if type(vals) is PortCounters else pack(vals)
             if len(dports) > n:
                 data.switches.add(g)
             else:
                 data.missing.add(g)
                 out.error("read", f"switch {sw.name or g} (0x{g}) returned no counters this sweep")
             for p, up in r.link_up.items():
-                data.link_up[(g, p)] = up
+                data.link_up[key(g, p)] = up
             for p, (width, speed, ability) in r.link.items():
-                data.link_rate[(g, p)] = (width, speed)
+                k = key(g, p)
+                data.link_rate[k] = (width, speed)
                 if ability.known:           # a mirrored end whose own PortInfo was never answered: its last stays
-                    data.abilities[(g, p)] = ability
+                    data.abilities[k] = ability
             for p, ability in r.peer_ability.items():
                 info = topo.ports.get((g, p))
                 if info is not None and info.link is not None:
-                    data.abilities[(info.link.remote_guid, info.link.remote_port)] = ability
+                    data.abilities[key(info.link.remote_guid, info.link.remote_port)] = ability
             data.queries[g] = r.queries
             if r.unanswered:
                 data.unanswered[g] = r.unanswered
