@@ -3,7 +3,8 @@ file_sd inventories and every component's command line in deployment.yml, run as
 addresses and the times below) on 127.0.0.1, on a simulated fat tree (ibsim + a running opensm, the real
 infiniband-diags):
 
-  two shards x two replicas of `fabricmon fabric run` (4 processes), two `fabricmon run` node daemons;
+  two shards x two replicas of `fabricmon fabric run` (4 processes), two `fabricmon run --replay` node
+  daemons (a recorded DGX H100: no simulator client, see COLLECTOR);
   three vmagent members, each target scraped by two of them (-promscrape.cluster.replicationFactor=2),
   remote-writing into one VictoriaMetrics (-dedup.minScrapeInterval); two vmalerts evaluating the shipped
   rules on the store, each sending to both peers of an Alertmanager cluster (the shipped example); a
@@ -28,7 +29,7 @@ divided by 60 and the Alertmanager example's waits cut to 2 s (test_alerting_e2e
 shipped_alertmanager_config), the Alertmanager peers' --cluster.peer-timeout 2 s (15 s: how long the second
 peer waits for the first's notification before sending its own), VictoriaMetrics' -search.latencyOffset 1 s
 (30 s: how long a sample waits before queries see it). The fabric is smaller than bench's SuperPOD (7
-switches): the collectors' cost at SuperPOD size is bench's (docs/scale.md)."""
+switches): bench/scale_deployment.py runs the store side at SuperPOD size (docs/scale.md)."""
 
 from __future__ import annotations
 
