@@ -14,15 +14,13 @@ Without a rate, or with count thresholds configured, the counts apply as before.
 from __future__ import annotations
 
 import dataclasses
-import functools
 from typing import TYPE_CHECKING
 
-from fabricmon import ibspec
 from fabricmon.checks import blame
 from fabricmon.checks import OK, WARNING, CRITICAL, Finding
 from fabricmon.checks.settings import COUNTER_CHECKS, ChecksConfig, CounterCheckConfig
 from fabricmon.checks.shape import Outcome, Report, counters, report
-from fabricmon.model.history import CounterHistory, ib_rule
+from fabricmon.model.history import CounterHistory, saturation
 from fabricmon.model.ports import PortView
 
 if TYPE_CHECKING:
@@ -61,23 +59,6 @@ def _fmt_window(seconds: float) -> str:
     return f"{seconds:.0f}s" if seconds >= 1 else "<1s"
 
 
-def saturated(p: PortView) -> dict[str, bool]:
-    """Which saturable counters sit at their maximum on this port (the counter intake's rule)."""
-    counters, bits = p.counters, p.counter_bits
-    out = {}
-    for name in ibspec.SATURABLE:
-        v = counters.get(name)
-        # a saturable counter's rule at its width: at its maximum only at the top of that width
-        out[name] = v is not None and v >= _top(name, bits.get(name)) and ib_rule(name, bits.get(name)).at_max(v)
-    return out
-
-
-@functools.lru_cache(maxsize=256)
-def _top(name: str, bits: int | None) -> int:
-    """The smallest value at which the counter may be saturated (its rule's maximum at that width)."""
-    return (1 << ib_rule(name, bits).bits) - 1
-
-
 def ber_limits(cc: CounterCheckConfig, rate_gbps: float | None) -> tuple[float | None, float | None] | None:
     """(warning, critical) symbol-error counts per window from the BER budget and the link's data
     rate, or None when the counts apply (no BER configured, rate unknown or 0: a down port)."""
@@ -102,7 +83,7 @@ def evaluate_port(p: PortView, history: CounterHistory, checks: ChecksConfig, no
     findings = []
     where = label if label is not None else p.label()
     read = p.counters.keys()
-    judged = saturated(p) if sat is None else sat
+    judged = saturation(p.counters, p.counter_bits) if sat is None else sat
     for check, (counters, _w, _warn, _crit) in COUNTER_CHECKS.items():
         if read.isdisjoint(counters):
             continue
@@ -202,8 +183,7 @@ class FabricCounters:
                 pv = PortView(device=key[0], port=key[1], counters=dict(p.counters), counter_bits=bits,
                               rate_gbps=p.rate_bps * 8 / 1e9 if p.rate_bps else None)   # the BER budget's rate
                 label = f"{sec.switches[key[0]].name} (0x{key[0]}) port {p.label}"
-                sat = {n: ib_rule(n, bits.get(n), n in wrapping).at_max(v)
-                       for n, v in p.counters.items() if n in ibspec.SATURABLE}
+                sat = saturation(p.counters, bits, wrapping)
                 # per port: what is not OK, and the status of what was (flagged) not OK before
                 skipped: set[str] = set()
                 findings += [self._far_end(f, sec, key, pv, history, now)
@@ -215,5 +195,5 @@ class FabricCounters:
         return Outcome(findings, tuple(g for g in sec.switches if g in read and g not in waiting))
 
 
-__all__ = ["CHECKED_COUNTERS", "CHECKS", "FabricCounters", "ber_limits", "counter_reports", "evaluate_port", "saturated",
+__all__ = ["CHECKED_COUNTERS", "CHECKS", "FabricCounters", "ber_limits", "counter_reports", "evaluate_port",
            "SATURATION_CHECK"]

@@ -36,7 +36,7 @@ from fabricmon.model.cable_ledger import CablesSection
 from fabricmon.model.pcie import PcieData, PcieSection
 from fabricmon.model.gpu import AffinityResult, GpuData, GpudirectStatus
 from fabricmon.model.kernel_log import KernelSection
-from fabricmon.model.history import CounterHistory, CounterIntake, CounterRule, ib_rule
+from fabricmon.model.history import CounterHistory, CounterIntake, CounterRule, ib_rule, saturation
 from fabricmon.model.nccl import NcclSection, RasData
 from fabricmon.model.optics import OpticsData, OpticsPort, OpticsSection
 from fabricmon.model.ports import Inventory, PortVerdicts, PortView, merge
@@ -265,7 +265,7 @@ class NodeModel:
         now = self.clock()
         inv = self.inventory(states)
         ib = IbSection(devices=dict(sorted(inv.devices.items())), ports=dict(sorted(inv.ports.items())))
-        ib.saturation = {key: link_errors.saturated(p) for key, p in ib.ports.items()}
+        ib.saturation = {key: saturation(p.counters, p.counter_bits) for key, p in ib.ports.items()}
         self._record_ib_counters(states, ib.ports, pcie_view.keys(states))
         pcie_view.record(states, self.intake)
         inventory_known = inventory_ran[0] or (inventory_ran[1] and bool(ib.ports))
