@@ -214,8 +214,8 @@ class RecordingIO(_Unrecorded):
         path.write_text(json.dumps(manifest, indent=1, sort_keys=True))
         return path
 
-    def sweep(self, root: str, rel: str) -> None:
-        self.inner.sweep(root, rel)
+    def close_unread(self, root: str, rel: str) -> None:
+        self.inner.close_unread(root, rel)
 
     def commit_file(self, tmp: str, final: str) -> None:
         self.inner.commit_file(tmp, final)
@@ -358,7 +358,7 @@ class ReplayIO(_Unrecorded):
         """The recorded host's name (bundles record it in their metadata)."""
         return str(self.manifest.get("hostname") or "")
 
-    def sweep(self, root: str, rel: str) -> None:
+    def close_unread(self, root: str, rel: str) -> None:
         pass
 
     def commit_file(self, tmp: str, final: str) -> None:

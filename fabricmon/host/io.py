@@ -73,7 +73,7 @@ class HostIO(Protocol):
     # NCCL's RAS port: one STATUS conversation, in JSON or text (host.ras; never VERBOSE); OSError where none answers
     def ras_status(self, address: str, port: int, timeout: float, max_bytes: int,
                    fmt: str = "json") -> RasExchange: ...
-    def sweep(self, root: str, rel: str) -> None: ...
+    def close_unread(self, root: str, rel: str) -> None: ...
     def commit_file(self, tmp: str, final: str) -> None: ...
     # the daemon (this pipeline) is stopping: kill the tools this HostIO has in flight, no others
     def kill_tools(self) -> None: ...
@@ -205,7 +205,7 @@ class LiveIO:
             except OSError:
                 pass
 
-    def sweep(self, root: str, rel: str) -> None:
+    def close_unread(self, root: str, rel: str) -> None:
         """Close cached files under root/rel not read since the last sweep (a removed HCA, a
         vanished port). Only the source that owns that subtree calls it, from its own thread, so
         no other thread can be reading one of these descriptors while it is closed."""

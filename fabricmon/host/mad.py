@@ -336,12 +336,6 @@ def engine_totals() -> dict[str, int]:
         return dict(_engine.totals) if _engine is not None else {}
 
 
-def close_engine() -> None:
-    """Close the process's umad port; the next open_engine opens it again."""
-    with _lock:
-        _close()
-
-
 def _close() -> None:
     global _engine
     if _engine is not None:

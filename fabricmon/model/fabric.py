@@ -615,7 +615,7 @@ class EcmpGroups:
 
 @dataclass(frozen=True, slots=True)
 class UplinkCounts:
-    """checks.fabric_symmetry: per switch, (active uplinks, expected) as judged this build."""
+    """checks.fabric_uplinks: per switch, (active uplinks, expected) as judged this build."""
     uplinks: Mapping[str, tuple[int, int | None]]
 
 

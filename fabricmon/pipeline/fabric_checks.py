@@ -13,9 +13,9 @@ import os
 from collections.abc import Iterable, Mapping
 
 from fabricmon.checks import OK, Finding
-from fabricmon.checks import fabric_design, fabric_ecmp, fabric_host_ports, fabric_links, fabric_names, fabric_pfc, \
-    fabric_placement, fabric_routing, fabric_slurm_topology, fabric_sm, fabric_symmetry, fabric_unresponsive, \
-    fabric_uplink_capacity, link_errors
+from fabricmon.checks import fabric_design, fabric_ecmp, fabric_host_ports, fabric_links, fabric_node_description, \
+    fabric_pfc, fabric_placement, fabric_routing, fabric_slurm_topology, fabric_sm, fabric_uplinks, fabric_unresponsive, \
+    fabric_uplink_capacity, fabric_link_errors
 from fabricmon.checks import optics as optics_checks
 from fabricmon.checks import fabric_vitals
 from fabricmon.model.vitals import SwitchVitalsData, VitalsView
@@ -116,11 +116,11 @@ class FabricChecks:
         self.ports: CheckRunner[FabricInputs, FabricSection] = CheckRunner([
             fabric_links.Links(checks),
             fabric_unresponsive.Unresponsive(fab.unresponsive_sweeps),
-            link_errors.FabricCounters(checks),
+            fabric_link_errors.FabricCounters(checks),
             fabric_ecmp.Ecmp(fab.thresholds),
-            fabric_symmetry.Symmetry(fab.uplinks_critical_fraction),
+            fabric_uplinks.Symmetry(fab.uplinks_critical_fraction),
             fabric_uplink_capacity.UplinkCapacity(),
-            fabric_names.Names(),
+            fabric_node_description.Names(),
             fabric_host_ports.HostPorts(),
             fabric_routing.Routing(fab.routing_imbalance_threshold),
             fabric_pfc.PfcStorm(fab.pfc_storm),

@@ -155,7 +155,7 @@ class SysfsSource(Source):
         out.data = SysfsData(devices, {d: why for d, why in self._restricted.items() if d in devices})
         if relaid or gone or out.errors:
             # the files of devices and ports that are gone are closed when the layout changes
-            io.sweep("sysfs", BASE)
+            io.close_unread("sysfs", BASE)
         return out
 
     def _layout(self, io: HostIO, name: str, out: SourceOutput, now: float) -> _Layout:
