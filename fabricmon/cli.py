@@ -23,7 +23,7 @@ from fabricmon.config import DEFAULT_CONFIG_PATH, Config, ConfigError, load
 from fabricmon.exporter import render
 from fabricmon.fsutil import write_atomic
 from fabricmon.pipeline import Pipeline
-from fabricmon.pipeline.learned import LearnedStore, inventory_path
+from fabricmon.stores.learned import LearnedStore, inventory_path
 from fabricmon.remediation import cli as remediation_cli
 from fabricmon.host import BundleError, HostIO, LiveIO, RecordingIO, ReplayIO
 

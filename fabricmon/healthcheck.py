@@ -34,7 +34,7 @@ from fabricmon.fsutil import write_atomic
 from fabricmon.host.io import HostIO
 from fabricmon.model.history import CounterHistory
 from fabricmon.pipeline import Pipeline
-from fabricmon.pipeline.learned import LearnedStore
+from fabricmon.stores.learned import LearnedStore
 from fabricmon.remediation.settings import effective_modes
 from fabricmon.report import API_VERSION, FINDINGS_PATH, UNKNOWN, check_lines, status_of, verdict
 

@@ -5,7 +5,7 @@ Units are fixed by the field name: power in mW (dBm derived), bias in mA, temper
 Celsius, voltage in volts. Thresholds of power are kept in dBm. None is "not reported", never 0.
 
 Pure: records only; the learned receive-power baseline (`RxBaseline`) is kept in a file by
-pipeline.optics_baseline.
+stores.optics_baseline.
 """
 
 from __future__ import annotations

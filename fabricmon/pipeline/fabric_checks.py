@@ -33,7 +33,7 @@ from fabricmon.model.slurm_topology import SchedulerTopologyData
 from fabricmon.model.snapshot import SourceState, records_present, source_data
 from fabricmon.parsers.entity_sensor import SwitchOptics
 from fabricmon.pipeline.checks import CheckRunner, Ran
-from fabricmon.pipeline.optics_baseline import BaselineStore
+from fabricmon.stores.optics_baseline import BaselineStore
 
 FabricCheck = Check[FabricInputs]
 

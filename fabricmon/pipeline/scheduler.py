@@ -41,7 +41,7 @@ from fabricmon.model.fabric import Topology
 from fabricmon.model.finding import Finding
 from fabricmon.model.remediation import RemediationSection
 from fabricmon.model.snapshot import BUILD_BUCKETS, BuildStats, Sections, Snapshot, SourceState, fresh_states
-from fabricmon.pipeline.learned import LearnedStore
+from fabricmon.stores.learned import LearnedStore
 from fabricmon.pipeline.node import NodeModel
 from fabricmon.pipeline.source import INVENTORY, Inputs, Source, SourceOutput, SourceSpec, registry
 
