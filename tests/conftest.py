@@ -79,6 +79,9 @@ TEST_MARKERS: dict[str, tuple[str, ...]] = {
     "cli/test_fabric_once_fails.py": ("process",),
     "cli/test_python_version.py::test_code_needs_nothing_newer_than_3_10": ("process",),     # vermin over the package
     "host/test_runner.py": ("process",),
+    # the real `fabricmon check` run (a process per step) on the recorded H100 tree
+    "sources/test_pcie_real_tree.py::test_healthy_links_then_one_hca_at_gen4_and_one_at_x8": ("process",),
+    "sources/test_pcie_real_tree.py::test_aer_correctable_rising_counted_and_fatal_critical": ("process",),
     "host/test_snmp_v3.py": ("snmpsim",),
     "host/test_kmsg_reader.py": ("kmsg",),
     "host/test_snmp_client.py::test_a_slow_name_never_stalls_the_other_switches": (),

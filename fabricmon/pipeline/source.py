@@ -128,6 +128,14 @@ def command_error(res: CommandResult) -> tuple[str, str] | None:
 class PerNameRun:
     results: list[tuple[str, CommandResult]] = field(default_factory=list)
     tool_missing: bool = False     # enabled: auto and the tool is not installed
+    asked: int = 0                 # the names there were to run for
+
+    def publish(self, out: SourceOutput, data: object, read: bool) -> None:
+        """The one rule of a per-name run's record: `data` is the run's data when it `read` something, the
+        tool is missing (enabled: auto), there was nothing to read, or nothing failed; a run in which every
+        name failed is no data (its errors say why), never an empty record that reads as "nothing there"."""
+        if read or self.tool_missing or not self.asked or not out.errors:
+            out.data = data
 
 
 def run_per_name(io: HostIO, source: Source, inputs: Inputs, out: SourceOutput, names: Iterable[str],
@@ -142,12 +150,13 @@ def run_per_name(io: HostIO, source: Source, inputs: Inputs, out: SourceOutput, 
     """
     sc = source.sc
     argvs: list[tuple[str, list[str]]] = []
+    names = list(names)
+    run = PerNameRun(asked=len(names))
     for name in names:
         try:
             argvs.append((name, [*sc.command, *args_for(safe_arg(name))]))
         except ValueError as exc:
             out.error("parse", str(exc))
-    run = PerNameRun()
     if not argvs:
         return run
 
