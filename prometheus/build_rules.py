@@ -66,6 +66,10 @@ THRESHOLDS = {
     "snapshot_stale_seconds": 300,
     # no sweep that read every switch of the shard within this long (seconds; 60x the 15 s sweep)
     "fabric_sweep_stale_seconds": 900,
+    # which end of a host link to blame (docs/ber.md#which-end): receive + symbol errors in the last hour at which
+    # an end counts as erring, and the window
+    "blame_errors": 10,
+    "blame_window": "1h",
 }
 FOR = {
     "port_down": "1m",
@@ -75,6 +79,11 @@ FOR = {
     "gpu": "15m",                 # GPUDirect / affinity: configuration, not transient
     "counter_saturated": "15m",
     "qp_fatal": "0m",
+    "phy_ber": "10m",
+    "pcie": "5m",
+    "vitals": "5m",
+    "cable": "5m",
+    "blame": "15m",               # the verdict of both ends over their last hour must hold                # a moved module's history holds as long as it is in the port               # a fan or PSU read every 2 min: two reads, then the page                 # a PCIe link trains once: the verdict holds until the device is reseated             # the check needs its own 12-minute window; a verdict that holds 10 min more
     "kernel": "0m",               # a kernel log event: the finding holds (fatal: until reboot), no need to wait
     "source_failing": "15m",
     "source_errors": "30m",
@@ -164,6 +173,17 @@ VERDICTS = [
      "symbol errors rose by " + value_of(increase("fabricmon_ib_port_symbol_errors_total", "1h"), INT)
      + " in the last hour (the daemon's symbol_errors check): physical-layer bit errors; clean or reseat"
        " the connectors, or replace the cable or transceiver."),
+    ("FabricmonPortBitErrorRatio", "phy_ber", "critical warning", "phy_ber",
+     "Bit error ratio above the link's budget.",
+     "raw (pre-FEC) bit error ratio "
+     + value_of("max(" + port_sel("fabricmon_port_bit_error_ratio", ",kind='raw',window='short'") + ")", 'printf "%.1e"')
+     + ", effective (post-FEC) "
+     + value_of("max(" + port_sel("fabricmon_port_bit_error_ratio", ",kind='effective',window='short'") + ")",
+                'printf "%.1e"')
+     + " over the short window, against the budget of the link's speed, FEC mode and medium (the daemon's phy_ber"
+       " check, status {{ $value }}; `fabricmon check -v` names the budget, the window and the part): over the raw"
+       " budget only, the FEC still corrects everything and a repair can be planned; over the effective or symbol"
+       " budget, frames are lost."),
     ("FabricmonLinkFlapping", "link_flap", "critical warning", "verdict",
      "InfiniBand link is flapping.",
      "the link went down " + value_of(increase("fabricmon_ib_port_link_downed_total", "12h"), INT)
@@ -232,6 +252,34 @@ VERDICTS = [
      "{{ $labels.instance }} {{ $labels.device }}{{ if $labels.port }} port {{ $labels.port }}{{ end }}: the driver"
      " logged a {{ $labels.class }} event (fatal: drain the node; degraded: schedule a repair); `fabricmon check`"
      " names the event, its last line, the cabled switch port and the fix."),
+    ("FabricmonPcieLinkDegraded", "pcie_link", "critical warning", "pcie",
+     "A NIC's or GPU's PCIe link runs below what it and its slot support.",
+     "{{ $labels.instance }} {{ $labels.device }}: its PCIe link gives "
+     + value_of("max(8 * " + netdev_sel("fabricmon_pcie_link_bandwidth_bytes_per_second", ",link='current'") + ") / 1e9",
+                INT)
+     + " Gb/s where it and its slot support "
+     + value_of("max(8 * " + netdev_sel("fabricmon_pcie_link_bandwidth_bytes_per_second", ",link='expected'") + ") / 1e9",
+                INT)
+     + " Gb/s (the daemon's pcie_link check: critical, it trained below both; warning, the slot supports less than"
+       " the device): a NIC capped so caps its ports while every InfiniBand counter reads clean; reseat it, check"
+       " the slot, riser and BIOS link speed."),
+    ("FabricmonPcieErrors", "pcie_aer", "critical warning", "pcie",
+     "PCIe AER errors on a NIC or GPU.",
+     "{{ $labels.instance }} {{ $labels.device }}: AER counted "
+     + value_of("sum(" + netdev_sel("fabricmon_pcie_aer_errors_total", ",severity='fatal'") + ")", INT)
+     + " fatal, "
+     + value_of("sum(" + netdev_sel("fabricmon_pcie_aer_errors_total", ",severity='nonfatal'") + ")", INT)
+     + " non-fatal and "
+     + value_of("sum(" + netdev_sel("fabricmon_pcie_aer_errors_total", ",severity='correctable'") + ")", INT)
+     + " correctable errors since boot, at the device and the port above it (the daemon's pcie_aer check:"
+       " critical, a fatal error; warning, non-fatal ones or correctable ones rising): reseat the device, check the"
+       " slot and riser."),
+    ("FabricmonCableHistory", "cable_history", "warning", "cable",
+     "A module or cable with a bad history elsewhere is in this port.",
+     "the module in it (serial {{ with printf \"max by (serial) (" + port_sel("fabricmon_cable_module_info")
+     + ")\" $labels.instance $labels.job $labels.device $labels.port | query }}{{ . | first | label \"serial\" }}"
+       "{{ else }}unknown{{ end }}) had trouble in another port before (the daemon's cable_history check): it was moved during"
+       " troubleshooting and carries its fault with it; `fabricmon check -v` names where and when; replace it."),
     ("FabricmonGpuDirectRdmaUnavailable", "gpudirect_rdma", "critical", "gpu",
      "GPUDirect RDMA is unavailable.",
      "{{ $labels.instance }}: the node has NVIDIA GPUs and RDMA NICs but no GPUDirect RDMA path"
@@ -250,7 +298,7 @@ VERDICTS = [
      " RDMA device, or does not parse."),
 ]
 STATUS = {"critical": 2, "warning": 1}
-PORT_DESC_CHECKS = {"symbol_errors", "link_flap", "link_error_recovery", "link_integrity", "receive_errors",
+PORT_DESC_CHECKS = {"symbol_errors", "phy_ber", "cable_history", "link_flap", "link_error_recovery", "link_integrity", "receive_errors",
                     "transmit_discards", "roce_pfc", "roce_pfc_lossy", "roce_trust", "roce_mtu",
                     "roce_pause_rate", "roce_pause_duration", "roce_pause_storm", "roce_lossless_drops",
                     "roce_cnp_ignored"}
@@ -786,6 +834,74 @@ def optics_fabric_alerts(base: str) -> list[dict]:
             for sev, st in STATUS.items()]
 
 
+# ---- switch vitals (docs/vitals.md): the collector's switch_vitals verdict, per switch -------------------
+def vitals_alerts(base: str) -> list[dict]:
+    """A switch's failed fan or power supply, or a sensor beyond the switch's own threshold."""
+    out = []
+    for sev, st in STATUS.items():
+        expr = ('max without (device) (label_replace(\n    fabricmon_check_status{%s,check="switch_vitals"} == %d,\n'
+                '    "switch_guid", "$1", "device", "(.+)"\n  ))\n  * on (instance, job, switch_guid) group_left (switch)'
+                ' fabricmon_fabric_switch_info' % (FABRIC_SELECTOR, st))
+        out.append(alert("FabricmonFabricSwitchVitals", expr, sev, FOR["vitals"],
+                         "A switch's fan, power supply or temperature is failing.",
+                         SW + ": " + fabric_value_of("count(" + fsel("fabricmon_fabric_switch_vital_status", "",
+                                                                      port=False) + " >= %d)" % st, INT)
+                         + " part(s) at " + sev + " (the collector's switch_vitals check): a fan or power supply"
+                           " the switch reports failed, or a temperature beyond the switch's own threshold; its"
+                           " finding (the map, map_url) names each part and its state.", base))
+    return out
+
+
+# ---- which end of a host link to blame (docs/ber.md#which-end) ----------------------------------------------
+# The node daemon reads the host port (fabricmon_ib_port_*, its CA's node_guid in fabricmon_ib_device_info), the
+# fabric collector the switch port (fabricmon_fabric_port_*) and what it is cabled to (fabricmon_fabric_link_info:
+# role host, remote_guid the CA's node GUID, remote_port its port): both ends' receive and symbol errors, keyed by
+# the host port (node_guid, port), then one verdict per link: errors received only at the switch point at the
+# host's transmitter or module, only at the host at the switch port's, at both ends at the cable.
+HOST_END = "node_guid_port:fabricmon_link_host_receive_errors:increase1h"
+SWITCH_END = "node_guid_port:fabricmon_link_switch_receive_errors:increase1h"
+BLAME = "node_guid_port:fabricmon_link_error_blame:info"
+BLAMES = (("host_tx", "the host's transmitter or module"), ("switch_tx", "the switch port's transmitter or module"),
+          ("cable", "the cable"))
+
+
+def blame_records() -> list[dict]:
+    w, t = THRESHOLDS["blame_window"], THRESHOLDS["blame_errors"]
+    host = (f"sum by (instance, device, port, node_guid) (\n"
+            f"  (\n    sum by (instance, job, device, port) (increase(fabricmon_ib_port_receive_errors_total{{{N}}}[{w}]))\n"
+            f"    + sum by (instance, job, device, port) (increase(fabricmon_ib_port_symbol_errors_total{{{N}}}[{w}]))\n"
+            f"  )\n  * on (instance, job, device) group_left (node_guid)\n"
+            f'  label_replace(fabricmon_ib_device_info{{{N}}}, "node_guid", "$1", "node_guid", "(?:0x)?(.+)")\n)')
+    sw = (f'sum by (switch_guid, switch, switch_port, remote_name, node_guid, port) (\n'
+          f'  label_replace(label_replace(label_replace(\n'
+          f"    (\n      sum by (instance, job, switch_guid, port) (increase(fabricmon_fabric_port_receive_errors_total{{{F_}}}[{w}]))\n"
+          f"      + sum by (instance, job, switch_guid, port) (increase(fabricmon_fabric_port_symbol_errors_total{{{F_}}}[{w}]))\n"
+          f"    )\n    * on (instance, job, switch_guid, port) group_left (remote_guid, remote_port, remote_name)\n"
+          f'    fabricmon_fabric_link_info{{{F_},role="host"}}\n'
+          f"    * on (instance, job, switch_guid) group_left (switch) fabricmon_fabric_switch_info{{{F_}}},\n"
+          f'  "switch_port", "$1", "port", "(.+)"), "port", "$1", "remote_port", "(.+)"), "node_guid", "$1", "remote_guid", "(.+)")\n)')
+    out = [{"record": HOST_END, "expr": host}, {"record": SWITCH_END, "expr": sw}]
+    cond = {"host_tx": f"({SWITCH_END} >= {t}) and on (node_guid, port) ({HOST_END} < {t})",
+            "switch_tx": f"({SWITCH_END} < {t}) and on (node_guid, port) ({HOST_END} >= {t})",
+            "cable": f"({SWITCH_END} >= {t}) and on (node_guid, port) ({HOST_END} >= {t})"}
+    for blame, _ in BLAMES:
+        out.append({"record": BLAME, "expr": (
+            f"(({cond[blame]}) * 0 + 1)\n  * on (node_guid, port) group_left (instance, device) ({HOST_END} * 0 + 1)"),
+            "labels": {"blame": blame}})
+    return out
+
+
+def blame_alerts(base: str) -> list[dict]:
+    what = "".join(f'{{{{ if eq $labels.blame "{b}" }}}}{text}{{{{ end }}}}' for b, text in BLAMES)
+    return [alert("FabricmonLinkErrorsBlame", f"{BLAME} == 1", "warning", FOR["blame"],
+                  "A host link errs: which part to replace.",
+                  "{{ $labels.instance }} {{ $labels.device }} port {{ $labels.port }} (node GUID {{ $labels.node_guid }}),"
+                  " cabled to {{ $labels.switch }} port {{ $labels.switch_port }}: receive and symbol errors over"
+                  f" the last {THRESHOLDS['blame_window']} ({THRESHOLDS['blame_errors']} or more counts as erring)"
+                  " {{ if eq $labels.blame \"cable\" }}at both ends{{ else if eq $labels.blame \"host_tx\" }}only at the"
+                  " switch port{{ else }}only at the host{{ end }}: replace " + what + ".", base)]
+
+
 # ---- NCCL: a slow job on a flagged path (docs/nccl.md#the-alert) ----------------------------------
 # The collector's verdicts that make a link "erroring or degraded" (its port findings, fabric.yml checks.*)
 NCCL_PATH_CHECKS = "symbol_errors|receive_errors|link_flap|link_error_recovery|link_integrity|transmit_discards"
@@ -919,6 +1035,9 @@ def build(base: str | None = None, map_scheme: str = "http") -> str:
         {"name": "fabricmon.fabric.alerts", "rules": with_map_urls(fabric_alerts(base), map_scheme)},
         {"name": "fabricmon.optics.alerts",
          "rules": optics_node_alerts(base) + with_map_urls(optics_fabric_alerts(base), map_scheme)},
+        {"name": "fabricmon.vitals.alerts", "rules": with_map_urls(vitals_alerts(base), map_scheme)},
+        {"name": "fabricmon.blame.rules", "rules": blame_records()},
+        {"name": "fabricmon.blame.alerts", "rules": blame_alerts(base)},
         {"name": "fabricmon.nccl.alerts", "rules": nccl_alerts(base, map_scheme)},
         {"name": "fabricmon.remediation.alerts", "rules": remediation_alerts(base)},
     ]}

@@ -12,6 +12,7 @@ them, never from the fabric kind):
   subnet_manager       a source yielded SmData
   pause_frames         a sweep yielded PFC pause frames (SweepData.pause)
   transceiver_readings a source yielded the switches' optics (SwitchOpticsData)
+  switch_vitals        a source yielded the switches' fans, power supplies, temperatures (SwitchVitalsData)
   scheduler_topology   a configured Slurm topology.conf/.yaml was read (SchedulerTopologyData)
   running_jobs         a job source lists the running jobs (ClusterJobsData)
   design               a design file was read (DesignData)
@@ -36,7 +37,7 @@ from fabricmon.model.link_ability import LinkAbility
 from fabricmon.model.snapshot import SourceState
 
 CAPABILITIES = ("topology", "host_lids", "forwarding_tables", "subnet_manager", "pause_frames", "transceiver_readings",
-                "scheduler_topology", "running_jobs", "design", "saturating_counters")
+                "switch_vitals", "scheduler_topology", "running_jobs", "design", "saturating_counters")
 FRESH_RECORDS = ("SweepData",)      # record types a fabric check needs fresh, by name
 Key = tuple[str, int]
 

@@ -32,6 +32,7 @@ from fabricmon.model.link_ability import LinkAbility
 
 if TYPE_CHECKING:
     from fabricmon.model.optics import ModuleDiag
+    from fabricmon.model.vitals import Vital
 
 ROLES = ("host", "internal", "up", "down", "unconnected", "external")
 AGGREGATION_NODE_DEVICE = 0xCF09                 # NodeInfo DeviceID of a SHARP Aggregation Node
@@ -689,6 +690,8 @@ class FabricSection:
     # the discrepancies by kind (model.design.KINDS)
     design_cables: int | None = None
     design_discrepancies: dict[str, int] = field(default_factory=dict)
+    # each judged switch's fans, power supplies and temperatures (checks.fabric_vitals; docs/vitals.md)
+    vitals: dict[str, list[Vital]] = field(default_factory=dict)
 
     def port_label(self, guid: str, port: int) -> str:
         p = self.ports.get((guid, port))

@@ -17,6 +17,8 @@ from fabricmon.checks import fabric_design, fabric_ecmp, fabric_host_ports, fabr
     fabric_placement, fabric_routing, fabric_slurm_topology, fabric_sm, fabric_symmetry, fabric_unresponsive, \
     fabric_uplink_capacity, link_errors
 from fabricmon.checks import optics as optics_checks
+from fabricmon.checks import fabric_vitals
+from fabricmon.model.vitals import SwitchVitalsData, VitalsView
 from fabricmon.checks.fabric_inputs import FabricInputs
 from fabricmon.checks.optics import Readings
 from fabricmon.checks.shape import Check
@@ -90,6 +92,8 @@ def compose(sec: FabricSection, derived: object) -> None:
     elif isinstance(derived, SwitchOpticsView):
         sec.optics.update(derived.optics)
         sec.optics_unjoined.update(derived.unjoined)
+    elif isinstance(derived, VitalsView):
+        sec.vitals.update(derived.vitals)
     else:
         raise TypeError(f"the fabric section composes no {type(derived).__name__}")
 
@@ -123,6 +127,7 @@ class FabricChecks:
             optics_checks.Optics(checks.optics, self.optics_baseline, switch_optics, optics_checks.NEEDS),
             fabric_slurm_topology.SchedulerTopology(),
             fabric_design.DesignCheck(),
+            fabric_vitals.Vitals(),
         ], compose)
         self.poll: CheckRunner[FabricInputs, FabricSection] = CheckRunner(
             [fabric_sm.SubnetManager(fab.sm_stalled_polls)], compose)
@@ -149,6 +154,8 @@ class FabricChecks:
             caps.add("pause_frames")
         if source_data(states, SwitchOpticsData) is not None:
             caps.add("transceiver_readings")
+        if source_data(states, SwitchVitalsData) is not None:
+            caps.add("switch_vitals")
         conf = source_data(states, SchedulerTopologyData)
         if conf is not None and conf.configured:
             caps.add("scheduler_topology")

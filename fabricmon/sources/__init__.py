@@ -7,5 +7,5 @@ Importing this package registers them; the order here is the order they are list
 
 from fabricmon.sources import (  # noqa: F401 - imported to register
     sysfs_ib, hw_counters, ibstat, perfquery, iblinkinfo, mlnx_qos, ethtool, netdev, gpudirect, gpu, slurm, optics,
-    kernel_log, nccl_inspector, nccl_ras,
+    kernel_log, nccl_inspector, nccl_ras, mlxlink, fec, pcie,
 )

@@ -217,6 +217,38 @@ def nccl_exposition() -> str:
     return render(Snapshot(time=1.0, findings=[], sources={}, builds=BuildStats(), nccl=sec, ras=ras)).decode()
 
 
+def ber_exposition() -> str:
+    """A node daemon's exposition of one port's physical-layer BER as judged (a rate needs two samples, which a
+    bundle's one replay never has): what the BER alert reads, from the real catalogue."""
+    from fabricmon.exporter.render import render
+    from fabricmon.model.ber import BerPort, BerSection, BerVerdict, PhyCounters
+    from fabricmon.model.ber_budget import DEFAULT_BUDGETS, find
+    from fabricmon.model.snapshot import BuildStats, Snapshot
+    p = BerPort("mlx5_0", 1, "mlx5_0 port 1", "mlxlink", PhyCounters({"raw_errors": 10 ** 9, "effective_errors": 0,
+                                                                       "symbol_errors": 0}),
+                "IB", "NDR", 400.0, "rs544_plr", "optical", "7nm")
+    v = BerVerdict({("raw", "short"): 6e-6, ("effective", "short"): 0.0, ("symbol", "short"): 0.0},
+                   find(DEFAULT_BUDGETS, "IB", "NDR", "rs544_plr", "optical", "7nm"))
+    sec = BerSection([p], {p.key: v})
+    return render(Snapshot(time=1.0, findings=[], sources={}, builds=BuildStats(), ber=sec)).decode()
+
+
+def vitals_exposition() -> str:
+    """A fabric collector's exposition of one switch's vitals as judged (the recorded fabric bundles predate
+    the vitals source): what the vitals alert reads, from the real catalogue."""
+    from fabricmon.exporter.render import render
+    from fabricmon.model.fabric import FabricSection, SwitchNode
+    from fabricmon.model.snapshot import BuildStats, Snapshot
+    from fabricmon.model.vitals import Vital
+    sec = FabricSection(kind="ethernet")
+    sec.switches["0c42a1000100"] = SwitchNode("0c42a1000100", "leaf01", 0, None, kind="ethernet", address="10.0.0.1")
+    sec.vitals["0c42a1000100"] = [Vital("100602111", "Fan Tray 2 Fan 1 Sensor 1", "fan", "ENTITY-SENSOR-MIB",
+                                        "nonoperational", 2, 0.0, "rpm"),
+                                  Vital("100006001", "Cpu temp sensor", "temperature", "ENTITY-SENSOR-MIB", "ok", 0,
+                                        53.3, "celsius")]
+    return render(Snapshot(time=1.0, findings=[], sources={}, builds=BuildStats(), fabric=sec)).decode()
+
+
 def remediation_exposition() -> str:
     """A collector's exposition with remediation acting (a port isolated, the breaker tripped, a step failing):
     what the remediation alerts read (the bundles are replays: no Remediator runs on them)."""

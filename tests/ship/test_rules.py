@@ -10,8 +10,8 @@ import subprocess
 import pytest
 import yaml
 
-from ship_helpers import (FABRICMON, ROOT, ethernet_exposition, exported_names, load_generator, nccl_exposition,
-                          remediation_exposition, require_tool)
+from ship_helpers import (FABRICMON, ROOT, ber_exposition, ethernet_exposition, exported_names, load_generator,
+                          nccl_exposition, remediation_exposition, require_tool, vitals_exposition)
 
 RULES = ROOT / "fabricmon" / "deploy" / "prometheus" / "fabricmon.rules.yml"
 RULE_TESTS = ROOT / "fabricmon" / "deploy" / "prometheus" / "fabricmon.rules.test.yml"
@@ -132,6 +132,7 @@ def test_rules_read_only_exported_metrics(bundle_expositions, fabric_exposition)
     """A renamed metric breaks the build: every fabricmon_* name in an expression or a template is exported
     by the node daemon or the fabric collector."""
     exported = exported_names(fabric_exposition) | exported_names(ethernet_exposition()) | exported_names(nccl_exposition())
+    exported |= exported_names(ber_exposition()) | exported_names(vitals_exposition())
     exported |= exported_names(remediation_exposition())
     for text in bundle_expositions.values():
         exported |= exported_names(text)
