@@ -28,6 +28,7 @@ import shutil
 import tempfile
 import threading
 import time
+from typing import TYPE_CHECKING
 
 import structlog
 
@@ -38,6 +39,9 @@ from fabricmon.host import usm as _usm
 from fabricmon.host.snmp import WalkSpec
 from fabricmon.model.fabric import Topology, in_shard
 from fabricmon.pipeline.source import Inputs, Source, SourceOutput
+
+if TYPE_CHECKING:
+    from fabricmon.config import Config, SourceConfig
 
 log = structlog.get_logger("fabricmon.snmp")
 WALK_PROGRAM = "snmpbulkwalk"
@@ -187,7 +191,7 @@ _warned_values: set[tuple[str, str]] = set()
 class SnmpSource(Source):
     """A source that reads switches over SNMP through one SnmpAccess (closed with the source)."""
 
-    def __init__(self, config, sc=None):
+    def __init__(self, config: Config, sc: SourceConfig | None = None):
         super().__init__(config, sc)
         self.access = SnmpAccess(config.fabric.ethernet.snmp)
 
