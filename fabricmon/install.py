@@ -24,6 +24,7 @@ import shutil
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TextIO
 
 from fabricmon import __version__, deploy
 from fabricmon.deploy import rules as deploy_rules
@@ -123,7 +124,7 @@ def render_unit(role: Role, exe: str) -> str:
 class Plan:
     """Carries out (or, dry, only reports) each step, printing one line per step."""
 
-    def __init__(self, root: str | None, dry_run: bool, out=None) -> None:
+    def __init__(self, root: str | None, dry_run: bool, out: TextIO | None = None) -> None:
         self.root = Path(root).resolve() if root else None
         self.dry = dry_run
         self.out = out or sys.stdout
@@ -326,7 +327,7 @@ def _users(plan: Plan) -> None:
                   "--shell", "/usr/sbin/nologin", "--comment", "fabricmon daemon", "fabricmon"])
 
 
-def install(args: argparse.Namespace, out=None) -> int:
+def install(args: argparse.Namespace, out: TextIO | None = None) -> int:
     plan = Plan(args.root, args.dry_run, out)
     if plan.live:
         _refuse_packaged("install")
@@ -354,7 +355,7 @@ def install(args: argparse.Namespace, out=None) -> int:
     return 0
 
 
-def uninstall(args: argparse.Namespace, out=None) -> int:
+def uninstall(args: argparse.Namespace, out: TextIO | None = None) -> int:
     plan = Plan(args.root, args.dry_run, out)
     if plan.live:
         _refuse_packaged("uninstall")
@@ -395,7 +396,8 @@ def uninstall(args: argparse.Namespace, out=None) -> int:
     return 0
 
 
-def print_files(kind: str, dest: str, out=None, rules_options: dict | None = None) -> int:
+def print_files(kind: str, dest: str, out: TextIO | None = None,
+                rules_options: dict[str, str | None] | None = None) -> int:
     """Copy the shipped files of one kind (rules, dashboards, ...) of this version into `dest`. With
     rules_options (runbook_base, selector, fabric_selector) the rules are fitted to the site
     (deploy/rules.py); their promtool tests, written for the shipped selectors, are then left out."""
@@ -421,7 +423,7 @@ def print_files(kind: str, dest: str, out=None, rules_options: dict | None = Non
     return 0
 
 
-def add_parsers(sub: argparse._SubParsersAction) -> None:
+def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     kinds = [*deploy.PRINTABLE, "all"]
     sp = sub.add_parser("install", help="as root: user, udev rule, config, unit and daemon-reload (--root DIR, "
                                         "--dry-run); --print KIND DIR copies rules, dashboards, ... out")

@@ -61,7 +61,7 @@ def register(name: str, *, enabled: bool | str = True, interval: float = 15.0, t
                               provides_inventory, c, concurrency, records, options)
             _REGISTRY[key] = spec
             if c == collectors[0]:
-                cls.spec = spec      # the same defaults for every collector; `collector` names the first
+                setattr(cls, "spec", spec)      # the same defaults for every collector; `collector` names the first
         return cls
     return deco
 
@@ -85,8 +85,8 @@ def registry(collector: str = "node") -> dict[str, SourceSpec]:
 # A collector's failure hints: what its own tools' errors mean when nothing could be read (the umad
 # device of InfiniBand, say), registered by its source package so that the pipeline reads no tool's
 # error text and knows no device. A hint takes (snapshot, [(source name, error)]) -> one line or None.
-_HINTS: dict[str, list[Callable]] = {}
-F = TypeVar("F", bound=Callable)
+_HINTS: dict[str, list[Callable[..., str | None]]] = {}
+F = TypeVar("F", bound=Callable[..., "str | None"])
 
 
 def failure_hint(collector: str) -> Callable[[F], F]:
@@ -99,7 +99,7 @@ def failure_hint(collector: str) -> Callable[[F], F]:
     return deco
 
 
-def failure_hints(collector: str) -> list[Callable]:
+def failure_hints(collector: str) -> list[Callable[..., str | None]]:
     """The failure hints of one configuration, in registration order."""
     importlib.import_module(SOURCE_PACKAGES[collector])
     return list(_HINTS.get(collector, ()))
@@ -158,7 +158,7 @@ def load_sources(raw: Any, key: str, collector: str, ctx: Context) -> tuple[dict
 
 def _bool_or_auto(value: Any, key: str, ctx: Context) -> bool | str:
     if isinstance(value, bool) or value == "auto":
-        return value
+        return value if isinstance(value, bool) else "auto"
     raise ConfigError(key, f"expected true, false or 'auto', got {value!r}")
 
 

@@ -236,19 +236,19 @@ class MadEngine:
                         except OSError:                     # a read that fails: what it answered times out
                             pass
                 if got is not None:
-                    i = pending.pop(_TID.unpack_from(got, tid_at)[0], None) if len(got) >= tid_at + 12 else None
-                    if i is not None:
+                    j = pending.pop(_TID.unpack_from(got, tid_at)[0], None) if len(got) >= tid_at + 12 else None
+                    if j is not None:
                         if _STATUS.unpack_from(got, STATUS_OFFSET)[0]:     # the kernel timed it out (ETIMEDOUT)
-                            r = lost(i)
-                            retried += r
-                            unanswered += 1 - r
+                            again = lost(j)
+                            retried += again
+                            unanswered += 1 - again
                         else:
                             mad = got[mad_off:]
                             if mad[4] & 0x7F or mad[5]:
                                 errors += 1
-                            answers[i] = mad
+                            answers[j] = mad
                             answered += 1
-                            k = tk[i]
+                            k = tk[j]
                             silent[k] = 0
                             in_t[k] -= 1
                             h = held[k]
@@ -260,11 +260,11 @@ class MadEngine:
                 break
             # the front expired: drop what was answered, count what was not as lost
             while order and order[0][0] <= now:
-                i = pending.pop(order.popleft()[1], None)
-                if i is not None:
-                    r = lost(i)
-                    retried += r
-                    unanswered += 1 - r
+                j = pending.pop(order.popleft()[1], None)
+                if j is not None:
+                    again = lost(j)
+                    retried += again
+                    unanswered += 1 - again
             while order and order[0][1] not in pending:
                 order.popleft()
         self._tid = tid
@@ -274,8 +274,8 @@ class MadEngine:
         st.sent = sum(tries)
         st.answered, st.retried, st.errors, st.peak_in_flight = answered, retried, errors, peak
         st.unanswered = unanswered + skipped + left
-        for k in self.totals:
-            self.totals[k] += getattr(st, k)
+        for name in self.totals:
+            self.totals[name] += getattr(st, name)
         return answers
 
 

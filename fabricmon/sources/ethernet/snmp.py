@@ -29,7 +29,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable, Sequence
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 import structlog
 
@@ -43,6 +43,9 @@ from fabricmon.parsers.errors import ParseError
 from fabricmon.pipeline.source import Inputs, Source, SourceOutput
 
 T = TypeVar("T")
+
+if TYPE_CHECKING:
+    from fabricmon.config import Config, SourceConfig
 
 log = structlog.get_logger("fabricmon.snmp")
 WALK_PROGRAM = "snmpbulkwalk"
@@ -192,7 +195,7 @@ _warned_values: set[tuple[str, str]] = set()
 class SnmpSource(Source):
     """A source that reads switches over SNMP through one SnmpAccess (closed with the source)."""
 
-    def __init__(self, config, sc=None):
+    def __init__(self, config: Config, sc: SourceConfig | None = None):
         super().__init__(config, sc)
         self.access = SnmpAccess(config.fabric.ethernet.snmp)
 
