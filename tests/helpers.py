@@ -33,6 +33,16 @@ CAPTURES = REPO.parent / "shared" / "captures"       # real captures, beside the
 T = TypeVar("T")
 
 
+def recorded_tool(name: str) -> tuple[int, str, str]:
+    """A tool's run recorded against ibsim (tests/fixtures/fabric/tools/<name>.txt, make_tool_outputs.py):
+    (exit code, stdout, stderr)."""
+    text = (FIXTURES / "fabric" / "tools" / f"{name}.txt").read_text()
+    _, _, rest = text.partition("\n# rc ")
+    rc, _, rest = rest.partition("\n")
+    stdout, _, stderr = rest.partition("# stderr\n")
+    return int(rc), stdout, stderr
+
+
 def run_inputs(inventory: Inventory | None = None, deadline: float = math.inf) -> Inputs:
     """What the pipeline hands a source: here no deadline unless one is given."""
     return Inputs(deadline=deadline, inventory=inventory if inventory is not None else Inventory())
