@@ -129,6 +129,15 @@ def sample_value(samples: dict, name: str, **labels: object) -> float | None:
     return samples.get((name, tuple(sorted((k, str(v)) for k, v in labels.items()))))
 
 
+def scrape_until(port: int, *want: tuple[str, dict, float], timeout: float = 15.0) -> dict:
+    """The port's samples once each (name, labels, value) of `want` is in one scrape: a scrape serves the
+    last build, which follows what a test waited for (an action's record, a log line) by up to a build."""
+    def ok(s: dict) -> bool:
+        return all(sample_value(s, n, **labels) == v for n, labels, v in want)
+    return wait_until(lambda: scrape_samples(port), timeout, f"the scrape to carry {want}", until=ok,
+                      interval=0.2, ignore=(OSError,))
+
+
 # --- RoCE / GPU bundles ---------------------------------------------------------------------
 
 def make_bundles() -> Any:

@@ -98,6 +98,7 @@ class LiveIO:
         self._used: set[str] = set()
         self._lock = threading.Lock()
         self._kmsg: dict[str, KmsgReader] = {}     # /dev/kmsg kept open between polls, by path
+        self.mad_host = mad.MadHost()               # this host interface's umad port and MAD engine
 
     def path(self, root: str, rel: str) -> str:
         return os.path.join(self.roots[root], rel)
@@ -133,13 +134,13 @@ class LiveIO:
         return walk_many(specs, deadline, concurrency, cancel)
 
     def mad_open(self, settings: MadSettings) -> None:
-        """The process's umad port (opened once): it must reach the fabric this host's tools reach, so
+        """This interface's umad port (opened once): it must reach the fabric this host's tools reach, so
         a LiveIO whose tools run with another fabric's environment (umad2sim's preload given to the
         tools only) has none."""
-        mad.open_engine(settings, self.env)
+        self.mad_host.open(settings, self.env)
 
     def mad_run(self, requests: Sequence[Request], deadline: float) -> list[bytes | None]:
-        return mad.run_engine(requests, deadline)
+        return self.mad_host.run(requests, deadline)
 
     def read(self, root: str, rel: str) -> str:
         if root != "sysfs":
@@ -305,6 +306,7 @@ class LiveIO:
         return reader.read(after, limit)
 
     def close(self) -> None:
+        self.mad_host.close()
         with self._lock:
             readers, self._kmsg = list(self._kmsg.values()), {}
         for r in readers:

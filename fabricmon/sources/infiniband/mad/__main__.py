@@ -17,7 +17,6 @@ import sys
 import time
 
 from fabricmon import ibspec
-from fabricmon.host import mad as host_mad
 from fabricmon.host.io import LiveIO
 from fabricmon.host.mad import MadSettings
 from fabricmon.host.umad import UmadUnavailable
@@ -50,12 +49,12 @@ def main(argv: list[str] | None = None) -> int:
     targets, _no_lid = mad.plan_targets(topo, set(topo.switches))
     sweeps = []
     for _ in range(max(1, a.sweeps)):
-        before = host_mad.engine_totals()
+        before = io.mad_host.totals()
         peer0, fall0 = reader.peer_reads, reader.fallback_reads
         t0, c0 = time.monotonic(), time.process_time()
         res = reader.read(targets, time.monotonic() + a.deadline, ERRORS)
         wall, cpu = time.monotonic() - t0, time.process_time() - c0
-        after = host_mad.engine_totals()
+        after = io.mad_host.totals()
         sweeps.append({"wall": wall, "cpu": cpu, "engine": {k: v - before.get(k, 0) for k, v in after.items()},
                        "peer_reads": reader.peer_reads - peer0, "fallback_reads": reader.fallback_reads - fall0})
     out = {**sweeps[-1], "sweeps": sweeps, "switches": {
