@@ -11,6 +11,7 @@ listed as missing); a switch without transceiver sensors has no optics, which is
 from __future__ import annotations
 
 from fabricmon.host.io import HostIO
+from fabricmon.model.fabric import Topology
 from fabricmon.model.optics import SwitchOpticsData
 from fabricmon.parsers.entity_sensor import SENSOR_WALKS, join
 from fabricmon.pipeline.source import INVENTORY, Inputs, SourceOutput, register
@@ -20,17 +21,11 @@ from fabricmon.sources.ethernet.snmp import SnmpSource, parse_switches
 @register("optics", enabled=True, interval=300.0, timeout=60.0, command=(), needs=(INVENTORY,),
           collector="ethernet", records=SwitchOpticsData)
 class SnmpOpticsSource(SnmpSource):
-    def collect(self, io: HostIO, inputs: Inputs) -> SourceOutput:
-        out = SourceOutput()
-        found = self.shard_switches(inputs, out)
-        if found is None:
-            return out
-        topo, mine = found
+    def read_switches(self, io: HostIO, inputs: Inputs, out: SourceOutput, topo: Topology, mine: list[str]) -> None:
         texts, errors = self.walk_switches(io, inputs, topo, mine, SENSOR_WALKS)
         data = SwitchOpticsData()
         parse_switches(out, topo, mine, texts, errors, join, data.switches, data.missing)
         out.data = data
-        return out
 
 
 __all__ = ["SnmpOpticsSource"]

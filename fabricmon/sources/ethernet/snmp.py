@@ -199,6 +199,19 @@ class SnmpSource(Source):
         super().__init__(config, sc)
         self.access = SnmpAccess(config.fabric.ethernet.snmp)
 
+    def collect(self, io: HostIO, inputs: Inputs) -> SourceOutput:
+        """read_switches on this shard's discovered switches; before the discovery has completed, nothing read
+        and the read error that says so."""
+        out = SourceOutput()
+        found = self.shard_switches(inputs, out)
+        if found is not None:
+            self.read_switches(io, inputs, out, *found)
+        return out
+
+    def read_switches(self, io: HostIO, inputs: Inputs, out: SourceOutput, topo: Topology, mine: list[str]) -> None:
+        """What the source reads from `mine` (this shard's switches of `topo` with an address) into `out`."""
+        raise NotImplementedError
+
     def shard_switches(self, inputs: Inputs, out: SourceOutput) -> tuple[Topology, list[str]] | None:
         """The discovered topology and the GUIDs of this shard's switches with an address; None (and
         a read error) before the discovery source has completed."""

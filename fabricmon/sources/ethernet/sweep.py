@@ -23,7 +23,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
 from fabricmon.host.io import HostIO
-from fabricmon.model.fabric import SweepData
+from fabricmon.model.fabric import SweepData, Topology
 from fabricmon.parsers.errors import ParseError
 from fabricmon.parsers.snmp import OIDS, SWEEP_COLUMNS, WALK_BY_NAME, SwitchCounters, counters_from_walks
 from fabricmon.pipeline.source import INVENTORY, Inputs, SourceOutput, register
@@ -84,12 +84,7 @@ def read_all_inprocess(access: SnmpAccess, io: HostIO, switches: list[tuple[str,
 @register("sweep", enabled=True, interval=15.0, timeout=30.0, command=(),
           needs=(INVENTORY,), collector="ethernet", records=SweepData)
 class SnmpSweepSource(SnmpSource):
-    def collect(self, io: HostIO, inputs: Inputs) -> SourceOutput:
-        out = SourceOutput()
-        found = self.shard_switches(inputs, out)
-        if found is None:
-            return out
-        topo, mine = found
+    def read_switches(self, io: HostIO, inputs: Inputs, out: SourceOutput, topo: Topology, mine: list[str]) -> None:
         fc = self.config.fabric
         t0 = time.monotonic()
         data = SweepData(scale=dict(OCTET_COUNTERS), wrapping=set(WRAPPING))
@@ -134,7 +129,6 @@ class SnmpSweepSource(SnmpSource):
         data.duration = time.monotonic() - t0
         if data.switches or not mine:
             out.data = data
-        return out
 
 
 __all__ = ["SnmpSweepSource", "read_all_inprocess", "read_counters"]

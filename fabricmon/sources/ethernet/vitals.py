@@ -12,6 +12,7 @@ has no vitals, which is neither an error nor an OK.
 from __future__ import annotations
 
 from fabricmon.host.io import HostIO
+from fabricmon.model.fabric import Topology
 from fabricmon.model.vitals import SwitchVitalsData
 from fabricmon.parsers.vitals import VITALS_WALKS, parse_vitals
 from fabricmon.pipeline.source import INVENTORY, Inputs, SourceOutput, register
@@ -21,19 +22,13 @@ from fabricmon.sources.ethernet.snmp import SnmpSource, parse_switches
 @register("vitals", enabled=True, interval=120.0, timeout=60.0, command=(), needs=(INVENTORY,),
           collector="ethernet", records=SwitchVitalsData)
 class SnmpVitalsSource(SnmpSource):
-    def collect(self, io: HostIO, inputs: Inputs) -> SourceOutput:
-        out = SourceOutput()
-        found = self.shard_switches(inputs, out)
-        if found is None:
-            return out
-        topo, mine = found
+    def read_switches(self, io: HostIO, inputs: Inputs, out: SourceOutput, topo: Topology, mine: list[str]) -> None:
         # a bundle recorded before this source existed holds none of its walks: its tables are absent there (a
         # replay only; a live switch answers every walk, if only with "no such object")
         texts, errors = self.walk_switches(io, inputs, topo, mine, VITALS_WALKS, unrecorded_absent=True)
         data = SwitchVitalsData()
         parse_switches(out, topo, mine, texts, errors, parse_vitals, data.switches, data.missing)
         out.data = data
-        return out
 
 
 __all__ = ["SnmpVitalsSource"]
