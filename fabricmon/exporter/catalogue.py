@@ -943,6 +943,25 @@ CATALOGUE: tuple[Metric, ...] = (
            "by the collector, or fabric.sweep_method says so).", ("method",),
            _fabric(lambda fab: [((m,), 1 if fab.sweep_method == m else 0) for m in ("mad", "tools")]
                    if fab.switches and fab.sweep_method else [])),
+    Metric("fabricmon_fabric_link_state_mode", G, "1 for where switch port state comes from now: events (the subnet "
+           "manager accepted the collector's subscription to its reports, and each reported switch is re-read at "
+           "once, docs/latency.md), sweep (each sweep only: no subscription in force, or the SM does not report a "
+           "change the sweep saw; the collector's log and map say why). Absent without an events source (Ethernet).",
+           ("mode",), _fabric(lambda fab: [((m,), 1 if fab.events.mode == m else 0) for m in ("events", "sweep")]
+                              if fab.events is not None else [])),
+    Metric("fabricmon_fabric_sm_reports", C, "Reports the subnet manager sent the collector, by trap number (128 "
+           "link state change; 129-131 link integrity, buffer overrun, watchdog; 64/65 GID in/out of service).",
+           ("trap",), _fabric(lambda fab: [((str(t),), float(n)) for t, n in
+                                           sorted({**{t: 0 for t in fab.events.traps}, **fab.events.reports}.items())]
+                              if fab.events is not None else [])),
+    Metric("fabricmon_fabric_event_rereads", C, "Switches re-read (PortInfo of every port) on the subnet manager's "
+           "reports.", (), _fabric(lambda fab: [((), float(fab.events.rereads))] if fab.events is not None else [])),
+    Metric("fabricmon_fabric_event_reread_seconds", G, "Seconds from the last report's arrival to its switch's ports "
+           "read (the snapshot is built and published after it).", (),
+           _fabric(lambda fab: [((), fab.events.latency)] if fab.events is not None else [])),
+    Metric("fabricmon_fabric_sm_subscription_timestamp_seconds", G, "Unix time the subnet manager last accepted the "
+           "collector's subscription to its reports (absent: never).", (),
+           _fabric(lambda fab: [((), fab.events.subscribed_at)] if fab.events is not None else [])),
     Metric("fabricmon_fabric_switches", G, "Switches this collector (shard) sweeps.", (),
            _fabric(lambda fab: [((), len(fab.switches))])),
     Metric("fabricmon_fabric_ports", G, "Switch ports this collector (shard) sweeps.", (),

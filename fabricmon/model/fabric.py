@@ -31,6 +31,7 @@ from fabricmon import ibspec
 from fabricmon.model.link_ability import LinkAbility
 
 if TYPE_CHECKING:
+    from fabricmon.model.fabric_events import EventsView
     from fabricmon.model.optics import ModuleDiag
 
 ROLES = ("host", "internal", "up", "down", "unconnected", "external")
@@ -676,6 +677,9 @@ class FabricSection:
     # the discrepancies by kind (model.design.KINDS)
     design_cables: int | None = None
     design_discrepancies: dict[str, int] = field(default_factory=dict)
+    # the SM's reports (sources/infiniband/events.py): the link state's mode in force and why, the subscription,
+    # the counts; None where no events source ran (Ethernet, or it is disabled)
+    events: EventsView | None = None
 
     def port_label(self, guid: str, port: int) -> str:
         p = self.ports.get((guid, port))
