@@ -82,6 +82,13 @@ class Metric:
     # a switch port family (labels SW_PORT, one sample per fabric port in the section's order, None: none):
     # what `samples` yields, as a column of values, for the renderer's one walk over the ports
     port_column: PortColumn | None = None
+    # further sets a scrape selects it by (the `state` set's port state and what the port-down alerts join it
+    # with, which the default set carries too: a fast scrape job asks for `state` alone, docs/latency.md)
+    also: tuple[str, ...] = ()
+
+    def selected(self, sets: frozenset[str]) -> bool:
+        """Whether a scrape of the counter sets `sets` carries this family."""
+        return self.counter_set in sets or (bool(self.also) and not sets.isdisjoint(self.also))
 
     @property
     def exposed_name(self) -> str:
@@ -718,14 +725,14 @@ CATALOGUE: tuple[Metric, ...] = (
     Metric("fabricmon_ib_port_peer_info", G, "What the port is cabled to: the switch's node description (peer) "
            "and port, from iblinkinfo while the link is up, remembered in the learned inventory while it is down; "
            "the alerts carry them as switch and switch_port (Alertmanager inhibition and grouping).",
-           ("device", "port", "peer", "peer_port"), _port_peer),
+           ("device", "port", "peer", "peer_port"), _port_peer, also=("state",)),
     Metric("fabricmon_ib_port_up", G, "1 if the port is ACTIVE and LinkUp, else 0.", PORT,
-           _port_gauge(lambda p: 1 if p.up else 0)),
+           _port_gauge(lambda p: 1 if p.up else 0), also=("state",)),
     Metric("fabricmon_ib_port_state_id", G, "PortState: 1 DOWN, 2 INIT, 3 ARMED, 4 ACTIVE, 5 ACTIVE_DEFER.", PORT,
-           _port_gauge(lambda p: p.state_id)),
+           _port_gauge(lambda p: p.state_id), also=("state",)),
     Metric("fabricmon_ib_port_physical_state_id", G,
            "PortPhysicalState: 2 Polling, 3 Disabled, 5 LinkUp, 6 LinkErrorRecovery, 7 Phy Test.", PORT,
-           _port_gauge(lambda p: p.phys_state_id)),
+           _port_gauge(lambda p: p.phys_state_id), also=("state",)),
     Metric("fabricmon_ib_port_rate_bytes_per_second", G,
            "Active data rate in bytes/s (lanes x nominal lane rate / 8; 0 when the port is down).", PORT,
            _port_gauge(lambda p: None if p.rate_gbps is None else p.rate_gbps * 1e9 / 8)),
@@ -737,7 +744,7 @@ CATALOGUE: tuple[Metric, ...] = (
     Metric("fabricmon_ib_port_expected_rate_bytes_per_second", G,
            "Expected data rate in bytes/s from the config's expected_links.", PORT, _expected_rate),
     Metric("fabricmon_ib_port_degraded", G, "1 while the port is degraded for this reason (down, width, speed).",
-           ("device", "port", "reason"), _degraded),
+           ("device", "port", "reason"), _degraded, also=("state",)),
     Metric("fabricmon_ib_port_saturated", G,
            "1 when the error counter sits at its maximum: its rate is unknown.", ("device", "port", "counter"),
            _saturated),
@@ -751,7 +758,7 @@ CATALOGUE: tuple[Metric, ...] = (
     # Findings
     Metric("fabricmon_check_status", G, "Check result per port: 0 OK, 1 WARNING, 2 CRITICAL; class: what an "
            "automation does (fatal: drain the node, degraded: schedule a repair, watch: nothing).",
-           ("check", "device", "port", "class"), _check_status),
+           ("check", "device", "port", "class"), _check_status, also=("state",)),
     Metric("fabricmon_health_status", G, "The verdict, what fabricmon check (fabric once) exits with: 0 OK, "
            "1 WARNING (a check, or a failing source), 2 CRITICAL, 3 UNKNOWN (nothing to check: no "
            "InfiniBand or RoCE port, no expected_links, none seen before; a fabric collector that read no switch).",
@@ -881,7 +888,7 @@ CATALOGUE: tuple[Metric, ...] = (
     # The fabric collector (`fabricmon fabric`)
     Metric("fabricmon_fabric_switch_info", G, "Switch identity; switch is the node description, level 1 are the "
            "leaves (the switches carrying hosts, docs/topology.md) and each further level is one hop farther.",
-           ("switch_guid", "switch", "level"), _fabric(_fab_switch_info)),
+           ("switch_guid", "switch", "level"), _fabric(_fab_switch_info), also=("state",)),
     Metric("fabricmon_fabric_switch_sharp_aggregation_nodes", G, "SHARP Aggregation Nodes inside the switch (CAs "
            "whose SystemImageGUID is the switch's, or device 0xcf09): the switch can reduce in-network; absent "
            "for a switch without one. They are part of their switch, never hosts (their port's role is internal).",
@@ -889,7 +896,8 @@ CATALOGUE: tuple[Metric, ...] = (
     Metric("fabricmon_fabric_link_info", G, "Switch port role (host, internal: a CA inside the switch, its SHARP "
            "Aggregation Node; up, down, unconnected; Ethernet also external: "
            "a bridge or router outside the fabric) and its remote end; join on switch_guid,port with group_left.",
-           ("switch_guid", "port", "role", "remote_guid", "remote_port", "remote_name"), _fabric(_fab_link_info)),
+           ("switch_guid", "port", "role", "remote_guid", "remote_port", "remote_name"), _fabric(_fab_link_info),
+           also=("state",)),
     _port_metric("fabricmon_fabric_port_up", G, "1 if the switch port's link is up, else 0: its newest read (the sweep's "
            "PortInfo from the SM or the port, Ethernet's ifOperStatus on every port with or without an LLDP "
            "neighbour, or the InfiniBand discovery); a port that could not be read keeps its last known state.",
