@@ -59,7 +59,7 @@ STATE_JOB = "fabricmon-state"
 FABRIC_STATE_JOB = "fabricmon-fabric-state"
 STATE_SELECTOR = f'job="{STATE_JOB}"'
 FABRIC_STATE_SELECTOR = f'job="{FABRIC_STATE_JOB}"'
-STATE_INTERVAL = "5s"
+STATE_INTERVAL = "2s"
 
 # ---- every threshold and `for:` of the rules, in one place ------------------------------------
 THRESHOLDS = {
@@ -77,8 +77,8 @@ THRESHOLDS = {
 }
 FOR = {
     # a port down pages after this: longer than a link takes to retrain (a few seconds), so a flap that comes back
-    # does not page (FabricmonLinkFlapping does when it repeats); with the state job (5 s) and the state group's
-    # evaluation (5 s) a pulled cable pages within about 20 s (docs/latency.md)
+    # does not page (FabricmonLinkFlapping does when it repeats); with the state job (3 s), the state group's
+    # evaluation (2 s) and the critical route's group_wait (2 s) a pulled cable pages within 20 s (docs/latency.md)
     "port_down": "10s",
     "inventory": "5m",            # fewer ports than expected_links say, or a learned port gone
     "port_degraded": "5m",
