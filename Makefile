@@ -12,7 +12,7 @@ DEMO_ETHERNET_PACKAGES = snmpsim snmp
 APT_PACKAGES = $(DEMO_PACKAGES) $(DEMO_ETHERNET_PACKAGES) ethtool iproute2 openssl prometheus prometheus-alertmanager systemd chromium slurm-wlm munge prometheus-node-exporter prometheus-snmp-exporter fuse3 libfuse3-dev pkg-config gcc
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: demo test test-fast deps deps-demo venv wheel offline deb deb-trial bench golden metrics-doc config-doc clean
+.PHONY: demo test test-fast fuzz deps deps-demo venv wheel offline deb deb-trial bench golden metrics-doc config-doc clean
 
 # DEMO_ARGS: fabricmon demo's options, e.g. make demo DEMO_ARGS="--duration 60" (default: until Ctrl-C)
 DEMO_ARGS ?=
@@ -31,6 +31,12 @@ test: deps venv
 
 test-fast: venv
 	$(PYTEST) --durations=10
+
+# every fuzz target (tests/fuzz/targets.py) under atheris for FUZZ_TIME seconds each, and a table of what each
+# reached; a finding's input is left in .fuzz/<target>/ (docs/development.md "Fuzzing")
+FUZZ_TIME ?= 30
+fuzz: venv
+	$(VENV)/bin/python tests/fuzz/run_all.py --time $(FUZZ_TIME) $(if $(FUZZ_ONLY),--only $(FUZZ_ONLY))
 
 # apt-get install the packages of $(1) that are not installed yet (nothing at all when none is missing)
 define apt_install

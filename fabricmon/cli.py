@@ -1,4 +1,4 @@
-"""Command line: run, once, check, inventory, capture, fabric, topology, demo, install, uninstall."""
+"""Command line: run, once, check, inventory, capture, fabric, topology, demo, actions, install, uninstall."""
 
 from __future__ import annotations
 
@@ -24,6 +24,7 @@ from fabricmon.exporter import render
 from fabricmon.fsutil import write_atomic
 from fabricmon.pipeline import Pipeline
 from fabricmon.pipeline.learned import LearnedStore, inventory_path
+from fabricmon.remediation import cli as remediation_cli
 from fabricmon.host import BundleError, HostIO, LiveIO, RecordingIO, ReplayIO
 
 if TYPE_CHECKING:
@@ -76,11 +77,12 @@ def parse_listen(value: str) -> tuple[str | None, int]:
     return host.strip("[]") or None, int(p)
 
 
-def _serve(cfg: Config, io: HostIO, address: str | None, port: int | None, pipeline=None) -> int:
-    """Run a Daemon (the node pipeline, or the one given) until SIGTERM/SIGINT."""
+def _serve(cfg: Config, io: HostIO, address: str | None, port: int | None, pipeline=None, remediate: bool = True) -> int:
+    """Run a Daemon (the node pipeline, or the one given) until SIGTERM/SIGINT; `remediate`: with its
+    Remediator (not for a replay)."""
     from fabricmon.serve.daemon import Daemon
     try:
-        daemon = Daemon(cfg, io, port=port, address=address, pipeline=pipeline)
+        daemon = Daemon(cfg, io, port=port, address=address, pipeline=pipeline, remediate=remediate)
     except OSError as exc:      # cannot bind (in use, no such address, bad name) or load the TLS files
         io.close()
         where = f"{address or cfg.address}:{cfg.port if port is None else port}"
@@ -119,7 +121,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     io = _io(args, cfg)
     # the learned inventory lives in state_dir (systemd's StateDirectory); a replay learns in memory
     learned = LearnedStore(None if args.replay else inventory_path(cfg.state_dir))
-    return _serve(cfg, io, address, port, Pipeline(cfg, io, learned=learned))
+    return _serve(cfg, io, address, port, Pipeline(cfg, io, learned=learned), remediate=not args.replay)
 
 
 def _check_output(path: str) -> None:
@@ -338,7 +340,7 @@ def cmd_fabric_run(args: argparse.Namespace) -> int:
     cfg = _web_config(args, _fabric_config(args))
     address, port = parse_listen(args.listen) if args.listen else (None, cfg.fabric.port)
     io = _io(args, cfg)
-    return _serve(cfg, io, address, port, fabric_pipeline(cfg, io))
+    return _serve(cfg, io, address, port, fabric_pipeline(cfg, io), remediate=not args.replay)
 
 
 def cmd_fabric_once(args: argparse.Namespace) -> int:
@@ -624,6 +626,7 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--log-level", choices=["debug", "info", "warning", "error"])
     sp.set_defaults(func=cmd_demo)
 
+    remediation_cli.add_parsers(sub, _load)
     installer.add_parsers(sub)
     return p
 

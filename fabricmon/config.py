@@ -22,6 +22,7 @@ from fabricmon.checks.roce import ROCE, RoceConfig
 from fabricmon.checks.settings import CHECKS, ChecksConfig
 from fabricmon.fabric_settings import DEFAULT_FABRIC_PORT, FABRIC, FABRIC_COLLECTORS, SOURCE_INTERVALS, FabricConfig
 from fabricmon.host.runner import DEFAULT_TOOL_DIRS
+from fabricmon.remediation.settings import SCHEMA as REMEDIATION, RemediationConfig
 from fabricmon.registry import SOURCE_PACKAGES, SourceConfig, load_sources, source_rows, source_tables
 from fabricmon.schema import (ConfigError, Context, Schema, absolute, absolute_dir, choice, existing_dir, glob_list,
                               integer, listing, mapping, matches_any, number, string, table, values)
@@ -66,6 +67,7 @@ class Config:
     fabric: FabricConfig = field(default_factory=FabricConfig)
     slurm: SlurmConfig = field(default_factory=SlurmConfig)
     serve: ServeConfig = field(default_factory=ServeConfig)
+    remediation: RemediationConfig = field(default_factory=RemediationConfig)
 
     def device_excluded(self, device: str) -> bool:
         return matches_any(device, self.exclude_devices)
@@ -116,6 +118,7 @@ SLURM: Schema[SlurmConfig] = Schema(fields=(
 SECTIONS: dict[str, Schema[Any] | None] = {
     "server": SERVER, "paths": PATHS, "sources": None, "exclude_devices": None, "expected_links": None,
     "checks": CHECKS, "logging": LOGGING, "roce": ROCE, "gpu": GPU, "fabric": FABRIC, "slurm": SLURM,
+    "remediation": REMEDIATION,
 }
 _TOP_KEYS = tuple(SECTIONS)
 
@@ -146,6 +149,7 @@ def from_dict(raw: Any, path: str | None = None, check_paths: bool = True) -> Co
         fabric=FABRIC.load(top.get("fabric"), "fabric", ctx),
         slurm=SLURM.load(top.get("slurm"), "slurm", ctx),
         serve=ServeConfig(**{k: server[k] for k in SERVE_KEYS}),
+        remediation=REMEDIATION.load(top.get("remediation"), "remediation", ctx),
     )
 
 
@@ -157,13 +161,24 @@ def load(path: str | os.PathLike[str] | None, check_paths: bool = True) -> Confi
         text = Path(path).read_text()
     except OSError as exc:
         raise ConfigError("", f"cannot read config file {path}: {exc.strerror or exc}") from exc
+    return loads(text, str(path), check_paths)
+
+
+def yaml_document(text: str, path: str, key: str = "") -> Any:
+    """A YAML document's value; ConfigError (at `key`) naming the line and column where it is not YAML."""
     try:
-        raw = yaml.safe_load(text)
+        return yaml.safe_load(text)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" line {mark.line + 1} column {mark.column + 1}" if mark else ""
-        raise ConfigError("", f"{path}: invalid YAML{where}: {getattr(exc, 'problem', exc)}") from exc
-    return from_dict(raw or {}, str(path), check_paths)
+        raise ConfigError(key, f"{path}: invalid YAML{where}: {getattr(exc, 'problem', exc)}") from exc
+    except RecursionError:      # a document nested deeper than the parser's stack (PyYAML recurses)
+        raise ConfigError(key, f"{path}: invalid YAML: nested too deep") from None
+
+
+def loads(text: str, path: str = "<config>", check_paths: bool = True) -> Config:
+    """A config file's text, validated (load without the file). Raises ConfigError naming the bad key."""
+    return from_dict(yaml_document(text, path) or {}, path, check_paths)
 
 
 # --- the reference in docs/configuration.md -------------------------------------------------
@@ -194,5 +209,5 @@ def reference() -> str:
     return "\n".join(out)
 
 __all__ = ["DEFAULT_CONFIG_PATH", "DEFAULT_FABRIC_PORT", "DEFAULT_PORT", "SECTIONS", "ChecksConfig", "Config",
-           "ConfigError", "ExpectedLink", "FabricConfig", "GpuConfig", "RoceConfig", "ServeConfig", "SlurmConfig", "SourceConfig",
-           "TLSConfig", "from_dict", "load", "reference"]
+           "ConfigError", "ExpectedLink", "FabricConfig", "GpuConfig", "RemediationConfig", "RoceConfig", "ServeConfig", "SlurmConfig", "SourceConfig",
+           "TLSConfig", "from_dict", "load", "loads", "reference", "yaml_document"]

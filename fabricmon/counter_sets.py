@@ -25,6 +25,11 @@ SETS: dict[str, str] = {
              "info the alerts join it with (in the default set too), and the per-switch "
              "`fabricmon_fabric_switch_unresponsive` and `..._last_read_timestamp_seconds` "
              "(`fabricmon_fabric_check_status{check=\"unresponsive\"}` carries the verdict)",
+    "phy_lanes": "each lane's raw (pre-FEC) bit errors of a node port (`fabricmon_port_phy_lane_raw_errors_total`); "
+                 "the default set has their sum",
+    "fec_histogram": "the RS-FEC histogram's bins of a node port (`fabricmon_port_fec_histogram_codewords_total`)",
+    "pcie_aer": "each PCIe AER error type of a node's watched functions (`fabricmon_pcie_aer_errors_by_type_total`); "
+                "the default set has the totals by severity",
 }
 ALL = "all"      # a scrape or config name for every set
 

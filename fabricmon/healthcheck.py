@@ -35,6 +35,7 @@ from fabricmon.host.io import HostIO
 from fabricmon.model.history import CounterHistory
 from fabricmon.pipeline import Pipeline
 from fabricmon.pipeline.learned import LearnedStore
+from fabricmon.remediation.settings import effective_modes
 from fabricmon.report import API_VERSION, FINDINGS_PATH, UNKNOWN, check_lines, status_of, verdict
 
 STATE_VERSION = 2
@@ -133,7 +134,11 @@ def local_verdict(cfg: Config, io: HostIO, state_path: str | None, sample_window
         except OSError as exc:
             log.warning("cannot save check state; rate checks need --sample-window", path=state_path,
                         error=exc.strerror or str(exc))
-    return verdict(snap)
+    doc = verdict(snap)
+    # remediation runs in the daemon only: a local poll says the configured modes
+    doc["remediation"] = {"modes": dict(effective_modes(cfg.remediation)), "held": False,
+                          "lease": "a local poll: remediation acts in the daemon only", "open": []}
+    return doc
 
 
 def daemon_note(url: str, doc: dict[str, Any]) -> str:

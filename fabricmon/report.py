@@ -13,6 +13,7 @@ from fabricmon.checks import OK, STATUS_NAMES, Finding
 from fabricmon.model.finding import FATAL, class_of
 from fabricmon.model.health import UNKNOWN, health_status, overall_status, source_findings, unjudged, verdict_findings
 from fabricmon.model.jobs import JobRef
+from fabricmon.model.remediation import OFF, RemediationSection, modes_line
 from fabricmon.model.snapshot import Snapshot
 
 API_VERSION = 1
@@ -37,7 +38,19 @@ def verdict(snap: Snapshot) -> dict[str, Any]:
                       "jobs": [j.as_dict() for j in f.jobs]} for f in findings],
         "sources": {n: {"enabled": s.enabled, "active": s.enabled and s.active, "up": s.up, "runs": s.runs,
                         "errors": sorted(s.active_errors)} for n, s in sorted(snap.sources.items())},
+        **({"remediation": remediation_doc(snap.remediation)} if snap.remediation is not None else {}),
     }
+
+
+def remediation_doc(rem: RemediationSection) -> dict[str, Any]:
+    """Remediation in the verdict: its modes (which `check` says), whether this daemon acts (the lease), the open
+    actions and the breakers."""
+    return {"modes": dict(rem.modes), "held": rem.held, "lease": rem.lease,
+            "open": [{"id": a.id, "kind": a.kind, "mode": a.mode, "state": a.state, "target": a.label,
+                      "reason": a.reason, "returns_at": a.returns_at(), "waits": a.waits, "error": a.error}
+                     for a in rem.actions if a.open],
+            "refused": len(rem.refused),
+            "breakers": {k: {"cap": b.cap, "used": b.used, "tripped": b.tripped} for k, b in rem.breakers.items()}}
 
 
 def findings_of(doc: dict[str, Any]) -> list[Finding]:
@@ -84,6 +97,12 @@ def check_lines(doc: dict[str, Any], verbose: bool = False, note: str = "") -> l
     lines += [f.line() for f in sorted(bad, key=lambda f: (-f.status, f.device, f.port or 0, f.check))]
     if verbose:
         lines += [f.line() for f in findings if f.status == OK]
+    rem = doc.get("remediation")
+    if isinstance(rem, dict) and isinstance(rem.get("modes"), dict) and any(m != OFF for m in rem["modes"].values()):
+        open_ = rem.get("open") or []
+        lines.append(f"remediation: {modes_line(rem['modes'])}" + (f"; {len(open_)} open action(s)" if open_ else "")
+                     + ("" if rem.get("held", True) else f"; not acting here ({rem.get('lease', '')})")
+                     + " (fabricmon actions)")
     return lines
 
 

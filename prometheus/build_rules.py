@@ -74,6 +74,10 @@ THRESHOLDS = {
     "snapshot_stale_seconds": 300,
     # no sweep that read every switch of the shard within this long (seconds; 60x the 15 s sweep)
     "fabric_sweep_stale_seconds": 900,
+    # which end of a host link to blame (docs/ber.md#which-end): receive + symbol errors in the last hour at which
+    # an end counts as erring, and the window
+    "blame_errors": 10,
+    "blame_window": "1h",
 }
 FOR = {
     # a port down pages after this: longer than a link takes to retrain (a few seconds), so a flap that comes back
@@ -86,6 +90,11 @@ FOR = {
     "gpu": "15m",                 # GPUDirect / affinity: configuration, not transient
     "counter_saturated": "15m",
     "qp_fatal": "0m",
+    "phy_ber": "10m",
+    "pcie": "5m",
+    "vitals": "5m",
+    "cable": "5m",
+    "blame": "15m",               # the verdict of both ends over their last hour must hold                # a moved module's history holds as long as it is in the port               # a fan or PSU read every 2 min: two reads, then the page                 # a PCIe link trains once: the verdict holds until the device is reseated             # the check needs its own 12-minute window; a verdict that holds 10 min more
     "kernel": "0m",               # a kernel log event: the finding holds (fatal: until reboot), no need to wait
     "source_failing": "15m",
     "source_errors": "30m",
@@ -121,6 +130,10 @@ FOR = {
     "nccl_slow_path": "1m",
     "nccl_ras_peer": "2m",        # RAS queried at most every 30 s: four answers
     "nccl_ras_stalled": "2m",     # the check already needs two answers alike; two minutes more of them
+    # remediation (docs/remediation.md): a tripped breaker is the incident itself (many failed at once): no wait;
+    # a step that keeps failing is retried with backoff by the daemon: a ticket once it has failed a while
+    "remediation_breaker": "0m",
+    "remediation_failing": "10m",
 }
 # Windows of the recording rules the dashboard reads.
 RECORD_WINDOW = "5m"
@@ -173,6 +186,17 @@ VERDICTS = [
      "symbol errors rose by " + value_of(increase("fabricmon_ib_port_symbol_errors_total", "1h"), INT)
      + " in the last hour (the daemon's symbol_errors check): physical-layer bit errors; clean or reseat"
        " the connectors, or replace the cable or transceiver."),
+    ("FabricmonPortBitErrorRatio", "phy_ber", "critical warning", "phy_ber",
+     "Bit error ratio above the link's budget.",
+     "raw (pre-FEC) bit error ratio "
+     + value_of("max(" + port_sel("fabricmon_port_bit_error_ratio", ",kind='raw',window='short'") + ")", 'printf "%.1e"')
+     + ", effective (post-FEC) "
+     + value_of("max(" + port_sel("fabricmon_port_bit_error_ratio", ",kind='effective',window='short'") + ")",
+                'printf "%.1e"')
+     + " over the short window, against the budget of the link's speed, FEC mode and medium (the daemon's phy_ber"
+       " check, status {{ $value }}; `fabricmon check -v` names the budget, the window and the part): over the raw"
+       " budget only, the FEC still corrects everything and a repair can be planned; over the effective or symbol"
+       " budget, frames are lost."),
     ("FabricmonLinkFlapping", "link_flap", "critical warning", "verdict",
      "InfiniBand link is flapping.",
      "the link went down " + value_of(increase("fabricmon_ib_port_link_downed_total", "12h"), INT)
@@ -241,6 +265,34 @@ VERDICTS = [
      "{{ $labels.instance }} {{ $labels.device }}{{ if $labels.port }} port {{ $labels.port }}{{ end }}: the driver"
      " logged a {{ $labels.class }} event (fatal: drain the node; degraded: schedule a repair); `fabricmon check`"
      " names the event, its last line, the cabled switch port and the fix."),
+    ("FabricmonPcieLinkDegraded", "pcie_link", "critical warning", "pcie",
+     "A NIC's or GPU's PCIe link runs below what it and its slot support.",
+     "{{ $labels.instance }} {{ $labels.device }}: its PCIe link gives "
+     + value_of("max(8 * " + netdev_sel("fabricmon_pcie_link_bandwidth_bytes_per_second", ",link='current'") + ") / 1e9",
+                INT)
+     + " Gb/s where it and its slot support "
+     + value_of("max(8 * " + netdev_sel("fabricmon_pcie_link_bandwidth_bytes_per_second", ",link='expected'") + ") / 1e9",
+                INT)
+     + " Gb/s (the daemon's pcie_link check: critical, it trained below both; warning, the slot supports less than"
+       " the device): a NIC capped so caps its ports while every InfiniBand counter reads clean; reseat it, check"
+       " the slot, riser and BIOS link speed."),
+    ("FabricmonPcieErrors", "pcie_aer", "critical warning", "pcie",
+     "PCIe AER errors on a NIC or GPU.",
+     "{{ $labels.instance }} {{ $labels.device }}: AER counted "
+     + value_of("sum(" + netdev_sel("fabricmon_pcie_aer_errors_total", ",severity='fatal'") + ")", INT)
+     + " fatal, "
+     + value_of("sum(" + netdev_sel("fabricmon_pcie_aer_errors_total", ",severity='nonfatal'") + ")", INT)
+     + " non-fatal and "
+     + value_of("sum(" + netdev_sel("fabricmon_pcie_aer_errors_total", ",severity='correctable'") + ")", INT)
+     + " correctable errors since boot, at the device and the port above it (the daemon's pcie_aer check:"
+       " critical, a fatal error; warning, non-fatal ones or correctable ones rising): reseat the device, check the"
+       " slot and riser."),
+    ("FabricmonCableHistory", "cable_history", "warning", "cable",
+     "A module or cable with a bad history elsewhere is in this port.",
+     "the module in it (serial {{ with printf \"max by (serial) (" + port_sel("fabricmon_cable_module_info")
+     + ")\" $labels.instance $labels.job $labels.device $labels.port | query }}{{ . | first | label \"serial\" }}"
+       "{{ else }}unknown{{ end }}) had trouble in another port before (the daemon's cable_history check): it was moved during"
+       " troubleshooting and carries its fault with it; `fabricmon check -v` names where and when; replace it."),
     ("FabricmonGpuDirectRdmaUnavailable", "gpudirect_rdma", "critical", "gpu",
      "GPUDirect RDMA is unavailable.",
      "{{ $labels.instance }}: the node has NVIDIA GPUs and RDMA NICs but no GPUDirect RDMA path"
@@ -259,7 +311,7 @@ VERDICTS = [
      " RDMA device, or does not parse."),
 ]
 STATUS = {"critical": 2, "warning": 1}
-PORT_DESC_CHECKS = {"symbol_errors", "link_flap", "link_error_recovery", "link_integrity", "receive_errors",
+PORT_DESC_CHECKS = {"symbol_errors", "phy_ber", "cable_history", "link_flap", "link_error_recovery", "link_integrity", "receive_errors",
                     "transmit_discards", "roce_pfc", "roce_pfc_lossy", "roce_trust", "roce_mtu",
                     "roce_pause_rate", "roce_pause_duration", "roce_pause_storm", "roce_lossless_drops",
                     "roce_cnp_ignored"}
@@ -467,6 +519,8 @@ def fsel_(metric: str, extra: str = "") -> str:
 # switch's `down` port of the same cable is left out of the port alerts (both ends are one incident);
 # when the lower switch itself is gone, FabricmonFabricSwitchUnresponsive speaks for all its links.
 ONE_END = "\n  unless on (instance, job, switch_guid, port) " + 'fabricmon_fabric_link_info{%s,role="down"}'
+# either end of a link fabricmon's remediation disabled (docs/remediation.md)
+ISOLATED = "\n  unless on (instance, job, switch_guid, port) " + 'fabricmon_remediation_port_isolated{%s,mode="act"}'
 
 
 def port_finding(checks: str, status: int) -> str:
@@ -561,7 +615,13 @@ def fabric_alerts(base: str) -> list[dict]:
                                 "humanizePercentage").replace("$labels.port", "$labels.direction")
               + "), judged by the collector over consecutive sweeps: check ECMP hashing / adaptive routing"
                 " on this switch; the collector's finding names the hottest and coldest ports.", base),
+<<<<<<< HEAD
         alert("FabricmonFabricPortDown", fabric_port_down(one_end),
+=======
+        # a link fabricmon isolated is down on purpose: FabricmonRemediation* and `fabricmon actions` report it
+        alert("FabricmonFabricPortDown", named(fsel_("fabricmon_fabric_port_degraded", ',reason="down"') + " == 1"
+                                              + one_end + ISOLATED % F),
+>>>>>>> main
               "warning", FOR["fabric_port_down"], "A cabled switch port is down.",
               SWPORT + REMOTE + " was cabled at an earlier discovery and is down now"
               " (the collector's degraded_link verdict, or its newest read of the port): the fabric lost this"
@@ -808,6 +868,74 @@ def optics_fabric_alerts(base: str) -> list[dict]:
             for sev, st in STATUS.items()]
 
 
+# ---- switch vitals (docs/vitals.md): the collector's switch_vitals verdict, per switch -------------------
+def vitals_alerts(base: str) -> list[dict]:
+    """A switch's failed fan or power supply, or a sensor beyond the switch's own threshold."""
+    out = []
+    for sev, st in STATUS.items():
+        expr = ('max without (device) (label_replace(\n    fabricmon_check_status{%s,check="switch_vitals"} == %d,\n'
+                '    "switch_guid", "$1", "device", "(.+)"\n  ))\n  * on (instance, job, switch_guid) group_left (switch)'
+                ' fabricmon_fabric_switch_info' % (FABRIC_SELECTOR, st))
+        out.append(alert("FabricmonFabricSwitchVitals", expr, sev, FOR["vitals"],
+                         "A switch's fan, power supply or temperature is failing.",
+                         SW + ": " + fabric_value_of("count(" + fsel("fabricmon_fabric_switch_vital_status", "",
+                                                                      port=False) + " >= %d)" % st, INT)
+                         + " part(s) at " + sev + " (the collector's switch_vitals check): a fan or power supply"
+                           " the switch reports failed, or a temperature beyond the switch's own threshold; its"
+                           " finding (the map, map_url) names each part and its state.", base))
+    return out
+
+
+# ---- which end of a host link to blame (docs/ber.md#which-end) ----------------------------------------------
+# The node daemon reads the host port (fabricmon_ib_port_*, its CA's node_guid in fabricmon_ib_device_info), the
+# fabric collector the switch port (fabricmon_fabric_port_*) and what it is cabled to (fabricmon_fabric_link_info:
+# role host, remote_guid the CA's node GUID, remote_port its port): both ends' receive and symbol errors, keyed by
+# the host port (node_guid, port), then one verdict per link: errors received only at the switch point at the
+# host's transmitter or module, only at the host at the switch port's, at both ends at the cable.
+HOST_END = "node_guid_port:fabricmon_link_host_receive_errors:increase1h"
+SWITCH_END = "node_guid_port:fabricmon_link_switch_receive_errors:increase1h"
+BLAME = "node_guid_port:fabricmon_link_error_blame:info"
+BLAMES = (("host_tx", "the host's transmitter or module"), ("switch_tx", "the switch port's transmitter or module"),
+          ("cable", "the cable"))
+
+
+def blame_records() -> list[dict]:
+    w, t = THRESHOLDS["blame_window"], THRESHOLDS["blame_errors"]
+    host = (f"sum by (instance, device, port, node_guid) (\n"
+            f"  (\n    sum by (instance, job, device, port) (increase(fabricmon_ib_port_receive_errors_total{{{N}}}[{w}]))\n"
+            f"    + sum by (instance, job, device, port) (increase(fabricmon_ib_port_symbol_errors_total{{{N}}}[{w}]))\n"
+            f"  )\n  * on (instance, job, device) group_left (node_guid)\n"
+            f'  label_replace(fabricmon_ib_device_info{{{N}}}, "node_guid", "$1", "node_guid", "(?:0x)?(.+)")\n)')
+    sw = (f'sum by (switch_guid, switch, switch_port, remote_name, node_guid, port) (\n'
+          f'  label_replace(label_replace(label_replace(\n'
+          f"    (\n      sum by (instance, job, switch_guid, port) (increase(fabricmon_fabric_port_receive_errors_total{{{F_}}}[{w}]))\n"
+          f"      + sum by (instance, job, switch_guid, port) (increase(fabricmon_fabric_port_symbol_errors_total{{{F_}}}[{w}]))\n"
+          f"    )\n    * on (instance, job, switch_guid, port) group_left (remote_guid, remote_port, remote_name)\n"
+          f'    fabricmon_fabric_link_info{{{F_},role="host"}}\n'
+          f"    * on (instance, job, switch_guid) group_left (switch) fabricmon_fabric_switch_info{{{F_}}},\n"
+          f'  "switch_port", "$1", "port", "(.+)"), "port", "$1", "remote_port", "(.+)"), "node_guid", "$1", "remote_guid", "(.+)")\n)')
+    out = [{"record": HOST_END, "expr": host}, {"record": SWITCH_END, "expr": sw}]
+    cond = {"host_tx": f"({SWITCH_END} >= {t}) and on (node_guid, port) ({HOST_END} < {t})",
+            "switch_tx": f"({SWITCH_END} < {t}) and on (node_guid, port) ({HOST_END} >= {t})",
+            "cable": f"({SWITCH_END} >= {t}) and on (node_guid, port) ({HOST_END} >= {t})"}
+    for blame, _ in BLAMES:
+        out.append({"record": BLAME, "expr": (
+            f"(({cond[blame]}) * 0 + 1)\n  * on (node_guid, port) group_left (instance, device) ({HOST_END} * 0 + 1)"),
+            "labels": {"blame": blame}})
+    return out
+
+
+def blame_alerts(base: str) -> list[dict]:
+    what = "".join(f'{{{{ if eq $labels.blame "{b}" }}}}{text}{{{{ end }}}}' for b, text in BLAMES)
+    return [alert("FabricmonLinkErrorsBlame", f"{BLAME} == 1", "warning", FOR["blame"],
+                  "A host link errs: which part to replace.",
+                  "{{ $labels.instance }} {{ $labels.device }} port {{ $labels.port }} (node GUID {{ $labels.node_guid }}),"
+                  " cabled to {{ $labels.switch }} port {{ $labels.switch_port }}: receive and symbol errors over"
+                  f" the last {THRESHOLDS['blame_window']} ({THRESHOLDS['blame_errors']} or more counts as erring)"
+                  " {{ if eq $labels.blame \"cable\" }}at both ends{{ else if eq $labels.blame \"host_tx\" }}only at the"
+                  " switch port{{ else }}only at the host{{ end }}: replace " + what + ".", base)]
+
+
 # ---- NCCL: a slow job on a flagged path (docs/nccl.md#the-alert) ----------------------------------
 # The collector's verdicts that make a link "erroring or degraded" (its port findings, fabric.yml checks.*)
 NCCL_PATH_CHECKS = "symbol_errors|receive_errors|link_flap|link_error_recovery|link_integrity|transmit_discards"
@@ -901,6 +1029,36 @@ def nccl_alerts(base: str, scheme: str) -> list[dict]:
     return [rule, ras, stalled]
 
 
+# ---- remediation (docs/remediation.md): the node daemons' drains and the collectors' isolations ------------
+def _rem_value(metric: str) -> str:
+    return ('{{ with printf "' + metric + "{instance='%s',action='%s'}\" $labels.instance $labels.action | query }}"
+            "{{ . | first | value | printf \"%.0f\" }}{{ else }}?{{ end }}")
+
+
+def remediation_alerts(base: str) -> list[dict]:
+    """Remediation's own alerts, on the node daemons and the collectors alike (each says its action)."""
+    both = "(%s{" + N + "} or %s{" + F_ + "})"
+    return [
+        alert("FabricmonRemediationBreakerTripped",
+              both.replace("%s", "fabricmon_remediation_breaker_tripped") + " == 1", "critical",
+              FOR["remediation_breaker"], "fabricmon's remediation circuit breaker tripped: it puts nothing more out of "
+              "service.",
+              "{{ $labels.instance }}: the {{ $labels.action }} circuit breaker refused to act: "
+              + _rem_value("fabricmon_remediation_breaker_out_of_service") + " already out of service, the cap is "
+              + _rem_value("fabricmon_remediation_breaker_cap") + ". More failed at once than the cap allows, so the"
+              " rest were left in service and reported: look for their common cause (a switch, a power feed, a"
+              " firmware rollout) before anything else; `fabricmon actions` on that host lists what was done and"
+              " what was refused.", base),
+        alert("FabricmonRemediationActionFailing",
+              both.replace("%s", "fabricmon_remediation_failing") + " > 0", "warning", FOR["remediation_failing"],
+              "A remediation step keeps failing (retried with backoff).",
+              "{{ $labels.instance }}: {{ $value | printf \"%.0f\" }} {{ $labels.action }} action(s) could not be"
+              f" carried out for {FOR['remediation_failing']} (an SMP Set unanswered, scontrol failing or timing"
+              " out): the daemon retries with backoff and never assumes one done; `fabricmon actions` names each"
+              " with its last error.", base),
+    ]
+
+
 def build(base: str | None = None, map_scheme: str = "http") -> str:
     base = base or DEFAULT_RUNBOOK_BASE.replace("SCHEME", map_scheme)
     # the port-down alerts read the state jobs too: their own group, evaluated every STATE_INTERVAL
@@ -916,7 +1074,11 @@ def build(base: str | None = None, map_scheme: str = "http") -> str:
         {"name": "fabricmon.fabric.alerts", "rules": [r for r in fabric if r["alert"] not in fast]},
         {"name": "fabricmon.optics.alerts",
          "rules": optics_node_alerts(base) + with_map_urls(optics_fabric_alerts(base), map_scheme)},
+        {"name": "fabricmon.vitals.alerts", "rules": with_map_urls(vitals_alerts(base), map_scheme)},
+        {"name": "fabricmon.blame.rules", "rules": blame_records()},
+        {"name": "fabricmon.blame.alerts", "rules": blame_alerts(base)},
         {"name": "fabricmon.nccl.alerts", "rules": nccl_alerts(base, map_scheme)},
+        {"name": "fabricmon.remediation.alerts", "rules": remediation_alerts(base)},
     ]}
 
     class Dumper(yaml.SafeDumper):

@@ -27,8 +27,11 @@ def ibnetdiscover_text(netfile: str) -> str:
     """An ibsim topology (fabricmon.sim's netfiles, no GUIDs) as ibnetdiscover prints it: switch
     GUIDs 0x200000.. in order of appearance (as ibsim numbers them), CA GUIDs 0x100000..;
     a node's description is its header's comment where it has one (fabricmon.sim.fabric.plant),
-    else its id; NodeInfo lines (devid=, sysimgguid=) are kept."""
+    else its id; NodeInfo lines (devid=, sysimgguid=) are kept. Every CA port has a LID (0x100..,
+    in order of appearance), as once a subnet manager configured it: a CA port without one is a
+    finding (checks.fabric_host_ports)."""
     guids: dict[str, str] = {}
+    lids: dict[str, int] = {}           # CA -> its LID (a switch remote keeps `lid 0`: its port 0's LID, unknown)
     kinds: dict[str, str] = {}
     descs: dict[str, str] = {}
     nsw = nca = 0
@@ -42,6 +45,7 @@ def ibnetdiscover_text(netfile: str) -> str:
                 nsw += 1
             else:
                 guids[m[3]] = f"{0x100000 + nca:016x}"
+                lids[m[3]] = 0x100 + nca
                 nca += 1
     out = []
     for line in netfile.splitlines():
@@ -58,7 +62,7 @@ def ibnetdiscover_text(netfile: str) -> str:
         if m:
             r = m[2]
             letter = "S" if kinds[r] == "Switch" else "H"
-            out.append(f'[{m[1]}]\t"{letter}-{guids[r]}"[{m[3]}]\t\t# "{descs[r]}" lid 0 {m[4]}')
+            out.append(f'[{m[1]}]\t"{letter}-{guids[r]}"[{m[3]}]\t\t# "{descs[r]}" lid {lids.get(r, 0)} {m[4]}')
     return "\n".join(out) + "\n"
 
 

@@ -7,10 +7,12 @@ into the section through its Outcome.
 The capabilities (what must be present for a check to run; pipeline.fabric_checks.present computes
 them, never from the fabric kind):
   topology             a fresh discovery (DiscoveryData)
+  host_lids            ... one that reads each CA port's LID (DiscoveryData.reads_lids: ibnetdiscover, not LLDP)
   forwarding_tables    a source yielded LftData
   subnet_manager       a source yielded SmData
   pause_frames         a sweep yielded PFC pause frames (SweepData.pause)
   transceiver_readings a source yielded the switches' optics (SwitchOpticsData)
+  switch_vitals        a source yielded the switches' fans, power supplies, temperatures (SwitchVitalsData)
   scheduler_topology   a configured Slurm topology.conf/.yaml was read (SchedulerTopologyData)
   running_jobs         a job source lists the running jobs (ClusterJobsData)
   design               a design file was read (DesignData)
@@ -34,8 +36,8 @@ from fabricmon.model.jobs import JobsSection
 from fabricmon.model.link_ability import LinkAbility
 from fabricmon.model.snapshot import SourceState
 
-CAPABILITIES = ("topology", "forwarding_tables", "subnet_manager", "pause_frames", "transceiver_readings",
-                "scheduler_topology", "running_jobs", "design", "saturating_counters")
+CAPABILITIES = ("topology", "host_lids", "forwarding_tables", "subnet_manager", "pause_frames", "transceiver_readings",
+                "switch_vitals", "scheduler_topology", "running_jobs", "design", "saturating_counters")
 FRESH_RECORDS = ("SweepData",)      # record types a fabric check needs fresh, by name
 Key = tuple[str, int]
 

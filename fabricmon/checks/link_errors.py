@@ -13,10 +13,12 @@ Without a rate, or with count thresholds configured, the counts apply as before.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from typing import TYPE_CHECKING
 
 from fabricmon import ibspec
+from fabricmon.checks import blame
 from fabricmon.checks import OK, WARNING, CRITICAL, Finding
 from fabricmon.checks.settings import COUNTER_CHECKS, ChecksConfig, CounterCheckConfig
 from fabricmon.checks.shape import Outcome, Report, counters, report
@@ -25,6 +27,7 @@ from fabricmon.model.ports import PortView
 
 if TYPE_CHECKING:
     from fabricmon.checks.fabric_inputs import FabricInputs
+    from fabricmon.model.fabric import FabricSection
 
 SATURATION_CHECK = "counter_saturation"
 CHECKS = (*COUNTER_CHECKS, SATURATION_CHECK)      # the names it reports
@@ -171,6 +174,20 @@ class FabricCounters:
     def __init__(self, settings: ChecksConfig):
         self.settings = settings
 
+    def _far_end(self, f: Finding, sec: FabricSection, key: tuple[str, int], pv: PortView, history: CounterHistory,
+                 now: float) -> Finding:
+        """A received-errors finding on a switch-to-switch link, with the verdict of both ends (checks.blame)."""
+        if f.status == OK or f.check not in ("receive_errors", "symbol_errors"):
+            return f
+        cc = self.settings.counters[f.check]
+        limit = cc.warning if cc.warning is not None else 1.0
+        if f.check == "symbol_errors":
+            ber = ber_limits(cc, pv.rate_gbps)
+            if ber is not None and ber[0] is not None:
+                limit = ber[0]
+        clause = blame.far_end(sec, key, COUNTER_CHECKS[f.check][0], cc.window, limit, history, now)
+        return dataclasses.replace(f, message=f.message + clause) if clause else f
+
     def run(self, inputs: FabricInputs) -> Outcome:
         sec, sweep, flagged, history, now = inputs.sec, inputs.sweep, inputs.flagged, inputs.history, inputs.now
         if sweep is None:
@@ -189,7 +206,8 @@ class FabricCounters:
                        for n, v in p.counters.items() if n in ibspec.SATURABLE}
                 # per port: what is not OK, and the status of what was (flagged) not OK before
                 skipped: set[str] = set()
-                findings += [f for f in evaluate_port(pv, history, self.settings, now, sat, label, skipped)
+                findings += [self._far_end(f, sec, key, pv, history, now)
+                             for f in evaluate_port(pv, history, self.settings, now, sat, label, skipped)
                              if f.status != OK or (f.check, f.device, f.port) in flagged]
                 if skipped:
                     waiting.add(key[0])

@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from fabricmon.model.ber import BerPort
 from fabricmon.model.gpu import GpuData
 from fabricmon.model.history import CounterHistory
 from fabricmon.model.ports import Inventory
@@ -35,6 +36,7 @@ class NodeInputs:
     views: Sequence[RoceView] = ()
     gpus: GpuData | None = None         # the GPUs (NVML), looked up once for the checks that read them
     built: Sections | None = None       # the sections being built: read here, composed only from derived sub-sections
+    ber: Sequence[BerPort] = ()         # the ports whose physical-layer counters a source read (pipeline.ber)
 
 
 __all__ = ["NodeInputs"]

@@ -10,10 +10,12 @@ import functools
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-from fabricmon.checks import fabric_placement, nccl, optics
+from fabricmon.checks import fabric_placement, nccl, optics, pcie, phy_ber
 from fabricmon.checks.fabric_placement import PlacementCheckConfig
 from fabricmon.checks.nccl import NcclSlowConfig
 from fabricmon.checks.optics import OpticsCheckConfig
+from fabricmon.checks.pcie import PcieCheckConfig
+from fabricmon.checks.phy_ber import PhyBerConfig
 from fabricmon.schema import (ConfigError, Context, Field, Schema, boolean, choice, number, section,
                               warning_below_critical)
 
@@ -42,6 +44,8 @@ class ChecksConfig:
     optics: OpticsCheckConfig = field(default_factory=OpticsCheckConfig)
     placement: PlacementCheckConfig = field(default_factory=PlacementCheckConfig)
     nccl_slow_collective: NcclSlowConfig = field(default_factory=NcclSlowConfig)
+    phy_ber: PhyBerConfig = field(default_factory=PhyBerConfig)
+    pcie: PcieCheckConfig = field(default_factory=PcieCheckConfig)
 
 
 # Counter checks: name -> (counters summed, window s, warning, critical)
@@ -122,6 +126,9 @@ CHECKS: Schema[ChecksConfig] = Schema(fields=(
             "more leaves than needed ([slurm-topology.md](slurm-topology.md#placement))"),
     section("nccl_slow_collective", nccl.SCHEMA, "a job's NCCL collectives slower than its baseline or its NIC's "
             "line rate ([nccl.md](nccl.md#findings))"),
+    section("phy_ber", phy_ber.SCHEMA, "raw, effective and symbol bit error ratios against the budget of the link's "
+            "speed, FEC mode and medium ([ber.md](ber.md))"),
+    section("pcie", pcie.SCHEMA, "the PCIe links and AER counters of the RDMA functions and GPUs ([pcie.md](pcie.md))"),
 ), build=lambda v, key, ctx: ChecksConfig(counters={n: v[n] for n in COUNTER_CHECKS},
                                            **{k: x for k, x in v.items() if k not in COUNTER_CHECKS}),
     doc="Every check with its thresholds: [checks.md](checks.md).")

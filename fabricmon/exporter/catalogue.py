@@ -22,8 +22,13 @@ from fabricmon.model.compact import COUNTER_NAMES, PortCounters
 from fabricmon.model.gpu import AffinityResult, GpuInfo
 from fabricmon.model.jobs import JobsSection
 from fabricmon.model.nccl import NcclPath, NcclSection
+from fabricmon.model.ber import KINDS, BerPort
+from fabricmon.model.cable_ledger import CablePort
 from fabricmon.model.optics import LaneDiag, ModuleDiag, NodeModule
+from fabricmon.model.pcie import AER_SEVERITIES, PcieDevice, PcieLink
+from fabricmon.model.vitals import Vital
 from fabricmon.model.ports import PortView
+from fabricmon.model.remediation import ACTIONS, DRAIN, ISOLATE, MODE_VALUE, RemediationSection
 from fabricmon.model.roce import NetdevInfo, RoceView, roce_mtu
 from fabricmon.model.snapshot import BUILD_BUCKETS, Snapshot, SourceState
 
@@ -716,7 +721,212 @@ def _opt_thresholds(lv: Labels, m: NodeModule) -> Iterator[Sample]:
                 yield (*lv, name, level), v * scale
 
 
+# --- physical-layer BER (docs/ber.md) ---------------------------------------------------------------
+BER_PORT = ("device", "port", "source")
+
+
+def _ber(fn: Callable[[Snapshot, BerPort], Iterable[Sample]]) -> Callable[[Snapshot], Iterator[Sample]]:
+    def samples(snap: Snapshot) -> Iterator[Sample]:
+        if snap.ber is None:
+            return
+        for p in snap.ber.ports:
+            yield from fn(snap, p)
+    return samples
+
+
+def _ber_counter(name: str, scale: float = 1.0) -> Callable[[Snapshot], Iterator[Sample]]:
+    def fn(snap: Snapshot, p: BerPort) -> Iterator[Sample]:
+        v = p.counters.get(name)
+        if v is not None:
+            yield (p.device, str(p.port), p.source), v * scale
+    return _ber(fn)
+
+
+def _ber_info(snap: Snapshot, p: BerPort) -> Iterator[Sample]:
+    yield (p.device, str(p.port), p.source, p.fec, p.medium, p.speed), 1
+
+
+def _ber_lanes(snap: Snapshot, p: BerPort) -> Iterator[Sample]:
+    for lane, v in sorted(p.counters.lanes().items()):
+        yield (p.device, str(p.port), p.source, str(lane)), v
+
+
+def _ber_bins(snap: Snapshot, p: BerPort) -> Iterator[Sample]:
+    for (lo, hi), v in p.counters.bins().items():
+        yield (p.device, str(p.port), p.source, str(lo), str(hi)), v
+
+
+def _ber_ratio(snap: Snapshot, p: BerPort) -> Iterator[Sample]:
+    v = snap.ber.verdicts.get(p.key) if snap.ber is not None else None
+    if v is not None:
+        for (kind, window), ratio in sorted(v.ratios.items()):
+            yield (p.device, str(p.port), kind, window), ratio
+
+
+def _ber_budget(snap: Snapshot, p: BerPort) -> Iterator[Sample]:
+    v = snap.ber.verdicts.get(p.key) if snap.ber is not None else None
+    b = getattr(v, "budget", None)
+    if b is not None:
+        for kind in KINDS:
+            warn, err = b.levels(kind)
+            for level, value in (("warning", warn), ("error", err)):
+                if value is not None:
+                    yield (p.device, str(p.port), kind, level), value
+
+
+def _ber_since_clear(snap: Snapshot, p: BerPort) -> Iterator[Sample]:
+    for kind, v in sorted(p.since_clear.items()):
+        yield (p.device, str(p.port), kind), v
+
+
+# --- PCIe links and AER (docs/pcie.md) ----------------------------------------------------------------
+PCI = ("device", "address")
+
+
+def _pcie(fn: Callable[[Snapshot, PcieDevice], Iterable[Sample]]) -> Callable[[Snapshot], Iterator[Sample]]:
+    def samples(snap: Snapshot) -> Iterator[Sample]:
+        if snap.pcie is None:
+            return
+        for d in snap.pcie.devices:
+            yield from fn(snap, d)
+    return samples
+
+
+def _pcie_links(snap: Snapshot, d: PcieDevice) -> Iterator[tuple[str, PcieLink]]:
+    yield "current", d.current
+    yield "maximum", d.maximum
+    if d.slot is not None:
+        yield "slot", d.slot
+    want = snap.pcie.expected.get(d.address) if snap.pcie is not None else None
+    if want is not None:
+        yield "expected", want
+
+
+def _pcie_speed(snap: Snapshot, d: PcieDevice) -> Iterator[Sample]:
+    for name, ln in _pcie_links(snap, d):
+        if ln.gts is not None:
+            yield (d.name, d.address, name), ln.gts * 1e9
+
+
+def _pcie_width(snap: Snapshot, d: PcieDevice) -> Iterator[Sample]:
+    for name, ln in _pcie_links(snap, d):
+        if ln.width is not None:
+            yield (d.name, d.address, name), ln.width
+
+
+def _pcie_bandwidth(snap: Snapshot, d: PcieDevice) -> Iterator[Sample]:
+    for name, ln in _pcie_links(snap, d):
+        bw = ln.gbps
+        if bw is not None and name in ("current", "expected"):
+            yield (d.name, d.address, name), bw * 1e9 / 8
+
+
+def _pcie_info(snap: Snapshot, d: PcieDevice) -> Iterator[Sample]:
+    yield (d.name, d.address, d.kind, d.slot_address), 1
+
+
+def _pcie_aer(snap: Snapshot, d: PcieDevice) -> Iterator[Sample]:
+    for where, counts in (("device", d.aer), ("slot", d.slot_aer)):
+        for sev in AER_SEVERITIES:
+            c = counts.get(sev)
+            if c is not None and c.total is not None:
+                yield (d.name, d.address, where, sev), c.total
+
+
+def _pcie_aer_types(snap: Snapshot, d: PcieDevice) -> Iterator[Sample]:
+    for where, counts in (("device", d.aer), ("slot", d.slot_aer)):
+        for sev in AER_SEVERITIES:
+            c = counts.get(sev)
+            for err, v in sorted(c.errors.items()) if c is not None else ():
+                yield (d.name, d.address, where, sev, err), v
+
+
+# --- switch vitals (docs/vitals.md) ---------------------------------------------------------------------
+VITAL = ("switch_guid", "part", "kind", "source")
+
+
+def _vitals(fn: Callable[[str, Vital], Iterable[Sample]]) -> Callable[[Snapshot], Iterator[Sample]]:
+    def samples(snap: Snapshot) -> Iterator[Sample]:
+        fab = snap.fabric
+        if fab is None:
+            return
+        for g, parts in sorted(fab.vitals.items()):
+            for v in parts:
+                yield from fn(g, v)
+    return samples
+
+
+def _vital_info(g: str, v: Vital) -> Iterator[Sample]:
+    yield (g, v.part, v.kind, v.source, v.state), 1
+
+
+def _vital_status(g: str, v: Vital) -> Iterator[Sample]:
+    if v.status is not None:
+        yield (g, v.part, v.kind, v.source), v.status
+
+
+def _vital_value(unit: str) -> Callable[[str, Vital], Iterator[Sample]]:
+    def fn(g: str, v: Vital) -> Iterator[Sample]:
+        if v.unit == unit and v.value is not None:
+            yield (g, v.part, v.source), v.value
+    return fn
+
+
+# --- the cable ledger (docs/cables.md) --------------------------------------------------------------------
+def _cables(get: Callable[[CablePort], float | None], info: bool = False) -> Callable[[Snapshot], Iterator[Sample]]:
+    def samples(snap: Snapshot) -> Iterator[Sample]:
+        if snap.cables is None:
+            return
+        for c in snap.cables.ports:
+            lv: Labels = (c.device, str(c.port), c.serial, c.vendor, c.part_number) if info else (c.device, str(c.port))
+            yield lv, get(c)
+    return samples
+
+
 G, C = "gauge", "counter"
+
+
+def _remediation(fn: Callable[[RemediationSection], Iterable[Sample]]) -> Callable[[Snapshot], Iterator[Sample]]:
+    """Remediation's samples (the daemon's Remediator; none for `once`, `check` or a replay)."""
+    def samples(snap: Snapshot) -> Iterator[Sample]:
+        return iter(()) if snap.remediation is None else iter(fn(snap.remediation))
+    return samples
+
+
+def _rem_in_effect(kind: str) -> Callable[[RemediationSection], Iterable[Sample]]:
+    def samples(rem: RemediationSection) -> Iterable[Sample]:
+        if kind == ISOLATE and rem.scope == "node":
+            return []
+        n = {m: 0 for m in ("act", "dry_run")}
+        for a in rem.actions:
+            if a.kind == kind and a.in_effect:
+                n[a.mode] = n.get(a.mode, 0) + 1
+        return [((m,), v) for m, v in sorted(n.items())]
+    return samples
+
+
+def _rem_isolated(rem: RemediationSection) -> Iterable[Sample]:
+    """Both ends of each link in effect: the end set and its peer (whose name is the section's business: empty)."""
+    out: list[Sample] = []
+    for a in rem.actions:
+        if a.kind == ISOLATE and a.in_effect:
+            out.append(((a.guid, a.switch, str(a.port), a.mode, a.id, "set"), 1))
+            if a.peer:
+                g, _, p = a.peer.rpartition(":")
+                out.append(((g, "", p, a.mode, a.id, "peer"), 1))
+    return out
+
+
+def _rem_breaker(get: Callable[[int, int, bool], float]) -> Callable[[RemediationSection], Iterable[Sample]]:
+    return lambda rem: [((k,), get(b.cap, b.used, b.tripped)) for k, b in sorted(rem.breakers.items())]
+
+
+def _rem_open(pred: Callable[[str, str], bool]) -> Callable[[RemediationSection], Iterable[Sample]]:
+    def samples(rem: RemediationSection) -> Iterable[Sample]:
+        kinds = (DRAIN,) if rem.scope == "node" else ACTIONS
+        return [((k,), sum(1 for a in rem.actions if a.kind == k and a.open and pred(a.state, a.error)))
+                for k in kinds]
+    return samples
 
 CATALOGUE: tuple[Metric, ...] = (
     # InfiniBand ports (every RDMA port; link_layer says whether it is IB or RoCE)
@@ -821,6 +1031,66 @@ CATALOGUE: tuple[Metric, ...] = (
            "bound (rx_power_dbm, tx_power_dbm, tx_bias_amperes, temperature_celsius, voltage_volts: the unit of "
            "that reading's metric) and level (high_alarm, high_warning, low_warning, low_alarm).",
            (*OPT_PORT, "quantity", "level"), _optics(_opt_thresholds)),
+    # Physical-layer errors and bit error ratios under FEC (mlxlink, ethtool -S, ethtool --show-fec; docs/ber.md)
+    Metric("fabricmon_port_fec_info", G, "The port's FEC mode (rs544_plr, rs544, rs528, ll_plr, ll_rs, firecode, none, "
+           "unknown), medium (copper, active_copper, optical, unknown) and speed class as the BER budget keys "
+           "them, and which source's physical counters are exported for it.",
+           (*BER_PORT, "fec", "medium", "speed"), _ber(_ber_info)),
+    Metric("fabricmon_port_phy_raw_errors", C, "Bit errors before FEC correction, all lanes (mlxlink's Raw Physical "
+           "Errors Per Lane summed, ethtool's rx_err_lane_<n>_phy summed).", BER_PORT, _ber_counter("raw_errors")),
+    Metric("fabricmon_port_phy_corrected_errors", C, "Bit errors the FEC corrected (ethtool rx_corrected_bits_phy; "
+           "ethtool --show-fec corrected_bits).", BER_PORT, _ber_counter("corrected_bits")),
+    Metric("fabricmon_port_phy_effective_errors", C, "Errors the FEC did not correct (mlxlink Effective Physical "
+           "Errors; ethtool rx_pcs_symbol_err_phy).", BER_PORT, _ber_counter("effective_errors")),
+    Metric("fabricmon_port_phy_symbol_errors", C, "Symbol errors after FEC (mlxlink Symbol Errors on InfiniBand; "
+           "ethtool rx_symbol_err_phy).", BER_PORT, _ber_counter("symbol_errors")),
+    Metric("fabricmon_port_phy_received_bytes", C, "Bytes the physical layer received (ethtool rx_bits_phy / 8), the "
+           "BER's denominator where the driver counts it.", BER_PORT, _ber_counter("received_bits", 1 / 8)),
+    Metric("fabricmon_port_fec_corrected_blocks", C, "FEC codewords received with errors that were corrected "
+           "(ethtool --show-fec).", BER_PORT, _ber_counter("fec_corrected_blocks")),
+    Metric("fabricmon_port_fec_uncorrectable_blocks", C, "FEC codewords received with errors the FEC could not "
+           "correct (ethtool --show-fec): frames lost.", BER_PORT, _ber_counter("fec_uncorrectable_blocks")),
+    Metric("fabricmon_port_phy_lane_raw_errors", C, "Bit errors before FEC of one lane (mlxlink, ethtool "
+           "rx_err_lane_<n>_phy); lanes 0-based as the tools number them.", (*BER_PORT, "lane"), _ber(_ber_lanes),
+           counter_set="phy_lanes"),
+    Metric("fabricmon_port_fec_histogram_codewords", C, "RS-FEC histogram: codewords received that needed between "
+           "bin_low and bin_high symbols corrected (ethtool --show-fec, Linux 6.18).",
+           (*BER_PORT, "bin_low", "bin_high"), _ber(_ber_bins), counter_set="fec_histogram"),
+    Metric("fabricmon_port_bit_error_ratio", G, "Bit error ratio measured over the window (short 12 min, long 125 min "
+           "by default: checks.phy_ber) by kind: raw (pre-FEC), effective (post-FEC), symbol; errors over the bits "
+           "received in what the window covers.", ("device", "port", "kind", "window"), _ber(_ber_ratio)),
+    Metric("fabricmon_port_ber_budget", G, "The bit error ratio budget that applies to the port (its speed, FEC mode, "
+           "medium and adapter; docs/ber.md#the-budget-table) by kind and level (warning, error).",
+           ("device", "port", "kind", "level"), _ber(_ber_budget)),
+    Metric("fabricmon_port_ber_since_clear", G, "The bit error ratio the adapter's firmware computed since its "
+           "counters were last cleared (mlxlink's Raw/Effective Physical BER, Symbol BER), by kind; not windowed.",
+           ("device", "port", "kind"), _ber(_ber_since_clear)),
+    # PCIe links of the RDMA functions and GPUs, and their AER counters (docs/pcie.md)
+    Metric("fabricmon_pcie_device_info", G, "A PCI function fabricmon watches: kind nic (an RDMA device's function) or "
+           "gpu, and the port above it (its slot).", (*PCI, "kind", "slot_address"), _pcie(_pcie_info)),
+    Metric("fabricmon_pcie_link_speed_transfers_per_second", G, "PCIe link speed in transfers per second (32e9: "
+           "Gen5), by link: current (trained), maximum (the function's), slot (the port above it), expected (the "
+           "lesser of maximum and slot).", (*PCI, "link"), _pcie(_pcie_speed)),
+    Metric("fabricmon_pcie_link_width_lanes", G, "PCIe link width in lanes, by link (current, maximum, slot, expected).",
+           (*PCI, "link"), _pcie(_pcie_width)),
+    Metric("fabricmon_pcie_link_bandwidth_bytes_per_second", G, "Usable PCIe bandwidth after line coding (the "
+           "kernel's arithmetic: Gen4 x16 252 Gb/s), by link: current and expected.", (*PCI, "link"),
+           _pcie(_pcie_bandwidth)),
+    Metric("fabricmon_pcie_aer_errors", C, "AER errors counted since boot (TOTAL_ERR_COR, _NONFATAL, _FATAL of "
+           "aer_dev_correctable, _nonfatal, _fatal), of the function (where=device) and of the port above it "
+           "(where=slot), by severity.", (*PCI, "where", "severity"), _pcie(_pcie_aer)),
+    Metric("fabricmon_pcie_aer_errors_by_type", C, "AER errors since boot by the kernel's name for each (RxErr, BadTLP, "
+           "MalfTLP, ...).", (*PCI, "where", "severity", "error"), _pcie(_pcie_aer_types), counter_set="pcie_aer"),
+    # The cable ledger: which module is in which port, reseats and swaps (docs/cables.md)
+    Metric("fabricmon_cable_module_info", G, "The module (or cable) in the port now, by serial, vendor and part number, "
+           "as the cable ledger keeps it (ethtool -m, mlxlink).", (*PORT, "serial", "vendor", "part_number"),
+           _cables(lambda c: 1, info=True)),
+    Metric("fabricmon_cable_insertions", C, "Modules the port has seen put in (a reseat of the same, or another), "
+           "since the ledger first saw the port.", PORT, _cables(lambda c: c.insertions)),
+    Metric("fabricmon_cable_swaps", C, "Modules with another serial than the one before, put in the port.", PORT,
+           _cables(lambda c: c.swaps)),
+    Metric("fabricmon_cable_troubles", G, "Troubles (findings not OK of the link and optics checks) the module in the "
+           "port has had, in this port and any other it was in.", PORT, _cables(lambda c: c.troubles)),
     # The kernel log (docs/kernel-log.md)
     Metric("fabricmon_kernel_log_events", C, "Kernel log lines of a NIC event, per device (the RDMA device, or the "
            "PCI function/netdev the line names when it is none of this node's), port, event and class.",
@@ -997,6 +1267,7 @@ CATALOGUE: tuple[Metric, ...] = (
            "finding's own check: degraded_link, the counter checks (symbol_errors, link_flap, ...: each once a "
            "sweep read its counters; counter_saturation once one that can saturate), ecmp, uplinks, "
            "unresponsive, routing (once forwarding tables were read), pfc_storm (once pause frames were read), "
+           "host_port_unconfigured (once a discovery read the CA ports' LIDs), "
            "or the fabric-wide sm and node_description (host CAs with the firmware's node description, present "
            "only then; switch_guid and switch empty).", ("check", "switch_guid", "switch"), _fabric(_fab_check_status)),
     Metric("fabricmon_fabric_sm_master_present", G, "1 if a subnet manager answers as master (sminfo), else 0.",
@@ -1074,9 +1345,54 @@ CATALOGUE: tuple[Metric, ...] = (
            "transceiver sensor, by the quantity they bound (rx_power_dbm, tx_power_dbm, tx_bias_amperes, "
            "temperature_celsius, voltage_volts) and level (high_alarm, high_warning, low_warning, low_alarm).",
            ("switch_guid", "port", "lane", "quantity", "level"), _fabric(_fab_optics_thresholds)),
+    # Switch vitals: fans, power supplies, temperatures (SNMP: ENTITY-SENSOR-MIB, ENTITY-STATE-MIB, vendor tables;
+    # docs/vitals.md)
+    Metric("fabricmon_fabric_switch_vital_info", G, "Every fan, power supply, temperature sensor and module a switch "
+           "reports, with its state as the switch says it (ok, nonoperational, running, on, failed, notPresent, ...) "
+           "and the table it came from.", (*VITAL, "state"), _vitals(_vital_info)),
+    Metric("fabricmon_fabric_switch_vital_status", G, "fabricmon's status of the part: 0 OK, 1 WARNING, 2 CRITICAL "
+           "(absent where its state says nothing, e.g. an empty bay).", VITAL, _vitals(_vital_status)),
+    Metric("fabricmon_fabric_switch_temperature_celsius", G, "A switch temperature sensor's reading.",
+           ("switch_guid", "part", "source"), _vitals(_vital_value("celsius"))),
+    Metric("fabricmon_fabric_switch_fan_speed_rpm", G, "A switch fan's speed in revolutions per minute (as node_exporter's "
+           "hwmon fans).", ("switch_guid", "part", "source"), _vitals(_vital_value("rpm"))),
+    Metric("fabricmon_fabric_switch_power_watts", G, "A switch power supply sensor's reading in watts.",
+           ("switch_guid", "part", "source"), _vitals(_vital_value("watts"))),
     Metric("fabricmon_fabric_optics_unjoined_sensors", G, "Transceiver sensors of the switch whose name names no "
            "interface, or more than one: counted, never guessed (docs/optics.md).", ("switch_guid",),
            _fabric(lambda fab: (((g,), n) for g, n in sorted(fab.optics_unjoined.items())))),
+    # remediation (docs/remediation.md)
+    Metric("fabricmon_remediation_mode", G, "Each remediation action's mode: 0 off, 1 dry_run (decided, logged, "
+           "counted, nothing touched), 2 act.", ("action",),
+           _remediation(lambda rem: [((k,), MODE_VALUE[rem.modes.get(k, "off")]) for k in ACTIONS])),
+    Metric("fabricmon_remediation_lease_held", G, "1 while this daemon holds remediation's lease (only the holder "
+           "acts; an HA pair's other collector shows 0).", (),
+           _remediation(lambda rem: [((), 1 if rem.held else 0)])),
+    Metric("fabricmon_remediation_actions", C, "Remediation's decisions and steps by action, mode and result (done, "
+           "dry_run, refused, failed, returned, undone, released), since start.", ("action", "mode", "result"),
+           _remediation(lambda rem: [(k, v) for k, v in sorted(rem.counts.items())])),
+    Metric("fabricmon_remediation_isolated_ports", G, "Fabric links fabricmon isolated now (in dry_run: would have).",
+           ("mode",), _remediation(_rem_in_effect(ISOLATE))),
+    Metric("fabricmon_remediation_drained_nodes", G, "Nodes fabricmon drained now (in dry_run: would have).",
+           ("mode",), _remediation(_rem_in_effect(DRAIN))),
+    Metric("fabricmon_remediation_port_isolated", G, "1 for each end of each link fabricmon isolated (`end`: set, the "
+           "port it disabled; peer, the other end, which hardware takes down with it), with the action's id "
+           "(`fabricmon actions`).", ("switch_guid", "switch", "port", "mode", "id", "end"),
+           _remediation(_rem_isolated)),
+    Metric("fabricmon_remediation_waiting", G, "Open actions waiting for something first (a host port for its node "
+           "to be idle).", ("action",), _remediation(_rem_open(lambda st, err: st == "waiting"))),
+    Metric("fabricmon_remediation_failing", G, "Open actions whose last try failed (an SMP Set unanswered, scontrol "
+           "failed or timed out): retried with backoff, never assumed done.", ("action",),
+           _remediation(_rem_open(lambda st, err: bool(err) and st in ("todo", "returning")))),
+    Metric("fabricmon_remediation_breaker_tripped", G, "1 when the action's circuit breaker refused a decision in "
+           "the last round (more would be out of service than its cap allows).", ("action",),
+           _remediation(_rem_breaker(lambda cap, used, tripped: 1 if tripped else 0))),
+    Metric("fabricmon_remediation_breaker_cap", G, "The most the circuit breaker lets be out of service at once "
+           "(isolate_port: links, max(min_cap, max_fraction x cabled switch ports); drain_node: nodes of the "
+           "node's smallest partition).", ("action",), _remediation(_rem_breaker(lambda cap, used, tripped: cap))),
+    Metric("fabricmon_remediation_breaker_out_of_service", G, "What the circuit breaker counts against its cap now "
+           "(isolate_port: fabricmon's links and those found down by others; drain_node: nodes drained by fabricmon).",
+           ("action",), _remediation(_rem_breaker(lambda cap, used, tripped: used))),
     # fabricmon itself
     Metric("fabricmon_source_enabled", G, "1 if the source is enabled.", ("source",),
            _sources(lambda s: 1 if s.enabled else 0, enabled_only=False)),

@@ -33,11 +33,19 @@ from fabricmon.model.link_ability import LinkAbility
 if TYPE_CHECKING:
     from fabricmon.model.fabric_events import EventsView
     from fabricmon.model.optics import ModuleDiag
+    from fabricmon.model.vitals import Vital
 
 ROLES = ("host", "internal", "up", "down", "unconnected", "external")
 AGGREGATION_NODE_DEVICE = 0xCF09                 # NodeInfo DeviceID of a SHARP Aggregation Node
 AGGREGATION_NODE_DESCRIPTION = "Mellanox Technologies Aggregation Node"
 Key = tuple[str, int]          # (switch_guid, port)
+UNICAST_LIDS = range(0x0001, 0xC000)     # IBTA: 0 is reserved, 0xC000-0xFFFE multicast, 0xFFFF permissive
+
+
+def unicast_lid(lid: int) -> bool:
+    """A LID a subnet manager assigns a port (1-0xBFFF); 0 and 65535 (0xFFFF) are what a port no subnet
+    manager configured reports (0, or 0xFFFF on ConnectX)."""
+    return lid in UNICAST_LIDS
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,6 +65,11 @@ class Link:
     remote_lid: int | None = None    # the remote port's LID (a CA port's own LID; a switch's port-0 LID)
     rate_mbps: int | None = None     # Ethernet: the port speed in Mb/s (ifHighSpeed)
     remote_port_name: str = ""       # the remote port's name where it has one (LLDP port ID: ifName)
+    # a CA end without a LID: what the discovery printed as its LID where that is no unicast LID (0, or
+    # 65535 as ConnectX reports a port no subnet manager configured); remote_lid is then None. None: the
+    # CA port has its LID, or its LID is not known (a switch end, Ethernet)
+    remote_unassigned_lid: int | None = None
+    remote_port_guid: str = ""       # a CA end's port GUID where the discovery prints it (16 hex digits)
 
     @property
     def remote_port_label(self) -> str:
@@ -139,6 +152,9 @@ class DiscoveryData:
     device_ids: dict[str, int] = field(default_factory=dict)
     # node guid -> its name in the site's node name map (infiniband-diags' ib-node-name-map)
     node_names: dict[str, str] = field(default_factory=dict)
+    # the discovery reads each CA port's LID (ibnetdiscover: a link's remote_unassigned_lid is the truth
+    # about it); not so for LLDP, which knows no LIDs
+    reads_lids: bool = False
 
 
 _LINK_DETAILS = ("remote_name", "remote_lid", "width", "speed", "rate_mbps", "remote_port_name", "remote_type")
@@ -167,8 +183,10 @@ def merge_discovery(base: DiscoveryData | None, new: DiscoveryData) -> Discovery
         for port, lk in sw.links.items():
             was = old.links.get(port)
             if was is not None and was.remote_guid == lk.remote_guid and was.remote_port == lk.remote_port:
-                # the same cable: what this run could not read (a remote name, a width) keeps its last value
-                keep = {f: getattr(was, f) for f in _LINK_DETAILS if not getattr(lk, f) and getattr(was, f)}
+                # the same cable: what this run could not read (a remote name, a width) keeps its last value;
+                # a LID this run read as unassigned is no LID it could not read
+                keep = {f: getattr(was, f) for f in _LINK_DETAILS if not getattr(lk, f) and getattr(was, f)
+                        and not (f == "remote_lid" and lk.remote_unassigned_lid is not None)}
                 if keep:
                     lk = replace(lk, **keep)
             old.links[port] = lk
@@ -178,7 +196,7 @@ def merge_discovery(base: DiscoveryData | None, new: DiscoveryData) -> Discovery
                          unanswered=new.unanswered, links_are_up=new.links_are_up,
                          system_guids={**base.system_guids, **new.system_guids},
                          device_ids={**base.device_ids, **new.device_ids},
-                         node_names=new.node_names or base.node_names)
+                         node_names=new.node_names or base.node_names, reads_lids=new.reads_lids)
 
 
 @dataclass(slots=True)
@@ -209,10 +227,6 @@ class Topology:
     hosts: dict[str, str] = field(default_factory=dict)
     # host CAs whose node description is the firmware's default and that the name map does not name
     unnamed: list[str] = field(default_factory=list)
-
-    @property
-    def top_level(self) -> int:
-        return max(self.levels.values(), default=0)
 
     def aggregation_nodes(self, guid: str) -> list[int]:
         """The ports of a switch that lead to a CA inside it (its SHARP Aggregation Node)."""
@@ -677,9 +691,14 @@ class FabricSection:
     # the discrepancies by kind (model.design.KINDS)
     design_cables: int | None = None
     design_discrepancies: dict[str, int] = field(default_factory=dict)
+<<<<<<< HEAD
     # the SM's reports (sources/infiniband/events.py): the link state's mode in force and why, the subscription,
     # the counts; None where no events source ran (Ethernet, or it is disabled)
     events: EventsView | None = None
+=======
+    # each judged switch's fans, power supplies and temperatures (checks.fabric_vitals; docs/vitals.md)
+    vitals: dict[str, list[Vital]] = field(default_factory=dict)
+>>>>>>> main
 
     def port_label(self, guid: str, port: int) -> str:
         p = self.ports.get((guid, port))
@@ -690,7 +709,7 @@ __all__ = ["NO_ROUTE", "ROLES", "DesignDrift", "DiscoveryData", "EcmpGroup", "Ec
            "LftData", "Link", "PortInfo", "Responsiveness", "RouteBalance", "RouteBalances", "SchedulerDrift", "SmData",
            "SmInfo", "SmPoll", "SwitchNode", "SwitchOpticsView", "SweepData", "Topology", "UplinkCounts", "build_topology",
            "merge_discovery", "port_role", "rate_class", "switch_levels", "switch_parts", "host_name",
-           "default_description", "AGGREGATION_NODE_DEVICE", "AGGREGATION_NODE_DESCRIPTION"]
+           "default_description", "unicast_lid", "AGGREGATION_NODE_DEVICE", "AGGREGATION_NODE_DESCRIPTION", "UNICAST_LIDS"]
 
 
 def shard_hash(guid: str) -> int:

@@ -119,13 +119,6 @@ class CounterHistory:
             return 0, 0.0
         return total, q[-1].t - start
 
-    def last_delta(self, key: Key) -> int | None:
-        """Increase between the last two samples (None when unknown, 0 on a reset)."""
-        q = self._data.get(key)
-        if not q or len(q) < 2 or q[-1].value is None or q[-2].value is None or q[-2].saturated:
-            return None
-        return max(0, q[-1].value - q[-2].value)
-
     def last_step(self, key: Key) -> tuple[int, float] | None:
         """(increase, seconds) between the last two samples, for a rate; None when unknown (one
         sample, or a step from a saturated or unknown value). A reset contributes 0."""
@@ -159,13 +152,6 @@ class CounterHistory:
         sparse intake keeps small, rather than one lookup per port and name)."""
         wanted = set(names)
         return {(k[0], k[1]) for k in self._data if k[2] in wanted}
-
-    def note_reset(self, key: Key, value: int) -> bool:
-        q = self._data.get(key)
-        if q and q[-1].value is not None and value < q[-1].value:
-            self.resets[key] = self.resets.get(key, 0) + 1
-            return True
-        return False
 
     def prune(self, keep: set[tuple[str, int]]) -> None:
         """Drop the history of ports that no longer exist (a removed HCA)."""

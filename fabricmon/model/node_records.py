@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from fabricmon.model.ber import PhyCounters
+
 
 # --- sysfs (/sys/class/infiniband) and mlx5 hw_counters ----------------------------------------
 
@@ -207,6 +209,7 @@ class RoceNetdevStats:
 class NetdevStats:
     stats: RoceNetdevStats | None      # None when the driver has no statistics
     count: int = 0                     # how many statistics ethtool printed (not exported)
+    phy: PhyCounters | None = None     # the mlx5 physical-layer error counters (parsers.phy_ber; docs/ber.md)
 
 
 @dataclass(slots=True)

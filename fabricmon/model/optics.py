@@ -86,6 +86,7 @@ class ModuleDiag:
     vendor: str = ""
     part_number: str = ""
     serial: str = ""
+    medium: str = "unknown"         # model.ber.MEDIA, from the transmitter technology (the BER budget's medium)
     temperature_c: float | None = None
     voltage_v: float | None = None
     lanes: dict[int, LaneDiag] = field(default_factory=dict)
@@ -153,6 +154,13 @@ class RxBaseline:
             return False
         self.lanes[k] = LaneBaseline(round(rx_dbm, 2), serial, now)
         return True
+
+    def forget(self, port_prefix: str) -> int:
+        """Drop every lane of the ports whose key starts with `port_prefix` (a new module: relearn). Returns how many."""
+        gone = [k for k in self.lanes if k.startswith(port_prefix)]
+        for k in gone:
+            del self.lanes[k]
+        return len(gone)
 
     def to_dict(self) -> dict[str, object]:
         return {"version": BASELINE_VERSION, "lanes": {k: asdict(v) for k, v in sorted(self.lanes.items())}}

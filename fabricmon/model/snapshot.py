@@ -11,13 +11,17 @@ from typing import TYPE_CHECKING, TypedDict, TypeVar
 from fabricmon.model.finding import Finding
 
 if TYPE_CHECKING:
+    from fabricmon.model.ber import BerSection
+    from fabricmon.model.cable_ledger import CablesSection
     from fabricmon.model.fabric import FabricSection
     from fabricmon.model.gpu import AffinityResult, GpuData, GpudirectStatus
     from fabricmon.model.jobs import JobsSection
     from fabricmon.model.kernel_log import KernelSection
     from fabricmon.model.nccl import NcclSection, RasData
     from fabricmon.model.optics import OpticsSection
+    from fabricmon.model.pcie import PcieSection
     from fabricmon.model.ports import DeviceView, LinkVerdict, PortView
+    from fabricmon.model.remediation import RemediationSection
     from fabricmon.model.roce import RoceView
 
 # Error kinds exported in fabricmon_source_errors_total{kind}; all are pre-declared at 0.
@@ -144,6 +148,9 @@ class Sections(TypedDict, total=False):
     kernel: KernelSection | None
     nccl: NcclSection | None
     ras: RasData | None
+    ber: BerSection | None
+    pcie: PcieSection | None
+    cables: CablesSection | None
     inventory_known: bool
     unknown: str
 
@@ -169,6 +176,9 @@ class Snapshot:
     kernel: KernelSection | None = None     # when the kernel_log source has data, else None
     nccl: NcclSection | None = None         # when the nccl_inspector source has data, else None
     ras: RasData | None = None              # NCCL RAS's last answer, when the nccl_ras source runs
+    ber: BerSection | None = None           # the physical-layer BER view, when a source read phy counters
+    pcie: PcieSection | None = None         # the PCIe links of the RDMA functions and GPUs, when the pcie source ran
+    cables: CablesSection | None = None     # the cable ledger's ports (cable_history), when a module's serial was read
     # False until the port inventory is known (the inventory sources have answered): a daemon's
     # first snapshots may be built before sysfs/ibstat ran, and must not call the node empty.
     inventory_known: bool = True
@@ -179,6 +189,9 @@ class Snapshot:
     unknown: str = ""
     # the host this daemon reports on (slurm.node_name, else the short host name; a bundle's recorded host)
     host: str = ""
+    # remediation's state as of this build (the daemon's Remediator: what it did, waits for, refused; its
+    # modes); None where none runs (`once`, `check`, a replay)
+    remediation: RemediationSection | None = None
 
 
 __all__ = ["BUILD_BUCKETS", "ERROR_KINDS", "BuildStats", "GpuSection", "IbSection", "RoceSection", "Sections",

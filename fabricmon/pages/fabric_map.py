@@ -16,12 +16,15 @@ from fabricmon import ibspec
 from fabricmon.checks import OK, STATUS_NAMES, WARNING, Finding
 from fabricmon.model.fabric import EcmpGroup, FabricSection, host_name
 from fabricmon.model.placement import Placement
+from fabricmon.model.remediation import Action
 from fabricmon.model.snapshot import Snapshot
 from fabricmon.pages.fabric_layout import (
     BOX_H, CELL, NO_RATE, RATE_CLASSES, UTIL_SCALE, Bundle, Layout, LinkLine, SwitchBox, layout, short_name,
 )
 from fabricmon.model.health import health_status, verdict_findings
+from fabricmon.pages import remediation
 from fabricmon.pages.html import document, esc, findings_table, state_name, when
+from fabricmon.pages.remediation import action_text
 
 FIT_WIDTH, MAX_ZOOM = 1300, 1.8     # px a map is scaled up towards, and by at most
 FILL = {0: "#e8f5e9", 1: "#fff4cc", 2: "#fbd5d2"}
@@ -104,11 +107,15 @@ def _switch_g(b: SwitchBox, sec: FabricSection, groups: Mapping[str, list[EcmpGr
             f'{badge}</g>{hosts}')
 
 
-def _link_el(ln: LinkLine, footprint: frozenset[str] = frozenset()) -> str:
+def _link_el(ln: LinkLine, footprint: frozenset[str] = frozenset(),
+             isolated: Mapping[tuple[str, int], Action] | None = None) -> str:
     st = state_name(ln.state)
     in_job = ln.a.guid in footprint and ln.b.guid in footprint     # a link the job's traffic can cross
     flags = "".join(f' data-{k}="1"' for k, v in (("down", ln.down), ("degraded", ln.degraded),
                                                    ("errors", ln.errors), ("hot", ln.hot), ("in-job", in_job)) if v)
+    iso = (isolated or {}).get((ln.a.guid, ln.a.port)) or (isolated or {}).get((ln.b.guid, ln.b.port))
+    if iso is not None:        # fabricmon took it out of service (remediation): said on the link, with why
+        flags += f' data-isolated="{esc(iso.id)}" data-isolated-mode="{esc(iso.mode)}"'
     util = f' data-util="{ln.util:.3f}"' if ln.util is not None else ""
     coords = f'x1="{ln.x1:.1f}" y1="{ln.y1:.1f}" x2="{ln.x2:.1f}" y2="{ln.y2:.1f}"'
     out = []
@@ -118,9 +125,15 @@ def _link_el(ln: LinkLine, footprint: frozenset[str] = frozenset()) -> str:
         out.append(f'<line class="outline" {coords} stroke="#7b1fa2" stroke-width="{ln.width + 5:.1f}" '
                    f'stroke-opacity="0.55"/>')
     dash = ' stroke-dasharray="6 4"' if ln.down else ""
+    tip = _link_tip(ln) + (f"\nisolated by fabricmon: {action_text(iso)}" if iso is not None else "")
     out.append(f'<line data-link="{ln.key}" data-state="{st}"{util}{flags} {coords} stroke="{ln.colour}" '
-               f'stroke-width="{ln.width:.1f}"{dash}><title>{esc(_link_tip(ln))}</title></line>')
+               f'stroke-width="{ln.width:.1f}"{dash}><title>{esc(tip)}</title></line>')
     mx, my = (ln.x1 + ln.x2) / 2, (ln.y1 + ln.y2) / 2
+    if iso is not None:        # a grey bar across the link: out of service on purpose (dashed: a dry run's)
+        d = ' stroke-dasharray="2 2"' if iso.mode == "dry_run" else ""
+        out.append(f'<g class="mark" data-mark="isolated"><rect x="{mx - 9:.1f}" y="{my - 5:.1f}" width="18" height="10" '
+                   f'rx="2" fill="#eceff1" stroke="#37474f"{d}/><line x1="{mx - 6:.1f}" y1="{my:.1f}" x2="{mx + 6:.1f}" '
+                   f'y2="{my:.1f}" stroke="#37474f" stroke-width="2"/><title>{esc(action_text(iso))}</title></g>')
     if ln.degraded:        # a marker with what it trained at
         txt = ((f"{ln.link.width}X" if ln.link.width else f"{(ln.link.rate_mbps or 0) // 1000}G" if ln.link.rate_mbps
                 else "!") if ln.link is not None else "!")
@@ -133,7 +146,8 @@ def _link_el(ln: LinkLine, footprint: frozenset[str] = frozenset()) -> str:
     return "".join(out)
 
 
-def svg(lay: Layout, sec: FabricSection, footprint: frozenset[str] = frozenset()) -> str:
+def svg(lay: Layout, sec: FabricSection, footprint: frozenset[str] = frozenset(),
+        isolated: Mapping[tuple[str, int], Action] | None = None) -> str:
     zoom = min(MAX_ZOOM, max(1.0, FIT_WIDTH / lay.width))      # a small fabric drawn larger
     # a map a little wider than the page shrinks to fit it; a much wider one (groups expanded) scrolls
     fit = ' class="fit"' if lay.width <= FIT_WIDTH * 1.5 else ""
@@ -148,7 +162,7 @@ def svg(lay: Layout, sec: FabricSection, footprint: frozenset[str] = frozenset()
             f'stroke-width="{bd.width:.1f}" stroke-opacity="0.8"><title>{esc(_bundle_tip(bd))}</title></line>')
     # quiet links first, so a hot, down or degraded one is drawn on top
     for ln in sorted(lay.links, key=lambda ln: (ln.state, ln.hot, ln.util or 0.0)):
-        parts.append(_link_el(ln, footprint))
+        parts.append(_link_el(ln, footprint, isolated))
     grouped = set()
     for gr in lay.groups:
         if gr.expanded:
@@ -214,6 +228,8 @@ def legend() -> str:
     items.append(('<line x1="0" y1="0" x2="26" y2="0" stroke="#7b1fa2" stroke-width="8" stroke-opacity="0.55"/>'
                   '<line x1="0" y1="0" x2="26" y2="0" stroke="#b0b7bf" stroke-width="3"/>', "rising errors"))
     items.append(('<circle cx="13" cy="0" r="6" fill="#d32f2f" stroke="#fff"/>', "hot port (ECMP imbalance)"))
+    items.append(('<rect x="4" y="-5" width="18" height="10" rx="2" fill="#eceff1" stroke="#37474f"/>'
+                  '<line x1="7" y1="0" x2="19" y2="0" stroke="#37474f" stroke-width="2"/>', "isolated by fabricmon"))
     for sym, label in items:
         out.append(f'<g transform="translate({x},10)">{sym}<text class="small" x="32" y="4">{esc(label)}</text></g>')
         x += 44 + 6.6 * len(label)
@@ -254,8 +270,10 @@ def live(snap: Snapshot, query: Mapping[str, str]) -> str:
     job = query.get("job", "").strip()
     footprint = frozenset(snap.jobs.switches.get(job, ())) if job and snap.jobs is not None else frozenset()
     lay = layout(sec, snap.findings, expand)
-    return (meta + _summary(sec, lay) + (_footprint(snap, job, names) if job else "") + legend()
-            + f'<div class="map">{svg(lay, sec, footprint)}</div>' + table)
+    isolated = snap.remediation.isolated() if snap.remediation is not None else {}
+    return (meta + _summary(sec, lay) + remediation.summary(snap.remediation)
+            + (_footprint(snap, job, names) if job else "") + legend()
+            + f'<div class="map">{svg(lay, sec, footprint, isolated)}</div>' + remediation.table(snap.remediation) + table)
 
 
 def _job_link(j) -> str:
@@ -359,6 +377,7 @@ def switch(snap: Snapshot, query: Mapping[str, str]) -> str | None:
         if f.device == guid and f.port is not None and f.status != OK:
             by_port.setdefault(f.port, []).append(f)
     hot = {p for gr in sec.groups if gr.guid == guid and gr.imbalanced for p in gr.hot}
+    isolated = snap.remediation.isolated() if snap.remediation is not None else {}
     rows = []
     for port in sw.ports():
         p = sec.ports.get((guid, port))
@@ -369,7 +388,9 @@ def switch(snap: Snapshot, query: Mapping[str, str]) -> str | None:
         util = p.tx_rate / p.rate_bps if p.tx_rate is not None and p.rate_bps else None
         errs = ", ".join(f"{k} {v}" for k, v in sorted(p.counters.items())
                          if v and (spec := ibspec.COUNTER_BY_NAME.get(k)) is not None and spec.kind != "traffic")
-        why = "<br>".join([esc(f.message) for f in by_port.get(port, ())]
+        iso = isolated.get((guid, port))
+        why = "<br>".join(([esc("isolated by fabricmon: " + action_text(iso))] if iso is not None else [])
+                          + [esc(f.message) for f in by_port.get(port, ())]
                           + (["hot port of an imbalanced ECMP group"] if port in hot else [])
                           + ([esc(p.note)] if p.note else [])        # slower than its class, by design
                           + ([esc(f"{len(sw.neighbours[port])} LLDP neighbours: " + ", ".join(sw.neighbours[port]))]

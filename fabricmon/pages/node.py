@@ -16,6 +16,7 @@ from fabricmon import ibspec
 from fabricmon.checks import OK, STATUS_NAMES, WARNING, Finding, worst
 from fabricmon.model.ports import PortView
 from fabricmon.model.snapshot import Snapshot, SourceState
+from fabricmon.pages import remediation
 from fabricmon.pages.html import ago, document, esc, findings_table, natural_key, state_name, when
 from fabricmon.model.health import health_status, verdict_findings
 
@@ -277,8 +278,8 @@ def summary(snap: Snapshot) -> str:
 
 def live(snap: Snapshot, query: Mapping[str, str]) -> str:
     return (f'<div id="meta" hidden data-when="{esc(when(snap.time))}" data-state="{state_name(health_status(snap))}"></div>'
-            f"{summary(snap)}{ports_section(snap)}"
-            f"<h2>Findings</h2>{findings_table(verdict_findings(snap))}"
+            f"{summary(snap)}{remediation.summary(snap.remediation)}{ports_section(snap)}"
+            f"<h2>Findings</h2>{findings_table(verdict_findings(snap))}{remediation.table(snap.remediation)}"
             f"{gpu_section(snap)}{sources_section(snap)}")
 
 

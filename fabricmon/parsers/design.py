@@ -12,7 +12,10 @@ Two forms, told apart by their text (or named: `format`):
   switch's node description, a host CA's description `node01 mlx5_0` or its host name `node01`) or
   its GUID `0x...`; a port its number (`5`, `Port 5`, `P5`). `#` lines and empty lines are skipped.
 
-Anything else is a ParseError naming the line and what is wrong with it.
+Either form as a site hands it over (parsers.captured): CRLF or CR line endings, an ibnetdiscover
+file whose tabs a terminal expanded or lost, a session log's banner and the shell prompts around
+the output. A node or port line of an ibnetdiscover design that does not read, and anything else in
+a CSV, is a ParseError naming the line and what is wrong with it.
 """
 
 from __future__ import annotations
@@ -22,11 +25,12 @@ import re
 
 from fabricmon import ibspec
 from fabricmon.model.design import Design, DesignCable, DesignNode, design_from_discovery
+from fabricmon.parsers.captured import lines, normalised, terminal_line
 from fabricmon.parsers.errors import ParseError
 from fabricmon.parsers.ibnetdiscover import guid_hex, parse_ibnetdiscover
 
 FORMATS = ("auto", "ibnetdiscover", "csv")
-_IBNETDISCOVER = re.compile(r'^\s*(?:Switch|Ca|Hca|Rt)\s+\d+\s+"[SHR]-[0-9A-Fa-f]+"', re.M)
+_IBNETDISCOVER = re.compile(r'^\s*(?:Switch|Ca|Hca|Rt)\s*\d+\s*"[SHR]-[0-9A-Fa-f]+"', re.M)
 _PORT = re.compile(r"^(?:port\s*|p)?(\d+)$", re.I)
 _WIDTH = re.compile(r"^(\d+)\s*x?$", re.I)
 _RATE = re.compile(r"^(?:(\d+)\s*x\s*)?([A-Za-z]+\d*)$", re.I)
@@ -37,14 +41,14 @@ _REQUIRED = ("startdevice", "startport", "enddevice", "endport")
 
 def detect(text: str) -> str:
     """`ibnetdiscover` where the text holds an ibnetdiscover node line, else `csv`."""
-    return "ibnetdiscover" if _IBNETDISCOVER.search(text) else "csv"
+    return "ibnetdiscover" if _IBNETDISCOVER.search(normalised(text)) else "csv"
 
 
 def parse_design(text: str, fmt: str = "auto") -> Design:
     """Raises ParseError (naming the line) on a file that is no design."""
     fmt = detect(text) if fmt == "auto" else fmt
     if fmt == "ibnetdiscover":
-        design = design_from_discovery(parse_ibnetdiscover(text))
+        design = design_from_discovery(parse_ibnetdiscover(text, strict=True))
         if not design.cables:
             raise ParseError("the ibnetdiscover design holds no cable")
         return design
@@ -84,8 +88,14 @@ def _hex(guid: str | None) -> str:
 
 
 def parse_design_csv(text: str) -> Design:
-    rows = [(i, row) for i, row in enumerate(csv.reader(text.split("\n")), 1)
-            if row and any(c.strip() for c in row) and not row[0].lstrip().startswith("#")]
+    # one row a line (a line is never a CSV row continued: a design's names hold no newline); a session's
+    # banner and prompts are no rows
+    try:
+        rows = [(i, row) for i, (line, row) in enumerate(((ln, next(csv.reader([ln]), [])) for ln in lines(text)), 1)
+                if row and any(c.strip() for c in row) and not row[0].lstrip().startswith("#")
+                and not terminal_line(line)]
+    except csv.Error as exc:
+        raise ParseError(f"not a design CSV: {exc}") from None
     if not rows:
         raise ParseError("empty design: expected a CSV header (start_device,start_port,end_device,end_port"
                          "[,speed][,width]) and one row per cable")

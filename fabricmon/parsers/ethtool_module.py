@@ -21,6 +21,7 @@ from __future__ import annotations
 import re
 
 from fabricmon.model.optics import LaneDiag, Limits, ModuleDiag, dbm_to_mw, mw_to_dbm
+from fabricmon.model.ber import medium_of
 from fabricmon.parsers.errors import ParseError
 
 __all__ = ["module_class", "parse_module", "parse_module_text"]
@@ -133,6 +134,9 @@ def parse_module_text(text: str) -> ModuleDiag:
             continue
         if low == "revision compliance":
             revision = val
+            continue
+        if low == "transmitter technology":
+            mod.medium = medium_of(val)         # the BER budget's medium (model.ber)
             continue
         if low == "optical diagnostics support":
             dom_supported = val.lower().startswith("yes")

@@ -13,6 +13,7 @@ from __future__ import annotations
 import re
 
 from fabricmon.ibspec import generation, generation_from_signal, parse_width, phys_state_id, state_id
+from fabricmon.parsers.captured import first_line, lines
 from fabricmon.parsers.errors import ParseError
 from fabricmon.model.node_records import (  # the records this parser returns (re-exported)
     LinkInfo as LinkInfo, LinkData as LinkData,
@@ -23,7 +24,7 @@ from fabricmon.model.node_records import (  # the records this parser returns (r
 _LINE = (
     r"^\s*(?:0x[0-9a-fA-F]+\s+(?:\"(?P<ldesc>.{LOCAL})\"\s+)?)?"
     r"(?P<lid>\d+)\s+(?P<port>\d+)\[[^\]]*\]\s*==\(\s*"
-    r"(?:(?P<width>\d+X)\s+(?P<speed>[\d.]+)\s*Gbps(?:\s*\((?P<fdr10>FDR10)\))?\s+)?"
+    r"(?:(?P<width>\d+X)\s+(?P<speed>\d+(?:\.\d+)?)\s*Gbps(?:\s*\((?P<fdr10>FDR10)\))?\s+)?"
     r"(?P<state>[A-Za-z_]+)/\s*(?P<phys>[A-Za-z ]+?)\s*\)"
     r"(?:\s*\([^)]*\))?"                      # -p adds (HOQ:n VL_Stall:n)
     r"==>\s*(?:"
@@ -41,7 +42,7 @@ _LINE_LONG = re.compile(_LINE.replace("{LOCAL}", "*"))
 _CA_RE = re.compile(r"^CA: (?P<desc>.*):$")                     # `CA: <desc>:` (the colon is iblinkinfo's)
 _SWITCH_RE = re.compile(r"^Switch: 0x[0-9a-fA-F]+ (?P<desc>.*):$")
 _COULD_WIDTH = re.compile(r"Could be (\d+X)")
-_COULD_SPEED = re.compile(r"Could be ([\d.]+) Gbps")
+_COULD_SPEED = re.compile(r"Could be (\d+(?:\.\d+)?) Gbps")
 _COULD_FDR10 = re.compile(r"Could be FDR10\b")
 
 
@@ -87,7 +88,7 @@ def parse_iblinkinfo(text: str) -> list[LinkInfo]:
     """Parse every port line. Raises ParseError when none is recognised."""
     links: list[LinkInfo] = []
     node_desc: str | None = None
-    for raw in text.split("\n"):        # not splitlines(): a description may hold \x85 or \u2028
+    for raw in lines(text):             # not splitlines(): a description may hold \x85 or \u2028
         line = raw.rstrip()
         if not line.strip():
             continue
@@ -103,6 +104,5 @@ def parse_iblinkinfo(text: str) -> list[LinkInfo]:
         if info is not None:
             links.append(info)
     if not links:
-        first = next((ln for ln in text.split("\n") if ln.strip()), "empty output")
-        raise ParseError(f"no iblinkinfo port line found ({first.strip()[:160]})")
+        raise ParseError(f"no iblinkinfo port line found ({first_line(text)[:160]})")
     return links

@@ -21,6 +21,7 @@ import re
 from dataclasses import dataclass, field
 
 from fabricmon.ibspec import COUNTER_BY_PERFQUERY
+from fabricmon.parsers.captured import first_line, lines
 from fabricmon.parsers.errors import ParseError
 from fabricmon.parsers.ibnetdiscover import guid_hex
 
@@ -46,7 +47,7 @@ def parse_ibqueryerrors(stdout: str, stderr: str = "") -> IbqueryerrorsReport:
         raise ParseError("ibqueryerrors: Query SA failed (no subnet manager answered; the exit status "
                          "was ignored on purpose)")
     rep = IbqueryerrorsReport()
-    for raw in stdout.split("\n"):      # not splitlines(): a description may hold \x85 or \u2028
+    for raw in lines(stdout):           # not splitlines(): a description may hold \x85 or \u2028
         line = raw.strip()
         if not line:
             continue
@@ -71,8 +72,8 @@ def parse_ibqueryerrors(stdout: str, stderr: str = "") -> IbqueryerrorsReport:
         if m:
             rep.nodes_checked = int(m["nodes"])
     if not rep.nodes and rep.nodes_checked is None:
-        first = next((ln for ln in (stdout + "\n" + stderr).splitlines() if ln.strip()), "empty output")
-        raise ParseError(f"ibqueryerrors: no node reported ({first.strip()[:160]})")
+        first = first_line(stdout + "\n" + stderr)
+        raise ParseError(f"ibqueryerrors: no node reported ({first[:160]})")
     return rep
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from fabricmon.parsers.captured import first_line, lines
 from fabricmon.parsers.errors import ParseError
 from fabricmon.model.node_records import (  # the records this parser returns (re-exported)
     IbstatPort as IbstatPort, IbstatCa as IbstatCa, IbstatData as IbstatData,
@@ -50,7 +51,7 @@ def parse_ibstat(text: str) -> IbstatResult:
     errors: list[str] = []
     ca: IbstatCa | None = None
     port: IbstatPort | None = None
-    for raw in text.splitlines():
+    for raw in lines(text):
         line = raw.strip()
         if not line:
             continue
@@ -101,6 +102,6 @@ def parse_ibstat(text: str) -> IbstatResult:
         elif key == "link layer":
             port.link_layer = _link_layer(value)
     if not cas:
-        detail = errors[-1] if errors else (text.strip()[:120] or "empty output")
+        detail = errors[-1] if errors else first_line(text)[:120]
         raise ParseError(f"no 'CA' block in ibstat output ({detail})")
     return IbstatResult(cas=cas, errors=errors)

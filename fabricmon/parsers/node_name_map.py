@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import re
 
+from fabricmon.parsers.captured import lines
 from fabricmon.parsers.errors import ParseError
 
 _LINE = re.compile(r'^(?P<guid>\S+?)(?=\s|#|$)\s*(?P<rest>.*)$')
@@ -30,7 +31,7 @@ def _guid(text: str) -> int | None:
 def parse_node_name_map(text: str) -> dict[str, str]:
     """node GUID (16 hex digits, no 0x) -> name. Raises ParseError on a line that names no GUID."""
     names: dict[str, str] = {}
-    for n, raw in enumerate(text.split("\n"), 1):
+    for n, raw in enumerate(lines(text), 1):     # LF, CRLF (a map edited on Windows) or CR endings
         line = raw.strip()
         if not line or line.startswith("#"):
             continue

@@ -11,6 +11,7 @@ import re
 from dataclasses import dataclass, field
 
 from fabricmon.ibspec import COUNTER_BY_PERFQUERY
+from fabricmon.parsers.captured import first_line, lines
 from fabricmon.parsers.errors import ParseError
 from fabricmon.model.node_records import (  # the records this parser returns (re-exported)
     PortCounterSet as PortCounterSet, PerfqueryData as PerfqueryData,
@@ -35,7 +36,7 @@ def parse_perfquery(text: str) -> list[PerfqueryBlock]:
     """Parse one or more perfquery blocks. Raises ParseError when there is none."""
     blocks: list[PerfqueryBlock] = []
     cur: PerfqueryBlock | None = None
-    for raw in text.splitlines():
+    for raw in lines(text):
         line = raw.strip()
         m = _HEADER_RE.match(line)
         if m:
@@ -58,6 +59,5 @@ def parse_perfquery(text: str) -> list[PerfqueryBlock]:
             cur.counters[spec.name] = value
             cur.bits[spec.name] = 64 if cur.extended else spec.bits
     if not blocks:
-        first = next((ln for ln in text.splitlines() if ln.strip()), "empty output")
-        raise ParseError(f"no perfquery counter block found ({first.strip()[:160]})")
+        raise ParseError(f"no perfquery counter block found ({first_line(text)[:160]})")
     return blocks

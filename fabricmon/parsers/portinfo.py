@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 from fabricmon.ibspec import phys_state_id, state_id
 from fabricmon.model.link_ability import LinkAbility, from_masks
+from fabricmon.parsers.captured import first_line, lines
 from fabricmon.parsers.errors import ParseError
 
 _FIELD = re.compile(r"^\s*(?P<key>[A-Za-z0-9]+?)[:.]*\.{2,}(?P<value>.*?)\s*$|^\s*(?P<key2>[A-Za-z0-9]+):\.+(?P<value2>.*?)\s*$")
@@ -40,7 +41,7 @@ class PortState:
 
 
 def _fields(text: str):
-    for line in text.splitlines():
+    for line in lines(text):
         m = _FIELD.match(line)
         if m:
             yield (m["key"] or m["key2"]), (m["value"] if m["key"] else m["value2"])
@@ -90,7 +91,9 @@ class _Link:
     def state(self, st: int | None, ph: int | None) -> PortState:
         s = self.speeds
         speed = s.get("LinkSpeedExtActive2") or s.get("LinkSpeedExtActive") or s.get("LinkSpeedActive")
-        ability = from_masks(**self.masks) if "width_enabled" in self.masks and "speed_enabled" in self.masks else None
+        # a Supported field not printed restricts nothing (from_masks: a supported mask of 0)
+        ability = (from_masks(**{"width_supported": 0, "speed_supported": 0, **self.masks})
+                   if "width_enabled" in self.masks and "speed_enabled" in self.masks else None)
         return PortState(st, ph, self.width, speed, ability)
 
 
@@ -108,7 +111,7 @@ def parse_portinfo(text: str) -> PortState:
         else:
             link.take(key, value)
     if not seen or st is None:
-        raise ParseError(f"no LinkState in PortInfo output ({text.strip()[:120] or 'empty output'})")
+        raise ParseError(f"no LinkState in PortInfo output ({first_line(text)[:120]})")
     return link.state(st, ph)
 
 

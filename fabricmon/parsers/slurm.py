@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from typing import Any
 
 from fabricmon.model.jobs import JobRef
 from fabricmon.model.slurm_topology import TopologyLine
@@ -238,6 +239,18 @@ def parse_topology_conf(text: str) -> list[TopologyLine]:
     return out
 
 
+def _scalar_keys(node: Any) -> dict[str, Any]:
+    """A YAML mapping node's entries whose keys are scalars (a key that is a list or a mapping names no field)."""
+    import yaml
+    return {k.value: v for k, v in node.value if isinstance(k, yaml.ScalarNode)}
+
+
+def _scalar(node: Any, default: str) -> str:
+    """A scalar node's text; `default` for none or for a list or mapping where a scalar belongs."""
+    import yaml
+    return str(node.value) if isinstance(node, yaml.ScalarNode) else default
+
+
 def parse_topology_yaml(text: str, name: str = "") -> list[TopologyLine]:
     """topology.yaml (Slurm 25.05+) -> the switch lines of its tree topology: the one named
     `name`, else the first with `cluster_default: true`, else the first tree. Line numbers are the
@@ -254,23 +267,24 @@ def parse_topology_yaml(text: str, name: str = "") -> list[TopologyLine]:
     for topo in root.value:
         if not isinstance(topo, yaml.MappingNode):
             raise ParseError(f"topology.yaml line {topo.start_mark.line + 1}: a topology is a mapping")
-        keys = {k.value: v for k, v in topo.value}
+        keys = _scalar_keys(topo)
         if "tree" in keys:
-            default = getattr(keys.get("cluster_default"), "value", "false").lower() == "true"
-            trees.append((str(getattr(keys.get("topology"), "value", "")), default, keys["tree"]))
+            default = _scalar(keys.get("cluster_default"), "false").lower() == "true"
+            trees.append((_scalar(keys.get("topology"), ""), default, keys["tree"]))
     pick = ([t for t in trees if t[0] == name] if name else
             [t for t in trees if t[1]] or trees)
     if not pick:
         raise ParseError(f"topology.yaml: no tree topology{f' named {name!r}' if name else ''} "
                          "(block topologies are not compared)")
     tree = pick[0][2]
-    switches = dict((k.value, v) for k, v in tree.value).get("switches") if isinstance(tree, yaml.MappingNode) else None
+    switches = _scalar_keys(tree).get("switches") if isinstance(tree, yaml.MappingNode) else None
     if not isinstance(switches, yaml.SequenceNode):
         raise ParseError(f"topology.yaml line {tree.start_mark.line + 1}: a tree needs a list of switches")
     out: list[TopologyLine] = []
     for sw in switches.value:
         line = sw.start_mark.line + 1
-        fields = {k.value: v.value for k, v in sw.value} if isinstance(sw, yaml.MappingNode) else {}
+        fields = ({k: v.value for k, v in _scalar_keys(sw).items() if isinstance(v, yaml.ScalarNode)}
+                  if isinstance(sw, yaml.MappingNode) else {})
         if not isinstance(fields.get("switch"), str) or not fields["switch"]:
             raise ParseError(f"topology.yaml line {line}: a switch entry needs `switch:`")
         try:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import re
 
 from fabricmon.model.fabric import SmInfo
+from fabricmon.parsers.captured import first_line, normalised
 from fabricmon.parsers.errors import ParseError
 
 SM_STATES = {0: "NOTACTIVE", 1: "DISCOVERING", 2: "STANDBY", 3: "MASTER"}
@@ -27,8 +28,7 @@ def parse_sminfo(text: str) -> SmInfo:
     """Raises ParseError when no `sm lid ...` line is found (`no_sm_answered` tells why)."""
     m = _SMINFO.search(text)
     if not m:
-        first = next((ln.strip() for ln in text.splitlines() if ln.strip()), "empty output")
-        raise ParseError(f"no sminfo line found ({first[:160]})")
+        raise ParseError(f"no sminfo line found ({first_line(text)[:160]})")
     state = int(m["state"])
     return SmInfo(lid=int(m["lid"]), guid=f"{int(m['guid'], 16):016x}", activity_count=int(m["act"]),
                   priority=int(m["prio"]), state=SM_STATES.get(state, m["name"] or str(state)))
@@ -42,7 +42,7 @@ def no_sm_answered(text: str) -> bool:
 def parse_saquery_sm_lids(text: str) -> list[int]:
     """The EndPortLid of every `saquery -s` record, in order, without duplicates."""
     out: list[int] = []
-    for m in _END_LID.finditer(text):
+    for m in _END_LID.finditer(normalised(text)):
         lid = int(m.group(1))
         if lid not in out:
             out.append(lid)

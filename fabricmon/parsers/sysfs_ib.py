@@ -12,7 +12,7 @@ from fabricmon.model.node_records import (  # the records this parser returns (r
 
 _ENUM_RE = re.compile(r"^\s*(?P<id>\d+)\s*:\s*(?P<name>.*?)\s*$")
 _RATE_RE = re.compile(
-    r"^\s*(?P<gbps>[\d.]+)\s*Gb/sec(?:\s*\((?P<width>\d+)X\s*(?P<gen>[A-Za-z0-9]+)?\))?\s*$")
+    r"^\s*(?P<gbps>\d+(?:\.\d+)?)\s*Gb/sec(?:\s*\((?P<width>\d+)X\s*(?P<gen>[A-Za-z0-9]+)?\))?\s*$")
 
 
 def parse_enum(text: str) -> tuple[int, str]:

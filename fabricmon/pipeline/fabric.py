@@ -49,6 +49,7 @@ from fabricmon.model.design import DesignData
 from fabricmon.model.fabric import DiscoveryData, FabricSection, LftData, SweepData, Topology
 from fabricmon.model.fabric_events import EventsView, FabricEventsData
 from fabricmon.model.optics import SwitchOpticsData
+from fabricmon.model.vitals import SwitchVitalsData
 from fabricmon.model.slurm_topology import SchedulerTopologyData
 from fabricmon.model.snapshot import Sections, SourceState, source_data, source_state
 from fabricmon.pipeline.fabric_checks import FabricChecks
@@ -67,7 +68,7 @@ log = structlog.get_logger("fabricmon.fabric")
 
 # the records a full build reads (the port section, its checks); a build whose inputs are all the last full
 # build's reuses it and redoes only the subnet manager (SmData), the check status and the jobs (pipeline.jobs)
-PORT_INPUTS = (SweepData, LftData, SwitchOpticsData, SchedulerTopologyData, DesignData)
+PORT_INPUTS = (SweepData, LftData, SwitchOpticsData, SchedulerTopologyData, DesignData, SwitchVitalsData)
 
 
 class FabricModel:

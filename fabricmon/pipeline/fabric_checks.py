@@ -13,10 +13,12 @@ import os
 from collections.abc import Iterable, Mapping
 
 from fabricmon.checks import OK, Finding
-from fabricmon.checks import fabric_design, fabric_ecmp, fabric_links, fabric_names, fabric_pfc, fabric_placement, \
-    fabric_routing, fabric_slurm_topology, fabric_sm, fabric_symmetry, fabric_unresponsive, fabric_uplink_capacity, \
-    link_errors
+from fabricmon.checks import fabric_design, fabric_ecmp, fabric_host_ports, fabric_links, fabric_names, fabric_pfc, \
+    fabric_placement, fabric_routing, fabric_slurm_topology, fabric_sm, fabric_symmetry, fabric_unresponsive, \
+    fabric_uplink_capacity, link_errors
 from fabricmon.checks import optics as optics_checks
+from fabricmon.checks import fabric_vitals
+from fabricmon.model.vitals import SwitchVitalsData, VitalsView
 from fabricmon.checks.fabric_inputs import FabricInputs
 from fabricmon.checks.optics import Readings
 from fabricmon.checks.shape import Check
@@ -91,6 +93,8 @@ def compose(sec: FabricSection, derived: object) -> None:
     elif isinstance(derived, SwitchOpticsView):
         sec.optics.update(derived.optics)
         sec.optics_unjoined.update(derived.unjoined)
+    elif isinstance(derived, VitalsView):
+        sec.vitals.update(derived.vitals)
     else:
         raise TypeError(f"the fabric section composes no {type(derived).__name__}")
 
@@ -118,11 +122,13 @@ class FabricChecks:
             fabric_symmetry.Symmetry(fab.uplinks_critical_fraction),
             fabric_uplink_capacity.UplinkCapacity(),
             fabric_names.Names(),
+            fabric_host_ports.HostPorts(),
             fabric_routing.Routing(fab.routing_imbalance_threshold),
             fabric_pfc.PfcStorm(fab.pfc_storm),
             optics_checks.Optics(checks.optics, self.optics_baseline, switch_optics, optics_checks.NEEDS),
             fabric_slurm_topology.SchedulerTopology(),
             fabric_design.DesignCheck(),
+            fabric_vitals.Vitals(),
         ], compose)
         self.poll: CheckRunner[FabricInputs, FabricSection] = CheckRunner(
             [fabric_sm.SubnetManager(fab.sm_stalled_polls)], compose)
@@ -136,8 +142,11 @@ class FabricChecks:
         pipeline.jobs knows them): the fresh records' types, a fresh discovery (topology), the counters and
         pause frames this sweep read. Nothing is remembered: a sweep that failed takes its checks away."""
         caps = records_present(states) | set(counters)
-        if source_data(states, DiscoveryData) is not None:
+        discovery = source_data(states, DiscoveryData)
+        if discovery is not None:
             caps.add("topology")
+            if discovery.reads_lids:
+                caps.add("host_lids")
         if source_data(states, LftData) is not None:
             caps.add("forwarding_tables")
         if source_data(states, SmData) is not None:
@@ -146,6 +155,8 @@ class FabricChecks:
             caps.add("pause_frames")
         if source_data(states, SwitchOpticsData) is not None:
             caps.add("transceiver_readings")
+        if source_data(states, SwitchVitalsData) is not None:
+            caps.add("switch_vitals")
         conf = source_data(states, SchedulerTopologyData)
         if conf is not None and conf.configured:
             caps.add("scheduler_topology")

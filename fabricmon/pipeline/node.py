@@ -12,6 +12,7 @@ a Snapshot. Records are picked by their type, never by the name of the source th
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import time
 from collections.abc import Callable, Mapping
@@ -23,12 +24,16 @@ from fabricmon.checks import Finding
 from fabricmon.checks import affinity, degraded_link, gpudirect, inventory as inventory_checks, kernel_log, link_errors
 from fabricmon.checks import nccl, nccl_ras, roce
 from fabricmon.checks import optics as optics_checks
+from fabricmon.checks import cable_history, pcie, phy_ber
 from fabricmon.checks.inventory import MAX_SEEN_PORTS, InventorySettings, unlisted
 from fabricmon.checks.link_errors import CHECKED_COUNTERS
 from fabricmon.checks.node_inputs import NodeInputs
 from fabricmon.checks.optics import Readings
 from fabricmon.checks.shape import counters
 from fabricmon.config import Config
+from fabricmon.model.ber import BerSection
+from fabricmon.model.cable_ledger import CablesSection
+from fabricmon.model.pcie import PcieData, PcieSection
 from fabricmon.model.gpu import AffinityResult, GpuData, GpudirectStatus
 from fabricmon.model.kernel_log import KernelSection
 from fabricmon.model.history import CounterHistory, CounterIntake, CounterRule, ib_rule
@@ -41,6 +46,10 @@ from fabricmon.model.snapshot import (GpuSection, IbSection, RoceSection, Sectio
 from fabricmon.pipeline.checks import CheckRunner
 from fabricmon.pipeline.jobs import node_jobs
 from fabricmon.model.node_records import EthtoolData, HwCountersData, IbstatData, LinkData, MlnxQosData, SysfsData
+from fabricmon.pipeline import ber as ber_view
+from fabricmon.pipeline import pcie as pcie_view
+from fabricmon.pipeline.cable_ledger import LedgerStore, PortModule, ledger_path, modules as port_modules
+from fabricmon.pipeline.optics_baseline import forget_port
 from fabricmon.pipeline.learned import LearnedStore
 from fabricmon.pipeline.nccl_baseline import NcclBaselineStore, nccl_baseline_path
 from fabricmon.pipeline.optics_baseline import BaselineStore, baseline_path
@@ -71,11 +80,15 @@ class NodeModel:
         # Each lane's learned receive power, kept beside the learned inventory (in memory when it is).
         self.optics_baseline = optics_baseline if optics_baseline is not None else \
             BaselineStore(baseline_path(self.learned.path))
+        # Which module (serial) was in which port, and the trouble each had (a moved cable carries it).
+        self.cables = LedgerStore(ledger_path(self.learned.path))
+        self._modules: list[PortModule] = []
         # Each job's learned NCCL bus bandwidth, kept there too (a restart mid-job keeps the job's baseline).
         self.nccl_baseline = NcclBaselineStore(nccl_baseline_path(self.learned.path))
         self.clock = clock
         self.history = history or CounterHistory(
-            horizon=max(*(c.window for c in config.checks.counters.values()), *config.roce.windows()))
+            horizon=max(*(c.window for c in config.checks.counters.values()), *config.roce.windows(),
+                        config.checks.phy_ber.long_window))
         self.intake = CounterIntake(self.history)
         # port -> (its checked counters, their widths, their rules): _rules()
         self._port_rules: dict[tuple[str, int], tuple[tuple[str, ...], dict[str, int], dict[str, CounterRule]]] = {}
@@ -92,6 +105,9 @@ class NodeModel:
             kernel_log.KernelLog(),
             nccl.NcclSlow(checks.nccl_slow_collective, self.nccl_baseline),
             nccl_ras.NcclRas(),
+            phy_ber.PhyBer(checks.phy_ber, self._ber),
+            pcie.Pcie(checks.pcie, self._pcie),
+            cable_history.CableHistory(self.cables, self._held, ("OpticsData", "MlxlinkData")),
         ], compose)
 
     @property
@@ -115,7 +131,8 @@ class NodeModel:
         """An inventory source finished: nothing to take (the node's inventory is a pure merge)."""
 
     # --- counters -------------------------------------------------------------------
-    def _record_ib_counters(self, states: Mapping[str, SourceState], ports: dict[tuple[str, int], PortView]) -> None:
+    def _record_ib_counters(self, states: Mapping[str, SourceState], ports: dict[tuple[str, int], PortView],
+                            keep: set[tuple[str, int]] | None = None) -> None:
         for key, p in ports.items():
             if not p.counters:
                 continue
@@ -125,7 +142,7 @@ class NodeModel:
             rules = self._rules(p)
             for name in self.intake.take_port(key, t, p.counters, rules, only=CHECKED_COUNTERS, stream="ib"):
                 log.info("counter decreased (reset)", device=p.device, port=p.port, counter=name)
-        self.intake.prune(set(ports))
+        self.intake.prune(set(ports) | (keep or set()))
 
     def _rules(self, p: PortView) -> dict[str, CounterRule]:
         """The rules of the port's checked counters at their widths, kept while its widths and
@@ -199,6 +216,36 @@ class NodeModel:
                                      peer=peer, key=f"node:{m.device}:{m.port}:{m.netdev}"))
         return Readings(judged, inputs.now, OpticsSection(mods))
 
+    # --- physical-layer BER ----------------------------------------------------------------
+    def _ber(self, inputs: NodeInputs) -> phy_ber.BerInputs | None:
+        """The ports whose physical counters a source read (joined and sampled into the history by the build)."""
+        if not inputs.ber:
+            return None
+        return phy_ber.BerInputs(inputs.ber, inputs.history, inputs.now)
+
+    def _held(self, inputs: NodeInputs) -> list[cable_history.Held]:
+        """The ports' modules observed this build (pipeline.cable_ledger), for cable_history."""
+        return [cable_history.Held(m.key, m.label, m.device, m.port, m.serial, m.vendor, m.part_number)
+                for m in self._modules if not self.config.device_excluded(m.device)]
+
+    @staticmethod
+    def _pcie(inputs: NodeInputs) -> pcie.PcieInputs | None:
+        """The PCIe functions the pcie source read, a GPU named GPU<n> where NVML gives its bus id, and each
+        port's data rate (what a narrow link caps)."""
+        data = source_data(inputs.states, PcieData)
+        if data is None:
+            return None
+        names = {g.bus_id.lower(): f"GPU{g.index}" for g in (inputs.gpus.gpus if inputs.gpus is not None else [])}
+        devices = []
+        for addr, d in sorted(data.devices.items()):
+            if d.kind == "gpu" and addr in names:
+                d = dataclasses.replace(d, name=names[addr])
+            devices.append(d)
+        rates = {k: p.rate_gbps for k, p in inputs.ib.ports.items() if p.rate_gbps and p.up}
+        st = source_state(inputs.states, PcieData)
+        key = (id(data), st.data_time if st is not None else 0.0, tuple(sorted(rates.items())), tuple(sorted(names.items())))
+        return pcie.PcieInputs(devices, rates, inputs.history, inputs.now, key)
+
     def _where(self, states: Mapping[str, SourceState]) -> str:
         """Where the port inventory was looked for, for the UNKNOWN line."""
         where = [f"{self.config.sysfs.rstrip('/')}/class/infiniband"]
@@ -219,19 +266,28 @@ class NodeModel:
         inv = self.inventory(states)
         ib = IbSection(devices=dict(sorted(inv.devices.items())), ports=dict(sorted(inv.ports.items())))
         ib.saturation = {key: link_errors.saturated(p) for key, p in ib.ports.items()}
-        self._record_ib_counters(states, ib.ports)
+        self._record_ib_counters(states, ib.ports, pcie_view.keys(states))
+        pcie_view.record(states, self.intake)
         inventory_known = inventory_ran[0] or (inventory_ran[1] and bool(ib.ports))
         views = self.roce_views(states, inv)
         eth_st, hw_st = source_state(states, EthtoolData), source_state(states, HwCountersData)
         record_roce_counters(views, self.intake,
                              eth_st.data_time if eth_st is not None and eth_st.data is not None else None,
                              hw_st.data_time if hw_st is not None and hw_st.data is not None else None)
+        self._modules = port_modules(states)
+        for change in self.cables.observe(self._modules, now):        # a new module: its light is learned again
+            forget_port(self.optics_baseline, change.port + ":")
+            log.info("module changed", port=change.port, change=change.kind, serial=change.serial, before=change.before)
+        ber_ports = [p for p in ber_view.ber_ports(states, inv) if not self.config.device_excluded(p.device)]
+        ber_view.record(ber_ports, states, self.intake, now)
         gpus = source_data(states, GpuData)
         out: Sections = {"ib": ib, "roce": RoceSection(views), "gpu": GpuSection(gpus=gpus),
                          "inventory_known": inventory_known, "unknown": "", "optics": None, "kernel": None,
-                         "nccl": None, "ras": source_data(states, RasData)}
-        inputs = NodeInputs(states, inv, ib, self.history, now, inventory_known, self._where(states), views, gpus, out)
+                         "nccl": None, "ras": source_data(states, RasData), "ber": None, "pcie": None, "cables": None}
+        inputs = NodeInputs(states, inv, ib, self.history, now, inventory_known, self._where(states), views, gpus, out,
+                            ber_ports)
         findings = self.checks.run(inputs, self.present(states, ib, views), out).findings
+        self.cables.troubles(findings, self._modules, now)          # what the module in each port carries on
         out["jobs"], findings = node_jobs(states, findings)
         return out, findings
 
@@ -266,6 +322,12 @@ def compose(out: Sections, derived: object) -> None:
         out["nccl"] = derived
     elif isinstance(derived, OpticsSection):
         out["optics"] = derived
+    elif isinstance(derived, BerSection):
+        out["ber"] = derived
+    elif isinstance(derived, PcieSection):
+        out["pcie"] = derived
+    elif isinstance(derived, CablesSection):
+        out["cables"] = derived
     else:
         raise TypeError(f"the node composes no {type(derived).__name__}")
 

@@ -56,6 +56,10 @@ class JsonStateFile(Generic[T]):
             self._warned.add(what)
             log.warning(what, path=self.path, error=error)
 
+    def changed(self) -> None:
+        """The state changed in place: write it with the next flush that is due."""
+        self._dirty = True
+
     def flush(self, force: bool = False) -> None:
         if self.path is None or not self._dirty:
             return
@@ -95,9 +99,17 @@ class BaselineStore(JsonStateFile[RxBaseline]):
         return changed
 
 
+def forget_port(store: BaselineStore, port_prefix: str) -> int:
+    """A port's module changed: its lanes' baseline is learned again (saved with the next write)."""
+    n = store.state.forget(port_prefix)
+    if n:
+        store.changed()
+    return n
+
+
 def baseline_path(inventory_path: str | None) -> str | None:
     """Beside the learned inventory's file (None: in memory, as the inventory is)."""
     return None if inventory_path is None else os.path.join(os.path.dirname(inventory_path), FILE_NAME)
 
 
-__all__ = ["BaselineStore", "FILE_NAME", "JsonStateFile", "baseline_path"]
+__all__ = ["BaselineStore", "FILE_NAME", "JsonStateFile", "baseline_path", "forget_port"]

@@ -39,6 +39,7 @@ from fabricmon.model.history import CounterHistory
 from fabricmon.model.ports import Inventory
 from fabricmon.model.fabric import Topology
 from fabricmon.model.finding import Finding
+from fabricmon.model.remediation import RemediationSection
 from fabricmon.model.snapshot import BUILD_BUCKETS, BuildStats, Sections, Snapshot, SourceState, fresh_states
 from fabricmon.pipeline.learned import LearnedStore
 from fabricmon.pipeline.node import NodeModel
@@ -112,6 +113,10 @@ class Pipeline:
         self.on_snapshot: list[Callable[[Snapshot], None]] = []
         # what the serving daemon adds to each snapshot as it is built (its HTTP error counts), never after
         self.serving: Callable[[], dict[str, int]] | None = None
+        # remediation's state as of the build (the daemon's Remediator, remediation/engine.py): its section and
+        # its own findings (a breaker tripped, an action failing) join the snapshot as it is built, never after
+        self.acting: Callable[[], RemediationSection] | None = None
+        self.collector = collector
         # the publisher rebuilds at least this often, so a source's records go stale in the snapshot (and a
         # hung pipeline shows) within one tick even when no source completes: the shortest interval
         self.tick = max(1.0, min((s.interval for n, s in self.states.items() if s.enabled and not self.specs[n].quiet),
@@ -290,9 +295,12 @@ class Pipeline:
                 if took <= bound:
                     b.buckets[i] += 1
             http_errors = self.serving() if self.serving is not None else {}
+            acting = self.acting() if self.acting is not None else None
+            if acting is not None and acting.findings:
+                findings = list(findings) + list(acting.findings)
             snap = Snapshot(time=self.clock(), findings=findings, sources=states,
                             builds=BuildStats(b.count, b.total, list(b.buckets), b.failures, bool(failed)),
-                            host=self.host, http_errors=http_errors, **sections)
+                            host=self.host, http_errors=http_errors, remediation=acting, **sections)
             self.snapshot = snap
             for fn in self.on_snapshot:
                 try:

@@ -20,6 +20,7 @@ from fabricmon.model.health import not_ready as health_not_ready
 from fabricmon.model.snapshot import Snapshot
 from fabricmon.pages import Pages, RenderGate
 from fabricmon.pipeline import Pipeline
+from fabricmon.remediation.engine import Remediator
 from fabricmon.report import verdict
 from fabricmon.serve.journal import Journal
 from fabricmon.serve import webconfig
@@ -94,7 +95,7 @@ class Daemon:
     (the fabric collector passes its own Pipeline)."""
 
     def __init__(self, config: Config, io: HostIO, port: int | None = None, address: str | None = None,
-                 journal: bool = True, pipeline: Pipeline | None = None):
+                 journal: bool = True, pipeline: Pipeline | None = None, remediate: bool = True):
         self.config = config
         tune_malloc()
         share_interpreter()
@@ -115,6 +116,13 @@ class Daemon:
         self.journal = Journal(log) if journal else None      # the demo prints its own lines
         if self.journal is not None:
             self.pipeline.on_snapshot.append(self.journal)
+        # remediation (remediation/engine.py): acts on each published snapshot in its own thread; its state goes
+        # into the next build (Pipeline.acting). None for a replay: a bundle is never acted on
+        self.remediator: Remediator | None = None
+        if remediate:
+            self.remediator = Remediator(config, io, self.pipeline.collector, host=self.pipeline.host)
+            self.pipeline.acting = self.remediator.section
+            self.pipeline.on_snapshot.append(self.remediator.on_snapshot)
 
     @property
     def port(self) -> int:
@@ -122,6 +130,8 @@ class Daemon:
 
     def start(self) -> None:
         self.server.start()
+        if self.remediator is not None:
+            self.remediator.start()
         self.pipeline.start()
         self._watch.start()
         scheme = "https" if self.server.ssl is not None else "http"
@@ -162,6 +172,8 @@ class Daemon:
     def stop(self) -> None:
         self._stop.set()
         self.pipeline.stop()
+        if self.remediator is not None:
+            self.remediator.stop()
         if self.server.thread.is_alive():
             self.server.stop()
         else:

@@ -17,9 +17,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
 
-from fabricmon.config import Config
+from fabricmon.config import Config, yaml_document
 from fabricmon.schema import ConfigError
 from fabricmon.serve.settings import TLSConfig
 
@@ -157,13 +156,12 @@ def load(path: str, check_paths: bool = True) -> WebConfig:
         text = Path(path).read_text()
     except OSError as exc:
         raise ConfigError(KEY, f"cannot read {path}: {exc.strerror or exc}") from exc
-    try:
-        raw = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" line {mark.line + 1} column {mark.column + 1}" if mark else ""
-        raise ConfigError(KEY, f"{path}: invalid YAML{where}: {getattr(exc, 'problem', exc)}") from exc
-    return from_dict(raw or {}, path, check_paths)
+    return loads(text, path, check_paths)
+
+
+def loads(text: str, path: str, check_paths: bool = True) -> WebConfig:
+    """A web config file's text, validated (load without the file)."""
+    return from_dict(yaml_document(text, path, KEY) or {}, path, check_paths)
 
 
 def for_config(cfg: Config) -> WebConfig | None:
@@ -233,4 +231,4 @@ class BasicAuth:
         return ok
 
 
-__all__ = ["BasicAuth", "TLSSettings", "WebConfig", "for_config", "from_dict", "from_tls_keys", "load"]
+__all__ = ["BasicAuth", "TLSSettings", "WebConfig", "for_config", "from_dict", "from_tls_keys", "load", "loads"]

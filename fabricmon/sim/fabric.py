@@ -679,13 +679,15 @@ class SimFabric:
 
     # --------------------------------------------------------------- start
 
-    def start(self, timeout: float = 20) -> "SimFabric":
+    def start(self, timeout: float = 20, sm: bool = True) -> "SimFabric":
         """Start ibsim on a FIFO console, wait until it is ready, run opensm once.
 
         Writes ``fabric.net``, creates ``console.fifo`` (the write end stays
         open in this process), starts ``ibsim -s fabric.net``, waits for
         "Network simulator ready." and then runs ``opensm --once`` so every
-        cabled port is Active with a LID.
+        cabled port is Active with a LID. With ``sm=False`` no subnet manager
+        runs: every port is Initializing with the LID the net file gives it (or
+        none) until :meth:`run_sm` (so that a test can keep ports from it).
 
         Returns:
             self.
@@ -739,7 +741,8 @@ class SimFabric:
             self._atexit = True
             try:
                 self._wait_ready(deadline)
-                self.run_sm(timeout=max(1.0, deadline - time.monotonic()))
+                if sm:
+                    self.run_sm(timeout=max(1.0, deadline - time.monotonic()))
             except BaseException:
                 self.stop()
                 raise
@@ -971,14 +974,23 @@ class SimFabric:
         """Pull the cable at ``node`` port ``port`` (``Unlink``): both ends go Down/Polling."""
         self._checked(f'Unlink "{node}"[{port}]', timeout)
 
-    def relink(self, node: str, port: int, timeout: float = 30) -> None:
+    def relink(self, node: str, port: int, timeout: float = 30, sm: bool = True) -> None:
         """Restore a cable removed by :meth:`unlink` (``ReLink``), then run opensm once.
 
         Right after ``ReLink`` the ports are LinkUp/Initializing; the opensm
         sweep brings them back to Active (with their LID from opensm's cache).
+        With ``sm=False`` no opensm runs: the ports stay LinkUp/Initializing
+        and a CA port has no LID (``Unlink`` reset it to 0), as a port that came
+        up after the subnet manager's last sweep.
         """
         self._checked(f'ReLink "{node}"[{port}]', min(timeout, 5))
-        self.run_sm(timeout=timeout)
+        if sm:
+            self.run_sm(timeout=timeout)
+
+    def set_lid(self, node: str, port: int, lid: int, timeout: float = 5) -> None:
+        """Set a port's LID in its PortInfo (``Baselid "node"[port] lid``), as firmware does: ConnectX
+        reports 0xFFFF where no subnet manager assigned one (ibsim's own value for such a port is 0)."""
+        self._checked(f'Baselid "{node}"[{port}] {int(lid)}', timeout)
 
     # ---------------------------------------------------------------- stop
 

@@ -2,7 +2,8 @@
 
 An mlx5 netdev exposes 600+ statistics; only the curated set of
 fabricmon.parsers.ethtool.curate_roce_stats is kept (per-priority pause frames, pause
-duration in microseconds and transitions, pause-storm events, drops and PHY errors).
+duration in microseconds and transitions, pause-storm events, drops and PHY errors), and the
+physical-layer error counters the BER check reads (fabricmon.parsers.phy_ber, docs/ber.md).
 A netdev whose driver has no statistics ("no stats available") is recorded as such, not as a
 failure. With `enabled: auto` (the default) a missing ethtool is not an error.
 """
@@ -12,6 +13,7 @@ from __future__ import annotations
 from fabricmon.host.io import HostIO
 from fabricmon.model.roce import roce_netdevs
 from fabricmon.parsers.ethtool import EthtoolData, NetdevStats, curate_roce_stats, parse_ethtool_stats
+from fabricmon.parsers.phy_ber import phy_counters
 from fabricmon.pipeline.source import INVENTORY, Inputs, Source, SourceOutput, register, run_per_name
 
 NO_STATS = "no stats available"
@@ -33,7 +35,7 @@ class EthtoolSource(Source):
             stats = out.parsed(res, parse_ethtool_stats)
             if stats is None:
                 continue
-            data.netdevs[nd] = NetdevStats(curate_roce_stats(stats), len(stats))
+            data.netdevs[nd] = NetdevStats(curate_roce_stats(stats), len(stats), phy_counters(stats))
         if data.netdevs or data.tool_missing or not names or not out.errors:
             out.data = data
         return out

@@ -9,9 +9,8 @@ the reason, neither an error nor OK): no module in the cage, a copper cable with
 that cannot read module EEPROMs (ethtool exits with "Operation not supported", "Input/output
 error", "No such device"...). With `enabled: auto` (the default) a missing ethtool is not an error.
 
-mlxlink (NVIDIA's vendor tool) could read the modules of InfiniBand ports without a netdev; it is
-left out: it is not packaged by any distribution and no recording of its output was available to
-test a parser against (docs/optics.md#mlxlink).
+mlxlink (NVIDIA's vendor tool) is read by sources.mlxlink for the physical-layer counters and the
+module's identity (docs/ber.md); its module readings are not joined into the optics checks yet.
 """
 
 from __future__ import annotations

@@ -12,6 +12,8 @@ ProtectSystem=strict and DevicePolicy=closed (docs/security.md, "What each sourc
 - ethtool -S (statistics): no privilege; ethtool -m (module EEPROM, the optics source): CAP_NET_ADMIN,
   which the unit does not grant (`EEPROM_FIX`);
 - mlnx_qos: rtnetlink DCB reads (the kernel checks CAP_NET_ADMIN for DCB writes only) and sysfs;
+- fec (`ethtool -I --show-fec`): a netlink get, open to any user; pcie: world-readable PCI sysfs files;
+- mlxlink: the adapter's registers, which MFT's tools read as root only (`MLXLINK_FIX`);
 - gpu (NVML): the NVIDIA device nodes (`NVML_FIX`).
 
 Each test of these words: tests/deployed/ (as the service user, for real) and the sources' own tests.
@@ -81,4 +83,10 @@ def denied(res: CommandResult) -> bool:
                                                          or "permission denied" in said)
 
 
-__all__ = ["EEPROM_FIX", "NVML_FIX", "UMAD_GLOB", "denied", "umad_error", "umad_failed", "umad_reason"]
+# mlxlink (MFT, mstflint) reads the adapter's registers through its PCI configuration space or the mst driver:
+# root only, which the shipped unit's user is not
+MLXLINK_FIX = ("mlxlink reads the adapter's registers and runs as root only, which the shipped unit's user is not: "
+               "leave sources.mlxlink off (enabled: false) on nodes without it, or run a root drop-in for it "
+               "(docs/security.md)")
+
+__all__ = ["EEPROM_FIX", "MLXLINK_FIX", "NVML_FIX", "UMAD_GLOB", "denied", "umad_error", "umad_failed", "umad_reason"]

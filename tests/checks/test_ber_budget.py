@@ -25,8 +25,7 @@ def run(rise: int, rate_gbps: float | None, config=None, generation="NDR"):
     p.counter_bits = {"symbol_errors": 16}
     h = CounterHistory(horizon=43200)
     for t, v in ((0.0, 0), (3600.0, rise)):
-        h.note_reset(("mlx5_0", 1, "symbol_errors"), v)
-        h.add(("mlx5_0", 1, "symbol_errors"), t, v)
+        h.record(("mlx5_0", 1, "symbol_errors"), t, v)
     f = [x for x in evaluate_port(p, h, config or cfg(), 3600.0) if x.check == "symbol_errors"][0]
     return f
 

@@ -45,8 +45,9 @@ def history(series: dict[str, list[tuple[float, int | None]]]) -> CounterHistory
     for name, samples in series.items():
         for t, v in samples:
             if v is not None:
-                h.note_reset(("mlx5_0", 1, name), v)
-            h.add(("mlx5_0", 1, name), t, v)
+                h.record(("mlx5_0", 1, name), t, v)
+            else:
+                h.add(("mlx5_0", 1, name), t, v)
     return h
 
 

@@ -37,7 +37,7 @@ from deployed.conftest import FABRIC_UNIT, caps, unit_service
 from fabricmon.sim.slurm import SimSlurm
 from fabricmon.sim.slurm import tools_available as slurm_tools
 from fabricmon.sources.kernel_log import FIX_DENIED
-from fabricmon.sources.privilege import EEPROM_FIX
+from fabricmon.sources.privilege import EEPROM_FIX, MLXLINK_FIX
 from helpers import REPO, exposition_samples, require_writable_kmsg, sample_value, scrape_samples, unavailable
 from sources.test_kernel_log import write_kmsg
 
@@ -59,6 +59,9 @@ AS_DEPLOYED: dict[str, str | None] = {
     "gpu": None,                # NVML (not installed here: no GPUs, enabled: auto)
     "slurm": None,              # slurmd's spool directory (0755) and squeue (no slurmd here: no jobs)
     "nccl_inspector": None, "nccl_ras": None,                # off by default
+    "fec": None,                # ethtool -I --show-fec: a netlink get, open to all (the veth: "not supported", no data)
+    "pcie": None,               # world-readable PCI sysfs files
+    "mlxlink": MLXLINK_FIX,     # root only (not installed here: off, enabled: auto)
 }
 UMAD_REASONS = (": no umad device (", ": permission denied on /dev/infiniband/umad", ": cannot open the local umad port")
 

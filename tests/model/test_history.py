@@ -18,24 +18,30 @@ K3 = ("mlx5_1", 1, "symbol_errors")
 def feed(h: CounterHistory, key: tuple, samples: list[tuple[float, int | None]]) -> None:
     for t, v in samples:
         if v is not None:
-            h.note_reset(key, v)
-        h.add(key, t, v)
+            h.record(key, t, v)
+        else:
+            h.add(key, t, v)
+
+
+def last_increase(h: CounterHistory, key: tuple) -> int | None:
+    step = h.last_step(key)
+    return None if step is None else step[0]
 
 
 def test_empty_and_single_sample() -> None:
     h = CounterHistory()
     assert h.increase(K, 3600, 100) == (0, 0.0)
-    assert h.last_delta(K) is None
+    assert last_increase(h, K) is None
     h.add(K, 0, 5)
     assert h.increase(K, 3600, 100) == (0, 0.0)
-    assert h.last_delta(K) is None
+    assert last_increase(h, K) is None
 
 
 def test_increase_sums_deltas_and_reports_coverage() -> None:
     h = CounterHistory()
     feed(h, K, [(0, 10), (15, 12), (30, 12), (45, 20)])
     assert h.increase(K, 3600, 45) == (10, 45.0)
-    assert h.last_delta(K) == 8
+    assert last_increase(h, K) == 8
 
 
 def test_window_only_counts_recent_deltas() -> None:
@@ -56,23 +62,22 @@ def test_reset_contributes_zero_and_sets_a_new_baseline() -> None:
     # 100->150 = 50, 150->3 is a reset (0, never -147), 3->10 = 7
     assert h.increase(K, 3600, 30) == (57, 30.0)
     assert h.resets[K] == 1
-    assert h.last_delta(K) == 7
+    assert last_increase(h, K) == 7
 
 
-def test_last_delta_on_a_reset_is_zero() -> None:
+def test_the_last_step_over_a_reset_is_zero() -> None:
     h = CounterHistory()
     feed(h, K, [(0, 100), (10, 40)])
-    assert h.last_delta(K) == 0
+    assert last_increase(h, K) == 0
     assert h.resets[K] == 1
 
 
-def test_note_reset_only_on_decrease() -> None:
+def test_a_reset_is_a_decrease_only() -> None:
     h = CounterHistory()
-    assert h.note_reset(K, 5) is False            # nothing recorded yet
-    h.add(K, 0, 5)
-    assert h.note_reset(K, 5) is False
-    assert h.note_reset(K, 6) is False
-    assert h.note_reset(K, 4) is True
+    assert h.record(K, 0, 5) is False             # nothing recorded before
+    assert h.record(K, 1, 5) is False
+    assert h.record(K, 2, 6) is False
+    assert h.record(K, 3, 4) is True
     assert h.resets == {K: 1}
 
 
@@ -83,16 +88,16 @@ def test_saturated_sample_is_a_gap_never_a_rate() -> None:
     total, covered = h.increase(K, 3600, 40)
     assert total == 5                # only the delta between two known samples counts
     assert covered == 40.0
-    assert h.last_delta(K) == 5
+    assert last_increase(h, K) == 5
 
 
-def test_saturated_last_sample_has_no_last_delta() -> None:
+def test_an_unknown_last_sample_has_no_last_step() -> None:
     h = CounterHistory()
     feed(h, K, [(0, 100), (10, None)])
-    assert h.last_delta(K) is None
+    assert last_increase(h, K) is None
     assert h.increase(K, 3600, 10) == (0, 10.0)
-    # a None is not a reset
-    assert h.note_reset(K, 0) is False
+    # a value after an unknown one is no reset (nothing known to have gone down)
+    assert h.record(K, 20, 0) is False and h.resets == {}
 
 
 def test_out_of_order_and_duplicate_times_are_ignored() -> None:
@@ -156,7 +161,7 @@ def test_json_round_trip_keeps_values_gaps_and_times() -> None:
     h2 = CounterHistory.from_json(text)
     assert h2.increase(K, 3600, 45) == h.increase(K, 3600, 45) == (7, 44.5)
     assert h2.increase(("mlx5_bond_0", 12, "link_downed"), 3600, 2.0) == (3, 1.0)
-    assert h2.last_delta(K) == 7
+    assert h2.last_step(K) == (7, 15.0)
     assert h2.to_json() == text
 
 

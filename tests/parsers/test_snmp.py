@@ -109,7 +109,7 @@ def test_config_names_the_key_and_never_the_secret(tmp_path) -> None:
     assert s.community == "s3cret-community" and s.loose_files == (f"{secret} (mode 644)",)
     assert "s3cret" not in repr(cfg.fabric)
     assert cfg.fabric.ethernet.switches == ("127.0.0.1:1161", "spine01.example")
-    assert set(cfg.fabric.sources) == {"discovery", "sweep", "optics", "slurm_jobs", "slurm_topology"}   # jobs and the scheduler's topology are kind-neutral
+    assert set(cfg.fabric.sources) == {"discovery", "sweep", "optics", "vitals", "slurm_jobs", "slurm_topology"}   # jobs and the scheduler's topology are kind-neutral
     for bad, key in ((_eth(tmp_path, community_file=str(tmp_path / "nope")), "fabric.ethernet.snmp.community_file"),
                      (_eth(tmp_path, version="3", user="mon", auth_password="short", priv_password="longenough"),
                       "fabric.ethernet.snmp.auth_password"),

@@ -55,6 +55,9 @@ IO_ELSEWHERE: dict[str, tuple[set[str], str]] = {
     "sources/ethernet/snmp.py": ({"file"}, "net-snmp's private snmp.conf for the SNMPv3 fallback tools"),
     "sources/infiniband/discovery.py": ({"file"}, "whether its own last complete ibnetdiscover cache is there"),
     "sources/infiniband/mad/__main__.py": ({"file"}, "a debugging aid: reads a topology file it is given"),
+    "remediation/record.py": ({"file", "fcntl"}, "the action record in the state directory, the daemon's lock on it "
+                              "and `actions undo`'s requests"),
+    "remediation/lease.py": ({"file", "fcntl"}, "the `file` lease: an flock on the lease file"),
 }
 NO_IO = ("parsers", "checks", "exporter")
 

@@ -167,7 +167,7 @@ def test_a_32_bit_counter_that_wraps_is_a_wrap_and_a_drop_is_a_reset() -> None:
         model.counters.record(SweepData(ports={key: {"receive_errors": v}}, bits={"receive_errors": 32},
                                 wrapping={"receive_errors"}), float(t), {key})
     h = model.history
-    assert h.last_delta((*key, "receive_errors")) == 0                         # the reboot contributes 0
+    assert h.last_step((*key, "receive_errors")) == (0, 1.0)                   # the reboot contributes 0
     assert h.increase((*key, "receive_errors"), 100.0, 5.0) == (90 + 50 + 50, 4.0)
     assert h.resets[(*key, "receive_errors")] == 1
 

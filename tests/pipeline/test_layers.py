@@ -36,7 +36,15 @@ FORBIDDEN = {
     # never the other way round
     "model": ("fabricmon.sources", "fabricmon.parsers", "fabricmon.pipeline", "fabricmon.checks",
               "fabricmon.exporter", "fabricmon.serve", "fabricmon.config", "fabricmon.fabric_settings"),
+    # acting is its own layer after the verdict: it reads published snapshots and acts through the host; it
+    # never reaches back into what builds them (the pipeline, the sources, the parsers) nor into what shows
+    # them (the exporter, the pages, the server); its one use of a source package is the MAD codec's pure
+    # encoders (REMEDIATION_ALLOWED)
+    "remediation": ("fabricmon.sources", "fabricmon.parsers", "fabricmon.pipeline", "fabricmon.exporter",
+                    "fabricmon.serve", "fabricmon.pages", "fabricmon.cli"),
 }
+# what the remediation layer may import of a forbidden package: the SubnSet(PortInfo) encoder it sends
+REMEDIATION_ALLOWED = ("fabricmon.sources.infiniband.mad.codec",)
 # single modules -> modules they must never import. The config composes the sections the packages
 # declare beside their code (the checks' settings, serve/settings.py, sources/<kind>/settings.py):
 # it sits above the checks and below the pipeline, and reads a source or serve package only through
@@ -50,7 +58,7 @@ FORBIDDEN_MODULES = {
 ALLOWED_MODULES = {"registry.py": ("fabricmon.schema",)}
 # only the `settings` module of these packages (config.py, fabric_settings.py): e.g. a key the exporter
 # reads goes to fabricmon/exporter/settings.py (the pipeline's package imports the config: none there)
-SETTINGS_ONLY = ("fabricmon.sources", "fabricmon.serve", "fabricmon.exporter")
+SETTINGS_ONLY = ("fabricmon.sources", "fabricmon.serve", "fabricmon.exporter", "fabricmon.remediation")
 
 
 def imports(path: Path) -> set[str]:
@@ -69,6 +77,8 @@ def test_each_layer_imports_only_what_lies_before_it() -> None:
     for layer, forbidden in FORBIDDEN.items():
         for path in sorted((PKG / layer).rglob("*.py")):
             for name in imports(path):
+                if layer == "remediation" and any(name == a or name.startswith(a + ".") for a in REMEDIATION_ALLOWED):
+                    continue
                 if any(name == f or name.startswith(f + ".") for f in forbidden):
                     bad.append(f"{path.relative_to(REPO)} imports {name}")
     for module, forbidden in FORBIDDEN_MODULES.items():

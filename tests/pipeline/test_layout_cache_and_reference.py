@@ -37,7 +37,7 @@ def test_saturated_samples_round_trip_through_json():
     h.add(key, 3.0, 255, saturated=True)
     h2 = CounterHistory.from_json(h.to_json())
     assert h2.increase(key, 100, 3.0)[0] == 1      # the step onto the maximum counts
-    assert h2.last_delta(key) is None              # from a saturated sample: unknown
+    assert h2.last_step(key) is None               # from a saturated sample: unknown
 
 
 def test_quiet_counter_keeps_two_samples_and_a_12h_window_stays_complete():

@@ -205,6 +205,10 @@ def test_a_gpu_whose_path_is_unreadable_is_not_judged_and_the_node_is_unknown() 
         blind = GpuData(gpus=[dataclasses.replace(g, pci_path=None, pci_chain=None) for g in st.data.gpus],
                         nvml_available=True)
         pipe.states["gpu"].data = blind
+        # the same paths unreadable to the pcie source: it reads no GPU's link either
+        from fabricmon.model.pcie import PcieData
+        pcie = pipe.states["pcie"].data
+        pipe.states["pcie"].data = PcieData({a: d for a, d in pcie.devices.items() if d.kind != "gpu"})
         snap = pipe.rebuild()
         assert not [f for f in snap.findings if f.check == "gpu_nic_affinity"]
         assert health_status(snap) == UNKNOWN and "GPU0" in unjudged(snap)

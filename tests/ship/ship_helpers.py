@@ -217,6 +217,55 @@ def nccl_exposition() -> str:
     return render(Snapshot(time=1.0, findings=[], sources={}, builds=BuildStats(), nccl=sec, ras=ras)).decode()
 
 
+def ber_exposition() -> str:
+    """A node daemon's exposition of one port's physical-layer BER as judged (a rate needs two samples, which a
+    bundle's one replay never has): what the BER alert reads, from the real catalogue."""
+    from fabricmon.exporter.render import render
+    from fabricmon.model.ber import BerPort, BerSection, BerVerdict, PhyCounters
+    from fabricmon.model.ber_budget import DEFAULT_BUDGETS, find
+    from fabricmon.model.snapshot import BuildStats, Snapshot
+    p = BerPort("mlx5_0", 1, "mlx5_0 port 1", "mlxlink", PhyCounters({"raw_errors": 10 ** 9, "effective_errors": 0,
+                                                                       "symbol_errors": 0}),
+                "IB", "NDR", 400.0, "rs544_plr", "optical", "7nm")
+    v = BerVerdict({("raw", "short"): 6e-6, ("effective", "short"): 0.0, ("symbol", "short"): 0.0},
+                   find(DEFAULT_BUDGETS, "IB", "NDR", "rs544_plr", "optical", "7nm"))
+    sec = BerSection([p], {p.key: v})
+    return render(Snapshot(time=1.0, findings=[], sources={}, builds=BuildStats(), ber=sec)).decode()
+
+
+def vitals_exposition() -> str:
+    """A fabric collector's exposition of one switch's vitals as judged (the recorded fabric bundles predate
+    the vitals source): what the vitals alert reads, from the real catalogue."""
+    from fabricmon.exporter.render import render
+    from fabricmon.model.fabric import FabricSection, SwitchNode
+    from fabricmon.model.snapshot import BuildStats, Snapshot
+    from fabricmon.model.vitals import Vital
+    sec = FabricSection(kind="ethernet")
+    sec.switches["0c42a1000100"] = SwitchNode("0c42a1000100", "leaf01", 0, None, kind="ethernet", address="10.0.0.1")
+    sec.vitals["0c42a1000100"] = [Vital("100602111", "Fan Tray 2 Fan 1 Sensor 1", "fan", "ENTITY-SENSOR-MIB",
+                                        "nonoperational", 2, 0.0, "rpm"),
+                                  Vital("100006001", "Cpu temp sensor", "temperature", "ENTITY-SENSOR-MIB", "ok", 0,
+                                        53.3, "celsius")]
+    return render(Snapshot(time=1.0, findings=[], sources={}, builds=BuildStats(), fabric=sec)).decode()
+
+
+def remediation_exposition() -> str:
+    """A collector's exposition with remediation acting (a port isolated, the breaker tripped, a step failing):
+    what the remediation alerts read (the bundles are replays: no Remediator runs on them)."""
+    from fabricmon.exporter.render import render
+    from fabricmon.model.remediation import Action, Breaker, RemediationSection
+    from fabricmon.model.snapshot import BuildStats, Snapshot
+    a = Action("p1", "isolate_port", "0000000000200002:3", "leaf01 port 3", "act", "done", "CRITICAL symbol_errors",
+               "symbol_errors", 3600.0, 1.0, 1.0, effective=1.0, clean_since=1.0, guid="0000000000200002", port=3,
+               switch="leaf01")
+    b = Action("p2", "isolate_port", "0000000000200002:4", "leaf01 port 4", "act", "todo", "CRITICAL symbol_errors",
+               "symbol_errors", 3600.0, 1.0, 1.0, attempts=2, error="unanswered", guid="0000000000200002", port=4)
+    rem = RemediationSection("fabric", {"isolate_port": "act", "drain_node": "off"}, actions=(a, b),
+                             counts={("isolate_port", "act", "done"): 1},
+                             breakers={"isolate_port": Breaker(10, 10, 1, True, "max(10, ...)")})
+    return render(Snapshot(time=1.0, findings=[], sources={}, builds=BuildStats(), remediation=rem)).decode()
+
+
 def exported_names(text: str) -> set[str]:
     """Every sample name in an exposition (histograms give _bucket/_sum/_count)."""
     return set(re.findall(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)[{ ]", text, re.M))

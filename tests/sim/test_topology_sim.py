@@ -16,13 +16,9 @@ from fabricmon.pipeline.fabric import fabric_pipeline
 from fabricmon.sim.fabric import three_tier_netfile
 
 
-def test_a_three_tier_fabric_with_every_case_planted(sim_fabric, tmp_path) -> None:
-    net = three_tier_netfile(pods=3, leaves_per_pod=3, spines_per_pod=2, cores_per_spine=2, hosts_per_leaf=2,
-                             aggregation_nodes=True, unnamed=2)
-    net = drop_hosts(net, "p2l3")                                   # its hosts are down
-    net = add_cable(net, "p3s1", 7, "stray01 mlx5_0", 1, host=True)  # a host cabled to a spine
-    net = management_leaf(net, ("core01", "core03"))
-    fab = sim_fabric(net)
+def two_sweeps(fab, tmp_path):
+    """(the snapshot after two sweeps, the topology) of the real collector's pipeline on `fab` (the subnet
+    manager source off: ibsim's `opensm --once` leaves no master)."""
     (tmp_path / "state" / "fabric").mkdir(parents=True)
     cfg = from_dict({"paths": {"state_dir": str(tmp_path / "state")},
                      "fabric": {"cache_dir": str(tmp_path / "state" / "fabric"), "sources": {"sm": {"enabled": False}}}})
@@ -31,9 +27,18 @@ def test_a_three_tier_fabric_with_every_case_planted(sim_fabric, tmp_path) -> No
         pipe.collect()
         time.sleep(0.5)             # what is tested: a second sweep, later (the intake drops a sample no later)
         snap = pipe.collect()
-        topo = pipe.model.inventory(snap.sources)
+        return snap, pipe.model.inventory(snap.sources)
     finally:
         pipe.close()
+
+
+def test_a_three_tier_fabric_with_every_case_planted(sim_fabric, tmp_path) -> None:
+    net = three_tier_netfile(pods=3, leaves_per_pod=3, spines_per_pod=2, cores_per_spine=2, hosts_per_leaf=2,
+                             aggregation_nodes=True, unnamed=2)
+    net = drop_hosts(net, "p2l3")                                   # its hosts are down
+    net = add_cable(net, "p3s1", 7, "stray01 mlx5_0", 1, host=True)  # a host cabled to a spine
+    net = management_leaf(net, ("core01", "core03"))
+    snap, topo = two_sweeps(sim_fabric(net), tmp_path)
     sec = snap.fabric
     names = {g: sw.name for g, sw in sec.switches.items()}
     got = {names[g]: lvl for g, lvl in sec.levels.items()}
@@ -61,17 +66,7 @@ def test_a_management_island_beside_the_compute_fabric(sim_fabric, tmp_path) -> 
     switch on one of 3 levels (the host-less management leaf a leaf, its spine a spine), holds the
     management leaves to each other (2 uplinks), not to the pods' leaves (8), and finds nothing, the
     routing of the management spine to its host-less leaf included."""
-    fab = sim_fabric(island_fabric())
-    (tmp_path / "state" / "fabric").mkdir(parents=True)
-    cfg = from_dict({"paths": {"state_dir": str(tmp_path / "state")},
-                     "fabric": {"cache_dir": str(tmp_path / "state" / "fabric"), "sources": {"sm": {"enabled": False}}}})
-    pipe = fabric_pipeline(cfg, LiveIO(cfg.sysfs, cfg.procfs, env=fab.env(fab.hosts[0])))
-    try:
-        pipe.collect()
-        time.sleep(0.5)
-        snap = pipe.collect()
-    finally:
-        pipe.close()
+    snap, _ = two_sweeps(sim_fabric(island_fabric()), tmp_path)
     sec = snap.fabric
     names = {g: sw.name for g, sw in sec.switches.items()}
     got = {names[g]: lvl for g, lvl in sec.levels.items()}

@@ -10,5 +10,6 @@ Importing this package registers them."""
 
 from fabricmon.sources.ethernet import discovery, sweep  # noqa: F401 - imported to register
 from fabricmon.sources.ethernet import optics  # noqa: F401,E402 - registered after the sweep
+from fabricmon.sources.ethernet import vitals  # noqa: F401,E402 - fans, power supplies, temperatures
 from fabricmon.sources import cluster_jobs  # noqa: F401,E402 - slurm_jobs, kind-neutral (sources/cluster_jobs.py)
 from fabricmon.sources import slurm_topology  # noqa: F401,E402 - the configured topology.conf (sources/slurm_topology.py)

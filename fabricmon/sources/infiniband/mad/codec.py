@@ -21,7 +21,14 @@ Attributes read here:
   high nibble), LinkSpeedEnabled (byte 35, low nibble), LinkSpeedExtSupported (byte 62, low nibble),
   LinkSpeedExtEnabled (byte 63, low 5 bits) and IBA 1.7's LinkSpeedExtActive2/Supported2/Enabled2
   (byte 56: bits 1-2, 3-4, 5-7 from the top), as libibmad's fields.c places them.
-- SMP NodeInfo (0x0011) and NodeDescription (0x0010)."""
+- SMP NodeInfo (0x0011) and NodeDescription (0x0010).
+
+One Set is written (remediation isolates a port, remediation/actuators.py): SubnSet(PortInfo)
+(`encode_port_info_set`), the port's own PortInfo as a Get answered it, changed as ibportstate changes it
+(infiniband-diags' ibportstate.c): a LID or MasterSMLID of 0 or 0xFFFF replaced by 0x1234 (an SMA refuses
+a Set carrying an invalid one), PortState 0 (no change), PortPhysicalState 3 (Disabled) or 2 (Polling:
+enable), LinkWidthEnabled, LinkSpeedEnabled and LinkSpeedExtEnabled(2) 0 (no change). Its answer is a
+GetResp of PortInfo, read with decode_port_info."""
 
 from __future__ import annotations
 
@@ -41,7 +48,9 @@ CLASS_PERF = 0x04                    # performance management (QP1)
 GSI_QKEY = 0x80010000
 
 METHOD_GET = 0x01
+METHOD_SET = 0x02
 METHOD_GET_RESP = 0x81
+PHYS_POLLING, PHYS_DISABLED, PHYS_LINK_UP = 2, 3, 5     # PortPhysicalState
 
 ATTR_CLASS_PORT_INFO = 0x0001
 ATTR_NODE_DESC = 0x0010
@@ -114,12 +123,27 @@ def encode_port_info(port: int, tid: int) -> bytearray:
     return encode_get(CLASS_SMP_LID, ATTR_PORT_INFO, port, tid)
 
 
-def encode_node_info(tid: int) -> bytearray:
-    return encode_get(CLASS_SMP_LID, ATTR_NODE_INFO, 0, tid)
-
-
-def encode_node_desc(tid: int) -> bytearray:
-    return encode_get(CLASS_SMP_LID, ATTR_NODE_DESC, 0, tid)
+def encode_port_info_set(port: int, tid: int, current: bytes, phys_state: int) -> bytearray:
+    """SubnSet(PortInfo) of a switch port: `current` is its PortInfo attribute (the 64 data bytes of a Get's
+    answer, or the whole answer), changed as ibportstate does (module doc) to PortPhysicalState `phys_state`
+    (PHYS_DISABLED or PHYS_POLLING)."""
+    if phys_state not in (PHYS_DISABLED, PHYS_POLLING):
+        raise ValueError(f"PortPhysicalState {phys_state} cannot be set (2 Polling or 3 Disabled)")
+    data = bytearray(current[DATA_OFFSET:DATA_OFFSET + 64] if len(current) >= DATA_OFFSET + 64 else current[:64])
+    if len(data) != 64:
+        raise MadError(f"PortInfo data is {len(data)} bytes, expected 64")
+    for at in (16, 18):                                   # LID, MasterSMLID
+        if int.from_bytes(data[at:at + 2], "big") in (0, 0xFFFF):
+            data[at:at + 2] = (0x1234).to_bytes(2, "big")
+    data[29] = 0                                          # LinkWidthEnabled: no change
+    data[32] &= 0xF0                                      # PortState: no change (LinkSpeedSupported kept)
+    data[33] = (phys_state << 4) | (data[33] & 0x0F)      # PortPhysicalState (LinkDownDefaultState kept)
+    data[35] &= 0xF0                                      # LinkSpeedEnabled: no change (LinkSpeedActive kept)
+    data[56] &= 0xF8                                      # LinkSpeedExtEnabled2: no change
+    data[63] &= 0xE0                                      # LinkSpeedExtEnabled: no change
+    mad = encode_get(CLASS_SMP_LID, ATTR_PORT_INFO, port, tid, bytes(data))
+    mad[3] = METHOD_SET
+    return mad
 
 
 def decode_header(mad: bytes) -> Header:
