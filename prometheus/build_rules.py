@@ -590,11 +590,13 @@ HIDES = ("It hides: "
 def fabric_port_down(one_end: str) -> str:
     """A cabled switch port down: the default job's verdict, or the state job's newest read of the port (the fast
     path: the SM's reports make it seconds old, docs/latency.md), given the same reason label."""
-    verdict = named(fsel_("fabricmon_fabric_port_degraded", ',reason="down"') + " == 1" + one_end)
+    verdict = named(fsel_("fabricmon_fabric_port_degraded", ',reason="down"') + " == 1" + one_end
+                    + ISOLATED % FABRIC_SELECTOR)
     fs = FABRIC_STATE_SELECTOR
+    # the state job's series and the default job's isolation share the collector (instance), not the job
     read = named('label_replace(\n    fabricmon_fabric_port_up{' + fs + '} == 0, "reason", "down", "", ""\n  )'
                  '\n  and on (instance, job, switch_guid, port) fabricmon_fabric_link_info{' + fs + ',role!="unconnected"}'
-                 + ONE_END % fs)
+                 + ONE_END % fs + ISOLATED.replace("instance, job,", "instance,") % FABRIC_SELECTOR)
     return f"(\n{verdict}\n)\nor\n(\n{read}\n)"
 
 
@@ -615,13 +617,8 @@ def fabric_alerts(base: str) -> list[dict]:
                                 "humanizePercentage").replace("$labels.port", "$labels.direction")
               + "), judged by the collector over consecutive sweeps: check ECMP hashing / adaptive routing"
                 " on this switch; the collector's finding names the hottest and coldest ports.", base),
-<<<<<<< HEAD
-        alert("FabricmonFabricPortDown", fabric_port_down(one_end),
-=======
         # a link fabricmon isolated is down on purpose: FabricmonRemediation* and `fabricmon actions` report it
-        alert("FabricmonFabricPortDown", named(fsel_("fabricmon_fabric_port_degraded", ',reason="down"') + " == 1"
-                                              + one_end + ISOLATED % F),
->>>>>>> main
+        alert("FabricmonFabricPortDown", fabric_port_down(one_end),
               "warning", FOR["fabric_port_down"], "A cabled switch port is down.",
               SWPORT + REMOTE + " was cabled at an earlier discovery and is down now"
               " (the collector's degraded_link verdict, or its newest read of the port): the fabric lost this"

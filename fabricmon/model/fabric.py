@@ -691,14 +691,11 @@ class FabricSection:
     # the discrepancies by kind (model.design.KINDS)
     design_cables: int | None = None
     design_discrepancies: dict[str, int] = field(default_factory=dict)
-<<<<<<< HEAD
     # the SM's reports (sources/infiniband/events.py): the link state's mode in force and why, the subscription,
     # the counts; None where no events source ran (Ethernet, or it is disabled)
     events: EventsView | None = None
-=======
     # each judged switch's fans, power supplies and temperatures (checks.fabric_vitals; docs/vitals.md)
     vitals: dict[str, list[Vital]] = field(default_factory=dict)
->>>>>>> main
 
     def port_label(self, guid: str, port: int) -> str:
         p = self.ports.get((guid, port))

@@ -132,13 +132,10 @@ def test_rules_read_only_exported_metrics(bundle_expositions, fabric_exposition)
     """A renamed metric breaks the build: every fabricmon_* name in an expression or a template is exported
     by the node daemon or the fabric collector."""
     exported = exported_names(fabric_exposition) | exported_names(ethernet_exposition()) | exported_names(nccl_exposition())
-<<<<<<< HEAD
     # the opt-in sets' families (the state set's fabricmon_fabric_port_up): the golden fabric exposition has every set
     exported |= exported_names((ROOT / "tests" / "golden" / "fabric-infiniband.prom").read_text())
-=======
     exported |= exported_names(ber_exposition()) | exported_names(vitals_exposition())
     exported |= exported_names(remediation_exposition())
->>>>>>> main
     for text in bundle_expositions.values():
         exported |= exported_names(text)
     text = RULES.read_text()
