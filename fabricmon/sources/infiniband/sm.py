@@ -27,6 +27,10 @@ class SmSource(Source):
         res = io.run([*cmd, *t], inputs.remaining(self.sc.timeout))
         text = res.stdout + "\n" + res.stderr
         if res.error is None and no_sm_answered(text):
+            # asked once more before "no master" is data: one query lost on a busy port is not an SM gone
+            res = io.run([*cmd, *t], inputs.remaining(self.sc.timeout))
+            text = res.stdout + "\n" + res.stderr
+        if res.error is None and no_sm_answered(text):
             out.data = SmData(answered=False)
             return out
         master = out.parsed(res, parse_sminfo)
