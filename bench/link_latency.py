@@ -95,6 +95,25 @@ def guids(base: str) -> dict[str, str]:
         r'^fabricmon_fabric_switch_info\{level="\d+",switch="([^"]+)",switch_guid="([0-9a-f]+)"\}', body, re.M)}
 
 
+def demotions(log_text: str) -> dict[str, int]:
+    """The reasons the collector's log gives for link state from the sweep (the events source's, and the model's
+    demotion when a sweep saw a change no report announced), each with how often."""
+    out: dict[str, int] = {}
+    for ln in log_text.splitlines():
+        if "the subnet manager reported nothing" in ln:
+            out["the sweep saw a change no report announced"] = out.get("the sweep saw a change no report announced", 0) + 1
+            continue
+        if "link state from the sweep" not in ln:
+            continue
+        try:
+            why = str(json.loads(ln).get("reason") or "")
+        except ValueError:
+            why = ln.split("reason=", 1)[-1].strip()
+        why = re.sub(r"\b\d+(\.\d+)?\b", "N", why)[:160]
+        out[why] = out.get(why, 0) + 1
+    return out
+
+
 def state_pass_child(topology: str, passes: int) -> int:
     """Under umad2sim: PortInfo of every cabled switch port (the sweep's state ports), one engine run a pass."""
     from fabricmon.host.io import LiveIO
@@ -189,8 +208,7 @@ def main() -> int:
                 time.sleep(1.0)
         c1, w1 = ps.cpu_times(), time.monotonic()
         collector_cpu = (c1.user + c1.system - c0.user - c0.system) / (w1 - w0) * args.sweep_interval
-        demoted = [ln for ln in (work / "collector.log").read_text(errors="replace").splitlines()
-                   if "link state from the sweep" in ln]
+        demoted = demotions((work / "collector.log").read_text(errors="replace"))
         proc.terminate()
         proc.wait(30)
         topo = work / "topology.txt"
@@ -212,7 +230,9 @@ def main() -> int:
     lat = [r["latency"] for r in rows]
     print(f"\n{args.net} fabric, `fabricmon fabric run` sweeping every {args.sweep_interval:g} s, the findings API read "
           f"every {args.poll:g} s; the collector's CPU over the trials {collector_cpu:.2f} CPU-s per "
-          f"{args.sweep_interval:g} s; mode: {'demoted to sweep (' + str(len(demoted)) + ' log lines)' if demoted else 'never demoted'}\n")
+          f"{args.sweep_interval:g} s\n")
+    print("link state from the sweep, the collector's log says why (how often): "
+          + ("; ".join(f"{why} ({n})" for why, n in demoted.items()) if demoted else "never") + "\n")
     print("| trial | cable | Unlink -> reported down, s | port_up then | load |")
     print("|---|---|---|---|---|")
     for r in rows:
