@@ -27,7 +27,6 @@ import re
 import time
 
 import pytest
-import yaml
 
 from fabricmon.deploy import RULES
 from fabricmon.sim.fabric import fat_tree_netfile
