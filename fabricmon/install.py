@@ -399,7 +399,8 @@ def uninstall(args: argparse.Namespace, out: TextIO | None = None) -> int:
 def print_files(kind: str, dest: str, out: TextIO | None = None,
                 rules_options: dict[str, str | None] | None = None) -> int:
     """Copy the shipped files of one kind (rules, dashboards, ...) of this version into `dest`. With
-    rules_options (runbook_base, selector, fabric_selector) the rules are fitted to the site
+    rules_options (runbook_base, selector, fabric_selector, state_selector, fabric_state_selector) the rules are
+    fitted to the site
     (deploy/rules.py); their promtool tests, written for the shipped selectors, are then left out."""
     out = out or sys.stdout
     opts = {k: v for k, v in (rules_options or {}).items() if v}
@@ -440,6 +441,10 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
                     "(default: 'job=\"fabricmon\"')")
     sp.add_argument("--fabric-selector", metavar="MATCHERS", help="with --print rules: the fabric collectors' "
                     "scrape selector (default: 'job=\"fabricmon-fabric\"')")
+    sp.add_argument("--state-selector", metavar="MATCHERS", help="with --print rules: the node daemons' state scrape "
+                    "(collect[]=state, the port-down alerts' fast path; default: 'job=\"fabricmon-state\"')")
+    sp.add_argument("--fabric-state-selector", metavar="MATCHERS", help="with --print rules: the fabric collectors' "
+                    "state scrape (default: 'job=\"fabricmon-fabric-state\"')")
     sp.set_defaults(func=_cmd_install)
     sp = sub.add_parser("uninstall", help="as root: remove the units, udev rule and sysusers file; "
                                           "keep config and state unless --purge")
@@ -460,11 +465,14 @@ def _cmd_install(args: argparse.Namespace) -> int:
                 raise InstallError(f"--print: unknown kind {kind!r} (one of {', '.join([*deploy.PRINTABLE, 'all'])})")
             try:
                 return print_files(kind, dest, rules_options={"runbook_base": args.runbook_base, "selector": args.selector,
-                                                              "fabric_selector": args.fabric_selector})
+                                                              "fabric_selector": args.fabric_selector,
+                                                              "state_selector": args.state_selector,
+                                                              "fabric_state_selector": args.fabric_state_selector})
             except deploy_rules.RulesError as exc:
                 raise InstallError(str(exc)) from exc
-        if args.runbook_base or args.selector or args.fabric_selector:
-            raise InstallError("--runbook-base, --selector and --fabric-selector go with --print rules DIR")
+        if args.runbook_base or args.selector or args.fabric_selector or args.state_selector or args.fabric_state_selector:
+            raise InstallError("--runbook-base, --selector, --fabric-selector, --state-selector and "
+                               "--fabric-state-selector go with --print rules DIR")
         return install(args)
     except OSError as exc:           # a file that cannot be written: one line, not a traceback
         raise InstallError(str(exc)) from exc

@@ -38,6 +38,10 @@ class SourceSpec:
     # its own config keys beside enabled/interval/timeout/command: validated under sources.<name>
     # (or fabric.sources.<name>), built into SourceConfig.options (read with SourceConfig.settings)
     options: Schema[Any] | None = None
+    # a run that returns its last record again (the same object) found nothing new: the pipeline rebuilds no
+    # snapshot for it, and its interval does not set the publisher's tick (the node's port state poll every
+    # second, the fabric's events source waiting for the SM's reports)
+    quiet: bool = False
 
 
 _REGISTRY: dict[tuple[str, str], SourceSpec] = {}     # (collector, name) -> spec: a name is unique per collector
@@ -47,7 +51,8 @@ S = TypeVar("S", bound=type)
 def register(name: str, *, enabled: bool | str = True, interval: float = 15.0, timeout: float = 5.0,
              command: tuple[str, ...] = (), needs: tuple[str, ...] = (), provides_inventory: bool = False,
              collector: str | tuple[str, ...] = "node", concurrency: int = 1,
-             records: type | None = None, options: Schema[Any] | None = None) -> Callable[[S], S]:
+             records: type | None = None, options: Schema[Any] | None = None,
+             quiet: bool = False) -> Callable[[S], S]:
     """Class decorator: register a source once, with its defaults; a kind-neutral source names
     every collector that runs it (`collector=("infiniband", "ethernet")`)."""
     collectors = (collector,) if isinstance(collector, str) else tuple(collector)
@@ -58,7 +63,7 @@ def register(name: str, *, enabled: bool | str = True, interval: float = 15.0, t
             if key in _REGISTRY and _REGISTRY[key].cls is not cls:
                 raise ValueError(f"source {name!r} registered twice for the {c} collector")
             spec = SourceSpec(name, cls, enabled, float(interval), float(timeout), tuple(command), tuple(needs),
-                              provides_inventory, c, concurrency, records, options)
+                              provides_inventory, c, concurrency, records, options, quiet)
             _REGISTRY[key] = spec
             if c == collectors[0]:
                 setattr(cls, "spec", spec)      # the same defaults for every collector; `collector` names the first

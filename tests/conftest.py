@@ -63,6 +63,7 @@ FIXTURE_MARKERS: dict[str, tuple[str, ...]] = {
 #: (a timeout, a settle time). An entry that names no module or test fails the run.
 TEST_MARKERS: dict[str, tuple[str, ...]] = {
     "cli/test_health_check.py": ("process",),
+    "cli/test_port_state_daemon.py": ("process",),
     "cli/test_learned_inventory.py": ("process",),
     "cli/test_cli_once_check.py": ("process",),
     "cli/test_rocegpu_bundles.py::test_check_with_state_on_a_live_tree_reports_rates": ("process",),

@@ -23,6 +23,16 @@ if TYPE_CHECKING:
 
 NEEDS = ("SweepData",)          # the sweep being judged, fresh (checks.fabric_inputs.FRESH_RECORDS)
 
+@dataclasses.dataclass
+class CountersState:
+    """The ports judged with nothing to say (every check OK, none flagged, none waiting), each with what it
+    was judged on: its counters, its rate and its history marks (CounterHistory.marks). While those stay the
+    same nothing can have risen (a window's sum only falls as time passes), so the port is not judged again:
+    after a leaf's 40 ports went down, their LinkDowned steps keep them in the history for hours, and judging
+    them at every sweep cost more than the rest of the build (bench/link_storm.py)."""
+    calm: dict[tuple[str, int], tuple[object, ...]] = dataclasses.field(default_factory=dict)
+
+
 class FabricCounters:
     """The counter checks on the switch ports (checks.shape), the node daemon's logic and thresholds: per
     port, what is not OK, and the status of what was not OK at an earlier build (inputs.flagged); a port
@@ -30,10 +40,10 @@ class FabricCounters:
     counters read 0 or did not move). The switches judged are those whose counters this sweep read, but one
     with a port whose count could not be judged yet (counted before its first sample: the next sweep says)."""
     reports = counter_reports(*NEEDS)
-    state = None
 
     def __init__(self, settings: ChecksConfig):
         self.settings = settings
+        self.state = CountersState()
 
     def _far_end(self, f: Finding, sec: FabricSection, key: tuple[str, int], pv: PortView, history: CounterHistory,
                  now: float) -> Finding:
@@ -56,8 +66,19 @@ class FabricCounters:
         findings: list[Finding] = []
         waiting: set[str] = set()           # switches with a port not judged yet
         judged = {k[1:] for k in flagged} | history.ports(CHECKED_COUNTERS)
+        flagged_ports = {k[1:] for k in flagged if k[0] in CHECKS}      # flagged by these checks
+        calm: dict[tuple[str, int], tuple[object, ...]] = {}
+        was_calm = self.state.calm
+        widths = (tuple(sorted(sweep.bits.items())), frozenset(sweep.wrapping))
         for key, p in sec.ports.items():
             if p.counters and key in judged:
+                mark: tuple[object, ...] | None = None
+                if key not in flagged_ports:
+                    mark = (tuple(p.counters.values()), p.rate_bps, widths,
+                            history.marks(key[0], key[1], [n for n in p.counters if n in CHECKED_COUNTERS]))
+                    if was_calm.get(key) == mark:
+                        calm[key] = mark
+                        continue
                 bits = dict(sweep.bits) if sweep else {}
                 wrapping = sweep.wrapping if sweep else set()
                 pv = PortView(device=key[0], port=key[1], counters=dict(p.counters), counter_bits=bits,
@@ -66,13 +87,17 @@ class FabricCounters:
                 sat = saturation(p.counters, bits, wrapping)
                 # per port: what is not OK, and the status of what was (flagged) not OK before
                 skipped: set[str] = set()
-                findings += [self._far_end(f, sec, key, pv, history, now)
-                             for f in evaluate_port(pv, history, self.settings, now, sat, label, skipped)
-                             if f.status != OK or (f.check, f.device, f.port) in flagged]
+                said = [self._far_end(f, sec, key, pv, history, now)
+                        for f in evaluate_port(pv, history, self.settings, now, sat, label, skipped)
+                        if f.status != OK or (f.check, f.device, f.port) in flagged]
+                findings += said
                 if skipped:
                     waiting.add(key[0])
+                elif not said and mark is not None:
+                    calm[key] = mark
+        self.state.calm = calm
         read = {g for g, _ in sweep.ports}
         return Outcome(findings, tuple(g for g in sec.switches if g in read and g not in waiting))
 
 
-__all__ = ["CHECKS", "NEEDS", "FabricCounters"]
+__all__ = ["CHECKS", "NEEDS", "CountersState", "FabricCounters"]

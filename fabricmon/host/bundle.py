@@ -19,6 +19,7 @@ from pathlib import Path
 
 from fabricmon.host.io import HostFileRead, HostIO, read_answer
 from fabricmon.host.mad import MadSettings, Request, answer_bytes, answer_text, exchange_key
+from fabricmon.host.sa import SaReport
 from fabricmon.host.kmsg import KmsgRead
 from fabricmon.host.ras import RasExchange
 from fabricmon.host.nvml import NvmlError, NvmlUnavailable
@@ -106,6 +107,19 @@ class RecordingIO(_Unrecorded):
             self.mad_error = None
             if self.mads is None:
                 self.mads = {}
+
+    # the SA port is not recorded (host.sa): a report is an event of the live fabric, which a replay has not
+    def sa_open(self) -> None:
+        self.inner.sa_open()
+
+    def sa_run(self, requests: Sequence[tuple[int, bytes]], timeout: float) -> list[bytes | None]:
+        return self.inner.sa_run(requests, timeout)
+
+    def sa_reports(self, timeout: float) -> list[SaReport]:
+        return self.inner.sa_reports(timeout)
+
+    def sa_close(self) -> None:
+        self.inner.sa_close()
 
     def mad_run(self, requests: Sequence[Request], deadline: float) -> list[bytes | None]:
         answers = self.inner.mad_run(requests, deadline)
@@ -299,6 +313,19 @@ class ReplayIO(_Unrecorded):
         if self._mads is None:
             why = self.manifest.get("mad_error") or "the bundle holds no MAD exchanges"
             raise UmadUnavailable(errno.ENODEV, str(why))
+
+    def sa_open(self) -> None:
+        """A bundle records no subscription (host.sa): a replayed collector has no subnet manager to report to it."""
+        raise UmadUnavailable(errno.ENODEV, "a replayed bundle has no subnet manager to subscribe to")
+
+    def sa_run(self, requests: Sequence[tuple[int, bytes]], timeout: float) -> list[bytes | None]:
+        return [None] * len(requests)
+
+    def sa_reports(self, timeout: float) -> list[SaReport]:
+        return []
+
+    def sa_close(self) -> None:
+        pass
 
     def mad_run(self, requests: Sequence[Request], deadline: float) -> list[bytes | None]:
         """Each request's recorded answer; a request not in the bundle is unanswered."""

@@ -19,9 +19,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from fabricmon.host import mad, nvml
+from fabricmon.host import mad, nvml, sa
 from fabricmon.host.kmsg import KmsgRead, KmsgReader
 from fabricmon.host.mad import MadSettings, Request
+from fabricmon.host.sa import SaReport
 from fabricmon.host.ras import RasExchange, ras_status
 from fabricmon.host.snmp import WalkSpec, walk_many
 from fabricmon.host.runner import DEFAULT_TOOL_DIRS, CommandResult, kill_all, resolve_program, run_command
@@ -55,6 +56,14 @@ class HostIO(Protocol):
     # fails under it (the port is reopened by the next mad_open)
     def mad_open(self, settings: MadSettings) -> None: ...
     def mad_run(self, requests: Sequence[Request], deadline: float) -> list[bytes | None]: ...
+    # the subnet administrator's reports (host.sa: a umad port of its own, its SA agent registered for
+    # SubnAdmReport, a reader answering each): sa_open raises UmadUnavailable where none opens here (a
+    # replayed bundle has none); sa_run sends (LID, MAD) requests and returns their answers (None:
+    # unanswered by the timeout); sa_reports waits up to timeout for the reports queued since
+    def sa_open(self) -> None: ...
+    def sa_run(self, requests: Sequence[tuple[int, bytes]], timeout: float) -> list[bytes | None]: ...
+    def sa_reports(self, timeout: float) -> list[SaReport]: ...
+    def sa_close(self) -> None: ...
     def read(self, root: str, rel: str) -> str: ...
     def read_many(self, root: str, rels: Sequence[str]) -> list[str | OSError]: ...
     def listdir(self, root: str, rel: str) -> list[str]: ...
@@ -141,6 +150,19 @@ class LiveIO:
 
     def mad_run(self, requests: Sequence[Request], deadline: float) -> list[bytes | None]:
         return self.mad_host.run(requests, deadline)
+
+    def sa_open(self) -> None:
+        """The process's SA port (opened once), reaching the fabric this host's tools reach (as mad_open)."""
+        sa.open_sa(self.env)
+
+    def sa_run(self, requests: Sequence[tuple[int, bytes]], timeout: float) -> list[bytes | None]:
+        return sa.run_sa(requests, timeout)
+
+    def sa_reports(self, timeout: float) -> list[SaReport]:
+        return sa.sa_reports(timeout)
+
+    def sa_close(self) -> None:
+        sa.close_sa()
 
     def read(self, root: str, rel: str) -> str:
         if root != "sysfs":

@@ -159,6 +159,18 @@ class CounterHistory:
         wanted = set(names)
         return {(k[0], k[1]) for k in self._data if k[2] in wanted}
 
+    def marks(self, device: str, port: int, names: Iterable[str]) -> tuple[tuple[int, int | None], ...]:
+        """What changes when a sample that moves a sum enters or leaves `names`' histories on the port: each
+        one's sample count and newest value (a run of equal values keeps its count: only its last sample's
+        time moves). Two equal marks mean the same samples but for that time; the window sums can then only
+        have fallen since."""
+        data = self._data
+        out = []
+        for n in names:
+            q = data.get((device, port, n))
+            out.append((len(q), q[-1].value) if q else (0, None))
+        return tuple(out)
+
     def prune(self, keep: set[tuple[str, int]]) -> None:
         """Drop the history of ports that no longer exist (a removed HCA)."""
         for key in [k for k in self._data if (k[0], k[1]) not in keep]:

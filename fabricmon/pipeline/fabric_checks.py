@@ -28,6 +28,7 @@ from fabricmon.model.design import DesignData
 from fabricmon.model.fabric import (DesignDrift, DiscoveryData, EcmpGroups, FabricSection, LftData, Responsiveness,
                                     RouteBalances, SchedulerDrift, SmData, SmPoll, SwitchOpticsView, UplinkCounts)
 from fabricmon.model.jobs import JobsSection, Placements
+from fabricmon.model.link_ability import LinkAbility
 from fabricmon.model.optics import OpticsPort, SwitchOpticsData
 from fabricmon.model.slurm_topology import SchedulerTopologyData
 from fabricmon.model.snapshot import SourceState, records_present, source_data
@@ -170,6 +171,13 @@ class FabricChecks:
         sec = inputs.sec
         ran = self.ports.run(inputs, present, sec)
         return ran.findings + self.port_status(sec, ran.findings, ran.names), ran.names
+
+    def rejudge_links(self, sec: FabricSection, keys: list[tuple[str, int]],
+                      abilities: Mapping[tuple[str, int], LinkAbility]) -> list[Finding]:
+        """degraded_link again on the few ports an event build changed (checks.fabric_links.Links.rejudge), the
+        other checks' findings kept from the last full build until the next one; its findings."""
+        links = next(c for c in self.ports.checks if isinstance(c, fabric_links.Links))
+        return links.rejudge(sec, keys, abilities)[1]
 
     def run_poll(self, inputs: FabricInputs, present: set[str]) -> Ran:
         return self.poll.run(inputs, present, inputs.sec)

@@ -72,6 +72,9 @@ class Inputs:
     deadline: float
     inventory: Any = None       # model.ports.Inventory for sources that need it
     cancel: threading.Event | None = None     # set when the daemon stops
+    # run by the daemon's worker, again and again (False: one collection, `once`, `check`, `capture`): a
+    # source that lives between runs (a subscription, a watch) sets itself up only then
+    continuous: bool = False
 
     def remaining(self, cap: float) -> float:
         """Seconds left for one command, at most `cap` (the source's timeout); 0 once the
