@@ -15,6 +15,7 @@ import os
 import threading
 import time
 from collections.abc import Mapping, Sequence
+from typing import Any
 from pathlib import Path
 
 from fabricmon.host.io import HostFileRead, HostIO, read_answer
@@ -53,17 +54,17 @@ class _Unrecorded:
 class RecordingIO(_Unrecorded):
     """Wraps another HostIO and records every answer into a bundle directory."""
 
-    def __init__(self, inner: HostIO, bundle: str | os.PathLike[str], meta: dict | None = None):
+    def __init__(self, inner: HostIO, bundle: str | os.PathLike[str], meta: dict[str, Any] | None = None):
         self.inner = inner
         self.dir = Path(bundle)
         (self.dir / "files").mkdir(parents=True, exist_ok=True)
-        self.commands: list[dict] = []
+        self.commands: list[dict[str, Any]] = []
         self.errors: dict[str, int] = {}
         self.listings: dict[str, list[str] | int] = {}
         self.realpaths: dict[str, str] = {}
         self.meta = meta or {}
-        self.nvml: list[dict] | None = None
-        self.nvml_error: dict | None = None
+        self.nvml: list[dict[str, Any]] | None = None
+        self.nvml_error: dict[str, Any] | None = None
         self.programs: dict[str, str | None] = {}
         self.mads: dict[str, str | None] | None = None       # exchange key -> answer; None: never opened
         self.mad_error: str | None = None
@@ -166,7 +167,7 @@ class RecordingIO(_Unrecorded):
             self.realpaths[f"{root}/{rel}"] = real
         return real
 
-    def nvml_gpus(self) -> list[dict]:
+    def nvml_gpus(self) -> list[dict[str, Any]]:
         try:
             gpus = self.inner.nvml_gpus()
         except Exception as exc:
@@ -267,12 +268,12 @@ class ReplayIO(_Unrecorded):
         if manifest.get("bundle_version") != BUNDLE_VERSION:
             raise BundleError(f"{self.dir}: unsupported bundle version {manifest.get('bundle_version')!r}")
         self.manifest = manifest
-        self._commands: dict[str, dict] = {}
+        self._commands: dict[str, dict[str, Any]] = {}
         for c in manifest.get("commands", []):
             self._commands[_cmd_key(c["argv"])] = c     # the last recording of an argv wins
         self._errors = manifest.get("read_errors", {})
         self._listings = manifest.get("listings", {})
-        self._realpaths = manifest.get("realpaths", {})
+        self._realpaths: dict[str, str] = manifest.get("realpaths", {})
         self._programs: dict[str, str | None] = manifest.get("programs", {})
         self._mads: dict[str, str | None] | None = manifest.get("mad")
 
@@ -357,7 +358,7 @@ class ReplayIO(_Unrecorded):
             return self._realpaths[key]
         raise OSError(errno.ENOENT, "no realpath recorded", key)
 
-    def nvml_gpus(self) -> list[dict]:
+    def nvml_gpus(self) -> list[dict[str, Any]]:
         """The recorded NVML answer; no "nvml" key means no GPUs."""
         err = self.manifest.get("nvml_error")
         if err:

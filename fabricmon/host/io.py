@@ -15,7 +15,7 @@ import socket
 import stat
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -259,7 +259,7 @@ class LiveIO:
     def open_files(self) -> int:
         return len(self._fds)
 
-    def nvml_gpus(self) -> list[dict]:
+    def nvml_gpus(self) -> list[dict[str, Any]]:
         """GPUs seen by NVML: [{index, uuid, bus_id, driver_version}]. Raises
         sources.nvml.NvmlUnavailable when libnvidia-ml or the driver is missing. Without the
         nvidia kernel driver (no <sysfs>/module/nvidia) NVML cannot work, so it is not even
@@ -342,7 +342,7 @@ class LiveIO:
                 pass
 
 
-def read_answer(read, root: str, rel: str) -> str | OSError:
+def read_answer(read: Callable[[str, str], str], root: str, rel: str) -> str | OSError:
     """read(root, rel), or the OSError it raised (for read_many)."""
     try:
         return read(root, rel)

@@ -86,7 +86,7 @@ class SaPort:
         return cls(p, agent)
 
     # --- sending ------------------------------------------------------------------------
-    def _send(self, mad: bytes, lid: int, qp: int, timeout_ms: int, retries: int) -> None:
+    def _send(self, mad: bytes | bytearray, lid: int, qp: int, timeout_ms: int, retries: int) -> None:
         port = self.port
         buf = bytearray(port.mad_offset + MAD_SIZE)
         pack_header(buf, 0, self.agent, timeout_ms, retries, lid, qp, GSI_QKEY)

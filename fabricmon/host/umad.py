@@ -189,7 +189,7 @@ class UmadPort:
         bits = 8 * ctypes.sizeof(ctypes.c_ulong)
         for m in methods:
             mask[m // bits] |= 1 << (m % bits)
-        agent = self.lib.umad_register(self.fd, mgmt_class, version, rmpp_version, mask if methods else None)
+        agent: int = self.lib.umad_register(self.fd, mgmt_class, version, rmpp_version, mask if methods else None)
         if agent < 0:
             raise UmadUnavailable(-agent if agent < -1 else errno.EPERM,
                                   f"umad_register(class 0x{mgmt_class:02x}, methods {list(methods)}) failed: "

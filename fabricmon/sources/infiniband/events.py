@@ -40,6 +40,7 @@ import structlog
 
 from fabricmon.host.io import HostIO
 from fabricmon.host.mad import MadSettings, Request
+from fabricmon.host.sa import SaReport
 from fabricmon.host.umad import UmadUnavailable
 from fabricmon.model.fabric import Topology, in_shard
 from fabricmon.model.fabric_events import MAX_READS, EventRead, FabricEventsData
@@ -162,7 +163,8 @@ class EventsSource(Source):
         traps = notice.TRAPS
         answers = io.sa_run([(lid, bytes(notice.encode_subscribe(t, 0))) for t in traps],
                             min(3.0, inputs.remaining(self.sc.timeout)))
-        accepted, refused = [], []
+        accepted: list[int] = []
+        refused: list[str] = []
         for t, a in zip(traps, answers):
             if a is None:
                 refused.append(f"trap {t}: no answer")
@@ -172,7 +174,10 @@ class EventsSource(Source):
             except MadError as exc:
                 refused.append(f"trap {t}: {exc}")
                 continue
-            (accepted if ans.accepted else refused).append(t if ans.accepted else f"trap {t}: {notice.status_text(ans.status)}")
+            if ans.accepted:
+                accepted.append(t)
+            else:
+                refused.append(f"trap {t}: {notice.status_text(ans.status)}")
         sm = f"the SM at LID {lid} (0x{guid})"
         if notice.LINK_STATE_CHANGE not in accepted:
             self._sm, self._subscribed_at = None, None
@@ -203,7 +208,7 @@ class EventsSource(Source):
             self._lid_map = (topo, switches, by_lid, by_guid)
         return self._lid_map[1], self._lid_map[2], self._lid_map[3]
 
-    def _take(self, io: HostIO, inputs: Inputs, reports: list, topo: Topology | None, out: SourceOutput) -> None:
+    def _take(self, io: HostIO, inputs: Inputs, reports: list[SaReport], topo: Topology | None, out: SourceOutput) -> None:
         data = self._data or FabricEventsData()
         counts = dict(data.reports)
         unmatched = data.unmatched
