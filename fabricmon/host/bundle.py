@@ -14,7 +14,7 @@ import json
 import os
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 from pathlib import Path
 
@@ -131,28 +131,25 @@ class RecordingIO(_Unrecorded):
             self.mads.update(recorded)
         return answers
 
-    def read(self, root: str, rel: str) -> str:
-        key = f"{root}/{rel}"
+    def _file(self, key: str, target: Path, call: Callable[[], str]) -> str:
+        """The one wrapper of a recorded file read: its text copied into the bundle, or its errno noted (the
+        last answer for a path wins, as for commands) and the error raised on."""
         try:
-            data = self.inner.read(root, rel)
+            data = call()
         except OSError as exc:
             with self._lock:
                 self.errors[key] = exc.errno or errno.EIO
             raise
         with self._lock:
-            self.errors.pop(key, None)      # the last answer for a path wins, as for commands
-        target = self.dir / "files" / root / rel
+            self.errors.pop(key, None)
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_text(data)
         return data
 
-    def read_many(self, root: str, rels: Sequence[str]) -> list[str | OSError]:
-        return [read_answer(self.read, root, rel) for rel in rels]
-
-    def listdir(self, root: str, rel: str) -> list[str]:
-        key = f"{root}/{rel}"
+    def _listing(self, key: str, call: Callable[[], list[str]]) -> list[str]:
+        """The one wrapper of a recorded directory listing: the names, or the errno, noted; the error raised on."""
         try:
-            names = self.inner.listdir(root, rel)
+            names = call()
         except OSError as exc:
             with self._lock:
                 self.listings[key] = exc.errno or errno.EIO
@@ -160,6 +157,15 @@ class RecordingIO(_Unrecorded):
         with self._lock:
             self.listings[key] = names
         return names
+
+    def read(self, root: str, rel: str) -> str:
+        return self._file(f"{root}/{rel}", self.dir / "files" / root / rel, lambda: self.inner.read(root, rel))
+
+    def read_many(self, root: str, rels: Sequence[str]) -> list[str | OSError]:
+        return [read_answer(self.read, root, rel) for rel in rels]
+
+    def listdir(self, root: str, rel: str) -> list[str]:
+        return self._listing(f"{root}/{rel}", lambda: self.inner.listdir(root, rel))
 
     def realpath(self, root: str, rel: str) -> str:
         real = self.inner.realpath(root, rel)
@@ -180,30 +186,10 @@ class RecordingIO(_Unrecorded):
 
     def read_host_file(self, path: str) -> str:
         rel = _host_rel(path)
-        try:
-            data = self.inner.read_host_file(path)
-        except OSError as exc:
-            with self._lock:
-                self.errors[f"host/{rel}"] = exc.errno or errno.EIO
-            raise
-        with self._lock:
-            self.errors.pop(f"host/{rel}", None)
-        target = self.dir / "files" / "host" / rel
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_text(data)
-        return data
+        return self._file(f"host/{rel}", self.dir / "files" / "host" / rel, lambda: self.inner.read_host_file(path))
 
     def list_host_dir(self, path: str) -> list[str]:
-        key = f"host/{_host_rel(path)}"
-        try:
-            names = self.inner.list_host_dir(path)
-        except OSError as exc:
-            with self._lock:
-                self.listings[key] = exc.errno or errno.EIO
-            raise
-        with self._lock:
-            self.listings[key] = names
-        return names
+        return self._listing(f"host/{_host_rel(path)}", lambda: self.inner.list_host_dir(path))
 
     def hostname(self) -> str:
         name = self.inner.hostname()
