@@ -5,7 +5,10 @@ bench/superpod_net.py, sweeps with every counter of every switch port, an SM pol
 - a full build (a new sweep: counters into the history, every check, the port section);
 - a build when only the SM poll is new (the last full build's port section reused);
 - a render of the default counter set of that snapshot (its label texts cached, as in the daemon's
-  second and later renders) and its gzip copy.
+  second and later renders) and its gzip copy;
+- an event build (issue 51: the SM reported a switch, its ports re-read, model.fabric_events): one
+  leaf-spine cable down (the leaf's 40 ports re-read, one changed, and its far end), and a leaf's 40
+  ports down at once (a storm), each with the render of the state set (`collect[]=state`) after it.
 
 `--profile` prints the cProfile of one full build and one render (the largest costs first). CPU seconds on
 a shared machine are still noisy: compare runs of one sitting.
@@ -39,6 +42,7 @@ from fabricmon.config import from_dict  # noqa: E402
 from fabricmon.exporter.render import Renderer  # noqa: E402
 from fabricmon.model.compact import PortCounters  # noqa: E402
 from fabricmon.model.fabric import DiscoveryData, SmData, SmInfo, SweepData  # noqa: E402
+from fabricmon.model.fabric_events import EventRead, FabricEventsData  # noqa: E402
 from fabricmon.model.snapshot import BuildStats, Snapshot, SourceState  # noqa: E402
 from fabricmon.parsers.ibnetdiscover import parse_ibnetdiscover  # noqa: E402
 from fabricmon.pipeline.fabric import FabricModel  # noqa: E402
@@ -117,6 +121,31 @@ def main() -> int:
             sm_only.append(t_sm)
             render.append(t_r)
             gz.append(t_g)
+    # the SM's reports: one leaf re-read with one uplink down; then another leaf's 40 ports down at once
+    leaves = [g for g, sw in disc.switches.items() if "-leaf" in (sw.name or "")]
+    ev = FabricEventsData(mode="events", sm_lid=1, sm_guid=sm.guid, traps=(128,))
+    events: dict[str, tuple[float, float, int]] = {}
+    seq = 0
+    for what, leaf, down in (("one cable", leaves[0], {max(disc.switches[leaves[0]].links)}),
+                             ("40 ports", leaves[1], set(range(1, disc.switches[leaves[1]].nports + 1)))):
+        reads = dict(ev.reads)
+        for port in range(1, disc.switches[leaf].nports + 1):
+            seq += 1
+            reads[(leaf, port)] = EventRead(seq, port in disc.switches[leaf].links and port not in down, 4, "HDR")
+        ev = FabricEventsData(mode="events", sm_lid=1, sm_guid=sm.guid, traps=(128,),
+                              reports={128: ev.reports.get(128, 0) + len(down)}, reads=reads, seq=seq,
+                              reported={**ev.reported, leaf: ev.rereads + 1}, rereads=ev.rereads + 1, latency=0.002)
+        clock[0] += 1.0
+        states["events"] = _state(FabricEventsData, ev, clock[0])
+        before = model.event_builds
+        with gc_pause.paused():
+            t_e, (sections, findings) = _cpu(lambda: model.build(states))
+        assert model.event_builds == before + 1, "not an event build"
+        snap = Snapshot(time=clock[0], findings=findings, sources=states, builds=BuildStats(), **sections)
+        t_s, state_body = _cpu(lambda: renderer.render(snap, frozenset({"state"})))
+        changed = sum(1 for k in sections["fabric"].ports if not sections["fabric"].ports[k].up
+                      and k[0] == leaf)
+        events[what] = (t_e, t_s, changed)
     ports = sum(sw.nports for sw in disc.switches.values())
     lines = body.count(b"\n") - body.count(b"\n#") - 1
     print(f"{len(disc.switches)} switches, {ports} switch ports ({args.moving:.0%} of them moving), {lines} series "
@@ -125,6 +154,9 @@ def main() -> int:
     print(f"  build, only the SM poll new   {statistics.median(sm_only):.3f}")
     print(f"  render (default set)          {statistics.median(render):.2f}")
     print(f"  gzip (level 1)                {statistics.median(gz):.2f}")
+    for what, (t_e, t_s, changed) in events.items():
+        print(f"  event build, {what:9} down    {t_e:.3f}  (render of the state set after it {t_s:.3f}; "
+              f"{changed} ports of that leaf read down, its uncabled ones included)")
     if args.profile:
         clock[0] += 15.0
         states["sweep"] = _state(SweepData, _sweep(disc, args.repeat + 2, args.moving), clock[0])

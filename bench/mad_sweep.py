@@ -47,7 +47,8 @@ def inner(mode: str, repeat: int, state: str, baseline: bool) -> dict:
     elif mode.startswith("shard"):
         fabric["shard"] = mode[5:]
     cfg = from_dict({"paths": {"state_dir": state}, "fabric": fabric, "logging": {"level": "error"}})
-    pipe = fabric_pipeline(cfg, LiveIO())
+    io = LiveIO()
+    pipe = fabric_pipeline(cfg, io)
     pipe.collect(["discovery"])
     sweeps, cpus, passes, sources, snap = [], [], [], [], None
     loss = mode == "loss"
@@ -80,8 +81,7 @@ def inner(mode: str, repeat: int, state: str, baseline: bool) -> dict:
                 raise RuntimeError(f"ibqueryerrors --data failed: {r.stderr[-300:]}")
     body = render(snap)
     pipe.close()
-    from fabricmon.host import mad
-    engine = mad.engine_totals()
+    engine = io.mad_host.totals()
     sw = snap.sources["sweep"]
     text = body.decode()
     swept = sorted(set(re.findall(r'^fabricmon_fabric_port_receive_bytes_total\{port="\d+",switch_guid="(\w+)"\}', text, re.M)))

@@ -10,6 +10,11 @@ cProfile's top functions by own time and by cumulative time.
 Usage:
 
     python bench/node_profile.py [--tree h100|synthetic] [--cycles 400] [--top 30] [--no-profile]
+    python bench/node_profile.py --state-runs 2000        # the port state poll alone (issue 51)
+
+--state-runs N times the port state poll (sources.port_state) instead: N runs where no state file changed
+(what it costs every second: one read_many, nothing built), then N/10 runs each after one port's state file
+flipped (its run, the snapshot build and the render it causes), CPU per run of each.
 """
 
 from __future__ import annotations
@@ -121,6 +126,46 @@ def daemon(args: argparse.Namespace) -> int:
     return 0
 
 
+def state_runs(args: argparse.Namespace) -> int:
+    """The port state poll's CPU per run: quiet (nothing changed: no build), and after a flip (run, build, render)."""
+    work = Path(tempfile.mkdtemp(prefix="fabricmon-profile-"))
+    try:
+        sysfs, desc = build_tree(work / "sys", args.tree, args.hcas)
+        sources: dict[str, object] = {n: {"enabled": False} for n in registry()
+                                      if n not in ("sysfs", "hw_counters", "port_state")}
+        config = from_dict({"paths": {"sysfs": sysfs, "state_dir": str(work / "state")}, "sources": sources})
+        pipe = Pipeline(config, LiveIO(sysfs=sysfs))
+        pipe.collect()
+        files = sorted(Path(sysfs, "class", "infiniband").glob("*/ports/*/state"))
+        was = files[0].read_text()
+        for _ in range(20):
+            pipe.run_source("port_state", time.monotonic() + 5)
+        c0 = time.process_time()
+        rebuilt = 0
+        for _ in range(args.state_runs):
+            rebuilt += pipe.run_source("port_state", time.monotonic() + 5)
+        quiet = (time.process_time() - c0) / args.state_runs
+        flips = max(1, args.state_runs // 10)
+        c0 = time.process_time()
+        changed = 0
+        for i in range(flips):
+            files[0].write_text("1: DOWN\n" if i % 2 == 0 else was)
+            if pipe.run_source("port_state", time.monotonic() + 5):
+                changed += 1
+                render(pipe.rebuild())
+        flipped = (time.process_time() - c0) / flips
+        files[0].write_text(was)
+        n = len(files)
+        print(f"{desc}; {n} ports, {2 * n} state files a run")
+        print(f"port_state, nothing changed: {quiet * 1e3:.3f} ms CPU a run ({args.state_runs} runs, {rebuilt} built)")
+        print(f"port_state, one port flipped: {flipped * 1e3:.3f} ms CPU a run with its build and render "
+              f"({flips} runs, {changed} built)")
+        pipe.close()
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    return 0
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--tree", choices=("synthetic", "h100"), default="h100")
@@ -131,7 +176,11 @@ def main() -> int:
     ap.add_argument("--daemon", type=float, default=0.0, metavar="SECONDS",
                     help="instead: run the daemon itself (its threads, its server) for this long at a 0.5 s sysfs "
                          "interval, scraped every 0.5 s, every thread of it under cProfile")
+    ap.add_argument("--state-runs", type=int, default=0, metavar="N",
+                    help="instead: the port state poll's CPU per run, quiet and after a flip (see above)")
     args = ap.parse_args()
+    if args.state_runs:
+        return state_runs(args)
     if args.daemon:
         return daemon(args)
     work = Path(tempfile.mkdtemp(prefix="fabricmon-profile-"))

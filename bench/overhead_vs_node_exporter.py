@@ -31,7 +31,12 @@ Usage:
 
     python bench/overhead_vs_node_exporter.py [--hcas 10] [--tree synthetic|h100]
         [--interval 0.5] [--cycles 60] [--repeats 3] [--latency-scrapes 1000]
-        [--warmup-cycles 0] [--compare-with CHECKOUT]
+        [--warmup-cycles 0] [--state-poll 1] [--compare-with CHECKOUT]
+
+--state-poll SECONDS (default 1, as shipped) keeps the port state poll (sources.port_state: every port's
+state and phys_state alone) on in the fast runs at that interval; 0 turns it off. Its runs build nothing
+while the state files do not change, so the cycles counted are still the sysfs polls, and the CPU per
+cycle carries interval/state-poll of its runs.
 
 --compare-with CHECKOUT runs a second `fabricmon run` from another checkout (a worktree or
 `git archive` of main, say) with the same config, scraped in the same ticks and measured over the
@@ -159,11 +164,15 @@ def start_node_exporter(sysfs: str, port: int, log: Path) -> subprocess.Popen:
 
 
 def fabricmon_config(sysfs: str, port: int, interval: float | None, state_dir: str,
-                     only_sysfs: bool = True, kernel_log: bool = True) -> str:
+                     only_sysfs: bool = True, kernel_log: bool = True, state_poll: float = 0.0) -> str:
     """YAML text listening on 127.0.0.1:port. only_sysfs: every other source (the external
-    tools, and the RoCE/GPU sources) disabled; else every source at its default (kernel_log: false
-    turns the kernel log source off)."""
-    sources: dict = {name: {"enabled": False} for name in registry() if name not in ("sysfs", "hw_counters")} if only_sysfs else {}
+    tools, and the RoCE/GPU sources) disabled, but the port state poll every `state_poll` seconds
+    when it is not 0; else every source at its default (kernel_log: false turns the kernel log
+    source off)."""
+    keep = ("sysfs", "hw_counters") + (("port_state",) if state_poll else ())
+    sources: dict = {name: {"enabled": False} for name in registry() if name not in keep} if only_sysfs else {}
+    if only_sysfs and state_poll:
+        sources["port_state"] = {"interval": state_poll}
     sources["sysfs"] = {"interval": interval} if interval else {}
     if not kernel_log:
         sources["kernel_log"] = {"enabled": False}
@@ -320,6 +329,9 @@ def main() -> int:
     ap.add_argument("--interval", type=float, default=0.5,
                     help="fabricmon's sysfs poll interval and the scrape tick, seconds (default 0.5)")
     ap.add_argument("--cycles", type=int, default=60, help="fabricmon poll cycles per window (default 60)")
+    ap.add_argument("--state-poll", type=float, default=1.0, metavar="SECONDS",
+                    help="the fast runs' port state poll (sources.port_state) every this many seconds, as shipped "
+                         "(default 1); 0 turns it off (the sysfs source alone, as before issue 51)")
     ap.add_argument("--repeats", type=int, default=3, help="windows; the median is reported (default 3)")
     ap.add_argument("--latency-scrapes", type=int, default=1000)
     ap.add_argument("--warmup-cycles", type=int, default=0,
@@ -359,12 +371,15 @@ def main() -> int:
         ne_port, fm_port, fd_port = free_port(), free_port(), free_port()
         ne = start_node_exporter(sysfs, ne_port, work / "node_exporter.log")
         procs.append(ne)
-        fm = start_fabricmon(fabricmon_config(sysfs, fm_port, args.interval, state), work, "fabricmon-fast", fm_port)
+        fm = start_fabricmon(fabricmon_config(sysfs, fm_port, args.interval, state, state_poll=args.state_poll),
+                             work, "fabricmon-fast", fm_port)
         procs.append(fm)
         base = None
         if args.compare_with is not None:
             base_port = free_port()
-            base_proc = start_fabricmon(fabricmon_config(sysfs, base_port, args.interval, str(work / "state-base")),
+            has_state_poll = (args.compare_with / "fabricmon" / "sources" / "port_state.py").is_file()
+            base_proc = start_fabricmon(fabricmon_config(sysfs, base_port, args.interval, str(work / "state-base"),
+                                                         state_poll=args.state_poll if has_state_poll else 0.0),
                                         work, "fabricmon-compared", base_port, root=args.compare_with.resolve())
             procs.append(base_proc)
             base = (base_proc, base_port)
@@ -451,7 +466,9 @@ def main() -> int:
     ratio = med(w.ratio for w in windows)
     print(f"\nfabricmon vs {version}: {tree_desc}; "
           f"{'counters still' if args.no_traffic else f'{len(traffic.values)} data/packet counters moving every tick'}; "
-          f"fabricmon with its sysfs sources only (hw_counters at its default 30 s); tick {args.interval} s; "
+          f"fabricmon with its sysfs sources only (hw_counters at its default 30 s)"
+          f"{f', the port state poll every {args.state_poll:g} s' if args.state_poll else ', no port state poll'}; "
+          f"tick {args.interval} s; "
           f"{args.repeats} windows x {args.cycles} cycles (median); fabricmon had polled "
           f"{fm_cycles_total} times by the end; {os.cpu_count()} CPUs\n")
     print(f"| {'what':62} | {'node_exporter':>14} | {'fabricmon':>14} |")

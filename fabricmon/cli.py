@@ -13,7 +13,7 @@ import sys
 import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypedDict
 
 from fabricmon import __version__, counter_sets, gc_pause
 from fabricmon import healthcheck
@@ -23,12 +23,13 @@ from fabricmon.config import DEFAULT_CONFIG_PATH, Config, ConfigError, load
 from fabricmon.exporter import render
 from fabricmon.fsutil import write_atomic
 from fabricmon.pipeline import Pipeline
-from fabricmon.pipeline.learned import LearnedStore, inventory_path
+from fabricmon.stores.learned import LearnedStore, inventory_path
 from fabricmon.remediation import cli as remediation_cli
 from fabricmon.host import BundleError, HostIO, LiveIO, RecordingIO, ReplayIO
 
 if TYPE_CHECKING:
     from fabricmon.model.fabric import Topology
+    from fabricmon.model.snapshot import Snapshot
     from fabricmon.model.slurm_topology import SlurmTree
 
 EXIT_CONFIG = 2
@@ -47,7 +48,7 @@ class UsageError(ValueError):
 
 def _config_path(args: argparse.Namespace) -> str | None:
     if args.config:
-        return args.config
+        return str(args.config)
     replay = getattr(args, "replay", None)
     if replay and (Path(replay) / "config.yml").is_file():
         return str(Path(replay) / "config.yml")
@@ -77,7 +78,8 @@ def parse_listen(value: str) -> tuple[str | None, int]:
     return host.strip("[]") or None, int(p)
 
 
-def _serve(cfg: Config, io: HostIO, address: str | None, port: int | None, pipeline=None, remediate: bool = True) -> int:
+def _serve(cfg: Config, io: HostIO, address: str | None, port: int | None, pipeline: Pipeline | None = None,
+           remediate: bool = True) -> int:
     """Run a Daemon (the node pipeline, or the one given) until SIGTERM/SIGINT; `remediate`: with its
     Remediator (not for a replay)."""
     from fabricmon.serve.daemon import Daemon
@@ -152,10 +154,16 @@ def cmd_once(args: argparse.Namespace) -> int:
     return 0
 
 
-def _daemon_auth(args: argparse.Namespace) -> dict:
+class _DaemonAuth(TypedDict, total=False):
+    """healthcheck.fetch_verdict's keywords for reaching a daemon behind basic auth or a private CA."""
+    auth: tuple[str, str]
+    ca_file: str
+
+
+def _daemon_auth(args: argparse.Namespace) -> _DaemonAuth:
     """--daemon-user with --daemon-password-file (never a password on the command line), and
     --daemon-ca-file for an https daemon whose certificate a private CA signed."""
-    out: dict = {}
+    out: _DaemonAuth = {}
     if bool(args.daemon_user) != bool(args.daemon_password_file):
         raise UsageError("--daemon-user and --daemon-password-file go together")
     if args.daemon_user:
@@ -218,9 +226,9 @@ def cmd_check(args: argparse.Namespace) -> int:
     stateless = args.no_state or args.replay
     state_dir = cfg.state_dir if stateless or args.state else _check_state_dir(cfg.state_dir)
     stateless = stateless or state_dir is None
-    state_path = None if stateless else (args.state or os.path.join(state_dir, "check-state.json"))
+    state_path = None if stateless or state_dir is None else (args.state or os.path.join(state_dir, "check-state.json"))
     doc = healthcheck.local_verdict(cfg, _io(args, cfg), state_path, args.sample_window,
-                                    None if stateless else inventory_path(state_dir))
+                                    None if stateless or state_dir is None else inventory_path(state_dir))
     print("\n".join(healthcheck.check_lines(doc, args.verbose, note)))
     return healthcheck.status_of(doc)
 
@@ -647,7 +655,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "check":
         return _main_check(args)
     try:
-        return args.func(args)
+        rc: int = args.func(args)
+        return rc
     except (ConfigError, BundleError, UsageError, installer.InstallError) as exc:
         print(f"fabricmon: {exc}", file=sys.stderr)
         return EXIT_CONFIG
@@ -663,7 +672,8 @@ def _main_check(args: argparse.Namespace) -> int:
     """`check` never crashes and never answers CRITICAL for its own failures: Nagios/NHC read 3
     (UNKNOWN) as "could not check"."""
     try:
-        return args.func(args)
+        rc: int = args.func(args)
+        return rc
     except (ConfigError, BundleError, UsageError) as exc:
         reason = str(exc)
     except Exception as exc:        # an internal error: the traceback goes to stderr

@@ -18,8 +18,11 @@ SETS: dict[str, str] = {
              "from the data counters: `rate(fabricmon_fabric_port_transmit_bytes_total[5m])`)",
     "extra_errors": "switch port error counters no shipped rule reads (switch relay, constraint, VL15 "
                     "drops, Ethernet receive discards)",
-    "state": "switch port and switch state the default set carries otherwise: `fabricmon_fabric_port_up` (for "
-             "a cabled port `fabricmon_fabric_port_degraded{reason=\"down\"}` is its inverse) and the per-switch "
+    "state": "the ports' state, small enough to scrape every few seconds (`/metrics?collect[]=state`, the shipped "
+             "port-down alerts' fast path: docs/latency.md): the node's port state, phys state, up, degraded reasons, "
+             "peer and check status (in the default set too), the switch ports' `fabricmon_fabric_port_up` (for a "
+             "cabled port `fabricmon_fabric_port_degraded{reason=\"down\"}` is its inverse) with the switch and link "
+             "info the alerts join it with (in the default set too), and the per-switch "
              "`fabricmon_fabric_switch_unresponsive` and `..._last_read_timestamp_seconds` "
              "(`fabricmon_fabric_check_status{check=\"unresponsive\"}` carries the verdict)",
     "phy_lanes": "each lane's raw (pre-FEC) bit errors of a node port (`fabricmon_port_phy_lane_raw_errors_total`); "

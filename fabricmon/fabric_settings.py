@@ -110,7 +110,8 @@ def _fabric_check(values: dict[str, Any], m: Mapping[str, Any], key: str, ctx: C
     sources, given = load_sources(m.get("sources"), f"{key}.sources", FABRIC_COLLECTORS[kind], ctx)
     timeouts = values.pop("timeouts")
     for name, sc in sources.items():
-        own = given.get(name) if isinstance(given.get(name), dict) else {}
+        given_own = given.get(name)
+        own: dict[str, Any] = given_own if isinstance(given_own, dict) else {}
         if name in SOURCE_INTERVALS:        # one key per setting: the fabric key
             fkey = SOURCE_INTERVALS[name]
             want = values[fkey]

@@ -34,7 +34,8 @@ from fabricmon.fsutil import write_atomic
 from fabricmon.host.io import HostIO
 from fabricmon.model.history import CounterHistory
 from fabricmon.pipeline import Pipeline
-from fabricmon.pipeline.learned import LearnedStore
+from fabricmon.stores.learned import LearnedStore
+from fabricmon.pipeline.node import NodeModel
 from fabricmon.remediation.settings import effective_modes
 from fabricmon.report import API_VERSION, FINDINGS_PATH, UNKNOWN, check_lines, status_of, verdict
 
@@ -91,7 +92,7 @@ def read_state(path: str, horizon: float) -> tuple[CounterHistory, dict[tuple[st
     counter history) too."""
     doc = json.loads(Path(path).read_text())
     if isinstance(doc, dict) and doc.get("version") == STATE_VERSION:
-        seen = {}
+        seen: dict[tuple[str, int], tuple[str, float]] = {}
         for k, (layer, t) in doc.get("ports_seen", {}).items():
             dev, _, port = k.rpartition("|")
             seen[(dev, int(port))] = (str(layer), float(t))
@@ -99,9 +100,18 @@ def read_state(path: str, horizon: float) -> tuple[CounterHistory, dict[tuple[st
     return CounterHistory.from_dict(doc, horizon), {}
 
 
+def _node_model(pipe: Pipeline) -> NodeModel:
+    """`check` keeps the node model's state between runs (its counter history and the ports it has seen);
+    a fabric collector's model has no such state."""
+    if not isinstance(pipe.model, NodeModel):
+        raise TypeError(f"check state is a node pipeline's, not {type(pipe.model).__name__}'s")
+    return pipe.model
+
+
 def write_state(path: str, pipe: Pipeline) -> None:
+    seen_ports = _node_model(pipe).seen_ports
     doc = {"version": STATE_VERSION, "counters": pipe.history.to_dict(),
-           "ports_seen": {f"{d}|{p}": [layer, t] for (d, p), (layer, t) in sorted(pipe.model.seen_ports.items())}}
+           "ports_seen": {f"{d}|{p}": [layer, t] for (d, p), (layer, t) in sorted(seen_ports.items())}}
     write_atomic(path, json.dumps(doc).encode(), 0o600)
 
 
@@ -110,7 +120,8 @@ def local_verdict(cfg: Config, io: HostIO, state_path: str | None, sample_window
     """One local poll (two with `sample_window`). `state_path`: the counter history between runs;
     `inventory_path`: the learned inventory shared with the daemon (None: learned for this run only)."""
     log = structlog.get_logger("fabricmon.check")
-    history, seen = None, {}
+    history: CounterHistory | None = None
+    seen: dict[tuple[str, int], tuple[str, float]] = {}
     horizon = max(*(c.window for c in cfg.checks.counters.values()), *cfg.roce.windows())
     if state_path and os.path.exists(state_path):
         try:
@@ -118,7 +129,7 @@ def local_verdict(cfg: Config, io: HostIO, state_path: str | None, sample_window
         except (OSError, ValueError, KeyError, TypeError) as exc:
             log.warning("ignoring unreadable check state", path=state_path, error=str(exc))
     pipe = Pipeline(cfg, io, history=history, learned=LearnedStore(inventory_path, create_dir=True))
-    pipe.model.seen_ports.update(seen)
+    _node_model(pipe).seen_ports.update(seen)
     try:
         # Every source at once under one deadline (the largest timeout): a hung tool costs
         # its own data and a WARNING line, never an unbounded check.

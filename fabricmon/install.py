@@ -24,6 +24,7 @@ import shutil
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TextIO
 
 from fabricmon import __version__, deploy
 from fabricmon.deploy import rules as deploy_rules
@@ -123,7 +124,7 @@ def render_unit(role: Role, exe: str) -> str:
 class Plan:
     """Carries out (or, dry, only reports) each step, printing one line per step."""
 
-    def __init__(self, root: str | None, dry_run: bool, out=None) -> None:
+    def __init__(self, root: str | None, dry_run: bool, out: TextIO | None = None) -> None:
         self.root = Path(root).resolve() if root else None
         self.dry = dry_run
         self.out = out or sys.stdout
@@ -326,7 +327,7 @@ def _users(plan: Plan) -> None:
                   "--shell", "/usr/sbin/nologin", "--comment", "fabricmon daemon", "fabricmon"])
 
 
-def install(args: argparse.Namespace, out=None) -> int:
+def install(args: argparse.Namespace, out: TextIO | None = None) -> int:
     plan = Plan(args.root, args.dry_run, out)
     if plan.live:
         _refuse_packaged("install")
@@ -354,7 +355,7 @@ def install(args: argparse.Namespace, out=None) -> int:
     return 0
 
 
-def uninstall(args: argparse.Namespace, out=None) -> int:
+def uninstall(args: argparse.Namespace, out: TextIO | None = None) -> int:
     plan = Plan(args.root, args.dry_run, out)
     if plan.live:
         _refuse_packaged("uninstall")
@@ -395,9 +396,11 @@ def uninstall(args: argparse.Namespace, out=None) -> int:
     return 0
 
 
-def print_files(kind: str, dest: str, out=None, rules_options: dict | None = None) -> int:
+def print_files(kind: str, dest: str, out: TextIO | None = None,
+                rules_options: dict[str, str | None] | None = None) -> int:
     """Copy the shipped files of one kind (rules, dashboards, ...) of this version into `dest`. With
-    rules_options (runbook_base, selector, fabric_selector) the rules are fitted to the site
+    rules_options (runbook_base, selector, fabric_selector, state_selector, fabric_state_selector) the rules are
+    fitted to the site
     (deploy/rules.py); their promtool tests, written for the shipped selectors, are then left out."""
     out = out or sys.stdout
     opts = {k: v for k, v in (rules_options or {}).items() if v}
@@ -421,7 +424,7 @@ def print_files(kind: str, dest: str, out=None, rules_options: dict | None = Non
     return 0
 
 
-def add_parsers(sub: argparse._SubParsersAction) -> None:
+def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     kinds = [*deploy.PRINTABLE, "all"]
     sp = sub.add_parser("install", help="as root: user, udev rule, config, unit and daemon-reload (--root DIR, "
                                         "--dry-run); --print KIND DIR copies rules, dashboards, ... out")
@@ -438,6 +441,10 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
                     "(default: 'job=\"fabricmon\"')")
     sp.add_argument("--fabric-selector", metavar="MATCHERS", help="with --print rules: the fabric collectors' "
                     "scrape selector (default: 'job=\"fabricmon-fabric\"')")
+    sp.add_argument("--state-selector", metavar="MATCHERS", help="with --print rules: the node daemons' state scrape "
+                    "(collect[]=state, the port-down alerts' fast path; default: 'job=\"fabricmon-state\"')")
+    sp.add_argument("--fabric-state-selector", metavar="MATCHERS", help="with --print rules: the fabric collectors' "
+                    "state scrape (default: 'job=\"fabricmon-fabric-state\"')")
     sp.set_defaults(func=_cmd_install)
     sp = sub.add_parser("uninstall", help="as root: remove the units, udev rule and sysusers file; "
                                           "keep config and state unless --purge")
@@ -458,11 +465,14 @@ def _cmd_install(args: argparse.Namespace) -> int:
                 raise InstallError(f"--print: unknown kind {kind!r} (one of {', '.join([*deploy.PRINTABLE, 'all'])})")
             try:
                 return print_files(kind, dest, rules_options={"runbook_base": args.runbook_base, "selector": args.selector,
-                                                              "fabric_selector": args.fabric_selector})
+                                                              "fabric_selector": args.fabric_selector,
+                                                              "state_selector": args.state_selector,
+                                                              "fabric_state_selector": args.fabric_state_selector})
             except deploy_rules.RulesError as exc:
                 raise InstallError(str(exc)) from exc
-        if args.runbook_base or args.selector or args.fabric_selector:
-            raise InstallError("--runbook-base, --selector and --fabric-selector go with --print rules DIR")
+        if args.runbook_base or args.selector or args.fabric_selector or args.state_selector or args.fabric_state_selector:
+            raise InstallError("--runbook-base, --selector, --fabric-selector, --state-selector and "
+                               "--fabric-state-selector go with --print rules DIR")
         return install(args)
     except OSError as exc:           # a file that cannot be written: one line, not a traceback
         raise InstallError(str(exc)) from exc

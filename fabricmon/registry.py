@@ -38,6 +38,10 @@ class SourceSpec:
     # its own config keys beside enabled/interval/timeout/command: validated under sources.<name>
     # (or fabric.sources.<name>), built into SourceConfig.options (read with SourceConfig.settings)
     options: Schema[Any] | None = None
+    # a run that returns its last record again (the same object) found nothing new: the pipeline rebuilds no
+    # snapshot for it, and its interval does not set the publisher's tick (the node's port state poll every
+    # second, the fabric's events source waiting for the SM's reports)
+    quiet: bool = False
 
 
 _REGISTRY: dict[tuple[str, str], SourceSpec] = {}     # (collector, name) -> spec: a name is unique per collector
@@ -47,7 +51,8 @@ S = TypeVar("S", bound=type)
 def register(name: str, *, enabled: bool | str = True, interval: float = 15.0, timeout: float = 5.0,
              command: tuple[str, ...] = (), needs: tuple[str, ...] = (), provides_inventory: bool = False,
              collector: str | tuple[str, ...] = "node", concurrency: int = 1,
-             records: type | None = None, options: Schema[Any] | None = None) -> Callable[[S], S]:
+             records: type | None = None, options: Schema[Any] | None = None,
+             quiet: bool = False) -> Callable[[S], S]:
     """Class decorator: register a source once, with its defaults; a kind-neutral source names
     every collector that runs it (`collector=("infiniband", "ethernet")`)."""
     collectors = (collector,) if isinstance(collector, str) else tuple(collector)
@@ -58,10 +63,10 @@ def register(name: str, *, enabled: bool | str = True, interval: float = 15.0, t
             if key in _REGISTRY and _REGISTRY[key].cls is not cls:
                 raise ValueError(f"source {name!r} registered twice for the {c} collector")
             spec = SourceSpec(name, cls, enabled, float(interval), float(timeout), tuple(command), tuple(needs),
-                              provides_inventory, c, concurrency, records, options)
+                              provides_inventory, c, concurrency, records, options, quiet)
             _REGISTRY[key] = spec
             if c == collectors[0]:
-                cls.spec = spec      # the same defaults for every collector; `collector` names the first
+                setattr(cls, "spec", spec)      # the same defaults for every collector; `collector` names the first
         return cls
     return deco
 
@@ -85,8 +90,8 @@ def registry(collector: str = "node") -> dict[str, SourceSpec]:
 # A collector's failure hints: what its own tools' errors mean when nothing could be read (the umad
 # device of InfiniBand, say), registered by its source package so that the pipeline reads no tool's
 # error text and knows no device. A hint takes (snapshot, [(source name, error)]) -> one line or None.
-_HINTS: dict[str, list[Callable]] = {}
-F = TypeVar("F", bound=Callable)
+_HINTS: dict[str, list[Callable[..., str | None]]] = {}
+F = TypeVar("F", bound=Callable[..., "str | None"])
 
 
 def failure_hint(collector: str) -> Callable[[F], F]:
@@ -99,7 +104,7 @@ def failure_hint(collector: str) -> Callable[[F], F]:
     return deco
 
 
-def failure_hints(collector: str) -> list[Callable]:
+def failure_hints(collector: str) -> list[Callable[..., str | None]]:
     """The failure hints of one configuration, in registration order."""
     importlib.import_module(SOURCE_PACKAGES[collector])
     return list(_HINTS.get(collector, ()))
@@ -158,7 +163,7 @@ def load_sources(raw: Any, key: str, collector: str, ctx: Context) -> tuple[dict
 
 def _bool_or_auto(value: Any, key: str, ctx: Context) -> bool | str:
     if isinstance(value, bool) or value == "auto":
-        return value
+        return value if isinstance(value, bool) else "auto"
     raise ConfigError(key, f"expected true, false or 'auto', got {value!r}")
 
 

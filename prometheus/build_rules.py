@@ -52,6 +52,14 @@ FABRIC_JOB = "fabricmon-fabric"
 SELECTOR = f'job="{JOB}"'
 FABRIC_SELECTOR = f'job="{FABRIC_JOB}"'
 N, F_ = SELECTOR, FABRIC_SELECTOR
+# The fast state path (docs/latency.md): the same targets scraped for the `state` counter set alone every few
+# seconds (`collect[]=state`, fabricmon/deploy/prometheus/prometheus.yml), which the port-down alerts read beside
+# the default jobs (a site without these jobs loses nothing but the speed); evaluated every STATE_INTERVAL
+STATE_JOB = "fabricmon-state"
+FABRIC_STATE_JOB = "fabricmon-fabric-state"
+STATE_SELECTOR = f'job="{STATE_JOB}"'
+FABRIC_STATE_SELECTOR = f'job="{FABRIC_STATE_JOB}"'
+STATE_INTERVAL = "2s"
 
 # ---- every threshold and `for:` of the rules, in one place ------------------------------------
 THRESHOLDS = {
@@ -72,7 +80,10 @@ THRESHOLDS = {
     "blame_window": "1h",
 }
 FOR = {
-    "port_down": "1m",
+    # a port down pages after this: longer than a link takes to retrain (a few seconds), so a flap that comes back
+    # does not page (FabricmonLinkFlapping does when it repeats); with the state job (3 s), the state group's
+    # evaluation (2 s) and the critical route's group_wait (2 s) a pulled cable pages within 20 s (docs/latency.md)
+    "port_down": "10s",
     "inventory": "5m",            # fewer ports than expected_links say, or a learned port gone
     "port_degraded": "5m",
     "verdict": "5m",              # any other daemon verdict must hold this long
@@ -92,6 +103,8 @@ FOR = {
     "absent": "10m",
     # fabric
     "ecmp_imbalance": "10m",      # on top of the collector's own consecutive_sweeps
+    # a switch port down (a ticket): longer than FabricmonFabricSwitchUnresponsive's 3m, so that a dead switch's parent
+    # mutes its peers' ports before they fire (docs/alerting.md); the state branch only makes its input fresher
     "fabric_port_down": "5m",
     "fabric_port_degraded": "10m",
     "fabric_errors": "15m",
@@ -342,9 +355,15 @@ PEER = ('label_replace(label_replace(fabricmon_ib_port_peer_info{%s}, "switch", 
         ' "switch_port", "$1", "peer_port", "(.+)")')
 
 
-def with_peer(expr: str) -> str:
-    return (f"(\n    {expr}\n  )\n  * on ({PORT}) group_left (switch, switch_port) {PEER % SELECTOR}\n"
+def with_peer(expr: str, selector: str = SELECTOR) -> str:
+    return (f"(\n    {expr}\n  )\n  * on ({PORT}) group_left (switch, switch_port) {PEER % selector}\n"
             f"or on ({PORT})\n  (\n    {expr}\n  )")
+
+
+def port_down(status: int, selector: str) -> str:
+    """A node port down, as its daemon judged it (degraded_link at `status`), from one job's series."""
+    return with_peer(f'fabricmon_check_status{{{selector},check="degraded_link"}} == {status}\n'
+                     f'    and on ({PORT}) fabricmon_ib_port_degraded{{{selector},reason="down"}} == 1', selector)
 
 
 def node_alerts(base: str) -> list[dict]:
@@ -353,8 +372,8 @@ def node_alerts(base: str) -> list[dict]:
     for sev, st in STATUS.items():
         out.append(alert(
             "FabricmonPortDown",
-            with_peer(f'fabricmon_check_status{{{N},check="degraded_link"}} == {st}\n'
-                      f"    and on ({PORT}) {down}"),
+            # the default job's series, or the state job's (scraped every few seconds: the fast path)
+            f"(\n{port_down(st, N)}\n)\nor\n(\n{port_down(st, STATE_SELECTOR)}\n)",
             sev, FOR["port_down"], "RDMA port is down.",
             f"{WHERE} is down: PortState "
             + value_of(port_sel("fabricmon_ib_port_state_id"), INT)
@@ -584,6 +603,19 @@ def shard_absent() -> str:
             f"  unless {shards}\n)")
 
 
+def fabric_port_down(one_end: str) -> str:
+    """A cabled switch port down: the default job's verdict, or the state job's newest read of the port (the fast
+    path: the SM's reports make it seconds old, docs/latency.md), given the same reason label."""
+    verdict = named(fsel_("fabricmon_fabric_port_degraded", ',reason="down"') + " == 1" + one_end
+                    + ISOLATED % FABRIC_SELECTOR)
+    fs = FABRIC_STATE_SELECTOR
+    # the state job's series and the default job's isolation share the collector (instance), not the job
+    read = named('label_replace(\n    fabricmon_fabric_port_up{' + fs + '} == 0, "reason", "down", "", ""\n  )'
+                 '\n  and on (instance, job, switch_guid, port) fabricmon_fabric_link_info{' + fs + ',role!="unconnected"}'
+                 + ONE_END % fs + ISOLATED.replace("instance, job,", "instance,") % FABRIC_SELECTOR)
+    return f"(\n{verdict}\n)\nor\n(\n{read}\n)"
+
+
 def fabric_alerts(base: str) -> list[dict]:
     T, F = THRESHOLDS, FABRIC_SELECTOR
     one_end = ONE_END % F
@@ -602,12 +634,11 @@ def fabric_alerts(base: str) -> list[dict]:
               + "), judged by the collector over consecutive sweeps: check ECMP hashing / adaptive routing"
                 " on this switch; the collector's finding names the hottest and coldest ports.", base),
         # a link fabricmon isolated is down on purpose: FabricmonRemediation* and `fabricmon actions` report it
-        alert("FabricmonFabricPortDown", named(fsel_("fabricmon_fabric_port_degraded", ',reason="down"') + " == 1"
-                                              + one_end + ISOLATED % F),
+        alert("FabricmonFabricPortDown", fabric_port_down(one_end),
               "warning", FOR["fabric_port_down"], "A cabled switch port is down.",
               SWPORT + REMOTE + " was cabled at an earlier discovery and is down now"
-              " (the collector's degraded_link verdict): the fabric lost this link's bandwidth and ECMP spreads"
-              " over fewer paths.", base),
+              " (the collector's degraded_link verdict, or its newest read of the port): the fabric lost this"
+              " link's bandwidth and ECMP spreads over fewer paths.", base),
         alert("FabricmonFabricPortDegraded",
               named(fsel_("fabricmon_fabric_port_degraded", ',reason=~"width|speed"') + " == 1" + one_end),
               "warning", FOR["fabric_port_degraded"], "A switch link runs below the width or speed of its class.",
@@ -1057,12 +1088,17 @@ def remediation_alerts(base: str) -> list[dict]:
 
 def build(base: str | None = None, map_scheme: str = "http") -> str:
     base = base or DEFAULT_RUNBOOK_BASE.replace("SCHEME", map_scheme)
+    # the port-down alerts read the state jobs too: their own group, evaluated every STATE_INTERVAL
+    fast = ("FabricmonPortDown", "FabricmonFabricPortDown")
+    node, fabric = node_alerts(base), with_map_urls(fabric_alerts(base), map_scheme)
     doc = {"groups": [
         {"name": "fabricmon.rules", "rules": records()},
-        {"name": "fabricmon.node.alerts", "rules": node_alerts(base)},
+        {"name": "fabricmon.state.alerts", "interval": STATE_INTERVAL,
+         "rules": [r for r in node + fabric if r["alert"] in fast]},
+        {"name": "fabricmon.node.alerts", "rules": [r for r in node if r["alert"] not in fast]},
         {"name": "fabricmon.self.alerts", "rules": self_alerts(base)},
         {"name": "fabricmon.fabric.rules", "rules": fabric_records()},
-        {"name": "fabricmon.fabric.alerts", "rules": with_map_urls(fabric_alerts(base), map_scheme)},
+        {"name": "fabricmon.fabric.alerts", "rules": [r for r in fabric if r["alert"] not in fast]},
         {"name": "fabricmon.optics.alerts",
          "rules": optics_node_alerts(base) + with_map_urls(optics_fabric_alerts(base), map_scheme)},
         {"name": "fabricmon.vitals.alerts", "rules": with_map_urls(vitals_alerts(base), map_scheme)},
@@ -1083,7 +1119,8 @@ def build(base: str | None = None, map_scheme: str = "http") -> str:
     head = ("# Generated by prometheus/build_rules.py: edit that file (its THRESHOLDS and FOR blocks), then run\n"
             "#   python prometheus/build_rules.py\n"
             "# Load with `rule_files: [/etc/prometheus/rules/fabricmon.rules.yml]`; scrape job names: "
-            f"{JOB} (node daemons), {FABRIC_JOB} (fabric collectors).\n")
+            f"{JOB} (node daemons), {FABRIC_JOB} (fabric collectors), and for the port-down alerts' fast path "
+            f"{STATE_JOB}, {FABRIC_STATE_JOB} (the same targets, collect[]=state).\n")
     return head + yaml.dump(doc, Dumper=Dumper, sort_keys=False, width=1_000_000, allow_unicode=True)
 
 

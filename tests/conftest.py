@@ -64,6 +64,7 @@ FIXTURE_MARKERS: dict[str, tuple[str, ...]] = {
 #: (a timeout, a settle time). An entry that names no module or test fails the run.
 TEST_MARKERS: dict[str, tuple[str, ...]] = {
     "cli/test_health_check.py": ("process",),
+    "cli/test_port_state_daemon.py": ("process",),
     "cli/test_learned_inventory.py": ("process",),
     "cli/test_cli_once_check.py": ("process",),
     "cli/test_rocegpu_bundles.py::test_check_with_state_on_a_live_tree_reports_rates": ("process",),
@@ -80,6 +81,9 @@ TEST_MARKERS: dict[str, tuple[str, ...]] = {
     "cli/test_fabric_once_fails.py": ("process",),
     "cli/test_python_version.py::test_code_needs_nothing_newer_than_3_10": ("process",),     # vermin over the package
     "host/test_runner.py": ("process",),
+    # the real `fabricmon check` run (a process per step) on the recorded H100 tree
+    "sources/test_pcie_real_tree.py::test_healthy_links_then_one_hca_at_gen4_and_one_at_x8": ("process",),
+    "sources/test_pcie_real_tree.py::test_aer_correctable_rising_counted_and_fatal_critical": ("process",),
     "host/test_snmp_v3.py": ("snmpsim",),
     "host/test_kmsg_reader.py": ("kmsg",),
     "host/test_snmp_client.py::test_a_slow_name_never_stalls_the_other_switches": (),

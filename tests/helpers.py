@@ -33,6 +33,16 @@ CAPTURES = REPO.parent / "shared" / "captures"       # real captures, beside the
 T = TypeVar("T")
 
 
+def recorded_tool(name: str) -> tuple[int, str, str]:
+    """A tool's run recorded against ibsim (tests/fixtures/fabric/tools/<name>.txt, make_tool_outputs.py):
+    (exit code, stdout, stderr)."""
+    text = (FIXTURES / "fabric" / "tools" / f"{name}.txt").read_text()
+    _, _, rest = text.partition("\n# rc ")
+    rc, _, rest = rest.partition("\n")
+    stdout, _, stderr = rest.partition("# stderr\n")
+    return int(rc), stdout, stderr
+
+
 def run_inputs(inventory: Inventory | None = None, deadline: float = math.inf) -> Inputs:
     """What the pipeline hands a source: here no deadline unless one is given."""
     return Inputs(deadline=deadline, inventory=inventory if inventory is not None else Inventory())
@@ -117,6 +127,15 @@ def exposition_samples(body: str) -> dict:
 
 def sample_value(samples: dict, name: str, **labels: object) -> float | None:
     return samples.get((name, tuple(sorted((k, str(v)) for k, v in labels.items()))))
+
+
+def scrape_until(port: int, *want: tuple[str, dict, float], timeout: float = 15.0) -> dict:
+    """The port's samples once each (name, labels, value) of `want` is in one scrape: a scrape serves the
+    last build, which follows what a test waited for (an action's record, a log line) by up to a build."""
+    def ok(s: dict) -> bool:
+        return all(sample_value(s, n, **labels) == v for n, labels, v in want)
+    return wait_until(lambda: scrape_samples(port), timeout, f"the scrape to carry {want}", until=ok,
+                      interval=0.2, ignore=(OSError,))
 
 
 # --- RoCE / GPU bundles ---------------------------------------------------------------------

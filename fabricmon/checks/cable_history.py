@@ -1,6 +1,6 @@
 """cable_history: the module (or cable) in a port has had trouble in another port before: it was moved during
 troubleshooting, and may be what fails here too (docs/cables.md). Per port whose module's serial is known, from
-the cable ledger (model.cable_ledger, kept by pipeline.cable_ledger): a WARNING naming the serial, where and when
+the cable ledger (model.cable_ledger, kept by stores.cable_ledger): a WARNING naming the serial, where and when
 it had which trouble, and what the port counted (insertions, swaps); an OK when it had none elsewhere. A port
 whose module is unknown (no serial read) is not judged."""
 
@@ -26,7 +26,7 @@ class LedgerKeeper(Protocol):
 
 @dataclass(frozen=True, slots=True)
 class Held:
-    """A port and the module it holds now (pipeline.cable_ledger.PortModule's fields the check reads)."""
+    """A port and the module it holds now (stores.cable_ledger.PortModule's fields the check reads)."""
     key: str
     label: str
     device: str

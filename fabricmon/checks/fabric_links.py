@@ -34,7 +34,7 @@ from fabricmon import ibspec
 from fabricmon.checks import OK, Finding
 from fabricmon.checks.settings import ChecksConfig
 from fabricmon.checks.shape import Outcome, report
-from fabricmon.model.fabric import FabricPort, Link, SwitchNode, rate_class
+from fabricmon.model.fabric import FabricPort, FabricSection, Link, SwitchNode, rate_class
 from fabricmon.model.link_ability import LinkAbility, best_common
 
 if TYPE_CHECKING:
@@ -154,14 +154,19 @@ class LinkVerdicts:
     rate_bps: dict[Key, float] = field(default_factory=dict)   # its data rate in bytes/s (0 while down)
 
 
+Norms = dict[tuple[int, str], tuple[int | None, str | int | None]]
+
+
 def judge(ports: Mapping[tuple[str, int], FabricPort], switches: Mapping[str, SwitchNode],
           levels: Mapping[str, int], checks: ChecksConfig, abilities: Mapping[Key, LinkAbility] | None = None,
-          past: Mapping[Key, Past] | None = None) -> tuple[LinkVerdicts, list[Finding]]:
+          past: Mapping[Key, Past] | None = None, norms: Norms | None = None) -> tuple[LinkVerdicts, list[Finding]]:
     """The verdict of every cabled port and the non-OK findings (a fabric has too many ports for one OK
-    finding each); the ports are not changed (apply writes the verdicts into them)."""
+    finding each); the ports are not changed (apply writes the verdicts into them). `norms`: the link classes'
+    (link_class_norms of the whole section; default: of `ports`)."""
     abilities = abilities or {}
     past = past or {}
-    norms = link_class_norms(ports.values(), levels)
+    if norms is None:
+        norms = link_class_norms(ports.values(), levels)
     findings = []
     verdicts = LinkVerdicts()
     v_degraded, v_expected, v_note, v_rate = verdicts.degraded, verdicts.expected, verdicts.note, verdicts.rate_bps
@@ -255,6 +260,7 @@ class LastJudged:
     past: dict[Key, Past]               # the past it was judged against (remember makes a new one, never changes it)
     verdicts: LinkVerdicts
     findings: list[Finding]
+    norms: Norms | None = None          # the link classes it judged against
 
 
 @dataclass(slots=True)
@@ -285,9 +291,10 @@ class Links:
                 and last.abilities == inputs.abilities and last.past == st.past:
             # the same links, ends and past (remember would keep every record, the same past again): the same verdicts
             return Outcome([f for f in last.findings if f.device in swept], judged, last.verdicts)
-        verdicts, findings = judge(sec.ports, sec.switches, sec.levels, self.settings, inputs.abilities, st.past)
+        norms = link_class_norms(sec.ports.values(), sec.levels)
+        verdicts, findings = judge(sec.ports, sec.switches, sec.levels, self.settings, inputs.abilities, st.past, norms)
         st.last = LastJudged(read, dict(sec.switches), dict(sec.levels), dict(inputs.abilities), st.past, verdicts,
-                             list(findings))
+                             list(findings), norms)
         st.past = remember(sec.ports, st.past)
         noted = set(verdicts.note)
         for g, port in sorted(noted - self.state.noted):
@@ -298,6 +305,21 @@ class Links:
         return Outcome([f for f in findings if f.device in swept], judged, verdicts)
 
 
+    def rejudge(self, sec: FabricSection, keys: Iterable[Key], abilities: Mapping[Key, LinkAbility]
+                ) -> tuple[LinkVerdicts, list[Finding]]:
+        """The verdicts and findings of a few ports whose state changed since the last run (the SM's reports:
+        pipeline.fabric's event build), against the link classes and the past of that run; written into those
+        ports (their FabricPort objects are the event build's own). The other ports keep theirs."""
+        st = self.state
+        ports = {k: sec.ports[k] for k in keys if k in sec.ports}
+        norms = st.last.norms if st.last is not None else None
+        if norms is None:
+            norms = link_class_norms(sec.ports.values(), sec.levels)
+        verdicts, findings = judge(ports, sec.switches, sec.levels, self.settings, abilities, st.past, norms)
+        apply(ports, verdicts)
+        return verdicts, findings
+
+
 def _past_class(lk: Link, width: int | None, rank: int | None) -> str:
     """The rate class a link ran at before, from its best width and speed rank."""
     if lk.rate_mbps:
@@ -306,5 +328,5 @@ def _past_class(lk: Link, width: int | None, rank: int | None) -> str:
     return rate_class(width or lk.width, speed)
 
 
-__all__ = ["CHECK", "NEEDS", "REASONS", "LinkVerdicts", "Links", "LinksState", "apply", "ceiling", "judge",
+__all__ = ["CHECK", "NEEDS", "REASONS", "LinkVerdicts", "Links", "LinksState", "Norms", "apply", "ceiling", "judge",
            "link_class_norms", "remember"]

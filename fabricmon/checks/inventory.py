@@ -256,7 +256,7 @@ def unlisted(states: Mapping[str, SourceState]) -> list[str]:
 
 
 class LearnedKeeper(Protocol):
-    """Where the ports seen healthy are kept (pipeline.learned.LearnedStore: a file in the state directory)."""
+    """Where the ports seen healthy are kept (stores.learned.LearnedStore: a file in the state directory)."""
     inventory: LearnedInventory
 
     def refresh(self) -> None: ...

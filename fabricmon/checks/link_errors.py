@@ -13,21 +13,11 @@ Without a rate, or with count thresholds configured, the counts apply as before.
 
 from __future__ import annotations
 
-import dataclasses
-import functools
-from typing import TYPE_CHECKING
-
-from fabricmon import ibspec
-from fabricmon.checks import blame
 from fabricmon.checks import OK, WARNING, CRITICAL, Finding
 from fabricmon.checks.settings import COUNTER_CHECKS, ChecksConfig, CounterCheckConfig
-from fabricmon.checks.shape import Outcome, Report, counters, report
-from fabricmon.model.history import CounterHistory, ib_rule
+from fabricmon.checks.shape import Report, counters, report
+from fabricmon.model.history import CounterHistory, saturation
 from fabricmon.model.ports import PortView
-
-if TYPE_CHECKING:
-    from fabricmon.checks.fabric_inputs import FabricInputs
-    from fabricmon.model.fabric import FabricSection
 
 SATURATION_CHECK = "counter_saturation"
 CHECKS = (*COUNTER_CHECKS, SATURATION_CHECK)      # the names it reports
@@ -61,23 +51,6 @@ def _fmt_window(seconds: float) -> str:
     return f"{seconds:.0f}s" if seconds >= 1 else "<1s"
 
 
-def saturated(p: PortView) -> dict[str, bool]:
-    """Which saturable counters sit at their maximum on this port (the counter intake's rule)."""
-    counters, bits = p.counters, p.counter_bits
-    out = {}
-    for name in ibspec.SATURABLE:
-        v = counters.get(name)
-        # a saturable counter's rule at its width: at its maximum only at the top of that width
-        out[name] = v is not None and v >= _top(name, bits.get(name)) and ib_rule(name, bits.get(name)).at_max(v)
-    return out
-
-
-@functools.lru_cache(maxsize=256)
-def _top(name: str, bits: int | None) -> int:
-    """The smallest value at which the counter may be saturated (its rule's maximum at that width)."""
-    return (1 << ib_rule(name, bits).bits) - 1
-
-
 def ber_limits(cc: CounterCheckConfig, rate_gbps: float | None) -> tuple[float | None, float | None] | None:
     """(warning, critical) symbol-error counts per window from the BER budget and the link's data
     rate, or None when the counts apply (no BER configured, rate unknown or 0: a down port)."""
@@ -102,7 +75,7 @@ def evaluate_port(p: PortView, history: CounterHistory, checks: ChecksConfig, no
     findings = []
     where = label if label is not None else p.label()
     read = p.counters.keys()
-    judged = saturated(p) if sat is None else sat
+    judged = saturation(p.counters, p.counter_bits) if sat is None else sat
     for check, (counters, _w, _warn, _crit) in COUNTER_CHECKS.items():
         if read.isdisjoint(counters):
             continue
@@ -162,58 +135,4 @@ def evaluate_port(p: PortView, history: CounterHistory, checks: ChecksConfig, no
     return findings
 
 
-class FabricCounters:
-    """The counter checks on the switch ports (checks.shape), the node daemon's logic and thresholds: per
-    port, what is not OK, and the status of what was not OK at an earlier build (inputs.flagged); a port
-    is judged while its history holds a checked counter or it was flagged (a quiet fabric keeps none: its
-    counters read 0 or did not move). The switches judged are those whose counters this sweep read, but one
-    with a port whose count could not be judged yet (counted before its first sample: the next sweep says)."""
-    reports = counter_reports("SweepData")
-    state = None
-
-    def __init__(self, settings: ChecksConfig):
-        self.settings = settings
-
-    def _far_end(self, f: Finding, sec: FabricSection, key: tuple[str, int], pv: PortView, history: CounterHistory,
-                 now: float) -> Finding:
-        """A received-errors finding on a switch-to-switch link, with the verdict of both ends (checks.blame)."""
-        if f.status == OK or f.check not in ("receive_errors", "symbol_errors"):
-            return f
-        cc = self.settings.counters[f.check]
-        limit = cc.warning if cc.warning is not None else 1.0
-        if f.check == "symbol_errors":
-            ber = ber_limits(cc, pv.rate_gbps)
-            if ber is not None and ber[0] is not None:
-                limit = ber[0]
-        clause = blame.far_end(sec, key, COUNTER_CHECKS[f.check][0], cc.window, limit, history, now)
-        return dataclasses.replace(f, message=f.message + clause) if clause else f
-
-    def run(self, inputs: FabricInputs) -> Outcome:
-        sec, sweep, flagged, history, now = inputs.sec, inputs.sweep, inputs.flagged, inputs.history, inputs.now
-        if sweep is None:
-            return Outcome((), ())
-        findings: list[Finding] = []
-        waiting: set[str] = set()           # switches with a port not judged yet
-        judged = {k[1:] for k in flagged} | history.ports(CHECKED_COUNTERS)
-        for key, p in sec.ports.items():
-            if p.counters and key in judged:
-                bits = dict(sweep.bits) if sweep else {}
-                wrapping = sweep.wrapping if sweep else set()
-                pv = PortView(device=key[0], port=key[1], counters=dict(p.counters), counter_bits=bits,
-                              rate_gbps=p.rate_bps * 8 / 1e9 if p.rate_bps else None)   # the BER budget's rate
-                label = f"{sec.switches[key[0]].name} (0x{key[0]}) port {p.label}"
-                sat = {n: ib_rule(n, bits.get(n), n in wrapping).at_max(v)
-                       for n, v in p.counters.items() if n in ibspec.SATURABLE}
-                # per port: what is not OK, and the status of what was (flagged) not OK before
-                skipped: set[str] = set()
-                findings += [self._far_end(f, sec, key, pv, history, now)
-                             for f in evaluate_port(pv, history, self.settings, now, sat, label, skipped)
-                             if f.status != OK or (f.check, f.device, f.port) in flagged]
-                if skipped:
-                    waiting.add(key[0])
-        read = {g for g, _ in sweep.ports}
-        return Outcome(findings, tuple(g for g in sec.switches if g in read and g not in waiting))
-
-
-__all__ = ["CHECKED_COUNTERS", "CHECKS", "FabricCounters", "ber_limits", "counter_reports", "evaluate_port", "saturated",
-           "SATURATION_CHECK"]
+__all__ = ["CHECKED_COUNTERS", "CHECKS", "ber_limits", "counter_reports", "evaluate_port", "SATURATION_CHECK"]

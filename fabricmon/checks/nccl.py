@@ -122,7 +122,7 @@ def evaluate(paths: Sequence[NcclPath], baselines: Mapping[BaselineKey, float], 
 
 
 class BaselineKeeper(Protocol):
-    """Where each job's learned bus bandwidth is kept (pipeline.nccl_baseline.NcclBaselineStore)."""
+    """Where each job's learned bus bandwidth is kept (stores.nccl_baseline.NcclBaselineStore)."""
     @property
     def state(self) -> NcclBaselines: ...
 

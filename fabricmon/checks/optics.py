@@ -252,7 +252,7 @@ In = TypeVar("In")
 
 
 class BaselineKeeper(Protocol):
-    """Where the learned receive power is kept (pipeline.optics_baseline.BaselineStore: a file in the
+    """Where the learned receive power is kept (stores.optics_baseline.BaselineStore: a file in the
     state directory): the optics checks' state."""
 
     @property

@@ -6,7 +6,9 @@ selectors and runbookURLPattern.
 - every runbook_url becomes `<base>#<alert>` (by default the daemon that raised the alert serves the
   runbooks at `http://<instance>/runbooks`);
 - every `job="fabricmon"` matcher (the node daemons) becomes the selector, every `job="fabricmon-fabric"`
-  matcher (the fabric collectors) the fabric selector, in expressions and in the queries of annotations.
+  matcher (the fabric collectors) the fabric selector, and the state jobs' (`job="fabricmon-state"`,
+  `job="fabricmon-fabric-state"`: the same targets scraped for `collect[]=state`, the port-down alerts' fast
+  path) the state selectors, in expressions and in the queries of annotations.
 
 The rules are read as YAML, rewritten string by string and dumped again, so a selector with any
 characters stays one YAML string."""
@@ -21,6 +23,8 @@ from fabricmon.deploy import RULES
 
 SELECTOR = 'job="fabricmon"'
 FABRIC_SELECTOR = 'job="fabricmon-fabric"'
+STATE_SELECTOR = 'job="fabricmon-state"'
+FABRIC_STATE_SELECTOR = 'job="fabricmon-fabric-state"'
 _MATCHER = r'\s*[A-Za-z_][A-Za-z0-9_]*\s*(?:=|!=|=~|!~)\s*"(?:[^"\\]|\\.)*"\s*'
 _SELECTOR_RE = re.compile(rf"^{_MATCHER}(?:,{_MATCHER})*$")
 
@@ -48,21 +52,23 @@ def _swap(text: str, old: str, new: str) -> str:
 
 
 def render(text: str | None = None, runbook_base: str | None = None, selector: str | None = None,
-           fabric_selector: str | None = None) -> str:
+           fabric_selector: str | None = None, state_selector: str | None = None,
+           fabric_state_selector: str | None = None) -> str:
     """The rules (the shipped file by default) with the site's runbook base and selectors."""
     text = RULES.read_text() if text is None else text
-    if not (runbook_base or selector or fabric_selector):
+    if not (runbook_base or selector or fabric_selector or state_selector or fabric_state_selector):
         return text
     base = check_base(runbook_base) if runbook_base else None
-    sel = check_selector(selector, "--selector") if selector else None
-    fsel = check_selector(fabric_selector, "--fabric-selector") if fabric_selector else None
+    swaps = [(old, check_selector(new, option)) for old, new, option in (
+        (FABRIC_STATE_SELECTOR, fabric_state_selector, "--fabric-state-selector"),
+        (STATE_SELECTOR, state_selector, "--state-selector"),
+        (FABRIC_SELECTOR, fabric_selector, "--fabric-selector"),
+        (SELECTOR, selector, "--selector")) if new]
     doc = yaml.safe_load(text)
 
     def fix(s: str) -> str:
-        if fsel:
-            s = _swap(s, FABRIC_SELECTOR, fsel)
-        if sel:
-            s = _swap(s, SELECTOR, sel)
+        for old, new in swaps:
+            s = _swap(s, old, new)
         return s
 
     for group in doc["groups"]:
@@ -80,10 +86,13 @@ def render(text: str | None = None, runbook_base: str | None = None, selector: s
     Dumper.add_representer(str, lambda d, s: d.represent_scalar("tag:yaml.org,2002:str", s,
                                                                   style="|" if "\n" in s else None))
     head = "".join(ln for ln in text.splitlines(True)[:3] if ln.startswith("#"))
-    opts = " ".join(f"{o} {v!r}" for o, v in (("--runbook-base", base), ("--selector", sel),
-                                               ("--fabric-selector", fsel)) if v)
+    opts = " ".join(f"{o} {v!r}" for o, v in (("--runbook-base", base), ("--selector", selector),
+                                               ("--fabric-selector", fabric_selector),
+                                               ("--state-selector", state_selector),
+                                               ("--fabric-state-selector", fabric_state_selector)) if v)
     return (head + f"# Printed by `fabricmon install --print rules` with {opts}.\n"
             + yaml.dump(doc, Dumper=Dumper, sort_keys=False, width=1_000_000, allow_unicode=True))
 
 
-__all__ = ["FABRIC_SELECTOR", "RulesError", "SELECTOR", "check_selector", "render"]
+__all__ = ["FABRIC_SELECTOR", "FABRIC_STATE_SELECTOR", "RulesError", "SELECTOR", "STATE_SELECTOR", "check_selector",
+           "render"]

@@ -87,6 +87,13 @@ class Metric:
     # a switch port family (labels SW_PORT, one sample per fabric port in the section's order, None: none):
     # what `samples` yields, as a column of values, for the renderer's one walk over the ports
     port_column: PortColumn | None = None
+    # further sets a scrape selects it by (the `state` set's port state and what the port-down alerts join it
+    # with, which the default set carries too: a fast scrape job asks for `state` alone, docs/latency.md)
+    also: tuple[str, ...] = ()
+
+    def selected(self, sets: frozenset[str]) -> bool:
+        """Whether a scrape of the counter sets `sets` carries this family."""
+        return self.counter_set in sets or (bool(self.also) and not sets.isdisjoint(self.also))
 
     @property
     def exposed_name(self) -> str:
@@ -938,14 +945,14 @@ CATALOGUE: tuple[Metric, ...] = (
     Metric("fabricmon_ib_port_peer_info", G, "What the port is cabled to: the switch's node description (peer) "
            "and port, from iblinkinfo while the link is up, remembered in the learned inventory while it is down; "
            "the alerts carry them as switch and switch_port (Alertmanager inhibition and grouping).",
-           ("device", "port", "peer", "peer_port"), _port_peer),
+           ("device", "port", "peer", "peer_port"), _port_peer, also=("state",)),
     Metric("fabricmon_ib_port_up", G, "1 if the port is ACTIVE and LinkUp, else 0.", PORT,
-           _port_gauge(lambda p: 1 if p.up else 0)),
+           _port_gauge(lambda p: 1 if p.up else 0), also=("state",)),
     Metric("fabricmon_ib_port_state_id", G, "PortState: 1 DOWN, 2 INIT, 3 ARMED, 4 ACTIVE, 5 ACTIVE_DEFER.", PORT,
-           _port_gauge(lambda p: p.state_id)),
+           _port_gauge(lambda p: p.state_id), also=("state",)),
     Metric("fabricmon_ib_port_physical_state_id", G,
            "PortPhysicalState: 2 Polling, 3 Disabled, 5 LinkUp, 6 LinkErrorRecovery, 7 Phy Test.", PORT,
-           _port_gauge(lambda p: p.phys_state_id)),
+           _port_gauge(lambda p: p.phys_state_id), also=("state",)),
     Metric("fabricmon_ib_port_rate_bytes_per_second", G,
            "Active data rate in bytes/s (lanes x nominal lane rate / 8; 0 when the port is down).", PORT,
            _port_gauge(lambda p: None if p.rate_gbps is None else p.rate_gbps * 1e9 / 8)),
@@ -957,7 +964,7 @@ CATALOGUE: tuple[Metric, ...] = (
     Metric("fabricmon_ib_port_expected_rate_bytes_per_second", G,
            "Expected data rate in bytes/s from the config's expected_links.", PORT, _expected_rate),
     Metric("fabricmon_ib_port_degraded", G, "1 while the port is degraded for this reason (down, width, speed).",
-           ("device", "port", "reason"), _degraded),
+           ("device", "port", "reason"), _degraded, also=("state",)),
     Metric("fabricmon_ib_port_saturated", G,
            "1 when the error counter sits at its maximum: its rate is unknown.", ("device", "port", "counter"),
            _saturated),
@@ -971,7 +978,7 @@ CATALOGUE: tuple[Metric, ...] = (
     # Findings
     Metric("fabricmon_check_status", G, "Check result per port: 0 OK, 1 WARNING, 2 CRITICAL; class: what an "
            "automation does (fatal: drain the node, degraded: schedule a repair, watch: nothing).",
-           ("check", "device", "port", "class"), _check_status),
+           ("check", "device", "port", "class"), _check_status, also=("state",)),
     Metric("fabricmon_health_status", G, "The verdict, what fabricmon check (fabric once) exits with: 0 OK, "
            "1 WARNING (a check, or a failing source), 2 CRITICAL, 3 UNKNOWN (nothing to check: no "
            "InfiniBand or RoCE port, no expected_links, none seen before; a fabric collector that read no switch).",
@@ -1161,7 +1168,7 @@ CATALOGUE: tuple[Metric, ...] = (
     # The fabric collector (`fabricmon fabric`)
     Metric("fabricmon_fabric_switch_info", G, "Switch identity; switch is the node description, level 1 are the "
            "leaves (the switches carrying hosts, docs/topology.md) and each further level is one hop farther.",
-           ("switch_guid", "switch", "level"), _fabric(_fab_switch_info)),
+           ("switch_guid", "switch", "level"), _fabric(_fab_switch_info), also=("state",)),
     Metric("fabricmon_fabric_switch_sharp_aggregation_nodes", G, "SHARP Aggregation Nodes inside the switch (CAs "
            "whose SystemImageGUID is the switch's, or device 0xcf09): the switch can reduce in-network; absent "
            "for a switch without one. They are part of their switch, never hosts (their port's role is internal).",
@@ -1169,7 +1176,8 @@ CATALOGUE: tuple[Metric, ...] = (
     Metric("fabricmon_fabric_link_info", G, "Switch port role (host, internal: a CA inside the switch, its SHARP "
            "Aggregation Node; up, down, unconnected; Ethernet also external: "
            "a bridge or router outside the fabric) and its remote end; join on switch_guid,port with group_left.",
-           ("switch_guid", "port", "role", "remote_guid", "remote_port", "remote_name"), _fabric(_fab_link_info)),
+           ("switch_guid", "port", "role", "remote_guid", "remote_port", "remote_name"), _fabric(_fab_link_info),
+           also=("state",)),
     _port_metric("fabricmon_fabric_port_up", G, "1 if the switch port's link is up, else 0: its newest read (the sweep's "
            "PortInfo from the SM or the port, Ethernet's ifOperStatus on every port with or without an LLDP "
            "neighbour, or the InfiniBand discovery); a port that could not be read keeps its last known state.",
@@ -1223,6 +1231,25 @@ CATALOGUE: tuple[Metric, ...] = (
            "by the collector, or fabric.sweep_method says so).", ("method",),
            _fabric(lambda fab: [((m,), 1 if fab.sweep_method == m else 0) for m in ("mad", "tools")]
                    if fab.switches and fab.sweep_method else [])),
+    Metric("fabricmon_fabric_link_state_mode", G, "1 for where switch port state comes from now: events (the subnet "
+           "manager accepted the collector's subscription to its reports, and each reported switch is re-read at "
+           "once, docs/latency.md), sweep (each sweep only: no subscription in force, or the SM does not report a "
+           "change the sweep saw; the collector's log and map say why). Absent without an events source (Ethernet).",
+           ("mode",), _fabric(lambda fab: [((m,), 1 if fab.events.mode == m else 0) for m in ("events", "sweep")]
+                              if fab.events is not None else [])),
+    Metric("fabricmon_fabric_sm_reports", C, "Reports the subnet manager sent the collector, by trap number (128 "
+           "link state change; 129-131 link integrity, buffer overrun, watchdog; 64/65 GID in/out of service).",
+           ("trap",), _fabric(lambda fab: [((str(t),), float(n)) for t, n in
+                                           sorted({**{t: 0 for t in fab.events.traps}, **fab.events.reports}.items())]
+                              if fab.events is not None else [])),
+    Metric("fabricmon_fabric_event_rereads", C, "Switches re-read (PortInfo of every port) on the subnet manager's "
+           "reports.", (), _fabric(lambda fab: [((), float(fab.events.rereads))] if fab.events is not None else [])),
+    Metric("fabricmon_fabric_event_reread_seconds", G, "Seconds from the last report's arrival to its switch's ports "
+           "read (the snapshot is built and published after it).", (),
+           _fabric(lambda fab: [((), fab.events.latency)] if fab.events is not None else [])),
+    Metric("fabricmon_fabric_sm_subscription_timestamp_seconds", G, "Unix time the subnet manager last accepted the "
+           "collector's subscription to its reports (absent: never).", (),
+           _fabric(lambda fab: [((), fab.events.subscribed_at)] if fab.events is not None else [])),
     Metric("fabricmon_fabric_switches", G, "Switches this collector (shard) sweeps.", (),
            _fabric(lambda fab: [((), len(fab.switches))])),
     Metric("fabricmon_fabric_ports", G, "Switch ports this collector (shard) sweeps.", (),

@@ -70,7 +70,8 @@ def _row(m: Metric) -> str:
     if m.type == "histogram":
         name += " (`_bucket`, `_sum`, `_count`)"
     labels = ", ".join(m.labels) if m.labels else ""
-    return f"| {name} | {m.type} | {labels} | {m.counter_set} | {_cell(m.help)} |"
+    sets = ", ".join((m.counter_set, *m.also))
+    return f"| {name} | {m.type} | {labels} | {sets} | {_cell(m.help)} |"
 
 
 def section_of(m: Metric) -> str:
@@ -82,7 +83,9 @@ def section_of(m: Metric) -> str:
 
 SETS_INTRO = """## Counter sets
 
-Every family belongs to one counter set (the `set` column below). A scrape returns the sets the
+Every family belongs to one counter set (the `set` column below), and a few to the `state` set as well
+(a port's state and what the port-down alerts join it with: a fast scrape job asks for `state` alone,
+[latency.md](latency.md)). A scrape returns the sets the
 collector's `server.collect` names (default: `default`), or those it asks for itself with
 node_exporter's parameter: `/metrics?collect[]=packets` (repeat it for several; `all` is every set;
 an unknown name is a 400). The `default` set carries every family the shipped rules and dashboards
@@ -100,7 +103,7 @@ node daemon's own ports export every counter in the default set.
 def sets_table() -> list[str]:
     rows = ["| set | what it adds | families |", "|---|---|---|"]
     for name, doc in counter_sets.SETS.items():
-        n = sum(1 for m in CATALOGUE if m.counter_set == name)
+        n = sum(1 for m in CATALOGUE if m.counter_set == name or name in m.also)
         rows.append(f"| `{name}` | {_cell(doc)} | {n} |")
     return rows
 

@@ -110,7 +110,7 @@ class Renderer:
             table: PortTable | None = None          # the section's switch ports, made at the first port family
             port_labels: list[str] = []             # ... and their label texts, in the same order
             for m in CATALOGUE:
-                if m.counter_set not in sets:
+                if m.counter_set not in sets and not (m.also and not sets.isdisjoint(m.also)):
                     continue
                 lines: list[str] = []
                 append = lines.append
@@ -259,7 +259,7 @@ def render(snap: Snapshot, sets: frozenset[str] = DEFAULT_SETS) -> bytes:
 def families(snap: Snapshot, sets: frozenset[str] = DEFAULT_SETS) -> Iterator[Metric_]:
     """The snapshot as prometheus_client metric families (for render_reference)."""
     for m in CATALOGUE:
-        if m.counter_set not in sets:
+        if not m.selected(sets):
             continue
         fam: Metric_
         if m.buckets is not None:

@@ -14,11 +14,13 @@ import json
 import os
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 from pathlib import Path
 
 from fabricmon.host.io import HostFileRead, HostIO, read_answer
 from fabricmon.host.mad import MadSettings, Request, answer_bytes, answer_text, exchange_key
+from fabricmon.host.sa import SaReport
 from fabricmon.host.kmsg import KmsgRead
 from fabricmon.host.ras import RasExchange
 from fabricmon.host.nvml import NvmlError, NvmlUnavailable
@@ -52,17 +54,17 @@ class _Unrecorded:
 class RecordingIO(_Unrecorded):
     """Wraps another HostIO and records every answer into a bundle directory."""
 
-    def __init__(self, inner: HostIO, bundle: str | os.PathLike[str], meta: dict | None = None):
+    def __init__(self, inner: HostIO, bundle: str | os.PathLike[str], meta: dict[str, Any] | None = None):
         self.inner = inner
         self.dir = Path(bundle)
         (self.dir / "files").mkdir(parents=True, exist_ok=True)
-        self.commands: list[dict] = []
+        self.commands: list[dict[str, Any]] = []
         self.errors: dict[str, int] = {}
         self.listings: dict[str, list[str] | int] = {}
         self.realpaths: dict[str, str] = {}
         self.meta = meta or {}
-        self.nvml: list[dict] | None = None
-        self.nvml_error: dict | None = None
+        self.nvml: list[dict[str, Any]] | None = None
+        self.nvml_error: dict[str, Any] | None = None
         self.programs: dict[str, str | None] = {}
         self.mads: dict[str, str | None] | None = None       # exchange key -> answer; None: never opened
         self.mad_error: str | None = None
@@ -107,6 +109,19 @@ class RecordingIO(_Unrecorded):
             if self.mads is None:
                 self.mads = {}
 
+    # the SA port is not recorded (host.sa): a report is an event of the live fabric, which a replay has not
+    def sa_open(self) -> None:
+        self.inner.sa_open()
+
+    def sa_run(self, requests: Sequence[tuple[int, bytes]], timeout: float) -> list[bytes | None]:
+        return self.inner.sa_run(requests, timeout)
+
+    def sa_reports(self, timeout: float) -> list[SaReport]:
+        return self.inner.sa_reports(timeout)
+
+    def sa_close(self) -> None:
+        self.inner.sa_close()
+
     def mad_run(self, requests: Sequence[Request], deadline: float) -> list[bytes | None]:
         answers = self.inner.mad_run(requests, deadline)
         recorded = {exchange_key(r): answer_text(a) for r, a in zip(requests, answers)}
@@ -116,28 +131,25 @@ class RecordingIO(_Unrecorded):
             self.mads.update(recorded)
         return answers
 
-    def read(self, root: str, rel: str) -> str:
-        key = f"{root}/{rel}"
+    def _file(self, key: str, target: Path, call: Callable[[], str]) -> str:
+        """The one wrapper of a recorded file read: its text copied into the bundle, or its errno noted (the
+        last answer for a path wins, as for commands) and the error raised on."""
         try:
-            data = self.inner.read(root, rel)
+            data = call()
         except OSError as exc:
             with self._lock:
                 self.errors[key] = exc.errno or errno.EIO
             raise
         with self._lock:
-            self.errors.pop(key, None)      # the last answer for a path wins, as for commands
-        target = self.dir / "files" / root / rel
+            self.errors.pop(key, None)
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_text(data)
         return data
 
-    def read_many(self, root: str, rels: Sequence[str]) -> list[str | OSError]:
-        return [read_answer(self.read, root, rel) for rel in rels]
-
-    def listdir(self, root: str, rel: str) -> list[str]:
-        key = f"{root}/{rel}"
+    def _listing(self, key: str, call: Callable[[], list[str]]) -> list[str]:
+        """The one wrapper of a recorded directory listing: the names, or the errno, noted; the error raised on."""
         try:
-            names = self.inner.listdir(root, rel)
+            names = call()
         except OSError as exc:
             with self._lock:
                 self.listings[key] = exc.errno or errno.EIO
@@ -146,13 +158,22 @@ class RecordingIO(_Unrecorded):
             self.listings[key] = names
         return names
 
+    def read(self, root: str, rel: str) -> str:
+        return self._file(f"{root}/{rel}", self.dir / "files" / root / rel, lambda: self.inner.read(root, rel))
+
+    def read_many(self, root: str, rels: Sequence[str]) -> list[str | OSError]:
+        return [read_answer(self.read, root, rel) for rel in rels]
+
+    def listdir(self, root: str, rel: str) -> list[str]:
+        return self._listing(f"{root}/{rel}", lambda: self.inner.listdir(root, rel))
+
     def realpath(self, root: str, rel: str) -> str:
         real = self.inner.realpath(root, rel)
         with self._lock:
             self.realpaths[f"{root}/{rel}"] = real
         return real
 
-    def nvml_gpus(self) -> list[dict]:
+    def nvml_gpus(self) -> list[dict[str, Any]]:
         try:
             gpus = self.inner.nvml_gpus()
         except Exception as exc:
@@ -165,30 +186,10 @@ class RecordingIO(_Unrecorded):
 
     def read_host_file(self, path: str) -> str:
         rel = _host_rel(path)
-        try:
-            data = self.inner.read_host_file(path)
-        except OSError as exc:
-            with self._lock:
-                self.errors[f"host/{rel}"] = exc.errno or errno.EIO
-            raise
-        with self._lock:
-            self.errors.pop(f"host/{rel}", None)
-        target = self.dir / "files" / "host" / rel
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_text(data)
-        return data
+        return self._file(f"host/{rel}", self.dir / "files" / "host" / rel, lambda: self.inner.read_host_file(path))
 
     def list_host_dir(self, path: str) -> list[str]:
-        key = f"host/{_host_rel(path)}"
-        try:
-            names = self.inner.list_host_dir(path)
-        except OSError as exc:
-            with self._lock:
-                self.listings[key] = exc.errno or errno.EIO
-            raise
-        with self._lock:
-            self.listings[key] = names
-        return names
+        return self._listing(f"host/{_host_rel(path)}", lambda: self.inner.list_host_dir(path))
 
     def hostname(self) -> str:
         name = self.inner.hostname()
@@ -214,8 +215,8 @@ class RecordingIO(_Unrecorded):
         path.write_text(json.dumps(manifest, indent=1, sort_keys=True))
         return path
 
-    def sweep(self, root: str, rel: str) -> None:
-        self.inner.sweep(root, rel)
+    def close_unread(self, root: str, rel: str) -> None:
+        self.inner.close_unread(root, rel)
 
     def commit_file(self, tmp: str, final: str) -> None:
         self.inner.commit_file(tmp, final)
@@ -253,12 +254,12 @@ class ReplayIO(_Unrecorded):
         if manifest.get("bundle_version") != BUNDLE_VERSION:
             raise BundleError(f"{self.dir}: unsupported bundle version {manifest.get('bundle_version')!r}")
         self.manifest = manifest
-        self._commands: dict[str, dict] = {}
+        self._commands: dict[str, dict[str, Any]] = {}
         for c in manifest.get("commands", []):
             self._commands[_cmd_key(c["argv"])] = c     # the last recording of an argv wins
         self._errors = manifest.get("read_errors", {})
         self._listings = manifest.get("listings", {})
-        self._realpaths = manifest.get("realpaths", {})
+        self._realpaths: dict[str, str] = manifest.get("realpaths", {})
         self._programs: dict[str, str | None] = manifest.get("programs", {})
         self._mads: dict[str, str | None] | None = manifest.get("mad")
 
@@ -300,6 +301,19 @@ class ReplayIO(_Unrecorded):
             why = self.manifest.get("mad_error") or "the bundle holds no MAD exchanges"
             raise UmadUnavailable(errno.ENODEV, str(why))
 
+    def sa_open(self) -> None:
+        """A bundle records no subscription (host.sa): a replayed collector has no subnet manager to report to it."""
+        raise UmadUnavailable(errno.ENODEV, "a replayed bundle has no subnet manager to subscribe to")
+
+    def sa_run(self, requests: Sequence[tuple[int, bytes]], timeout: float) -> list[bytes | None]:
+        return [None] * len(requests)
+
+    def sa_reports(self, timeout: float) -> list[SaReport]:
+        return []
+
+    def sa_close(self) -> None:
+        pass
+
     def mad_run(self, requests: Sequence[Request], deadline: float) -> list[bytes | None]:
         """Each request's recorded answer; a request not in the bundle is unanswered."""
         mads = self._mads or {}
@@ -330,7 +344,7 @@ class ReplayIO(_Unrecorded):
             return self._realpaths[key]
         raise OSError(errno.ENOENT, "no realpath recorded", key)
 
-    def nvml_gpus(self) -> list[dict]:
+    def nvml_gpus(self) -> list[dict[str, Any]]:
         """The recorded NVML answer; no "nvml" key means no GPUs."""
         err = self.manifest.get("nvml_error")
         if err:
@@ -358,7 +372,7 @@ class ReplayIO(_Unrecorded):
         """The recorded host's name (bundles record it in their metadata)."""
         return str(self.manifest.get("hostname") or "")
 
-    def sweep(self, root: str, rel: str) -> None:
+    def close_unread(self, root: str, rel: str) -> None:
         pass
 
     def commit_file(self, tmp: str, final: str) -> None:

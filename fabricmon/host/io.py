@@ -15,13 +15,14 @@ import socket
 import stat
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from fabricmon.host import mad, nvml
+from fabricmon.host import mad, nvml, sa
 from fabricmon.host.kmsg import KmsgRead, KmsgReader
 from fabricmon.host.mad import MadSettings, Request
+from fabricmon.host.sa import SaReport
 from fabricmon.host.ras import RasExchange, ras_status
 from fabricmon.host.snmp import WalkSpec, walk_many
 from fabricmon.host.runner import DEFAULT_TOOL_DIRS, CommandResult, kill_all, resolve_program, run_command
@@ -55,6 +56,14 @@ class HostIO(Protocol):
     # fails under it (the port is reopened by the next mad_open)
     def mad_open(self, settings: MadSettings) -> None: ...
     def mad_run(self, requests: Sequence[Request], deadline: float) -> list[bytes | None]: ...
+    # the subnet administrator's reports (host.sa: a umad port of its own, its SA agent registered for
+    # SubnAdmReport, a reader answering each): sa_open raises UmadUnavailable where none opens here (a
+    # replayed bundle has none); sa_run sends (LID, MAD) requests and returns their answers (None:
+    # unanswered by the timeout); sa_reports waits up to timeout for the reports queued since
+    def sa_open(self) -> None: ...
+    def sa_run(self, requests: Sequence[tuple[int, bytes]], timeout: float) -> list[bytes | None]: ...
+    def sa_reports(self, timeout: float) -> list[SaReport]: ...
+    def sa_close(self) -> None: ...
     def read(self, root: str, rel: str) -> str: ...
     def read_many(self, root: str, rels: Sequence[str]) -> list[str | OSError]: ...
     def listdir(self, root: str, rel: str) -> list[str]: ...
@@ -73,7 +82,7 @@ class HostIO(Protocol):
     # NCCL's RAS port: one STATUS conversation, in JSON or text (host.ras; never VERBOSE); OSError where none answers
     def ras_status(self, address: str, port: int, timeout: float, max_bytes: int,
                    fmt: str = "json") -> RasExchange: ...
-    def sweep(self, root: str, rel: str) -> None: ...
+    def close_unread(self, root: str, rel: str) -> None: ...
     def commit_file(self, tmp: str, final: str) -> None: ...
     # the daemon (this pipeline) is stopping: kill the tools this HostIO has in flight, no others
     def kill_tools(self) -> None: ...
@@ -98,6 +107,7 @@ class LiveIO:
         self._used: set[str] = set()
         self._lock = threading.Lock()
         self._kmsg: dict[str, KmsgReader] = {}     # /dev/kmsg kept open between polls, by path
+        self.mad_host = mad.MadHost()               # this host interface's umad port and MAD engine
 
     def path(self, root: str, rel: str) -> str:
         return os.path.join(self.roots[root], rel)
@@ -133,13 +143,26 @@ class LiveIO:
         return walk_many(specs, deadline, concurrency, cancel)
 
     def mad_open(self, settings: MadSettings) -> None:
-        """The process's umad port (opened once): it must reach the fabric this host's tools reach, so
+        """This interface's umad port (opened once): it must reach the fabric this host's tools reach, so
         a LiveIO whose tools run with another fabric's environment (umad2sim's preload given to the
         tools only) has none."""
-        mad.open_engine(settings, self.env)
+        self.mad_host.open(settings, self.env)
 
     def mad_run(self, requests: Sequence[Request], deadline: float) -> list[bytes | None]:
-        return mad.run_engine(requests, deadline)
+        return self.mad_host.run(requests, deadline)
+
+    def sa_open(self) -> None:
+        """The process's SA port (opened once), reaching the fabric this host's tools reach (as mad_open)."""
+        sa.open_sa(self.env)
+
+    def sa_run(self, requests: Sequence[tuple[int, bytes]], timeout: float) -> list[bytes | None]:
+        return sa.run_sa(requests, timeout)
+
+    def sa_reports(self, timeout: float) -> list[SaReport]:
+        return sa.sa_reports(timeout)
+
+    def sa_close(self) -> None:
+        sa.close_sa()
 
     def read(self, root: str, rel: str) -> str:
         if root != "sysfs":
@@ -205,7 +228,7 @@ class LiveIO:
             except OSError:
                 pass
 
-    def sweep(self, root: str, rel: str) -> None:
+    def close_unread(self, root: str, rel: str) -> None:
         """Close cached files under root/rel not read since the last sweep (a removed HCA, a
         vanished port). Only the source that owns that subtree calls it, from its own thread, so
         no other thread can be reading one of these descriptors while it is closed."""
@@ -236,7 +259,7 @@ class LiveIO:
     def open_files(self) -> int:
         return len(self._fds)
 
-    def nvml_gpus(self) -> list[dict]:
+    def nvml_gpus(self) -> list[dict[str, Any]]:
         """GPUs seen by NVML: [{index, uuid, bus_id, driver_version}]. Raises
         sources.nvml.NvmlUnavailable when libnvidia-ml or the driver is missing. Without the
         nvidia kernel driver (no <sysfs>/module/nvidia) NVML cannot work, so it is not even
@@ -305,6 +328,7 @@ class LiveIO:
         return reader.read(after, limit)
 
     def close(self) -> None:
+        self.mad_host.close()
         with self._lock:
             readers, self._kmsg = list(self._kmsg.values()), {}
         for r in readers:
@@ -318,7 +342,7 @@ class LiveIO:
                 pass
 
 
-def read_answer(read, root: str, rel: str) -> str | OSError:
+def read_answer(read: Callable[[str, str], str], root: str, rel: str) -> str | OSError:
     """read(root, rel), or the OSError it raised (for read_many)."""
     try:
         return read(root, rel)

@@ -1,5 +1,5 @@
-"""MADs in this process, as a method family of the host interface (HostIO.mad_open/mad_run/mad_close):
-the process's one umad port (host.umad: rdma-core's libibumad through ctypes) and the engine that
+"""MADs in this process, as a method family of the host interface (HostIO.mad_open/mad_run): a umad
+port per host interface (MadHost) (host.umad: rdma-core's libibumad through ctypes) and the engine that
 keeps many requests in flight over it. A source builds the requests (the encoded Get()s of
 sources/infiniband/mad/codec.py) and decodes the answers; the I/O, its environment and its
 recording live here.
@@ -236,19 +236,19 @@ class MadEngine:
                         except OSError:                     # a read that fails: what it answered times out
                             pass
                 if got is not None:
-                    i = pending.pop(_TID.unpack_from(got, tid_at)[0], None) if len(got) >= tid_at + 12 else None
-                    if i is not None:
+                    j = pending.pop(_TID.unpack_from(got, tid_at)[0], None) if len(got) >= tid_at + 12 else None
+                    if j is not None:
                         if _STATUS.unpack_from(got, STATUS_OFFSET)[0]:     # the kernel timed it out (ETIMEDOUT)
-                            r = lost(i)
-                            retried += r
-                            unanswered += 1 - r
+                            again = lost(j)
+                            retried += again
+                            unanswered += 1 - again
                         else:
                             mad = got[mad_off:]
                             if mad[4] & 0x7F or mad[5]:
                                 errors += 1
-                            answers[i] = mad
+                            answers[j] = mad
                             answered += 1
-                            k = tk[i]
+                            k = tk[j]
                             silent[k] = 0
                             in_t[k] -= 1
                             h = held[k]
@@ -260,11 +260,11 @@ class MadEngine:
                 break
             # the front expired: drop what was answered, count what was not as lost
             while order and order[0][0] <= now:
-                i = pending.pop(order.popleft()[1], None)
-                if i is not None:
-                    r = lost(i)
-                    retried += r
-                    unanswered += 1 - r
+                j = pending.pop(order.popleft()[1], None)
+                if j is not None:
+                    again = lost(j)
+                    retried += again
+                    unanswered += 1 - again
             while order and order[0][1] not in pending:
                 order.popleft()
         self._tid = tid
@@ -274,8 +274,8 @@ class MadEngine:
         st.sent = sum(tries)
         st.answered, st.retried, st.errors, st.peak_in_flight = answered, retried, errors, peak
         st.unanswered = unanswered + skipped + left
-        for k in self.totals:
-            self.totals[k] += getattr(st, k)
+        for name in self.totals:
+            self.totals[name] += getattr(st, name)
         return answers
 
 
@@ -294,59 +294,59 @@ class MadSettings:
     port: int = 0
 
 
-_lock = threading.Lock()             # one engine run at a time on the one port (two pipelines in a process)
-_engine: MadEngine | None = None
+class MadHost:
+    """One umad port and its engine, owned by one host interface (LiveIO.mad_open/mad_run, so by the pipeline
+    that owns that HostIO; no process-wide engine another pipeline's settings could change): opened at the
+    first open() and kept, closed after a device error (the next open() opens it again) and by close(). Its
+    settings are the last open()'s: the pipeline's sweep and its remediation both give fabric.mad_*. One run
+    at a time on the port."""
 
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._engine: MadEngine | None = None
 
-def open_engine(settings: MadSettings, tool_env: Mapping[str, str] | None = None) -> None:
-    """Open the process's one engine (one umad port, opened once and kept) and apply `settings`.
-    `tool_env`: the environment the host's tools run with (None: this process's own). Raises
-    UmadUnavailable where no umad port opens, or where the tools would reach another fabric than this
-    process's own libibumad (their LD_PRELOAD/IBSIM_SOCKNAME/SIM_HOST differ: umad2sim's preload
-    given to the tools only, as the in-process test collectors and `fabricmon demo` do)."""
-    global _engine
-    if tool_env is not None and any(tool_env.get(k) != os.environ.get(k) for k in FABRIC_ENV):
-        raise UmadUnavailable(errno.EXDEV, "the tools run with another fabric's environment "
-                                           "(LD_PRELOAD/IBSIM_SOCKNAME/SIM_HOST) than this process")
-    with _lock:
-        if _engine is None:
-            _engine = MadEngine(UmadPort.open(settings.ca, settings.port))
-        eng = _engine
-        eng.window, eng.per_target = settings.window, settings.per_target
-        eng.timeout_ms, eng.retries = settings.timeout_ms, settings.retries
+    def open(self, settings: MadSettings, tool_env: Mapping[str, str] | None = None) -> None:
+        """Open the engine (its umad port) once and apply `settings`. `tool_env`: the environment the host's
+        tools run with (None: this process's own). Raises UmadUnavailable where no umad port opens, or where
+        the tools would reach another fabric than this process's own libibumad (their LD_PRELOAD/
+        IBSIM_SOCKNAME/SIM_HOST differ: umad2sim's preload given to the tools only, as the in-process test
+        collectors and `fabricmon demo` do)."""
+        if tool_env is not None and any(tool_env.get(k) != os.environ.get(k) for k in FABRIC_ENV):
+            raise UmadUnavailable(errno.EXDEV, "the tools run with another fabric's environment "
+                                               "(LD_PRELOAD/IBSIM_SOCKNAME/SIM_HOST) than this process")
+        with self._lock:
+            if self._engine is None:
+                self._engine = MadEngine(UmadPort.open(settings.ca, settings.port))
+            eng = self._engine
+            eng.window, eng.per_target = settings.window, settings.per_target
+            eng.timeout_ms, eng.retries = settings.timeout_ms, settings.retries
 
+    def run(self, requests: Sequence[Request], deadline: float) -> list[bytes | None]:
+        """One run of the engine (open() first). On a device error (OSError) the port is closed and the
+        error raised."""
+        with self._lock:
+            eng = self._engine
+            if eng is None:
+                raise UmadUnavailable(errno.EBADF, "no umad port open (mad_open first)")
+            try:
+                return eng.run(requests, deadline)
+            except OSError:
+                self._close()
+                raise
 
-def run_engine(requests: Sequence[Request], deadline: float) -> list[bytes | None]:
-    """One run of the process's engine (open_engine first). On a device error (OSError) the port
-    is closed (the next open_engine opens it again) and the error raised."""
-    with _lock:
-        eng = _engine
-        if eng is None:
-            raise UmadUnavailable(errno.EBADF, "no umad port open (mad_open first)")
-        try:
-            return eng.run(requests, deadline)
-        except OSError:
-            _close()
-            raise
+    def totals(self) -> dict[str, int]:
+        """The open engine's counts over every run (sent, answered, retried, unanswered); {} when none."""
+        with self._lock:
+            return dict(self._engine.totals) if self._engine is not None else {}
 
+    def close(self) -> None:
+        with self._lock:
+            self._close()
 
-def engine_totals() -> dict[str, int]:
-    """The open engine's counts over every run (sent, answered, retried, unanswered); {} when none."""
-    with _lock:
-        return dict(_engine.totals) if _engine is not None else {}
-
-
-def close_engine() -> None:
-    """Close the process's umad port; the next open_engine opens it again."""
-    with _lock:
-        _close()
-
-
-def _close() -> None:
-    global _engine
-    if _engine is not None:
-        _engine.port.close()
-        _engine = None
+    def _close(self) -> None:
+        if self._engine is not None:
+            self._engine.port.close()
+            self._engine = None
 
 
 def exchange_key(r: Request) -> str:

@@ -134,12 +134,14 @@ def scratch_dir() -> str | None:
     with _live_lock:
         if _scratch is None or _scratch[0] != os.getpid() or (_scratch[1] and not os.path.isdir(_scratch[1])):
             # first use, a forked child, or a temp cleaner (systemd-tmpfiles) removed it: a new one
+            path: str | None = None
             try:
-                path: str | None = tempfile.mkdtemp(prefix="fabricmon-tools-")
+                made = tempfile.mkdtemp(prefix="fabricmon-tools-")
             except OSError:
-                path = None
+                pass
             else:
-                atexit.register(_remove_scratch, os.getpid(), path)
+                atexit.register(_remove_scratch, os.getpid(), made)
+                path = made
             _scratch = (os.getpid(), path)
         return _scratch[1]
 

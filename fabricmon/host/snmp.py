@@ -29,6 +29,7 @@ import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any, Generic, Protocol, TypeVar, cast
 
 from fabricmon.host.runner import CommandResult
 
@@ -115,7 +116,7 @@ def oid_text(body: bytes) -> str:
     return ".".join(map(str, decode_oid(body)))
 
 
-def encode_value(tag: int, value) -> bytes:
+def encode_value(tag: int, value: Any) -> bytes:       # what `value` is, the tag says (module doc)
     if tag in (INTEGER, *_UNSIGNED):
         return encode_integer(int(value), tag)
     if tag in (OCTET_STRING, OPAQUE):
@@ -223,7 +224,7 @@ def decode_pdu(data: bytes, pos: int, end: int, tags: Sequence[int] = _PDU_TAGS)
         raise BerError("expected the varbind list")
     if lend != pend:
         raise BerError("trailing bytes after the varbind list")
-    vbs = []
+    vbs: list[tuple[bytes, int, bytes]] = []
     append = vbs.append
     while pos < lend:
         # inlined headers: the per-varbind hot path (short lengths are the common case)
@@ -275,7 +276,7 @@ def check_width(tag: int, body: bytes) -> None:
         raise BerError(f"{_NUMBER_TYPE[tag]} of {n} octets" + (f" (at most {w - 1} and a leading 0)" if n else ""))
 
 
-def decode_value(tag: int, body: bytes):
+def decode_value(tag: int, body: bytes) -> int | bytes | str | None:
     """A varbind's value as Python: int, bytes, dotted OID text, IP text, or None (NULL and the
     exceptions noSuchObject, noSuchInstance, endOfMibView)."""
     if tag == INTEGER:
@@ -312,7 +313,7 @@ _PRINTABLE = frozenset(range(0x20, 0x7F)) | {0x09}
 def value_text(tag: int, body: bytes) -> str:
     """The right-hand side net-snmp prints for a value (after ' = ')."""
     if tag in _NUMBER_TYPE:
-        return f"{_NUMBER_TYPE[tag]}: {decode_value(tag, body)}"
+        return f"{_NUMBER_TYPE[tag]}: {cast(int, decode_value(tag, body))}"     # a number type's is an int
     if tag == OCTET_STRING:
         if not body:
             return '""'
@@ -322,7 +323,7 @@ def value_text(tag: int, body: bytes) -> str:
     if tag == OID:
         return "OID: ." + oid_text(body)
     if tag == IPADDRESS:
-        return f"IpAddress: {decode_value(tag, body)}"
+        return f"IpAddress: {cast(str, decode_value(tag, body))}"             # an IpAddress's is its text
     if tag == NULL:
         return "NULL"
     if tag == OPAQUE:
@@ -336,6 +337,38 @@ def value_text(tag: int, body: bytes) -> str:
 
 DEFAULT_MAX_ROWS = 50000
 MAX_VALUE_WARNINGS = 20      # bad values named in a walk's stderr; more are counted
+
+
+class V3Answer(Protocol):
+    """An SNMPv3 message as the user-based security model decodes it (host.usm.V3Message)."""
+    @property
+    def flags(self) -> int: ...
+    @property
+    def engine_id(self) -> bytes: ...
+    @property
+    def boots(self) -> int: ...
+    @property
+    def time(self) -> int: ...
+    @property
+    def authenticated(self) -> bool: ...
+    @property
+    def pdu(self) -> Response | None: ...
+
+
+E = TypeVar("E")      # the security model's record of an agent's engine (host.usm.Engine), opaque here
+
+
+class V3Security(Protocol, Generic[E]):
+    """What a walk asks of SNMPv3's user-based security model: host.usm.Usm, known here by this shape
+    (usm.py imports this module, and a type import back would be an import circle)."""
+    def argv(self) -> tuple[str, ...]: ...
+    def engine(self, address: str) -> E | None: ...
+    def learn(self, address: str, engine_id: bytes, boots: int, engine_time: int, now: float) -> E: ...
+    def forget(self, address: str) -> None: ...
+    def discovery(self, msg_id: int) -> bytes: ...
+    def request(self, e: E, msg_id: int, pdu: bytes, now: float) -> bytes: ...
+    def decode(self, data: bytes, e: E | None, expect: int | None = None) -> V3Answer | None: ...
+    def synchronise(self, e: E, boots: int, etime: int, now: float) -> None: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -353,7 +386,7 @@ class WalkSpec:
     retries: int = 1
     max_repetitions: int = 25
     max_rows: int = DEFAULT_MAX_ROWS
-    usm: object | None = field(default=None, repr=False, compare=False)
+    usm: V3Security[Any] | None = field(default=None, repr=False, compare=False)
 
     def argv(self) -> tuple[str, ...]:
         """What `fabric capture` records it under (no secret, no user name): a command line in
@@ -475,8 +508,8 @@ class _Walk:
                 col.last_subs = subs
                 col.last = oid
                 if rows is not None:                # a subtree: count each table column's rows
-                    c = rows[subs[0]] = rows.get(subs[0], 0) + 1
-                    if c > cap:                     # an agent that never ends a table
+                    count = rows[subs[0]] = rows.get(subs[0], 0) + 1
+                    if count > cap:                     # an agent that never ends a table
                         self.over_cap(col, f"{col.text}.{subs[0]}")
                         break
                 kind = unsigned.get(tag)
@@ -521,11 +554,13 @@ def _split_address(address: str) -> tuple[str, int]:
 
 DNS_TTL = 60.0               # seconds a resolved name is reused
 DNS_THREADS = 4
-_dns_cache: dict[tuple[str, int], tuple[float, int, tuple]] = {}
+# a UDP address as getaddrinfo gives it: (host, port) for IPv4, (host, port, flowinfo, scope_id) for IPv6
+Sockaddr = tuple[str, int] | tuple[str, int, int, int] | tuple[int, bytes]
+_dns_cache: dict[tuple[str, int], tuple[float, int, Sockaddr]] = {}
 _dns_lock = threading.Lock()
 
 
-def _literal(host: str, port: int) -> tuple[int, tuple] | None:
+def _literal(host: str, port: int) -> tuple[int, Sockaddr] | None:
     """An IP address literal, without asking a resolver; None for a name."""
     try:
         ip = ipaddress.ip_address(host)
@@ -536,7 +571,7 @@ def _literal(host: str, port: int) -> tuple[int, tuple] | None:
     return socket.AF_INET6, (host, port, 0, 0)
 
 
-def _resolve(host: str, port: int) -> tuple[int, tuple]:
+def _resolve(host: str, port: int) -> tuple[int, Sockaddr]:
     """Blocking (a resolver thread's): the first UDP address of a name, cached DNS_TTL seconds."""
     info = socket.getaddrinfo(host, port, type=socket.SOCK_DGRAM)[0]
     with _dns_lock:
@@ -546,7 +581,7 @@ def _resolve(host: str, port: int) -> tuple[int, tuple]:
     return info[0], info[4]
 
 
-def _cached(host: str, port: int) -> tuple[int, tuple] | None:
+def _cached(host: str, port: int) -> tuple[int, Sockaddr] | None:
     with _dns_lock:
         hit = _dns_cache.get((host, port))
     if hit is not None and hit[0] > time.monotonic():
@@ -559,8 +594,8 @@ class _Resolver:
     it, never the selector thread); each answer wakes the selector through a socket pair."""
 
     def __init__(self, names: list[tuple[str, str, int]], sel: selectors.BaseSelector):
-        self.answers: queue.SimpleQueue = queue.SimpleQueue()
-        self.todo: queue.SimpleQueue = queue.SimpleQueue()
+        self.answers: queue.SimpleQueue[tuple[str, tuple[int, Sockaddr] | str]] = queue.SimpleQueue()
+        self.todo: queue.SimpleQueue[tuple[str, str, int]] = queue.SimpleQueue()
         for item in names:
             self.todo.put(item)
         self.waiting = len(names)
@@ -580,7 +615,7 @@ class _Resolver:
             except queue.Empty:
                 return
             try:
-                got: tuple[int, tuple] | str = _resolve(host, port)
+                got: tuple[int, Sockaddr] | str = _resolve(host, port)
             except (OSError, UnicodeError, ValueError) as exc:
                 got = getattr(exc, "strerror", None) or str(exc)
             self.answers.put((address, got))
@@ -589,7 +624,7 @@ class _Resolver:
             except OSError:
                 pass                        # the walks ended meanwhile
 
-    def drain(self) -> list[tuple[str, tuple[int, tuple] | str]]:
+    def drain(self) -> list[tuple[str, tuple[int, Sockaddr] | str]]:
         try:
             while self.rx.recv(4096):
                 pass
@@ -628,7 +663,7 @@ class _Run:
         self.sel = selectors.DefaultSelector()
         self.socks: dict[str, socket.socket] = {}
         self.live: dict[str, list[_Walk]] = {}               # address -> its walks not yet finished
-        self.where: dict[str, tuple[int, tuple] | str] = {}   # address -> (family, sockaddr) or why not
+        self.where: dict[str, tuple[int, Sockaddr] | str] = {}   # address -> (family, sockaddr) or why not
         self.req_ids = iter(range(int.from_bytes(os.urandom(3), "big") + 1, 1 << 31))
         self.resolver: _Resolver | None = None
 
@@ -785,6 +820,7 @@ class _Run:
 
     def datagram_v3(self, w: _Walk, data: bytes) -> None:
         usm, address = w.spec.usm, w.spec.address
+        assert usm is not None                  # an SNMPv3 walk's
         engine = usm.engine(address)
         try:
             m = usm.decode(data, engine, w.request_id)
@@ -825,6 +861,7 @@ class _Run:
             w.bad = "an SNMPv3 answer without authentication"
             w.bad_auth = w.bad_auth or bool(m.flags & 1)
             return
+        assert engine is not None               # an authenticated answer came from a known engine
         usm.synchronise(engine, m.boots, m.time, now)
         self.answer(w, pdu)
 
@@ -876,10 +913,11 @@ class _Run:
                 for key, _ in self.sel.select(max(0.0, wake - time.monotonic())):
                     address = key.data
                     if address is None:                     # names resolved
+                        assert self.resolver is not None    # its socket is the one registered without an address
                         for addr, got in self.resolver.drain():
                             self.where[addr] = got
                         continue
-                    sock = key.fileobj
+                    sock = cast(socket.socket, key.fileobj)     # a switch's UDP socket (registered with its address)
                     for _ in range(64):                  # bounded: drain what has arrived
                         if address not in self.live:
                             break

@@ -180,6 +180,23 @@ class UmadPort:
             self.agents[key] = agent
         return self.agents[key]
 
+    def register_agent(self, mgmt_class: int, version: int, methods: tuple[int, ...] = (),
+                       rmpp_version: int = 0) -> int:
+        """An agent that also receives the unsolicited MADs of `methods` (umad_register's method mask: the
+        kernel hands it every request of this class and method that reaches the port, e.g. SubnAdmReport
+        for class 0x03). Raises UmadUnavailable where the kernel refuses (another agent holds the method)."""
+        mask = (ctypes.c_ulong * (16 // ctypes.sizeof(ctypes.c_ulong)))()
+        bits = 8 * ctypes.sizeof(ctypes.c_ulong)
+        for m in methods:
+            mask[m // bits] |= 1 << (m % bits)
+        agent: int = self.lib.umad_register(self.fd, mgmt_class, version, rmpp_version, mask if methods else None)
+        if agent < 0:
+            raise UmadUnavailable(-agent if agent < -1 else errno.EPERM,
+                                  f"umad_register(class 0x{mgmt_class:02x}, methods {list(methods)}) failed: "
+                                  f"{os.strerror(-agent) if agent < -1 else agent}")
+        self.agents[(mgmt_class, version)] = agent
+        return agent
+
     def wait(self, timeout_ms: int) -> bool:
         """Whether an answer is queued within timeout_ms (at least 1 ms): one poll()."""
         return bool(self._poll(timeout_ms if timeout_ms > 1 else 1))

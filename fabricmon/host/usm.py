@@ -29,10 +29,14 @@ import itertools
 import os
 import threading
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from fabricmon.host.snmp import (
     OCTET_STRING, SEQUENCE, BerError, Response, ber_header, ber_int_at, decode_pdu, encode_integer, tlv,
 )
+
+if TYPE_CHECKING:
+    from cryptography.hazmat.primitives.ciphers import CipherContext
 
 # auth protocol -> (hash name, MAC length in octets)
 AUTH = {"MD5": ("md5", 12), "SHA": ("sha1", 12), "SHA224": ("sha224", 16), "SHA256": ("sha256", 24),
@@ -54,10 +58,12 @@ try:                                           # the one optional import (pyproj
     try:                                       # where cryptography 43 and later keep them
         from cryptography.hazmat.decrepit.ciphers.algorithms import TripleDES
     except ImportError:
-        TripleDES = getattr(algorithms, "TripleDES", None)
+        # before cryptography 43 (the checker reads the newer one, which has the import above)
+        TripleDES = getattr(algorithms, "TripleDES", None)  # type: ignore[misc,assignment]
     _CRYPTO_ERROR = ""
 except ImportError as exc:                     # pragma: no cover - exercised by the fallback test's monkeypatch
-    Cipher = algorithms = modes = TripleDES = None
+    # the optional import's absence: supported() refuses SNMPv3 before any of these is used
+    Cipher = algorithms = modes = TripleDES = None  # type: ignore[assignment,misc]
     _CRYPTO_ERROR = f"the cryptography package is not installed ({exc})"
 
 
@@ -110,8 +116,8 @@ class Engine:
     priv_key: bytes = field(default=b"", repr=False)
     # the cipher in ECB, made once per engine (making a CFB/CBC context per message costs more
     # than the crypto): CFB and CBC are done on it below. One walk_many thread uses it at a time.
-    ecb_enc: object = field(default=None, repr=False, compare=False)
-    ecb_dec: object = field(default=None, repr=False, compare=False)
+    ecb_enc: CipherContext | None = field(default=None, repr=False, compare=False)
+    ecb_dec: CipherContext | None = field(default=None, repr=False, compare=False)
     engine_tlv: bytes = b""         # the engine ID as an OCTET STRING, made once (every request has it twice)
 
     def now(self, at: float) -> int:
@@ -213,6 +219,7 @@ class Usm:
     def request(self, e: Engine, msg_id: int, pdu: bytes, now: float) -> bytes:
         """An authPriv message carrying `pdu` (an encoded PDU) to engine `e`."""
         boots, etime = e.boots, e.now(now)
+        assert e.ecb_enc is not None                # made with the engine's keys (learn)
         scoped = tlv(SEQUENCE, e.engine_tlv + self._context_tlv + pdu)
         n = next(self._salts) & 0xFFFFFFFFFFFFFFFF
         if self.priv_protocol == "DES":
@@ -233,12 +240,11 @@ class Usm:
         return msg[:at] + mac + msg[at + self.mac_len:]
 
     @staticmethod
-    def _message(msg_id: int, flags: int, sec: bytes, data: bytes, where: bool = False):
+    def _message(msg_id: int, flags: int, sec: bytes, data: bytes) -> bytes:
         head = encode_integer(VERSION_3) + tlv(SEQUENCE, encode_integer(msg_id) + encode_integer(MAX_SIZE)
                                                + tlv(OCTET_STRING, bytes((flags,))) + encode_integer(USM))
         body = head + sec + data
-        msg = tlv(SEQUENCE, body)
-        return (msg, len(msg) - len(body) + len(head)) if where else msg
+        return tlv(SEQUENCE, body)
 
     # --- answers ----------------------------------------------------------------------------
 
@@ -343,9 +349,11 @@ class Usm:
         if self.priv_protocol == "DES":
             if len(data) % 8:
                 raise UsmError("DES data is not a multiple of 8 octets")
+            assert e.ecb_dec is not None            # made with the engine's keys (learn) for DES
             return _cbc_decrypt(e.ecb_dec, _xor(e.priv_key[8:16], salt), data)
         if not (0 <= boots < 1 << 32 and 0 <= etime < 1 << 32):
             raise UsmError("engine boots or time out of range")
+        assert e.ecb_enc is not None                # made with the engine's keys (learn)
         return _cfb_decrypt(e.ecb_enc, boots.to_bytes(4, "big") + etime.to_bytes(4, "big") + salt, data)
 
     def synchronise(self, e: Engine, boots: int, etime: int, now: float) -> None:
@@ -363,7 +371,7 @@ def _xor(a: bytes, b: bytes) -> bytes:
     return (int.from_bytes(a, "big") ^ int.from_bytes(b[:n], "big")).to_bytes(n, "big")
 
 
-def _cfb_encrypt(ecb, iv: bytes, plain: bytes) -> bytes:
+def _cfb_encrypt(ecb: CipherContext, iv: bytes, plain: bytes) -> bytes:
     """CFB128 (RFC 3826): C_i = P_i XOR E(C_i-1), C_0 the IV; the last block may be short."""
     out, prev = [], iv
     for i in range(0, len(plain), 16):
@@ -372,7 +380,7 @@ def _cfb_encrypt(ecb, iv: bytes, plain: bytes) -> bytes:
     return b"".join(out)
 
 
-def _cfb_decrypt(ecb, iv: bytes, data: bytes) -> bytes:
+def _cfb_decrypt(ecb: CipherContext, iv: bytes, data: bytes) -> bytes:
     """Every keystream block is E(the ciphertext block before): one ECB call for the message."""
     if not data:
         return b""
@@ -380,7 +388,7 @@ def _cfb_decrypt(ecb, iv: bytes, data: bytes) -> bytes:
     return _xor(data, ecb.update(iv + data[:full]))
 
 
-def _cbc_encrypt(ecb, iv: bytes, plain: bytes) -> bytes:
+def _cbc_encrypt(ecb: CipherContext, iv: bytes, plain: bytes) -> bytes:
     out, prev = [], iv
     for i in range(0, len(plain), 8):
         prev = ecb.update(_xor(plain[i:i + 8], prev))
@@ -388,7 +396,7 @@ def _cbc_encrypt(ecb, iv: bytes, plain: bytes) -> bytes:
     return b"".join(out)
 
 
-def _cbc_decrypt(ecb_dec, iv: bytes, data: bytes) -> bytes:
+def _cbc_decrypt(ecb_dec: CipherContext, iv: bytes, data: bytes) -> bytes:
     return _xor(ecb_dec.update(data), iv + data[:-8]) if data else b""
 
 

@@ -5,7 +5,7 @@ on 2026-11-30"); each port counts its insertions (a module back after an absence
 (another serial than before), as UFM's cable validation counts both.
 
 Pure and bounded: at most MAX_PORTS ports and MAX_SERIALS serials (the least recently seen go first), the last
-MAX_PLACES ports and MAX_EVENTS troubles per serial. pipeline.cable_ledger keeps it in the state directory.
+MAX_PLACES ports and MAX_EVENTS troubles per serial. stores.cable_ledger keeps it in the state directory.
 """
 
 from __future__ import annotations

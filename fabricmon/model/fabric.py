@@ -31,6 +31,7 @@ from fabricmon import ibspec
 from fabricmon.model.link_ability import LinkAbility
 
 if TYPE_CHECKING:
+    from fabricmon.model.fabric_events import EventsView
     from fabricmon.model.optics import ModuleDiag
     from fabricmon.model.vitals import Vital
 
@@ -615,7 +616,7 @@ class EcmpGroups:
 
 @dataclass(frozen=True, slots=True)
 class UplinkCounts:
-    """checks.fabric_symmetry: per switch, (active uplinks, expected) as judged this build."""
+    """checks.fabric_uplinks: per switch, (active uplinks, expected) as judged this build."""
     uplinks: Mapping[str, tuple[int, int | None]]
 
 
@@ -690,6 +691,9 @@ class FabricSection:
     # the discrepancies by kind (model.design.KINDS)
     design_cables: int | None = None
     design_discrepancies: dict[str, int] = field(default_factory=dict)
+    # the SM's reports (sources/infiniband/events.py): the link state's mode in force and why, the subscription,
+    # the counts; None where no events source ran (Ethernet, or it is disabled)
+    events: EventsView | None = None
     # each judged switch's fans, power supplies and temperatures (checks.fabric_vitals; docs/vitals.md)
     vitals: dict[str, list[Vital]] = field(default_factory=dict)
 

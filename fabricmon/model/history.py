@@ -35,14 +35,22 @@ class Sample:
     saturated: bool = False    # value is the counter's maximum: "at least this"
 
 
+def _delta(a: Sample, b: Sample) -> int | None:
+    """The one delta rule: what a counter counted from sample a to the next, b. None when that is unknown
+    (either value unknown, or a saturated: "at least its maximum" has no step from it); a decrease is a
+    reset and counts 0."""
+    if a.value is None or b.value is None or a.saturated:
+        return None
+    return b.value - a.value if b.value >= a.value else 0
+
+
 def _last_step(q: list[Sample] | None) -> tuple[int, float] | None:
     """CounterHistory.last_step of a counter's samples (None: none kept)."""
     if not q or len(q) < 2:
         return None
     a, b = q[-2], q[-1]
-    if a.value is None or b.value is None or a.saturated:
-        return None
-    return max(0, b.value - a.value), b.t - a.t
+    d = _delta(a, b)
+    return None if d is None else (d, b.t - a.t)
 
 
 class CounterHistory:
@@ -111,9 +119,7 @@ class CounterHistory:
             if prev is not None:
                 if start is None:
                     start = max(prev.t, now - window)
-                if prev.value is not None and s.value is not None and not prev.saturated \
-                        and s.value >= prev.value:
-                    total += s.value - prev.value
+                total += _delta(prev, s) or 0
             prev = s
         if start is None:
             return 0, 0.0
@@ -152,6 +158,18 @@ class CounterHistory:
         sparse intake keeps small, rather than one lookup per port and name)."""
         wanted = set(names)
         return {(k[0], k[1]) for k in self._data if k[2] in wanted}
+
+    def marks(self, device: str, port: int, names: Iterable[str]) -> tuple[tuple[int, int | None], ...]:
+        """What changes when a sample that moves a sum enters or leaves `names`' histories on the port: each
+        one's sample count and newest value (a run of equal values keeps its count: only its last sample's
+        time moves). Two equal marks mean the same samples but for that time; the window sums can then only
+        have fallen since."""
+        data = self._data
+        out = []
+        for n in names:
+            q = data.get((device, port, n))
+            out.append((len(q), q[-1].value) if q else (0, None))
+        return tuple(out)
 
     def prune(self, keep: set[tuple[str, int]]) -> None:
         """Drop the history of ports that no longer exist (a removed HCA)."""
@@ -217,6 +235,19 @@ def ib_rule(name: str, bits: int | None = None, wraps: bool = False) -> CounterR
     spec = ibspec.COUNTER_BY_NAME.get(name)
     width = bits or (spec.bits if spec is not None else 64)
     return CounterRule(width, saturates=not wraps and name in ibspec.SATURABLE, wraps=wraps)
+
+
+def saturation(values: Mapping[str, int], bits: Mapping[str, int], wrapping: Collection[str] = ()) -> dict[str, bool]:
+    """Which of a port's counters that saturate sit at their maximum, by the rule the intake records them
+    with (ib_rule's CounterRule.at_max): one entry per counter read that saturates (a wrapping one never does)."""
+    out = {}
+    for n in ibspec.SATURABLE:              # the spec's order: how the exposition lists them
+        v = values.get(n)
+        if v is not None:
+            rule = ib_rule(n, bits.get(n), n in wrapping)
+            if rule.saturates:
+                out[n] = rule.at_max(v)
+    return out
 
 
 class CounterIntake:

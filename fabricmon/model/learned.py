@@ -12,7 +12,7 @@ A port is known by its node GUID and port number where sysfs or ibstat give a no
 adapter that vanished is named correctly even when the others were renumbered at the next boot,
 mlx5_4 becoming mlx5_3), else by its device name and port number.
 
-Pure: records in, records out. The file that keeps it between runs is pipeline.learned's.
+Pure: records in, records out. The file that keeps it between runs is stores.learned's.
 """
 
 from __future__ import annotations

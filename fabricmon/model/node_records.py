@@ -42,6 +42,14 @@ class SysfsDevice:
 
 
 @dataclass(slots=True)
+class PortStateData:
+    """The ports' state and phys_state alone, read every second (sources/port_state.py): the newest read of
+    a port's state, which wins over the sysfs source's (model/ports.py merge). (device, port) -> (state id,
+    phys state id), either None where its file did not read."""
+    ports: dict[tuple[str, int], tuple[int | None, int | None]] = field(default_factory=dict)
+
+
+@dataclass(slots=True)
 class HwCountersData:
     """mlx5 `hw_counters/` of every port (RoCE and QP diagnostics), by (device, port)."""
     ports: dict[tuple[str, int], dict[str, int]] = field(default_factory=dict)

@@ -5,7 +5,7 @@ Units are fixed by the field name: power in mW (dBm derived), bias in mA, temper
 Celsius, voltage in volts. Thresholds of power are kept in dBm. None is "not reported", never 0.
 
 Pure: records only; the learned receive-power baseline (`RxBaseline`) is kept in a file by
-pipeline.optics_baseline.
+stores.optics_baseline.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
+from typing import overload
 
 from fabricmon.model.ports import DeviceView, PortView, pair_netdevs
 
@@ -24,7 +25,12 @@ QUANTITIES = ("rx_power", "tx_power", "tx_bias", "temperature", "voltage")
 DBM_FLOOR = -40.0
 
 
+@overload
+def mw_to_dbm(mw: float) -> float: ...
+@overload
+def mw_to_dbm(mw: None) -> None: ...
 def mw_to_dbm(mw: float | None) -> float | None:
+    """mW -> dBm, floored at DBM_FLOOR; None stays None."""
     if mw is None:
         return None
     if mw <= 0.0001:
@@ -32,7 +38,12 @@ def mw_to_dbm(mw: float | None) -> float | None:
     return max(DBM_FLOOR, 10.0 * math.log10(mw))
 
 
+@overload
+def dbm_to_mw(dbm: float) -> float: ...
+@overload
+def dbm_to_mw(dbm: None) -> None: ...
 def dbm_to_mw(dbm: float | None) -> float | None:
+    """dBm -> mW (-inf dBm: 0 mW); None stays None."""
     if dbm is None:
         return None
     if math.isinf(dbm) and dbm < 0:

@@ -1,7 +1,7 @@
 """Merge what every source said about a port into one PortView.
 
 Precedence, most trusted first (sources are cross-checked, never trusted alone):
-- state: sysfs, then ibstat, then iblinkinfo;
+- state: the port state poll (every second: PortStateData), then sysfs, then ibstat, then iblinkinfo;
 - width and speed: iblinkinfo (PortInfo), then sysfs `rate`, then ibstat's Rate (ibstat's
   rate is wrong under ibsim for HDR, and stale on a Down port);
 - counters: sysfs, then perfquery (COUNTER_RECORDS: by record type, SysfsData before PerfqueryData);
@@ -16,7 +16,8 @@ from typing import TypeVar
 
 from fabricmon import ibspec
 from fabricmon.model.finding import Finding
-from fabricmon.model.node_records import HwCountersData, IbstatData, LinkData, PerfqueryData, SysfsData
+from fabricmon.model.node_records import (HwCountersData, IbstatData, LinkData, PerfqueryData, PortStateData,
+                                          SysfsData)
 
 R = TypeVar("R")
 # Where a port's counters come from, most trusted first: by record type, never by source name
@@ -135,6 +136,7 @@ def merge(records: Iterable[object]) -> Inventory:
     perfq_data: PerfqueryData | None = _pick(records, PerfqueryData)
     link_data: LinkData | None = _pick(records, LinkData)
     hw_data: HwCountersData | None = _pick(records, HwCountersData)
+    state_data: PortStateData | None = _pick(records, PortStateData)
     devices: dict[str, DeviceView] = {}
     ports: dict[tuple[str, int], PortView] = {}
     p: PortView | None
@@ -187,6 +189,14 @@ def merge(records: Iterable[object]) -> Inventory:
                 p.counters = dict(sp.counters)
                 p.counter_bits = dict(sp.counter_bits)
                 p.counter_record = SysfsData
+    # the ports' state alone, read every second: the newest read of it (sources/port_state.py)
+    for key, (state, phys) in (state_data.ports if state_data else {}).items():
+        p = ports.get(key)
+        if p is not None:
+            if state is not None:
+                p.state_id = state
+            if phys is not None:
+                p.phys_state_id = phys
     for name, why in (sysfs_data.restricted if sysfs_data else {}).items():
         if name in devices:
             devices[name].counters_restricted = why

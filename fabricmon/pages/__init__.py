@@ -16,6 +16,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from importlib import resources
+from typing import Protocol
 
 from fabricmon.model.snapshot import Snapshot
 
@@ -28,7 +29,8 @@ def static_file(name: str) -> tuple[bytes, str] | None:
     """A file of the page's static assets, with its content type (None: not one of them)."""
     if name not in STATIC:
         return None
-    return resources.files("fabricmon.pages").joinpath("static", name).read_bytes(), STATIC[name]
+    # one name a joinpath: Python 3.10's Traversable (a zip's, a namespace package's) takes no more
+    return resources.files("fabricmon.pages").joinpath("static").joinpath(name).read_bytes(), STATIC[name]
 
 
 class Busy(Exception):
@@ -87,6 +89,19 @@ class RenderGate:
         return body
 
 
+Params = tuple[tuple[str, str], ...]      # a part's parameters, normalised (a view's `params`)
+Part = Callable[[Snapshot, Mapping[str, str]], str | None]    # a part's HTML (None: no such object)
+
+
+class _View(Protocol):
+    """What a page module (node, fabric_map) offers: its parts by name, and the parameters each understands."""
+
+    @property
+    def PARTS(self) -> Mapping[str, Part]: ...
+
+    def params(self, snap: Snapshot, part: str, query: Mapping[str, str]) -> Params | None: ...
+
+
 class Pages:
     """The views of one snapshot. `get(part, query)` returns the HTML of a part: "page" (the
     whole document), "live" (the fragment the page refreshes itself with) or a page's own extra
@@ -97,17 +112,17 @@ class Pages:
         self.snap = snap
         self.gate = gate
         self._lock = threading.Lock()
-        self._cache: OrderedDict[tuple, bytes | None] = OrderedDict()
+        self._cache: OrderedDict[tuple[str, Params], bytes | None] = OrderedDict()
         self._bytes = 0
 
-    def _module(self):  # noqa: ANN202 - a module
+    def _module(self) -> _View:
         if self.snap.fabric is not None:
             from fabricmon.pages import fabric_map
             return fabric_map
         from fabricmon.pages import node
         return node
 
-    def _cached(self, key: tuple) -> tuple[bool, bytes | None]:
+    def _cached(self, key: tuple[str, Params]) -> tuple[bool, bytes | None]:
         with self._lock:
             if key in self._cache:
                 self._cache.move_to_end(key)

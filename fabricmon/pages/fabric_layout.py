@@ -370,10 +370,10 @@ def layout(sec: FabricSection, findings: Iterable[Finding], expand: Iterable[str
         if lk.remote_guid not in sec.switches:
             off_shard += 1
             continue
-        a, b = (g, port), (lk.remote_guid, lk.remote_port)
-        if (sec.levels.get(b[0], 0), b) < (sec.levels.get(a[0], 0), a):
-            a, b = b, a
-        cables[(a, b)] = None
+        near, far = (g, port), (lk.remote_guid, lk.remote_port)
+        if (sec.levels.get(far[0], 0), far) < (sec.levels.get(near[0], 0), near):
+            near, far = far, near
+        cables[(near, far)] = None
     links = [_link(a, b, sec, names, by_port, hot) for a, b in cables]
 
     # rows, top level first; level 0 last
@@ -457,7 +457,7 @@ def layout(sec: FabricSection, findings: Iterable[Finding], expand: Iterable[str
             w += (it.w if isinstance(it, GroupBox) else BOX_W) + GAP_X
         widths[lv] = w - GAP_X
     width = LABEL_W + max(widths.values(), default=BOX_W) + 2 * MARGIN
-    y = MARGIN
+    y: float = MARGIN
     for lv in levels:
         items = row_items[lv]
         h = max((it.h if isinstance(it, GroupBox) else BOX_H) for it in items)

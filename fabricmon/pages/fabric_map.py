@@ -10,11 +10,12 @@ cables into one data-bundle."""
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 
 from fabricmon import ibspec
 from fabricmon.checks import OK, STATUS_NAMES, WARNING, Finding
 from fabricmon.model.fabric import EcmpGroup, FabricSection, host_name
+from fabricmon.model.jobs import JobRef
 from fabricmon.model.placement import Placement
 from fabricmon.model.remediation import Action
 from fabricmon.model.snapshot import Snapshot
@@ -34,6 +35,13 @@ STROKE = {0: "#2e7d32", 1: "#b58100", 2: "#c62828"}
 def head(text: str, limit: int) -> str:
     """The start of a label that does not fit (a group's first name tells most)."""
     return text if len(text) <= limit else text[:max(1, limit - 1)] + "…"
+
+
+def _fabric(snap: Snapshot) -> FabricSection:
+    """The snapshot's fabric section: the map is drawn only for a snapshot that has one (Pages)."""
+    if snap.fabric is None:
+        raise ValueError("a fabric map of a snapshot without a fabric section")
+    return snap.fabric
 
 
 def _gbps(bps: float | None) -> str:
@@ -189,8 +197,8 @@ def svg(lay: Layout, sec: FabricSection, footprint: frozenset[str] = frozenset()
             f'{count}</text>'
             f'{cells}</g>')
     ecmp: dict[str, list[EcmpGroup]] = {}
-    for gr in sec.groups:
-        ecmp.setdefault(gr.guid, []).append(gr)
+    for eg in sec.groups:
+        ecmp.setdefault(eg.guid, []).append(eg)
     for g, b in lay.switches.items():
         if g not in grouped:
             parts.append(_switch_g(b, sec, ecmp, footprint))
@@ -217,7 +225,7 @@ def _bundle_tip(bd: Bundle) -> str:
 def legend() -> str:
     """The fixed colour scale and the line styles, as a small SVG of its own."""
     items: list[tuple[str, str]] = []
-    x = 0
+    x: float = 0
     out = []
     for _, colour, label in UTIL_SCALE:
         items.append((f'<line x1="0" y1="0" x2="26" y2="0" stroke="{colour}" stroke-width="5"/>', label))
@@ -258,7 +266,7 @@ def _summary(sec: FabricSection, lay: Layout) -> str:
 
 
 def live(snap: Snapshot, query: Mapping[str, str]) -> str:
-    sec: FabricSection = snap.fabric
+    sec = _fabric(snap)
     meta = f'<div id="meta" hidden data-when="{esc(when(snap.time))}" data-state="{state_name(health_status(snap))}"></div>'
     names = {g: sw.name for g, sw in sec.switches.items()}
     table = f'<h2>Findings</h2>{findings_table(verdict_findings(snap), names, job_links=True)}'
@@ -276,7 +284,7 @@ def live(snap: Snapshot, query: Mapping[str, str]) -> str:
             + f'<div class="map">{svg(lay, sec, footprint, isolated)}</div>' + remediation.table(snap.remediation) + table)
 
 
-def _job_link(j) -> str:
+def _job_link(j: JobRef) -> str:
     return f'<a href="/?job={esc(j.job_id)}" data-job="{esc(j.job_id)}">{esc(j.text())}</a>'
 
 
@@ -292,12 +300,12 @@ def _footprint(snap: Snapshot, job: str, names: Mapping[str, str]) -> str:
         return (f'<p class="footprint none" data-footprint="{esc(job)}" data-known="0">Job {esc(job)} is not running '
                 f'(or not yet seen by the last squeue).</p>')
     sws = jobs.switches.get(job, ())
-    levels = snap.fabric.levels
+    levels = _fabric(snap).levels
     leaves = [g for g in sws if levels.get(g) == 1]
     higher = [g for g in sws if levels.get(g, 0) >= 2]
     hosts = jobs.hosts.get(job, ())
 
-    def sw_list(gs) -> str:
+    def sw_list(gs: Iterable[str]) -> str:
         return ", ".join(f'<span data-job-switch="{g}">{esc(names.get(g, g))}</span>' for g in gs) or "none"
     hurt = [f for f in snap.findings if f.status != OK and any(j.job_id == job for j in f.jobs)]
     shown = ", ".join(esc(h) for h in hosts[:16]) + (f" +{len(hosts) - 16} more" if len(hosts) > 16 else "")
@@ -318,7 +326,7 @@ def _flagged_paths(snap: Snapshot, footprint: frozenset[str], hosts: frozenset[s
     """The links of a job's paths with a finding (WARNING, CRITICAL) on either end's switch port: its
     hosts' cables, and links between two switches its traffic can cross; and, where its traffic leaves
     its leaves, the imbalanced ECMP groups of its switches (issue 38 item 4)."""
-    sec: FabricSection = snap.fabric
+    sec = _fabric(snap)
     out: dict[str, str] = {}
     for f in snap.findings:
         if f.status == OK or f.port is None or f.device not in footprint:
@@ -359,7 +367,7 @@ def _placement(p: Placement | None) -> str:
 
 
 def page(snap: Snapshot, query: Mapping[str, str]) -> str:
-    sec: FabricSection = snap.fabric
+    sec = _fabric(snap)
     sub = f"shard {sec.shard[0] + 1} of {sec.shard[1]}" if sec.shard[1] > 1 else ""
     return document("fabric", "fabricmon fabric map", live(snap, query), snap.time, health_status(snap), sub,
                     host=snap.host)
@@ -367,7 +375,7 @@ def page(snap: Snapshot, query: Mapping[str, str]) -> str:
 
 def switch(snap: Snapshot, query: Mapping[str, str]) -> str | None:
     """One switch's ports: role, state, link against its class, remote end, rates, findings."""
-    sec: FabricSection = snap.fabric
+    sec = _fabric(snap)
     guid = query.get("guid", "").lower().removeprefix("0x")
     sw = sec.switches.get(guid)
     if sw is None:
@@ -418,7 +426,7 @@ def params(snap: Snapshot, part: str, query: Mapping[str, str]) -> tuple[tuple[s
     ids of groups that can exist (`<level>-<guid>` of a switch at that level), sorted, once
     each; `job` must look like a Slurm job id; `guid` must name a switch (None: 404). Unknown
     parameters are ignored."""
-    sec: FabricSection = snap.fabric
+    sec = _fabric(snap)
     if part == "switch":
         guid = query.get("guid", "").lower().removeprefix("0x")
         return (("guid", guid),) if guid in sec.switches else None
@@ -438,4 +446,4 @@ JOB_ID = re.compile(r"[0-9]{1,10}(?:[_+][0-9]{1,10})?")     # a Slurm job id (ar
 MAX_EXPAND = 64          # groups open at once in one request; more are ignored
 PARTS = {"page": page, "live": live, "switch": switch}
 
-__all__ = ["PARTS", "legend", "live", "page", "svg", "switch"]
+__all__ = ["PARTS", "legend", "live", "page", "params", "svg", "switch"]

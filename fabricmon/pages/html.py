@@ -8,18 +8,20 @@ import html
 import re
 import socket
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 from fabricmon import __version__
 from fabricmon.checks import CRITICAL, OK, STATUS_NAMES, WARNING, Finding
 from fabricmon.model.health import UNKNOWN      # nothing could be checked: grey, never green
+from fabricmon.model.jobs import JobRef
 
 REFRESH_MS = 5000
 STATE_NAMES = {OK: "ok", WARNING: "warning", CRITICAL: "critical", UNKNOWN: "unknown"}
 
 
-def natural_key(text: str) -> tuple:
-    """Sort key for names with numbers: mlx5_2 before mlx5_10, leaf9 before leaf10."""
+def natural_key(text: str) -> tuple[int | str, ...]:
+    """Sort key for names with numbers: mlx5_2 before mlx5_10, leaf9 before leaf10 (text and numbers
+    alternate, text first: two keys compare str with str and int with int)."""
     return tuple(int(t) if t.isdigit() else t.lower() for t in re.split(r"(\d+)", text))
 
 
@@ -42,7 +44,7 @@ def ago(t: float, now: float) -> str:
     return f"{s:.0f} s ago" if s < 120 else f"{s / 60:.0f} min ago" if s < 7200 else f"{s / 3600:.1f} h ago"
 
 
-def jobs_note(jobs, links: bool = False) -> str:
+def jobs_note(jobs: Sequence[JobRef], links: bool = False) -> str:
     """The jobs a finding hurts, under its reason; on the map (`links`) each id links to its
     footprint (`/?job=<id>`)."""
     if not jobs:

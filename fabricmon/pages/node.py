@@ -15,6 +15,7 @@ from urllib.parse import quote
 from fabricmon import ibspec
 from fabricmon.checks import OK, STATUS_NAMES, WARNING, Finding, worst
 from fabricmon.model.ports import PortView
+from fabricmon.model.roce import RoceView
 from fabricmon.model.snapshot import Snapshot, SourceState
 from fabricmon.pages import remediation
 from fabricmon.pages.html import ago, document, esc, findings_table, natural_key, state_name, when
@@ -69,7 +70,7 @@ def _below(snap: Snapshot, p: PortView) -> bool:
     return bool(v and (v.degraded.get("width") or v.degraded.get("speed")))
 
 
-def _roce_view(snap: Snapshot, key: tuple[str, int]):
+def _roce_view(snap: Snapshot, key: tuple[str, int]) -> RoceView | None:
     return next((v for v in snap.roce.views if (v.target.device, v.target.port) == key), None)
 
 
@@ -269,8 +270,8 @@ def summary(snap: Snapshot) -> str:
     active = [s for s in snap.sources.values() if s.enabled and s.active]
     failing = sum(1 for s in active if s.ran and s.active_errors)
     parts.append(f"{len(active)} source(s) active" + (f", {failing} failing" if failing else ""))
-    bad = [f for f in verdict_findings(snap) if f.status != OK]
-    parts.append(f"{len(bad)} finding(s)" if bad else "no findings")
+    findings = [f for f in verdict_findings(snap) if f.status != OK]
+    parts.append(f"{len(findings)} finding(s)" if findings else "no findings")
     return f'<p class="summary">{esc(" · ".join(parts))}</p>'
 
 

@@ -202,8 +202,8 @@ def _reading(cols: dict[int, dict[str, str]], idx: str, label: dict[int, str],
     unit = _TYPES.get(_int(cols.get(1, {}).get(idx)) or 0)
     i = int(idx.split(".")[0])
     name = label.get(i, "")
-    q = quantity(name, unit) if unit else None
-    if q is None:
+    q = quantity(name, unit) if unit is not None else None
+    if unit is None or q is None:
         return None
     raw, scale, prec = _int(cols.get(4, {}).get(idx)), _int(cols.get(2, {}).get(idx)), _int(cols.get(3, {}).get(idx))
     status = _int(cols.get(5, {}).get(idx))

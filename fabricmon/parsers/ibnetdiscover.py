@@ -122,9 +122,9 @@ def parse_ibnetdiscover(text: str, strict: bool = False) -> DiscoveryData:
         c = _COMMENT.match(m["comment"] or "")
         if c:
             desc = c["desc"]
-            lid = int(c["lid"])
-            rlid = lid if unicast_lid(lid) else None
-            unassigned = lid if ca and rlid is None else None
+            far_lid = int(c["lid"])
+            rlid = far_lid if unicast_lid(far_lid) else None
+            unassigned = far_lid if ca and rlid is None else None
             width = int(c["width"])
             g = ibspec.generation(c["speed"])
             speed = g.name if g else c["speed"].upper()

@@ -112,9 +112,9 @@ def parse_mlxlink(text: str, device: str = "", port: int = 1) -> MlxlinkPort:
             counters[f"raw_errors_lane{i}"] = v
         counters["raw_errors"] = sum(lanes)
     for name, key in (("Effective Physical Errors", "effective_errors"), ("Symbol Errors", "symbol_errors")):
-        v = _int(ber.get(name))
-        if v is not None:
-            counters[key] = v
+        n = _int(ber.get(name))
+        if n is not None:
+            counters[key] = n
     rec.counters = PhyCounters(counters)
     t = ber.get("Time Since Last Clear [Min]")
     rec.since_clear_minutes = float(t) if t is not None and _NUM.match(t) else None

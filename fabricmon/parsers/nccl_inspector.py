@@ -86,7 +86,8 @@ def bucket_bytes(label: str) -> int:
     """The lower bound in bytes of a message_size label ("4-5GB"; the first format's "2.00GB"; "0B")."""
     m = _SIZE_RANGE.match(label)
     if m:
-        return int(m.group(1)) * 1024 ** UNITS.index(m.group(3))
+        unit: int = 1024 ** UNITS.index(m.group(3))     # int ** int is typed Any (a negative power is a float)
+        return int(m.group(1)) * unit
     m = _SIZE_POINT.match(label)
     if m:
         return int(float(m.group(1)) * 1024 ** UNITS.index(m.group(2)))

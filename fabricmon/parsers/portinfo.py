@@ -13,6 +13,7 @@ infiniband-diags add `LinkSpeedExtEnabled2`/`Supported2`/`Active2` (`212.5 Gbps`
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 from fabricmon.ibspec import phys_state_id, state_id
@@ -40,7 +41,7 @@ class PortState:
         return self.state_id not in (None, DOWN_STATE) and self.phys_state_id in (None, LINKUP_PHYS)
 
 
-def _fields(text: str):
+def _fields(text: str) -> Iterator[tuple[str, str]]:
     for line in lines(text):
         m = _FIELD.match(line)
         if m:

@@ -70,7 +70,9 @@ class ClusterJobsData:
 
 def _split_top(text: str) -> list[str]:
     """Items of a host list: commas and white space outside brackets separate them."""
-    items, depth, cur = [], 0, []
+    items: list[str] = []
+    cur: list[str] = []
+    depth = 0
     for ch in text:
         if ch == "[":
             depth += 1

@@ -144,7 +144,7 @@ def parse_lines(text: str) -> list[tuple[str, str, str]]:
     return out
 
 
-def _value(typ: str, text: str, want: str) -> int | str | None:
+def _value(typ: str, text: str, want: str) -> Value | None:
     if want in ("int", "counter32", "counter64", "gauge"):
         try:
             return int(text.split()[0]) if text else None
@@ -180,11 +180,12 @@ _ROW_LOOKUP = {w: ({r.oid: r for r in rows}, sorted({_INDEX_LEN[r.index] for r i
 _NUMERIC = frozenset(("int", "counter32", "counter64", "gauge"))
 
 
-def parse_walk(walk: str, text: str) -> list[tuple[OidRow, tuple[int, ...], int | str]]:
+def parse_walk(walk: str, text: str) -> list[tuple[OidRow, tuple[int, ...], Value]]:
     """One walk's text -> [(row, index, value)] for the rows declared for that walk; objects of
-    the table that no row names are left out before their value is read."""
+    the table that no row names are left out before their value is read. A numeric row's value is
+    an int, an "octets" row's an Octets, any other's a str."""
     by_oid, lengths = _ROW_LOOKUP[walk]
-    out = []
+    out: list[tuple[OidRow, tuple[int, ...], Value]] = []
     for oid, typ, val in parse_lines(text):
         for n in lengths:
             parts = oid.rsplit(".", n)
@@ -215,6 +216,26 @@ class Octets(NamedTuple):
     """An OCTET STRING as the agent sent it, and whether the tool printed it as text (printable)."""
     raw: bytes
     text: bool
+
+
+Value = int | str | Octets      # a value parse_walk reads: by its row's type (OidRow.type)
+
+
+def _number(value: Value) -> int:
+    """A numeric row's value (parse_walk reads those as int, or raises)."""
+    if not isinstance(value, int):
+        raise ParseError(f"not a number: {value!r}")
+    return value
+
+
+def _subtype(value: Value | None) -> int | None:
+    """An LLDP ID subtype (an int row); None when absent."""
+    return value if isinstance(value, int) else None
+
+
+def _id_value(value: Value | None) -> Octets | str | None:
+    """An LLDP ID (an "octets" row) as decode_id takes it; None when absent."""
+    return None if isinstance(value, int) else value
 
 
 # LLDP-MIB subtypes (IEEE 802.1AB): chassis ID 4 = MAC, 5 = network address; port ID 3 = MAC,
@@ -444,8 +465,9 @@ def identity_from_walks(texts: dict[str, str]) -> SwitchIdentity:
     """Discovery: the walks' texts (by walk name) -> the switch's identity. LLDP IDs are decoded
     by their subtype (decode_id); an entry without a chassis ID is no neighbour."""
     ident = SwitchIdentity()
-    rem: dict[tuple[int, ...], dict[str, object]] = {}
-    scalars: dict[str, object] = {}
+    rem: dict[tuple[int, ...], dict[str, Value]] = {}
+    scalars: dict[str, Value] = {}
+    ports: dict[int, dict[str, Value]] = {}       # lldpLocPortNum -> fields, its port ID still undecoded
     for walk, text in texts.items():
         if walk in WALK_BY_NAME and WALK_BY_NAME[walk].vendor:
             if any(True for _ in parse_walk(walk, text)):
@@ -456,32 +478,33 @@ def identity_from_walks(texts: dict[str, str]) -> SwitchIdentity:
                 if index == (0,):
                     scalars[row.field] = value
             elif row.walk == "bridge_ports":
-                ident.bridge_ports[index[0]] = int(value)
+                ident.bridge_ports[index[0]] = _number(value)
             elif row.walk == "if_stack":
                 if len(index) == 2 and value == 1 and index[0] and index[1]:    # active(1); 0: top/bottom
                     ident.stack.add((index[0], index[1]))
             elif row.index == "port":
-                ident.lldp_ports.setdefault(index[0], {})[row.field] = value
+                ports.setdefault(index[0], {})[row.field] = value
             elif row.index == "lldpRem" and len(index) == 3:
                 rem.setdefault(index, {})[row.field] = value
             elif row.index == "ifIndex" and len(index) == 1 and row.field in _IF_FIELDS:
-                ident.ifaces.setdefault(index[0], {})[row.field] = value
+                if not isinstance(value, Octets):       # never: none of those rows is "octets"
+                    ident.ifaces.setdefault(index[0], {})[row.field] = value
     ident.sys_name = str(scalars.get("sys_name", "") or "").strip()
-    sub = scalars.get("chassis_subtype")
-    ident.chassis_subtype = sub if isinstance(sub, int) else None
-    ident.chassis_id = decode_id(ident.chassis_subtype, scalars.get("chassis_id"), CHASSIS_MAC, CHASSIS_ADDRESS)
-    for f in ident.lldp_ports.values():
-        sub = f.get("id_subtype")
-        f["port_id"] = decode_id(sub if isinstance(sub, int) else None, f.get("port_id"), PORT_MAC, PORT_ADDRESS)
+    ident.chassis_subtype = _subtype(scalars.get("chassis_subtype"))
+    ident.chassis_id = decode_id(ident.chassis_subtype, _id_value(scalars.get("chassis_id")), CHASSIS_MAC,
+                                 CHASSIS_ADDRESS)
+    for num, p in ports.items():
+        p["port_id"] = decode_id(_subtype(p.get("id_subtype")), _id_value(p.get("port_id")), PORT_MAC, PORT_ADDRESS)
+        ident.lldp_ports[num] = {k: v for k, v in p.items() if not isinstance(v, Octets)}   # none left: decoded
     for (_, local, _), f in sorted(rem.items(), key=lambda kv: (kv[0][1], kv[0][2], kv[0][0])):
-        csub = f.get("chassis_subtype") if isinstance(f.get("chassis_subtype"), int) else None
-        chassis = decode_id(csub, f.get("chassis_id"), CHASSIS_MAC, CHASSIS_ADDRESS)
+        csub = _subtype(f.get("chassis_subtype"))
+        chassis = decode_id(csub, _id_value(f.get("chassis_id")), CHASSIS_MAC, CHASSIS_ADDRESS)
         if not chassis:
             continue
-        psub = f.get("port_subtype") if isinstance(f.get("port_subtype"), int) else None
+        psub = _subtype(f.get("port_subtype"))
         caps = f.get("caps")
         ident.neighbours.append(LldpNeighbour(
-            local, chassis, decode_id(psub, f.get("port_id"), PORT_MAC, PORT_ADDRESS), psub,
+            local, chassis, decode_id(psub, _id_value(f.get("port_id")), PORT_MAC, PORT_ADDRESS), psub,
             str(f.get("port_desc", "")).strip(), str(f.get("sys_name", "")).strip(),
             decode_caps(caps if isinstance(caps, Octets) else None), csub))
     return ident
@@ -517,14 +540,14 @@ def counters_from_walks(texts: dict[str, str]) -> SwitchCounters:
             port = index[0]
             if row.field == "pause":
                 prio = index[1] if row.index == "ifIndex.prio" and len(index) > 1 else ALL_PRIORITIES
-                sc.pause.setdefault(port, {})[(prio, row.direction)] = int(value)
+                sc.pause.setdefault(port, {})[(prio, row.direction)] = _number(value)
             elif row.type in COUNTER_BITS:
-                sc.counters.setdefault(port, {})[row.field] = int(value)
+                sc.counters.setdefault(port, {})[row.field] = _number(value)
                 sc.bits[row.field] = COUNTER_BITS[row.type]
             elif row.field == "oper_status":
-                sc.oper_status[port] = int(value)
+                sc.oper_status[port] = _number(value)
             elif row.field == "speed_mbps":
-                sc.speed_mbps[port] = int(value)
+                sc.speed_mbps[port] = _number(value)
     return sc
 
 

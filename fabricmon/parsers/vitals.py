@@ -22,7 +22,7 @@ tables has no vitals (no series, no OK).
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from fabricmon.model.vitals import Vital
 from fabricmon.parsers.entity_sensor import quantity
@@ -30,6 +30,8 @@ from fabricmon.parsers.errors import ParseError
 from fabricmon.parsers.snmp import parse_lines
 
 OK, WARNING, CRITICAL = 0, 1, 2
+# a state table's value -> (its name, status; None: not judged)
+States = dict[int, tuple[str, int | None]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,17 +43,17 @@ class VendorTable:
     vendor: str
     kind: str                                   # "fan", "psu", "temperature", or "by_name" (from the descr)
     state: str
-    states: dict[int, tuple[str, int | None]]
+    states: States
     descr: str | None = None
     label: str = ""
     temp: str | None = None
     by_entity: bool = False                     # indexed by entPhysicalIndex: named by ENTITY-MIB
 
 
-_ENVMON = {1: ("normal", OK), 2: ("warning", WARNING), 3: ("critical", CRITICAL), 4: ("shutdown", CRITICAL),
-           5: ("notPresent", None), 6: ("notFunctioning", CRITICAL)}
-_UPDOWN = {1: ("up", OK), 2: ("down", CRITICAL), 3: ("absent", None)}
-_NORMAL = {1: ("normal", OK), 2: ("abnormal", CRITICAL)}
+_ENVMON: States = {1: ("normal", OK), 2: ("warning", WARNING), 3: ("critical", CRITICAL), 4: ("shutdown", CRITICAL),
+                   5: ("notPresent", None), 6: ("notFunctioning", CRITICAL)}
+_UPDOWN: States = {1: ("up", OK), 2: ("down", CRITICAL), 3: ("absent", None)}
+_NORMAL: States = {1: ("normal", OK), 2: ("abnormal", CRITICAL)}
 
 VENDOR_TABLES: tuple[VendorTable, ...] = (
     # CISCO-ENTITY-FRU-CONTROL-MIB: indexed by entPhysicalIndex
@@ -159,7 +161,7 @@ def _unique(vitals: list[Vital]) -> list[Vital]:
     seen: dict[str, int] = {}
     for v in vitals:
         seen[v.part] = seen.get(v.part, 0) + 1
-    return [Vital(**{**v.as_dict(), "part": f"{v.part} ({v.index})"}) if seen[v.part] > 1 else v for v in vitals]
+    return [replace(v, part=f"{v.part} ({v.index})") if seen[v.part] > 1 else v for v in vitals]
 
 
 def _entity_sensors(texts: dict[str, str], label: dict[str, str]) -> list[Vital]:
@@ -196,11 +198,11 @@ def _entity_sensors(texts: dict[str, str], label: dict[str, str]) -> list[Vital]
         value = None
         if raw is not None and scale is not None and prec is not None and abs(raw) < 1000000000:
             value = raw * 10.0 ** (3 * (scale - 9)) * 10.0 ** (-prec)
-        limits = {}
-        for col, level in ((1, "low_warning"), (2, "low_critical"), (3, "high_warning"), (4, "high_critical")):
-            v = _int(arista.get(col, {}).get(idx))
-            if v is not None and v != ARISTA_UNSET and scale is not None and prec is not None:
-                limits[level] = v * 10.0 ** (3 * (scale - 9)) * 10.0 ** (-prec)
+        limits: dict[str, float] = {}
+        for column, level in ((1, "low_warning"), (2, "low_critical"), (3, "high_warning"), (4, "high_critical")):
+            bound_raw = _int(arista.get(column, {}).get(idx))
+            if bound_raw is not None and bound_raw != ARISTA_UNSET and scale is not None and prec is not None:
+                limits[level] = bound_raw * 10.0 ** (3 * (scale - 9)) * 10.0 ** (-prec)
         note = ""
         if status == OK and value is not None:
             if kind == "fan" and value == 0:

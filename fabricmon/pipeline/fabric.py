@@ -22,7 +22,16 @@ source name. FabricModel composes four parts, each kept between builds:
    kind's failure hints first), so the collector's verdict is UNKNOWN (model.health) and /readyz 503.
 
 A build whose inputs (PORT_INPUTS' latest records and the topology) are all the last full build's reuses
-its port section and findings, and redoes only the subnet manager, the check status and the jobs."""
+its port section and findings, and redoes only the subnet manager, the check status and the jobs.
+
+An event build (the SM's reports re-read a few switches: sources/infiniband/events.py, and nothing else
+changed) is that reuse with the re-read ports' state applied: the last section with only the ports whose
+state changed replaced (and the far ends of their inter-switch links), degraded_link judged again on those
+ports alone, every other finding kept until the next full build (the ECMP groups, the uplink counts and
+capacity follow at the next sweep). What it costs is the ports that changed, a copy of the section's port
+table and the reuse's work, not a full build (docs/latency.md). The mode in force (events or sweep) is the
+events source's, demoted here where a sweep saw a port change on a switch that reported nothing since the
+sweep before (an SM that accepted the subscription and does not forward)."""
 
 from __future__ import annotations
 
@@ -38,10 +47,11 @@ from fabricmon.checks.fabric_inputs import FabricInputs
 from fabricmon.config import Config
 from fabricmon.model.design import DesignData
 from fabricmon.model.fabric import DiscoveryData, FabricSection, LftData, SweepData, Topology
+from fabricmon.model.fabric_events import EventsView, FabricEventsData
 from fabricmon.model.optics import SwitchOpticsData
 from fabricmon.model.vitals import SwitchVitalsData
 from fabricmon.model.slurm_topology import SchedulerTopologyData
-from fabricmon.model.snapshot import Sections, SourceState, source_state
+from fabricmon.model.snapshot import Sections, SourceState, source_data, source_state
 from fabricmon.pipeline.fabric_checks import FabricChecks
 from fabricmon.pipeline.fabric_counters import SweepCounters
 from fabricmon.pipeline.fabric_failure import Hint, why_nothing_read
@@ -84,6 +94,11 @@ class FabricModel:
         # the last full build: its inputs (PORT_INPUTS' data and data times, the topology), its section, its
         # findings but the subnet manager's, and the checks that ran (a build with the same inputs reuses them)
         self._last: tuple[tuple[object, ...], FabricSection, list[Finding], dict[str, tuple[str, ...]]] | None = None
+        # the events: the source's re-read count when the last sweep was taken, and the change a sweep saw that no
+        # report announced (switch, port, up; with the re-read count then: a re-read since clears it)
+        self._rereads_at_sweep = 0
+        self._missed: tuple[str, int, bool, int] | None = None
+        self.event_builds = 0
 
     def inventory(self, states: Mapping[str, SourceState]) -> Topology:
         """The latest topology (empty before the first discovery): the sweep's input. A pure read of what
@@ -112,10 +127,17 @@ class FabricModel:
             self._last = None
             return {"fabric": sec, "unknown": unknown}, []
         inputs = self._inputs(states, topo)
+        events_st = source_state(states, FabricEventsData)
+        events = events_st.data if events_st is not None and isinstance(events_st.data, FabricEventsData) else None
         if self._last is not None and len(inputs) == len(self._last[0]) \
                 and all(a is b for a, b in zip(inputs, self._last[0])):
+            if events is not None and events.seq > self.evidence.events_seq:
+                assert events_st is not None
+                self._event_build(events, events_st.data_time)
             return self._reuse(states, topo, unknown, sec.sweep_duration, now)
         self.topology.ports(topo, sec)
+        if events is not None and events_st is not None:
+            self.evidence.take_events(events, events_st.data_time)
 
         sweep = sweep_st.data if sweep_st is not None and isinstance(sweep_st.data, SweepData) else None
         sweep_time = sweep_st.data_time if sweep_st is not None else 0.0
@@ -123,13 +145,15 @@ class FabricModel:
         if sweep is not None and new_sweep:
             self.counters.record(sweep, sweep_time, set(sec.ports))
             self._sweep_time = sweep_time
-            self.evidence.take_sweep(sweep, sweep_time, sec)
+            self.evidence.take_sweep(sweep, sweep_time, sec, changes=events is not None and events.mode == "events")
+            self._note_unreported(events, sec)
         self.evidence.apply_state(sec)
         if sweep is not None:
             sec.counter_scale = dict(sweep.scale)
             sec.link_state_method = sweep.state_method
             sec.sweep_method = sweep.method
             self.evidence.fresh_state(sweep, sec)
+            self.evidence.fresh_events(sec)
             self.counters.fill(sweep, sec)
         ev = self.evidence
         check_inputs = FabricInputs(states, topo, sec, now, self.history, sweep, new_sweep, ev.abilities, ev.reads,
@@ -149,6 +173,54 @@ class FabricModel:
             out += [None, None] if st is None else [st.data, st.data_time]
         return tuple(out)
 
+    def _event_build(self, events: FabricEventsData, t: float) -> None:
+        """The reports' new re-reads into the last full build's section (module doc): a new section sharing every
+        port but those whose state changed, degraded_link judged again on them; it becomes the last build."""
+        assert self._last is not None
+        inputs, last, findings, ran = self._last
+        keys = self.evidence.take_events(events, t)
+        sec = replace(last, ports=dict(last.ports))
+        touched = self.evidence.apply_events(sec, keys)
+        self.event_builds += 1
+        if touched:
+            new = self.checks.rejudge_links(sec, touched, self.evidence.abilities)
+            gone = set(touched)
+            findings = [f for f in findings if not (f.check == "degraded_link" and (f.device, f.port) in gone)] + new
+        self._last = (inputs, sec, findings, ran)
+
+    def _note_unreported(self, events: FabricEventsData | None, sec: FabricSection) -> None:
+        """A sweep's port changes against the reports: a change on a switch of this shard with no re-read since
+        the sweep before is one the SM did not report (kept until a report comes)."""
+        if events is None:
+            return
+        if self._missed is not None and events.rereads > self._missed[3]:
+            self._missed = None
+        if events.mode == "events":
+            for (g, port), up in self.evidence.sweep_changes:
+                if g in sec.switches and events.reported.get(g, 0) <= self._rereads_at_sweep:
+                    self._missed = (g, port, up, events.rereads)
+                    log.warning("a port changed and the subnet manager reported nothing", switch_guid=g, port=port,
+                                up=up, sm_guid=events.sm_guid, note="link state from the sweep until a report comes")
+                    break
+        self._rereads_at_sweep = events.rereads
+
+    def _events_view(self, states: Mapping[str, SourceState], sec: FabricSection) -> EventsView | None:
+        ev = source_data(states, FabricEventsData)
+        if ev is None:
+            return None
+        mode, reason = ev.mode, ev.reason
+        if self._missed is not None and ev.rereads > self._missed[3]:
+            self._missed = None
+        if mode == "events" and self._missed is not None:
+            g, port, up, _ = self._missed
+            name = sec.switches[g].name if g in sec.switches else g
+            mode = "sweep"
+            reason = (f"the SM at LID {ev.sm_lid} (0x{ev.sm_guid}) accepted the subscription but reported nothing of "
+                      f"{name} (0x{g}) port {port} going {'up' if up else 'down'}, which the sweep saw: it does not "
+                      f"forward, and link state comes from the sweep until a report comes")
+        return EventsView(mode, reason, ev.sm_guid, ev.sm_lid, ev.traps, ev.subscribed_at, dict(ev.reports),
+                          ev.unmatched, ev.rereads, ev.latency)
+
     def _reuse(self, states: Mapping[str, SourceState], topo: Topology, unknown: str, sweep_duration: float | None,
                now: float) -> tuple[Sections, list[Finding]]:
         """The snapshot's sections from the last full build: its section (a copy sharing its ports and switches,
@@ -156,6 +228,7 @@ class FabricModel:
         assert self._last is not None
         _, last, port_findings, ran = self._last
         sec = replace(last, sweep_duration=sweep_duration, sms=None, sm_activity=None)
+        sec.events = self._events_view(states, sec)
         inputs = FabricInputs(states, topo, sec, now, self.history)
         present = self.checks.present(states, False)
         poll = self.checks.run_poll(inputs, present)

@@ -13,9 +13,9 @@ import os
 from collections.abc import Iterable, Mapping
 
 from fabricmon.checks import OK, Finding
-from fabricmon.checks import fabric_design, fabric_ecmp, fabric_host_ports, fabric_links, fabric_names, fabric_pfc, \
-    fabric_placement, fabric_routing, fabric_slurm_topology, fabric_sm, fabric_symmetry, fabric_unresponsive, \
-    fabric_uplink_capacity, link_errors
+from fabricmon.checks import fabric_design, fabric_ecmp, fabric_host_ports, fabric_links, fabric_node_description, \
+    fabric_pfc, fabric_placement, fabric_routing, fabric_slurm_topology, fabric_sm, fabric_uplinks, fabric_unresponsive, \
+    fabric_uplink_capacity, fabric_link_errors
 from fabricmon.checks import optics as optics_checks
 from fabricmon.checks import fabric_vitals
 from fabricmon.model.vitals import SwitchVitalsData, VitalsView
@@ -28,12 +28,13 @@ from fabricmon.model.design import DesignData
 from fabricmon.model.fabric import (DesignDrift, DiscoveryData, EcmpGroups, FabricSection, LftData, Responsiveness,
                                     RouteBalances, SchedulerDrift, SmData, SmPoll, SwitchOpticsView, UplinkCounts)
 from fabricmon.model.jobs import JobsSection, Placements
+from fabricmon.model.link_ability import LinkAbility
 from fabricmon.model.optics import OpticsPort, SwitchOpticsData
 from fabricmon.model.slurm_topology import SchedulerTopologyData
 from fabricmon.model.snapshot import SourceState, records_present, source_data
 from fabricmon.parsers.entity_sensor import SwitchOptics
 from fabricmon.pipeline.checks import CheckRunner, Ran
-from fabricmon.pipeline.optics_baseline import BaselineStore
+from fabricmon.stores.optics_baseline import BaselineStore
 
 FabricCheck = Check[FabricInputs]
 
@@ -116,11 +117,11 @@ class FabricChecks:
         self.ports: CheckRunner[FabricInputs, FabricSection] = CheckRunner([
             fabric_links.Links(checks),
             fabric_unresponsive.Unresponsive(fab.unresponsive_sweeps),
-            link_errors.FabricCounters(checks),
+            fabric_link_errors.FabricCounters(checks),
             fabric_ecmp.Ecmp(fab.thresholds),
-            fabric_symmetry.Symmetry(fab.uplinks_critical_fraction),
+            fabric_uplinks.Symmetry(fab.uplinks_critical_fraction),
             fabric_uplink_capacity.UplinkCapacity(),
-            fabric_names.Names(),
+            fabric_node_description.Names(),
             fabric_host_ports.HostPorts(),
             fabric_routing.Routing(fab.routing_imbalance_threshold),
             fabric_pfc.PfcStorm(fab.pfc_storm),
@@ -170,6 +171,13 @@ class FabricChecks:
         sec = inputs.sec
         ran = self.ports.run(inputs, present, sec)
         return ran.findings + self.port_status(sec, ran.findings, ran.names), ran.names
+
+    def rejudge_links(self, sec: FabricSection, keys: list[tuple[str, int]],
+                      abilities: Mapping[tuple[str, int], LinkAbility]) -> list[Finding]:
+        """degraded_link again on the few ports an event build changed (checks.fabric_links.Links.rejudge), the
+        other checks' findings kept from the last full build until the next one; its findings."""
+        links = next(c for c in self.ports.checks if isinstance(c, fabric_links.Links))
+        return links.rejudge(sec, keys, abilities)[1]
 
     def run_poll(self, inputs: FabricInputs, present: set[str]) -> Ran:
         return self.poll.run(inputs, present, inputs.sec)

@@ -36,7 +36,7 @@ from fabricmon.model.cable_ledger import CablesSection
 from fabricmon.model.pcie import PcieData, PcieSection
 from fabricmon.model.gpu import AffinityResult, GpuData, GpudirectStatus
 from fabricmon.model.kernel_log import KernelSection
-from fabricmon.model.history import CounterHistory, CounterIntake, CounterRule, ib_rule
+from fabricmon.model.history import CounterHistory, CounterIntake, CounterRule, ib_rule, saturation
 from fabricmon.model.nccl import NcclSection, RasData
 from fabricmon.model.optics import OpticsData, OpticsPort, OpticsSection
 from fabricmon.model.ports import Inventory, PortVerdicts, PortView, merge
@@ -48,11 +48,11 @@ from fabricmon.pipeline.jobs import node_jobs
 from fabricmon.model.node_records import EthtoolData, HwCountersData, IbstatData, LinkData, MlnxQosData, SysfsData
 from fabricmon.pipeline import ber as ber_view
 from fabricmon.pipeline import pcie as pcie_view
-from fabricmon.pipeline.cable_ledger import LedgerStore, PortModule, ledger_path, modules as port_modules
-from fabricmon.pipeline.optics_baseline import forget_port
-from fabricmon.pipeline.learned import LearnedStore
-from fabricmon.pipeline.nccl_baseline import NcclBaselineStore, nccl_baseline_path
-from fabricmon.pipeline.optics_baseline import BaselineStore, baseline_path
+from fabricmon.stores.cable_ledger import LedgerStore, PortModule, ledger_path, modules as port_modules
+from fabricmon.stores.optics_baseline import forget_port
+from fabricmon.stores.learned import LearnedStore
+from fabricmon.stores.nccl_baseline import NcclBaselineStore, nccl_baseline_path
+from fabricmon.stores.optics_baseline import BaselineStore, baseline_path
 
 log = structlog.get_logger("fabricmon.pipeline")
 
@@ -224,7 +224,7 @@ class NodeModel:
         return phy_ber.BerInputs(inputs.ber, inputs.history, inputs.now)
 
     def _held(self, inputs: NodeInputs) -> list[cable_history.Held]:
-        """The ports' modules observed this build (pipeline.cable_ledger), for cable_history."""
+        """The ports' modules observed this build (stores.cable_ledger), for cable_history."""
         return [cable_history.Held(m.key, m.label, m.device, m.port, m.serial, m.vendor, m.part_number)
                 for m in self._modules if not self.config.device_excluded(m.device)]
 
@@ -265,7 +265,7 @@ class NodeModel:
         now = self.clock()
         inv = self.inventory(states)
         ib = IbSection(devices=dict(sorted(inv.devices.items())), ports=dict(sorted(inv.ports.items())))
-        ib.saturation = {key: link_errors.saturated(p) for key, p in ib.ports.items()}
+        ib.saturation = {key: saturation(p.counters, p.counter_bits) for key, p in ib.ports.items()}
         self._record_ib_counters(states, ib.ports, pcie_view.keys(states))
         pcie_view.record(states, self.intake)
         inventory_known = inventory_ran[0] or (inventory_ran[1] and bool(ib.ports))

@@ -41,7 +41,7 @@ from fabricmon.model.fabric import Topology
 from fabricmon.model.finding import Finding
 from fabricmon.model.remediation import RemediationSection
 from fabricmon.model.snapshot import BUILD_BUCKETS, BuildStats, Sections, Snapshot, SourceState, fresh_states
-from fabricmon.pipeline.learned import LearnedStore
+from fabricmon.stores.learned import LearnedStore
 from fabricmon.pipeline.node import NodeModel
 from fabricmon.pipeline.source import INVENTORY, Inputs, Source, SourceOutput, SourceSpec, registry
 
@@ -119,7 +119,8 @@ class Pipeline:
         self.collector = collector
         # the publisher rebuilds at least this often, so a source's records go stale in the snapshot (and a
         # hung pipeline shows) within one tick even when no source completes: the shortest interval
-        self.tick = max(1.0, min((s.interval for s in self.states.values() if s.enabled), default=15.0))
+        self.tick = max(1.0, min((s.interval for n, s in self.states.items() if s.enabled and not self.specs[n].quiet),
+                                 default=15.0))
         self._lock = threading.Lock()                    # states and the inventory
         self._inventory_changed = threading.Condition(self._lock)
         self._inventory: Inventory | Topology = Inventory()
@@ -184,8 +185,10 @@ class Pipeline:
             return self._current_inventory()
 
     # --- one source run -----------------------------------------------------------------
-    def run_source(self, name: str, deadline: float) -> None:
-        """Run one source until its deadline and store what it produced."""
+    def run_source(self, name: str, deadline: float, continuous: bool = False) -> bool:
+        """Run one source until its deadline and store what it produced. Whether the snapshot should be
+        rebuilt for it: always, but for a quiet source (registry.SourceSpec.quiet) that returned its last
+        record again without an error."""
         spec = self.specs[name]
         t0 = time.monotonic()
         if self.source_configs[name].command:
@@ -202,22 +205,25 @@ class Pipeline:
                         self._inventory_stale = self._inventory_stale or spec.provides_inventory
                     self._inventory_changed.notify_all()
             if not active and self.source_configs[name].enabled == "auto":
-                return          # not installed: quietly off (no run, no error)
+                return False    # not installed: quietly off (no run, no error)
         inventory = self._wait_inventory(deadline) if INVENTORY in spec.needs else None
         try:
-            out = self.sources[name].collect(self.io, Inputs(deadline=deadline, inventory=inventory, cancel=self._stop))
+            out = self.sources[name].collect(self.io, Inputs(deadline=deadline, inventory=inventory, cancel=self._stop,
+                                                             continuous=continuous))
         except Exception as exc:  # a bug in one source must not take the daemon down
             log.exception("source crashed", source=name)
             out = SourceOutput()
             out.error("parse", f"{name}: internal error: {exc!r}")
         if self._stop.is_set():
-            return      # stopping: tools were killed on purpose, that is no source error
-        self._finish(name, out, time.monotonic() - t0)
+            return False    # stopping: tools were killed on purpose, that is no source error
+        return self._finish(name, out, time.monotonic() - t0)
 
-    def _finish(self, name: str, out: SourceOutput, duration: float) -> None:
+    def _finish(self, name: str, out: SourceOutput, duration: float) -> bool:
         now = self.clock()
         with self._lock:
             st = self.states[name]
+            same = self.specs[name].quiet and out.data is not None and out.data is st.data and st.up \
+                and not out.errors and not st.active_errors
             st.ran = True
             st.runs += 1
             st.duration = duration
@@ -260,6 +266,7 @@ class Pipeline:
                 self.model.take(self.states)        # under the lock: once, as it finished (the fabric's discovery)
                 self._inventory_stale = True
                 self._inventory_changed.notify_all()
+            return not same
 
     # --- snapshots ----------------------------------------------------------------------
     def rebuild(self) -> Snapshot:
@@ -352,8 +359,8 @@ class Pipeline:
             if wait > 0 and self._stop.wait(wait):
                 break
             start = time.monotonic()
-            self.run_source(name, start + st.timeout)
-            self._dirty.set()
+            if self.run_source(name, start + st.timeout, continuous=True):
+                self._dirty.set()
             next_run = max(start + st.interval, time.monotonic() + 0.01)
 
     def _publisher(self) -> None:

@@ -72,6 +72,9 @@ class Inputs:
     deadline: float
     inventory: Any = None       # model.ports.Inventory for sources that need it
     cancel: threading.Event | None = None     # set when the daemon stops
+    # run by the daemon's worker, again and again (False: one collection, `once`, `check`, `capture`): a
+    # source that lives between runs (a subscription, a watch) sets itself up only then
+    continuous: bool = False
 
     def remaining(self, cap: float) -> float:
         """Seconds left for one command, at most `cap` (the source's timeout); 0 once the
@@ -128,6 +131,14 @@ def command_error(res: CommandResult) -> tuple[str, str] | None:
 class PerNameRun:
     results: list[tuple[str, CommandResult]] = field(default_factory=list)
     tool_missing: bool = False     # enabled: auto and the tool is not installed
+    asked: int = 0                 # the names there were to run for
+
+    def publish(self, out: SourceOutput, data: object, read: bool) -> None:
+        """The one rule of a per-name run's record: `data` is the run's data when it `read` something, the
+        tool is missing (enabled: auto), there was nothing to read, or nothing failed; a run in which every
+        name failed is no data (its errors say why), never an empty record that reads as "nothing there"."""
+        if read or self.tool_missing or not self.asked or not out.errors:
+            out.data = data
 
 
 def run_per_name(io: HostIO, source: Source, inputs: Inputs, out: SourceOutput, names: Iterable[str],
@@ -142,12 +153,13 @@ def run_per_name(io: HostIO, source: Source, inputs: Inputs, out: SourceOutput, 
     """
     sc = source.sc
     argvs: list[tuple[str, list[str]]] = []
+    names = list(names)
+    run = PerNameRun(asked=len(names))
     for name in names:
         try:
             argvs.append((name, [*sc.command, *args_for(safe_arg(name))]))
         except ValueError as exc:
             out.error("parse", str(exc))
-    run = PerNameRun()
     if not argvs:
         return run
 

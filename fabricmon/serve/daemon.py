@@ -9,6 +9,7 @@ import resource
 import sys
 import threading
 import time
+from collections.abc import Callable
 
 import structlog
 
@@ -111,7 +112,7 @@ class Daemon:
         self._stop = threading.Event()
         self._watch = threading.Thread(target=self._watchdog, name="fabricmon-health", daemon=True)
         self.snapshot: Snapshot | None = None
-        self.on_snapshot = None          # optional callback(snapshot), used by the demo
+        self.on_snapshot: Callable[[Snapshot], None] | None = None     # optional callback, used by the demo
         self.pipeline.on_snapshot.append(self._publish)
         self.journal = Journal(log) if journal else None      # the demo prints its own lines
         if self.journal is not None:

@@ -89,8 +89,8 @@ class Journal:
                 bad[key] = f.status
             if f.status == before:
                 continue
-            fields = {"check": f.check, "device": f.device, "port": f.port,
-                      "severity": STATUS_NAMES[f.status], "message": f.message}
+            fields: dict[str, object] = {"check": f.check, "device": f.device, "port": f.port,
+                                         "severity": STATUS_NAMES[f.status], "message": f.message}
             if f.jobs and f.status != OK:      # the jobs running (on the fabric: behind it) when it was raised
                 fields["jobs"] = [j.text() for j in f.jobs]
             if before == OK:

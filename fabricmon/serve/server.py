@@ -406,7 +406,7 @@ class MetricsServer:
 
     @property
     def port(self) -> int:
-        return self._listener.getsockname()[1]
+        return int(self._listener.getsockname()[1])
 
     @property
     def address(self) -> str:
@@ -586,6 +586,7 @@ class MetricsServer:
             self._write(conn)
             return
         if conn.phase == HANDSHAKE:
+            assert isinstance(conn.sock, ssl.SSLSocket)      # only a TLS connection starts in this phase
             try:
                 conn.sock.do_handshake()
             except ssl.SSLWantReadError:

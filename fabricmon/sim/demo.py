@@ -21,7 +21,9 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from fabricmon.sim import fabric as sim
 from fabricmon.checks import STATUS_NAMES
@@ -29,11 +31,15 @@ from fabricmon.model.snapshot import Snapshot
 from fabricmon.config import from_dict
 from fabricmon.host import LiveIO
 
+if TYPE_CHECKING:
+    from fabricmon.serve.daemon import Daemon
+    from fabricmon.sim.ethernet import SnmpSimFabric
+
 DEMO_HOST = "node01 mlx5_0"
 FAULT_SYMBOL_ERRORS = 8000          # above 4X HDR's 1e-11 critical budget (7,200 an hour)
 
 
-def demo_config(sysfs: str, port: int) -> dict:
+def demo_config(sysfs: str, port: int) -> dict[str, Any]:
     """The config the demo runs with (also a template for a simulated-fabric setup)."""
     return {
         "server": {"address": "127.0.0.1", "port": port},
@@ -105,7 +111,7 @@ def run_demo(port: int = 9879, duration: float = 0, fault_after: float = 20.0,
     why = "it stopped"
     try:
         tmp = tempfile.TemporaryDirectory(prefix="fabricmon-demo-") if workdir is None else None
-        wd = Path(workdir or tmp.name)
+        wd = Path(tmp.name) if tmp is not None else Path(workdir or "")
         wd.mkdir(parents=True, exist_ok=True)
         (wd / "sys").mkdir(exist_ok=True)
         netfile = sim.demo_netfile_path().read_text()
@@ -195,7 +201,8 @@ def run_demo(port: int = 9879, duration: float = 0, fault_after: float = 20.0,
     return 0
 
 
-def _ethernet_fabric(wd: Path, port: int, on_snapshot):
+def _ethernet_fabric(wd: Path, port: int, on_snapshot: Callable[[Snapshot], None]
+                     ) -> tuple[SnmpSimFabric, Daemon] | tuple[None, None]:
     """The Ethernet fabric beside the InfiniBand one: (simulator, collector), or (None, None) when
     snmpsim or net-snmp is not installed (said once)."""
     from fabricmon.sim import ethernet as eth
@@ -217,7 +224,8 @@ def _ethernet_fabric(wd: Path, port: int, on_snapshot):
         raise
 
 
-def _ethernet_collector(sim, count: int, wd: Path, port: int, on_snapshot):
+def _ethernet_collector(sim: SnmpSimFabric, count: int, wd: Path, port: int,
+                        on_snapshot: Callable[[Snapshot], None]) -> Daemon:
     from fabricmon.pipeline.fabric import fabric_pipeline
     from fabricmon.serve.daemon import Daemon
     sim.start()

@@ -34,6 +34,7 @@ import socket
 import subprocess
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -115,10 +116,10 @@ def leaf_spine(spines: int = 2, leaves: int = 4, hosts_per_leaf: int = 2, uplink
     -4 dBm (fixed per port and lane, so a run is reproducible)."""
     sw: list[SimSwitch] = []
     spine_objs = []
-    for s in range(spines):
-        style = spine_styles[s % len(spine_styles)]
-        sp = SimSwitch(f"{name_prefix[:1]}spine{s + 1:02d}" if name_prefix else f"spine{s + 1:02d}",
-                       _mac(0x100 + s), style=style)
+    for k in range(spines):
+        style = spine_styles[k % len(spine_styles)]
+        sp = SimSwitch(f"{name_prefix[:1]}spine{k + 1:02d}" if name_prefix else f"spine{k + 1:02d}",
+                       _mac(0x100 + k), style=style)
         if style == "numbered":
             sp.ports.append(SimPort(1, "mgmt0", 1000, descr="mgmt0", oper=1))
         for li in range(leaves):
@@ -134,7 +135,7 @@ def leaf_spine(spines: int = 2, leaves: int = 4, hosts_per_leaf: int = 2, uplink
             leaf.ports.append(SimPort(n + 1, f"Ethernet{n * 4}", speed_mbps, host, "eth0", host_rate, host_rate,
                                       descr=f"Ethernet1/{n + 1}", lldp_num=n + 1))
             n += 1
-        for s, sp in enumerate(spine_objs):
+        for sp in spine_objs:
             p = SimPort(n + 1, f"Ethernet{n * 4}", speed_mbps, sp.name, "", uplink_rate, uplink_rate,
                         descr=f"Ethernet1/{n + 1}", lldp_num=n + 1)
             leaf.ports.append(p)
@@ -186,7 +187,8 @@ def set_rx_power(switches: list[SimSwitch], switch: str, port: str, dbm: float, 
 
 def _mw01(dbm: float) -> int:
     """dBm -> watts at scale milli, precision 4 (units of 0.1 uW)."""
-    return round(10.0 ** (dbm / 10.0) * 1e4)
+    watts: float = 10.0 ** (dbm / 10.0)
+    return round(watts * 1e4)
 
 
 def _hex(text: str) -> str:
@@ -273,11 +275,13 @@ def snmprec(sw: SimSwitch, switches: list[SimSwitch]) -> str:
     return "\n".join(r for _, r in rows) + "\n"
 
 
-def _sensors(add, p: SimPort) -> None:
+def _sensors(add: Callable[[str, str], None], p: SimPort) -> None:
     """Port p's transceiver as ENTITY-MIB entities and ENTITY-SENSOR-MIB sensors (module docstring):
     entity 1000000 + 1000 x ifIndex + 10 x kind + lane (kind 0 temperature, 1 rx, 2 tx, 3 bias)."""
     o = p.optics
-    rows = [(0, 0, f"{p.name} Transceiver Temperature Sensor", 8, 9, 1, round(o.temperature_c * 10), None)]
+    assert o is not None                # called for a port with a transceiver only
+    rows: list[tuple[int, int, str, int, int, int, int, tuple[float, ...] | None]] = [
+        (0, 0, f"{p.name} Transceiver Temperature Sensor", 8, 9, 1, round(o.temperature_c * 10), None)]
     for n in range(LANES):
         lane = n + 1
         rows += [(1, lane, f"{p.name} Lane {lane} Transceiver Receive Power Sensor", 6, 8, 4, _mw01(o.rx_dbm[n]),
@@ -323,7 +327,7 @@ class SnmpSimFabric:
                                              os.geteuid() != 0 else None))
         self.community = community
         self.v3 = v3
-        self.procs: list[subprocess.Popen] = []
+        self.procs: list[subprocess.Popen[bytes]] = []
         ports = free_udp_ports(len(switches))
         self.endpoints = {s.name: f"127.0.0.1:{p}" for s, p in zip(switches, ports)}
 
@@ -363,8 +367,8 @@ class SnmpSimFabric:
                 (cache / s.name).mkdir(exist_ok=True)
         os.chmod(self.workdir, 0o755)
         for root, dirs, files in os.walk(self.workdir):
-            for d in dirs:
-                os.chmod(os.path.join(root, d), 0o777 if "cache" in root or d == "cache" else 0o755)
+            for dname in dirs:
+                os.chmod(os.path.join(root, dname), 0o777 if "cache" in root or dname == "cache" else 0o755)
             for f in files:
                 os.chmod(os.path.join(root, f), 0o644)
         with open(logs, "ab") as log:

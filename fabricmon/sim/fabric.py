@@ -62,7 +62,7 @@ UMAD2SIM = "/usr/lib/x86_64-linux-gnu/umad2sim/libumad2sim.so"
 REQUIRED_TOOLS = ("ibsim", "opensm", "ibstat", "perfquery", "iblinkinfo")
 
 #: Parameters of the committed demo topology ``fabricmon/sim/data/demo-fat-tree.net``.
-DEMO_PARAMS: dict = {
+DEMO_PARAMS: dict[str, int | str] = {
     "spines": 2,
     "leaves": 4,
     "hosts_per_leaf": 8,
@@ -294,7 +294,9 @@ def plant(text: str, aggregation_nodes: bool = False, unnamed: int = 0) -> str:
             if aggregation_nodes:
                 port = nports + 1
                 an = f"H-{0xAB000000 + switch_index:016x}"
-                kind = re.search(r"lid 0 (\S+)", text[text.index(line):]).group(1)
+                lid0 = re.search(r"lid 0 (\S+)", text[text.index(line):])
+                assert lid0 is not None, line       # every switch line of a netfile names its LID
+                kind = lid0.group(1)
                 line = f'Switch\t{port} "{name}"'
                 end = next((j for j in range(i + 1, len(lines)) if not lines[j].strip()), len(lines))
                 lines.insert(end, f'[{port}]\t"{an}"[1]\t# "{AGGREGATION_NODE}" lid 0 {kind}')
@@ -533,7 +535,7 @@ def log_tail(path: Path, nbytes: int = 3000) -> str:
         return f"<cannot read {path}: {exc}>"
 
 
-def stop_process(proc: subprocess.Popen | None, grace: float = 3.0) -> None:
+def stop_process(proc: subprocess.Popen[bytes] | None, grace: float = 3.0) -> None:
     """SIGTERM one process by PID, wait, SIGKILL if it lingers, reap it."""
     if proc is None or proc.poll() is not None:
         return
@@ -602,9 +604,9 @@ class SimFabric:
         self.osm_log = self.workdir / "opensm.log"
         self.osm_out = self.workdir / "opensm.out"
 
-        self._proc: subprocess.Popen | None = None
-        self._sm_proc: subprocess.Popen | None = None
-        self._master_sm: subprocess.Popen | None = None     # a running opensm (start_sm)
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._sm_proc: subprocess.Popen[bytes] | None = None
+        self._master_sm: subprocess.Popen[bytes] | None = None     # a running opensm (start_sm)
         self._fifo_fd: int | None = None
         self._lock = threading.RLock()
         self._atexit = False
@@ -661,7 +663,8 @@ class SimFabric:
         env["PATH"] = _tool_path(env.get("PATH", ""))
         return env
 
-    def run_tool(self, host: str, *argv: str, timeout: float = 20, check: bool = False) -> subprocess.CompletedProcess:
+    def run_tool(self, host: str, *argv: str, timeout: float = 20,
+                 check: bool = False) -> subprocess.CompletedProcess[str]:
         """Run a tool on ``host`` (e.g. ``run_tool("node01 mlx5_0", "ibstat")``), capturing text output.
 
         A timeout is always applied: clients of a vanished simulator retry for ever.

@@ -23,8 +23,11 @@ def processes_in(directory: str) -> list[psutil.Process]:
         if proc.pid == me:
             continue
         try:
-            paths = [os.path.join(proc.cwd(), "")] + [c.laddr for c in proc.net_connections(kind="unix")
-                                                     if isinstance(c.laddr, str)]
+            paths = [os.path.join(proc.cwd(), "")]
+            for c in proc.net_connections(kind="unix"):
+                laddr: object = c.laddr      # a unix socket's is its path (types-psutil says an addr tuple only)
+                if isinstance(laddr, str):
+                    paths.append(laddr)
         except (psutil.Error, OSError):
             continue
         if any(p.startswith(root) for p in paths):

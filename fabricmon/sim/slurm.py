@@ -30,6 +30,7 @@ import socket
 import subprocess
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from fabricmon.parsers.slurm import SQUEUE_FORMAT, parse_squeue
@@ -71,9 +72,9 @@ class SimSlurm:
         self.topology_conf = topology_conf
         self.conf = self.dir / "slurm.conf"
         self.sockets: Path | None = None        # the short directory of the sockets (start() makes it)
-        self.munged: subprocess.Popen | None = None
-        self.slurmctld: subprocess.Popen | None = None
-        self.slurmds: dict[str, subprocess.Popen] = {}
+        self.munged: subprocess.Popen[bytes] | None = None
+        self.slurmctld: subprocess.Popen[bytes] | None = None
+        self.slurmds: dict[str, subprocess.Popen[bytes]] = {}
         self.ctld_port = 0
         self.node_ports: dict[str, int] = {}
         self._started = False
@@ -92,7 +93,7 @@ class SimSlurm:
         assert self.sockets is not None, "SimSlurm.start() first"
         return self.sockets / node
 
-    def run(self, argv: list[str], timeout: float = 15.0, check: bool = True) -> subprocess.CompletedProcess:
+    def run(self, argv: list[str], timeout: float = 15.0, check: bool = True) -> subprocess.CompletedProcess[str]:
         res = subprocess.run([_program(argv[0]), *argv[1:]], env=self.env(), capture_output=True, text=True,
                              timeout=timeout)
         if check and res.returncode != 0:
@@ -100,7 +101,7 @@ class SimSlurm:
         return res
 
     # --- start ------------------------------------------------------------------------
-    def _popen(self, argv: list[str], log: Path) -> subprocess.Popen:
+    def _popen(self, argv: list[str], log: Path) -> subprocess.Popen[bytes]:
         with open(log, "ab") as out:
             return subprocess.Popen([_program(argv[0]), *argv[1:]], stdin=subprocess.DEVNULL, stdout=out,
                                     stderr=subprocess.STDOUT, env=self.env(), cwd=self.dir,
@@ -184,7 +185,7 @@ class SimSlurm:
         states = dict(line.split() for line in res.stdout.splitlines() if len(line.split()) == 2)
         return res.returncode == 0 and all(states.get(n) == "idle" for n in self.nodes)
 
-    def _wait(self, pred, timeout: float, what: str, log: Path) -> None:
+    def _wait(self, pred: Callable[[], bool], timeout: float, what: str, log: Path) -> None:
         end = time.monotonic() + timeout
         while not pred():
             for name, proc in (("munged", self.munged), ("slurmctld", self.slurmctld), *self.slurmds.items()):
@@ -255,7 +256,8 @@ class SimSlurm:
         self.munged = None
         end(list({p.pid: p for p in processes_with_environment("SLURM_CONF", str(self.conf))
                   + processes_in(str(self.dir)) + processes_in(str(self.sockets))}.values()))
-        shutil.rmtree(self.sockets, ignore_errors=True)
+        if self.sockets is not None:
+            shutil.rmtree(self.sockets, ignore_errors=True)
 
     def _cancel_all(self, timeout: float = 20.0) -> None:
         try:

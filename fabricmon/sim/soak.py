@@ -176,7 +176,7 @@ def source_summary(body: bytes) -> dict[str, tuple[int, int]]:
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+        return int(s.getsockname()[1])
 
 
 # --- the soak ----------------------------------------------------------------------------
@@ -344,7 +344,7 @@ def run_soak(target: str, config: dict[str, Any], workdir: Path, cycles: int, in
     return res
 
 
-def sysfs_config(sysfs: str, interval: float, state_dir: str) -> dict:
+def sysfs_config(sysfs: str, interval: float, state_dir: str) -> dict[str, Any]:
     """The sysfs sources (port state and counters, mlx5 hw_counters) at `interval`, every other
     source off."""
     sources = {name: ({"interval": interval} if name in ("sysfs", "hw_counters") else {"enabled": False})
@@ -352,7 +352,7 @@ def sysfs_config(sysfs: str, interval: float, state_dir: str) -> dict:
     return {"paths": {"sysfs": sysfs, "state_dir": state_dir}, "sources": sources}
 
 
-def sim_config(empty_sysfs: str, interval: float, state_dir: str) -> dict:
+def sim_config(empty_sysfs: str, interval: float, state_dir: str) -> dict[str, Any]:
     """Every source at `interval` (sysfs reads an empty tree: the simulator has none)."""
     sources = {name: {"interval": interval} for name in registry()}
     return {"paths": {"sysfs": empty_sysfs, "state_dir": state_dir}, "sources": sources}

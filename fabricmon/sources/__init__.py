@@ -6,6 +6,6 @@ Importing this package registers them; the order here is the order they are list
 """
 
 from fabricmon.sources import (  # noqa: F401 - imported to register
-    sysfs_ib, hw_counters, ibstat, perfquery, iblinkinfo, mlnx_qos, ethtool, netdev, gpudirect, gpu, slurm, optics,
-    kernel_log, nccl_inspector, nccl_ras, mlxlink, fec, pcie,
+    sysfs_ib, hw_counters, port_state, ibstat, perfquery, iblinkinfo, mlnx_qos, ethtool, netdev, gpudirect, gpu, slurm,
+    optics, kernel_log, nccl_inspector, nccl_ras, mlxlink, fec, pcie,
 )

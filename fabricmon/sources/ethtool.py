@@ -36,6 +36,5 @@ class EthtoolSource(Source):
             if stats is None:
                 continue
             data.netdevs[nd] = NetdevStats(curate_roce_stats(stats), len(stats), phy_counters(stats))
-        if data.netdevs or data.tool_missing or not names or not out.errors:
-            out.data = data
+        run.publish(out, data, bool(data.netdevs))
         return out

@@ -32,6 +32,5 @@ class FecSource(Source):
             stats = out.parsed(res, parse_show_fec)
             if stats is not None:
                 data.netdevs[nd] = stats
-        if data.netdevs or data.notes or data.tool_missing or not names or not out.errors:
-            out.data = data
+        run.publish(out, data, bool(data.netdevs or data.notes))
         return out

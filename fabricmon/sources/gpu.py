@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import errno
 import threading
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fabricmon.host.io import HostIO
 from fabricmon.host.nvml import NO_PERMISSION, NvmlUnavailable
@@ -24,10 +24,13 @@ from fabricmon.parsers.pci_topology import normalize_bus_id, parse_numa_node, pc
 from fabricmon.pipeline.source import Inputs, Source, SourceOutput, register
 from fabricmon.sources.privilege import NVML_FIX
 
+if TYPE_CHECKING:
+    from fabricmon.config import Config, SourceConfig
+
 
 @register("gpu", enabled="auto", interval=60.0, timeout=10.0, records=GpuData)
 class GpuSource(Source):
-    def __init__(self, config, sc=None):
+    def __init__(self, config: Config, sc: SourceConfig | None = None):
         super().__init__(config, sc)
         self._hung: threading.Thread | None = None
 

@@ -13,12 +13,15 @@ from __future__ import annotations
 
 import errno
 import time
-from typing import cast
+from typing import TYPE_CHECKING, cast
 
 from fabricmon.host.io import HostIO
 from fabricmon.parsers.sysfs_ib import HwCountersData
 from fabricmon.pipeline.source import INVENTORY, Inputs, Source, SourceOutput, register
 from fabricmon.sources.sysfs_ib import BASE, STATIC_TTL, SysfsSource
+
+if TYPE_CHECKING:
+    from fabricmon.config import Config, SourceConfig
 
 # hw_counters entries that are settings, not counters.
 HW_NOT_COUNTERS = frozenset({"lifespan"})
@@ -26,7 +29,7 @@ HW_NOT_COUNTERS = frozenset({"lifespan"})
 
 @register("hw_counters", enabled=True, interval=30.0, timeout=5.0, needs=(INVENTORY,), records=HwCountersData)
 class HwCountersSource(Source):
-    def __init__(self, config, sc=None):
+    def __init__(self, config: Config, sc: SourceConfig | None = None):
         super().__init__(config, sc)
         self._files: dict[tuple[str, int], tuple[list[tuple[str, str]], float]] = {}   # port -> (files, read at)
 

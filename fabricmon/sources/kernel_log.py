@@ -262,7 +262,7 @@ class KernelLogSource(Source):
                 boot = ""
             self._load(boot)
         try:
-            n = self._read_kmsg(io)
+            n: int | None = self._read_kmsg(io)
         except OSError as exc:
             if exc.errno in (errno.EOPNOTSUPP, errno.ENODEV):      # a replayed bundle: no kernel log
                 if not self._unavailable:

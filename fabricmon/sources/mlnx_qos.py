@@ -31,6 +31,5 @@ class MlnxQosSource(Source):
             qos = out.parsed(res, parse_mlnx_qos)
             if qos is not None:
                 data.netdevs[nd] = QosResult(qos)
-        if data.netdevs or data.tool_missing or not names or not out.errors:
-            out.data = data
+        run.publish(out, data, bool(data.netdevs))
         return out

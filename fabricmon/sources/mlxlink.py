@@ -98,6 +98,5 @@ class MlxlinkSource(Source):
                     out.error("parse", f"{' '.join(res.argv)}: {exc}")
                 continue
             out.parsed(res, lambda _: None)         # records the failure (timeout, exit code) as an error
-        if data.ports or data.tool_missing or not targets or not out.errors:
-            out.data = data
+        run.publish(out, data, bool(data.ports))
         return out

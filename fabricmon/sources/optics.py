@@ -58,6 +58,5 @@ class OpticsSource(Source):
                 data.modules[nd] = rec
                 continue
             out.parsed(res, lambda _: None)     # records the failure (timeout, exit code) as an error
-        if data.modules or data.tool_missing or not targets or not out.errors:
-            out.data = data
+        run.publish(out, data, bool(data.modules))
         return out

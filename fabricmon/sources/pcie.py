@@ -16,6 +16,7 @@ import errno
 import re
 import time
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from fabricmon.host.io import HostIO
 from fabricmon.model.pcie import AerCounts, PcieData, PcieDevice, PcieLink
@@ -23,6 +24,9 @@ from fabricmon.parsers.errors import ParseError
 from fabricmon.parsers.pcie import parse_aer, parse_speed, parse_width
 from fabricmon.pipeline.source import INVENTORY, Inputs, Source, SourceOutput, register
 from fabricmon.schema import Schema, boolean, from_class
+
+if TYPE_CHECKING:
+    from fabricmon.config import Config, SourceConfig
 
 _BDF = re.compile(r"^[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]$")
 LINK_FILES = ("current_link_speed", "current_link_width", "max_link_speed", "max_link_width")
@@ -53,7 +57,7 @@ def relative(pci_path: str | None) -> str | None:
 
 @register("pcie", enabled=True, interval=60.0, timeout=5.0, needs=(INVENTORY,), records=PcieData, options=OPTIONS)
 class PcieSource(Source):
-    def __init__(self, config, sc=None):
+    def __init__(self, config: Config, sc: SourceConfig | None = None):
         super().__init__(config, sc)
         self._gpus: list[str] = []            # the GPUs' sysfs paths, relative
         self._listed = float("-inf")

@@ -30,6 +30,7 @@ import errno
 import os
 import pwd
 import time
+from typing import TYPE_CHECKING
 
 import structlog
 
@@ -39,6 +40,9 @@ from fabricmon.parsers.slurm import (
     RUNNING, SQUEUE_FORMAT, NodeJobsData, parse_conf_value, parse_squeue, spool_dir, step_jobs,
 )
 from fabricmon.pipeline.source import Inputs, Source, SourceOutput, command_error, register
+
+if TYPE_CHECKING:
+    from fabricmon.config import Config, SourceConfig
 
 log = structlog.get_logger("fabricmon.sources.slurm")
 
@@ -51,7 +55,7 @@ MAX_LOOKUP = 200            # job ids asked in one squeue call (the rest on the 
 @register("slurm", enabled="auto", interval=15.0, timeout=5.0, command=("squeue",), records=NodeJobsData)
 class SlurmSource(Source):
 
-    def __init__(self, config, sc=None):
+    def __init__(self, config: Config, sc: SourceConfig | None = None):
         super().__init__(config, sc)
         self.conf_path = os.environ.get("SLURM_CONF") or DEFAULT_CONF
         self._known: dict[str, JobRef] = {}     # looked up, running on this node

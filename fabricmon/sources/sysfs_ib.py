@@ -14,7 +14,8 @@ import errno
 import fnmatch
 import time
 from dataclasses import dataclass, field
-from typing import cast
+from collections.abc import Callable
+from typing import TYPE_CHECKING, TypeVar, cast
 
 import structlog
 
@@ -27,6 +28,11 @@ from fabricmon.parsers.sysfs_ib import (
 )
 from fabricmon.pipeline.source import Inputs, Source, SourceOutput, register
 from fabricmon.schema import ConfigError, Context, Schema, from_class, listing
+
+if TYPE_CHECKING:
+    from fabricmon.config import Config, SourceConfig
+
+T = TypeVar("T")
 
 log = structlog.get_logger("fabricmon.sources.sysfs")
 BASE = "class/infiniband"
@@ -93,7 +99,7 @@ class _Layout:
 @register("sysfs", enabled=True, interval=15.0, timeout=5.0, provides_inventory=True, records=SysfsData,
           options=OPTIONS)
 class SysfsSource(Source):
-    def __init__(self, config, sc=None):
+    def __init__(self, config: Config, sc: SourceConfig | None = None):
         super().__init__(config, sc)
         self._layouts: dict[str, _Layout] = {}
         self._parsed: dict[tuple[str, str], object] = {}    # (file, text) -> parsed: states and rates repeat
@@ -155,7 +161,7 @@ class SysfsSource(Source):
         out.data = SysfsData(devices, {d: why for d, why in self._restricted.items() if d in devices})
         if relaid or gone or out.errors:
             # the files of devices and ports that are gone are closed when the layout changes
-            io.sweep("sysfs", BASE)
+            io.close_unread("sysfs", BASE)
         return out
 
     def _layout(self, io: HostIO, name: str, out: SourceOutput, now: float) -> _Layout:
@@ -232,20 +238,21 @@ class SysfsSource(Source):
         self._verified.add(name)
         return True
 
-    def _parse(self, fname: str, text: str, parse, base: str, out: SourceOutput) -> object:
+    def _parse(self, fname: str, text: str, parse: Callable[[str], T], base: str, out: SourceOutput) -> T | None:
         """parse(text), remembered per distinct text (a port's state and rate rarely change)."""
         key = (fname, text)
         hit = self._parsed.get(key)
         if hit is None:
             try:
-                hit = parse(text)
+                parsed = parse(text)
             except ParseError as exc:
                 out.error("parse", f"/sys/{base}/{fname}: {exc}")
                 return None
             if len(self._parsed) > 1024:
                 self._parsed.clear()
-            self._parsed[key] = hit
-        return hit
+            self._parsed[key] = parsed
+            return parsed
+        return cast(T, hit)         # what `parse` made of this file's text: one parser per file name
 
     def _text(self, rel: str, answer: str | OSError, out: SourceOutput) -> str | None:
         if isinstance(answer, OSError):
@@ -274,17 +281,17 @@ class SysfsSource(Source):
         for i, (fname, rel) in enumerate((("state", pl.state), ("phys_state", pl.phys_state))):
             text = self._text(rel, answers[i], out)
             if text is not None:
-                parsed = self._parse(fname, text, parse_enum, base, out)
-                if parsed is not None:
+                enum = self._parse(fname, text, parse_enum, base, out)
+                if enum is not None:
                     if fname == "state":
-                        p.state_id = parsed[0]
+                        p.state_id = enum[0]
                     else:
-                        p.phys_state_id = parsed[0]
+                        p.phys_state_id = enum[0]
         text = self._text(pl.rate, answers[2], out)
         if text is not None:
-            parsed = self._parse("rate", text, parse_rate, base, out)
-            if parsed is not None:
-                p.rate_gbps, p.width, p.generation = parsed
+            rate = self._parse("rate", text, parse_rate, base, out)
+            if rate is not None:
+                p.rate_gbps, p.width, p.generation = rate
         if len(out.errors) == errors:
             if len(self._heads) > 1024:
                 self._heads.clear()

@@ -12,7 +12,8 @@ import pytest
 
 from fabricmon import ibspec
 from fabricmon.checks import CRITICAL, OK, WARNING
-from fabricmon.checks.link_errors import SATURATION_CHECK, evaluate_port, saturated
+from fabricmon.checks.link_errors import SATURATION_CHECK, evaluate_port
+from fabricmon.model.history import saturation
 from fabricmon.pipeline import Pipeline
 from fabricmon.config import from_dict
 from fabricmon.checks.settings import COUNTER_CHECKS
@@ -154,11 +155,11 @@ def test_saturation_is_reported_and_never_turned_into_a_rate() -> None:
     h = history({"symbol_errors": [(0, 10), (60, None), (120, None)]})
     p = port({"symbol_errors": top, "link_downed": 255, "local_link_integrity_errors": 15,
               "transmit_wait": 2**32 - 1, "transmit_bytes": 2**32 - 1})
-    sat = saturated(p)
+    sat = saturation(p.counters, p.counter_bits)
     assert sat["symbol_errors"] and sat["link_downed"] and sat["local_link_integrity_errors"]
     assert sat["transmit_wait"]
     assert "transmit_bytes" not in sat                 # traffic counters are not judged
-    assert not sat["receive_errors"]                   # absent counters are not saturated
+    assert "receive_errors" not in sat                 # a counter not read: no entry (no data, no verdict)
     fs = by_check(evaluate_port(p, h, cfg(), 120))
     assert "symbol_errors" not in fs                   # no rate from a saturated counter: not judged, never OK
     s = fs[SATURATION_CHECK]
@@ -171,11 +172,11 @@ def test_saturation_is_reported_and_never_turned_into_a_rate() -> None:
 def test_saturation_depends_on_the_width_the_value_came_from() -> None:
     # perfquery -x with the additional counters: 64-bit, so 65535 is just a number
     p = port({"symbol_errors": 65535, "link_downed": 255}, bits={"symbol_errors": 64, "link_downed": 64})
-    assert not any(saturated(p).values())
+    assert not any(saturation(p.counters, p.counter_bits).values())
     p = port({"symbol_errors": 65534, "link_downed": 254})
-    assert not any(saturated(p).values())
+    assert not any(saturation(p.counters, p.counter_bits).values())
     p = port({"excessive_buffer_overrun_errors": 15})
-    assert saturated(p)["excessive_buffer_overrun_errors"]
+    assert saturation(p.counters, p.counter_bits)["excessive_buffer_overrun_errors"]
     fs = by_check(evaluate_port(p, history({}), cfg(), 0))
     assert "no saturated counter" not in fs[SATURATION_CHECK].message
 

@@ -3,7 +3,7 @@ its class only where neither end's abilities are known; uplink groups judged wit
 
 from __future__ import annotations
 
-from fabricmon.checks import CRITICAL, fabric_ecmp, fabric_links, fabric_symmetry
+from fabricmon.checks import CRITICAL, fabric_ecmp, fabric_links, fabric_uplinks
 from fabricmon.config import from_dict
 from fabricmon.model.fabric import FabricPort, Link, PortInfo, SwitchNode
 from fabricmon.model.link_ability import from_masks
@@ -121,8 +121,8 @@ def test_uplink_counts_compared_within_one_uplink_class() -> None:
     compute = [f"{i:016x}" for i in (1, 2, 3)]
     storage = "00000000000000f1"
     infos = [pi for g in compute for pi in ports_of(g, 8, "HDR")] + ports_of(storage, 2, "EDR")
-    counts = fabric_symmetry.active_uplinks(infos)
+    counts = fabric_uplinks.active_uplinks(infos)
     levels = {g: 1 for g in (*compute, storage)}
-    assert fabric_symmetry.expected_uplinks(counts, levels)[storage] == 8        # one norm for the level
-    expected = fabric_symmetry.expected_uplinks(counts, levels, classes=fabric_symmetry.uplink_classes(infos))
+    assert fabric_uplinks.expected_uplinks(counts, levels)[storage] == 8        # one norm for the level
+    expected = fabric_uplinks.expected_uplinks(counts, levels, classes=fabric_uplinks.uplink_classes(infos))
     assert expected[storage] == 2 and expected[compute[0]] == 8

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from fabricmon.checks import CRITICAL, OK, WARNING, fabric_routing, fabric_sm, fabric_symmetry
+from fabricmon.checks import CRITICAL, OK, WARNING, fabric_routing, fabric_sm, fabric_uplinks
 from fabricmon.model.fabric import NO_ROUTE, DiscoveryData, FabricPort, Link, SmInfo, SwitchNode, build_topology
 
 SP = ["00000000000000b1", "00000000000000b2"]
@@ -70,11 +70,11 @@ def test_symmetry_names_the_missing_port_seen_before() -> None:
     topo, ports = fabric()
     topo2, _ = fabric(unlinked=(7,))
     ports[(LF[0], 7)].up = False              # cabled at the first discovery, down now
-    counts = fabric_symmetry.active_uplinks(topo2.ports.values())
-    expected = fabric_symmetry.expected_uplinks(counts, topo2.levels)
+    counts = fabric_uplinks.active_uplinks(topo2.ports.values())
+    expected = fabric_uplinks.expected_uplinks(counts, topo2.levels)
     assert counts[LF[0]] == 3 and counts[LF[1]] == 4 and expected[LF[0]] == 4 and expected[SP[0]] == 0
     uplinks = {g: (counts[g], expected[g]) for g in counts}
-    (f,) = fabric_symmetry.evaluate(uplinks, ports, topo.switches, topo.levels)
+    (f,) = fabric_uplinks.evaluate(uplinks, ports, topo.switches, topo.levels)
     assert f.device == LF[0] and f.port == 7 and f.status == WARNING
     assert f.message.startswith('leaf01 has 3 active uplinks where the switches of level 1 that share its upper switches have 4; missing: port 7 '
                                 '(7 to "spine02"[1])')
@@ -100,9 +100,9 @@ def test_symmetry_severity_follows_the_share_of_uplinks_lost() -> None:
     for p in (7, 8):
         ports[(LF[0], p)].up = False
     for frac, status in ((0.5, CRITICAL), (0.75, WARNING)):
-        (f,) = fabric_symmetry.evaluate({LF[0]: (2, 4)}, ports, topo.switches, topo.levels, frac)
+        (f,) = fabric_uplinks.evaluate({LF[0]: (2, 4)}, ports, topo.switches, topo.levels, frac)
         assert f.status == status, frac
-    (f,) = fabric_symmetry.evaluate({LF[0]: (3, 4)}, ports, topo.switches, topo.levels, 0.5)
+    (f,) = fabric_uplinks.evaluate({LF[0]: (3, 4)}, ports, topo.switches, topo.levels, 0.5)
     assert f.status == WARNING
 
 

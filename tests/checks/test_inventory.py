@@ -12,7 +12,7 @@ from fabricmon.model.history import CounterHistory
 from fabricmon.model.node_records import SysfsData
 from fabricmon.model.ports import Inventory
 from fabricmon.model.snapshot import IbSection, SourceState, Unjudged
-from fabricmon.pipeline.learned import LearnedStore
+from fabricmon.stores.learned import LearnedStore
 from fabricmon.config import ConfigError, from_dict
 from fabricmon.model.ports import PortView
 

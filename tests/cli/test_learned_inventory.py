@@ -23,7 +23,7 @@ from fabricmon.deploy import EXAMPLE_CONFIG
 from fabricmon.host import LiveIO
 from fabricmon.model.ports import DeviceView, Inventory, PortView
 from fabricmon.pipeline import Pipeline
-from fabricmon.pipeline.learned import LearnedStore, inventory_path
+from fabricmon.stores.learned import LearnedStore, inventory_path
 from fabricmon.sim import sysfs_tree
 from helpers import fabricmon_command, h100_copy, wait_until
 
@@ -182,7 +182,7 @@ def test_the_daemon_sees_an_accept_at_its_next_build(tmp_path: Path) -> None:
 WRITER = """
 import sys
 from fabricmon.model.ports import DeviceView, Inventory, PortView
-from fabricmon.pipeline.learned import LearnedStore
+from fabricmon.stores.learned import LearnedStore
 path, me, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
 for i in range(n):
     dev = f"{me}_{i}"

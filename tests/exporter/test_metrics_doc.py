@@ -37,7 +37,7 @@ def test_every_family_is_a_row_with_its_type_labels_set_and_help() -> None:
         row = next(ln for ln in text.splitlines() if ln.startswith(f"| `{m.exposed_name}`"))
         cells = [c.strip() for c in re.split(r"(?<!\\)\|", row)[1:-1]]
         assert cells[1] == m.type and cells[2] == ", ".join(m.labels), row
-        assert cells[3] == m.counter_set, row
+        assert cells[3] == ", ".join((m.counter_set, *m.also)), row
         assert cells[4].replace("\\|", "|") == m.help.replace("\n", " "), row
 
 

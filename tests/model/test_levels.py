@@ -148,7 +148,7 @@ def test_hosts_are_named_by_the_name_map_else_the_description_else_their_guid() 
 def test_uplinks_are_expected_of_peers_sharing_an_upper_switch() -> None:
     """A management leaf on the cores is nobody's peer (nothing expected of it); a pod's leaf
     missing a cable is judged against its pod; a leaf with no uplink left against its level (4 and 8 tie there: the larger)."""
-    from fabricmon.checks.fabric_symmetry import expected_uplinks
+    from fabricmon.checks.fabric_uplinks import expected_uplinks
     levels = {"a1": 1, "a2": 1, "a3": 1, "b1": 1, "b2": 1, "m": 1, "x": 1}
     counts = {"a1": 4, "a2": 4, "a3": 3, "b1": 8, "b2": 8, "m": 2, "x": 0}
     pod_a, pod_b = frozenset({"sa1", "sa2"}), frozenset({"sb1", "sb2"})
@@ -162,7 +162,7 @@ def test_peers_are_the_leaves_of_one_uplink_group() -> None:
     of the pod leaves' upper switches: they are each other's peers, not the pod's, and nothing is held
     against them; a management leaf whose group is its own has no peers (None: no status); a pod leaf
     with 12 of its 20 spines still cabled shares more than half: it is judged against its pod."""
-    from fabricmon.checks.fabric_symmetry import expected_uplinks
+    from fabricmon.checks.fabric_uplinks import expected_uplinks
     pod = frozenset(f"s{i}" for i in range(20))
     leaves = {f"l{i}": 20 for i in range(10)} | {"short": 12, "m1": 2, "m2": 2, "alone": 3}
     uppers = {g: pod for g in leaves} | {"short": frozenset(f"s{i}" for i in range(12)),

@@ -8,7 +8,7 @@ from fabricmon import ibspec
 from fabricmon.model.ports import DeviceView, Inventory, PortView, merge
 from fabricmon.parsers.iblinkinfo import LinkData, parse_iblinkinfo
 from fabricmon.parsers.ibstat import IbstatData, parse_ibstat
-from fabricmon.pipeline.learned import LearnedStore
+from fabricmon.stores.learned import LearnedStore
 from helpers import IBSTAT_ONE_PORT
 
 UP = ("CA: node01 mlx5_0:\n      0x0000000000100001      1    1[  ] ==( 4X        53.125 Gbps Active/  LinkUp)==>"

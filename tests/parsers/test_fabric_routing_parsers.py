@@ -9,45 +9,34 @@ from fabricmon.model.fabric import NO_ROUTE
 from fabricmon.parsers.errors import ParseError
 from fabricmon.parsers.lft import parse_lft
 from fabricmon.parsers.sminfo import no_sm_answered, parse_saquery_sm_lids, parse_sminfo
-from helpers import FIXTURES
-
-TOOLS = FIXTURES / "fabric" / "tools"
-
-
-def recorded(name: str) -> tuple[int, str, str]:
-    text = (TOOLS / f"{name}.txt").read_text()
-    head, _, rest = text.partition("\n# rc ")
-    rc, _, rest = rest.partition("\n")
-    stdout, _, stderr = rest.partition("# stderr\n")
-    return int(rc), stdout, stderr
-
+from helpers import recorded_tool
 
 def test_sminfo_master() -> None:
-    rc, out, _ = recorded("sminfo-master")
+    rc, out, _ = recorded_tool("sminfo-master")
     sm = parse_sminfo(out)
     assert rc == 0 and sm.lid == 1 and sm.guid == "0000000000100001" and sm.priority == 0
     assert sm.state == "MASTER" and sm.activity_count > 0
 
 
 def test_sminfo_without_an_sm_is_no_master_not_garbage() -> None:
-    rc, out, err = recorded("sminfo-no-sm")
+    rc, out, err = recorded_tool("sminfo-no-sm")
     assert rc == 255 and no_sm_answered(out + err)
     with pytest.raises(ParseError):
         parse_sminfo(out + err)
-    assert not no_sm_answered(recorded("sminfo-master")[1])
+    assert not no_sm_answered(recorded_tool("sminfo-master")[1])
 
 
 def test_sminfo_states_and_saquery_lids() -> None:
     s = parse_sminfo("sminfo: sm lid 7 sm guid 0xabc, activity count 12 priority 15 state 2 SMINFO_STANDBY\n")
     assert (s.lid, s.guid, s.activity_count, s.priority, s.state) == (7, "0000000000000abc", 12, 15, "STANDBY")
-    assert parse_saquery_sm_lids(recorded("saquery-s")[1]) == [1]
+    assert parse_saquery_sm_lids(recorded_tool("saquery-s")[1]) == [1]
     two = "PortInfoRecord dump:\n\t\tEndPortLid..............1\nPortInfoRecord dump:\n\t\tEndPortLid..............9\n"
     assert parse_saquery_sm_lids(two + two) == [1, 9]
     assert parse_saquery_sm_lids("") == []
 
 
 def test_ibroute_one_switch() -> None:
-    _, out, _ = recorded("ibroute-leaf")
+    _, out, _ = recorded_tool("ibroute-leaf")
     tables = parse_lft(out)
     assert list(tables) == ["0000000000200002"]
     t = tables["0000000000200002"]
@@ -57,10 +46,10 @@ def test_ibroute_one_switch() -> None:
 
 
 def test_dump_fts_every_switch_same_format() -> None:
-    _, out, _ = recorded("dump_fts")
+    _, out, _ = recorded_tool("dump_fts")
     tables = parse_lft(out)
     assert len(tables) == 6
-    assert tables["0000000000200002"] == parse_lft(recorded("ibroute-leaf")[1])["0000000000200002"]
+    assert tables["0000000000200002"] == parse_lft(recorded_tool("ibroute-leaf")[1])["0000000000200002"]
 
 
 def test_lft_garbage_and_ports_out_of_range() -> None:

@@ -33,7 +33,8 @@ from helpers import FIXTURES, REPO
 NODE_BUNDLES = sorted(p for p in (FIXTURES / "bundles").iterdir() if (p / "bundle.json").is_file())
 FABRIC_BUNDLES = [FIXTURES / "fabric" / "fat-tree", FIXTURES / "fabric" / "ethernet"]
 # checks/ modules that hold no check: the shape, the inputs, the composed settings, message helpers
-NOT_CHECKS = {"__init__", "shape", "fabric_inputs", "node_inputs", "settings", "port_text", "blame"}
+# link_errors: the counter rules, run by degraded_link (the node) and fabric_link_errors (the fabric)
+NOT_CHECKS = {"__init__", "shape", "fabric_inputs", "node_inputs", "settings", "port_text", "blame", "link_errors"}
 
 
 def same(a: Any, b: Any, path: str = "inputs") -> Iterator[str]:

@@ -192,7 +192,7 @@ def test_checks_run_by_their_inputs_not_by_the_fabric_kind() -> None:
 
 
 def test_every_fabric_check_declares_its_inputs_and_is_run_by_them() -> None:
-    """Each checks/fabric_*.py declares CHECK and NEEDS (capabilities the pipeline knows), and the model
+    """Each checks/fabric_*.py declares CHECK (or CHECKS) and NEEDS (capabilities the pipeline knows), and the model
     lists it in fabricmon_fabric_check_status exactly when its inputs are there."""
     import importlib
     from pathlib import Path
@@ -206,7 +206,9 @@ def test_every_fabric_check_declares_its_inputs_and_is_run_by_them() -> None:
     registered = [*model.checks.registered(), *model.checks.jobs.checks]
     assert {m.__name__ for m in mods} <= {type(c).__module__ for c in registered}
     for m in mods:
-        assert isinstance(m.CHECK, str) and m.NEEDS and set(m.NEEDS) <= {*CAPABILITIES, *FRESH_RECORDS}, m.__name__
+        names = [n for n in (getattr(m, "CHECK", None), *getattr(m, "CHECKS", ())) if n is not None]   # or a family
+        assert names and all(isinstance(n, str) for n in names) and m.NEEDS and set(m.NEEDS) <= {*CAPABILITIES, *FRESH_RECORDS}, \
+            m.__name__
     disc = state(DiscoveryData, discovery(), 0.0)
     sec, _ = model.build({"discovery": disc, "sweep": swept(0.0, LEAF, SPINE)})
     listed = {c for c, g in sec["fabric"].check_status if g == LEAF}

@@ -40,6 +40,9 @@ FORBIDDEN = {
     # never reaches back into what builds them (the pipeline, the sources, the parsers) nor into what shows
     # them (the exporter, the pages, the server); its one use of a source package is the MAD codec's pure
     # encoders (REMEDIATION_ALLOWED)
+    # the state directory's stores: above the records and the checks' settings, below what runs them
+    "stores": ("fabricmon.sources", "fabricmon.parsers", "fabricmon.pipeline", "fabricmon.exporter",
+               "fabricmon.serve", "fabricmon.pages", "fabricmon.cli", "fabricmon.host", "fabricmon.remediation"),
     "remediation": ("fabricmon.sources", "fabricmon.parsers", "fabricmon.pipeline", "fabricmon.exporter",
                     "fabricmon.serve", "fabricmon.pages", "fabricmon.cli"),
 }

@@ -16,8 +16,8 @@ from fabricmon.exporter.render import render
 from fabricmon.model.finding import OK, WARNING, WATCH
 from fabricmon.model.nccl import NcclData, NcclFile
 from fabricmon.parsers.nccl_inspector import parse_prom
-from fabricmon.pipeline.learned import LearnedStore, inventory_path
-from fabricmon.pipeline.nccl_baseline import FILE_NAME
+from fabricmon.stores.learned import LearnedStore, inventory_path
+from fabricmon.stores.nccl_baseline import FILE_NAME
 from fabricmon.pipeline.node import NodeModel
 from helpers import NCCL_UUID as UUID, nccl_prom_lines
 from test_nccl_join import node

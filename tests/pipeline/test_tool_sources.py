@@ -73,7 +73,7 @@ def _pipe(tmp_path: Path, sbin: Path, **sources: dict) -> Pipeline:
 def test_auto_tools_that_are_missing_are_quietly_off(tmp_path: Path) -> None:
     pipe = _pipe(tmp_path, tmp_path / "empty-sbin")
     try:
-        assert pipe.active() == ["sysfs", "hw_counters", "pcie"]
+        assert pipe.active() == ["sysfs", "hw_counters", "port_state", "pcie"]
         snap = pipe.collect()
     finally:
         pipe.close()

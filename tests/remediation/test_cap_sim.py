@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import time
 
-from helpers import sample_value, scrape_samples
+from helpers import sample_value, scrape_samples, scrape_until
 from simkit import in_process_collector, lids, port_phys
 
 from fabricmon.sim.fabric import fat_tree_netfile
@@ -54,8 +54,7 @@ def test_eleven_links_failing_at_once_isolate_exactly_the_cap_of_ten(sim_fabric,
             assert port_phys(fab, lid["leaf01"], a.port) == "Disabled"
         assert port_phys(fab, lid["leaf01"], left_port) == "LinkUp"
         assert port_phys(fab, lid["leaf01"], 14) == "LinkUp"
-        s = scrape_samples(d.port)
-        assert sample_value(s, "fabricmon_remediation_breaker_tripped", action="isolate_port") == 1
-        assert sample_value(s, "fabricmon_remediation_isolated_ports", mode="act") == 10
+        scrape_until(d.port, ("fabricmon_remediation_breaker_tripped", {"action": "isolate_port"}, 1),
+                     ("fabricmon_remediation_isolated_ports", {"mode": "act"}, 10))
         time.sleep(3)
         assert len([a for a in d.snapshot.remediation.actions if a.open]) == 10

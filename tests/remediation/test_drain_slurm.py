@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from helpers import REPO, require_writable_kmsg, sample_value, scrape_samples
+from helpers import REPO, require_writable_kmsg, scrape_until
 from simkit import free_port
 from sources.test_kernel_log import tree, write_kmsg
 
@@ -134,9 +134,8 @@ def test_fatal_events_drain_one_node_the_breaker_refuses_the_next_and_an_admin_d
         assert (a["kind"], a["node"], a["mode"], a["check"]) == ("drain_node", "node01", "act", "kernel_log")
         done = d1.lines("remediation drained")
         assert len(done) == 1 and done[0]["cap"] and done[0]["evidence"] == got
-        s = scrape_samples(d1.port)
-        assert sample_value(s, "fabricmon_remediation_drained_nodes", mode="act") == 1
-        assert sample_value(s, "fabricmon_remediation_actions_total", action="drain_node", mode="act", result="done") == 1
+        scrape_until(d1.port, ("fabricmon_remediation_drained_nodes", {"mode": "act"}, 1),
+                     ("fabricmon_remediation_actions_total", {"action": "drain_node", "mode": "act", "result": "done"}, 1))
         print(f"\nnode01 drained {took:.1f} s after the kernel line")
         # `check` says the mode (and the wrappers' drain line is still its first CRITICAL line)
         chk = subprocess.run([sys.executable, "-m", "fabricmon", "check", "--daemon", f"http://127.0.0.1:{d1.port}"],
@@ -154,11 +153,9 @@ def test_fatal_events_drain_one_node_the_breaker_refuses_the_next_and_an_admin_d
         assert "node02" not in reasons(slurm) and d2.actions() == []
         f = d2.wait(lambda: [f for f in d2.verdict()["findings"] if f["check"] == "remediation"], 10, "breaker finding")
         assert "drain_node circuit breaker tripped" in f[0]["message"] and f[0]["class"] == "watch"
-        s = scrape_samples(d2.port)
-        assert sample_value(s, "fabricmon_remediation_breaker_tripped", action="drain_node") == 1
-        assert sample_value(s, "fabricmon_remediation_breaker_cap", action="drain_node") == 1
-        assert sample_value(s, "fabricmon_remediation_actions_total", action="drain_node", mode="act",
-                            result="refused") == 1
+        scrape_until(d2.port, ("fabricmon_remediation_breaker_tripped", {"action": "drain_node"}, 1),
+                     ("fabricmon_remediation_breaker_cap", {"action": "drain_node"}, 1),
+                     ("fabricmon_remediation_actions_total", {"action": "drain_node", "mode": "act", "result": "refused"}, 1))
 
         # node03: drained by an admin beforehand: its reason kept, never taken over
         d3 = daemons["node03"]
@@ -200,8 +197,7 @@ def test_a_hung_scontrol_is_killed_reported_failed_and_retried_while_the_daemon_
             return acts if acts and acts[0]["attempts"] >= 2 else None
         [a] = d.wait(tried_twice, 40, "the drain tried twice")
         assert a["state"] == "todo" and "timed out after 2.0s (process group killed)" in a["error"], a
-        s = scrape_samples(d.port)                  # serving meanwhile
-        assert sample_value(s, "fabricmon_remediation_failing", action="drain_node") == 1
+        scrape_until(d.port, ("fabricmon_remediation_failing", {"action": "drain_node"}, 1))     # serving meanwhile
         f = [f for f in d.verdict()["findings"] if f["check"] == "remediation"]
         assert f and "could not be put out of service" in f[0]["message"]
         assert "node04" not in reasons(slurm)

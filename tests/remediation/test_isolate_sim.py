@@ -12,7 +12,7 @@ from __future__ import annotations
 import time
 import urllib.request
 
-from helpers import sample_value, scrape_samples
+from helpers import sample_value, scrape_samples, scrape_until
 from simkit import Collector, hardware_down, hardware_trains, lids, port_phys, routes_through
 
 from fabricmon.sim.fabric import fat_tree_netfile
@@ -92,8 +92,7 @@ def test_act_isolates_within_two_sweeps_the_sm_routes_around_and_the_port_comes_
         c.wait(lambda: not routes_through(fab, "leaf01", BER_PORT) and not routes_through(fab, "leaf01", FLAP_PORT)
                and not routes_through(fab, "spine01", 1) and not routes_through(fab, "spine02", 1), 30,
                "opensm's forwarding tables stop using the isolated links")
-        s = scrape_samples(c.port)
-        assert sample_value(s, "fabricmon_remediation_isolated_ports", mode="act") == 2
+        scrape_until(c.port, ("fabricmon_remediation_isolated_ports", {"mode": "act"}, 2))
 
         # the clean window (12 s without a new error) ends: re-enabled; trained, the links stay up
         back = c.wait(lambda: (lambda a: a if all(a[p]["state"] == "returned" for p in (BER_PORT, FLAP_PORT))
@@ -127,10 +126,9 @@ def test_dry_run_only_logs_and_off_touches_nothing(sim_fabric, tmp_path) -> None
         assert port_phys(fab, lid["leaf01"], BER_PORT) == "LinkUp" == port_phys(fab, lid["leaf01"], FLAP_PORT)
         lines = [ln for ln in dry.lines() if ln.get("event") == "remediation isolate (dry run)"]
         assert len(lines) == 2 and {ln["result"] for ln in lines} == {"dry_run"}
-        s = scrape_samples(dry.port)
-        assert sample_value(s, "fabricmon_remediation_actions_total", action="isolate_port", mode="dry_run",
-                            result="dry_run") == 2
-        assert sample_value(s, "fabricmon_remediation_mode", action="isolate_port") == 1
+        scrape_until(dry.port, ("fabricmon_remediation_actions_total",
+                                {"action": "isolate_port", "mode": "dry_run", "result": "dry_run"}, 2),
+                     ("fabricmon_remediation_mode", {"action": "isolate_port"}, 1))
         time.sleep(3 * SWEEP)
         assert port_phys(fab, lid["leaf01"], BER_PORT) == "LinkUp"
     finally:

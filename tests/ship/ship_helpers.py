@@ -12,10 +12,16 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
+import time
 import urllib.parse
 import urllib.request
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
+import yaml
+
+from fabricmon.deploy import ALERTMANAGER
 from helpers import free_port, unavailable, wait_until as _wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -134,6 +140,87 @@ def start_alertmanager(processes: Processes, tmp_path: Path, cfg: dict) -> int:
         return http_get(f"http://127.0.0.1:{port}/-/ready") is not None
     wait_until(ready, 30, "alertmanager ready")
     return port
+
+
+
+class Pager:
+    """Alertmanager's webhook receiver: every notification, and which groups paged a new firing alert."""
+
+    def __init__(self):
+        self.notifications: list[dict] = []
+        self.receiver: dict[str, str] = {}      # groupKey -> the receiver Alertmanager sent it to
+        self.lock = threading.Lock()
+        pager = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self):
+                body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+                with pager.lock:
+                    note = {"at": time.monotonic(), **json.loads(body)}
+                    pager.notifications.append(note)
+                    pager.receiver[note["groupKey"]] = note["receiver"]
+                self.send_response(200)
+                self.end_headers()
+
+            def log_message(self, *a):
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.port = self.server.server_address[1]
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def paged(self, since: float, before: set) -> dict[str, list[dict]]:
+        """groupKey -> the firing alerts it paged after `since` that were not paged before."""
+        out: dict[str, list[dict]] = {}
+        with self.lock:
+            for n in self.notifications:
+                if n["at"] < since:
+                    continue
+                for a in n["alerts"]:
+                    key = json.dumps(a["labels"], sort_keys=True)
+                    if a["status"] == "firing" and key not in before:
+                        out.setdefault(n["groupKey"], []).append(a)
+        return out
+
+    def first(self, alertname: str) -> tuple[float, dict, str] | None:
+        """The first notification that paged `alertname` firing: when it came, the alert, its receiver."""
+        with self.lock:
+            for n in self.notifications:
+                for a in n["alerts"]:
+                    if a["status"] == "firing" and a["labels"].get("alertname") == alertname:
+                        return n["at"], a, n["receiver"]
+        return None
+
+    def seen(self) -> set:
+        with self.lock:
+            return {json.dumps(a["labels"], sort_keys=True) for n in self.notifications for a in n["alerts"]
+                    if a["status"] == "firing"}
+
+    def last(self) -> float:
+        with self.lock:
+            return max((n["at"] for n in self.notifications), default=0.0)
+
+    def close(self):
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def shipped_alertmanager_config(webhook_port: int, waits: str | None = None) -> dict:
+    """The shipped Alertmanager example with its receivers pointed at the test's webhook; `waits` (e.g. "2s")
+    cuts every route's group_wait and group_interval to it, None keeps them as shipped."""
+    cfg = yaml.safe_load(ALERTMANAGER.read_text())
+    cfg["receivers"] = [{"name": r["name"], "webhook_configs": [
+        {"url": f"http://127.0.0.1:{webhook_port}/", "send_resolved": True}]} for r in cfg["receivers"]]
+    if waits is not None:
+        cfg["route"].update(group_wait=waits, group_interval=waits, repeat_interval="1h")
+        for r in cfg["route"]["routes"]:
+            r.update(group_wait=waits, group_interval=waits)
+    return cfg
+
+
+def shipped_alertmanager(processes: Processes, tmp_path: Path, webhook_port: int, waits: str | None = None) -> int:
+    """shipped_alertmanager_config in one Alertmanager; its port once ready."""
+    return start_alertmanager(processes, tmp_path, shipped_alertmanager_config(webhook_port, waits))
 
 
 def start_sim_node(processes: Processes, fabric, host: str, tmp_path: Path, interval: float,

@@ -24,18 +24,15 @@ from __future__ import annotations
 
 import json
 import re
-import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
-import yaml
 
-from fabricmon.deploy import ALERTMANAGER, RULES
+from fabricmon.deploy import RULES
 from fabricmon.sim.fabric import fat_tree_netfile
 from helpers import fabric_collector
-from ship_helpers import (http_get, require_tool, start_alertmanager,
-                          start_prometheus, start_sim_node, wait_until)
+from ship_helpers import (Pager, http_get, require_tool, shipped_alertmanager, start_prometheus, start_sim_node,
+                          wait_until)
 
 pytestmark = pytest.mark.sim
 
@@ -49,59 +46,6 @@ SETTLE = 6.0                    # seconds with nothing new before an incident is
 DEAD_LEAF_HOSTS = ("node07 mlx5_0", "node08 mlx5_0")
 
 
-class Pager:
-    """Alertmanager's webhook receiver: every notification, and which groups paged a new firing alert."""
-
-    def __init__(self):
-        self.notifications: list[dict] = []
-        self.receiver: dict[str, str] = {}      # groupKey -> the receiver Alertmanager sent it to
-        self.lock = threading.Lock()
-        pager = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self):
-                body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
-                with pager.lock:
-                    note = {"at": time.monotonic(), **json.loads(body)}
-                    pager.notifications.append(note)
-                    pager.receiver[note["groupKey"]] = note["receiver"]
-                self.send_response(200)
-                self.end_headers()
-
-            def log_message(self, *a):
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.port = self.server.server_address[1]
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-
-    def paged(self, since: float, before: set) -> dict[str, list[dict]]:
-        """groupKey -> the firing alerts it paged after `since` that were not paged before."""
-        out: dict[str, list[dict]] = {}
-        with self.lock:
-            for n in self.notifications:
-                if n["at"] < since:
-                    continue
-                for a in n["alerts"]:
-                    key = json.dumps(a["labels"], sort_keys=True)
-                    if a["status"] == "firing" and key not in before:
-                        out.setdefault(n["groupKey"], []).append(a)
-        return out
-
-    def seen(self) -> set:
-        with self.lock:
-            return {json.dumps(a["labels"], sort_keys=True) for n in self.notifications for a in n["alerts"]
-                    if a["status"] == "firing"}
-
-    def last(self) -> float:
-        with self.lock:
-            return max((n["at"] for n in self.notifications), default=0.0)
-
-    def close(self):
-        self.server.shutdown()
-        self.server.server_close()
-
-
 def test_copy_for():
     assert shorten_for("    for: 5m\n    for: 1h\n    for: 30s\n") == "    for: 5s\n    for: 60s\n    for: 1s\n"
 
@@ -112,22 +56,6 @@ def shorten_for(text: str) -> str:
         seconds = n * {"s": 1, "m": 60, "h": 3600}[unit]
         return f"{m.group(1)} {max(1, seconds // SCALE)}s"
     return re.sub(r"^(\s+for:) (\d+)([smh])$", cut, text, flags=re.M)
-
-
-def shipped_alertmanager_config(webhook_port: int) -> dict:
-    """The shipped example with its receivers pointed at the test's webhook and its waits cut."""
-    cfg = yaml.safe_load(ALERTMANAGER.read_text())
-    cfg["receivers"] = [{"name": r["name"], "webhook_configs": [
-        {"url": f"http://127.0.0.1:{webhook_port}/", "send_resolved": True}]} for r in cfg["receivers"]]
-    cfg["route"].update(group_wait="2s", group_interval="2s", repeat_interval="1h")
-    for r in cfg["route"]["routes"]:
-        r.update(group_wait="2s", group_interval="2s")
-    return cfg
-
-
-def shipped_alertmanager(processes, tmp_path, webhook_port: int) -> int:
-    """The shipped example (shipped_alertmanager_config) in one Alertmanager; its port once ready."""
-    return start_alertmanager(processes, tmp_path, shipped_alertmanager_config(webhook_port))
 
 
 def firing(prom_url: str) -> list[dict]:
@@ -169,7 +97,7 @@ def test_one_incident_one_page(sim_fabric, processes, tmp_path):
     results: dict[str, dict[str, list[dict]]] = {}
     try:
         with fabric_collector(fab, tmp_path / "collector", COLLECTOR, journal=False) as collector:
-            am = shipped_alertmanager(processes, tmp_path, pager.port)
+            am = shipped_alertmanager(processes, tmp_path, pager.port, waits="2s")
             rules = tmp_path / "fabricmon.rules.yml"
             rules.write_text(shorten_for(RULES.read_text()))
             prom = start_prometheus(processes, tmp_path, [

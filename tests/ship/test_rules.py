@@ -134,6 +134,8 @@ def test_rules_read_only_exported_metrics(bundle_expositions, fabric_exposition)
     """A renamed metric breaks the build: every fabricmon_* name in an expression or a template is exported
     by the node daemon or the fabric collector."""
     exported = exported_names(fabric_exposition) | exported_names(ethernet_exposition()) | exported_names(nccl_exposition())
+    # the opt-in sets' families (the state set's fabricmon_fabric_port_up): the golden fabric exposition has every set
+    exported |= exported_names((ROOT / "tests" / "golden" / "fabric-infiniband.prom").read_text())
     exported |= exported_names(ber_exposition()) | exported_names(vitals_exposition())
     exported |= exported_names(remediation_exposition())
     for text in bundle_expositions.values():
@@ -168,7 +170,8 @@ def test_alerts_page_on_verdicts_not_on_raw_counters():
     assert set(judged) <= RAW_COUNTER_ALERTS, judged
     for a in alerts():
         for sel in re.findall(r"(?<![:\w])(?:fabricmon_check_status|up)\{([^}]*)\}", a["expr"]):
-            assert sel.startswith((build_rules.SELECTOR, build_rules.FABRIC_SELECTOR)), (a["alert"], sel)
+            assert sel.startswith((build_rules.SELECTOR, build_rules.FABRIC_SELECTOR, build_rules.STATE_SELECTOR,
+                                   build_rules.FABRIC_STATE_SELECTOR)), (a["alert"], sel)
     text = RULES.read_text()
     for gone in ("* 3600 >", "> 1000", "symbol_errors_total[", "pause_frames_total["):
         assert gone not in "\n".join(a["expr"] for a in alerts()), gone
@@ -196,10 +199,14 @@ def test_print_fits_the_rules_to_a_site(tmp_path):
     written for the shipped selectors are left out."""
     from fabricmon.install import print_files
     print_files("rules", str(tmp_path), out=open(tmp_path / "out", "w"),
-                rules_options=dict(zip(("runbook_base", "selector", "fabric_selector"), SITE)))
+                rules_options={**dict(zip(("runbook_base", "selector", "fabric_selector"), SITE)),
+                               "state_selector": 'job="ib-nodes-state"', "fabric_state_selector": 'job="ibfab-state"'})
     assert sorted(p.name for p in tmp_path.iterdir()) == ["fabricmon.rules.yml", "out"]
     text = (tmp_path / "fabricmon.rules.yml").read_text()
     assert 'job="fabricmon"' not in text and 'job="fabricmon-fabric"' not in text
+    assert 'job="fabricmon-state"' not in text and 'job="fabricmon-fabric-state"' not in text     # the fast path's
+    assert 'fabricmon_ib_port_degraded{job="ib-nodes-state",reason="down"}' in text
+    assert 'fabricmon_fabric_port_up{job="ibfab-state"} == 0' in text
     doc = [r for g in yaml.safe_load(text)["groups"] for r in g["rules"] if "alert" in r]
     assert len(doc) == len(alerts())
     for a in doc:
@@ -271,6 +278,7 @@ def test_children_carry_the_labels_their_parents_mute_them_by():
                  "FabricmonReceiveErrors", "FabricmonLinkErrorRecovery", "FabricmonLinkIntegrityErrors"):
         for e in by_name[name]:
             assert "group_left (switch, switch_port)" in e and "fabricmon_ib_port_peer_info" in e, name
-            assert e.count("or on (instance, job, device, port)") == 1, name      # no peer known: still pages
+            # no peer known: still pages (once per job: FabricmonPortDown reads the state job's series too)
+            assert e.count("or on (instance, job, device, port)") == (2 if name == "FabricmonPortDown" else 1), name
     for e in by_name["FabricmonFabricSwitchUnresponsive"]:
         assert '"remote_guid", "$1", "switch_guid"' in e or '"switch_guid", "$1", "remote_guid"' in e

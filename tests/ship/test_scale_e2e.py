@@ -45,9 +45,9 @@ import yaml
 from fabricmon.deploy import (SCALE_DEPLOYMENT, SCALE_FABRIC_TARGETS, SCALE_NODE_TARGETS, SCALE_VMAGENT, RULES)
 from fabricmon.sim.fabric import fat_tree_netfile
 from helpers import free_port, scrape_samples
-from ship_helpers import (FABRICMON, ROOT, Prometheus, http_get, require_tool, start_replay_daemon,
-                          wait_until)
-from test_alerting_e2e import Pager, shipped_alertmanager_config, shorten_for
+from ship_helpers import (FABRICMON, ROOT, Pager, Prometheus, http_get, require_tool, shipped_alertmanager_config,
+                          start_replay_daemon, wait_until)
+from test_alerting_e2e import shorten_for
 
 pytestmark = pytest.mark.sim
 
@@ -150,7 +150,7 @@ def test_two_shards_of_two_replicas_one_copy_one_page(sim_fabric, processes, tmp
     rules.write_text(shorten_for(RULES.read_text()))
     pager = Pager()
     am_cfg = conf / "fabricmon.alertmanager.yml"
-    am_cfg.write_text(json.dumps(shipped_alertmanager_config(pager.port)))
+    am_cfg.write_text(json.dumps(shipped_alertmanager_config(pager.port, waits="2s")))
 
     # the store
     vm_port = free_port()

@@ -12,10 +12,10 @@ from fabricmon.config import from_dict
 from fabricmon.exporter.render import render
 from fabricmon.model.cable_ledger import MAX_EVENTS, MAX_PLACES, CableLedger
 from fabricmon.model.snapshot import BuildStats, Snapshot
-from fabricmon.pipeline.cable_ledger import LedgerStore
-from fabricmon.pipeline.learned import LearnedStore
+from fabricmon.stores.cable_ledger import LedgerStore
+from fabricmon.stores.learned import LearnedStore
 from fabricmon.pipeline.node import NodeModel
-from fabricmon.pipeline.optics_baseline import BaselineStore
+from fabricmon.stores.optics_baseline import BaselineStore
 from helpers import exposition_samples
 from test_optics_source import INV, QSFP, collect, states
 from test_optics_source import SFP as SFP_RECORDED

@@ -16,7 +16,7 @@ from fabricmon.host import LiveIO
 from fabricmon.host.runner import CommandResult
 from fabricmon.model.ports import DeviceView, Inventory, PortView
 from fabricmon.pipeline.node import NodeModel
-from fabricmon.pipeline.optics_baseline import BaselineStore
+from fabricmon.stores.optics_baseline import BaselineStore
 from fabricmon.pipeline.source import Inputs
 from fabricmon.model.snapshot import SourceState
 from fabricmon.model.optics import OpticsData

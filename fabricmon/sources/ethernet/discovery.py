@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from typing import TYPE_CHECKING
 
 import structlog
 
@@ -30,9 +31,12 @@ from fabricmon.sources.ethernet.settings import DEFAULT_EXCLUDE_PORTS
 from fabricmon.host.io import HostIO
 from fabricmon.model.fabric import DiscoveryData, Link, SwitchNode
 from fabricmon.parsers.errors import ParseError
-from fabricmon.parsers.snmp import PFC_WALKS, WALK_BY_NAME, SwitchIdentity, identity_from_walks
+from fabricmon.parsers.snmp import PFC_WALKS, WALK_BY_NAME, LldpNeighbour, SwitchIdentity, identity_from_walks
 from fabricmon.pipeline.source import Inputs, SourceOutput, register
 from fabricmon.sources.ethernet.snmp import SnmpAccess, SnmpSource, failure
+
+if TYPE_CHECKING:
+    from fabricmon.config import Config, SourceConfig
 
 log = structlog.get_logger("fabricmon.fabric")
 
@@ -88,7 +92,7 @@ def switch_names(idents: dict[str, SwitchIdentity]) -> dict[str, str]:
     return out
 
 
-def _describe(n) -> str:
+def _describe(n: LldpNeighbour) -> str:
     return f"{n.sys_name or n.chassis_id}[{n.port_name or '?'}] ({n.chassis_id})"
 
 
@@ -116,7 +120,7 @@ def build_graph(idents: dict[str, SwitchIdentity], unreachable: dict[str, str],
         sw = SwitchNode(guid, names[address], len(ports.labels), None, kind="ethernet", port_names=dict(ports.labels),
                         address=address, counter_tables=(ident.pfc_walk,) if ident.pfc_walk else (),
                         excluded_ports=excluded, lags=dict(ports.lags))
-        on_port: dict[int, list] = {}
+        on_port: dict[int, list[LldpNeighbour]] = {}
         for n in ident.neighbours:
             local = ident.if_index_of_lldp_port(n.local_port_num)
             if local is None or local not in ports.labels:
@@ -154,7 +158,7 @@ def build_graph(idents: dict[str, SwitchIdentity], unreachable: dict[str, str],
 @register("discovery", enabled=True, interval=300.0, timeout=60.0, command=(),
           provides_inventory=True, collector="ethernet", records=DiscoveryData)
 class SnmpDiscoverySource(SnmpSource):
-    def __init__(self, config, sc=None):
+    def __init__(self, config: Config, sc: SourceConfig | None = None):
         super().__init__(config, sc)
         self._last: dict[str, SwitchIdentity] = {}       # address -> identity at its last answer
         self._reported: dict[tuple[str, int], tuple[str, ...]] = {}   # (guid, port) -> neighbours logged
@@ -167,7 +171,7 @@ class SnmpDiscoverySource(SnmpSource):
             out.error("read", "no switches configured (fabric.ethernet.switches)")
             return out
 
-        def one(address: str):
+        def one(address: str) -> tuple[str, SwitchIdentity | None, tuple[str, str] | None]:
             return address, *read_identity(self.access, io, address, lambda: inputs.remaining(self.sc.timeout))
 
         with ThreadPoolExecutor(max_workers=max(1, min(eth.concurrency, len(switches))),
@@ -179,6 +183,7 @@ class SnmpDiscoverySource(SnmpSource):
             if ident is not None:
                 idents[address] = self._last[address] = ident
                 continue
+            assert err is not None          # no identity: the error says why
             kind, msg = err
             out.error(kind, f"switch {address}: {msg}")
             if address in self._last:                        # keeps what it was; the sweep says it is unread

@@ -28,6 +28,8 @@ import shutil
 import tempfile
 import threading
 import time
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, TypeVar
 
 import structlog
 
@@ -37,7 +39,13 @@ from fabricmon.host.runner import CommandResult
 from fabricmon.host import usm as _usm
 from fabricmon.host.snmp import WalkSpec
 from fabricmon.model.fabric import Topology, in_shard
+from fabricmon.parsers.errors import ParseError
 from fabricmon.pipeline.source import Inputs, Source, SourceOutput
+
+T = TypeVar("T")
+
+if TYPE_CHECKING:
+    from fabricmon.config import Config, SourceConfig
 
 log = structlog.get_logger("fabricmon.snmp")
 WALK_PROGRAM = "snmpbulkwalk"
@@ -187,9 +195,22 @@ _warned_values: set[tuple[str, str]] = set()
 class SnmpSource(Source):
     """A source that reads switches over SNMP through one SnmpAccess (closed with the source)."""
 
-    def __init__(self, config, sc=None):
+    def __init__(self, config: Config, sc: SourceConfig | None = None):
         super().__init__(config, sc)
         self.access = SnmpAccess(config.fabric.ethernet.snmp)
+
+    def collect(self, io: HostIO, inputs: Inputs) -> SourceOutput:
+        """read_switches on this shard's discovered switches; before the discovery has completed, nothing read
+        and the read error that says so."""
+        out = SourceOutput()
+        found = self.shard_switches(inputs, out)
+        if found is not None:
+            self.read_switches(io, inputs, out, *found)
+        return out
+
+    def read_switches(self, io: HostIO, inputs: Inputs, out: SourceOutput, topo: Topology, mine: list[str]) -> None:
+        """What the source reads from `mine` (this shard's switches of `topo` with an address) into `out`."""
+        raise NotImplementedError
 
     def shard_switches(self, inputs: Inputs, out: SourceOutput) -> tuple[Topology, list[str]] | None:
         """The discovered topology and the GUIDs of this shard's switches with an address; None (and
@@ -201,9 +222,67 @@ class SnmpSource(Source):
         shard = self.config.fabric.shard
         return topo, sorted(g for g, sw in topo.switches.items() if sw.address and in_shard(g, *shard))
 
+    def walk_switches(self, io: HostIO, inputs: Inputs, topo: Topology, mine: list[str],
+                      walks: Sequence[tuple[str, str]], unrecorded_absent: bool = False
+                      ) -> tuple[dict[str, dict[str, str]], dict[str, tuple[str, str]]]:
+        """Every (name, root) of `walks` on each of `mine`, under the run's one deadline: v2c in this process for
+        every switch at once (HostIO.snmp_walks), v3 by net-snmp's tools one after another. Returns each switch's
+        texts by walk name and each failed switch's error (its first failed walk: the rest of it is not read).
+        `unrecorded_absent`: a walk a replayed bundle does not hold is an absent table, not an error."""
+        texts: dict[str, dict[str, str]] = {g: {} for g in mine}
+        errors: dict[str, tuple[str, str]] = {}
+
+        def take(g: str, name: str, res: CommandResult) -> bool:
+            """Keeps one walk's answer; False once the switch failed."""
+            if unrecorded_absent and res.error == "not_recorded":
+                return True
+            err = failure(res)
+            if err is not None:
+                errors[g] = err
+                return False
+            texts[g][name] = res.stdout
+            return True
+
+        if self.access.inprocess and mine:
+            specs, owner = [], []
+            for g in mine:
+                for name, root in walks:
+                    specs.append(self.access.spec(topo.switches[g].address, root))
+                    owner.append((g, name))
+            deadline = time.monotonic() + inputs.remaining(self.sc.timeout)
+            results = io.snmp_walks(specs, deadline, self.config.fabric.ethernet.concurrency, inputs.cancel)
+            for (g, name), res in zip(owner, results):
+                if g not in errors:
+                    take(g, name, res)
+        else:
+            for g in mine:
+                for name, root in walks:
+                    if not take(g, name, self.access.walk(io, topo.switches[g].address, root,
+                                                          inputs.remaining(self.sc.timeout))):
+                        break
+        return texts, errors
+
     def close(self) -> None:
         self.access.close()
         super().close()
 
 
-__all__ = ["WALK_PROGRAM", "SnmpAccess", "SnmpSource", "failure"]
+def parse_switches(out: SourceOutput, topo: Topology, mine: list[str], texts: dict[str, dict[str, str]],
+                   errors: dict[str, tuple[str, str]], parse: Callable[[dict[str, str]], T],
+                   switches: dict[str, T], missing: set[str]) -> None:
+    """Each of `mine` parsed from its walks into `switches`, or listed in `missing` with its error (unanswered,
+    or a parse error) said once: a switch costs only itself."""
+    for g in mine:
+        sw = topo.switches[g]
+        if g in errors:
+            missing.add(g)
+            out.error(errors[g][0], f"switch {sw.name} ({sw.address}): {errors[g][1]}")
+            continue
+        try:
+            switches[g] = parse(texts[g])
+        except ParseError as exc:
+            missing.add(g)
+            out.error("parse", f"switch {sw.name} ({sw.address}): {exc}")
+
+
+__all__ = ["WALK_PROGRAM", "SnmpAccess", "SnmpSource", "failure", "parse_switches"]

@@ -17,11 +17,13 @@ sweep, not at the next discovery (SweepData.link_up). The 64-bit HC octet counte
 
 from __future__ import annotations
 
+import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
 from fabricmon.host.io import HostIO
-from fabricmon.model.fabric import SweepData
+from fabricmon.model.fabric import SweepData, Topology
 from fabricmon.parsers.errors import ParseError
 from fabricmon.parsers.snmp import OIDS, SWEEP_COLUMNS, WALK_BY_NAME, SwitchCounters, counters_from_walks
 from fabricmon.pipeline.source import INVENTORY, Inputs, SourceOutput, register
@@ -34,8 +36,8 @@ OPER_UP = 1
 NO_ANSWER = ("timeout", "exit_code")        # failure kinds that mean the switch did not answer (not garbage)
 
 
-def read_counters(access: SnmpAccess, io: HostIO, address: str, tables: tuple[str, ...], remaining
-                  ) -> tuple[SwitchCounters | None, tuple[str, str] | None]:
+def read_counters(access: SnmpAccess, io: HostIO, address: str, tables: tuple[str, ...],
+                  remaining: Callable[[], float]) -> tuple[SwitchCounters | None, tuple[str, str] | None]:
     texts: dict[str, str] = {}
     for name in (*SWEEP_WALKS, *tables):
         res = access.walk(io, address, WALK_BY_NAME[name].root, remaining())
@@ -54,7 +56,7 @@ def _counters(texts: dict[str, str]) -> tuple[SwitchCounters | None, tuple[str, 
 
 
 def read_all_inprocess(access: SnmpAccess, io: HostIO, switches: list[tuple[str, str, tuple[str, ...]]],
-                       deadline: float, concurrency: int, cancel=None
+                       deadline: float, concurrency: int, cancel: threading.Event | None = None
                        ) -> list[tuple[str, SwitchCounters | None, tuple[str, str] | None]]:
     """Every switch's sweep walks (v2c) in one HostIO.snmp_walks call: switches are (key, address,
     PFC tables); -> (key, counters or None, error or None) per switch, in order. A switch's error
@@ -82,17 +84,12 @@ def read_all_inprocess(access: SnmpAccess, io: HostIO, switches: list[tuple[str,
 @register("sweep", enabled=True, interval=15.0, timeout=30.0, command=(),
           needs=(INVENTORY,), collector="ethernet", records=SweepData)
 class SnmpSweepSource(SnmpSource):
-    def collect(self, io: HostIO, inputs: Inputs) -> SourceOutput:
-        out = SourceOutput()
-        found = self.shard_switches(inputs, out)
-        if found is None:
-            return out
-        topo, mine = found
+    def read_switches(self, io: HostIO, inputs: Inputs, out: SourceOutput, topo: Topology, mine: list[str]) -> None:
         fc = self.config.fabric
         t0 = time.monotonic()
         data = SweepData(scale=dict(OCTET_COUNTERS), wrapping=set(WRAPPING))
 
-        def one(guid: str):
+        def one(guid: str) -> tuple[str, SwitchCounters | None, tuple[str, str] | None]:
             sw = topo.switches[guid]
             return guid, *read_counters(self.access, io, sw.address, sw.counter_tables,
                                         lambda: inputs.remaining(self.sc.timeout))
@@ -111,6 +108,7 @@ class SnmpSweepSource(SnmpSource):
             sw = topo.switches[guid]
             data.queries[guid] = walks = len(SWEEP_WALKS) + len(sw.counter_tables)
             if sc is None:
+                assert err is not None          # no counters: the error says why
                 data.missing.add(guid)
                 if err[0] in NO_ANSWER:     # no data from it this sweep: every walk counts as unanswered
                     data.unanswered[guid] = walks
@@ -131,7 +129,6 @@ class SnmpSweepSource(SnmpSource):
         data.duration = time.monotonic() - t0
         if data.switches or not mine:
             out.data = data
-        return out
 
 
 __all__ = ["SnmpSweepSource", "read_all_inprocess", "read_counters"]

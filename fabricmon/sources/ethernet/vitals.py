@@ -11,73 +11,24 @@ has no vitals, which is neither an error nor an OK.
 
 from __future__ import annotations
 
-import time
-
 from fabricmon.host.io import HostIO
+from fabricmon.model.fabric import Topology
 from fabricmon.model.vitals import SwitchVitalsData
-from fabricmon.parsers.errors import ParseError
 from fabricmon.parsers.vitals import VITALS_WALKS, parse_vitals
 from fabricmon.pipeline.source import INVENTORY, Inputs, SourceOutput, register
-from fabricmon.sources.ethernet.snmp import SnmpSource, failure
-
-
-# a bundle recorded before this source existed holds none of its walks: its tables are absent there (a
-# replay only; a live switch answers every walk, if only with "no such object")
-NOT_RECORDED = "not_recorded"
+from fabricmon.sources.ethernet.snmp import SnmpSource, parse_switches
 
 
 @register("vitals", enabled=True, interval=120.0, timeout=60.0, command=(), needs=(INVENTORY,),
           collector="ethernet", records=SwitchVitalsData)
 class SnmpVitalsSource(SnmpSource):
-    def collect(self, io: HostIO, inputs: Inputs) -> SourceOutput:
-        out = SourceOutput()
-        found = self.shard_switches(inputs, out)
-        if found is None:
-            return out
-        topo, mine = found
-        fc = self.config.fabric
-        texts: dict[str, dict[str, str]] = {g: {} for g in mine}
-        errors: dict[str, tuple[str, str]] = {}
-        if self.access.inprocess and mine:
-            specs, owner = [], []
-            for g in mine:
-                for name, root in VITALS_WALKS:
-                    specs.append(self.access.spec(topo.switches[g].address, root))
-                    owner.append((g, name))
-            deadline = time.monotonic() + inputs.remaining(self.sc.timeout)
-            for (g, name), res in zip(owner, io.snmp_walks(specs, deadline, fc.ethernet.concurrency, inputs.cancel)):
-                if g in errors or res.error == NOT_RECORDED:
-                    continue
-                err = failure(res)
-                if err is not None:
-                    errors[g] = err
-                else:
-                    texts[g][name] = res.stdout
-        else:
-            for g in mine:
-                for name, root in VITALS_WALKS:
-                    res = self.access.walk(io, topo.switches[g].address, root, inputs.remaining(self.sc.timeout))
-                    if res.error == NOT_RECORDED:
-                        continue
-                    err = failure(res)
-                    if err is not None:
-                        errors[g] = err
-                        break
-                    texts[g][name] = res.stdout
+    def read_switches(self, io: HostIO, inputs: Inputs, out: SourceOutput, topo: Topology, mine: list[str]) -> None:
+        # a bundle recorded before this source existed holds none of its walks: its tables are absent there (a
+        # replay only; a live switch answers every walk, if only with "no such object")
+        texts, errors = self.walk_switches(io, inputs, topo, mine, VITALS_WALKS, unrecorded_absent=True)
         data = SwitchVitalsData()
-        for g in mine:
-            sw = topo.switches[g]
-            if g in errors:
-                data.missing.add(g)
-                out.error(errors[g][0], f"switch {sw.name} ({sw.address}): {errors[g][1]}")
-                continue
-            try:
-                data.switches[g] = parse_vitals(texts[g])
-            except ParseError as exc:
-                data.missing.add(g)
-                out.error("parse", f"switch {sw.name} ({sw.address}): {exc}")
+        parse_switches(out, topo, mine, texts, errors, parse_vitals, data.switches, data.missing)
         out.data = data
-        return out
 
 
 __all__ = ["SnmpVitalsSource"]

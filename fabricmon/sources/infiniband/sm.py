@@ -40,7 +40,7 @@ class SmSource(Source):
         # Every other port that claims to be an SM (a second master is a split subnet).
         sa_prog = os.path.join(os.path.dirname(cmd[0]), "saquery") if os.sep in cmd[0] else "saquery"
         sa = io.run([sa_prog, "-s", *t], inputs.remaining(self.sc.timeout))
-        if command_error(sa) is None:
+        if (sa_error := command_error(sa)) is None:
             lids = [lid for lid in parse_saquery_sm_lids(sa.stdout) if lid != master.lid][:MAX_SMS]
             results = list(self.pool().map(
                 lambda lid: io.run([*cmd, *t, str(lid)], inputs.remaining(self.sc.timeout)), lids))
@@ -50,6 +50,6 @@ class SmSource(Source):
                 except ParseError:
                     out.error("read", f"sminfo {lid}: no answer from the SM port at lid {lid}")
         else:
-            out.error(*command_error(sa))
+            out.error(*sa_error)
         out.data = data
         return out

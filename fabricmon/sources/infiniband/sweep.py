@@ -71,12 +71,14 @@ from __future__ import annotations
 import os
 import re
 import time
+from collections.abc import Sequence, Set as AbstractSet
 from concurrent.futures import ThreadPoolExecutor
 
 import structlog
 
 from fabricmon import gc_pause, ibspec
 from fabricmon.host.io import HostIO
+from fabricmon.host.runner import CommandResult
 from fabricmon.host.mad import MadSettings
 from fabricmon.host.umad import UmadUnavailable
 from fabricmon.model.compact import PortCounters
@@ -84,8 +86,8 @@ from fabricmon.model.fabric import SweepData, Topology, in_shard, port_key
 from fabricmon.parsers.errors import ParseError
 from fabricmon.parsers.ibqueryerrors import IbqueryerrorsReport, parse_ibqueryerrors
 from fabricmon.parsers.ibnetdiscover import count_unanswered, parse_ibnetdiscover
-from fabricmon.parsers.perfquery import parse_perfquery
-from fabricmon.parsers.portinfo import parse_portinfo, parse_saquery_pir
+from fabricmon.parsers.perfquery import PerfqueryBlock, parse_perfquery
+from fabricmon.parsers.portinfo import PortState, parse_portinfo, parse_saquery_pir
 from fabricmon.pipeline.source import INVENTORY, Inputs, Source, SourceOutput, command_error, register
 from fabricmon.sources.infiniband.mad import FabricReader, SwitchTarget, plan_targets
 
@@ -104,7 +106,7 @@ log = structlog.get_logger("fabricmon.sources.sweep")
           needs=(INVENTORY,), collector="infiniband", concurrency=2, records=SweepData)
 class SweepSource(Source):
     _rotation = 0                       # where the next sweep's window of SMP state reads starts
-    _results: tuple = ()                # this sweep's ibqueryerrors results (stderr names what went unanswered)
+    _results: Sequence[CommandResult] = ()  # this sweep's ibqueryerrors results (stderr names what went unanswered)
 
     def collect(self, io: HostIO, inputs: Inputs) -> SourceOutput:
         out = SourceOutput()
@@ -135,6 +137,9 @@ class SweepSource(Source):
         # link state first: the counters are read last, closest to the sweep's data time (rates)
         self._link_states(io, inputs, out, topo, mine, data)
         retried: set[str] = set()
+        counters: IbqueryerrorsReport | None
+        errors: IbqueryerrorsReport | None
+        err_failed: AbstractSet[str | None]     # the switches whose error counters did not read (None: an unknown LID)
         if fc.shard[1] > 1:
             counters, errors, err_failed = self._sweep_switches(io, inputs, out, sorted(mine), topo)
         else:
@@ -164,7 +169,9 @@ class SweepSource(Source):
         # switch without counters lost all of its own (one per port and the error aggregate)
         lost: dict[str, int] = {}
         if fc.shard[1] <= 1:
-            for res in self._results:
+            # what _sweep_fabric kept (the checker would read the () it was reset to above)
+            results: Sequence[CommandResult] = self._results
+            for res in results:
                 for m in _FAILED_LID.finditer(res.stderr):
                     g = by_lid.get(int(m.group(1)))
                     if g in mine and g not in retried:
@@ -273,7 +280,8 @@ class SweepSource(Source):
                                     f"unanswered ({', '.join(sorted(data.failed.get(g, ())))}); its last known "
                                     f"state is kept")
 
-    _targets: tuple | None = None       # (topology, switches, link_state_max_ports, targets, switches without a LID)
+    # (topology, switches, link_state_max_ports, targets, switches without a LID)
+    _targets: tuple[Topology, frozenset[str], int, list[SwitchTarget], list[str]] | None = None
 
     def _mad_targets(self, topo: Topology, mine: set[str]) -> tuple[list[SwitchTarget], list[str]]:
         """What the MAD read asks of each of this sweep's switches (mad.plan_targets), and the switches
@@ -287,7 +295,9 @@ class SweepSource(Source):
         self._targets = (topo, frozenset(mine), fc.link_state_max_ports, targets, no_lid)
         return targets, no_lid
 
-    def _retry(self, io: HostIO, inputs: Inputs, topo: Topology, mine: set[str], counters, errors, err_failed):
+    def _retry(self, io: HostIO, inputs: Inputs, topo: Topology, mine: set[str], counters: IbqueryerrorsReport | None,
+               errors: IbqueryerrorsReport | None, err_failed: AbstractSet[str | None]
+               ) -> tuple[IbqueryerrorsReport | None, IbqueryerrorsReport | None, AbstractSet[str | None], set[str]]:
         """The switches the fabric pass got no counters from (their queries went unanswered), read once
         more after a backoff, per switch by LID (_sweep_switches), while the deadline allows. Returns the
         merged reports and the switches read again successfully."""
@@ -332,9 +342,9 @@ class SweepSource(Source):
         if command_error(sa) is None:
             records = parse_saquery_pir(sa.stdout)
             self._abilities(topo, targets, records, data)
-            states = {k: records.get((topo.switches[k[0]].lid, k[1])) for k in targets}
+            states = {k: records.get((lid, k[1])) for k in targets if (lid := topo.switches[k[0]].lid) is not None}
             if all(v is not None for v in states.values()):
-                data.link_up.update({k: v.up for k, v in states.items()})
+                data.link_up.update({k: v.up for k, v in states.items() if v is not None})
                 data.state_method = "sa"
                 return
         disc = io.run([os.path.join(tooldir, "ibnetdiscover"), *t], inputs.remaining(self.sc.timeout))
@@ -379,7 +389,7 @@ class SweepSource(Source):
                     break
                 time.sleep(wait)
 
-            def one(k):
+            def one(k: tuple[str, int]) -> tuple[tuple[str, int], CommandResult]:
                 return k, io.run([prog, *t, "portinfo", str(topo.switches[k[0]].lid), str(k[1])],
                                  inputs.remaining(self.sc.timeout))
             with ThreadPoolExecutor(max_workers=min(LINK_STATE_CONCURRENCY, len(pending)),
@@ -404,13 +414,14 @@ class SweepSource(Source):
             self._lost(data, k[0], "port state")
 
     @staticmethod
-    def _abilities(topo: Topology, targets: list[tuple[str, int]], records: dict, data: SweepData) -> None:
+    def _abilities(topo: Topology, targets: list[tuple[str, int]], records: dict[tuple[int, int], PortState],
+                   data: SweepData) -> None:
         """What both ends of each swept link may train at, from the SM's PortInfoRecords (they hold
         every port's PortInfo, CA ports included, where the SA covers them: a real fabric's SM does;
         ibsim's SA holds a few): each port whose record is there, nothing assumed for the others."""
         for k in targets:
             sw = topo.switches[k[0]]
-            own = records.get((sw.lid, k[1]))
+            own = records.get((sw.lid, k[1])) if sw.lid is not None else None
             if own is not None and own.ability is not None:
                 data.abilities[k] = own.ability
                 if own.up:
@@ -422,7 +433,7 @@ class SweepSource(Source):
                 if far is not None and far.ability is not None:
                     data.abilities[(lk.remote_guid, lk.remote_port)] = far.ability
 
-    def _parse(self, out: SourceOutput, res, what: str = "") -> IbqueryerrorsReport | None:
+    def _parse(self, out: SourceOutput, res: CommandResult, what: str = "") -> IbqueryerrorsReport | None:
         err = command_error(res)
         if err and not (err[0] == "exit_code" and res.returncode == 1):     # 1: "errors found"
             out.error(err[0], what + err[1])
@@ -433,7 +444,8 @@ class SweepSource(Source):
             out.error("parse", what + str(exc))
             return None
 
-    def _sweep_fabric(self, io: HostIO, inputs: Inputs, out: SourceOutput, base: list[str], by_lid: dict):
+    def _sweep_fabric(self, io: HostIO, inputs: Inputs, out: SourceOutput, base: list[str], by_lid: dict[int, str]
+                      ) -> tuple[IbqueryerrorsReport | None, IbqueryerrorsReport | None, set[str | None]]:
         """The whole cached fabric in two processes (counters, errors)."""
         passes = [base + ["--counters"], base]
         if self.config.fabric.concurrency >= 2:
@@ -445,17 +457,19 @@ class SweepSource(Source):
         err_failed = {by_lid.get(int(m.group(1))) for m in _FAILED_LID.finditer(results[1].stderr)}
         return counters, errors, err_failed
 
-    def _sweep_switches(self, io: HostIO, inputs: Inputs, out: SourceOutput, guids: list[str], topo: Topology):
+    def _sweep_switches(self, io: HostIO, inputs: Inputs, out: SourceOutput, guids: list[str], topo: Topology
+                        ) -> tuple[IbqueryerrorsReport, IbqueryerrorsReport, set[str]]:
         """Only this shard's switches, with perfquery by LID (no topology cache to load per process),
         SHARD_CONCURRENCY processes at once under the sweep's one deadline: per switch
         `perfquery -x -l <lid> 255` (PortCountersExtended of every port) and `perfquery -a <lid>` (the
         PortCounters aggregate), then `perfquery -l <lid> 255` only for the switches whose aggregate
         shows a non-zero error counter or PortXmitWait (error counters are sums)."""
-        counters, errors, err_failed = IbqueryerrorsReport(), IbqueryerrorsReport(), set()
+        counters, errors = IbqueryerrorsReport(), IbqueryerrorsReport()
+        err_failed: set[str] = set()
         cmd0 = self.sc.command[0]
         prog = os.path.join(os.path.dirname(cmd0), "perfquery") if os.sep in cmd0 else "perfquery"
         base = [prog, "-t", str(self.config.fabric.mad_timeout_ms)]
-        lids = {}
+        lids: dict[str, int] = {}
         for g in guids:
             sw = topo.switches[g]
             if sw.lid is None:
@@ -465,15 +479,15 @@ class SweepSource(Source):
         if not lids:
             return counters, errors, err_failed
 
-        def run_all(jobs):
-            def one(job):
+        def run_all(jobs: list[tuple[str, list[str]]]) -> list[tuple[str, CommandResult]]:
+            def one(job: tuple[str, list[str]]) -> tuple[str, CommandResult]:
                 g, argv = job
                 return g, io.run(argv, inputs.remaining(self.sc.timeout))
             with ThreadPoolExecutor(max_workers=min(SHARD_CONCURRENCY, len(jobs)),
                                     thread_name_prefix="fabricmon-sweep-shard") as pool:
                 return list(pool.map(one, jobs))
 
-        def parse(g, res):
+        def parse(g: str, res: CommandResult) -> list[PerfqueryBlock] | None:
             sw = topo.switches[g]
             what = f"switch {sw.name or g} (0x{g}): "
             blocks = out.parsed(res, parse_perfquery, what)
@@ -481,7 +495,7 @@ class SweepSource(Source):
 
         jobs = [(g, [*base, *extra, str(lid), *tail]) for g, lid in lids.items()
                 for extra, tail in ((["-x", "-l"], ["255"]), (["-a"], []))]
-        drill = []
+        drill: list[tuple[str, list[str]]] = []
         for (g, argv), (_, res) in zip(jobs, run_all(jobs)):
             blocks = parse(g, res)
             if "-x" in argv:

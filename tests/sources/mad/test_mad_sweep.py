@@ -102,7 +102,7 @@ def test_a_umad_device_error_costs_this_sweep_and_raises_nothing() -> None:
 
 
 def no_umad(monkeypatch) -> list[bool]:
-    """The host's umad port refusing to open as it does where there is none (host.mad.open_engine
+    """The host's umad port refusing to open as it does where there is none (host.mad.MadHost.open
     raising); returns the list of its calls."""
     from fabricmon.host import mad
     calls: list[bool] = []
@@ -110,7 +110,7 @@ def no_umad(monkeypatch) -> list[bool]:
     def refuse(*a, **k):
         calls.append(True)
         raise mad.UmadUnavailable(95, "umad_open_port(default, 0) failed: Operation not supported")
-    monkeypatch.setattr(mad, "open_engine", refuse)
+    monkeypatch.setattr(mad.MadHost, "open", refuse)
     return calls
 
 

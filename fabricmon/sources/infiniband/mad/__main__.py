@@ -17,7 +17,6 @@ import sys
 import time
 
 from fabricmon import ibspec
-from fabricmon.host import mad as host_mad
 from fabricmon.host.io import LiveIO
 from fabricmon.host.mad import MadSettings
 from fabricmon.host.umad import UmadUnavailable
@@ -40,22 +39,22 @@ def main(argv: list[str] | None = None) -> int:
     a = ap.parse_args(argv)
     with open(a.topology) as f:
         topo = build_topology(parse_ibnetdiscover(f.read()))
-    io = LiveIO()
+    live = LiveIO()         # this tool's own LiveIO (not a source's HostIO): its engine's totals are read too
     try:
-        io.mad_open(MadSettings(a.window, a.per_switch, a.timeout_ms, a.retries))
+        live.mad_open(MadSettings(a.window, a.per_switch, a.timeout_ms, a.retries))
     except UmadUnavailable as exc:
         print(f"no umad port: {exc}", file=sys.stderr)
         return 1
-    reader = mad.FabricReader(io.mad_run)
+    reader = mad.FabricReader(live.mad_run)
     targets, _no_lid = mad.plan_targets(topo, set(topo.switches))
     sweeps = []
     for _ in range(max(1, a.sweeps)):
-        before = host_mad.engine_totals()
+        before = live.mad_host.totals()
         peer0, fall0 = reader.peer_reads, reader.fallback_reads
         t0, c0 = time.monotonic(), time.process_time()
         res = reader.read(targets, time.monotonic() + a.deadline, ERRORS)
         wall, cpu = time.monotonic() - t0, time.process_time() - c0
-        after = host_mad.engine_totals()
+        after = live.mad_host.totals()
         sweeps.append({"wall": wall, "cpu": cpu, "engine": {k: v - before.get(k, 0) for k, v in after.items()},
                        "peer_reads": reader.peer_reads - peer0, "fallback_reads": reader.fallback_reads - fall0})
     out = {**sweeps[-1], "sweeps": sweeps, "switches": {

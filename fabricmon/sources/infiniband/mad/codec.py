@@ -155,7 +155,8 @@ def decode_header(mad: bytes) -> Header:
 
 def tid_low(mad: bytes) -> int:
     """The low 32 bits of the transaction ID (the kernel owns the high 32 bits of a request's TID)."""
-    return struct.unpack_from(">I", mad, 12)[0]
+    low: int = struct.unpack_from(">I", mad, 12)[0]
+    return low
 
 
 def _answer(mad: bytes, attr_id: int, need: int) -> None:
@@ -174,7 +175,8 @@ def _answer(mad: bytes, attr_id: int, need: int) -> None:
 def decode_class_port_info(mad: bytes) -> int:
     """PerfMgt ClassPortInfo -> CapabilityMask (16 bits)."""
     _answer(mad, ATTR_CLASS_PORT_INFO, 4)
-    return struct.unpack_from(">H", mad, DATA_OFFSET + 2)[0]
+    mask: int = struct.unpack_from(">H", mad, DATA_OFFSET + 2)[0]
+    return mask
 
 
 def decode_port_counters(mad: bytes) -> tuple[int, dict[str, int]]:

@@ -60,7 +60,7 @@ _UNKNOWN = LinkAbility(frozenset(), frozenset())     # a far end that could not 
 
 
 @functools.lru_cache(maxsize=2048)
-def _tmpl(encode, *args) -> bytes:
+def _tmpl(encode: Callable[..., bytearray], *args: int) -> bytes:
     """One request's MAD, TID 0 (the engine writes the TID into its own copy): shared by every switch."""
     return bytes(encode(*args, 0))
 
@@ -114,6 +114,8 @@ class SwitchResult:
 
 
 Key = tuple[str, int]
+# a switch's plan is kept while these stay: (GUID, LID, port count, capability mask, state ports, counter ports)
+_PlanKey = tuple[str, int, int, int, tuple[int, ...], tuple[int, ...] | None]
 
 
 def plan_targets(topo: Topology, mine: Collection[str], read_state: bool = True) -> tuple[list[SwitchTarget], list[str]]:
@@ -224,9 +226,9 @@ class FabricReader:
     def __init__(self, run: Callable[[Sequence[Request], float], list[bytes | None]]) -> None:
         self.run = run
         self.caps: dict[str, int] = {}
-        self._plans: dict[tuple, tuple[list[Request], bool, bool, tuple[int, ...]]] = {}   # switch -> its sweep's requests
+        self._plans: dict[_PlanKey, tuple[list[Request], bool, bool, tuple[int, ...]]] = {}   # switch -> its sweep's requests
         # (far end's LID, its port) -> (its ability, the read end's (up, width, speed, ability) when it was read)
-        self.peers: dict[tuple[int, int], tuple[LinkAbility, tuple]] = {}
+        self.peers: dict[tuple[int, int], tuple[LinkAbility, tuple[bool, int | None, str | None, LinkAbility]]] = {}
         self.peer_reads = 0                 # far-end PortInfo MADs sent (bench/mad_sweep.py reports it)
         self.fallback_reads = 0             # other-end PortInfo MADs sent where a mirror's read end went unanswered or read down
         self._lock = threading.Lock()       # one read at a time on the one port (two pipelines in a process)
@@ -244,7 +246,7 @@ class FabricReader:
         # 1. capability masks not known yet
         ask = [t for t in targets if t.guid not in self.caps]
         if ask:
-            reqs = [Request(t.guid, t.lid, _tmpl(codec.encode_class_port_info)) for t in ask]
+            reqs: list[Request] = [Request(t.guid, t.lid, _tmpl(codec.encode_class_port_info)) for t in ask]
             for t, ans in zip(ask, self.run(reqs, deadline)):
                 out[t.guid].queries += 1
                 try:
@@ -255,7 +257,7 @@ class FabricReader:
                     out[t.guid].unanswered += ans is None
         # 2. counters, aggregates and link state in one run: each switch's requests in a plan kept
         # across sweeps (the same Get()s every sweep while its capabilities and cabled ports stay)
-        reqs: list[Request] = []
+        reqs = []
         spans = []
         drill: list[SwitchTarget] = []
         plans, used = self._plans, []
@@ -322,16 +324,16 @@ class FabricReader:
                     res.failed.add("port state")
                     continue
                 try:
-                    up, *rest = dec_link(ans)
+                    up, width, speed, ability = dec_link(ans)
                     link_up[p] = up
-                    link[p] = tuple(rest)
+                    link[p] = (width, speed, ability)
                 except MadError:
                     res.failed.add("port state")
         # 3. per-port error counters where the aggregate is not zero
         if drill:
             reqs = [Request(t.guid, t.lid, _tmpl(codec.encode_port_counters, p)) for t in drill for p in range(1, t.nports + 1)]
             keys = [(t, p) for t in drill for p in range(1, t.nports + 1)]
-            bad: set[str] = set()
+            bad_guids: set[str] = set()      # switches whose per-port counters did not all read
             for (t, p), ans in zip(keys, self.run(reqs, deadline)):
                 out[t.guid].queries += 1
                 try:
@@ -341,9 +343,9 @@ class FabricReader:
                     _sel, vals = codec.decode_port_counters(ans)
                     per_port_errors.setdefault(t.guid, {})[p] = {k: vals[k] for k in error_names}
                 except codec.MadError:
-                    bad.add(t.guid)
+                    bad_guids.add(t.guid)
                     out[t.guid].failed.add("counters")
-            for g in bad:
+            for g in bad_guids:
                 per_port_errors.pop(g, None)
         self._read_links(targets, out, deadline)
         drilled = {t.guid for t in drill}

@@ -1,7 +1,7 @@
 """The jobs' learned NCCL bus bandwidth (model.nccl.NcclBaselines), `<paths.state_dir>/nccl_baseline.json`
 beside the learned inventory (in memory where that is): a daemon restarted mid-job keeps judging the
 job against the baseline of its first minutes, not against the slow bandwidth it may have now.
-Written as the optics baseline is (pipeline.optics_baseline.JsonStateFile: atomic, at most every
+Written as the optics baseline is (stores.optics_baseline.JsonStateFile: atomic, at most every
 WRITE_EVERY seconds; an unreadable or unwritable file keeps the baselines in memory, logged once).
 """
 
@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterable
 
 from fabricmon.checks.nccl import NcclSlowConfig
 from fabricmon.model.nccl import NcclBaselines, NcclPath
-from fabricmon.pipeline.optics_baseline import JsonStateFile
+from fabricmon.stores.optics_baseline import JsonStateFile
 
 FILE_NAME = "nccl_baseline.json"
 

@@ -1,5 +1,5 @@
 """The learned receive-power baseline's file, `<paths.state_dir>/optics_baseline.json`, kept where
-the learned inventory is kept (pipeline.learned): by the daemon and `fabricmon check` in the state
+the learned inventory is kept (stores.learned): by the daemon and `fabricmon check` in the state
 directory, in memory for a replay.
 
 A baseline only rises (model.optics.RxBaseline), so a write lost to another writer costs at most a

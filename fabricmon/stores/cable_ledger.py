@@ -9,7 +9,7 @@ with it each build (docs/cables.md):
 3. after them: every finding of a cable's checks that is not OK is noted against the serial of the module in
    its port, so the module carries it to any port it is moved to.
 
-Bounded (model.cable_ledger), written atomically at most every 5 minutes (pipeline.optics_baseline's
+Bounded (model.cable_ledger), written atomically at most every 5 minutes (stores.optics_baseline's
 JsonStateFile); an unreadable file starts a new ledger, logged once.
 """
 
@@ -25,7 +25,7 @@ from fabricmon.model.cable_ledger import CableLedger, Change
 from fabricmon.model.finding import OK, Finding
 from fabricmon.model.optics import OpticsData
 from fabricmon.model.snapshot import SourceState, source_data
-from fabricmon.pipeline.optics_baseline import JsonStateFile
+from fabricmon.stores.optics_baseline import JsonStateFile
 
 FILE_NAME = "cable_ledger.json"
 # the checks whose trouble belongs to the cable or module in the port (what a moved cable carries)
