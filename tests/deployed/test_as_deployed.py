@@ -48,6 +48,7 @@ pytestmark = pytest.mark.deployed
 # here fails the test: say what it needs as deployed (docs/security.md) before it ships.
 AS_DEPLOYED: dict[str, str | None] = {
     "sysfs": None, "hw_counters": None, "netdev": None,      # world-readable sysfs files
+    "port_state": None,         # the ports' state and phys_state: world-readable sysfs files
     "gpudirect": None,          # /proc/modules, /sys/module: world-readable
     "kernel_log": None,         # /dev/kmsg with the unit's CAP_SYSLOG
     "ethtool": None,            # ethtool -S: no capability (ETHTOOL_GSTATS is open to all)
