@@ -16,6 +16,7 @@ import urllib.error
 import urllib.request
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 
 class EtcdError(OSError):
@@ -55,7 +56,7 @@ class EtcdClient:
                 self._ctx.load_cert_chain(cert_file, key_file)
         self._first = 0                         # the endpoint that answered last: asked first next time
 
-    def call(self, path: str, body: dict) -> dict:
+    def call(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
         """POST `body` as JSON to `path` on the first endpoint that answers; its JSON answer. EtcdError when none
         answers, or one answers with an error (an HTTP error status, or a JSON `error`)."""
         data = json.dumps(body).encode()
@@ -138,7 +139,7 @@ class EtcdClient:
         return self._kv(kvs[0]) if kvs else None
 
     @staticmethod
-    def _kv(d: dict) -> KeyValue:
+    def _kv(d: dict[str, Any]) -> KeyValue:
         return KeyValue(_unb64(d.get("key", "")), _unb64(d.get("value", "")), int(d.get("lease", 0)),
                         int(d.get("create_revision", 0)))
 

@@ -25,7 +25,7 @@ class Etcd:
         self.client_port = free_port()
         self.peer_port = free_port()
         self.url = f"http://127.0.0.1:{self.client_port}"
-        self.proc: subprocess.Popen | None = None
+        self.proc: subprocess.Popen[bytes] | None = None
 
     def __enter__(self) -> "Etcd":
         return self.start()
