@@ -47,6 +47,7 @@ class CommandResult:
     duration: float
     error: str | None = None   # None, "not_found", "timeout", "exec_error", "not_recorded"
     truncated: bool = False    # stdout or stderr was longer than MAX_OUTPUT and is cut there
+    finished: float | None = None   # time.monotonic() when the answer was complete (None: not known, a replay)
 
     @property
     def ok(self) -> bool:

@@ -437,7 +437,7 @@ class _Column:
 
 class _Walk:
     __slots__ = ("spec", "index", "columns", "max_rep", "request_id", "packet", "sent_at", "tries",
-                 "error", "stderr", "started", "finished", "community", "bad", "warnings", "bad_values",
+                 "error", "stderr", "started", "finished", "ended", "community", "bad", "warnings", "bad_values",
                  "discovering", "resyncs", "bad_auth")
 
     def __init__(self, spec: WalkSpec, index: int):
@@ -454,6 +454,7 @@ class _Walk:
         self.stderr = ""
         self.started = 0.0
         self.finished = False
+        self.ended: float | None = None     # time.monotonic() when it finished (its answer complete)
         self.community = spec.community.encode()
         self.bad: str | None = None         # why the last datagram for the request in flight was dropped
         self.warnings: list[str] = []       # values left out (wider than their type, unknown type)
@@ -473,7 +474,7 @@ class _Walk:
             more = self.bad_values - len(self.warnings)
             err += "".join(self.warnings) + (f"Bad values: {more} more left out\n" if more > 0 else "")
         return CommandResult(self.spec.argv(), rc, out, err, now - self.started if self.started else 0.0,
-                             self.error)
+                             self.error, finished=self.ended)
 
     def bad_value(self, oid: str, why: str) -> None:
         """A value that cannot be read: left out of the answer and named in stderr (as net-snmp's
@@ -774,7 +775,7 @@ class _Run:
     def finish(self, w: _Walk, error: str | None, stderr: str, cascade: bool = False) -> None:
         if w.finished:
             return
-        w.finished = True
+        w.finished, w.ended = True, time.monotonic()
         if error or stderr:
             w.error, w.stderr = error, stderr
         address = w.spec.address

@@ -462,6 +462,10 @@ class SweepData:
     abilities: dict[Key, LinkAbility] = field(default_factory=dict)
     # InfiniBand: the width and speed a port runs at, read in this sweep (wins over the discovery's)
     link_rate: dict[Key, tuple[int | None, str | None]] = field(default_factory=dict)
+    # Ethernet: per switch, the seconds between its traffic counters' answer and the sweep's end (a sweep's
+    # records are timed at its end; a switch answered early in one sweep and late in the next would turn the
+    # difference into traffic: the rates take each switch at its own read). Absent: read at the end (0)
+    read_ago: dict[str, float] = field(default_factory=dict)
 
     def switches_read(self) -> set[str]:
         """The switches this sweep read something of: counters, or a port's state (what the sweep checks

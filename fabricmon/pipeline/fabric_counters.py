@@ -6,6 +6,8 @@ counters the sweep being judged yielded, and whether one of them saturates, say 
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import structlog
 
 from fabricmon import ibspec
@@ -64,7 +66,15 @@ class SweepCounters:
         self.rate_intake.take_ports([(key, {f"pause:{prio}:{direction}": v for (prio, direction), v in pause.items()})
                                      for key, pause in sweep.pause.items() if key in keep], t, {}, stream="pause")
         ports = [(key, vals) for key, vals in sweep.ports.items() if key in keep]
-        self.rate_intake.take_ports(ports, t, rates, only=RATE_COUNTERS)
+        if sweep.read_ago:
+            # each switch's traffic at the time it was read (SweepData.read_ago), so a late answer is no traffic
+            by_time: dict[float, list[tuple[tuple[str, int], Mapping[str, int]]]] = {}
+            for key, vals in ports:
+                by_time.setdefault(t - sweep.read_ago.get(key[0], 0.0), []).append((key, vals))
+            for at, group in by_time.items():
+                self.rate_intake.take_ports(group, at, rates, only=RATE_COUNTERS)
+        else:
+            self.rate_intake.take_ports(ports, t, rates, only=RATE_COUNTERS)
         for key, name in self.intake.take_ports(ports, t, rules, only=CHECKED_COUNTERS):
             log.info("counter decreased (reset)", switch_guid=key[0], port=key[1], counter=name)
         self.intake.prune(keep)

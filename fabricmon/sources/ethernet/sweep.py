@@ -30,6 +30,7 @@ from fabricmon.pipeline.source import INVENTORY, Inputs, SourceOutput, register
 from fabricmon.sources.ethernet.snmp import SnmpAccess, SnmpSource, failure
 
 SWEEP_WALKS = ("if_table", "ifx_table")
+OCTETS_WALK = "ifx_table"                   # the walk the traffic counters (ifHCIn/OutOctets) come in
 OCTET_COUNTERS = {"transmit_bytes": 1, "receive_bytes": 1}
 WRAPPING = frozenset(r.field for r in OIDS if r.type == "counter32")
 OPER_UP = 1
@@ -37,7 +38,9 @@ NO_ANSWER = ("timeout", "exit_code")        # failure kinds that mean the switch
 
 
 def read_counters(access: SnmpAccess, io: HostIO, address: str, tables: tuple[str, ...],
-                  remaining: Callable[[], float]) -> tuple[SwitchCounters | None, tuple[str, str] | None]:
+                  remaining: Callable[[], float], answered: list[float] | None = None
+                  ) -> tuple[SwitchCounters | None, tuple[str, str] | None]:
+    """A switch's sweep walks one after another; `answered` gets when its traffic counters' walk finished."""
     texts: dict[str, str] = {}
     for name in (*SWEEP_WALKS, *tables):
         res = access.walk(io, address, WALK_BY_NAME[name].root, remaining())
@@ -45,6 +48,8 @@ def read_counters(access: SnmpAccess, io: HostIO, address: str, tables: tuple[st
         if err is not None:
             return None, err
         texts[name] = res.stdout
+        if name == OCTETS_WALK and answered is not None:
+            answered.append(res.finished if res.finished is not None else time.monotonic())
     return _counters(texts)
 
 
@@ -56,7 +61,8 @@ def _counters(texts: dict[str, str]) -> tuple[SwitchCounters | None, tuple[str, 
 
 
 def read_all_inprocess(access: SnmpAccess, io: HostIO, switches: list[tuple[str, str, tuple[str, ...]]],
-                       deadline: float, concurrency: int, cancel: threading.Event | None = None
+                       deadline: float, concurrency: int, cancel: threading.Event | None = None,
+                       answered: dict[str, float] | None = None
                        ) -> list[tuple[str, SwitchCounters | None, tuple[str, str] | None]]:
     """Every switch's sweep walks (v2c) in one HostIO.snmp_walks call: switches are (key, address,
     PFC tables); -> (key, counters or None, error or None) per switch, in order. A switch's error
@@ -77,6 +83,8 @@ def read_all_inprocess(access: SnmpAccess, io: HostIO, switches: list[tuple[str,
             errors[key] = err
         else:
             texts[key][name] = res.stdout
+            if name == OCTETS_WALK and answered is not None and res.finished is not None:
+                answered[key] = res.finished        # when this switch's traffic counters were answered
     return [(key, None, errors[key]) if key in errors else (key, *_counters(texts[key]))
             for key, _, _ in switches]
 
@@ -89,15 +97,22 @@ class SnmpSweepSource(SnmpSource):
         t0 = time.monotonic()
         data = SweepData(scale=dict(OCTET_COUNTERS), wrapping=set(WRAPPING))
 
+        answered: dict[str, float] = {}         # switch -> time.monotonic() its traffic counters were answered
+
         def one(guid: str) -> tuple[str, SwitchCounters | None, tuple[str, str] | None]:
             sw = topo.switches[guid]
-            return guid, *read_counters(self.access, io, sw.address, sw.counter_tables,
-                                        lambda: inputs.remaining(self.sc.timeout))
+            at: list[float] = []
+            got = read_counters(self.access, io, sw.address, sw.counter_tables,
+                                lambda: inputs.remaining(self.sc.timeout), at)
+            if at:
+                answered[guid] = at[0]
+            return guid, *got
 
         if mine and self.access.inprocess:
             results = read_all_inprocess(
                 self.access, io, [(g, topo.switches[g].address, topo.switches[g].counter_tables) for g in mine],
-                time.monotonic() + inputs.remaining(self.sc.timeout), fc.ethernet.concurrency, inputs.cancel)
+                time.monotonic() + inputs.remaining(self.sc.timeout), fc.ethernet.concurrency, inputs.cancel,
+                answered)
         elif mine:
             with ThreadPoolExecutor(max_workers=max(1, min(fc.ethernet.concurrency, len(mine))),
                                     thread_name_prefix="fabricmon-snmp-sweep") as pool:
@@ -126,7 +141,9 @@ class SnmpSweepSource(SnmpSource):
                     data.rate_mbps[(guid, port)] = sc.speed_mbps[port]
                 if port in sc.pause:
                     data.pause[(guid, port)] = sc.pause[port]
-        data.duration = time.monotonic() - t0
+        end = time.monotonic()
+        data.duration = end - t0
+        data.read_ago = {g: max(0.0, end - at) for g, at in answered.items() if g in data.switches}
         if data.switches or not mine:
             out.data = data
 
