@@ -191,6 +191,19 @@ class Pager:
                         return n["at"], a, n["receiver"]
         return None
 
+    def find(self, status: str, **labels: str) -> dict | None:
+        """The first alert notified with `status` ("firing", "resolved") and these labels."""
+        with self.lock:
+            for n in self.notifications:
+                for a in n["alerts"]:
+                    if a["status"] == status and all(a["labels"].get(k) == v for k, v in labels.items()):
+                        return a
+        return None
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
     def seen(self) -> set:
         with self.lock:
             return {json.dumps(a["labels"], sort_keys=True) for n in self.notifications for a in n["alerts"]

@@ -10,18 +10,15 @@ Alertmanager, and a webhook receiver in the test.
 
 from __future__ import annotations
 
-import json
 import re
 import shutil
-import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
 from fabricmon.sim.fabric import fat_tree_netfile
-from ship_helpers import (FABRICMON, ROOT, free_port, http_get, make_apt_packages, require_tool, start_prometheus,
-                          start_alertmanager, start_sim_node, wait_until, load_generator)
+from ship_helpers import (FABRICMON, ROOT, Pager, free_port, http_get, make_apt_packages, require_tool,
+                          start_prometheus, start_alertmanager, start_sim_node, wait_until, load_generator)
 
 build_rules = load_generator("prometheus/build_rules.py")
 
@@ -31,43 +28,9 @@ HEALTHY, DEGRADED = "node01 mlx5_0", "node02 mlx5_0"
 INTERVAL = 1.0
 
 
-class Webhook:
-    """Alertmanager's webhook receiver: keeps every notification."""
-
-    def __init__(self):
-        self.notifications: list[dict] = []
-        hook = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self):
-                body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
-                hook.notifications.append(json.loads(body))
-                self.send_response(200)
-                self.end_headers()
-
-            def log_message(self, *a):
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.port = self.server.server_address[1]
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-        self.thread.start()
-
-    def find(self, status: str, **labels) -> dict | None:
-        for n in self.notifications:
-            for a in n["alerts"]:
-                if a["status"] == status and all(a["labels"].get(k) == v for k, v in labels.items()):
-                    return a
-        return None
-
-    def close(self):
-        self.server.shutdown()
-        self.server.server_close()
-
-
 @pytest.fixture
 def webhook():
-    w = Webhook()
+    w = Pager()
     yield w
     w.close()
 

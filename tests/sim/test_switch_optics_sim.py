@@ -130,6 +130,21 @@ class Sim:
             self.stop()
             raise RuntimeError("snmpsimd did not start: " + (self.dir / "log").read_text()[-2000:]) from None
 
+    def collect(self, source_cls, name: str):
+        """One run of an Ethernet source (`source_cls`, registered as `name`) over every recording served, each a
+        switch of a topology: (its config, the topology, its SourceOutput, the seconds it took)."""
+        cfg = from_dict({"fabric": {"kind": "ethernet", "port": 0, "ethernet": {
+            "switches": list(self.addr.values()), "snmp": {"community": "public"}}}}, check_paths=False)
+        topo = Topology()
+        for sw, addr in self.addr.items():
+            topo.switches[sw] = SwitchNode(sw, sw, 0, None, kind="ethernet", address=addr)
+        src = source_cls(cfg, cfg.fabric.sources[name])
+        t0 = time.monotonic()
+        out = src.collect(LiveIO(), Inputs(deadline=time.monotonic() + 120, inventory=topo))
+        took = time.monotonic() - t0
+        src.close()
+        return cfg, topo, out, took
+
     def stop(self) -> None:
         if self.proc.poll() is None:
             os.killpg(self.proc.pid, signal.SIGTERM)
@@ -153,16 +168,7 @@ def served():
     files["nxos-planted"] = nx.replace(f"{RX_NXOS_ETH1_7}|2|-8268", f"{RX_NXOS_ETH1_7}|2|-30000")
     sim = Sim(files)
     try:
-        cfg = from_dict({"fabric": {"kind": "ethernet", "port": 0, "ethernet": {
-            "switches": list(sim.addr.values()), "snmp": {"community": "public"}}}}, check_paths=False)
-        topo = Topology()
-        for name, addr in sim.addr.items():
-            topo.switches[name] = SwitchNode(name, name, 0, None, kind="ethernet", address=addr)
-        src = SnmpOpticsSource(cfg, cfg.fabric.sources["optics"])
-        t0 = time.monotonic()
-        out = src.collect(LiveIO(), Inputs(deadline=time.monotonic() + 120, inventory=topo))
-        took = time.monotonic() - t0
-        src.close()
+        cfg, topo, out, took = sim.collect(SnmpOpticsSource, "optics")
         yield files, cfg, topo, out, took
     finally:
         sim.stop()

@@ -9,19 +9,16 @@ naming the switch and the part; the recording without such tables has no vitals 
 from __future__ import annotations
 
 import re
-import time
 
 import pytest
 
 from fabricmon.checks.fabric_inputs import FabricInputs
 from fabricmon.config import from_dict
 from fabricmon.exporter.render import render
-from fabricmon.host import LiveIO
-from fabricmon.model.fabric import FabricSection, SwitchNode, Topology
+from fabricmon.model.fabric import FabricSection, Topology
 from fabricmon.model.snapshot import BuildStats, Snapshot, SourceState
 from fabricmon.model.vitals import SwitchVitalsData
 from fabricmon.pipeline.fabric import FabricModel
-from fabricmon.pipeline.source import Inputs
 from fabricmon.sim.ethernet import tools_available
 from fabricmon.sources.ethernet.vitals import SnmpVitalsSource
 from helpers import REPO, unavailable
@@ -44,16 +41,7 @@ def served():
     files["junos-psu-down"] = files["junos"].replace(f"{PSU1}|2|2", f"{PSU1}|2|6")
     sim = Sim(files)
     try:
-        cfg = from_dict({"fabric": {"kind": "ethernet", "port": 0, "ethernet": {
-            "switches": list(sim.addr.values()), "snmp": {"community": "public"}}}}, check_paths=False)
-        topo = Topology()
-        for name, addr in sim.addr.items():
-            topo.switches[name] = SwitchNode(name, name, 0, None, kind="ethernet", address=addr)
-        src = SnmpVitalsSource(cfg, cfg.fabric.sources["vitals"])
-        t0 = time.monotonic()
-        out = src.collect(LiveIO(), Inputs(deadline=time.monotonic() + 120, inventory=topo))
-        took = time.monotonic() - t0
-        src.close()
+        _, topo, out, took = sim.collect(SnmpVitalsSource, "vitals")
         yield files, topo, out, took
     finally:
         sim.stop()
