@@ -36,10 +36,10 @@ from fabricmon.sim import sysfs_tree
 from fabricmon.sim.fabric import fat_tree_netfile
 from fabricmon.sim.nccl_inspector import InspectorWriter, SimGpu, SimJob, SimPaths
 from helpers import BUNDLES, fabric_collector
-from ship_helpers import http_get, load_generator, require_tool, start_prometheus, wait_until
+from ship_helpers import Pager, http_get, load_generator, require_tool, start_prometheus, wait_until
 from test_dashboards import _has_data
 from test_fabric_dashboard import VARS, dashboard, row_panels
-from test_paging_e2e import Webhook, grouping_alertmanager
+from test_paging_e2e import grouping_alertmanager
 
 pytestmark = pytest.mark.sim
 
@@ -128,7 +128,7 @@ class Cluster:
     nodes: dict[str, Daemon]            # the node daemons, by host
     coll: Daemon                        # the fabric collector
     prom: object                        # ship_helpers.Prometheus
-    webhook: Webhook
+    webhook: Pager
     writer: InspectorWriter
     paths: SimPaths
     cabled: dict[str, tuple[str, int]]  # host -> (leaf, leaf port)
@@ -168,7 +168,7 @@ def cluster(fab, processes, tmp_path: Path, jobs: dict[str, list[str]], traffic:
     for r in doc["groups"][0]["rules"]:
         r["for"] = "2s"
     rules.write_text(yaml.safe_dump(doc, sort_keys=False))
-    webhook = Webhook()
+    webhook = Pager()
     try:
         nodes.update({h: node_daemon(fab, h, tmp_path, dirs[h]) for h in hosts})
         with fabric_collector(fab, tmp_path / "collector", {**COLLECTOR, **(fabric or {})}, traffic) as coll:
