@@ -731,7 +731,8 @@ def fabric_alerts(base: str) -> list[dict]:
               " down: their alerts are silent, never resolved). Shards seen in the last day and absent now:"
               " {{ range printf \"max without (instance, replica) (max_over_time(fabricmon_fabric_shard_info{job='%s'}"
               "[1d])) unless max without (instance, replica) (fabricmon_fabric_shard_info{job='%s'})\" $labels.job"
-              " $labels.job | query }}{{ .Labels.shard }} {{ end }}(of {{ $labels.job }}). Start the shard's"
+              " $labels.job | query | sortByLabel \"shard\" }}{{ .Labels.shard }} {{ end }}(of {{ $labels.job }})."
+              " Start the shard's"
               " collectors, or put their targets back.", base),
         alert("FabricmonFabricCollectorAbsent", f"absent(up{{{F}}})", "critical", FOR["fabric_absent"],
               "No fabric collector is scraped at all.",
