@@ -82,9 +82,12 @@ def test_act_isolates_within_two_sweeps_the_sm_routes_around_and_the_port_comes_
         done = [ln for ln in c.lines() if ln.get("event") == "remediation isolated"]
         assert len(done) == 2 and all(ln["cap"] and ln["evidence"] and ln["why"] for ln in done), done
         print(f"\nisolated within {swept:g} sweeps, {took:.1f} s after the errors")
-        # the map marks them and says the mode
-        page = urllib.request.urlopen(f"http://127.0.0.1:{c.port}/", timeout=10).read().decode()
-        assert page.count('data-isolated="') == 2 and 'data-remediation="isolate_port act, drain_node off"' in page
+        # the map marks them and says the mode (from the build after the record: waited for)
+        def map_page() -> str | None:
+            page = urllib.request.urlopen(f"http://127.0.0.1:{c.port}/", timeout=10).read().decode()
+            return page if page.count('data-isolated="') == 2 else None
+        page = c.wait(map_page, 10, "the map marks both isolated links")
+        assert 'data-remediation="isolate_port act, drain_node off"' in page
 
         # the hardware takes the links down at both ends; opensm routes around them
         for p in (BER_PORT, FLAP_PORT):
