@@ -176,11 +176,11 @@ def run_size(n: int, sweeps: int, hosts: int, tmp: Path, version: str, timeout: 
                                     "ethernet": {"switches": fab.addresses(), "concurrency": 16,
                                                  "snmp": {**snmp, "timeout": timeout, "retries": 1}}}})
         io = LiveIO()
-        disc = SnmpDiscoverySource(cfg, cfg.fabric.sources["discovery"])
+        disc = SnmpDiscoverySource(cfg.fabric.sources["discovery"])
         out = disc.collect(io, Inputs(deadline=time.monotonic() + 600))
         assert out.data is not None and not out.errors, out.errors
         topo = build_topology(out.data)
-        sweep = SnmpSweepSource(cfg, cfg.fabric.sources["sweep"])
+        sweep = SnmpSweepSource(cfg.fabric.sources["sweep"])
         assert sweep.access.inprocess, "v3 fell back to net-snmp's tools (is cryptography installed?)"
         ours = []
         for _ in range(sweeps):

@@ -40,7 +40,7 @@ from overhead_vs_node_exporter import Traffic, build_tree  # noqa: E402
 from fabricmon.config import from_dict  # noqa: E402
 from fabricmon.exporter.render import render  # noqa: E402
 from fabricmon.host.io import LiveIO  # noqa: E402
-from fabricmon.pipeline import Pipeline  # noqa: E402
+from fabricmon.pipeline.scheduler import Pipeline  # noqa: E402
 from fabricmon.pipeline.source import registry  # noqa: E402
 
 

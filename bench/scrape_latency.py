@@ -22,7 +22,7 @@ from prometheus_client import start_http_server  # noqa: E402
 from prometheus_client.registry import CollectorRegistry  # noqa: E402
 
 from fabricmon.sim import sysfs_tree as nodetree  # noqa: E402
-from fabricmon.pipeline import Pipeline  # noqa: E402
+from fabricmon.pipeline.scheduler import Pipeline  # noqa: E402
 from fabricmon.config import from_dict  # noqa: E402
 from fabricmon.serve.daemon import Daemon  # noqa: E402
 from fabricmon.exporter import SnapshotCollector, render  # noqa: E402

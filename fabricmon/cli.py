@@ -19,10 +19,10 @@ from fabricmon import __version__, counter_sets, gc_pause
 from fabricmon import healthcheck
 from fabricmon import install as installer
 from fabricmon import log as logsetup
-from fabricmon.config import DEFAULT_CONFIG_PATH, Config, ConfigError, load
+from fabricmon.config import DEFAULT_CONFIG_PATH, Config, ConfigError, from_dict, load
 from fabricmon.exporter import render
 from fabricmon.fsutil import write_atomic
-from fabricmon.pipeline import Pipeline
+from fabricmon.pipeline.scheduler import Pipeline
 from fabricmon.stores.learned import LearnedStore, inventory_path
 from fabricmon.remediation import cli as remediation_cli
 from fabricmon.host import BundleError, HostIO, LiveIO, RecordingIO, ReplayIO
@@ -319,12 +319,13 @@ def cmd_capture(args: argparse.Namespace) -> int:
 
 def _fabric_config(args: argparse.Namespace) -> Config:
     """The config with --shard applied; for a live run the topology cache dir exists."""
-    from dataclasses import replace
-
     from fabricmon.fabric_settings import parse_shard
     cfg = _load(args)
     if getattr(args, "shard", None):
-        cfg = replace(cfg, fabric=replace(cfg.fabric, shard=parse_shard(args.shard, "--shard")))
+        i, n = parse_shard(args.shard, "--shard")
+        # built again with the shard, so that every source's settings hold it (they are built as the config loads)
+        cfg = from_dict({**cfg.raw, "fabric": {**(cfg.raw.get("fabric") or {}), "shard": f"{i}/{n}"}}, cfg.path,
+                        check_paths=not getattr(args, "replay", None))
     if not getattr(args, "replay", None):
         try:
             os.makedirs(cfg.fabric.cache_dir, exist_ok=True)

@@ -2,15 +2,16 @@
 is a Schema (fabricmon.schema) declared beside the code that reads it: `server` in serve/settings.py,
 `checks` in checks/settings.py, `expected_links` in checks/inventory.py, `roce` in checks/roce.py,
 `fabric` in fabric_settings.py (with the fabric checks' sections and `fabric.ethernet`), each source's
-keys in the registry. Only the node daemon's paths, logging and exclude_devices and the small gpu and
-slurm sections are declared here. docs/configuration.md is rendered from the same schemas (`make
+keys in the registry, `gpu` and `slurm` in sources/settings.py (what the sources read beyond their
+own keys). Only the node daemon's paths, logging and exclude_devices are declared here. The sections
+a source reads (exclude_devices, gpu, slurm; the fabric's scope) are built before the sources and
+provided to their typed settings (schema.Context.provide): no source sees this Config. docs/configuration.md is rendered from the same schemas (`make
 config-doc`). Every error names the key and the reason: `fabricmon run` refuses to start (exit 2).
 """
 
 from __future__ import annotations
 
 import os
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -20,29 +21,19 @@ import yaml
 from fabricmon.checks.inventory import EXPECTED_LINK, ExpectedLink, expected_links
 from fabricmon.checks.roce import ROCE, RoceConfig
 from fabricmon.checks.settings import CHECKS, ChecksConfig
-from fabricmon.fabric_settings import DEFAULT_FABRIC_PORT, FABRIC, FABRIC_COLLECTORS, SOURCE_INTERVALS, FabricConfig
+from fabricmon.fabric_settings import (DEFAULT_FABRIC_PORT, FABRIC, FABRIC_COLLECTORS, SOURCE_INTERVALS, FabricConfig,
+                                       import_sources)
 from fabricmon.host.runner import DEFAULT_TOOL_DIRS
 from fabricmon.remediation.settings import SCHEMA as REMEDIATION, RemediationConfig
-from fabricmon.registry import SOURCE_PACKAGES, SourceConfig, load_sources, source_rows, source_tables
-from fabricmon.schema import (ConfigError, Context, Schema, absolute, absolute_dir, choice, existing_dir, glob_list,
-                              integer, listing, mapping, matches_any, number, string, table, values)
+from fabricmon.registry import NODE, SourceConfig, SourceSpec, load_sources, registry, source_rows, source_tables
+from fabricmon.schema import (ConfigError, Context, DeviceFilter, Schema, absolute_dir, choice, existing_dir,
+                              glob_list, listing, mapping, matches_any, string, table, values)
 from fabricmon.serve.settings import DEFAULT_PORT, SERVE_KEYS, SERVER, ServeConfig, TLSConfig
+# importing it registers the node's sources (fabricmon.sources), whose keys `sources` validates
+from fabricmon.sources.settings import GPU, SLURM, GpuConfig, SlurmConfig
 
 DEFAULT_CONFIG_PATH = "/etc/fabricmon/fabricmon.yml"
-# the node daemon's collector in the source registry (fabricmon.sources)
-NODE_COLLECTOR = next(c for c, pkg in SOURCE_PACKAGES.items() if pkg == "fabricmon.sources")
-
-
-@dataclass(frozen=True, slots=True)
-class GpuConfig:
-    nccl_env_file: str | None = None               # env file whose NCCL_IB_HCA is checked
-
-
-@dataclass(frozen=True, slots=True)
-class SlurmConfig:
-    node_name: str | None = None         # this node's Slurm name; None: the short host name
-    lookup_retry: float = 60.0           # seconds before a failed job lookup (slurmctld down) is tried again
-    max_job_switch_series: int = 20000   # fabricmon_fabric_job_switch_info series at most (the rest counted)
+NODE_COLLECTOR = NODE       # the node daemon's collector in the source registry (fabricmon.sources)
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,30 +81,6 @@ LOGGING: Schema[dict[str, Any]] = Schema(fields=(
            reason="expected auto, json or console"),
 ), build=values)
 
-GPU: Schema[GpuConfig] = Schema(fields=(
-    string("nccl_env_file", None, "env file whose `NCCL_IB_HCA` is checked against the GPU/HCA affinity "
-           "(e.g. `/etc/nccl.conf`)", null=True, check=absolute, kind="absolute path"),
-), build=lambda v, key, ctx: GpuConfig(**v))
-
-
-def _slurm_node(value: str, key: str, ctx: Context) -> str:
-    if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]{0,254}", value):
-        raise ConfigError(key, f"expected a Slurm node name (letters, digits, '.', '_', '-'), got {value!r}")
-    return value
-
-
-_D_SLURM = SlurmConfig()
-SLURM: Schema[SlurmConfig] = Schema(fields=(
-    string("node_name", None, "this node's Slurm name", null=True, check=_slurm_node,
-           default_doc="the short host name"),
-    number("lookup_retry", _D_SLURM.lookup_retry,
-           "seconds before a failed job lookup (slurmctld down or slow) is tried again", lo=1),
-    integer("max_job_switch_series", _D_SLURM.max_job_switch_series,
-            "fabric collector: `fabricmon_fabric_job_switch_info` series at most "
-            "(the rest counted)", lo=0),
-), build=lambda v, key, ctx: SlurmConfig(**v), doc="Which jobs a finding hurts ([jobs.md](jobs.md)).")
-
-
 # top-level key -> its schema (None: validated by its own function), in the order they are built
 SECTIONS: dict[str, Schema[Any] | None] = {
     "server": SERVER, "paths": PATHS, "sources": None, "exclude_devices": None, "expected_links": None,
@@ -123,6 +90,14 @@ SECTIONS: dict[str, Schema[Any] | None] = {
 _TOP_KEYS = tuple(SECTIONS)
 
 
+def registered(collector: str) -> dict[str, SourceSpec]:
+    """A collector's registered sources, its package imported first (what the config validates and the
+    pipeline runs; the node's are imported with this module)."""
+    if collector != NODE_COLLECTOR:
+        import_sources(collector)
+    return registry(collector)
+
+
 def from_dict(raw: Any, path: str | None = None, check_paths: bool = True) -> Config:
     """Validate a parsed YAML document. Raises ConfigError naming the bad key."""
     top = mapping(raw, "", _TOP_KEYS)
@@ -130,24 +105,29 @@ def from_dict(raw: Any, path: str | None = None, check_paths: bool = True) -> Co
     server = SERVER.load(top.get("server"), "server", ctx)
     paths = PATHS.load(top.get("paths"), "paths", ctx)
     ctx.built["state_dir"] = paths["state_dir"]
+    # what the sources read of the other sections, built first and provided to their settings
+    exclude = glob_list(top["exclude_devices"], "exclude_devices", ctx) if top.get("exclude_devices") is not None else ()
+    ctx.provide(DeviceFilter(exclude))
+    gpu, slurm = GPU.load(top.get("gpu"), "gpu", ctx), SLURM.load(top.get("slurm"), "slurm", ctx)
+    ctx.provide(gpu)
+    ctx.provide(slurm)
     sources, _ = load_sources(top.get("sources"), "sources", NODE_COLLECTOR, ctx)
     logging_ = LOGGING.load(top.get("logging"), "logging", ctx)
     return Config(
         address=server["address"], port=server["port"], tls=server["tls"],
         sysfs=paths["sysfs"], procfs=paths["procfs"], state_dir=paths["state_dir"],
         sources=sources,
-        exclude_devices=glob_list(top["exclude_devices"], "exclude_devices", ctx) if top.get("exclude_devices")
-        is not None else (),
+        exclude_devices=exclude,
         expected_links=expected_links(top["expected_links"], "expected_links", ctx) if top.get("expected_links")
         is not None else (),
         checks=CHECKS.load(top.get("checks"), "checks", ctx),
         log_level=logging_["level"], log_format=logging_["format"],
         path=path, raw=top,
         roce=ROCE.load(top.get("roce"), "roce", ctx),
-        gpu=GPU.load(top.get("gpu"), "gpu", ctx),
+        gpu=gpu,
         tool_dirs=paths["tool_dirs"],
         fabric=FABRIC.load(top.get("fabric"), "fabric", ctx),
-        slurm=SLURM.load(top.get("slurm"), "slurm", ctx),
+        slurm=slurm,
         serve=ServeConfig(**{k: server[k] for k in SERVE_KEYS}),
         remediation=REMEDIATION.load(top.get("remediation"), "remediation", ctx),
     )
@@ -187,6 +167,8 @@ def reference() -> str:
     """The generated part of docs/configuration.md: one table per section, from the sections' schemas
     (each with its doc line), fabric.ethernet's and the source registry's."""
     from fabricmon.sources.ethernet.settings import SCHEMA as ethernet
+    for kind in FABRIC_COLLECTORS:
+        import_sources(kind)        # both fabric kinds' sources are listed
     collectors = {NODE_COLLECTOR: ("node (`sources.`)", "sources"),
                   **{c: (f"fabric, {k} (`fabric.sources.`)", "fabric.sources") for k, c in FABRIC_COLLECTORS.items()}}
     fabric_intervals = {c: {n: f"`fabric.{k}`" for n, k in SOURCE_INTERVALS.items()} for c in FABRIC_COLLECTORS.values()}
@@ -210,4 +192,4 @@ def reference() -> str:
 
 __all__ = ["DEFAULT_CONFIG_PATH", "DEFAULT_FABRIC_PORT", "DEFAULT_PORT", "SECTIONS", "ChecksConfig", "Config",
            "ConfigError", "ExpectedLink", "FabricConfig", "GpuConfig", "RemediationConfig", "RoceConfig", "ServeConfig", "SlurmConfig", "SourceConfig",
-           "TLSConfig", "from_dict", "load", "loads", "reference", "yaml_document"]
+           "TLSConfig", "from_dict", "load", "loads", "reference", "registered", "yaml_document"]

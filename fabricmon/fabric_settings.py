@@ -16,7 +16,9 @@ from typing import TYPE_CHECKING, Any, Mapping
 from fabricmon.checks import fabric_pfc
 from fabricmon.checks.fabric_ecmp import THRESHOLDS, FabricThresholds
 from fabricmon.checks.fabric_pfc import PfcStormSettings
-from fabricmon.registry import SOURCE_PACKAGES, SourceConfig, load_sources
+from fabricmon.host.mad import MadSettings
+from fabricmon.registry import FABRIC_KINDS, SourceConfig, load_sources
+from fabricmon.sources.settings import FabricScope
 from fabricmon.schema import (ConfigError, Context, Schema, choice, custom, integer, number, section, string,
                               values)
 
@@ -24,15 +26,23 @@ if TYPE_CHECKING:
     from fabricmon.sources.ethernet.settings import EthernetConfig
 
 DEFAULT_FABRIC_PORT = 9881      # the fabric collector (9880 is fluentd's in_http default)
-# the fabric collector's registry name for each fabric.kind (fabricmon.sources.<kind>)
-FABRIC_COLLECTORS = {kind: next(c for c, pkg in SOURCE_PACKAGES.items() if pkg == f"fabricmon.sources.{kind}")
-                     for kind in ("infiniband", "ethernet")}
+# the fabric collector's registry name for each fabric.kind (the sources of fabricmon.sources.<kind>)
+FABRIC_COLLECTORS = {kind: kind for kind in FABRIC_KINDS}
 
 
 def _ethernet_schema() -> Schema[EthernetConfig]:
-    """fabric.ethernet's schema: the Ethernet package is imported only for an Ethernet fabric."""
+    """fabric.ethernet's schema: the Ethernet package (and so its sources) is imported only for an
+    Ethernet fabric."""
     from fabricmon.sources.ethernet.settings import SCHEMA
     return SCHEMA
+
+
+def import_sources(kind: str) -> None:
+    """Register the sources of `kind`'s collector, by importing its package's settings module."""
+    if kind == "ethernet":
+        _ethernet_schema()
+    else:
+        import fabricmon.sources.infiniband.settings  # noqa: F401 - imported to register
 
 
 @functools.lru_cache(maxsize=1)
@@ -49,7 +59,9 @@ class FabricConfig:
     concurrency: int = 2                 # ibqueryerrors passes in flight at once (1 or 2)
     shard: tuple[int, int] = (0, 1)      # (index, count): sweep the switches whose GUID hash % count == index
     cache_dir: str = "/var/lib/fabricmon/fabric"
-    mad_timeout_ms: int = 200            # ibqueryerrors/ibroute/sminfo -t: one switch that does not answer costs this per MAD
+    # fabric.mad_timeout_ms (ibqueryerrors/ibroute/sminfo -t, and the engine's per MAD), fabric.mad_window,
+    # fabric.mad_window_per_switch, fabric.mad_retries: the MAD engine's settings
+    mad: MadSettings = field(default_factory=MadSettings)
     thresholds: FabricThresholds = field(default_factory=FabricThresholds)     # the ecmp check's
     pfc_storm: PfcStormSettings = field(default_factory=PfcStormSettings)     # the pfc_storm check's
     routing_interval: float = 300.0      # seconds between forwarding-table reads (routes change on SM sweeps)
@@ -61,9 +73,6 @@ class FabricConfig:
     unresponsive_sweeps: int = 5         # a switch that did not answer in this many ...
     unresponsive_window: int = 7         # ... of its last this many sweeps is unresponsive (OpenSM's rule)
     sweep_method: str = "auto"           # InfiniBand sweep: mad (in process), tools (infiniband-diags), auto (mad where a umad port opens)
-    mad_window: int = 32                 # MADs in flight at once (the engine's global window; docs/mad-engine.md)
-    mad_window_per_switch: int = 4       # MADs in flight to one switch at once
-    mad_retries: int = 2                 # tries after the first of a MAD left unanswered (each fabric.mad_timeout_ms)
     uplinks_critical_fraction: float = 0.5   # share of a switch's expected uplinks down from which its uplinks check is CRITICAL
     sources: dict[str, SourceConfig] = field(default_factory=dict)
     kind: str = "infiniband"             # or "ethernet": which sources the collector runs
@@ -107,6 +116,23 @@ def _fabric_check(values: dict[str, Any], m: Mapping[str, Any], key: str, ctx: C
                           f"{key}.unresponsive_window ({values['unresponsive_window']})")
     if values["cache_dir"] is None:
         values["cache_dir"] = f"{ctx.built['state_dir'].rstrip('/')}/fabric"
+    values["mad"] = MadSettings(window=values.pop("mad_window"), per_target=values.pop("mad_window_per_switch"),
+                                timeout_ms=values.pop("mad_timeout_ms"), retries=values.pop("mad_retries"))
+    eth = m.get("ethernet")
+    for old, new in (("pfc_storm_rate", "rate"), ("pfc_storm_sweeps", "sweeps")):
+        if isinstance(eth, dict) and old in eth:
+            raise ConfigError(f"{key}.ethernet.{old}", f"moved to {key}.pfc_storm.{new} (the pfc_storm check's, "
+                              "for whatever fabric reads pause frames)")
+    if kind == "ethernet":
+        values["_ethernet"] = _ethernet_schema().load(eth, f"{key}.ethernet", ctx)
+        ctx.provide(values["_ethernet"])
+    elif eth:
+        raise ConfigError(f"{key}.ethernet", "set fabric.kind: ethernet to use it")
+    # what the fabric sources read of this section, built into their settings as they load
+    ctx.provide(FabricScope(shard=values["shard"], mad=values["mad"], sweep_method=values["sweep_method"],
+                            concurrency=values["concurrency"], link_state_max_ports=values["link_state_max_ports"],
+                            cache_dir=values["cache_dir"]))
+    import_sources(kind)
     sources, given = load_sources(m.get("sources"), f"{key}.sources", FABRIC_COLLECTORS[kind], ctx)
     timeouts = values.pop("timeouts")
     for name, sc in sources.items():
@@ -129,15 +155,6 @@ def _fabric_check(values: dict[str, Any], m: Mapping[str, Any], key: str, ctx: C
             sc = replace(sc, timeout=timeouts[name])
         sources[name] = sc
     values["sources"] = sources
-    eth = m.get("ethernet")
-    for old, new in (("pfc_storm_rate", "rate"), ("pfc_storm_sweeps", "sweeps")):
-        if isinstance(eth, dict) and old in eth:
-            raise ConfigError(f"{key}.ethernet.{old}", f"moved to {key}.pfc_storm.{new} (the pfc_storm check's, "
-                              "for whatever fabric reads pause frames)")
-    if kind == "ethernet":
-        values["_ethernet"] = _ethernet_schema().load(eth, f"{key}.ethernet", ctx)
-    elif eth:
-        raise ConfigError(f"{key}.ethernet", "set fabric.kind: ethernet to use it")
 
 
 _D_FABRIC = FabricConfig()
@@ -163,7 +180,7 @@ FABRIC: Schema[FabricConfig] = Schema(
                "overrides)", parse_shard, "`i/n`", default_doc='`"0/1"`'),
         string("cache_dir", None, "where the topology cache lives (created on start)", kind="directory",
                default_doc="`<paths.state_dir>/fabric`"),
-        integer("mad_timeout_ms", _D_FABRIC.mad_timeout_ms, "ibqueryerrors/dump_fts/sminfo `-t`, and the MAD "
+        integer("mad_timeout_ms", _D_FABRIC.mad.timeout_ms, "ibqueryerrors/dump_fts/sminfo `-t`, and the MAD "
                 "engine's timeout per MAD: what a switch that does not answer costs per query", lo=10, hi=60000),
         section("thresholds", THRESHOLDS, ""),
         section("pfc_storm", fabric_pfc.SCHEMA, "the `pfc_storm` check (pause frames, any fabric kind)"),
@@ -183,11 +200,11 @@ FABRIC: Schema[FabricConfig] = Schema(
                "the infiniband-diags processes; `auto`: the engine where the collector's process opens a umad port, "
                "else the tools (`fabricmon_fabric_sweep_method` says which ran)", ("auto", "mad", "tools"),
                reason="expected auto, mad or tools"),
-        integer("mad_window", _D_FABRIC.mad_window, "MADs in flight at once (the MAD engine's global window)",
+        integer("mad_window", _D_FABRIC.mad.window, "MADs in flight at once (the MAD engine's global window)",
                 lo=1, hi=1024),
-        integer("mad_window_per_switch", _D_FABRIC.mad_window_per_switch, "MADs in flight to one switch at once "
+        integer("mad_window_per_switch", _D_FABRIC.mad.per_target, "MADs in flight to one switch at once "
                 "(the MAD engine)", lo=1, hi=64),
-        integer("mad_retries", _D_FABRIC.mad_retries, "further tries of a MAD left unanswered (each "
+        integer("mad_retries", _D_FABRIC.mad.retries, "further tries of a MAD left unanswered (each "
                 "`mad_timeout_ms`), while the sweep's deadline allows", lo=0, hi=10),
         number("uplinks_critical_fraction", _D_FABRIC.uplinks_critical_fraction, "share of a switch's expected "
                "uplinks missing from which its `uplinks` check is CRITICAL (fewer missing: WARNING)", lo=0.0, hi=1.0),

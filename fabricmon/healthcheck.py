@@ -33,7 +33,7 @@ from fabricmon.config import Config
 from fabricmon.fsutil import write_atomic
 from fabricmon.host.io import HostIO
 from fabricmon.model.history import CounterHistory
-from fabricmon.pipeline import Pipeline
+from fabricmon.pipeline.scheduler import Pipeline
 from fabricmon.stores.learned import LearnedStore
 from fabricmon.pipeline.node import NodeModel
 from fabricmon.remediation.settings import effective_modes

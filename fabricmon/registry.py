@@ -5,19 +5,24 @@ with the schema `source_schema` makes of each spec; the pipeline runs what it ho
 nothing of fabricmon but the declarative schema layer (fabricmon.schema, which imports nothing):
 types flow down.
 
-`registry(collector)` imports the collector's source package (registering its sources) on
-first use.
+A collector's sources are registered when its package is imported: `fabricmon.sources` (the node's),
+`fabricmon.sources.infiniband`, `fabricmon.sources.ethernet`. The config imports them, through each
+package's `settings` module, before it validates their keys; `registry(collector)` only reads what
+is registered, and says so when nothing is.
+
+A source receives its SourceConfig and nothing else: its own keys, and what it reads of other sections
+(the node's device filter, the fabric's MAD settings and shard), built into its typed settings
+(`register(options=Schema[T])`, read with `SourceConfig.settings(T)`) as the config loads.
 """
 
 from __future__ import annotations
 
 import functools
-import importlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from fabricmon.schema import ConfigError, Context, Schema, custom, mapping, number, table
+from fabricmon.schema import Build, ConfigError, Context, Schema, custom, mapping, number, table
 
 T = TypeVar("T")
 
@@ -71,20 +76,38 @@ def register(name: str, *, enabled: bool | str = True, interval: float = 15.0, t
     return deco
 
 
-# The package whose import registers each configuration's sources: the node daemon, and the fabric
-# collector (`fabricmon fabric`) of each fabric kind (fabric.kind names its collector).
-SOURCE_PACKAGES = {"node": "fabricmon.sources", "infiniband": "fabricmon.sources.infiniband",
-                   "ethernet": "fabricmon.sources.ethernet"}
+# The configurations that run sources: the node daemon, and the fabric collector (`fabricmon fabric`) of
+# each fabric kind (fabric.kind names its collector).
+NODE = "node"
+FABRIC_KINDS = ("infiniband", "ethernet")
+COLLECTORS = (NODE, *FABRIC_KINDS)
 
 
-def registry(collector: str = "node") -> dict[str, SourceSpec]:
-    """The registered sources of one configuration: its own package's in registration order, then
-    the kind-neutral ones it shares (the same order whichever collector was imported first)."""
-    package = SOURCE_PACKAGES[collector]
-    importlib.import_module(package)      # importing registers them
+def registry(collector: str = NODE) -> dict[str, SourceSpec]:
+    """The registered sources of one configuration: its own in registration order, then the kind-neutral
+    ones it shares with another (the same order whichever collector was imported first)."""
+    if collector not in COLLECTORS:
+        raise ValueError(f"no collector {collector!r} (one of {', '.join(COLLECTORS)})")
     specs = [s for (c, _), s in _REGISTRY.items() if c == collector]
-    own = [s for s in specs if s.cls.__module__.startswith(package + ".")]
-    return {s.name: s for s in own + [s for s in specs if s not in own]}
+    shared = {s.name for s in specs if sum(1 for (c, n), o in _REGISTRY.items() if n == s.name and o.cls is s.cls) > 1}
+    own = [s for s in specs if s.name not in shared]
+    if not own:         # its package was not imported (the kind-neutral sources alone are registered)
+        raise LookupError(f"the {collector} collector's sources are not registered: the config imports their "
+                          "package (fabricmon.config.load with its fabric.kind) before anything runs them")
+    return {s.name: s for s in own + [s for s in specs if s.name in shared]}
+
+
+def taking(build: Build[T], **shared: type) -> Build[T]:
+    """A source's settings build that also fills each named field with the value of that type the sections
+    before the sources provided: `taking(from_class(PcieOptions), exclude=DeviceFilter)` (its schema is
+    then not pure: each config builds it anew)."""
+    return lambda v, key, ctx: build({**v, **{name: ctx.take(cls) for name, cls in shared.items()}}, key, ctx)
+
+
+def shared_settings(build: Callable[[Context], T], doc: str = "") -> Schema[T]:
+    """A source's settings that take no keys of their own: built from what the sections before the
+    sources provided (`ctx.take(DeviceFilter)`, say), for every config anew."""
+    return Schema(fields=(), build=lambda v, key, ctx: build(ctx), pure=False, doc=doc)
 
 
 # A collector's failure hints: what its own tools' errors mean when nothing could be read (the umad
@@ -106,7 +129,7 @@ def failure_hint(collector: str) -> Callable[[F], F]:
 
 def failure_hints(collector: str) -> list[Callable[..., str | None]]:
     """The failure hints of one configuration, in registration order."""
-    importlib.import_module(SOURCE_PACKAGES[collector])
+    registry(collector)     # its sources (and so its hints) are registered
     return list(_HINTS.get(collector, ()))
 
 
@@ -146,7 +169,8 @@ def source_schema(spec: SourceSpec) -> Schema[SourceConfig]:
         return SourceConfig(name=spec.name, enabled=v["enabled"], interval=v["interval"], timeout=v["timeout"],
                             command=v.get("command", ()), options=opts, stale_after=v["stale_after"])
     return Schema(tuple(fields) + (options.fields if options is not None else ()), build=build,
-                  extra=options.extra if options is not None else ())
+                  extra=options.extra if options is not None else (),
+                  pure=options is None or options.pure)     # settings read from other sections: built anew
 
 
 @functools.lru_cache(maxsize=None)
@@ -211,10 +235,10 @@ def source_tables(collectors: dict[str, tuple[str, str]], intervals: dict[str, d
             interval = intervals.get(collector, {}).get(name, f"{spec.interval:g}")
             lines.append(f"| `{name}` | {where} | `{str(spec.enabled).lower()}` | {interval} | "
                          f"{spec.timeout:g} | {'`' + ' '.join(spec.command) + '`' if spec.command else 'none'} |")
-            if spec.options is not None:
+            if spec.options is not None and spec.options.fields:
                 own.append(f"`{prefix}.{name}`'s own keys:\n\n" + table(spec.options.rows(f"{prefix}.{name}")))
     return "\n".join(["The registered sources and their defaults:\n\n" + "\n".join(lines) + "\n", *own])
 
 
-__all__ = ["SOURCE_PACKAGES", "SourceConfig", "SourceSpec", "failure_hint", "failure_hints", "load_sources",
-           "register", "registry", "source_rows", "source_schema", "source_schemas", "source_tables"]
+__all__ = ["COLLECTORS", "FABRIC_KINDS", "NODE", "SourceConfig", "SourceSpec", "failure_hint", "failure_hints", "load_sources",
+           "register", "registry", "shared_settings", "taking", "source_rows", "source_schema", "source_schemas", "source_tables"]

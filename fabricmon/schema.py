@@ -35,9 +35,32 @@ class ConfigError(ValueError):
 @dataclass(slots=True)
 class Context:
     """What a parse may need beyond the value: whether host paths are checked (not for --replay),
-    and the sections already built (e.g. paths.state_dir for fabric.cache_dir's default)."""
+    the sections already built (e.g. paths.state_dir for fabric.cache_dir's default), and the typed
+    settings a section shares with what is built after it (`provide`, `take`: the node's device filter,
+    the fabric's MAD settings, each read by the sources' settings as they are built)."""
     check_paths: bool = True
     built: dict[str, Any] = field(default_factory=dict)
+    shared: dict[type, object] = field(default_factory=dict)
+
+    def provide(self, value: object) -> None:
+        """Share `value` with what is built later, by its type (one value of each type)."""
+        self.shared[type(value)] = value
+
+    def take(self, cls: type[T]) -> T:
+        """The value of type `cls` an earlier section provided."""
+        value = self.shared.get(cls)
+        if not isinstance(value, cls):
+            raise LookupError(f"{cls.__name__} is read before it is built (the config builds it first)")
+        return value
+
+
+@dataclass(frozen=True, slots=True)
+class DeviceFilter:
+    """`exclude_devices`: the device names (HCAs, PCI functions) never read, as globs."""
+    globs: tuple[str, ...] = ()
+
+    def excluded(self, device: str) -> bool:
+        return matches_any(device, self.globs)
 
 
 def suggest(key: str, allowed: tuple[str, ...] | list[str]) -> str:
@@ -358,7 +381,7 @@ def table(rows: list[tuple[str, str, str, str]]) -> str:
     return "\n".join(lines) + "\n"
 
 
-__all__ = ["Build", "Check", "ConfigError", "Context", "Field", "Schema", "absolute", "absolute_dir", "boolean",
+__all__ = ["Build", "Check", "ConfigError", "Context", "DeviceFilter", "Field", "Schema", "absolute", "absolute_dir", "boolean",
            "choice", "custom", "existing_dir", "existing_file", "from_class", "glob_list", "glob_pattern", "integer",
            "join", "listing", "mapping", "matches_any", "number", "section", "show", "string", "suggest", "table",
            "values", "warning_below_critical"]

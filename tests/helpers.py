@@ -180,7 +180,7 @@ def by_check(findings: list[Finding], check: str) -> dict[str, Finding]:
 def two_samples(name: str, tmp: Path, config=None, dt: float = 60.0):
     """Poll bundle `name` at tick 0, then at tick 1 dt seconds later; returns the collector's
     second snapshot (close() is done)."""
-    from fabricmon.pipeline import Pipeline
+    from fabricmon.pipeline.scheduler import Pipeline
     from fabricmon.config import load
     mb = make_bundles()
     a = mb.generate(tmp / "t0", 0, [name])[0]

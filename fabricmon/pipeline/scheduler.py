@@ -98,7 +98,7 @@ class Pipeline:
         confs = source_configs if source_configs is not None else config.sources
         self.source_configs = confs
         self.specs: dict[str, SourceSpec] = registry(collector)
-        self.sources: dict[str, Source] = {n: spec.cls(config, confs[n]) for n, spec in self.specs.items()}
+        self.sources: dict[str, Source] = {n: spec.cls(confs[n]) for n, spec in self.specs.items()}
         self.states: dict[str, SourceState] = {
             n: SourceState(name=n, enabled=confs[n].enabled is not False, interval=confs[n].interval,
                            timeout=confs[n].timeout, records=spec.records, stale_after=confs[n].stale_bound)

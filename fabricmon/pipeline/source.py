@@ -23,10 +23,9 @@ from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 from fabricmon.host.runner import CommandResult, safe_arg
 from fabricmon.model.snapshot import ERROR_KINDS
 from fabricmon.parsers.errors import ParseError
-from fabricmon.registry import SOURCE_PACKAGES, SourceSpec, register, registry
+from fabricmon.registry import SourceConfig, SourceSpec, register, registry
 
 if TYPE_CHECKING:
-    from fabricmon.config import Config, SourceConfig
     from fabricmon.host.io import HostIO
 
 T = TypeVar("T")
@@ -89,9 +88,8 @@ class Source:
 
     spec: ClassVar[SourceSpec]
 
-    def __init__(self, config: Config, sc: SourceConfig | None = None):
-        self.config = config
-        self.sc = sc if sc is not None else config.sources[self.spec.name]
+    def __init__(self, sc: SourceConfig):
+        self.sc = sc            # its keys and its typed settings (sc.settings): never the whole config
         self._pool: ThreadPoolExecutor | None = None
 
     def pool(self) -> ThreadPoolExecutor:
@@ -182,5 +180,5 @@ def run_per_name(io: HostIO, source: Source, inputs: Inputs, out: SourceOutput, 
     return run
 
 
-__all__ = ["ERROR_KINDS", "INVENTORY", "SOURCE_PACKAGES", "Inputs", "PerNameRun", "Source", "SourceOutput", "SourceSpec",
+__all__ = ["ERROR_KINDS", "INVENTORY", "Inputs", "PerNameRun", "Source", "SourceOutput", "SourceSpec",
            "command_error", "register", "registry", "run_per_name"]

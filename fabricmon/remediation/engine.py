@@ -23,7 +23,6 @@ import structlog
 
 from fabricmon.config import Config
 from fabricmon.host.io import HostIO
-from fabricmon.host.mad import MadSettings
 from fabricmon.model.fabric import SweepData
 from fabricmon.model.finding import Finding
 from fabricmon.model.remediation import (ACT, DONE, DRAIN, DRY_RUN, ISOLATE, OFF, RELEASED, RETURNED, RETURNING,
@@ -56,8 +55,7 @@ class Remediator:
         fc = config.fabric
         self.ports: InfinibandPorts | EthernetPorts = (
             EthernetPorts(io, self.cfg.isolate_port) if collector == "ethernet" else
-            InfinibandPorts(io, self.cfg.isolate_port, MadSettings(fc.mad_window, fc.mad_window_per_switch,
-                                                                    fc.mad_timeout_ms, fc.mad_retries)))
+            InfinibandPorts(io, self.cfg.isolate_port, fc.mad))
         self.slurm = Slurm(io, self.cfg.drain_node)
         self.verify_every = max(5.0, fc.sweep_interval) if self.scope == "fabric" else 30.0
         self.counts: dict[tuple[str, str, str], int] = {}

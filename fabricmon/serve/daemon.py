@@ -20,7 +20,7 @@ from fabricmon.host.io import HostIO
 from fabricmon.model.health import not_ready as health_not_ready
 from fabricmon.model.snapshot import Snapshot
 from fabricmon.pages import Pages, RenderGate
-from fabricmon.pipeline import Pipeline
+from fabricmon.pipeline.scheduler import Pipeline
 from fabricmon.remediation.engine import Remediator
 from fabricmon.report import verdict
 from fabricmon.serve.journal import Journal

@@ -22,16 +22,19 @@ from fabricmon.parsers.errors import ParseError
 from fabricmon.parsers.nccl_env import parse_env_file, parse_nccl_ib_hca
 from fabricmon.parsers.pci_topology import normalize_bus_id, parse_numa_node, pci_chain_or_none
 from fabricmon.pipeline.source import Inputs, Source, SourceOutput, register
+from fabricmon.registry import shared_settings
+from fabricmon.sources.settings import GpuConfig
 from fabricmon.sources.privilege import NVML_FIX
 
 if TYPE_CHECKING:
-    from fabricmon.config import Config, SourceConfig
+    from fabricmon.registry import SourceConfig
 
 
-@register("gpu", enabled="auto", interval=60.0, timeout=10.0, records=GpuData)
+@register("gpu", enabled="auto", interval=60.0, timeout=10.0, records=GpuData,
+          options=shared_settings(lambda ctx: ctx.take(GpuConfig)))
 class GpuSource(Source):
-    def __init__(self, config: Config, sc: SourceConfig | None = None):
-        super().__init__(config, sc)
+    def __init__(self, sc: SourceConfig):
+        super().__init__(sc)
         self._hung: threading.Thread | None = None
 
     def _query(self, io: HostIO, timeout: float) -> tuple[list[dict[str, Any]] | None, BaseException | None]:
@@ -104,7 +107,7 @@ class GpuSource(Source):
         return info
 
     def _nccl_env(self, io: HostIO, data: GpuData, out: SourceOutput) -> None:
-        path = self.config.gpu.nccl_env_file
+        path = self.sc.settings(GpuConfig).nccl_env_file
         if not path:
             return
         data.nccl_env_file = path

@@ -21,7 +21,7 @@ from fabricmon.pipeline.source import INVENTORY, Inputs, Source, SourceOutput, r
 from fabricmon.sources.sysfs_ib import BASE, STATIC_TTL, SysfsSource
 
 if TYPE_CHECKING:
-    from fabricmon.config import Config, SourceConfig
+    from fabricmon.registry import SourceConfig
 
 # hw_counters entries that are settings, not counters.
 HW_NOT_COUNTERS = frozenset({"lifespan"})
@@ -29,8 +29,8 @@ HW_NOT_COUNTERS = frozenset({"lifespan"})
 
 @register("hw_counters", enabled=True, interval=30.0, timeout=5.0, needs=(INVENTORY,), records=HwCountersData)
 class HwCountersSource(Source):
-    def __init__(self, config: Config, sc: SourceConfig | None = None):
-        super().__init__(config, sc)
+    def __init__(self, sc: SourceConfig):
+        super().__init__(sc)
         self._files: dict[tuple[str, int], tuple[list[tuple[str, str]], float]] = {}   # port -> (files, read at)
 
     def _list(self, io: HostIO, dev: str, port: int, out: SourceOutput, now: float) -> list[tuple[str, str]]:

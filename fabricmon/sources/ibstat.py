@@ -10,11 +10,14 @@ from fabricmon.host.io import HostIO
 from fabricmon.parsers.errors import ParseError
 from fabricmon.parsers.ibstat import IbstatData, parse_ibstat
 from fabricmon.pipeline.source import Inputs, Source, SourceOutput, command_error, register
+from fabricmon.registry import shared_settings
+from fabricmon.schema import DeviceFilter
 
 NO_DEVICE = "can't find any IB device"      # ibstat's ibpanic on a host without an RDMA device
 
 
-@register("ibstat", enabled="auto", interval=60.0, timeout=10.0, command=("ibstat",), provides_inventory=True, records=IbstatData)
+@register("ibstat", enabled="auto", interval=60.0, timeout=10.0, command=("ibstat",), provides_inventory=True, records=IbstatData,
+          options=shared_settings(lambda ctx: ctx.take(DeviceFilter)))
 class IbstatSource(Source):
     def collect(self, io: HostIO, inputs: Inputs) -> SourceOutput:
         out = SourceOutput()
@@ -36,7 +39,7 @@ class IbstatSource(Source):
             except ParseError as exc:
                 out.error("parse", f"{' '.join(res.argv)}: {exc}")
             else:
-                out.data = IbstatData([ca for ca in parsed.cas if not self.config.device_excluded(ca.name)])
+                out.data = IbstatData([ca for ca in parsed.cas if not self.sc.settings(DeviceFilter).excluded(ca.name)])
                 for ca in parsed.cas:
                     want = ca.num_ports or 1
                     if len(ca.ports) < want:

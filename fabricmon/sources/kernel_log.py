@@ -42,7 +42,7 @@ from fabricmon.pipeline.source import Inputs, Source, SourceOutput, command_erro
 from fabricmon.schema import Schema, from_class, integer, number, string
 
 if TYPE_CHECKING:
-    from fabricmon.config import Config, SourceConfig
+    from fabricmon.registry import SourceConfig
 
 log = structlog.get_logger("fabricmon.kernel_log")
 
@@ -62,6 +62,7 @@ class KernelLogOptions:
     journalctl: str = "journalctl"
     max_lines: int = 20000
     hold: float = 3600.0
+    state_dir: str = ""         # paths.state_dir: where the read position is kept ("": nowhere)
 
 
 OPTIONS: Schema[KernelLogOptions] = Schema((
@@ -71,16 +72,17 @@ OPTIONS: Schema[KernelLogOptions] = Schema((
             lo=100, hi=1_000_000),
     number("hold", 3600.0, "seconds a degraded or watch event stays a finding after its last line (a fatal one "
            "stays until the node reboots)", lo=0.0),
-), build=from_class(KernelLogOptions))
+), build=lambda v, key, ctx: KernelLogOptions(**v, state_dir=ctx.built.get("state_dir") or ""),
+   pure=False)      # state_dir: paths.state_dir
 
 
 @register("kernel_log", enabled=True, interval=15.0, timeout=5.0, records=KernelLogData, options=OPTIONS)
 class KernelLogSource(Source):
 
-    def __init__(self, config: Config, sc: SourceConfig | None = None):
-        super().__init__(config, sc)
+    def __init__(self, sc: SourceConfig):
+        super().__init__(sc)
         self.opts: KernelLogOptions = self.sc.settings(KernelLogOptions)
-        self.state_path: str | None = os.path.join(config.state_dir, STATE_FILE) if config.state_dir else None
+        self.state_path: str | None = os.path.join(self.opts.state_dir, STATE_FILE) if self.opts.state_dir else None
         self.data = KernelLogData(hold=self.opts.hold)
         self.seq: int | None = None         # the last kmsg record taken (this boot)
         self.cursor = ""                    # the last journal entry taken

@@ -21,7 +21,8 @@ from fabricmon.model.ber import MlxlinkData, MlxlinkPort
 from fabricmon.parsers.errors import ParseError
 from fabricmon.parsers.mlxlink import parse_mlxlink
 from fabricmon.pipeline.source import INVENTORY, Inputs, Source, SourceOutput, register, run_per_name
-from fabricmon.schema import Schema, boolean, from_class
+from fabricmon.registry import taking
+from fabricmon.schema import DeviceFilter, Schema, boolean, from_class
 from fabricmon.sources.privilege import MLXLINK_FIX, denied
 
 
@@ -30,13 +31,14 @@ class MlxlinkOptions:
     """sources.mlxlink's own keys."""
     show_fec: bool = False
     module: bool = True
+    exclude: DeviceFilter = DeviceFilter()      # exclude_devices
 
 
 OPTIONS: Schema[MlxlinkOptions] = Schema((
     boolean("module", True, "ask for the module's identity too (`-m`: vendor, part and serial number, cable type; the "
             "cable ledger and the budget's medium read them); reads the module EEPROM, a few hundred ms more"),
     boolean("show_fec", False, "ask for the FEC modes each speed allows (`--show_fec`), kept with the port's record"),
-), build=from_class(MlxlinkOptions))
+), build=taking(from_class(MlxlinkOptions), exclude=DeviceFilter), pure=False)
 
 # mlxlink's words for a port it cannot read that are not a failure of fabricmon (a port that is not
 # there, a device that does not give the counters)
@@ -63,7 +65,7 @@ class MlxlinkSource(Source):
         targets: dict[str, tuple[str, int]] = {}
         for (dev, port) in sorted(inv.ports):
             d = inv.devices.get(dev)
-            if self.config.device_excluded(dev):
+            if opts.exclude.excluded(dev):
                 continue
             if inv.counters_restricted(dev):
                 data.skipped[dev] = (f"its counters are not read ({d.counters_restricted if d else 'restricted'}): "

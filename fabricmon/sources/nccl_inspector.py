@@ -31,7 +31,7 @@ from fabricmon.pipeline.source import Inputs, Source, SourceOutput, register
 from fabricmon.schema import Schema, boolean, from_class, integer, number, string
 
 if TYPE_CHECKING:
-    from fabricmon.config import Config, SourceConfig
+    from fabricmon.registry import SourceConfig
 
 log = structlog.get_logger("fabricmon.nccl_inspector")
 
@@ -62,8 +62,8 @@ OPTIONS: Schema[NcclInspectorOptions] = Schema((
 class NcclInspectorSource(Source):
     SETTLE = 1.0        # seconds: a Prometheus file modified more recently keeps its last good read
 
-    def __init__(self, config: Config, sc: SourceConfig | None = None):
-        super().__init__(config, sc)
+    def __init__(self, sc: SourceConfig):
+        super().__init__(sc)
         self.opts: NcclInspectorOptions = self.sc.settings(NcclInspectorOptions)
         self.data = NcclData(directory=self.opts.dir)
         self._unavailable = False

@@ -30,7 +30,7 @@ from fabricmon.pipeline.source import Inputs, Source, SourceOutput, register
 from fabricmon.schema import ConfigError, Context, Schema, from_class, integer, number, string
 
 if TYPE_CHECKING:
-    from fabricmon.config import Config, SourceConfig
+    from fabricmon.registry import SourceConfig
 
 MIN_INTERVAL = 30.0
 
@@ -67,8 +67,8 @@ OPTIONS: Schema[NcclRasOptions] = Schema((
 
 @register("nccl_ras", enabled=False, interval=60.0, timeout=10.0, records=RasData, options=OPTIONS)
 class NcclRasSource(Source):
-    def __init__(self, config: Config, sc: SourceConfig | None = None):
-        super().__init__(config, sc)
+    def __init__(self, sc: SourceConfig):
+        super().__init__(sc)
         self.opts: NcclRasOptions = self.sc.settings(NcclRasOptions)
         self.text_since: Version = parse_version(self.opts.text_since) or QUERY_SAFE_SINCE
         self.data: RasData | None = None

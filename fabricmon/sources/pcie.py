@@ -23,10 +23,11 @@ from fabricmon.model.pcie import AerCounts, PcieData, PcieDevice, PcieLink
 from fabricmon.parsers.errors import ParseError
 from fabricmon.parsers.pcie import parse_aer, parse_speed, parse_width
 from fabricmon.pipeline.source import INVENTORY, Inputs, Source, SourceOutput, register
-from fabricmon.schema import Schema, boolean, from_class
+from fabricmon.registry import taking
+from fabricmon.schema import DeviceFilter, Schema, boolean, from_class
 
 if TYPE_CHECKING:
-    from fabricmon.config import Config, SourceConfig
+    from fabricmon.registry import SourceConfig
 
 _BDF = re.compile(r"^[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]$")
 LINK_FILES = ("current_link_speed", "current_link_width", "max_link_speed", "max_link_width")
@@ -40,11 +41,12 @@ GPU_CLASSES = ("0x0300", "0x0302")
 class PcieOptions:
     """sources.pcie's own keys."""
     gpus: bool = True
+    exclude: DeviceFilter = DeviceFilter()      # exclude_devices
 
 
 OPTIONS: Schema[PcieOptions] = Schema((
     boolean("gpus", True, "watch the NVIDIA GPUs' links too (found in /sys/bus/pci/devices by vendor and class)"),
-), build=from_class(PcieOptions))
+), build=taking(from_class(PcieOptions), exclude=DeviceFilter), pure=False)
 
 
 def relative(pci_path: str | None) -> str | None:
@@ -57,8 +59,8 @@ def relative(pci_path: str | None) -> str | None:
 
 @register("pcie", enabled=True, interval=60.0, timeout=5.0, needs=(INVENTORY,), records=PcieData, options=OPTIONS)
 class PcieSource(Source):
-    def __init__(self, config: Config, sc: SourceConfig | None = None):
-        super().__init__(config, sc)
+    def __init__(self, sc: SourceConfig):
+        super().__init__(sc)
         self._gpus: list[str] = []            # the GPUs' sysfs paths, relative
         self._listed = float("-inf")
 
@@ -67,7 +69,7 @@ class PcieSource(Source):
         data = PcieData()
         inv = inputs.inventory
         for name, d in sorted(inv.devices.items()):
-            if self.config.device_excluded(name):
+            if self.sc.settings(PcieOptions).exclude.excluded(name):
                 continue
             rel = relative(d.pci_path)
             if rel is None:

@@ -40,9 +40,11 @@ from fabricmon.parsers.slurm import (
     RUNNING, SQUEUE_FORMAT, NodeJobsData, parse_conf_value, parse_squeue, spool_dir, step_jobs,
 )
 from fabricmon.pipeline.source import Inputs, Source, SourceOutput, command_error, register
+from fabricmon.registry import shared_settings
+from fabricmon.sources.settings import SlurmConfig
 
 if TYPE_CHECKING:
-    from fabricmon.config import Config, SourceConfig
+    from fabricmon.registry import SourceConfig
 
 log = structlog.get_logger("fabricmon.sources.slurm")
 
@@ -52,11 +54,12 @@ HIDDEN_POLLS = 2            # polls a job squeue did not show keeps its step soc
 MAX_LOOKUP = 200            # job ids asked in one squeue call (the rest on the next poll)
 
 
-@register("slurm", enabled="auto", interval=15.0, timeout=5.0, command=("squeue",), records=NodeJobsData)
+@register("slurm", enabled="auto", interval=15.0, timeout=5.0, command=("squeue",), records=NodeJobsData,
+          options=shared_settings(lambda ctx: ctx.take(SlurmConfig)))
 class SlurmSource(Source):
 
-    def __init__(self, config: Config, sc: SourceConfig | None = None):
-        super().__init__(config, sc)
+    def __init__(self, sc: SourceConfig):
+        super().__init__(sc)
         self.conf_path = os.environ.get("SLURM_CONF") or DEFAULT_CONF
         self._known: dict[str, JobRef] = {}     # looked up, running on this node
         self._not_ours: set[str] = set()        # ended (or not this node's) at lookup, socket still there
@@ -70,7 +73,7 @@ class SlurmSource(Source):
 
     def _node(self, io: HostIO) -> tuple[str, str]:
         host = io.hostname()
-        return self.config.slurm.node_name or host.split(".")[0], host
+        return self.sc.settings(SlurmConfig).node_name or host.split(".")[0], host
 
     def collect(self, io: HostIO, inputs: Inputs) -> SourceOutput:
         out = SourceOutput()
@@ -107,7 +110,7 @@ class SlurmSource(Source):
             out.error("read", self._hidden_error(hidden))
             if time.monotonic() >= self._hidden_retry_at:      # asked again: once fixed, they are claimed
                 self._not_ours -= set(hidden)
-                self._hidden_retry_at = time.monotonic() + self.config.slurm.lookup_retry
+                self._hidden_retry_at = time.monotonic() + self.sc.settings(SlurmConfig).lookup_retry
         new = [j for j in ids if j not in self._known and j not in self._not_ours]
         if new and time.monotonic() >= self._retry_at:
             self._lookup(io, inputs, node, new[:MAX_LOOKUP])
@@ -126,10 +129,10 @@ class SlurmSource(Source):
             res_ok, text = err is None, res.stdout
             if err is not None:
                 self._failures += 1
-                self._retry_at = time.monotonic() + self.config.slurm.lookup_retry
+                self._retry_at = time.monotonic() + self.sc.settings(SlurmConfig).lookup_retry
                 if self._failing is None:
                     log.warning("slurm job lookup failed: jobs shown by id only until slurmctld answers",
-                                error=err[1], retry_seconds=self.config.slurm.lookup_retry)
+                                error=err[1], retry_seconds=self.sc.settings(SlurmConfig).lookup_retry)
                 self._failing = err[1]
                 return
         if res_ok and self._failing is not None:

@@ -27,10 +27,11 @@ from fabricmon.parsers.sysfs_ib import (
     SysfsData, SysfsDevice, SysfsPort, parse_counter, parse_enum, parse_rate, port_guid_from_gid,
 )
 from fabricmon.pipeline.source import Inputs, Source, SourceOutput, register
-from fabricmon.schema import ConfigError, Context, Schema, from_class, listing
+from fabricmon.registry import taking
+from fabricmon.schema import ConfigError, Context, DeviceFilter, Schema, from_class, listing
 
 if TYPE_CHECKING:
-    from fabricmon.config import Config, SourceConfig
+    from fabricmon.registry import SourceConfig
 
 T = TypeVar("T")
 
@@ -51,6 +52,7 @@ def _glob(v: object, key: str, ctx: Context) -> str:
 class SysfsOptions:
     """sources.sysfs's own keys."""
     counters_exclude_devices: tuple[str, ...] = ()
+    exclude: DeviceFilter = DeviceFilter()      # exclude_devices: never read at all
 
 
 OPTIONS: Schema[SysfsOptions] = Schema((
@@ -58,7 +60,7 @@ OPTIONS: Schema[SysfsOptions] = Schema((
             "still are): firmware-restricted functions, whose every counter read logs an ACCESS_REG failure. "
             "fabricmon also finds them itself, on the first counter read that fails EINVAL/EIO/EACCES",
             _glob, "globs"),
-), build=from_class(SysfsOptions))
+), build=taking(from_class(SysfsOptions), exclude=DeviceFilter), pure=False)
 # How long a device's static layout (identity, netdevs, port and counter lists) is reused
 # before it is read again; a re-registered device (driver reload) is seen within this time.
 STATIC_TTL = 60.0
@@ -99,8 +101,8 @@ class _Layout:
 @register("sysfs", enabled=True, interval=15.0, timeout=5.0, provides_inventory=True, records=SysfsData,
           options=OPTIONS)
 class SysfsSource(Source):
-    def __init__(self, config: Config, sc: SourceConfig | None = None):
-        super().__init__(config, sc)
+    def __init__(self, sc: SourceConfig):
+        super().__init__(sc)
         self._layouts: dict[str, _Layout] = {}
         self._parsed: dict[tuple[str, str], object] = {}    # (file, text) -> parsed: states and rates repeat
         self._counters_exclude: tuple[str, ...] = self.sc.settings(SysfsOptions).counters_exclude_devices
@@ -147,7 +149,7 @@ class SysfsSource(Source):
             if skip is None:
                 if len(excluded) > 4096:
                     excluded.clear()
-                skip = excluded[name] = self.config.device_excluded(name)
+                skip = excluded[name] = self.sc.settings(SysfsOptions).exclude.excluded(name)
             if skip:
                 continue
             layout = self._layouts.get(name)

@@ -14,7 +14,7 @@ from fabricmon import ibspec
 from fabricmon.checks import CRITICAL, OK, WARNING
 from fabricmon.checks.link_errors import SATURATION_CHECK, evaluate_port
 from fabricmon.model.history import saturation
-from fabricmon.pipeline import Pipeline
+from fabricmon.pipeline.scheduler import Pipeline
 from fabricmon.config import from_dict
 from fabricmon.checks.settings import COUNTER_CHECKS
 from fabricmon.pipeline.source import registry

@@ -78,7 +78,9 @@ def test_each_section_builds_every_field_of_its_dataclass_from_one_key() -> None
         (PFC_STORM, PfcStormSettings, set(), set()),
         (OPTICS, OpticsCheckConfig, set(), set()),
         (EXPECTED_LINK, config.ExpectedLink, set(), set()),
-        (config.SECTIONS["fabric"], config.FabricConfig, {"sources", "_ethernet"}, {"timeouts"}),
+        # fabric.mad_* build one MadSettings (`mad`, the engine's and the tools' -t)
+        (config.SECTIONS["fabric"], config.FabricConfig, {"sources", "_ethernet", "mad"},
+         {"timeouts", "mad_timeout_ms", "mad_window", "mad_window_per_switch", "mad_retries"}),
         (eth, type(config.from_dict({"fabric": {"kind": "ethernet", "ethernet": {
             "switches": ["a"], "snmp": {"community": "x"}}}}).fabric.ethernet), set(), set()),
         (eth.field("snmp").schema, type(config.from_dict({"fabric": {"kind": "ethernet", "ethernet": {

@@ -57,7 +57,7 @@ def test_the_ndr_example_fits_the_recorded_h100_node(tmp_path):
     import yaml
     from fabricmon.config import from_dict
     from fabricmon.host import LiveIO
-    from fabricmon.pipeline import Pipeline
+    from fabricmon.pipeline.scheduler import Pipeline
     h100 = CAPTURES / "sysfs" / "leptonai-gpud__sys-class-infiniband-h100.0"
     skip_without_captures(h100)
     (tmp_path / "class").mkdir()
@@ -80,7 +80,7 @@ def test_the_ndr_example_fits_the_recorded_h100_node(tmp_path):
 def test_every_exported_metric_is_documented(tmp_path):
     import sys
     from fabricmon.sim import sysfs_tree as nodetree
-    from fabricmon.pipeline import Pipeline
+    from fabricmon.pipeline.scheduler import Pipeline
     from fabricmon.config import from_dict
     from fabricmon.exporter import render
     from fabricmon.host import LiveIO

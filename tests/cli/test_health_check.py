@@ -456,7 +456,7 @@ def test_the_state_file_keeps_counters_and_the_ports_seen_and_reads_version_1(tm
     from fabricmon.config import from_dict
     from fabricmon.host import LiveIO
     from fabricmon.model.history import CounterHistory
-    from fabricmon.pipeline import Pipeline
+    from fabricmon.pipeline.scheduler import Pipeline
     sysfs = sysfs_tree.build(tmp_path / "sys", 1)
     cfg = from_dict({"paths": {"sysfs": str(sysfs), "tool_dirs": []}})
     pipe = Pipeline(cfg, LiveIO(cfg.sysfs, cfg.procfs, tool_dirs=[]))

@@ -22,7 +22,7 @@ from fabricmon.config import from_dict
 from fabricmon.deploy import EXAMPLE_CONFIG
 from fabricmon.host import LiveIO
 from fabricmon.model.ports import DeviceView, Inventory, PortView
-from fabricmon.pipeline import Pipeline
+from fabricmon.pipeline.scheduler import Pipeline
 from fabricmon.stores.learned import LearnedStore, inventory_path
 from fabricmon.sim import sysfs_tree
 from helpers import fabricmon_command, h100_copy, wait_until

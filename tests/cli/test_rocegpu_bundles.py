@@ -13,7 +13,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from fabricmon import cli
 from fabricmon.checks import CRITICAL, OK, WARNING
-from fabricmon.pipeline import Pipeline
+from fabricmon.pipeline.scheduler import Pipeline
 from fabricmon.config import load
 from fabricmon.host import ReplayIO
 

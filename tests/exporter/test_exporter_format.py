@@ -12,7 +12,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from fabricmon import ibspec
 from fabricmon.checks.degraded_link import REASONS
-from fabricmon.pipeline import Pipeline
+from fabricmon.pipeline.scheduler import Pipeline
 from fabricmon.config import from_dict
 from fabricmon.checks.settings import COUNTER_CHECKS
 from fabricmon.pipeline.source import registry

@@ -5,7 +5,7 @@ from __future__ import annotations
 from fault_harness import val
 
 from fabricmon.checks import CRITICAL, OK
-from fabricmon.pipeline import Pipeline
+from fabricmon.pipeline.scheduler import Pipeline
 from fabricmon.config import from_dict
 from fabricmon.host import LiveIO
 

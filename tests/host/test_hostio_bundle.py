@@ -85,7 +85,7 @@ def test_record_then_replay_gives_identical_answers(tree: Path, tool: Path, tmp_
     bundle = tmp_path / "bundle"
     rec = RecordingIO(EinvalLiveIO(str(tree), "/proc"), bundle, meta={"hostname": "node-a"})
     cfg = _config(tree)
-    live = SysfsSource(cfg).collect(rec, run_inputs())
+    live = SysfsSource(cfg.sources["sysfs"]).collect(rec, run_inputs())
     ok = rec.run([str(tool), "-C", "mlx5_0"], 10)
     bad = rec.run([str(tool), "fail"], 10)
     missing = rec.run(["/nonexistent/perfquery", "-x"], 10)
@@ -114,7 +114,7 @@ def test_record_then_replay_gives_identical_answers(tree: Path, tool: Path, tmp_
     shutil.rmtree(tree)
     tool.unlink()
     rep = ReplayIO(bundle)
-    replayed = SysfsSource(cfg).collect(rep, run_inputs())
+    replayed = SysfsSource(cfg.sources["sysfs"]).collect(rep, run_inputs())
     assert replayed.errors == live.errors
     assert replayed.data == live.data
     r = rep.run([str(tool), "-C", "mlx5_0"], 10)

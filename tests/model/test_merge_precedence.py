@@ -36,7 +36,7 @@ def test_perfquery_records_fill_a_port_whose_sysfs_record_has_no_counters() -> N
 def test_the_pipeline_names_the_source_of_a_ports_counters(tmp_path) -> None:
     from fabricmon.config import from_dict
     from fabricmon.host import LiveIO
-    from fabricmon.pipeline import Pipeline
+    from fabricmon.pipeline.scheduler import Pipeline
     from fabricmon.pipeline.source import registry
     from fabricmon.sim import sysfs_tree
     sysfs_tree.build(tmp_path, 1)

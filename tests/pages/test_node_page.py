@@ -22,7 +22,7 @@ from fabricmon.model.ports import PortView
 from fabricmon.model.snapshot import BuildStats, Snapshot, SourceState
 from fabricmon.pages import Pages
 from fabricmon.pages import node
-from fabricmon.pipeline import Pipeline
+from fabricmon.pipeline.scheduler import Pipeline
 from fabricmon.report import verdict
 from fabricmon.serve.daemon import Daemon
 from browser import Dom

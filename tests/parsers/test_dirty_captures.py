@@ -305,7 +305,7 @@ def test_the_design_source_loads_a_dirty_design_and_names_a_cut_line(tmp_path: P
     cut.write_bytes("\r\n".join(lines_).encode())
     for path, ok in ((good, True), (cut, False)):
         cfg = from_dict({"fabric": {"sources": {"design": {"path": str(path)}}}}, check_paths=False)
-        out = DesignSource(cfg, cfg.fabric.sources["design"]).collect(_Files(), run_inputs())
+        out = DesignSource(cfg.fabric.sources["design"]).collect(_Files(), run_inputs())
         if ok:
             assert out.errors == [] and out.data is not None and len(out.data.design.cables) == 8
         else:

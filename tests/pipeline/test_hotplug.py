@@ -10,7 +10,7 @@ from pathlib import Path
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from fabricmon.pipeline import Pipeline
+from fabricmon.pipeline.scheduler import Pipeline
 from fabricmon.config import from_dict
 from fabricmon.exporter import render
 from fabricmon.host import LiveIO

@@ -18,8 +18,9 @@ FORBIDDEN = {
     # a check declares its settings (a dataclass and its fabricmon.schema) and receives only them
     "checks": ("fabricmon.sources", "fabricmon.parsers", "fabricmon.host", "fabricmon.pipeline",
                "fabricmon.exporter", "fabricmon.config", "fabricmon.fabric_settings"),
+    # a source receives its SourceConfig (its keys and typed settings), never the whole config
     "sources": ("fabricmon.checks", "fabricmon.exporter", "fabricmon.pipeline.scheduler",
-                "fabricmon.pipeline.node", "fabricmon.serve"),
+                "fabricmon.pipeline.node", "fabricmon.serve", "fabricmon.config", "fabricmon.fabric_settings"),
     "exporter": ("fabricmon.sources", "fabricmon.parsers", "fabricmon.host", "fabricmon.pipeline"),
     # pages read the published snapshot only: no data path of their own
     "pages": ("fabricmon.sources", "fabricmon.parsers", "fabricmon.host", "fabricmon.pipeline", "fabricmon.exporter",
@@ -247,8 +248,8 @@ def test_the_model_names_no_source() -> None:
     module of the model compares with a registered source's name, assigns one to a `*source*` field, or
     looks a source's state up by name (`states[...]`, `states.get(...)`). (A source's name is the
     registry's and the config's; the pipeline names a port's counter source for the journal and pages.)"""
-    from fabricmon.pipeline.source import registry
-    names = {n for collector in ("node", "infiniband", "ethernet") for n in registry(collector)}
+    from fabricmon.config import registered
+    names = {n for collector in ("node", "infiniband", "ethernet") for n in registered(collector)}
 
     def named(node: ast.AST) -> bool:
         return isinstance(node, ast.Constant) and node.value in names

@@ -56,7 +56,7 @@ def test_fast_writer_matches_prometheus_client(tmp_path):
     import sys
     from pathlib import Path
     from fabricmon.sim import sysfs_tree as nodetree
-    from fabricmon.pipeline import Pipeline
+    from fabricmon.pipeline.scheduler import Pipeline
     from fabricmon.exporter import render, render_reference
     from fabricmon.host import LiveIO
     nodetree.build(tmp_path, 3)
@@ -88,7 +88,7 @@ def test_static_layout_is_read_once_per_ttl_and_refreshed_after(tmp_path, monkey
 
     nodetree.build(tmp_path, 2)
     cfg = from_dict({"paths": {"sysfs": str(tmp_path)}})
-    src = sysfs_ib.SysfsSource(cfg)
+    src = sysfs_ib.SysfsSource(cfg.sources["sysfs"])
     io = CountingIO(str(tmp_path))
     first = src.collect(io, run_inputs()).data.devices
     n_first = len(io.reads)
@@ -109,7 +109,7 @@ def test_kept_families_render_as_a_fresh_render_would(tmp_path):
     prometheus_client's for the same snapshot, and an unchanged family's bytes are the kept ones."""
     import shutil
     from fabricmon.sim import sysfs_tree as nodetree
-    from fabricmon.pipeline import Pipeline
+    from fabricmon.pipeline.scheduler import Pipeline
     from fabricmon.exporter import render_reference
     from fabricmon.exporter.render import Renderer
     from fabricmon.host import LiveIO

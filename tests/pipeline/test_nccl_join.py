@@ -30,7 +30,7 @@ NIC1 = f"{ROOT}/0000:05:00.0/0000:06:01.0/0000:08:00.0"
 
 def source(tmp_path: Path) -> NcclInspectorSource:
     cfg = from_dict({"sources": {"nccl_inspector": {"enabled": True, "dir": str(tmp_path)}}}, check_paths=False)
-    return NcclInspectorSource(cfg, cfg.sources["nccl_inspector"])
+    return NcclInspectorSource(cfg.sources["nccl_inspector"])
 
 
 def node(nccl: NcclData, model: NodeModel | None = None) -> Snapshot:

@@ -7,7 +7,7 @@ from structlog.testing import capture_logs
 
 from fabricmon.config import from_dict
 from fabricmon.host import LiveIO
-from fabricmon.pipeline import Pipeline
+from fabricmon.pipeline.scheduler import Pipeline
 from fabricmon.pipeline.source import SourceOutput
 
 

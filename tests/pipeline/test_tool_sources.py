@@ -13,7 +13,7 @@ from fabricmon.config import from_dict
 from fabricmon.exporter import render
 from fabricmon.host import LiveIO, RecordingIO, ReplayIO
 from fabricmon.host.runner import DEFAULT_TOOL_DIRS, resolve_program
-from fabricmon.pipeline import Pipeline
+from fabricmon.pipeline.scheduler import Pipeline
 from fabricmon.sim import sysfs_tree
 from helpers import FIXTURES
 

@@ -189,7 +189,7 @@ def test_the_demo_configuration_passes_promtool_check_metrics(fabric, tmp_path):
     """The demo's config (fabricmon.sim.demo) on a simulated host, every real tool: its exposition
     passes `promtool check metrics`, the ecosystem's own lint."""
     from fabricmon.exporter import render
-    from fabricmon.pipeline import Pipeline
+    from fabricmon.pipeline.scheduler import Pipeline
     from fabricmon.sim.demo import demo_config
     lint_tool = promtool()
     (tmp_path / "sys").mkdir()

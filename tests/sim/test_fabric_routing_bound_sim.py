@@ -25,7 +25,7 @@ def test_a_cut_off_dump_fts_is_an_error_of_the_source_never_of_the_switches(sim_
     host = fab.hosts[0]
     topo = build_topology(parse_ibnetdiscover(fab.run_tool(host, "ibnetdiscover", check=True).stdout))
     cfg = from_dict({})
-    src, io = RoutingSource(cfg, cfg.fabric.sources["routing"]), LiveIO(env=fab.env(host))
+    src, io = RoutingSource(cfg.fabric.sources["routing"]), LiveIO(env=fab.env(host))
 
     whole = src.collect(io, Inputs(deadline=time.monotonic() + 60, inventory=topo))
     assert not whole.errors and set(whole.data.tables) == set(topo.switches)

@@ -138,7 +138,7 @@ class Sim:
         topo = Topology()
         for sw, addr in self.addr.items():
             topo.switches[sw] = SwitchNode(sw, sw, 0, None, kind="ethernet", address=addr)
-        src = source_cls(cfg, cfg.fabric.sources[name])
+        src = source_cls(cfg.fabric.sources[name])
         t0 = time.monotonic()
         out = src.collect(LiveIO(), Inputs(deadline=time.monotonic() + 120, inventory=topo))
         took = time.monotonic() - t0
@@ -318,7 +318,7 @@ def test_the_simulated_leaf_spine_serves_its_transceivers(tmp_path) -> None:
         topo = Topology()
         for s in sw:
             topo.switches[s.name] = SwitchNode(s.name, s.name, 0, None, kind="ethernet", address=fab.endpoints[s.name])
-        src = SnmpOpticsSource(cfg, cfg.fabric.sources["optics"])
+        src = SnmpOpticsSource(cfg.fabric.sources["optics"])
         out = src.collect(LiveIO(), Inputs(deadline=time.monotonic() + 120, inventory=topo))
         src.close()
     assert out.errors == [], out.errors

@@ -17,7 +17,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from fabricmon.config import from_dict
 from fabricmon.exporter import render
 from fabricmon.host import LiveIO
-from fabricmon.pipeline import Pipeline
+from fabricmon.pipeline.scheduler import Pipeline
 from helpers import CAPTURES, extract_ttar, free_port, skip_without_captures, unavailable, wait_until
 
 TTAR = CAPTURES / "sysfs" / "prometheus-node_exporter__sys.ttar.class_infiniband.excerpt.ttar"

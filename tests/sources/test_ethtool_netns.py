@@ -14,7 +14,7 @@ import uuid
 
 import pytest
 
-from fabricmon.pipeline import Pipeline
+from fabricmon.pipeline.scheduler import Pipeline
 from fabricmon.config import from_dict
 from fabricmon.host import LiveIO
 from fabricmon.sources.ethtool import EthtoolSource
@@ -57,7 +57,7 @@ def _config(ns: str, **extra):
 
 
 def test_ethtool_source_live_in_a_netns(netns):
-    src = EthtoolSource(_config(netns))
+    src = EthtoolSource(_config(netns).sources["ethtool"])
     targets = [RoceTarget("veth", 1, "veth0"), RoceTarget("lo", 1, "lo"), RoceTarget("none", 1, "nosuch0")]
     out = src.collect(LiveIO(), roce_inputs(targets))
     veth = out.data.netdevs["veth0"]
@@ -70,7 +70,7 @@ def test_ethtool_source_live_in_a_netns(netns):
 
 
 def test_ethtool_in_a_missing_netns_is_an_error(netns):
-    out = EthtoolSource(_config(netns + "-gone")).collect(LiveIO(), roce_inputs([RoceTarget("veth", 1, "veth0")]))
+    out = EthtoolSource(_config(netns + "-gone").sources["ethtool"]).collect(LiveIO(), roce_inputs([RoceTarget("veth", 1, "veth0")]))
     assert [k for k, _ in out.errors] == ["exit_code"] and out.data is None
 
 

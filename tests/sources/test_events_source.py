@@ -120,7 +120,7 @@ class FabricIO:
 
 def source(**opts) -> EventsSource:
     cfg = from_dict({"fabric": {"sources": {"events": {"wait": 0.1, "batch": 0.0, **opts}}}})
-    return EventsSource(cfg, cfg.fabric.sources["events"])
+    return EventsSource(cfg.fabric.sources["events"])
 
 
 def run(src: EventsSource, io: FabricIO, continuous: bool = True, topo: Topology | None = None) -> FabricEventsData:
@@ -193,7 +193,7 @@ def test_what_keeps_it_from_events_is_mode_sweep_with_the_reason() -> None:
     none = run(source(), NoPort())
     assert none.mode == "sweep" and "a replayed bundle has no subnet manager" in none.reason
     tools = from_dict({"fabric": {"sweep_method": "tools", "sources": {"events": {"wait": 0.1}}}})
-    got = EventsSource(tools, tools.fabric.sources["events"]).collect(
+    got = EventsSource(tools.fabric.sources["events"]).collect(
         FabricIO(), Inputs(deadline=time.monotonic() + 10, inventory=TOPO, continuous=True)).data
     assert got.mode == "sweep" and "sweep_method is tools" in got.reason
 

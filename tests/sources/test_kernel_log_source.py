@@ -47,7 +47,7 @@ class KmsgIO(FakeIO):
 
 def source(tmp_path: Path, **opts) -> KernelLogSource:
     cfg = from_dict({"paths": {"state_dir": str(tmp_path)}, "sources": {"kernel_log": opts}}, check_paths=False)
-    return KernelLogSource(cfg)
+    return KernelLogSource(cfg.sources["kernel_log"])
 
 
 JOURNAL = ("journalctl", "-k", "-o", "json", "--no-pager", "-n", "20000", "--boot")

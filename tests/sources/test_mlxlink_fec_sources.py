@@ -32,7 +32,7 @@ def inventory() -> Inventory:
 
 def run(source, commands, inv=None, config=None):
     io = FakeIO(commands)
-    src = source(from_dict(config or {}))
+    src = source(from_dict(config or {}).sources[source.spec.name])
     return src.collect(io, Inputs(deadline=math.inf, inventory=inv or inventory())), io
 
 

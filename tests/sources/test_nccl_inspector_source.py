@@ -24,7 +24,7 @@ from fabricmon.sources.nccl_inspector import NcclInspectorSource
 def source(tmp_path: Path, **opts: object) -> NcclInspectorSource:
     cfg = from_dict({"sources": {"nccl_inspector": {"enabled": True, "dir": str(tmp_path), **opts}}},
                     check_paths=False)
-    return NcclInspectorSource(cfg, cfg.sources["nccl_inspector"])
+    return NcclInspectorSource(cfg.sources["nccl_inspector"])
 
 
 def test_reads_each_gpus_file(tmp_path: Path) -> None:

@@ -82,7 +82,7 @@ def ras() -> Iterator[list[FakeRas]]:
 def source(port: int, **opts: object) -> NcclRasSource:
     cfg = from_dict({"sources": {"nccl_ras": {"enabled": True, "address": "127.0.0.1", "port": port, **opts}}},
                     check_paths=False)
-    return NcclRasSource(cfg, cfg.sources["nccl_ras"])
+    return NcclRasSource(cfg.sources["nccl_ras"])
 
 
 def query_again(src: NcclRasSource, r: FakeRas, answer: str) -> SourceOutput:

@@ -42,7 +42,7 @@ INV = inventory({"mlx5_0": ("ens1f0np0", "Ethernet"), "mlx5_1": ("ib0", "InfiniB
 
 
 def collect(commands, inv=INV):
-    return OpticsSource(from_dict({})).collect(FakeIO(commands), Inputs(deadline=math.inf, inventory=inv))
+    return OpticsSource(from_dict({}).sources["optics"]).collect(FakeIO(commands), Inputs(deadline=math.inf, inventory=inv))
 
 
 def test_reads_roce_and_ipoib_netdevs_and_tells_no_data_from_errors() -> None:
@@ -78,7 +78,7 @@ def test_real_ethtool_on_a_netdev_without_a_module_is_no_data() -> None:
     if shutil.which("ethtool") is None:
         unavailable("ethtool is not installed")
     inv = inventory({"lo_dev": ("lo", "Ethernet")})
-    out = OpticsSource(from_dict({})).collect(LiveIO(), Inputs(deadline=math.inf, inventory=inv))
+    out = OpticsSource(from_dict({}).sources["optics"]).collect(LiveIO(), Inputs(deadline=math.inf, inventory=inv))
     assert out.errors == [], out.errors
     rec = out.data.modules["lo"]
     assert rec.module is None and rec.note

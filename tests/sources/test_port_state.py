@@ -64,7 +64,7 @@ def inventory(*devs: str) -> Inventory:
 
 def test_it_reads_only_state_and_phys_state_and_a_poll_with_nothing_new_returns_the_last_record() -> None:
     cfg = from_dict({}, check_paths=False)
-    src = PortStateSource(cfg, cfg.sources["port_state"])
+    src = PortStateSource(cfg.sources["port_state"])
     io = ManyIO(files({"mlx5_0": ("4: ACTIVE", "5: LinkUp"), "mlx5_1": ("4: ACTIVE", "5: LinkUp")}))
     inv = inventory("mlx5_0", "mlx5_1")
     first = poll(src, io, inv)
@@ -79,7 +79,7 @@ def test_it_reads_only_state_and_phys_state_and_a_poll_with_nothing_new_returns_
 
 def test_a_port_without_state_files_is_not_read_and_another_error_is_counted() -> None:
     cfg = from_dict({}, check_paths=False)
-    src = PortStateSource(cfg, cfg.sources["port_state"])
+    src = PortStateSource(cfg.sources["port_state"])
     io = ManyIO({**files({"mlx5_0": ("4: ACTIVE", "5: LinkUp")}),
                  ("sysfs", f"{BASE}/mlx5_2/ports/1/state"): errno.EACCES,
                  ("sysfs", f"{BASE}/mlx5_2/ports/1/phys_state"): "5: LinkUp"})

@@ -54,7 +54,7 @@ def inputs(inv: Inventory) -> Inputs:
 
 def test_ethtool_m_denied_says_cap_net_admin_and_the_drop_in() -> None:
     inv = inventory({"mlx5_0": ("ens1f0np0", "Ethernet"), "mlx5_1": ("ib0", "InfiniBand")})
-    out = OpticsSource(from_dict({})).collect(FakeIO({("ethtool", "-m", "ens1f0np0"): (1, "", EEPROM_EPERM),
+    out = OpticsSource(from_dict({}).sources["optics"]).collect(FakeIO({("ethtool", "-m", "ens1f0np0"): (1, "", EEPROM_EPERM),
                                                       ("ethtool", "-m", "ib0"): (1, "", EEPROM_EPERM_IOCTL)}),
                                               inputs(inv))
     assert out.data is None                 # nothing read: the source is down, not "no module"
@@ -67,7 +67,7 @@ def test_ethtool_m_denied_says_cap_net_admin_and_the_drop_in() -> None:
     assert out.errors[1][1].startswith("ethtool -m ib0: exit 1: Cannot get module EEPROM information: Operation not "
                                        "permitted: reading a module EEPROM needs CAP_NET_ADMIN")
     # with the capability the same veth answers "not supported": a netdev without a module, no error
-    out = OpticsSource(from_dict({})).collect(FakeIO({("ethtool", "-m", "ens1f0np0"): (1, "", EEPROM_EOPNOTSUPP)}),
+    out = OpticsSource(from_dict({}).sources["optics"]).collect(FakeIO({("ethtool", "-m", "ens1f0np0"): (1, "", EEPROM_EOPNOTSUPP)}),
                                               inputs(inventory({"mlx5_0": ("ens1f0np0", "Ethernet")})))
     assert not out.errors and out.data.modules["ens1f0np0"].module is None
 
@@ -84,7 +84,7 @@ def test_a_mad_tool_without_its_umad_port_says_why_from_the_device_nodes(tmp_pat
     io = FakeIO({argv: (255, "", said), (argv[0], "-x", *argv[1:]): (255, "", said)})
     cfg = from_dict({"sources": {source.spec.name: {"enabled": True}}}, check_paths=False)
     monkeypatch.setattr(privilege, "UMAD_GLOB", str(tmp_path / "umad*"))        # this host's, in a test
-    out = source(cfg).collect(io, inputs(inv))
+    out = source(cfg.sources[source.spec.name]).collect(io, inputs(inv))
     assert out.data is None and out.errors
     msg = out.errors[0][1]
     assert msg.startswith(f"{' '.join(argv)}: exit 255: ")
@@ -94,7 +94,7 @@ def test_a_mad_tool_without_its_umad_port_says_why_from_the_device_nodes(tmp_pat
     (tmp_path / "umad0").write_text("")
     (tmp_path / "umad0").chmod(0o600)
     monkeypatch.setattr(umad.os, "access", lambda path, mode: False)      # as a user outside group rdma
-    msg = source(cfg).collect(io, inputs(inv)).errors[0][1]
+    msg = source(cfg.sources[source.spec.name]).collect(io, inputs(inv)).errors[0][1]
     assert msg.endswith(f": permission denied on {tmp_path / 'umad0'}: run as root or as a member of the group that "
                         "owns it (fabricmon's udev rule gives it to group rdma, mode 0660; the shipped units run in "
                         "it: SupplementaryGroups=rdma)")
@@ -113,11 +113,11 @@ def test_nvml_without_permission_is_a_failure_with_the_fix_never_no_gpus(tmp_pat
         live.nvml_gpus()
     rec = RecordingIO(live, tmp_path / "bundle")
     for io in (live, rec):
-        out = GpuSource(from_dict({}, check_paths=False)).collect(io, inputs(Inventory()))
+        out = GpuSource(from_dict({}, check_paths=False).sources["gpu"]).collect(io, inputs(Inventory()))
         assert out.data is None
         assert out.errors == [("read", f"NVML: nvmlInit failed: Insufficient Permissions: {privilege.NVML_FIX}")]
     rec.save()
-    out = GpuSource(from_dict({}, check_paths=False)).collect(ReplayIO(tmp_path / "bundle"), inputs(Inventory()))
+    out = GpuSource(from_dict({}, check_paths=False).sources["gpu"]).collect(ReplayIO(tmp_path / "bundle"), inputs(Inventory()))
     assert out.data is None and out.errors[0][1].endswith(privilege.NVML_FIX)
 
 
@@ -131,7 +131,7 @@ def test_a_spool_dir_this_user_may_not_list_says_so(tmp_path) -> None:
 
         def list_host_dir(self, path):
             raise OSError(errno.EACCES, "Permission denied", path)
-    out = SlurmSource(from_dict({}, check_paths=False)).collect(NoList(), inputs(Inventory()))
+    out = SlurmSource(from_dict({}, check_paths=False).sources["slurm"]).collect(NoList(), inputs(Inventory()))
     assert out.data is None
     assert out.errors == [("read", "/var/spool/slurmd: Permission denied: this user must be able to list slurmd's "
                                    "spool directory (slurmd makes it mode 0755; where a site restricted it, give the "

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from fabricmon.pipeline import Pipeline
+from fabricmon.pipeline.scheduler import Pipeline
 from fabricmon.config import from_dict
 from fabricmon.host import LiveIO, RecordingIO, ReplayIO
 from fabricmon.host.runner import CommandResult
@@ -37,7 +37,7 @@ def cfg(**sources):
 def test_mlnx_qos_parses_and_builds_argv():
     text = (FIXTURES / "mlnx_qos" / "pfc_prio3_dscp_trust.txt").read_text()
     io = FakeIO({("mlnx_qos", "-i", "eth2"): (0, text, "")})
-    out = MlnxQosSource(cfg()).collect(io, roce_inputs(T))
+    out = MlnxQosSource(cfg().sources["mlnx_qos"]).collect(io, roce_inputs(T))
     assert not out.errors and out.data.netdevs["eth2"].qos.pfc_priorities() == (3,)
     assert io.ran == [("mlnx_qos", "-i", "eth2")]
 
@@ -45,15 +45,15 @@ def test_mlnx_qos_parses_and_builds_argv():
 def test_mlnx_qos_ets_unsupported_is_not_an_error():
     text = (FIXTURES / "mlnx_qos" / "ets_unsupported.txt").read_text()
     io = FakeIO({("mlnx_qos", "-i", "eth2"): (1, text, "")})
-    out = MlnxQosSource(cfg()).collect(io, roce_inputs(T))
+    out = MlnxQosSource(cfg().sources["mlnx_qos"]).collect(io, roce_inputs(T))
     assert not out.errors
     assert out.data.netdevs["eth2"].dcb_supported is False
 
 
 def test_mlnx_qos_missing_tool_auto_vs_required():
-    out = MlnxQosSource(cfg()).collect(FakeIO(), roce_inputs(T + [RoceTarget("mlx5_1", 1, "eth3")]))
+    out = MlnxQosSource(cfg().sources["mlnx_qos"]).collect(FakeIO(), roce_inputs(T + [RoceTarget("mlx5_1", 1, "eth3")]))
     assert not out.errors and out.data.tool_missing and out.up
-    out = MlnxQosSource(cfg(mlnx_qos={"enabled": True})).collect(FakeIO(), roce_inputs(T))
+    out = MlnxQosSource(cfg(mlnx_qos={"enabled": True}).sources["mlnx_qos"]).collect(FakeIO(), roce_inputs(T))
     assert [k for k, _ in out.errors] == ["not_found"]
 
 
@@ -64,7 +64,7 @@ def test_mlnx_qos_failures_cost_only_their_netdev():
                  ("mlnx_qos", "-i", "eth4"): (0, (FIXTURES / "mlnx_qos" / "garbage.txt").read_text(), ""),
                  ("mlnx_qos", "-i", "eth5"): CommandResult(("mlnx_qos",), None, "", "", 10.0, "timeout")})
     targets = [RoceTarget(f"mlx5_{i}", 1, f"eth{i + 2}") for i in range(4)] + [RoceTarget("x", 1, "-rf")]
-    out = MlnxQosSource(cfg()).collect(io, roce_inputs(targets))
+    out = MlnxQosSource(cfg().sources["mlnx_qos"]).collect(io, roce_inputs(targets))
     assert sorted(k for k, _ in out.errors) == ["exit_code", "parse", "parse", "timeout"]
     assert any("refusing unsafe command argument '-rf'" in m for _, m in out.errors)
     assert set(out.data.netdevs) == {"eth2"}
@@ -73,7 +73,7 @@ def test_mlnx_qos_failures_cost_only_their_netdev():
 def test_mlnx_qos_configurable_command():
     text = (FIXTURES / "mlnx_qos" / "pfc_off_pcp_trust.txt").read_text()
     io = FakeIO({("sudo", "-n", "/opt/mellanox/mlnx_qos", "-i", "eth2"): (0, text, "")})
-    out = MlnxQosSource(cfg(mlnx_qos={"command": ["sudo", "-n", "/opt/mellanox/mlnx_qos"]})).collect(io, roce_inputs(T))
+    out = MlnxQosSource(cfg(mlnx_qos={"command": ["sudo", "-n", "/opt/mellanox/mlnx_qos"]}).sources["mlnx_qos"]).collect(io, roce_inputs(T))
     assert out.data.netdevs["eth2"].qos.trust == "pcp"
 
 
@@ -81,7 +81,7 @@ def test_mlnx_qos_configurable_command():
 
 def test_ethtool_curates():
     text = (FIXTURES / "ethtool" / "mlx5_pfc_prio3.txt").read_text()
-    out = EthtoolSource(cfg()).collect(FakeIO({("ethtool", "-S", "eth2"): (0, text, "")}), roce_inputs(T))
+    out = EthtoolSource(cfg().sources["ethtool"]).collect(FakeIO({("ethtool", "-S", "eth2"): (0, text, "")}), roce_inputs(T))
     st = out.data.netdevs["eth2"]
     assert st.count > 50 and st.stats.pause[(3, "rx")] == 1533 and st.stats.pause_duration_us[(3, "tx")] == 12904
     assert "rx_vport_rdma_unicast_bytes" not in st.stats.errors
@@ -90,10 +90,10 @@ def test_ethtool_curates():
 def test_ethtool_no_stats_and_errors():
     io = FakeIO({("ethtool", "-S", "lo"): (94, "", "no stats available\n"),
                  ("ethtool", "-S", "nope0"): (96, "", "Cannot get stats strings information: No such device\n")})
-    out = EthtoolSource(cfg()).collect(io, roce_inputs([RoceTarget("a", 1, "lo"), RoceTarget("b", 1, "nope0")]))
+    out = EthtoolSource(cfg().sources["ethtool"]).collect(io, roce_inputs([RoceTarget("a", 1, "lo"), RoceTarget("b", 1, "nope0")]))
     assert out.data.netdevs["lo"].stats is None
     assert [k for k, _ in out.errors] == ["exit_code"] and "No such device" in out.errors[0][1]
-    out = EthtoolSource(cfg()).collect(FakeIO(), roce_inputs(T))
+    out = EthtoolSource(cfg().sources["ethtool"]).collect(FakeIO(), roce_inputs(T))
     assert out.data.tool_missing and not out.errors
 
 
@@ -104,7 +104,7 @@ def test_netdev_reads_class_net():
                        ("sysfs", "class/net/eth2/operstate"): "down\n",
                        ("sysfs", "class/net/eth3/mtu"): errno.EACCES, ("sysfs", "class/net/eth3/speed"): "-1\n",
                        ("sysfs", "class/net/eth3/operstate"): "up"})
-    out = NetdevSource(cfg()).collect(io, roce_inputs(T + [RoceTarget("mlx5_1", 1, "eth3"), RoceTarget("x", 1, "../x")]))
+    out = NetdevSource(cfg().sources["netdev"]).collect(io, roce_inputs(T + [RoceTarget("mlx5_1", 1, "eth3"), RoceTarget("x", 1, "../x")]))
     nd = out.data.netdevs
     assert (nd["eth2"].mtu, nd["eth2"].speed_mbps, nd["eth2"].operstate) == (9000, None, "down")
     assert (nd["eth3"].mtu, nd["eth3"].speed_mbps, nd["eth3"].operstate) == (None, None, "up")
@@ -114,7 +114,7 @@ def test_netdev_reads_class_net():
 # --- gpudirect -----------------------------------------------------------------------------
 
 def test_gpudirect_absent_files_are_facts_not_errors():
-    out = GpudirectSource(cfg()).collect(FakeIO(), run_inputs())
+    out = GpudirectSource(cfg().sources["gpudirect"]).collect(FakeIO(), run_inputs())
     assert not out.errors and out.data.modules is None and not out.data.peermem and not out.data.nvidia_loaded
 
 
@@ -127,7 +127,7 @@ def test_gpudirect_reads_every_path():
         ("sysfs", "module/nvidia/taint"): "OE\n",
         ("sysfs", "module/nvidia_peermem/initstate"): errno.EACCES,
     })
-    out = GpudirectSource(cfg()).collect(io, run_inputs())
+    out = GpudirectSource(cfg().sources["gpudirect"]).collect(io, run_inputs())
     f = out.data
     assert f.nv_peer_mem and f.nv_mem_version == "1.3-0" and not f.peermem
     assert f.kernel == (6, 8) and f.driver_version == "560.35.03" and f.open_module is True
@@ -136,7 +136,7 @@ def test_gpudirect_reads_every_path():
 
 def test_gpudirect_proprietary_taint():
     io = FakeIO(files={("sysfs", "module/nvidia/version"): "535.1.1\n", ("sysfs", "module/nvidia/taint"): "POE\n"})
-    assert GpudirectSource(cfg()).collect(io, run_inputs()).data.open_module is False
+    assert GpudirectSource(cfg().sources["gpudirect"]).collect(io, run_inputs()).data.open_module is False
 
 
 # --- gpu (NVML) ----------------------------------------------------------------------------
@@ -148,24 +148,24 @@ def test_gpu_source_joins_nvml_and_sysfs():
     real = "/sys/devices/pci0000:18/0000:18:01.0/0000:1b:00.0"
     io = FakeIO(nvml=GPUS, realpaths={"bus/pci/devices/0000:1b:00.0": real},
                 files={("sysfs", "bus/pci/devices/0000:1b:00.0/numa_node"): "-1\n"})
-    out = GpuSource(cfg()).collect(io, run_inputs())
+    out = GpuSource(cfg().sources["gpu"]).collect(io, run_inputs())
     g = out.data.gpus[0]
     assert (g.index, g.uuid, g.bus_id, g.numa_node) == (0, "GPU-aaaa", "0000:1b:00.0", None)
     assert g.pci_path.endswith("0000:1b:00.0") and out.data.driver_version == "550.1" and not out.errors
 
 
 def test_gpu_source_without_nvml():
-    out = GpuSource(cfg()).collect(FakeIO(nvml=NvmlUnavailable("NVML Shared Library Not Found")), run_inputs())
+    out = GpuSource(cfg().sources["gpu"]).collect(FakeIO(nvml=NvmlUnavailable("NVML Shared Library Not Found")), run_inputs())
     assert not out.errors and out.data.gpus == [] and out.up
-    out = GpuSource(cfg(gpu={"enabled": True})).collect(FakeIO(nvml=NvmlUnavailable("NVML Shared Library Not Found")), run_inputs())
+    out = GpuSource(cfg(gpu={"enabled": True}).sources["gpu"]).collect(FakeIO(nvml=NvmlUnavailable("NVML Shared Library Not Found")), run_inputs())
     assert out.errors == [("not_found", "NVML: NVML Shared Library Not Found")]
-    out = GpuSource(cfg()).collect(FakeIO(nvml=NvmlError("GPU is lost")), run_inputs())
+    out = GpuSource(cfg().sources["gpu"]).collect(FakeIO(nvml=NvmlError("GPU is lost")), run_inputs())
     assert [k for k, _ in out.errors] == ["read"] and not out.up
 
 
 def test_gpu_source_bad_bus_id_and_missing_sysfs():
     io = FakeIO(nvml=[{"index": 0, "uuid": "u", "bus_id": "garbage"}, {"index": 1, "uuid": "v", "bus_id": "0:3b:0.0"}])
-    out = GpuSource(cfg()).collect(io, run_inputs())
+    out = GpuSource(cfg().sources["gpu"]).collect(io, run_inputs())
     assert [g.bus_id for g in out.data.gpus] == ["0000:3b:00.0"]
     assert sorted(k for k, _ in out.errors) == ["parse", "read"]
 
@@ -175,7 +175,7 @@ def test_gpu_source_times_out_a_hung_nvml():
         def nvml_gpus(self):
             time.sleep(3)                   # a hung NVML: what is tested
             return []
-    src = GpuSource(cfg(gpu={"timeout": 0.2}))
+    src = GpuSource(cfg(gpu={"timeout": 0.2}).sources["gpu"])
     t0 = time.monotonic()
     out = src.collect(Hung(), run_inputs())
     assert time.monotonic() - t0 < 2 and [k for k, _ in out.errors] == ["timeout"]
@@ -187,10 +187,10 @@ def test_gpu_source_reads_the_nccl_env_file(tmp_path):
     env = tmp_path / "nccl.conf"
     env.write_text("export NCCL_IB_HCA='=mlx5_0,mlx5_1'\n")
     c = from_dict({"gpu": {"nccl_env_file": str(env)}})
-    out = GpuSource(c).collect(LiveIO(str(tmp_path), str(tmp_path)), run_inputs())
+    out = GpuSource(c.sources["gpu"]).collect(LiveIO(str(tmp_path), str(tmp_path)), run_inputs())
     assert out.data.nccl_env == {"NCCL_IB_HCA": "=mlx5_0,mlx5_1"}
     c = from_dict({"gpu": {"nccl_env_file": str(tmp_path / "absent.conf")}})
-    out = GpuSource(c).collect(LiveIO(str(tmp_path), str(tmp_path)), run_inputs())
+    out = GpuSource(c.sources["gpu"]).collect(LiveIO(str(tmp_path), str(tmp_path)), run_inputs())
     assert out.data.nccl_env is None and [k for k, _ in out.errors] == ["read"]
 
 

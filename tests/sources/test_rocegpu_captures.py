@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from fabricmon.pipeline import Pipeline
+from fabricmon.pipeline.scheduler import Pipeline
 from fabricmon.config import from_dict
 from fabricmon.host import LiveIO
 from fabricmon.host.runner import CommandResult
@@ -37,7 +37,7 @@ class OneCommand:
                          ids=lambda p: p.name if p else "absent")
 def test_mlnx_qos_captures(path):
     assert path is not None, f"{CAPTURES / 'mlnx_qos'} holds no capture"
-    out = MlnxQosSource(from_dict({})).collect(OneCommand(path.read_text()), roce_inputs([RoceTarget("mlx5_0", 1, "eth2")]))
+    out = MlnxQosSource(from_dict({}).sources["mlnx_qos"]).collect(OneCommand(path.read_text()), roce_inputs([RoceTarget("mlx5_0", 1, "eth2")]))
     assert not out.errors, out.errors
     q = out.data.netdevs["eth2"].qos
     assert q.trust in ("pcp", "dscp") and len(q.pfc_enabled) == 8 and q.traffic_classes
@@ -45,7 +45,7 @@ def test_mlnx_qos_captures(path):
 
 def test_ethtool_capture():
     text = (CAPTURES / "ethtool" / "prometheus-node_exporter__eth0_statistics").read_text()
-    out = EthtoolSource(from_dict({})).collect(OneCommand(text), roce_inputs([RoceTarget("x", 1, "eth0")]))
+    out = EthtoolSource(from_dict({}).sources["ethtool"]).collect(OneCommand(text), roce_inputs([RoceTarget("x", 1, "eth0")]))
     assert not out.errors and out.data.netdevs["eth0"].count > 5
 
 

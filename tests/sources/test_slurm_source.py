@@ -46,7 +46,7 @@ def answer(lines: str, rc: int = 0, stderr: str = "", error=None):
 
 
 def source(**slurm) -> SlurmSource:
-    return SlurmSource(from_dict({"slurm": slurm}, check_paths=False))
+    return SlurmSource(from_dict({"slurm": slurm}, check_paths=False).sources["slurm"])
 
 
 def test_jobs_from_step_sockets_looked_up_once():
@@ -149,7 +149,7 @@ def test_configured_node_name():
 def fabric_source(enabled="auto"):
     from fabricmon.sources.cluster_jobs import SlurmJobsSource
     cfg = from_dict({"fabric": {"sources": {"slurm_jobs": {"enabled": enabled}}}}, check_paths=False)
-    return SlurmJobsSource(cfg, cfg.fabric.sources["slurm_jobs"])
+    return SlurmJobsSource(cfg.fabric.sources["slurm_jobs"])
 
 
 def test_fabric_one_squeue_of_running_jobs():

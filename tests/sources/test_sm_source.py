@@ -27,9 +27,9 @@ class ScriptedIO(FakeIO):
 
 def collect(sminfo: list) -> tuple:
     cfg = from_dict({})
-    t = str(cfg.fabric.mad_timeout_ms)
+    t = str(cfg.fabric.mad.timeout_ms)
     io = ScriptedIO({("sminfo", "-t", t): sminfo, ("saquery", "-s", "-t", t): recorded_tool("saquery-s")})
-    src = SmSource(cfg, cfg.fabric.sources["sm"])
+    src = SmSource(cfg.fabric.sources["sm"])
     return src.collect(io, Inputs(deadline=math.inf)), io
 
 

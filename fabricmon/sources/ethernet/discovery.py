@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING
 
 import structlog
 
-from fabricmon.sources.ethernet.settings import DEFAULT_EXCLUDE_PORTS
+from fabricmon.sources.ethernet.settings import DEFAULT_EXCLUDE_PORTS, SNMP_SOURCE
 from fabricmon.host.io import HostIO
 from fabricmon.model.fabric import DiscoveryData, Link, SwitchNode
 from fabricmon.parsers.errors import ParseError
@@ -36,7 +36,7 @@ from fabricmon.pipeline.source import Inputs, SourceOutput, register
 from fabricmon.sources.ethernet.snmp import SnmpAccess, SnmpSource, failure
 
 if TYPE_CHECKING:
-    from fabricmon.config import Config, SourceConfig
+    from fabricmon.registry import SourceConfig
 
 log = structlog.get_logger("fabricmon.fabric")
 
@@ -156,16 +156,17 @@ def build_graph(idents: dict[str, SwitchIdentity], unreachable: dict[str, str],
 
 
 @register("discovery", enabled=True, interval=300.0, timeout=60.0, command=(),
-          provides_inventory=True, collector="ethernet", records=DiscoveryData)
+          provides_inventory=True, collector="ethernet", records=DiscoveryData,
+          options=SNMP_SOURCE)
 class SnmpDiscoverySource(SnmpSource):
-    def __init__(self, config: Config, sc: SourceConfig | None = None):
-        super().__init__(config, sc)
+    def __init__(self, sc: SourceConfig):
+        super().__init__(sc)
         self._last: dict[str, SwitchIdentity] = {}       # address -> identity at its last answer
         self._reported: dict[tuple[str, int], tuple[str, ...]] = {}   # (guid, port) -> neighbours logged
 
     def collect(self, io: HostIO, inputs: Inputs) -> SourceOutput:
         out = SourceOutput()
-        eth = self.config.fabric.ethernet
+        eth = self.settings.ethernet
         switches = list(eth.switches)
         if not switches:
             out.error("read", "no switches configured (fabric.ethernet.switches)")

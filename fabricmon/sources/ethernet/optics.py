@@ -15,11 +15,12 @@ from fabricmon.model.fabric import Topology
 from fabricmon.model.optics import SwitchOpticsData
 from fabricmon.parsers.entity_sensor import SENSOR_WALKS, join
 from fabricmon.pipeline.source import INVENTORY, Inputs, SourceOutput, register
+from fabricmon.sources.ethernet.settings import SNMP_SOURCE
 from fabricmon.sources.ethernet.snmp import SnmpSource, parse_switches
 
 
 @register("optics", enabled=True, interval=300.0, timeout=60.0, command=(), needs=(INVENTORY,),
-          collector="ethernet", records=SwitchOpticsData)
+          collector="ethernet", records=SwitchOpticsData, options=SNMP_SOURCE)
 class SnmpOpticsSource(SnmpSource):
     def read_switches(self, io: HostIO, inputs: Inputs, out: SourceOutput, topo: Topology, mine: list[str]) -> None:
         texts, errors = self.walk_switches(io, inputs, topo, mine, SENSOR_WALKS)

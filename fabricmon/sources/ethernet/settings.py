@@ -18,7 +18,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
+from fabricmon.registry import shared_settings
 from fabricmon.schema import ConfigError, Context, Schema, choice, integer, listing, number, section, string
+from fabricmon.sources.settings import FabricScope
 
 SNMP_AUTH_PROTOCOLS = ("MD5", "SHA", "SHA224", "SHA256", "SHA384", "SHA512")
 SNMP_PRIV_PROTOCOLS = ("DES", "AES", "AES192", "AES256", "AES192C", "AES256C")   # C: Cisco's key extension
@@ -238,5 +240,18 @@ SCHEMA: Schema[EthernetConfig] = Schema(
     pure=False,         # switches are required only where host paths are checked
 )
 
-__all__ = ["DEFAULT_EXCLUDE_PORTS", "SCHEMA", "SNMP", "SNMP_AUTH_PROTOCOLS", "SNMP_PRIV_PROTOCOLS", "SNMP_SECRETS",
-           "EthernetConfig", "SnmpConfig"]
+
+
+@dataclass(frozen=True, slots=True)
+class SnmpSourceSettings:
+    """What every SNMP source (discovery, sweep, optics, vitals) reads: fabric.ethernet and the shard."""
+    ethernet: EthernetConfig
+    shard: tuple[int, int] = (0, 1)
+
+
+# the SNMP sources' settings, built from fabric.ethernet and fabric.shard (provided by fabric_settings)
+SNMP_SOURCE: Schema[SnmpSourceSettings] = shared_settings(
+    lambda ctx: SnmpSourceSettings(ctx.take(EthernetConfig), ctx.take(FabricScope).shard))
+
+__all__ = ["DEFAULT_EXCLUDE_PORTS", "SCHEMA", "SNMP", "SNMP_SOURCE", "SNMP_AUTH_PROTOCOLS", "SNMP_PRIV_PROTOCOLS", "SNMP_SECRETS",
+           "EthernetConfig", "SnmpConfig", "SnmpSourceSettings"]

@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, TypeVar
 
 import structlog
 
-from fabricmon.sources.ethernet.settings import SnmpConfig
+from fabricmon.sources.ethernet.settings import SnmpConfig, SnmpSourceSettings
 from fabricmon.host.io import HostIO
 from fabricmon.host.runner import CommandResult
 from fabricmon.host import usm as _usm
@@ -45,7 +45,7 @@ from fabricmon.pipeline.source import Inputs, Source, SourceOutput
 T = TypeVar("T")
 
 if TYPE_CHECKING:
-    from fabricmon.config import Config, SourceConfig
+    from fabricmon.registry import SourceConfig
 
 log = structlog.get_logger("fabricmon.snmp")
 WALK_PROGRAM = "snmpbulkwalk"
@@ -195,9 +195,10 @@ _warned_values: set[tuple[str, str]] = set()
 class SnmpSource(Source):
     """A source that reads switches over SNMP through one SnmpAccess (closed with the source)."""
 
-    def __init__(self, config: Config, sc: SourceConfig | None = None):
-        super().__init__(config, sc)
-        self.access = SnmpAccess(config.fabric.ethernet.snmp)
+    def __init__(self, sc: SourceConfig):
+        super().__init__(sc)
+        self.settings = sc.settings(SnmpSourceSettings)
+        self.access = SnmpAccess(self.settings.ethernet.snmp)
 
     def collect(self, io: HostIO, inputs: Inputs) -> SourceOutput:
         """read_switches on this shard's discovered switches; before the discovery has completed, nothing read
@@ -219,7 +220,7 @@ class SnmpSource(Source):
         if topo is None or not topo.switches:
             out.error("read", "no discovered topology yet (the discovery source has not completed)")
             return None
-        shard = self.config.fabric.shard
+        shard = self.settings.shard
         return topo, sorted(g for g, sw in topo.switches.items() if sw.address and in_shard(g, *shard))
 
     def walk_switches(self, io: HostIO, inputs: Inputs, topo: Topology, mine: list[str],
@@ -250,7 +251,7 @@ class SnmpSource(Source):
                     specs.append(self.access.spec(topo.switches[g].address, root))
                     owner.append((g, name))
             deadline = time.monotonic() + inputs.remaining(self.sc.timeout)
-            results = io.snmp_walks(specs, deadline, self.config.fabric.ethernet.concurrency, inputs.cancel)
+            results = io.snmp_walks(specs, deadline, self.settings.ethernet.concurrency, inputs.cancel)
             for (g, name), res in zip(owner, results):
                 if g not in errors:
                     take(g, name, res)

@@ -27,6 +27,7 @@ from fabricmon.model.fabric import SweepData, Topology
 from fabricmon.parsers.errors import ParseError
 from fabricmon.parsers.snmp import OIDS, SWEEP_COLUMNS, WALK_BY_NAME, SwitchCounters, counters_from_walks
 from fabricmon.pipeline.source import INVENTORY, Inputs, SourceOutput, register
+from fabricmon.sources.ethernet.settings import SNMP_SOURCE
 from fabricmon.sources.ethernet.snmp import SnmpAccess, SnmpSource, failure
 
 SWEEP_WALKS = ("if_table", "ifx_table")
@@ -90,10 +91,9 @@ def read_all_inprocess(access: SnmpAccess, io: HostIO, switches: list[tuple[str,
 
 
 @register("sweep", enabled=True, interval=15.0, timeout=30.0, command=(),
-          needs=(INVENTORY,), collector="ethernet", records=SweepData)
+          needs=(INVENTORY,), collector="ethernet", records=SweepData, options=SNMP_SOURCE)
 class SnmpSweepSource(SnmpSource):
     def read_switches(self, io: HostIO, inputs: Inputs, out: SourceOutput, topo: Topology, mine: list[str]) -> None:
-        fc = self.config.fabric
         t0 = time.monotonic()
         data = SweepData(scale=dict(OCTET_COUNTERS), wrapping=set(WRAPPING))
 
@@ -111,10 +111,10 @@ class SnmpSweepSource(SnmpSource):
         if mine and self.access.inprocess:
             results = read_all_inprocess(
                 self.access, io, [(g, topo.switches[g].address, topo.switches[g].counter_tables) for g in mine],
-                time.monotonic() + inputs.remaining(self.sc.timeout), fc.ethernet.concurrency, inputs.cancel,
+                time.monotonic() + inputs.remaining(self.sc.timeout), self.settings.ethernet.concurrency, inputs.cancel,
                 answered)
         elif mine:
-            with ThreadPoolExecutor(max_workers=max(1, min(fc.ethernet.concurrency, len(mine))),
+            with ThreadPoolExecutor(max_workers=max(1, min(self.settings.ethernet.concurrency, len(mine))),
                                     thread_name_prefix="fabricmon-snmp-sweep") as pool:
                 results = list(pool.map(one, mine))
         else:

@@ -16,11 +16,12 @@ from fabricmon.model.fabric import Topology
 from fabricmon.model.vitals import SwitchVitalsData
 from fabricmon.parsers.vitals import VITALS_WALKS, parse_vitals
 from fabricmon.pipeline.source import INVENTORY, Inputs, SourceOutput, register
+from fabricmon.sources.ethernet.settings import SNMP_SOURCE
 from fabricmon.sources.ethernet.snmp import SnmpSource, parse_switches
 
 
 @register("vitals", enabled=True, interval=120.0, timeout=60.0, command=(), needs=(INVENTORY,),
-          collector="ethernet", records=SwitchVitalsData)
+          collector="ethernet", records=SwitchVitalsData, options=SNMP_SOURCE)
 class SnmpVitalsSource(SnmpSource):
     def read_switches(self, io: HostIO, inputs: Inputs, out: SourceOutput, topo: Topology, mine: list[str]) -> None:
         # a bundle recorded before this source existed holds none of its walks: its tables are absent there (a

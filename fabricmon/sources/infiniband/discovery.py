@@ -25,7 +25,8 @@ from fabricmon.parsers.errors import ParseError
 from fabricmon.parsers.ibnetdiscover import count_unanswered, parse_ibnetdiscover
 from fabricmon.parsers.node_name_map import parse_node_name_map
 from fabricmon.pipeline.source import Inputs, Source, SourceOutput, register
-from fabricmon.schema import Schema, from_class, string
+from fabricmon.schema import Schema, string
+from fabricmon.sources.infiniband.settings import FabricScope
 
 CACHE_NAME = "topology.cache"
 NODE_NAME_MAP = "/etc/rdma/ib-node-name-map"       # infiniband-diags' default
@@ -35,6 +36,7 @@ NODE_NAME_MAP = "/etc/rdma/ib-node-name-map"       # infiniband-diags' default
 class DiscoverySettings:
     """fabric.sources.discovery's own keys."""
     node_name_map: str = NODE_NAME_MAP
+    cache_dir: str = ""         # fabric.cache_dir: where the topology cache is written
 
 
 OPTIONS: Schema[DiscoverySettings] = Schema(fields=(
@@ -42,7 +44,8 @@ OPTIONS: Schema[DiscoverySettings] = Schema(fields=(
            "infiniband-diags' node name map (`0x<guid> \"name\"` lines, `#` comments): names the "
            "hosts whose CAs keep the firmware's node description; a missing file is no map",
            kind="path"),
-), build=from_class(DiscoverySettings))
+), build=lambda v, key, ctx: DiscoverySettings(**v, cache_dir=ctx.take(FabricScope).cache_dir),
+   pure=False)
 
 
 def cache_path(cache_dir: str) -> str:
@@ -54,7 +57,7 @@ def cache_path(cache_dir: str) -> str:
 class DiscoverySource(Source):
     def collect(self, io: HostIO, inputs: Inputs) -> SourceOutput:
         out = SourceOutput()
-        final = cache_path(self.config.fabric.cache_dir)
+        final = cache_path(self.sc.settings(DiscoverySettings).cache_dir)
         tmp = final + ".new"
         res = io.run([*self.sc.command, "--cache", tmp], inputs.remaining(self.sc.timeout))
         data = out.parsed(res, parse_ibnetdiscover, partial=True)

@@ -39,13 +39,15 @@ from dataclasses import dataclass, replace
 import structlog
 
 from fabricmon.host.io import HostIO
-from fabricmon.host.mad import MadSettings, Request
+from fabricmon.host.mad import Request
 from fabricmon.host.sa import SaReport
 from fabricmon.host.umad import UmadUnavailable
 from fabricmon.model.fabric import Topology, in_shard
 from fabricmon.model.fabric_events import MAX_READS, EventRead, FabricEventsData
 from fabricmon.pipeline.source import INVENTORY, Inputs, Source, SourceOutput, register
+from fabricmon.registry import taking
 from fabricmon.schema import Schema, from_class, number
+from fabricmon.sources.infiniband.settings import FabricScope
 from fabricmon.sources.infiniband.mad import codec, notice
 from fabricmon.sources.infiniband.mad.codec import MadError
 
@@ -59,6 +61,7 @@ class EventsSettings:
     wait: float = 5.0
     batch: float = 0.02
     resubscribe: float = 600.0
+    scope: FabricScope = FabricScope()      # the fabric's shard and MAD settings
 
 
 OPTIONS: Schema[EventsSettings] = Schema(fields=(
@@ -68,7 +71,7 @@ OPTIONS: Schema[EventsSettings] = Schema(fields=(
            "leaf that reboots reports each of its ports)", lo=0.0, hi=2.0),
     number("resubscribe", 600.0, "seconds after which the subscription is made again anyway (the SM keeps it "
            "in memory; a restart it was not seen to make drops it)", lo=10.0),
-), build=from_class(EventsSettings))
+), build=taking(from_class(EventsSettings), scope=FabricScope), pure=False)
 
 
 @register("events", enabled=True, interval=0.1, timeout=15.0, needs=(INVENTORY,), collector="infiniband",
@@ -89,7 +92,7 @@ class EventsSource(Source):
         if not inputs.continuous:
             return self._emit(out, "sweep", "a single collection (fabric once, check, capture) subscribes to no "
                                             "reports: link state comes from the sweep")
-        fc = self.config.fabric
+        fc = self.sc.settings(EventsSettings).scope
         if fc.sweep_method == "tools":
             return self._emit(out, "sweep", "fabric.sweep_method is tools: the subscription needs the MAD engine's "
                                             "umad port", inputs, st.wait)
@@ -97,7 +100,7 @@ class EventsSource(Source):
         if self._failed_at is not None and now - self._failed_at < RETRY:
             return self._emit(out, None, "", inputs, st.wait)
         try:
-            io.mad_open(MadSettings(fc.mad_window, fc.mad_window_per_switch, fc.mad_timeout_ms, fc.mad_retries))
+            io.mad_open(fc.mad)
             io.sa_open()
         except UmadUnavailable as exc:
             self._failed_at = now
@@ -213,7 +216,7 @@ class EventsSource(Source):
         counts = dict(data.reports)
         unmatched = data.unmatched
         named: list[str] = []
-        fc = self.config.fabric
+        fc = self.sc.settings(EventsSettings).scope
         switches, by_lid, by_guid = self._maps(topo) if topo is not None else ({}, {}, {})
         first = min(r.received for r in reports)
         for r in reports:

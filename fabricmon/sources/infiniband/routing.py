@@ -22,10 +22,11 @@ from fabricmon.host.io import HostIO
 from fabricmon.model.fabric import LftData, Topology, in_shard
 from fabricmon.parsers.lft import parse_lft
 from fabricmon.pipeline.source import INVENTORY, Inputs, Source, SourceOutput, register
+from fabricmon.sources.infiniband.settings import SCOPE, FabricScope
 
 
 @register("routing", enabled=True, interval=300.0, timeout=60.0, command=("dump_fts",),
-          needs=(INVENTORY,), collector="infiniband", concurrency=1, records=LftData)
+          needs=(INVENTORY,), collector="infiniband", concurrency=1, records=LftData, options=SCOPE)
 class RoutingSource(Source):
     def collect(self, io: HostIO, inputs: Inputs) -> SourceOutput:
         out = SourceOutput()
@@ -33,9 +34,9 @@ class RoutingSource(Source):
         if topo is None or not topo.switches:
             out.error("read", "no discovered topology yet (the discovery source has not completed)")
             return out
-        fc = self.config.fabric
+        fc = self.sc.settings(FabricScope)
         t0 = time.monotonic()
-        res = io.run([*self.sc.command, "-n", "-t", str(fc.mad_timeout_ms)], inputs.remaining(self.sc.timeout))
+        res = io.run([*self.sc.command, "-n", "-t", str(fc.mad.timeout_ms)], inputs.remaining(self.sc.timeout))
         if res.truncated:           # not the whole answer: an error of the source, never of the switches
             out.error("read", f"{res.describe()}: forwarding tables not judged this run (the last complete "
                               f"ones stay in use)")

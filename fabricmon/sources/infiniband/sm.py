@@ -13,17 +13,18 @@ from fabricmon.model.fabric import SmData
 from fabricmon.parsers.errors import ParseError
 from fabricmon.parsers.sminfo import no_sm_answered, parse_saquery_sm_lids, parse_sminfo
 from fabricmon.pipeline.source import Inputs, Source, SourceOutput, command_error, register
+from fabricmon.sources.infiniband.settings import SCOPE, FabricScope
 
 MAX_SMS = 8          # SM ports read beyond the master (a subnet has a handful)
 
 
 @register("sm", enabled=True, interval=30.0, timeout=10.0, command=("sminfo",),
-          collector="infiniband", concurrency=4, records=SmData)
+          collector="infiniband", concurrency=4, records=SmData, options=SCOPE)
 class SmSource(Source):
     def collect(self, io: HostIO, inputs: Inputs) -> SourceOutput:
         out = SourceOutput()
         cmd = list(self.sc.command)
-        t = ["-t", str(self.config.fabric.mad_timeout_ms)]
+        t = ["-t", str(self.sc.settings(FabricScope).mad.timeout_ms)]
         res = io.run([*cmd, *t], inputs.remaining(self.sc.timeout))
         text = res.stdout + "\n" + res.stderr
         if res.error is None and no_sm_answered(text):

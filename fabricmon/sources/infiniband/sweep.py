@@ -79,7 +79,6 @@ import structlog
 from fabricmon import gc_pause, ibspec
 from fabricmon.host.io import HostIO
 from fabricmon.host.runner import CommandResult
-from fabricmon.host.mad import MadSettings
 from fabricmon.host.umad import UmadUnavailable
 from fabricmon.model.compact import PortCounters
 from fabricmon.model.fabric import SweepData, Topology, in_shard, port_key
@@ -89,6 +88,7 @@ from fabricmon.parsers.ibnetdiscover import count_unanswered, parse_ibnetdiscove
 from fabricmon.parsers.perfquery import PerfqueryBlock, parse_perfquery
 from fabricmon.parsers.portinfo import PortState, parse_portinfo, parse_saquery_pir
 from fabricmon.pipeline.source import INVENTORY, Inputs, Source, SourceOutput, command_error, register
+from fabricmon.sources.infiniband.settings import SCOPE, FabricScope
 from fabricmon.sources.infiniband.mad import FabricReader, SwitchTarget, plan_targets
 
 ERROR_COUNTERS = tuple(c.name for c in ibspec.COUNTERS if c.kind in ("error", "congestion"))
@@ -103,7 +103,7 @@ log = structlog.get_logger("fabricmon.sources.sweep")
 
 
 @register("sweep", enabled=True, interval=15.0, timeout=30.0, command=("ibqueryerrors",),
-          needs=(INVENTORY,), collector="infiniband", concurrency=2, records=SweepData)
+          needs=(INVENTORY,), collector="infiniband", concurrency=2, records=SweepData, options=SCOPE)
 class SweepSource(Source):
     _rotation = 0                       # where the next sweep's window of SMP state reads starts
     _results: Sequence[CommandResult] = ()  # this sweep's ibqueryerrors results (stderr names what went unanswered)
@@ -114,11 +114,11 @@ class SweepSource(Source):
         if topo is None or not topo.switches or not topo.cache_file:
             out.error("read", "no discovered topology yet (the discovery source has not completed)")
             return out
-        fc = self.config.fabric
+        fc = self.sc.settings(FabricScope)
         t0 = time.monotonic()
         self._results = ()
         base = [*self.sc.command, "--load-cache", topo.cache_file, "--skip-sl", "--switch",
-                "--threshold-file", "/dev/null", "-t", str(fc.mad_timeout_ms)]
+                "--threshold-file", "/dev/null", "-t", str(fc.mad.timeout_ms)]
         mine = {g for g in topo.switches if in_shard(g, *fc.shard)}
         by_lid = {sw.lid: g for g, sw in topo.switches.items() if sw.lid is not None}
         data = SweepData(bits={c.name: 64 if c.kind == "traffic" else c.bits for c in ibspec.COUNTERS})
@@ -210,14 +210,14 @@ class SweepSource(Source):
     def _mad_reader(self, io: HostIO, out: SourceOutput) -> FabricReader | None:
         """The MAD reader when this sweep may use it (module doc), else None: where io opens a umad port
         (the host's, reaching the fabric its tools reach, or a bundle's recorded MADs)."""
-        fc = self.config.fabric
+        fc = self.sc.settings(FabricScope)
         if fc.sweep_method == "tools":
             return None
         now = time.monotonic()
         if self._mad_failed_at is not None and now - self._mad_failed_at < MAD_RECHECK and fc.sweep_method != "mad":
             return None
         try:
-            io.mad_open(MadSettings(fc.mad_window, fc.mad_window_per_switch, fc.mad_timeout_ms, fc.mad_retries))
+            io.mad_open(fc.mad)
         except UmadUnavailable as exc:
             if self._mad_failed_at is None and fc.sweep_method == "mad":
                 out.error("read", f"fabric.sweep_method is mad, but no umad port opens: {exc.strerror or exc}")
@@ -287,7 +287,7 @@ class SweepSource(Source):
         """What the MAD read asks of each of this sweep's switches (mad.plan_targets), and the switches
         without a LID: from the topology and the shard only, so made once per discovery (a SuperPOD-size
         fabric's 25,000 cabled ports cost about 0.1 CPU-s a sweep to walk)."""
-        fc = self.config.fabric
+        fc = self.sc.settings(FabricScope)
         last = self._targets
         if last is not None and last[0] is topo and last[1] == mine and last[2] == fc.link_state_max_ports:
             return last[3], last[4]
@@ -305,7 +305,7 @@ class SweepSource(Source):
             return counters, errors, err_failed, set()
         missing = [g for g in sorted(mine) if topo.switches[g].lid is not None
                    and not any((g, p) in counters.ports for p in range(1, topo.switches[g].nports + 1))]
-        if not missing or inputs.remaining(self.sc.timeout) < RETRY_BACKOFF[0] + 4 * self.config.fabric.mad_timeout_ms / 1000 + 1:
+        if not missing or inputs.remaining(self.sc.timeout) < RETRY_BACKOFF[0] + 4 * self.sc.settings(FabricScope).mad.timeout_ms / 1000 + 1:
             return counters, errors, err_failed, set()
         time.sleep(RETRY_BACKOFF[0])
         c2, e2, f2 = self._sweep_switches(io, inputs, SourceOutput(), missing, topo)
@@ -327,7 +327,7 @@ class SweepSource(Source):
         when they cover every port; else one uncached ibnetdiscover pass (a port it shows cabled is
         up; one it does not show is down when the pass lost no query, and read with `smpquery
         portinfo` otherwise). Ports that stay unanswered are left out: their last state is kept."""
-        fc = self.config.fabric
+        fc = self.sc.settings(FabricScope)
         if fc.link_state_max_ports == 0:
             return
         targets = sorted({k for k, info in topo.ports.items() if info.link is not None and k[0] in mine}
@@ -337,7 +337,7 @@ class SweepSource(Source):
             return
         cmd0 = self.sc.command[0]
         tooldir = os.path.dirname(cmd0) if os.sep in cmd0 else ""
-        t = ["-t", str(fc.mad_timeout_ms)]
+        t = ["-t", str(fc.mad.timeout_ms)]
         sa = io.run([os.path.join(tooldir, "saquery"), *t, "PIR"], inputs.remaining(self.sc.timeout))
         if command_error(sa) is None:
             records = parse_saquery_pir(sa.stdout)
@@ -385,7 +385,7 @@ class SweepSource(Source):
         for attempt in range(len(RETRY_BACKOFF) + 1):
             if attempt:
                 wait = RETRY_BACKOFF[attempt - 1]
-                if inputs.remaining(self.sc.timeout) < wait + 2 * fc.mad_timeout_ms / 1000 + 0.5:
+                if inputs.remaining(self.sc.timeout) < wait + 2 * fc.mad.timeout_ms / 1000 + 0.5:
                     break
                 time.sleep(wait)
 
@@ -448,7 +448,7 @@ class SweepSource(Source):
                       ) -> tuple[IbqueryerrorsReport | None, IbqueryerrorsReport | None, set[str | None]]:
         """The whole cached fabric in two processes (counters, errors)."""
         passes = [base + ["--counters"], base]
-        if self.config.fabric.concurrency >= 2:
+        if self.sc.settings(FabricScope).concurrency >= 2:
             results = list(self.pool().map(lambda a: io.run(a, inputs.remaining(self.sc.timeout)), passes))
         else:
             results = [io.run(a, inputs.remaining(self.sc.timeout)) for a in passes]
@@ -468,7 +468,7 @@ class SweepSource(Source):
         err_failed: set[str] = set()
         cmd0 = self.sc.command[0]
         prog = os.path.join(os.path.dirname(cmd0), "perfquery") if os.sep in cmd0 else "perfquery"
-        base = [prog, "-t", str(self.config.fabric.mad_timeout_ms)]
+        base = [prog, "-t", str(self.sc.settings(FabricScope).mad.timeout_ms)]
         lids: dict[str, int] = {}
         for g in guids:
             sw = topo.switches[g]

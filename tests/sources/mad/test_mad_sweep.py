@@ -50,7 +50,7 @@ class FakeReader:
 
 def sweep(shard: str, reader: FakeReader) -> tuple[SweepData, SourceOutput]:
     cfg = from_dict({"fabric": {"shard": shard}})
-    src = SweepSource(cfg, cfg.fabric.sources["sweep"])
+    src = SweepSource(cfg.fabric.sources["sweep"])
     topo = topology()
     mine = {g for g in topo.switches if in_shard(g, *cfg.fabric.shard)}
     data, out = SweepData(), SourceOutput()
@@ -116,7 +116,7 @@ def no_umad(monkeypatch) -> list[bool]:
 
 def fallback_source(method: str):
     cfg = from_dict({"fabric": {"sweep_method": method}})
-    return SweepSource(cfg, cfg.fabric.sources["sweep"])
+    return SweepSource(cfg.fabric.sources["sweep"])
 
 
 def test_auto_falls_back_to_the_tools_where_no_umad_port_opens_and_tries_again_later(monkeypatch) -> None:
@@ -212,7 +212,7 @@ def test_a_port_never_cabled_has_no_counters_asked_until_a_discovery_shows_it_ca
     is not asked for counters, and is from the discovery that shows it cabled on; a port cabled before and
     down now (down_links) is still asked, as is its link state."""
     cfg = from_dict({})
-    src = SweepSource(cfg, cfg.fabric.sources["sweep"])
+    src = SweepSource(cfg.fabric.sources["sweep"])
     reader = FakeReader()
 
     def once(topo: Topology) -> SweepData:
