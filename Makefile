@@ -136,7 +136,7 @@ golden: venv
 metrics-doc: venv
 	FABRICMON_UPDATE_GOLDEN=1 $(VENV)/bin/python -m pytest -q -p no:cacheprovider tests/exporter/test_metrics_doc.py
 
-# regenerate docs/configuration.md's reference tables from the config schemas (fabricmon/config.py,
+# regenerate docs/configuration.md's reference tables from the config schemas (fabricmon/config/__init__.py,
 # fabricmon/sources/ethernet/settings.py) and the source registry
 config-doc: venv
 	FABRICMON_UPDATE_GOLDEN=1 $(VENV)/bin/python -m pytest -q -p no:cacheprovider tests/cli/test_config_doc.py

@@ -37,7 +37,7 @@ sys.path[:0] = [str(HERE.parent), str(HERE.parent / "tests"), str(HERE)]
 from fabric_snap import ibnetdiscover_text  # noqa: E402
 from superpod_net import superpod_netfile  # noqa: E402
 
-from fabricmon import gc_pause, ibspec  # noqa: E402
+from fabricmon.model import gc_pause, ibspec  # noqa: E402
 from fabricmon.config import from_dict  # noqa: E402
 from fabricmon.exporter.render import Renderer  # noqa: E402
 from fabricmon.model.compact import PortCounters  # noqa: E402

@@ -1,4 +1,4 @@
-"""Config load time: this tree's config (fabricmon/config.py and the sections its packages declare)
+"""Config load time: this tree's config (fabricmon/config/__init__.py and the sections its packages declare)
 against a baseline revision's (default: the hand-written loader before the declarative layer, 2ed9e98),
 both measured in this run.
 

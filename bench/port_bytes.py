@@ -23,7 +23,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from fabricmon import ibspec  # noqa: E402
+from fabricmon.model import ibspec  # noqa: E402
 from fabricmon.model.compact import PortCounters  # noqa: E402
 from fabricmon.model.fabric import FabricPort  # noqa: E402
 from fabricmon.model.history import CounterHistory  # noqa: E402

@@ -39,7 +39,7 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path.insert(0, str(ROOT))
 
-from fabricmon.counter_sets import SETS  # noqa: E402
+from fabricmon.exporter.counter_sets import SETS  # noqa: E402
 
 BUNDLE = ROOT / "tests" / "fixtures" / "bundles" / "dgx-h100"
 SERIES = re.compile(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{.*\})? \S+$")

@@ -15,7 +15,9 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, TypedDict
 
-from fabricmon import __version__, counter_sets, gc_pause
+from fabricmon import __version__
+from fabricmon.exporter import counter_sets
+from fabricmon.model import gc_pause
 from fabricmon import healthcheck
 from fabricmon import install as installer
 from fabricmon import log as logsetup
@@ -319,7 +321,7 @@ def cmd_capture(args: argparse.Namespace) -> int:
 
 def _fabric_config(args: argparse.Namespace) -> Config:
     """The config with --shard applied; for a live run the topology cache dir exists."""
-    from fabricmon.fabric_settings import parse_shard
+    from fabricmon.config.fabric import parse_shard
     cfg = _load(args)
     if getattr(args, "shard", None):
         i, n = parse_shard(args.shard, "--shard")

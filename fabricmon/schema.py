@@ -6,7 +6,7 @@ rows of the reference in docs/configuration.md. Every error is a ConfigError nam
 
 It imports nothing of fabricmon, so a package that reads a section declares it beside its code
 (a check's thresholds in its module, fabric.ethernet in fabricmon/sources/ethernet/settings.py,
-server in fabricmon/serve/settings.py) and the config (fabricmon/config.py) composes the sections.
+server in fabricmon/serve/settings.py) and the config (fabricmon/config/__init__.py) composes the sections.
 A Schema is generic in what it builds (`Schema[RoceConfig]`), so a composed section keeps its type.
 """
 

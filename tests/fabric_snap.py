@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import re
 
-from fabricmon import ibspec
+from fabricmon.model import ibspec
 from fabricmon.config import from_dict
 from fabricmon.model.fabric import DiscoveryData, SweepData
 from fabricmon.model.snapshot import BuildStats, Snapshot, SourceState

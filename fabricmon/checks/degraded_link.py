@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from fabricmon import ibspec
+from fabricmon.model import ibspec
 from fabricmon.checks import OK, Finding, link_errors
 from fabricmon.checks.inventory import ExpectedLink
 from fabricmon.checks.settings import ChecksConfig

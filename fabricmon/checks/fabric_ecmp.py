@@ -28,7 +28,7 @@ CHECK = "ecmp"
 NEEDS = ("SweepData",)            # a fresh sweep (its rates; the link check's verdicts of its ports)
 
 
-# --- settings: `fabric.thresholds` (fabricmon.schema), composed by fabricmon/fabric_settings.py -----
+# --- settings: `fabric.thresholds` (fabricmon.schema), composed by fabricmon/config/fabric.py -----
 
 @dataclass(frozen=True, slots=True)
 class FabricThresholds:

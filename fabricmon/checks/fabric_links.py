@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING
 
 import structlog
 
-from fabricmon import ibspec
+from fabricmon.model import ibspec
 from fabricmon.checks import OK, Finding
 from fabricmon.checks.settings import ChecksConfig
 from fabricmon.checks.shape import Outcome, report

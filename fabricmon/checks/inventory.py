@@ -28,7 +28,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
-from fabricmon import ibspec
+from fabricmon.model import ibspec
 
 from fabricmon.checks import CRITICAL, OK, Finding
 from fabricmon.checks.shape import Outcome, outcome_of, report
@@ -41,7 +41,7 @@ from fabricmon.schema import ConfigError, Context, Schema, choice, custom, glob_
 if TYPE_CHECKING:
     from fabricmon.checks.node_inputs import NodeInputs
 
-# --- settings: `expected_links[]` (fabricmon.schema), composed by fabricmon/config.py -------------
+# --- settings: `expected_links[]` (fabricmon.schema), composed by fabricmon/config/__init__.py -------------
 
 @dataclass(frozen=True, slots=True)
 class ExpectedLink:

@@ -27,7 +27,7 @@ from fabricmon.schema import ConfigError, Context, Schema, choice, custom, listi
 if TYPE_CHECKING:
     from fabricmon.checks.node_inputs import NodeInputs
 
-# --- settings: the `roce` section (fabricmon.schema), composed by fabricmon/config.py -------------
+# --- settings: the `roce` section (fabricmon.schema), composed by fabricmon/config/__init__.py -------------
 
 ROCE_MTUS = (256, 512, 1024, 2048, 4096)
 

@@ -1,6 +1,6 @@
 """The `checks` section: what several checks share (the severities of a port that is down, degraded
 or saturated, the counter checks' windows and thresholds), declared with fabricmon.schema beside the
-checks that read them, with `checks.optics` from checks/optics.py. fabricmon/config.py composes it;
+checks that read them, with `checks.optics` from checks/optics.py. fabricmon/config/__init__.py composes it;
 a check receives these settings (ChecksConfig), never the whole config.
 """
 

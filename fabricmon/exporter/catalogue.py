@@ -12,9 +12,10 @@ import platform
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 
-from fabricmon import __version__, ibspec
+from fabricmon import __version__
+from fabricmon.model import ibspec
 from fabricmon.checks import degraded_link
-from fabricmon.counter_sets import DEFAULT
+from fabricmon.exporter.counter_sets import DEFAULT
 from fabricmon.model.finding import class_of
 from fabricmon.model.health import health_status
 from fabricmon.model.fabric import EcmpGroup, FabricPort, FabricSection, RouteBalance
@@ -83,7 +84,7 @@ class Metric:
     samples: Callable[[Snapshot], Iterable[Sample]]
     # histograms only: its series, (suffix, labels, value) each (samples then yields nothing)
     buckets: Callable[[Snapshot], Iterable[Bucket]] | None = None
-    counter_set: str = DEFAULT  # the counter set (fabricmon/counter_sets.py) a scrape selects it by
+    counter_set: str = DEFAULT  # the counter set (fabricmon/exporter/counter_sets.py) a scrape selects it by
     # a switch port family (labels SW_PORT, one sample per fabric port in the section's order, None: none):
     # what `samples` yields, as a column of values, for the renderer's one walk over the ports
     port_column: PortColumn | None = None
@@ -537,7 +538,7 @@ def _fab_counter(spec: ibspec.CounterSpec) -> PortColumn:
     return column
 
 
-# The switch port counters outside the default set (fabricmon/counter_sets.py): what no shipped rule or
+# The switch port counters outside the default set (fabricmon/exporter/counter_sets.py): what no shipped rule or
 # dashboard reads. The node daemon's own ports (a handful) export every counter. A switch port never cabled
 # (role unconnected) exports its counters only while up (an Ethernet port without an LLDP neighbour): down
 # and without a link, nothing it counts can move.

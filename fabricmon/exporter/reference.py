@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import textwrap
 
-from fabricmon import counter_sets
+from fabricmon.exporter import counter_sets
 from fabricmon.exporter.catalogue import CATALOGUE, Metric
 
 # Sections in order: a title, the name prefixes it takes, and what an operator needs to read its rows.

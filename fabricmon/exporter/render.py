@@ -19,9 +19,9 @@ from prometheus_client.metrics_core import Metric as Metric_
 from prometheus_client.registry import CollectorRegistry
 from prometheus_client.utils import floatToGoString
 
-from fabricmon import gc_pause
+from fabricmon.model import gc_pause
 from fabricmon.exporter.catalogue import CATALOGUE, SW_PORT, Metric, PortTable
-from fabricmon.counter_sets import DEFAULT_SETS
+from fabricmon.exporter.counter_sets import DEFAULT_SETS
 from fabricmon.model.snapshot import Snapshot
 
 _NEEDS_ESCAPE = re.compile(r'[\\"\n]')
@@ -97,7 +97,7 @@ class Renderer:
         return "{" + ",".join(f'{k}="{_label_value(v)}"' for k, v in pairs) + "}"
 
     def render(self, snap: Snapshot, sets: frozenset[str] = DEFAULT_SETS) -> bytes:
-        """The exposition of the families in `sets` (fabricmon/counter_sets.py)."""
+        """The exposition of the families in `sets` (fabricmon/exporter/counter_sets.py)."""
         with self._lock, gc_pause.paused():     # a fabric's render makes a line per series
             held = sum(len(c) for c in self._labels.values())
             if held > max(self.MAX_LABEL_SETS, 2 * self._largest):

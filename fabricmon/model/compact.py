@@ -10,7 +10,7 @@ import functools
 from collections.abc import Callable, Iterator, Mapping
 from operator import itemgetter
 
-from fabricmon import ibspec
+from fabricmon.model import ibspec
 
 COUNTER_NAMES: tuple[str, ...] = tuple(c.name for c in ibspec.COUNTERS)     # a PortCounters' slots, in order
 _NAMES = COUNTER_NAMES

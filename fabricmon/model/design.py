@@ -31,7 +31,7 @@ import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
-from fabricmon import ibspec
+from fabricmon.model import ibspec
 from fabricmon.model.fabric import (
     AGGREGATION_NODE_DESCRIPTION, DiscoveryData, Link, Topology, default_description, switch_parts,
 )

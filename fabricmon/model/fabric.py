@@ -27,7 +27,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, TypeVar, cast
 
-from fabricmon import ibspec
+from fabricmon.model import ibspec
 from fabricmon.model.link_ability import LinkAbility
 
 if TYPE_CHECKING:
@@ -432,7 +432,7 @@ def build_topology(d: DiscoveryData, t: float = 0.0, previous: Mapping[str, int]
 
 @dataclass(slots=True)
 class SweepData:
-    """The counters of one sweep: raw values by canonical counter name (fabricmon.ibspec) for
+    """The counters of one sweep: raw values by canonical counter name (fabricmon.model.ibspec) for
     every switch port answered, and which switches did not answer.
 
     `link_up` and `rate_mbps` are what the sweep itself saw of a port's state (Ethernet:

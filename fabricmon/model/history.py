@@ -21,7 +21,7 @@ from collections.abc import Callable, Collection, Iterable, Mapping
 from typing import Any
 from dataclasses import dataclass
 
-from fabricmon import ibspec
+from fabricmon.model import ibspec
 from fabricmon.fsutil import write_atomic
 from fabricmon.model.compact import values_getter
 

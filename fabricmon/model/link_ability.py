@@ -22,7 +22,7 @@ import functools
 from dataclasses import dataclass
 from typing import TypeVar
 
-from fabricmon import ibspec
+from fabricmon.model import ibspec
 
 WIDTH_BITS = ((0x01, 1), (0x10, 2), (0x02, 4), (0x04, 8), (0x08, 12))     # mask bit -> lanes
 SPEED_BITS = ((0x1, "SDR"), (0x2, "DDR"), (0x4, "QDR"))

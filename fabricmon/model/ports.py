@@ -14,7 +14,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TypeVar
 
-from fabricmon import ibspec
+from fabricmon.model import ibspec
 from fabricmon.model.finding import Finding
 from fabricmon.model.node_records import (HwCountersData, IbstatData, LinkData, PerfqueryData, PortStateData,
                                           SysfsData)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping
 
-from fabricmon import ibspec
+from fabricmon.model import ibspec
 from fabricmon.checks import OK, STATUS_NAMES, WARNING, Finding
 from fabricmon.model.fabric import EcmpGroup, FabricSection, host_name
 from fabricmon.model.jobs import JobRef

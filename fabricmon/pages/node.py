@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from urllib.parse import quote
 
-from fabricmon import ibspec
+from fabricmon.model import ibspec
 from fabricmon.checks import OK, STATUS_NAMES, WARNING, Finding, worst
 from fabricmon.model.ports import PortView
 from fabricmon.model.roce import RoceView

@@ -23,7 +23,7 @@ from __future__ import annotations
 import csv
 import re
 
-from fabricmon import ibspec
+from fabricmon.model import ibspec
 from fabricmon.model.design import Design, DesignCable, DesignNode, design_from_discovery
 from fabricmon.parsers.captured import lines, normalised, terminal_line
 from fabricmon.parsers.errors import ParseError

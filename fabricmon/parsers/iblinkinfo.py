@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 
-from fabricmon.ibspec import generation, generation_from_signal, parse_width, phys_state_id, state_id
+from fabricmon.model.ibspec import generation, generation_from_signal, parse_width, phys_state_id, state_id
 from fabricmon.parsers.captured import first_line, lines
 from fabricmon.parsers.errors import ParseError
 from fabricmon.model.node_records import (  # the records this parser returns (re-exported)

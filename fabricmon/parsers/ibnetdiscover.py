@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import re
 
-from fabricmon import ibspec
+from fabricmon.model import ibspec
 from fabricmon.model.fabric import DiscoveryData, Link, SwitchNode, unicast_lid
 from fabricmon.parsers.captured import first_line, lines
 from fabricmon.parsers.errors import ParseError

@@ -20,7 +20,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from fabricmon.ibspec import COUNTER_BY_PERFQUERY
+from fabricmon.model.ibspec import COUNTER_BY_PERFQUERY
 from fabricmon.parsers.captured import first_line, lines
 from fabricmon.parsers.errors import ParseError
 from fabricmon.parsers.ibnetdiscover import guid_hex

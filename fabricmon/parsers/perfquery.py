@@ -1,7 +1,7 @@
 """Parse `perfquery` output (basic PortCounters and `-x` PortCountersExtended).
 
 Output is a `# Port counters: Lid L port P ...` header and `Name:.....value` lines. Only
-fields we know (see fabricmon.ibspec.COUNTERS) are kept, translated to canonical names with
+fields we know (see fabricmon.model.ibspec.COUNTERS) are kept, translated to canonical names with
 the raw (unscaled) value and the width in bits of the attribute they came from.
 """
 
@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from fabricmon.ibspec import COUNTER_BY_PERFQUERY
+from fabricmon.model.ibspec import COUNTER_BY_PERFQUERY
 from fabricmon.parsers.captured import first_line, lines
 from fabricmon.parsers.errors import ParseError
 from fabricmon.model.node_records import (  # the records this parser returns (re-exported)

@@ -16,7 +16,7 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from fabricmon.ibspec import phys_state_id, state_id
+from fabricmon.model.ibspec import phys_state_id, state_id
 from fabricmon.model.link_ability import LinkAbility, from_masks
 from fabricmon.parsers.captured import first_line, lines
 from fabricmon.parsers.errors import ParseError

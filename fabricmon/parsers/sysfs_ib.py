@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from fabricmon.ibspec import generation_from_rate
+from fabricmon.model.ibspec import generation_from_rate
 from fabricmon.parsers.errors import ParseError
 from fabricmon.model.node_records import (  # the records this parser returns (re-exported)
     SysfsPort as SysfsPort, SysfsDevice as SysfsDevice, HwCountersData as HwCountersData, SysfsData as SysfsData,

@@ -10,7 +10,7 @@ from collections.abc import Mapping
 
 import structlog
 
-from fabricmon import ibspec
+from fabricmon.model import ibspec
 from fabricmon.checks.link_errors import CHECKED_COUNTERS
 from fabricmon.checks.shape import counters
 from fabricmon.model.fabric import FabricPort, FabricSection, SweepData

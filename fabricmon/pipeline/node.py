@@ -19,7 +19,7 @@ from collections.abc import Callable, Mapping
 
 import structlog
 
-from fabricmon import ibspec
+from fabricmon.model import ibspec
 from fabricmon.checks import Finding
 from fabricmon.checks import affinity, degraded_link, gpudirect, inventory as inventory_checks, kernel_log, link_errors
 from fabricmon.checks import nccl, nccl_ras, roce

@@ -32,7 +32,7 @@ from concurrent.futures import ThreadPoolExecutor, wait
 
 import structlog
 
-from fabricmon import gc_pause
+from fabricmon.model import gc_pause
 from fabricmon.config import Config, SourceConfig
 from fabricmon.host.io import HostIO
 from fabricmon.model.history import CounterHistory

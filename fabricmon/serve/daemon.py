@@ -15,7 +15,7 @@ import structlog
 
 from fabricmon.config import Config
 from fabricmon.exporter import render
-from fabricmon import counter_sets
+from fabricmon.exporter import counter_sets
 from fabricmon.host.io import HostIO
 from fabricmon.model.health import not_ready as health_not_ready
 from fabricmon.model.snapshot import Snapshot

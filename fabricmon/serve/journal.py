@@ -16,7 +16,7 @@ from typing import Any
 
 import structlog
 
-from fabricmon import ibspec
+from fabricmon.model import ibspec
 from fabricmon.checks import CRITICAL, OK, STATUS_NAMES
 from fabricmon.model.ports import PortView
 from fabricmon.model.snapshot import Snapshot

@@ -47,8 +47,8 @@ import structlog
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
 from fabricmon.serve.settings import ServeConfig, TLSConfig
-from fabricmon import counter_sets
-from fabricmon.counter_sets import DEFAULT_SETS
+from fabricmon.exporter import counter_sets
+from fabricmon.exporter.counter_sets import DEFAULT_SETS
 from fabricmon.pages import Busy, Pages, runbooks, static_file
 from fabricmon.report import FINDINGS_PATH
 from fabricmon.serve.webconfig import BasicAuth, TLSSettings, WebConfig, from_tls_keys

@@ -1,5 +1,5 @@
 """The `server` section: the HTTP server of both daemons (serve/server.py) and its exporter-toolkit
-web config, declared with fabricmon.schema beside the code that reads it; fabricmon/config.py composes
+web config, declared with fabricmon.schema beside the code that reads it; fabricmon/config/__init__.py composes
 it (`Config.address`, `.port`, `.tls` and `.serve`).
 """
 
@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-from fabricmon import counter_sets
+from fabricmon.exporter import counter_sets
 from fabricmon.schema import (ConfigError, Context, Schema, boolean, existing_file, integer, listing, number,
                               section, string, values)
 
@@ -35,7 +35,7 @@ class ServeConfig:
     access_log: bool = False                # one structured log line per request
     page_renders_per_second: float = 2.0    # uncached page renders, one at a time
     page_render_budget: float = 2.0         # refuse (503) a render not expected to end within this
-    collect: tuple[str, ...] = ("default",)     # counter sets a scrape without collect[] gets (fabricmon/counter_sets.py)
+    collect: tuple[str, ...] = ("default",)     # counter sets a scrape without collect[] gets (fabricmon/exporter/counter_sets.py)
 
 
 def _tls_check(values: dict[str, Any], m: Mapping[str, Any], key: str, ctx: Context) -> None:

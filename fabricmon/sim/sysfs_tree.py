@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from fabricmon.ibspec import COUNTERS
+from fabricmon.model.ibspec import COUNTERS
 
 HW_COUNTERS = ("duplicate_request", "implied_nak_seq_err", "lifespan", "local_ack_timeout_err",
                "out_of_buffer", "out_of_sequence", "packet_seq_err", "req_cqe_error",

@@ -1,5 +1,5 @@
 """What the sources read of the sections beside `sources`: declared here, beside the sources that read
-them, and composed by the config (fabricmon/config.py, fabricmon/fabric_settings.py), which builds each
+them, and composed by the config (fabricmon/config/__init__.py, fabricmon/config/fabric.py), which builds each
 and provides it (`Context.provide`) before it builds the sources' settings:
 
 - `gpu` (GpuConfig): the gpu source's NCCL env file;

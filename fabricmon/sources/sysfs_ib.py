@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, TypeVar, cast
 import structlog
 
 from fabricmon.host.io import HostIO
-from fabricmon.ibspec import COUNTER_BY_NAME, COUNTER_BY_SYSFS, COUNTER_BY_SYSFS_EXT
+from fabricmon.model.ibspec import COUNTER_BY_NAME, COUNTER_BY_SYSFS, COUNTER_BY_SYSFS_EXT
 from fabricmon.parsers.errors import ParseError
 from fabricmon.parsers.pci_topology import pci_chain_or_none
 from fabricmon.parsers.sysfs_ib import (

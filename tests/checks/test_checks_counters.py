@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from fabricmon import ibspec
+from fabricmon.model import ibspec
 from fabricmon.checks import CRITICAL, OK, WARNING
 from fabricmon.checks.link_errors import SATURATION_CHECK, evaluate_port
 from fabricmon.model.history import saturation

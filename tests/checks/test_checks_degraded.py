@@ -25,7 +25,7 @@ def port(device: str = "mlx5_0", num: int = 1, *, width: int | None = 4, gen: st
     p = PortView(device=device, port=num, link_layer=layer, state_id=state, phys_state_id=phys,
                  width=width, generation=gen, could_be_width=could_w, could_be_generation=could_g)
     if width and gen:
-        from fabricmon import ibspec
+        from fabricmon.model import ibspec
         p.rate_gbps = width * ibspec.generation(gen).lane_gbps
     if state is not None and not p.up:
         p.rate_gbps = 0.0

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from fabric_snap import _state, ibnetdiscover_text
 
-from fabricmon import ibspec
+from fabricmon.model import ibspec
 from fabricmon.checks.fabric_links import Links, judge
 from fabricmon.config import from_dict
 from fabricmon.model.compact import PortCounters

@@ -13,7 +13,7 @@ import pytest
 from helpers import REPO
 from test_golden import FABRIC_BUNDLES, GOLDEN, _DURATIONS, fabric_exposition, normalise
 
-from fabricmon import counter_sets
+from fabricmon.exporter import counter_sets
 from fabricmon.config import ConfigError, from_dict
 from fabricmon.exporter.catalogue import CATALOGUE
 

@@ -10,7 +10,7 @@ import pytest
 import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
-from fabricmon import ibspec
+from fabricmon.model import ibspec
 from fabricmon.checks.degraded_link import REASONS
 from fabricmon.pipeline.scheduler import Pipeline
 from fabricmon.config import from_dict

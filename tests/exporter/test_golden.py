@@ -76,7 +76,7 @@ def fabric_exposition(bundle: Path, sets: frozenset[str] | None = None) -> str:
     a sweep at FABRIC_T0, a second sweep 60 s later, the exposition of the last snapshot: of every
     counter set (the golden file: a family moved out of the default set stays in it), or of `sets`
     (test_counter_sets.py compares the default one with it)."""
-    from fabricmon import counter_sets
+    from fabricmon.exporter import counter_sets
     from fabricmon.config import load
     from fabricmon.exporter.render import Renderer
     from fabricmon.host.bundle import ReplayIO

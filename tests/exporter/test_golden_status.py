@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from fabricmon import ibspec
+from fabricmon.model import ibspec
 from fabricmon.checks.settings import COUNTER_CHECKS
 from helpers import REPO
 

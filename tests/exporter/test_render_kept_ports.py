@@ -10,7 +10,7 @@ import dataclasses
 
 from fabric_snap import _state, ibnetdiscover_text
 
-from fabricmon import ibspec
+from fabricmon.model import ibspec
 from fabricmon.config import from_dict
 from fabricmon.exporter import render_reference
 from fabricmon.exporter.render import Renderer

@@ -1,4 +1,4 @@
-"""fabricmon.gc_pause: no cyclic collection inside a pause; what the process holds frozen when the last pause
+"""fabricmon.model.gc_pause: no cyclic collection inside a pause; what the process holds frozen when the last pause
 ends, so later collections do not walk the fabric's model again; a thaw every THAW_EVERY seconds that
 collects any cyclic garbage made since (nothing leaks for longer); only in a daemon (freeze_between_pauses)."""
 
@@ -9,7 +9,7 @@ import weakref
 
 import pytest
 
-from fabricmon import gc_pause
+from fabricmon.model import gc_pause
 
 
 @pytest.fixture(autouse=True)

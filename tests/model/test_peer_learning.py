@@ -4,7 +4,7 @@ with no configuration, so that a node's port alert carries the switch and port A
 
 from __future__ import annotations
 
-from fabricmon import ibspec
+from fabricmon.model import ibspec
 from fabricmon.model.ports import DeviceView, Inventory, PortView, merge
 from fabricmon.parsers.iblinkinfo import LinkData, parse_iblinkinfo
 from fabricmon.parsers.ibstat import IbstatData, parse_ibstat

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from fabricmon import ibspec
+from fabricmon.model import ibspec
 from fabricmon.parsers.errors import ParseError
 from fabricmon.parsers.iblinkinfo import parse_iblinkinfo
 from helpers import CAPTURES, FIXTURES, skip_without_captures

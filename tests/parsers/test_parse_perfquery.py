@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from fabricmon import ibspec
+from fabricmon.model import ibspec
 
 # PortCounters (the basic attribute) has every counter but the 64-bit-only packet counters of
 # PortCountersExtended and sysfs-only port_rcv_discards.

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from fabricmon import ibspec
+from fabricmon.model import ibspec
 from fabricmon.parsers.errors import ParseError
 from fabricmon.parsers.sysfs_ib import parse_counter, parse_enum, parse_rate
 from helpers import CAPTURES, FIXTURES, skip_without_captures

@@ -34,7 +34,7 @@ FILE_METHODS = (".read_text", ".write_text", ".read_bytes", ".write_bytes")
 
 # module (relative to fabricmon/) -> (the kinds of I/O it does, why it does them outside host/)
 IO_ELSEWHERE: dict[str, tuple[set[str], str]] = {
-    "config.py": ({"file"}, "the config file"),
+    "config/__init__.py": ({"file"}, "the config file"),
     "cli.py": ({"socket", "file"}, "the commands' own files (capture bundles, `topology` output) and the hostname"),
     "install.py": ({"file"}, "`install`: the operator's files from deploy/"),
     "healthcheck.py": ({"ssl", "file"}, "`check`: its state file, and asking the daemon over HTTPS"),

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from fabric_snap import _state, ibnetdiscover_text
 
-from fabricmon import ibspec
+from fabricmon.model import ibspec
 from fabricmon.config import from_dict
 from fabricmon.model.compact import PortCounters
 from fabricmon.model.fabric import DiscoveryData, SweepData

@@ -17,10 +17,10 @@ FORBIDDEN = {
                 "fabricmon.pipeline", "fabricmon.exporter", "fabricmon.host", "fabricmon.config"),
     # a check declares its settings (a dataclass and its fabricmon.schema) and receives only them
     "checks": ("fabricmon.sources", "fabricmon.parsers", "fabricmon.host", "fabricmon.pipeline",
-               "fabricmon.exporter", "fabricmon.config", "fabricmon.fabric_settings"),
+               "fabricmon.exporter", "fabricmon.config", "fabricmon.config.fabric"),
     # a source receives its SourceConfig (its keys and typed settings), never the whole config
     "sources": ("fabricmon.checks", "fabricmon.exporter", "fabricmon.pipeline.scheduler",
-                "fabricmon.pipeline.node", "fabricmon.serve", "fabricmon.config", "fabricmon.fabric_settings"),
+                "fabricmon.pipeline.node", "fabricmon.serve", "fabricmon.config", "fabricmon.config.fabric"),
     "exporter": ("fabricmon.sources", "fabricmon.parsers", "fabricmon.host", "fabricmon.pipeline"),
     # pages read the published snapshot only: no data path of their own
     "pages": ("fabricmon.sources", "fabricmon.parsers", "fabricmon.host", "fabricmon.pipeline", "fabricmon.exporter",
@@ -36,7 +36,7 @@ FORBIDDEN = {
     # records live in the model (model/node_records.py, model/fabric.py, ...), which parsers import,
     # never the other way round
     "model": ("fabricmon.sources", "fabricmon.parsers", "fabricmon.pipeline", "fabricmon.checks",
-              "fabricmon.exporter", "fabricmon.serve", "fabricmon.config", "fabricmon.fabric_settings"),
+              "fabricmon.exporter", "fabricmon.serve", "fabricmon.config", "fabricmon.config.fabric"),
     # acting is its own layer after the verdict: it reads published snapshots and acts through the host; it
     # never reaches back into what builds them (the pipeline, the sources, the parsers) nor into what shows
     # them (the exporter, the pages, the server); its one use of a source package is the MAD codec's pure
@@ -54,13 +54,12 @@ REMEDIATION_ALLOWED = ("fabricmon.sources.infiniband.mad.codec",)
 # it sits above the checks and below the pipeline, and reads a source or serve package only through
 # its `settings` module. The registry sits below everything but the schema layer, which imports nothing.
 FORBIDDEN_MODULES = {
-    "config.py": ("fabricmon.pipeline", "fabricmon.model", "fabricmon.pages", "fabricmon.cli"),
-    "fabric_settings.py": ("fabricmon.pipeline", "fabricmon.model", "fabricmon.pages", "fabricmon.cli",
-                           "fabricmon.config"),
+    "config/__init__.py": ("fabricmon.pipeline", "fabricmon.model", "fabricmon.pages", "fabricmon.cli"),
+    "config/fabric.py": ("fabricmon.pipeline", "fabricmon.model", "fabricmon.pages", "fabricmon.cli"),
     "registry.py": ("fabricmon.",),
 }
 ALLOWED_MODULES = {"registry.py": ("fabricmon.schema",)}
-# only the `settings` module of these packages (config.py, fabric_settings.py): e.g. a key the exporter
+# only the `settings` module of these packages (config/__init__.py, config/fabric.py): e.g. a key the exporter
 # reads goes to fabricmon/exporter/settings.py (the pipeline's package imports the config: none there)
 SETTINGS_ONLY = ("fabricmon.sources", "fabricmon.serve", "fabricmon.exporter", "fabricmon.remediation")
 

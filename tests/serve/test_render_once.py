@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from fabricmon import counter_sets
+from fabricmon.exporter import counter_sets
 from fabricmon.config import ServeConfig
 from fabricmon.exporter.render import Renderer
 from fabricmon.serve.server import Exposition, MetricsServer

@@ -26,7 +26,7 @@ import pytest
 import yaml
 
 from fabricmon.deploy import RULES
-from fabricmon.ibspec import PHYS_STATES, PORT_STATES, phys_state_id, state_id
+from fabricmon.model.ibspec import PHYS_STATES, PORT_STATES, phys_state_id, state_id
 from fabricmon.parsers.ibstat import parse_ibstat
 from fabricmon.sim.fabric import fat_tree_netfile
 from helpers import free_port

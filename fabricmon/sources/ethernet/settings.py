@@ -1,5 +1,5 @@
 """fabric.ethernet: the Ethernet (RoCE) collector's config section, declared beside the sources that
-read it (fabricmon.schema). The fabric section (fabricmon/fabric_settings.py) composes it, importing
+read it (fabricmon.schema). The fabric section (fabricmon/config/fabric.py) composes it, importing
 this module only for an Ethernet fabric, so its keys are typed once, here.
 
 Secrets are read from their files when the config loads and never shown (repr=False): v2c's
@@ -249,7 +249,7 @@ class SnmpSourceSettings:
     shard: tuple[int, int] = (0, 1)
 
 
-# the SNMP sources' settings, built from fabric.ethernet and fabric.shard (provided by fabric_settings)
+# the SNMP sources' settings, built from fabric.ethernet and fabric.shard (provided by fabricmon.config.fabric)
 SNMP_SOURCE: Schema[SnmpSourceSettings] = shared_settings(
     lambda ctx: SnmpSourceSettings(ctx.take(EthernetConfig), ctx.take(FabricScope).shard))
 

@@ -1,7 +1,7 @@
 """What the InfiniBand fabric sources read beyond their own keys: the fabric's sweep scope
 (fabricmon.sources.settings.FabricScope: the shard, the MAD settings, fabric.sweep_method,
 fabric.concurrency, fabric.link_state_max_ports, fabric.cache_dir), built from the `fabric` keys and
-provided by the config (fabricmon/fabric_settings.py) before the sources' settings are built.
+provided by the config (fabricmon/config/fabric.py) before the sources' settings are built.
 
 The config imports this module for an InfiniBand fabric, which registers the package's sources.
 """

@@ -76,7 +76,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import structlog
 
-from fabricmon import gc_pause, ibspec
+from fabricmon.model import gc_pause, ibspec
 from fabricmon.host.io import HostIO
 from fabricmon.host.runner import CommandResult
 from fabricmon.host.umad import UmadUnavailable
@@ -125,7 +125,7 @@ class SweepSource(Source):
         reader = self._mad_reader(io, out)
         if reader is not None:
             data.method = "mad"
-            with gc_pause.paused():     # the read and its records: a few objects per switch port (fabricmon.gc_pause)
+            with gc_pause.paused():     # the read and its records: a few objects per switch port (fabricmon.model.gc_pause)
                 self._sweep_mad(reader, inputs, out, topo, mine, data)
             data.duration = time.monotonic() - t0
             if data.ports or data.link_up or not mine:

@@ -16,7 +16,7 @@ import json
 import sys
 import time
 
-from fabricmon import ibspec
+from fabricmon.model import ibspec
 from fabricmon.host.io import LiveIO
 from fabricmon.host.mad import MadSettings
 from fabricmon.host.umad import UmadUnavailable

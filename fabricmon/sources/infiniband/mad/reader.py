@@ -43,7 +43,7 @@ import threading
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from fabricmon import gc_pause
+from fabricmon.model import gc_pause
 from fabricmon.host.mad import Request
 from fabricmon.model.compact import COUNTER_NAMES, PortCounters
 from fabricmon.model.fabric import Topology
@@ -234,7 +234,7 @@ class FabricReader:
         self._lock = threading.Lock()       # one read at a time on the one port (two pipelines in a process)
 
     def read(self, targets: list[SwitchTarget], deadline: float, error_names: tuple[str, ...]) -> dict[str, SwitchResult]:
-        # no cyclic garbage collection while the MADs fly (fabricmon.gc_pause): a read allocates tens of
+        # no cyclic garbage collection while the MADs fly (fabricmon.model.gc_pause): a read allocates tens of
         # thousands of acyclic objects (answers, counter records), and in a collector holding the whole
         # fabric's model each collection they trigger walks all of it (measured on the director: up to
         # 0.6 s of a sweep)

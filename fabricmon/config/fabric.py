@@ -2,7 +2,7 @@
 InfiniBand sweep's MAD settings), composed with the sections its parts declare beside their code:
 the fabric checks' thresholds (`fabric.thresholds` from checks/fabric_ecmp.py, `fabric.pfc_storm`
 from checks/fabric_pfc.py), the fabric sources' keys (the source registry) and `fabric.ethernet`
-(sources/ethernet/settings.py, imported only for an Ethernet fabric). fabricmon/config.py composes it
+(sources/ethernet/settings.py, imported only for an Ethernet fabric). fabricmon/config/__init__.py composes it
 into `Config.fabric`.
 """
 

@@ -1,7 +1,7 @@
 """Configuration: YAML in, validated frozen dataclasses out. This module composes the sections; each
 is a Schema (fabricmon.schema) declared beside the code that reads it: `server` in serve/settings.py,
 `checks` in checks/settings.py, `expected_links` in checks/inventory.py, `roce` in checks/roce.py,
-`fabric` in fabric_settings.py (with the fabric checks' sections and `fabric.ethernet`), each source's
+`fabric` in config/fabric.py (with the fabric checks' sections and `fabric.ethernet`), each source's
 keys in the registry, `gpu` and `slurm` in sources/settings.py (what the sources read beyond their
 own keys). Only the node daemon's paths, logging and exclude_devices are declared here. The sections
 a source reads (exclude_devices, gpu, slurm; the fabric's scope) are built before the sources and
@@ -21,7 +21,7 @@ import yaml
 from fabricmon.checks.inventory import EXPECTED_LINK, ExpectedLink, expected_links
 from fabricmon.checks.roce import ROCE, RoceConfig
 from fabricmon.checks.settings import CHECKS, ChecksConfig
-from fabricmon.fabric_settings import (DEFAULT_FABRIC_PORT, FABRIC, FABRIC_COLLECTORS, SOURCE_INTERVALS, FabricConfig,
+from fabricmon.config.fabric import (DEFAULT_FABRIC_PORT, FABRIC, FABRIC_COLLECTORS, SOURCE_INTERVALS, FabricConfig,
                                        import_sources)
 from fabricmon.host.runner import DEFAULT_TOOL_DIRS
 from fabricmon.remediation.settings import SCHEMA as REMEDIATION, RemediationConfig
