@@ -32,8 +32,10 @@ TEST_WORKERS ?= 4
 test: deps venv
 	$(PYTEST) -m "" -n $(TEST_WORKERS) --dist loadgroup --durations=25
 
+# the fast tier on TEST_FAST_WORKERS workers (2: the cores of the smallest machine it must finish on in a minute)
+TEST_FAST_WORKERS ?= 2
 test-fast: venv
-	$(PYTEST) --durations=10
+	$(PYTEST) -n $(TEST_FAST_WORKERS) --dist loadgroup --durations=10
 
 # every fuzz target (tests/fuzz/targets.py) under atheris for FUZZ_TIME seconds each, and a table of what each
 # reached; a finding's input is left in .fuzz/<target>/ (docs/development.md "Fuzzing")

@@ -27,8 +27,8 @@ from fabricmon.host.runner import DEFAULT_TOOL_DIRS
 from fabricmon.remediation.settings import SCHEMA as REMEDIATION, RemediationConfig
 from fabricmon.registry import NODE, SourceConfig, SourceSpec, load_sources, registry, source_rows, source_tables
 from fabricmon.schema import (ConfigError, Context, DeviceFilter, Schema, absolute_dir, choice, existing_dir,
-                              glob_list, listing, mapping, matches_any, string, table, values)
-from fabricmon.serve.settings import DEFAULT_PORT, SERVE_KEYS, SERVER, ServeConfig, TLSConfig
+                              from_class, glob_list, listing, mapping, matches_any, string, table)
+from fabricmon.serve.settings import DEFAULT_PORT, SERVER, ServeConfig, TLSConfig
 # importing it registers the node's sources (fabricmon.sources), whose keys `sources` validates
 from fabricmon.sources.settings import GPU, SLURM, GpuConfig, SlurmConfig
 
@@ -64,7 +64,23 @@ class Config:
         return matches_any(device, self.exclude_devices)
 
 
-PATHS: Schema[dict[str, Any]] = Schema(fields=(
+@dataclass(frozen=True, slots=True)
+class PathsSection:
+    """The `paths` section (its keys land in Config as they are)."""
+    sysfs: str
+    procfs: str
+    state_dir: str
+    tool_dirs: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class LoggingSection:
+    """The `logging` section (Config.log_level, Config.log_format)."""
+    level: str
+    format: str
+
+
+PATHS: Schema[PathsSection] = Schema(fields=(
     string("sysfs", "/sys", "sysfs root (`/host/sys` in a container; a recorded tree in tests)",
            check=existing_dir, kind="directory"),
     string("procfs", "/proc", "procfs root", check=existing_dir, kind="directory"),
@@ -72,14 +88,14 @@ PATHS: Schema[dict[str, Any]] = Schema(fields=(
            "(`inventory.json`, [inventory.md](inventory.md)) and the fabric topology cache", kind="directory"),
     listing("tool_dirs", DEFAULT_TOOL_DIRS, "where tools are looked for after `PATH` (each program is resolved "
             "once; a missing one is looked for again every 60 s)", absolute_dir, "absolute directories"),
-), build=values)
+), build=from_class(PathsSection))
 
-LOGGING: Schema[dict[str, Any]] = Schema(fields=(
+LOGGING: Schema[LoggingSection] = Schema(fields=(
     choice("level", "info", "structlog level", ("debug", "info", "warning", "error"),
            reason="expected debug, info, warning or error"),
     choice("format", "auto", "`auto` is JSON when stderr is not a TTY", ("auto", "json", "console"),
            reason="expected auto, json or console"),
-), build=values)
+), build=from_class(LoggingSection))
 
 # top-level key -> its schema (None: validated by its own function), in the order they are built
 SECTIONS: dict[str, Schema[Any] | None] = {
@@ -104,7 +120,7 @@ def from_dict(raw: Any, path: str | None = None, check_paths: bool = True) -> Co
     ctx = Context(check_paths=check_paths)
     server = SERVER.load(top.get("server"), "server", ctx)
     paths = PATHS.load(top.get("paths"), "paths", ctx)
-    ctx.built["state_dir"] = paths["state_dir"]
+    ctx.built["state_dir"] = paths.state_dir
     # what the sources read of the other sections, built first and provided to their settings
     exclude = glob_list(top["exclude_devices"], "exclude_devices", ctx) if top.get("exclude_devices") is not None else ()
     ctx.provide(DeviceFilter(exclude))
@@ -114,21 +130,21 @@ def from_dict(raw: Any, path: str | None = None, check_paths: bool = True) -> Co
     sources, _ = load_sources(top.get("sources"), "sources", NODE_COLLECTOR, ctx)
     logging_ = LOGGING.load(top.get("logging"), "logging", ctx)
     return Config(
-        address=server["address"], port=server["port"], tls=server["tls"],
-        sysfs=paths["sysfs"], procfs=paths["procfs"], state_dir=paths["state_dir"],
+        address=server.address, port=server.port, tls=server.tls,
+        sysfs=paths.sysfs, procfs=paths.procfs, state_dir=paths.state_dir,
         sources=sources,
         exclude_devices=exclude,
         expected_links=expected_links(top["expected_links"], "expected_links", ctx) if top.get("expected_links")
         is not None else (),
         checks=CHECKS.load(top.get("checks"), "checks", ctx),
-        log_level=logging_["level"], log_format=logging_["format"],
+        log_level=logging_.level, log_format=logging_.format,
         path=path, raw=top,
         roce=ROCE.load(top.get("roce"), "roce", ctx),
         gpu=gpu,
-        tool_dirs=paths["tool_dirs"],
+        tool_dirs=paths.tool_dirs,
         fabric=FABRIC.load(top.get("fabric"), "fabric", ctx),
         slurm=slurm,
-        serve=ServeConfig(**{k: server[k] for k in SERVE_KEYS}),
+        serve=server.serve,
         remediation=REMEDIATION.load(top.get("remediation"), "remediation", ctx),
     )
 

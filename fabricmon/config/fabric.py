@@ -102,7 +102,7 @@ def parse_shard(value: Any, key: str, ctx: Context | None = None) -> tuple[int, 
     return int(m.group(1)), int(m.group(2))
 
 
-TIMEOUTS: Schema[dict[str, Any]] = Schema(fields=tuple(
+TIMEOUTS: Schema[dict[str, float | None]] = Schema(fields=tuple(
     number(n, None, f"seconds: a `{n}` run still going then is killed (its process group) and counted; "
            f"the same setting as `fabric.sources.{n}.timeout`", lo=0.1,
            default_doc="the source's (below)")

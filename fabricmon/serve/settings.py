@@ -10,7 +10,7 @@ from typing import Any, Mapping
 
 from fabricmon.exporter import counter_sets
 from fabricmon.schema import (ConfigError, Context, Schema, boolean, existing_file, integer, listing, number,
-                              section, string, values)
+                              section, string)
 
 DEFAULT_PORT = 9879
 
@@ -73,8 +73,22 @@ def _counter_set(value: Any, key: str, ctx: Context) -> str:
     return value
 
 
+@dataclass(frozen=True, slots=True)
+class ServerSection:
+    """The `server` section: where the node daemon listens, and how both daemons serve (ServeConfig)."""
+    address: str
+    port: int
+    tls: TLSConfig
+    serve: ServeConfig
+
+
+def _server(v: dict[str, Any], key: str, ctx: Context) -> ServerSection:
+    return ServerSection(address=v["address"], port=v["port"], tls=v["tls"],
+                         serve=ServeConfig(**{k: v[k] for k in SERVE_KEYS}))
+
+
 _D_SERVE = ServeConfig()
-SERVER: Schema[dict[str, Any]] = Schema(fields=(
+SERVER: Schema[ServerSection] = Schema(fields=(
     string("address", "0.0.0.0", "listen address for `/metrics`, `/healthz` and the pages"),
     integer("port", DEFAULT_PORT, "the node daemon's TCP port", lo=0, hi=65535),
     section("tls", TLS, ""),
@@ -94,6 +108,6 @@ SERVER: Schema[dict[str, Any]] = Schema(fields=(
             "(`default`, or more of " + ", ".join(f"`{n}`" for n in counter_sets.SETS if n != counter_sets.DEFAULT)
             + ", `all`; a scrape picks its own with `?collect[]=NAME`); see [metrics.md](metrics.md)",
             _counter_set, "counter sets"),
-), build=values,
+), build=_server,
     doc="The HTTP server of both daemons (the node daemon's port here, the fabric collector's in `fabric.port`).")
 SERVE_KEYS = tuple(f.name for f in SERVER.fields if f.name not in ("address", "port", "tls"))

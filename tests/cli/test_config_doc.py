@@ -71,6 +71,8 @@ def test_each_section_builds_every_field_of_its_dataclass_from_one_key() -> None
         (SERVER, config.ServeConfig, {"write_timeout", "backlog", "page_render_budget"},
          {"address", "port", "tls"}),
         (TLS, config.TLSConfig, set(), set()),
+        (config.PATHS, config.PathsSection, set(), set()),
+        (config.LOGGING, config.LoggingSection, set(), set()),
         (config.SECTIONS["roce"], config.RoceConfig, set(), set()),
         (config.SECTIONS["gpu"], config.GpuConfig, set(), set()),
         (config.SECTIONS["slurm"], config.SlurmConfig, set(), set()),
