@@ -41,7 +41,7 @@ from fabricmon.config import from_dict  # noqa: E402
 from fabricmon.exporter.render import render  # noqa: E402
 from fabricmon.host.io import LiveIO  # noqa: E402
 from fabricmon.pipeline.scheduler import Pipeline  # noqa: E402
-from fabricmon.pipeline.source import registry  # noqa: E402
+from fabricmon.config import registered  # noqa: E402
 
 
 def thread_cpu() -> dict[int, float]:
@@ -83,7 +83,7 @@ def daemon(args: argparse.Namespace) -> int:
 
     try:
         sysfs, desc = build_tree(work / "sys", args.tree, args.hcas)
-        sources: dict[str, object] = {n: {"enabled": False} for n in registry() if n not in ("sysfs", "hw_counters")}
+        sources: dict[str, object] = {n: {"enabled": False} for n in registered("node") if n not in ("sysfs", "hw_counters")}
         sources["sysfs"] = {"interval": 0.5}
         config = from_dict({"paths": {"sysfs": sysfs, "state_dir": str(work / "state")}, "sources": sources,
                             "server": {"address": "127.0.0.1", "port": 0}, "logging": {"level": "warning"}})
@@ -131,7 +131,7 @@ def state_runs(args: argparse.Namespace) -> int:
     work = Path(tempfile.mkdtemp(prefix="fabricmon-profile-"))
     try:
         sysfs, desc = build_tree(work / "sys", args.tree, args.hcas)
-        sources: dict[str, object] = {n: {"enabled": False} for n in registry()
+        sources: dict[str, object] = {n: {"enabled": False} for n in registered("node")
                                       if n not in ("sysfs", "hw_counters", "port_state")}
         config = from_dict({"paths": {"sysfs": sysfs, "state_dir": str(work / "state")}, "sources": sources})
         pipe = Pipeline(config, LiveIO(sysfs=sysfs))
@@ -186,7 +186,7 @@ def main() -> int:
     work = Path(tempfile.mkdtemp(prefix="fabricmon-profile-"))
     try:
         sysfs, desc = build_tree(work / "sys", args.tree, args.hcas)
-        sources: dict[str, object] = {n: {"enabled": False} for n in registry() if n not in ("sysfs", "hw_counters")}
+        sources: dict[str, object] = {n: {"enabled": False} for n in registered("node") if n not in ("sysfs", "hw_counters")}
         config = from_dict({"paths": {"sysfs": sysfs, "state_dir": str(work / "state")}, "sources": sources})
         pipe = Pipeline(config, LiveIO(sysfs=sysfs))
         traffic = Traffic(sysfs)

@@ -70,7 +70,7 @@ HERE = Path(__file__).resolve().parent
 
 from fabricmon.sim import sysfs_tree as nodetree  # noqa: E402
 import yaml  # noqa: E402
-from fabricmon.pipeline.source import registry  # noqa: E402
+from fabricmon.config import registered  # noqa: E402
 
 NODE_EXPORTER = "/usr/bin/prometheus-node-exporter"
 H100_TREE = HERE.parent.parent / "shared" / "captures" / "sysfs" / "leptonai-gpud__sys-class-infiniband-h100.0"
@@ -170,7 +170,7 @@ def fabricmon_config(sysfs: str, port: int, interval: float | None, state_dir: s
     when it is not 0; else every source at its default (kernel_log: false turns the kernel log
     source off)."""
     keep = ("sysfs", "hw_counters") + (("port_state",) if state_poll else ())
-    sources: dict = {name: {"enabled": False} for name in registry() if name not in keep} if only_sysfs else {}
+    sources: dict = {name: {"enabled": False} for name in registered("node") if name not in keep} if only_sysfs else {}
     if only_sysfs and state_poll:
         sources["port_state"] = {"interval": state_poll}
     sources["sysfs"] = {"interval": interval} if interval else {}

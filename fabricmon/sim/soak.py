@@ -52,7 +52,7 @@ from typing import Any
 import yaml
 
 from fabricmon.model.history import CounterHistory
-from fabricmon.pipeline.source import registry
+from fabricmon.config import registered
 from fabricmon.sim import sysfs_tree as nodetree
 
 # where `python -m fabricmon` finds the package when it is not installed
@@ -348,13 +348,13 @@ def sysfs_config(sysfs: str, interval: float, state_dir: str) -> dict[str, Any]:
     """The sysfs sources (port state and counters, mlx5 hw_counters) at `interval`, every other
     source off."""
     sources = {name: ({"interval": interval} if name in ("sysfs", "hw_counters") else {"enabled": False})
-               for name in registry()}
+               for name in registered("node")}
     return {"paths": {"sysfs": sysfs, "state_dir": state_dir}, "sources": sources}
 
 
 def sim_config(empty_sysfs: str, interval: float, state_dir: str) -> dict[str, Any]:
     """Every source at `interval` (sysfs reads an empty tree: the simulator has none)."""
-    sources = {name: {"interval": interval} for name in registry()}
+    sources = {name: {"interval": interval} for name in registered("node")}
     return {"paths": {"sysfs": empty_sysfs, "state_dir": state_dir}, "sources": sources}
 
 

@@ -17,7 +17,7 @@ from fabricmon.model.history import saturation
 from fabricmon.pipeline.scheduler import Pipeline
 from fabricmon.config import from_dict
 from fabricmon.checks.settings import COUNTER_CHECKS
-from fabricmon.pipeline.source import registry
+from fabricmon.config import registered
 from fabricmon.model.history import CounterHistory
 from fabricmon.host import LiveIO
 from fabricmon.model.ports import PortView
@@ -200,7 +200,7 @@ class Clock:
 
 
 def _only_sysfs() -> dict:
-    return {name: {"enabled": False} for name in registry() if name not in ("sysfs", "hw_counters")}
+    return {name: {"enabled": False} for name in registered("node") if name not in ("sysfs", "hw_counters")}
 
 
 @pytest.fixture

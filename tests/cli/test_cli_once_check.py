@@ -14,7 +14,7 @@ import pytest
 import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
-from fabricmon.pipeline.source import registry
+from fabricmon.config import registered
 from helpers import CAPTURES, FIXTURES, REPO, as_ordinary_user, fabricmon_command, skip_without_captures
 
 FIXTURE = FIXTURES / "sysfs" / "two_hca"
@@ -28,7 +28,7 @@ def fabricmon(*args: str) -> subprocess.CompletedProcess:
 
 
 def config(tmp_path: Path, sysfs: Path, name: str = "cfg.yml", sources: dict | None = None, **extra) -> str:
-    srcs = {n: {"enabled": False} for n in registry() if n not in ("sysfs", "hw_counters")}
+    srcs = {n: {"enabled": False} for n in registered("node") if n not in ("sysfs", "hw_counters")}
     srcs.update(sources or {})
     doc = {"paths": {"sysfs": str(sysfs), "state_dir": str(tmp_path / "state")}, "sources": srcs, **extra}
     f = tmp_path / name

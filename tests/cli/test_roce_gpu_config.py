@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from fabricmon.config import ConfigError, from_dict
-from fabricmon.pipeline.source import registry
+from fabricmon.config import registered
 
 
 def err(raw) -> ConfigError:
@@ -67,7 +67,7 @@ def test_errors_name_the_key(raw, key, text):
 
 def test_every_new_source_is_configurable():
     for name in ("mlnx_qos", "ethtool", "netdev", "gpudirect", "gpu"):
-        assert name in registry()
+        assert name in registered("node")
         c = from_dict({"sources": {name: {"enabled": False, "interval": 120, "timeout": 3}}})
         s = c.sources[name]
         assert (s.enabled, s.interval, s.timeout) == (False, 120, 3)

@@ -15,7 +15,7 @@ from fabricmon.checks.degraded_link import REASONS
 from fabricmon.pipeline.scheduler import Pipeline
 from fabricmon.config import from_dict
 from fabricmon.checks.settings import COUNTER_CHECKS
-from fabricmon.pipeline.source import registry
+from fabricmon.config import registered
 from fabricmon.exporter import render
 from fabricmon.host import LiveIO
 from helpers import FIXTURES, fabricmon_command
@@ -34,7 +34,7 @@ def fabricmon(*args: str) -> subprocess.CompletedProcess:
 def sysfs_only_config(path: Path, sysfs: Path, **extra) -> Path:
     """paths.sysfs at our tree; every command and non-sysfs source off (no host tools needed)."""
     doc = {"paths": {"sysfs": str(sysfs), "state_dir": str(path.parent / "state")},
-           "sources": {name: {"enabled": False} for name in registry() if name not in ("sysfs", "hw_counters")},
+           "sources": {name: {"enabled": False} for name in registered("node") if name not in ("sysfs", "hw_counters")},
            **extra}
     path.write_text(yaml.safe_dump(doc))
     return path
@@ -235,7 +235,7 @@ def test_no_remote_labels_on_counters(metrics: Metrics) -> None:
 
 def test_render_in_process_matches_the_cli(tree: Path, metrics: Metrics) -> None:
     cfg = from_dict({"paths": {"sysfs": str(tree)},
-                     "sources": {n: {"enabled": False} for n in registry() if n not in ("sysfs", "hw_counters")},
+                     "sources": {n: {"enabled": False} for n in registered("node") if n not in ("sysfs", "hw_counters")},
                      "expected_links": [{"device": "mlx5_*", "width": "4X", "speed": "NDR"}]})
     col = Pipeline(cfg, LiveIO(str(tree)))
     try:

@@ -37,11 +37,11 @@ def test_the_pipeline_names_the_source_of_a_ports_counters(tmp_path) -> None:
     from fabricmon.config import from_dict
     from fabricmon.host import LiveIO
     from fabricmon.pipeline.scheduler import Pipeline
-    from fabricmon.pipeline.source import registry
+    from fabricmon.config import registered
     from fabricmon.sim import sysfs_tree
     sysfs_tree.build(tmp_path, 1)
     cfg = from_dict({"paths": {"sysfs": str(tmp_path)},
-                     "sources": {n: {"enabled": False} for n in registry() if n != "sysfs"}})
+                     "sources": {n: {"enabled": False} for n in registered("node") if n != "sysfs"}})
     col = Pipeline(cfg, LiveIO(str(tmp_path)))
     try:
         p = col.collect().ib.ports[("mlx5_0", 1)]
