@@ -7,6 +7,7 @@ compared with what both ends report they could do (iblinkinfo's "Could be"). An 
 
 from __future__ import annotations
 
+import dataclasses
 from typing import TYPE_CHECKING
 
 from fabricmon.model import ibspec
@@ -99,27 +100,51 @@ def evaluate_port(p: PortView, checks: ChecksConfig, expected: tuple[ExpectedLin
                        Finding(CHECK, p.device, p.port, OK, f"{p.label()} up at {p.link_text()}"))
 
 
+@dataclasses.dataclass
+class NodePortsState:
+    """The quiet ports (every counter check OK, nothing counted over a window their history spans), each with
+    what it was judged on (link_errors.calm_mark) and how its findings are made again (link_errors.calm_findings):
+    while the mark holds, nothing can have risen and each message moves only with its window's seconds, so the
+    port's counters are not summed again at every poll (bench/node_profile.py: a third of the build)."""
+    quiet: dict[tuple[str, int], tuple[tuple[object, ...], link_errors.QuietFindings]] = \
+        dataclasses.field(default_factory=dict)
+
+
 class NodePorts:
     """degraded_link and the counter checks (checks.link_errors) on the node's ports (checks.shape):
     one check, so that each port's findings stay together (degraded_link, then its counters); a counter
     check runs once a port read one of its counters, counter_saturation once one read a counter that
     saturates. The verdicts are its derived sub-section (the IB section's)."""
     reports = (report(CHECK, "ports"), *link_errors.counter_reports("ports"))
-    state = None
 
     def __init__(self, settings: ChecksConfig, expected: tuple[ExpectedLink, ...]):
         self.settings = settings
         self.expected = expected
+        self.state = NodePortsState()
 
     def run(self, inputs: NodeInputs) -> Outcome:
         ib, checks, now = inputs.ib, self.settings, inputs.now
         findings: list[Finding] = []
         verdicts: dict[tuple[str, int], LinkVerdict] = {}
+        history, was_quiet = inputs.history, self.state.quiet
+        quiet: dict[tuple[str, int], tuple[tuple[object, ...], link_errors.QuietFindings]] = {}
         for key, p in ib.ports.items():
             v = evaluate_port(p, checks, self.expected)
             if v is not None:
                 verdicts[key] = v
                 findings.append(v.finding)
-            findings.extend(link_errors.evaluate_port(p, inputs.history, checks, now, ib.saturation[key]))
+            mark = link_errors.calm_mark(p.device, p.port, p.counters, history, (p.rate_gbps, p.label()), p.counter_bits)
+            kept = was_quiet.get(key)
+            if kept is not None and kept[0] == mark:
+                again = link_errors.calm_findings(p, kept[1], history, now)
+                if again is not None:
+                    quiet[key] = kept
+                    findings.extend(again)
+                    continue
+            texts: link_errors.QuietFindings = []
+            findings.extend(link_errors.evaluate_port(p, history, checks, now, ib.saturation[key], quiet=texts))
+            if texts:
+                quiet[key] = (mark, texts)
+        self.state.quiet = quiet
         return outcome_of(findings, PortVerdicts(verdicts))
 

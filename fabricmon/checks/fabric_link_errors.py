@@ -11,7 +11,7 @@ import dataclasses
 from typing import TYPE_CHECKING
 
 from fabricmon.checks import OK, Finding, blame
-from fabricmon.checks.link_errors import CHECKED_COUNTERS, CHECKS, ber_limits, counter_reports, evaluate_port
+from fabricmon.checks.link_errors import CHECKED_COUNTERS, CHECKS, ber_limits, calm_mark, counter_reports, evaluate_port
 from fabricmon.checks.settings import COUNTER_CHECKS, ChecksConfig
 from fabricmon.checks.shape import Outcome
 from fabricmon.model.history import CounterHistory, saturation
@@ -74,8 +74,7 @@ class FabricCounters:
             if p.counters and key in judged:
                 mark: tuple[object, ...] | None = None
                 if key not in flagged_ports:
-                    mark = (tuple(p.counters.values()), p.rate_bps, widths,
-                            history.marks(key[0], key[1], [n for n in p.counters if n in CHECKED_COUNTERS]))
+                    mark = calm_mark(key[0], key[1], p.counters, history, p.rate_bps, widths)
                     if was_calm.get(key) == mark:
                         calm[key] = mark
                         continue

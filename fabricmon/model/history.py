@@ -44,6 +44,14 @@ def _delta(a: Sample, b: Sample) -> int | None:
     return b.value - a.value if b.value >= a.value else 0
 
 
+def _covered(q: list[Sample] | None, window: float, now: float) -> float:
+    """The seconds of the trailing window [now - window, now] that samples `q` cover: from the window's start (or
+    the oldest sample, when it is younger) to the newest sample; 0 with fewer than two samples, or none in it."""
+    if not q or len(q) < 2 or q[-1].t < now - window:
+        return 0.0
+    return q[-1].t - max(q[0].t, now - window)
+
+
 def _last_step(q: list[Sample] | None) -> tuple[int, float] | None:
     """CounterHistory.last_step of a counter's samples (None: none kept)."""
     if not q or len(q) < 2:
@@ -105,25 +113,24 @@ class CounterHistory:
         return reset
 
     def increase(self, key: Key, window: float, now: float) -> tuple[int, float]:
-        """Sum of non-negative deltas over the trailing window, and the seconds it covers."""
+        """Sum of non-negative deltas over the trailing window, and the seconds it covers (_covered)."""
         q = self._data.get(key)
         if not q or len(q) < 2:
             return 0, 0.0
         total = 0
-        start = None
         prev = None
         for s in q:
             if s.t < now - window:
                 prev = s
                 continue
             if prev is not None:
-                if start is None:
-                    start = max(prev.t, now - window)
                 total += _delta(prev, s) or 0
             prev = s
-        if start is None:
-            return 0, 0.0
-        return total, q[-1].t - start
+        return total, _covered(q, window, now)
+
+    def covered(self, key: Key, window: float, now: float) -> float:
+        """The seconds of the trailing window the key's samples cover (increase's second value) without the sum."""
+        return _covered(self._data.get(key), window, now)
 
     def last_step(self, key: Key) -> tuple[int, float] | None:
         """(increase, seconds) between the last two samples, for a rate; None when unknown (one

@@ -30,7 +30,7 @@ from fabricmon.model.remediation import (ACT, DONE, DRAIN, DRY_RUN, ISOLATE, OFF
 from fabricmon.model.snapshot import Snapshot, source_state
 from fabricmon.remediation import policy
 from fabricmon.remediation.actuators import EthernetPorts, InfinibandPorts, Outcome, PortRead, Slurm
-from fabricmon.remediation.lease import Lease, make_lease
+from fabricmon.remediation.lease import Lease, SingleHolder, make_lease
 from fabricmon.remediation.policy import CHECK, Event, SlurmView, cap_of, counters_now, parse_key
 from fabricmon.remediation.record import Record, record_path
 from fabricmon.remediation.settings import effective_modes, lease_guard
@@ -38,6 +38,7 @@ from fabricmon.remediation.settings import effective_modes, lease_guard
 log = structlog.get_logger("fabricmon.remediation")
 KEEP_SHOWN = 50                 # closed actions a snapshot shows (the record keeps remediation.keep_closed)
 TICK = 1.0                      # a round at least this often (undo requests, retries) without a snapshot
+IDLE_TICK = 10.0                # ... and how often an idle one (Remediator._idle) looks for an undo request
 
 
 class Remediator:
@@ -68,6 +69,7 @@ class Remediator:
         self._last_verify = float("-inf")
         self._slurm: tuple[float, SlurmView | str] | None = None
         self._round_lock = threading.Lock()
+        self._rounds = 0                # rounds run so far (the first publishes the section)
         self._section = RemediationSection(self.scope, effective_modes(self.cfg), held=False, lease="not asked yet",
                                            actions=self._shown())
         if self.record.error:
@@ -100,19 +102,34 @@ class Remediator:
         self.record.unlock()
 
     def _loop(self) -> None:
+        idle = False
         while not self._stop.is_set():
-            self._wake.wait(TICK)
+            self._wake.wait(IDLE_TICK if idle else TICK)
             self._wake.clear()
             if self._stop.is_set():
                 break
+            idle = self._idle()
+            if idle:
+                continue
             try:
                 self.round()
             except Exception:                   # a bug must not stop the daemon (nor remediation's next round)
                 log.exception("remediation round failed")
 
+    def _idle(self) -> bool:
+        """Nothing a round could change: every mode off, no action open in the record, no undo asked, a lease
+        that cannot change hands (a node daemon's, a single collector's) and the section published once. The
+        daemon then runs no round, neither for each snapshot nor each TICK (one a second: a fifth of an idle node
+        daemon's CPU, docs/benchmarks.md), and wakes every IDLE_TICK only (an undo request of a closed action is
+        answered within it, well inside the CLI's UNDO_WAIT)."""
+        return (self._rounds > 0 and isinstance(self.lease, SingleHolder)
+                and all(m == OFF for m in effective_modes(self.cfg).values())
+                and not any(a.open for a in self.record.actions.values()) and not self.record.requests())
+
     # --- one round --------------------------------------------------------------------------------
     def round(self, snap: Snapshot | None = None) -> RemediationSection:
         with self._round_lock:
+            self._rounds += 1
             return self._round(snap if snap is not None else self._snap)
 
     def _round(self, snap: Snapshot | None) -> RemediationSection:

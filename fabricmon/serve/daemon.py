@@ -110,7 +110,6 @@ class Daemon:
         self.gate = RenderGate(rate=config.serve.page_renders_per_second,
                                budget=config.serve.page_render_budget)
         self._stop = threading.Event()
-        self._watch = threading.Thread(target=self._watchdog, name="fabricmon-health", daemon=True)
         self.snapshot: Snapshot | None = None
         self.on_snapshot: Callable[[Snapshot], None] | None = None     # optional callback, used by the demo
         self.pipeline.on_snapshot.append(self._publish)
@@ -134,7 +133,6 @@ class Daemon:
         if self.remediator is not None:
             self.remediator.start()
         self.pipeline.start()
-        self._watch.start()
         scheme = "https" if self.server.ssl is not None else "http"
         host = self.server.address
         log.info("fabricmon started", listen=f"{'[' + host + ']' if ':' in host else host}:{self.port}",
@@ -153,22 +151,15 @@ class Daemon:
         self.expo.show(lambda sets: render(snap, sets), snap.time, lambda: verdict(snap), Pages(snap, self.gate),
                        not_ready(snap))
         failed = snap.builds.failed
+        # /healthz turns 503 when no snapshot was built for 3 publisher ticks (the pipeline rebuilds at least every
+        # tick, so this means the publisher itself is stuck: Exposition.stuck_after), and while the last build failed
+        self.expo.stuck_after, self.expo.last_snapshot = 3 * self.pipeline.tick, snap.time
         self.expo.healthy = not failed
         when = time.strftime('%H:%M:%S', time.localtime(snap.time))
         self.expo.health_detail = f"the snapshot build failed at {when}: {snap.unknown}" if failed else \
             f"last snapshot {when}"
         if self.on_snapshot:
             self.on_snapshot(snap)
-
-    def _watchdog(self) -> None:
-        """/healthz turns 503 when no snapshot was built for 3 publisher ticks (the pipeline rebuilds at least
-        every tick, so this means the publisher itself is stuck), and while the last build failed."""
-        bound = 3 * self.pipeline.tick
-        while not self._stop.wait(1.0):
-            if self.snapshot is not None and time.time() - self.snapshot.time > bound:
-                self.expo.healthy = False
-                self.expo.health_detail = (f"no snapshot built for {time.time() - self.snapshot.time:.0f} s "
-                                           f"(bound {bound:g} s): the publisher is stuck")
 
     def stop(self) -> None:
         self._stop.set()
@@ -187,5 +178,6 @@ class Daemon:
         return self.pipeline.alive()
 
     def wait(self) -> None:
-        while not self._stop.is_set():
-            self._stop.wait(1.0)
+        """Until stopped (a signal handler sets _stop: a lock's wait is interrupted by signals, so no timeout,
+        and no wake-up every second)."""
+        self._stop.wait()

@@ -110,13 +110,43 @@ class Exposition:
     """The current view (View), swapped atomically: `show` hands over the last snapshot's view (how to render
     it, its verdict, pages and readiness), rendered once per snapshot and counter-set selection, by the first
     scrape that asks (so a snapshot no one scrapes is never rendered). `healthy` is the daemon's own liveness
-    (/healthz), kept apart: it says whether the daemon still builds snapshots, not what they say."""
+    (/healthz), kept apart: it says whether the daemon still builds snapshots, not what they say. The daemon
+    sets it with each snapshot; `stuck_after` makes it false, when it is read, once no snapshot came for that
+    long (the publisher is stuck): judged when /healthz asks, so no thread wakes to watch."""
 
     def __init__(self, sets: frozenset[str] = DEFAULT_SETS) -> None:
         self.sets = sets                     # what a scrape without collect[] gets (server.collect)
         self.view = View(_Published(lambda _sets: b""), 0.0)
-        self.healthy = False
-        self.health_detail = "no poll completed yet"
+        self._healthy = False
+        self._detail = "no poll completed yet"
+        self.stuck_after: float | None = None     # seconds without a snapshot that mean the publisher is stuck
+        self.last_snapshot: float | None = None   # the wall-clock time of the last snapshot (its build)
+
+    def _stuck(self) -> float | None:
+        """Seconds since the last snapshot when more than stuck_after, else None."""
+        if self.stuck_after is None or self.last_snapshot is None:
+            return None
+        age = time.time() - self.last_snapshot
+        return age if age > self.stuck_after else None
+
+    @property
+    def healthy(self) -> bool:
+        return self._healthy and self._stuck() is None
+
+    @healthy.setter
+    def healthy(self, value: bool) -> None:
+        self._healthy = value
+
+    @property
+    def health_detail(self) -> str:
+        age = self._stuck()
+        if age is not None:
+            return f"no snapshot built for {age:.0f} s (bound {self.stuck_after:g} s): the publisher is stuck"
+        return self._detail
+
+    @health_detail.setter
+    def health_detail(self, value: str) -> None:
+        self._detail = value
 
     def show(self, make: Callable[[frozenset[str]], bytes], updated: float,
              verdict: Callable[[], dict[str, Any]] | None = None, pages: Pages | None = None,
