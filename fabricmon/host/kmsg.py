@@ -80,6 +80,7 @@ class KmsgReader:
         self._fresh = True                  # no record taken from this descriptor yet
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        self._wake: int | None = None       # the write end of the follower's wake pipe (close() writes to it)
 
     def _open(self) -> int:
         if self._fd is None:
@@ -87,7 +88,9 @@ class KmsgReader:
             self._next, self._lost, self._fresh = None, 0, True
             if self.follow:
                 self._stop.clear()
-                self._thread = threading.Thread(target=self._follow, name="fabricmon-kmsg", daemon=True)
+                wake_r, self._wake = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
+                self._thread = threading.Thread(target=self._follow, args=(self._fd, wake_r),
+                                                name="fabricmon-kmsg", daemon=True)
                 self._thread.start()
         return self._fd
 
@@ -117,21 +120,25 @@ class KmsgReader:
             room -= 1
         return True
 
-    def _follow(self) -> None:
-        fd = self._fd
-        if fd is None:
-            return
+    def _follow(self, fd: int, wake_r: int) -> None:
+        """Drain records as they come: poll(2) on the descriptor and the wake pipe, with no timeout (a thread
+        that woke every few seconds to look for its stop cost more than the records), until close() writes
+        to the pipe. Its read end is closed here as the thread ends; close() closes the write end."""
         poller = select.poll()          # poll(2), not select(2): a descriptor number above 1023 is fine
         poller.register(fd, select.POLLIN)
-        while not self._stop.is_set() and self._fd == fd:
-            try:
-                ready = poller.poll(2000)
-            except OSError:
-                return
-            if ready:
-                with self._lock:
-                    if self._fd is None or not self._drain(self._fd, 4096):
-                        return
+        poller.register(wake_r, select.POLLIN)
+        try:
+            while not self._stop.is_set() and self._fd == fd:
+                try:
+                    ready = poller.poll()
+                except OSError:
+                    return
+                if any(r == fd for r, _ in ready):
+                    with self._lock:
+                        if self._fd != fd or not self._drain(fd, 4096):
+                            return
+        finally:
+            os.close(wake_r)
 
     def read(self, after: int | None, limit: int) -> KmsgRead:
         with self._lock:
@@ -160,6 +167,13 @@ class KmsgReader:
 
     def _close(self) -> None:
         self._stop.set()
+        if self._wake is not None:
+            try:
+                os.write(self._wake, b"x")      # the follower wakes and ends (an ended one: EPIPE)
+            except OSError:
+                pass
+            os.close(self._wake)
+            self._wake = None
         fd, self._fd = self._fd, None
         self._next = None
         self._queue.clear()
