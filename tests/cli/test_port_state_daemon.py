@@ -44,11 +44,19 @@ def test_a_flipped_port_state_is_served_within_a_second_and_a_half(tmp_path: Pat
         key = dict(device="mlx5_2", port="1")
         assert sample_value(scrape_samples(port), "fabricmon_ib_port_up", **key) == 1
         state = sysfs / "class/infiniband/mlx5_2/ports/1/state"
-        builds = sample_value(scrape_samples(port), "fabricmon_snapshot_build_duration_seconds_count")
+        def counts() -> tuple[float | None, float | None, float]:
+            """(builds, port_state runs, every other source's runs)."""
+            s = scrape_samples(port)
+            others = sum(v for (name, labels), v in s.items() if name == "fabricmon_source_runs_total"
+                         and ("source", "port_state") not in labels)
+            return (sample_value(s, "fabricmon_snapshot_build_duration_seconds_count"),
+                    sample_value(s, "fabricmon_source_runs_total", source="port_state"), others)
+        builds, _, others0 = counts()
         time.sleep(3.0)          # three idle polls of the port state: what is tested is that they build nothing
-        idle = sample_value(scrape_samples(port), "fabricmon_snapshot_build_duration_seconds_count")
-        runs = sample_value(scrape_samples(port), "fabricmon_source_runs_total", source="port_state")
-        assert idle == builds and runs is not None
+        idle, runs, others = counts()
+        assert runs is not None         # (a quiet poll builds nothing: the count served is the last build's)
+        # a build in the window is another source's (a first run that ends late on a loaded machine), never theirs
+        assert idle == builds or (idle is not None and builds is not None and idle - builds <= others - others0)
         took = []
         for text, want in (("1: DOWN", 0), ("4: ACTIVE", 1)):
             t0 = time.monotonic()
