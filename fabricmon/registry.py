@@ -50,6 +50,7 @@ class SourceSpec:
 
 
 _REGISTRY: dict[tuple[str, str], SourceSpec] = {}     # (collector, name) -> spec: a name is unique per collector
+_SHARED: set[type] = set()      # the kind-neutral sources: registered for more than one collector
 S = TypeVar("S", bound=type)
 
 
@@ -72,6 +73,8 @@ def register(name: str, *, enabled: bool | str = True, interval: float = 15.0, t
             _REGISTRY[key] = spec
             if c == collectors[0]:
                 setattr(cls, "spec", spec)      # the same defaults for every collector; `collector` names the first
+        if len(collectors) > 1:
+            _SHARED.add(cls)
         return cls
     return deco
 
@@ -89,12 +92,11 @@ def registry(collector: str = NODE) -> dict[str, SourceSpec]:
     if collector not in COLLECTORS:
         raise ValueError(f"no collector {collector!r} (one of {', '.join(COLLECTORS)})")
     specs = [s for (c, _), s in _REGISTRY.items() if c == collector]
-    shared = {s.name for s in specs if sum(1 for (c, n), o in _REGISTRY.items() if n == s.name and o.cls is s.cls) > 1}
-    own = [s for s in specs if s.name not in shared]
+    own = [s for s in specs if s.cls not in _SHARED]
     if not own:         # its package was not imported (the kind-neutral sources alone are registered)
         raise LookupError(f"the {collector} collector's sources are not registered: the config imports their "
                           "package (fabricmon.config.load with its fabric.kind) before anything runs them")
-    return {s.name: s for s in own + [s for s in specs if s.name in shared]}
+    return {s.name: s for s in own + [s for s in specs if s.cls in _SHARED]}
 
 
 def taking(build: Build[T], **shared: type) -> Build[T]:

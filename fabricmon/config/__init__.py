@@ -21,11 +21,11 @@ import yaml
 from fabricmon.checks.inventory import EXPECTED_LINK, ExpectedLink, expected_links
 from fabricmon.checks.roce import ROCE, RoceConfig
 from fabricmon.checks.settings import CHECKS, ChecksConfig
-from fabricmon.config.fabric import (DEFAULT_FABRIC_PORT, FABRIC, FABRIC_COLLECTORS, SOURCE_INTERVALS, FabricConfig,
+from fabricmon.config.fabric import (DEFAULT_FABRIC_PORT, FABRIC, SOURCE_INTERVALS, FabricConfig,
                                        import_sources)
 from fabricmon.host.runner import DEFAULT_TOOL_DIRS
 from fabricmon.remediation.settings import SCHEMA as REMEDIATION, RemediationConfig
-from fabricmon.registry import NODE, SourceConfig, SourceSpec, load_sources, registry, source_rows, source_tables
+from fabricmon.registry import FABRIC_KINDS, NODE, SourceConfig, SourceSpec, load_sources, registry, source_rows, source_tables
 from fabricmon.schema import (ConfigError, Context, DeviceFilter, Schema, absolute_dir, choice, existing_dir,
                               from_class, glob_list, listing, mapping, matches_any, string, table)
 from fabricmon.serve.settings import DEFAULT_PORT, SERVER, ServeConfig, TLSConfig
@@ -183,11 +183,11 @@ def reference() -> str:
     """The generated part of docs/configuration.md: one table per section, from the sections' schemas
     (each with its doc line), fabric.ethernet's and the source registry's."""
     from fabricmon.sources.ethernet.settings import SCHEMA as ethernet
-    for kind in FABRIC_COLLECTORS:
+    for kind in FABRIC_KINDS:
         import_sources(kind)        # both fabric kinds' sources are listed
     collectors = {NODE_COLLECTOR: ("node (`sources.`)", "sources"),
-                  **{c: (f"fabric, {k} (`fabric.sources.`)", "fabric.sources") for k, c in FABRIC_COLLECTORS.items()}}
-    fabric_intervals = {c: {n: f"`fabric.{k}`" for n, k in SOURCE_INTERVALS.items()} for c in FABRIC_COLLECTORS.values()}
+                  **{k: (f"fabric, {k} (`fabric.sources.`)", "fabric.sources") for k in FABRIC_KINDS}}
+    fabric_intervals = {c: {n: f"`fabric.{k}`" for n, k in SOURCE_INTERVALS.items()} for c in FABRIC_KINDS}
     out = []
     for name, schema in SECTIONS.items():
         out.append(f"### {name}\n")

@@ -26,8 +26,6 @@ if TYPE_CHECKING:
     from fabricmon.sources.ethernet.settings import EthernetConfig
 
 DEFAULT_FABRIC_PORT = 9881      # the fabric collector (9880 is fluentd's in_http default)
-# the fabric collector's registry name for each fabric.kind (the sources of fabricmon.sources.<kind>)
-FABRIC_COLLECTORS = {kind: kind for kind in FABRIC_KINDS}
 
 
 def _ethernet_schema() -> Schema[EthernetConfig]:
@@ -133,7 +131,7 @@ def _fabric_check(values: dict[str, Any], m: Mapping[str, Any], key: str, ctx: C
                             concurrency=values["concurrency"], link_state_max_ports=values["link_state_max_ports"],
                             cache_dir=values["cache_dir"]))
     import_sources(kind)
-    sources, given = load_sources(m.get("sources"), f"{key}.sources", FABRIC_COLLECTORS[kind], ctx)
+    sources, given = load_sources(m.get("sources"), f"{key}.sources", kind, ctx)      # fabric.kind names its collector
     timeouts = values.pop("timeouts")
     for name, sc in sources.items():
         given_own = given.get(name)
@@ -161,7 +159,7 @@ _D_FABRIC = FabricConfig()
 FABRIC: Schema[FabricConfig] = Schema(
     fields=(
         choice("kind", "infiniband", "`infiniband` (MADs, infiniband-diags) or `ethernet` (a RoCE fabric's switches "
-               "over SNMP, [ethernet.md](ethernet.md))", tuple(FABRIC_COLLECTORS),
+               "over SNMP, [ethernet.md](ethernet.md))", FABRIC_KINDS,
                reason="expected infiniband or ethernet"),
         integer("port", DEFAULT_FABRIC_PORT, "the collector's port (`server.address` and `server.tls` apply; "
                 "`--listen` overrides both)", lo=0, hi=65535),

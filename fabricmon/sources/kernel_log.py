@@ -72,8 +72,8 @@ OPTIONS: Schema[KernelLogOptions] = Schema((
             lo=100, hi=1_000_000),
     number("hold", 3600.0, "seconds a degraded or watch event stays a finding after its last line (a fatal one "
            "stays until the node reboots)", lo=0.0),
-), build=lambda v, key, ctx: KernelLogOptions(**v, state_dir=ctx.built.get("state_dir") or ""),
-   pure=False)      # state_dir: paths.state_dir
+), build=lambda v, key, ctx: KernelLogOptions(**v, state_dir=ctx.built.get("state_dir") or ""),  # paths.state_dir
+    pure=False)
 
 
 @register("kernel_log", enabled=True, interval=15.0, timeout=5.0, records=KernelLogData, options=OPTIONS)
