@@ -135,11 +135,24 @@ def judge(gs: list[EcmpGroup], previous: Mapping[tuple[str, str], int], th: Fabr
         g.hot = sorted({hot} | {p for p, r in g.rates.items() if r > mean * th.ecmp_ratio})
         low = min(g.rates.values())
         cold = sorted(p for p, r in g.rates.items() if r <= low * 1.1 + mean * 0.01 and p != hot)
-        hp = ports[(g.guid, hot)]
 
         def label(port: int, guid: str = g.guid) -> str:
             return ports[(guid, port)].label if (guid, port) in ports else str(port)
-        remote = f'"{hp.link.remote_name}"[{hp.link.remote_port_label}]' if hp.link else "?"
+
+        def remote(port: int, guid: str = g.guid) -> str:
+            link = ports[(guid, port)].link
+            return f'"{link.remote_name}"[{link.remote_port_label}]' if link else "?"
+        # every port over the threshold is named, hottest first (two equally hot ports of a
+        # polarised group are both the fault: naming one, then the other next sweep, misleads)
+        over_ports = sorted(g.hot, key=lambda p: (-g.rates[p], p))
+        if len(over_ports) == 1:
+            hot_txt = (f"port {label(hot)} to {remote(hot)} carries {g.rates[hot] / mean:.1f}x the mean "
+                       f"({_gbps(g.rates[hot])}, mean {_gbps(mean)}")
+        else:
+            each = "; ".join(f"port {label(p)} to {remote(p)} at {_gbps(g.rates[p])}, {g.rates[p] / mean:.1f}x"
+                             for p in over_ports)
+            hot_txt = (f"ports {port_ranges(sorted(over_ports), label)} carry over {th.ecmp_ratio:g}x the mean "
+                       f"({each}; mean {_gbps(mean)}")
         cold_txt = "; ".join(
             f'port {label(c)} to "{_remote(ports[(g.guid, c)])}" at {_gbps(g.rates[c])}' for c in cold[:4])
         word = "idle" if low <= mean * 0.05 else "coldest"
@@ -148,8 +161,7 @@ def judge(gs: list[EcmpGroup], previous: Mapping[tuple[str, str], int], th: Fabr
         what = "uplinks" if g.direction == "up" else "downlinks"
         findings.append(Finding(     # about the switch's group (the message names the ports): no port
             CHECK, g.guid, None, WARNING,
-            f"{g.switch} {what}: port {label(hot)} to {remote} carries {g.rates[hot] / mean:.1f}x the mean "
-            f"({_gbps(g.rates[hot])}, mean {_gbps(mean)}, max/mean {g.ratio:.2f}, CV {g.cv:.2f}, "
+            f"{g.switch} {what}: {hot_txt}, max/mean {g.ratio:.2f}, CV {g.cv:.2f}, "
             f"{n} sweeps); {idle}{excl}: check ECMP hashing / adaptive routing on {g.switch}"))
     return [f for f in findings if f.status != OK], counts
 

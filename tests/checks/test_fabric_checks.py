@@ -39,6 +39,20 @@ def test_flagged_only_after_n_consecutive_sweeps() -> None:
     assert g.imbalanced and f[0].port is None and "leaf07 uplinks: port 1" in f[0].message
 
 
+def test_every_port_over_the_threshold_is_named_not_one_of_two_equally_hot() -> None:
+    """Issue 53: two equally hot ports (158.6 Gb/s each) were named one per sweep, by turns."""
+    g, f = run({9: 19.825e9, 10: 19.825e9, 11: 0.0, 12: 0.0}, 3)
+    assert g.imbalanced and g.hot == [9, 10] and len(f) == 1
+    msg = f[0].message
+    assert msg.startswith('leaf07 uplinks: ports 9-10 carry over 1.2x the mean '
+                          '(port 9 to "spine01"[9] at 158.6 Gb/s, 2.0x; port 10 to "spine01"[10] at 158.6 Gb/s, 2.0x; '
+                          'mean 79.3 Gb/s, max/mean 2.00'), msg
+    assert "idle: ports 11-12" in msg
+    # one hot port alone: named as before
+    g, f = run({1: 20e9, 2: 5e9, 3: 5e9, 4: 5e9}, 3)
+    assert g.hot == [1] and 'leaf07 uplinks: port 1 to "spine01"[1] carries 2.3x the mean' in f[0].message
+
+
 def test_idle_group_never_flagged_whatever_its_ratio() -> None:
     g, f = run({1: 2e6, 2: 0.0, 3: 0.0, 4: 0.0}, 5)
     assert g.ratio == 4.0 and g.utilisation < 0.01 and not g.imbalanced and not f
