@@ -420,12 +420,16 @@ def fabric_dashboard() -> dict:
                      "a gap to the top panel is imbalance.",
                      [target(f"{uplink.format('avg')}{{{SWITCH}}}", "{{switch}} (level {{level}})")],
                      "percentunit", maxi=1), 12, 8)
+    # only the groups the collector judges: an idle group's max/mean (2.5-5 on an idle fabric) is noise, never flagged
+    judged = f" and on (instance, job, switch_guid, direction) fabricmon_ecmp_judged{{{SWITCH}}} == 1"
     L.add(heatmap("ECMP imbalance (max/mean) per switch", "max/mean transmit rate of each switch's ECMP group "
-                  "per sweep (1 is perfect balance; the collector flags above fabric.thresholds.ecmp_ratio, 1.2).",
-                  [target(f"fabricmon_ecmp_imbalance_ratio{{{SWITCH}}}", "{{switch}} {{direction}}")]), 12, 9)
+                  "per sweep (1 is perfect balance; the collector flags above fabric.thresholds.ecmp_ratio, 1.2), "
+                  "shown only while the group is busy enough to be judged (mean utilisation at or above "
+                  "fabric.thresholds.utilisation_floor, 30 %): an idle group's ratio is noise.",
+                  [target(f"fabricmon_ecmp_imbalance_ratio{{{SWITCH}}}{judged}", "{{switch}} {{direction}}")]), 12, 9)
     L.add(timeseries("ECMP coefficient of variation", "Coefficient of variation of each ECMP group's transmit "
-                     "rates, beside max/mean.",
-                     [target(f"fabricmon_ecmp_imbalance_cv{{{SWITCH}}}", "{{switch}} {{direction}}")]), 12, 9)
+                     "rates, beside max/mean, for the groups judged (as the heatmap).",
+                     [target(f"fabricmon_ecmp_imbalance_cv{{{SWITCH}}}{judged}", "{{switch}} {{direction}}")]), 12, 9)
     # the recording rule over the default counter set's data counters (not the opt-in `rates` gauges)
     L.add(table("Uplinks", "Every up port: transmit utilisation over the last 5 minutes, with its remote end.",
                 [target(f"switch_port:fabricmon_fabric_port_transmit_utilisation:ratio_rate5m{{{FAB}}}"

@@ -118,8 +118,9 @@ def judge(gs: list[EcmpGroup], previous: Mapping[tuple[str, str], int], th: Fabr
     findings = []
     for g in gs:
         key = (g.guid, g.direction)
-        over = (g.ratio is not None and g.utilisation is not None and g.utilisation >= th.utilisation_floor
-                and (g.ratio > th.ecmp_ratio or (th.ecmp_cv is not None and (g.cv or 0) > th.ecmp_cv)))
+        g.judged = g.ratio is not None and g.utilisation is not None and g.utilisation >= th.utilisation_floor
+        over = g.judged and g.ratio is not None and (
+            g.ratio > th.ecmp_ratio or (th.ecmp_cv is not None and (g.cv or 0) > th.ecmp_cv))
         n = previous.get(key, 0)
         if new_sweep:
             n = n + 1 if over else 0

@@ -1209,6 +1209,10 @@ CATALOGUE: tuple[Metric, ...] = (
            ("switch_guid", "switch", "direction"), _fab_groups(lambda g: g.cv)),
     Metric("fabricmon_ecmp_utilisation_ratio", G, "Mean transmit rate of the group as a share of its link rate.",
            ("switch_guid", "switch", "direction"), _fab_groups(lambda g: g.utilisation)),
+    Metric("fabricmon_ecmp_judged", G, "1 while the group's mean utilisation is at or above "
+           "fabric.thresholds.utilisation_floor, so its imbalance ratio is judged; 0 below it (an idle group's "
+           "ratio is noise: dashboards show the ratio only where this is 1).", ("switch_guid", "switch", "direction"),
+           _fab_groups(lambda g: 1 if g.judged else 0)),
     Metric("fabricmon_ecmp_imbalanced", G, "1 when the group is over the imbalance threshold for the configured "
            "consecutive sweeps while above the utilisation floor.", ("switch_guid", "switch", "direction"),
            _fab_groups(lambda g: 1 if g.imbalanced else 0)),

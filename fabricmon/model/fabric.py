@@ -595,6 +595,7 @@ class EcmpGroup:
     ratio: float | None = None       # max/mean
     cv: float | None = None          # coefficient of variation
     utilisation: float | None = None  # mean rate / link rate
+    judged: bool = False             # rates read and mean utilisation at or above the floor (only then is ratio judged)
     over: int = 0                    # consecutive sweeps over the threshold
     imbalanced: bool = False
     # when imbalanced: the busiest port and every other over ecmp_ratio x the mean (a polarised

@@ -36,7 +36,7 @@ def test_flagged_only_after_n_consecutive_sweeps() -> None:
     g, f = run(hot, 2)
     assert g.ratio > 2 and not g.imbalanced and not f
     g, f = run(hot, 3)
-    assert g.imbalanced and f[0].port is None and "leaf07 uplinks: port 1" in f[0].message
+    assert g.judged and g.imbalanced and f[0].port is None and "leaf07 uplinks: port 1" in f[0].message
 
 
 def test_every_port_over_the_threshold_is_named_not_one_of_two_equally_hot() -> None:
@@ -55,7 +55,7 @@ def test_every_port_over_the_threshold_is_named_not_one_of_two_equally_hot() -> 
 
 def test_idle_group_never_flagged_whatever_its_ratio() -> None:
     g, f = run({1: 2e6, 2: 0.0, 3: 0.0, 4: 0.0}, 5)
-    assert g.ratio == 4.0 and g.utilisation < 0.01 and not g.imbalanced and not f
+    assert g.ratio == 4.0 and g.utilisation < 0.01 and not g.judged and not g.imbalanced and not f
 
 
 def test_balanced_group_not_flagged_and_cv_threshold_optional() -> None:
