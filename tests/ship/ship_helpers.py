@@ -21,7 +21,7 @@ from pathlib import Path
 
 import yaml
 
-from fabricmon.deploy import ALERTMANAGER
+from fabricmon.deploy import ALERTMANAGER, SCALE_DEPLOYMENT
 from helpers import free_port, unavailable, wait_until as _wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -123,6 +123,50 @@ def start_prometheus(processes: Processes, tmp_path: Path, scrape_configs: list[
     wait_until(ready, 30, "prometheus ready")
     return prom
 
+
+
+def deployment_argv(component: str, **values: str) -> list[str]:
+    """The reference deployment's (fabricmon/deploy/scale/deployment.yml) command line of a component, its
+    {placeholders} filled, the program found."""
+    line = yaml.safe_load(SCALE_DEPLOYMENT.read_text())[component]
+    args = [a.format(**values) for a in line[1:]]
+    if line[0] == "fabricmon":
+        return [*FABRICMON, *args]
+    return [require_tool(line[0], {"prometheus-alertmanager": "prometheus-alertmanager"}.get(line[0],
+                                                                                           "victoria-metrics")), *args]
+
+
+def start_victoriametrics(processes: Processes, tmp_path: Path, scrape_configs: list[dict], rule_files=(),
+                          interval: str = "1s") -> Prometheus:
+    """The reference deployment's store and evaluator on loopback ports: VictoriaMetrics (deployment.yml's
+    command line) scraping `scrape_configs` itself (-promscrape.config: the scraping is vmagent's in the
+    deployment, the same promscrape code) and vmalert evaluating `rule_files` on it, the recording rules'
+    results written back (deployment.yml's line, no Alertmanager). Queries see samples after 1 s
+    (-search.latencyOffset: 30 s by default)."""
+    scrape = tmp_path / "vm-scrape.yml"
+    scrape.write_text(json.dumps({"global": {"scrape_interval": interval, "scrape_timeout": interval},
+                                  "scrape_configs": scrape_configs}))
+    port = free_port()
+    vm = processes.start("victoria-metrics", [
+        *deployment_argv("victoria-metrics", listen=f"127.0.0.1:{port}", data=str(tmp_path / "vm"),
+                         scrape_interval=interval),
+        f"-promscrape.config={scrape}", "-search.latencyOffset=1s", "-loggerLevel=WARN"])
+    store = Prometheus(f"http://127.0.0.1:{port}")
+
+    def ready() -> bool:
+        if vm.poll() is not None:
+            raise AssertionError(f"victoria-metrics exited {vm.returncode}: {processes.log(vm)}")
+        return http_get(f"{store.url}/health") == b"OK"
+    wait_until(ready, 30, "victoria-metrics ready")
+    # no Alertmanager: the notifiers are a loopback port nobody listens on (this vmalert has no
+    # -notifier.blackhole), refused at once; the alerts are read from vmalert's own API where wanted
+    nobody = f"http://127.0.0.1:{free_port()}"
+    for i, rules in enumerate(rule_files):
+        processes.start(f"vmalert{i}", [
+            *deployment_argv("vmalert", listen=f"127.0.0.1:{free_port()}", rules=str(rules), store=store.url,
+                             alertmanager_a=nobody, alertmanager_b=nobody, scrape_interval=interval),
+            "-loggerLevel=WARN"])
+    return store
 
 
 def start_alertmanager(processes: Processes, tmp_path: Path, cfg: dict) -> int:

@@ -1,6 +1,7 @@
 """The node dashboard: generated JSON up to date, Grafana conventions (datasource, job, instance and device
 variables on every query), and every panel's queries proven to return data from a real Prometheus scraping
-real fabricmon daemons (replaying fixture bundles) with the real rules loaded."""
+real fabricmon daemons (replaying fixture bundles) with the real rules loaded, and from VictoriaMetrics
+scraping the same daemons with vmalert evaluating the same rules (the reference deployment's store)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,8 @@ import re
 
 import pytest
 
-from ship_helpers import ROOT, start_prometheus, start_replay_daemon, load_generator, wait_until
+from ship_helpers import (ROOT, Prometheus, load_generator, start_prometheus, start_replay_daemon,
+                          start_victoriametrics, wait_until)
 
 DASHBOARD = ROOT / "fabricmon" / "deploy" / "grafana" / "fabricmon-node.json"
 RULES = ROOT / "fabricmon" / "deploy" / "prometheus" / "fabricmon.rules.yml"
@@ -78,26 +80,31 @@ def _has_data(result: list) -> bool:
     return any(not math.isnan(float(r["value"][1])) for r in result)
 
 
-def test_every_panel_returns_data_from_real_prometheus(processes, tmp_path):
-    ports = [start_replay_daemon(processes, b) for b in BUNDLES]
-    prom = start_prometheus(processes, tmp_path, [{
-        "job_name": "fabricmon",
-        "static_configs": [{"targets": [f"127.0.0.1:{p}" for p in ports]}],
-    }], rule_files=[RULES])
-
-    queries = [(p["title"], t["refId"], substitute(t["expr"])) for p in panels(dashboard()) for t in p["targets"]]
-    pending = {q: None for q in queries}
+def wait_for_every_panel(stores: dict[str, Prometheus], queries: list[tuple[str, str, str]], timeout: float) -> None:
+    """Until every query returns data from every store (Prometheus, and VictoriaMetrics with vmalert: the
+    reference deployment's store, whose MetricsQL is not PromQL in every corner)."""
+    pending = {(name, *q): None for name in stores for q in queries}
 
     def without_data() -> dict:
         for q in list(pending):
-            result = prom.query(q[2])
+            result = stores[q[0]].query(q[3])
             if _has_data(result):
                 del pending[q]
             else:
                 pending[q] = result
         return pending
-    wait_until(without_data, 60, lambda: "panels without data:\n" + "\n".join(
-        f"  {t} [{r}]: {e} -> {res}" for (t, r, e), res in pending.items()), until=lambda p: not p, interval=1)
+    wait_until(without_data, timeout, lambda: "panels without data:\n" + "\n".join(
+        f"  {s}: {t} [{r}]: {e} -> {res}" for (s, t, r, e), res in pending.items()), until=lambda p: not p, interval=1)
+
+
+def test_every_panel_returns_data_from_real_prometheus_and_victoriametrics(processes, tmp_path):
+    ports = [start_replay_daemon(processes, b) for b in BUNDLES]
+    scrape = [{"job_name": "fabricmon", "static_configs": [{"targets": [f"127.0.0.1:{p}" for p in ports]}]}]
+    prom = start_prometheus(processes, tmp_path, scrape, rule_files=[RULES])
+    vm = start_victoriametrics(processes, tmp_path, scrape, rule_files=[RULES])
+
+    queries = [(p["title"], t["refId"], substitute(t["expr"])) for p in panels(dashboard()) for t in p["targets"]]
+    wait_for_every_panel({"prometheus": prom, "victoria-metrics": vm}, queries, 60)
 
     # the template variables' own queries list the targets and devices
     for v in dashboard()["templating"]["list"]:

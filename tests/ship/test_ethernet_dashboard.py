@@ -21,7 +21,7 @@ import pytest
 from helpers import community_file, unavailable
 
 from fabricmon.sim.ethernet import RX_LIMITS_DBM, SnmpSimFabric, leaf_spine, set_rate, set_rx_power, tools_available
-from ship_helpers import FABRICMON, ROOT, free_port, http_get, start_prometheus, wait_until
+from ship_helpers import FABRICMON, ROOT, free_port, http_get, start_prometheus, start_victoriametrics, wait_until
 from test_fabric_dashboard import ETHERNET_ONLY, RULES, build_rules, dashboard, panels, substitute
 
 # panel -> switches it must show (leaf01's and spine02's groups keep one link once the 100G one is left out: no ratio)
@@ -62,20 +62,20 @@ def test_the_fabric_panels_and_rules_work_for_an_ethernet_fabric(processes, tmp_
             return re.search(rb'fabricmon_ecmp_imbalanced\{direction="up",switch="leaf02",switch_guid="[0-9a-f:]+"\} 1',
                              http_get(f"http://127.0.0.1:{port}/metrics"))
         wait_until(flagged, 40, "the polarised leaf flagged by the collector")
-        prom = start_prometheus(processes, tmp_path, [{
-            "job_name": build_rules.FABRIC_JOB,
-            "static_configs": [{"targets": [f"127.0.0.1:{port}"]}],
-        }], rule_files=[RULES])
+        scrape = [{"job_name": build_rules.FABRIC_JOB, "static_configs": [{"targets": [f"127.0.0.1:{port}"]}]}]
+        prom = start_prometheus(processes, tmp_path, scrape, rule_files=[RULES])
+        vm = start_victoriametrics(processes, tmp_path, scrape, rule_files=[RULES])
 
         chosen = [pn for pn in panels(dashboard()) if pn["title"] in PANELS]
         assert len(chosen) == len(PANELS)
-        pending = {pn["title"]: substitute(pn["targets"][0]["expr"]) for pn in chosen}
+        # on both stores (VictoriaMetrics with vmalert: the reference deployment's)
+        pending = {(store, pn["title"]): substitute(pn["targets"][0]["expr"]) for pn in chosen for store in (prom, vm)}
 
         def without_leaves() -> dict:
-            for title, expr in list(pending.items()):
-                switches = {r["metric"].get("switch") for r in prom.query(expr)}
+            for (store, title), expr in list(pending.items()):
+                switches = {r["metric"].get("switch") for r in store.query(expr)}
                 if PANELS[title] <= switches:
-                    del pending[title]
+                    del pending[(store, title)]
             return pending
         wait_until(without_leaves, 60, lambda: f"panels without the Ethernet leaves: {pending}",
                    until=lambda p: not p, interval=1)
@@ -94,6 +94,9 @@ def test_the_fabric_panels_and_rules_work_for_an_ethernet_fabric(processes, tmp_
             return last["results"]
         results = wait_until(optics_results, 90, lambda: f"optics panels without switches: {missing(last['results'])}",
                              until=lambda res: not any(missing(res).values()), interval=1)
+        wait_until(lambda: {k: vm.query(e) for k, e in optics.items()}, 90,
+                   lambda: "optics panels without switches on victoria-metrics",
+                   until=lambda res: not any(missing(res).values()), interval=1)
         dim = results[("Dimmest receivers per switch", "A")]
         assert len(dim) == 3 * len(names)
         (planted,) = [r for r in dim if r["metric"]["switch"] == "leaf01" and r["metric"]["port"] == "Ethernet0"

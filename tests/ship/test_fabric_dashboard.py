@@ -1,7 +1,8 @@
 """The fabric dashboard: generated JSON up to date, Grafana conventions (datasource, job, instance and switch
 variables), and every panel's queries proven to return data from a real Prometheus scraping a real
 `fabricmon fabric run` on the simulated fabric (ibsim, the real ibnetdiscover and ibqueryerrors) with traffic
-driven through the ibsim console and the shipped rules loaded (the Optics row's panels on the Ethernet fabric
+driven through the ibsim console and the shipped rules loaded, and from VictoriaMetrics with vmalert on the
+same collector and rules (the reference deployment's store) (the Optics row's panels on the Ethernet fabric
 of test_ethernet_dashboard.py: the InfiniBand collector reads no transceivers)."""
 
 from __future__ import annotations
@@ -13,8 +14,9 @@ import pytest
 
 from fabricmon.parsers.ibnetdiscover import parse_ibnetdiscover
 from fabricmon.sim.fabric import TrafficDriver, fat_tree_netfile
-from ship_helpers import FABRICMON, ROOT, free_port, http_get, load_generator, start_prometheus, wait_until
-from test_dashboards import _has_data, panels
+from ship_helpers import (FABRICMON, ROOT, free_port, http_get, load_generator, start_prometheus,
+                          start_victoriametrics, wait_until)
+from test_dashboards import panels, wait_for_every_panel
 
 DASHBOARD = ROOT / "fabricmon" / "deploy" / "grafana" / "fabricmon-fabric.json"
 RULES = ROOT / "fabricmon" / "deploy" / "prometheus" / "fabricmon.rules.yml"
@@ -123,26 +125,14 @@ def test_every_panel_returns_data_from_a_live_collector(sim_fabric, processes, t
         leaf01 = next(sw.lid for sw in disc.switches.values() if sw.name == "leaf01")
         fab.run_tool(fab.hosts[0], "ibportstate", str(leaf01), "6", "width", "1", check=True)
 
-        prom = start_prometheus(processes, tmp_path, [{
-            "job_name": build_rules.FABRIC_JOB,
-            "static_configs": [{"targets": [f"127.0.0.1:{port}"]}],
-        }], rule_files=[RULES])
+        scrape = [{"job_name": build_rules.FABRIC_JOB, "static_configs": [{"targets": [f"127.0.0.1:{port}"]}]}]
+        prom = start_prometheus(processes, tmp_path, scrape, rule_files=[RULES])
+        vm = start_victoriametrics(processes, tmp_path, scrape, rule_files=[RULES])
 
         assert ETHERNET_ONLY
         queries = [(pn["title"], t["refId"], substitute(t["expr"])) for pn in panels(dashboard())
                    for t in pn["targets"] if pn["title"] not in ETHERNET_ONLY | WITH_NODES]
-        pending = {q: None for q in queries}
-
-        def without_data() -> dict:
-            for q in list(pending):
-                result = prom.query(q[2])
-                if _has_data(result):
-                    del pending[q]
-                else:
-                    pending[q] = result
-            return pending
-        wait_until(without_data, 60, lambda: "panels without data:\n" + "\n".join(
-            f"  {t} [{r}]: {e} -> {res}" for (t, r, e), res in pending.items()), until=lambda p: not p, interval=1)
+        wait_for_every_panel({"prometheus": prom, "victoria-metrics": vm}, queries, 60)
 
         # the ECMP panels show only the groups the collector judges: spine01's idle, uneven down ports have
         # a ratio the collector exports (and does not flag), and no panel draws
@@ -151,8 +141,9 @@ def test_every_panel_returns_data_from_a_live_collector(sim_fabric, processes, t
         for pn in panels(dashboard()):
             for t in pn["targets"]:
                 if "fabricmon_ecmp_imbalance_" in t["expr"]:
-                    shown = {r["metric"].get("switch") for r in prom.query(substitute(t["expr"]))}
-                    assert "leaf02" in shown and "spine01" not in shown, (pn["title"], shown)
+                    for store in (prom, vm):
+                        shown = {r["metric"].get("switch") for r in store.query(substitute(t["expr"]))}
+                        assert "leaf02" in shown and "spine01" not in shown, (pn["title"], store.url, shown)
 
         # leaf02's traffic is polarised onto spine01: its hottest uplink runs at twice its uplinks' mean
         # (a ratio, so independent of how much of the 5 min rate window has data yet)

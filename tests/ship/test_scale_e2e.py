@@ -42,10 +42,10 @@ import urllib.parse
 import pytest
 import yaml
 
-from fabricmon.deploy import (SCALE_DEPLOYMENT, SCALE_FABRIC_TARGETS, SCALE_NODE_TARGETS, SCALE_VMAGENT, RULES)
+from fabricmon.deploy import SCALE_FABRIC_TARGETS, SCALE_NODE_TARGETS, SCALE_VMAGENT, RULES
 from fabricmon.sim.fabric import fat_tree_netfile
 from helpers import free_port, scrape_samples
-from ship_helpers import (FABRICMON, ROOT, Pager, Prometheus, http_get, require_tool, shipped_alertmanager_config,
+from ship_helpers import (ROOT, Pager, Prometheus, deployment_argv, http_get, shipped_alertmanager_config,
                           start_replay_daemon, wait_until)
 from test_alerting_e2e import shorten_for
 
@@ -65,16 +65,6 @@ QUIET = 8.0                     # seconds without a notification before an incid
 # what the scraper writes itself, per target (these carry `replica`)
 SCRAPER_SERIES = ("up", "scrape_duration_seconds", "scrape_samples_scraped", "scrape_samples_post_metric_relabeling",
                   "scrape_series_added", "scrape_timeout_seconds")
-
-
-def argv(component: str, **values: str) -> list[str]:
-    """deployment.yml's command line of a component, its {placeholders} filled, the program found."""
-    line = yaml.safe_load(SCALE_DEPLOYMENT.read_text())[component]
-    args = [a.format(**values) for a in line[1:]]
-    if line[0] == "fabricmon":
-        return [*FABRICMON, *args]
-    return [require_tool(line[0], {"prometheus-alertmanager": "prometheus-alertmanager"}.get(line[0],
-                                                                                           "victoria-metrics")), *args]
 
 
 def series_key(name: str, labels: dict) -> tuple:
@@ -123,7 +113,7 @@ def test_two_shards_of_two_replicas_one_copy_one_page(sim_fabric, processes, tmp
             cfg = tmp_path / f"{name}.yml"
             cfg.write_text(json.dumps({"paths": {"state_dir": str(tmp_path / name)}, "fabric": COLLECTOR}))
             port = free_port()
-            p = processes.start(f"fabricmon-{name}", [*argv("fabricmon-fabric", shard=str(shard), shards="2",
+            p = processes.start(f"fabricmon-{name}", [*deployment_argv("fabricmon-fabric", shard=str(shard), shards="2",
                                                             listen=f"127.0.0.1:{port}"),
                                                       "--config", str(cfg), "--log-level", "warning"],
                                 env=fab.env(fab.hosts[0]), cwd=ROOT)
@@ -154,7 +144,7 @@ def test_two_shards_of_two_replicas_one_copy_one_page(sim_fabric, processes, tmp
 
     # the store
     vm_port = free_port()
-    vm = processes.start("victoria-metrics", [*argv("victoria-metrics", listen=f"127.0.0.1:{vm_port}",
+    vm = processes.start("victoria-metrics", [*deployment_argv("victoria-metrics", listen=f"127.0.0.1:{vm_port}",
                                                     data=str(tmp_path / "vm"), scrape_interval=SCRAPE),
                                               "-search.latencyOffset=1s", "-loggerLevel=WARN"])
     store = Prometheus(f"http://127.0.0.1:{vm_port}")
@@ -163,7 +153,7 @@ def test_two_shards_of_two_replicas_one_copy_one_page(sim_fabric, processes, tmp
     am_ports, gossip = [free_port(), free_port()], [free_port(), free_port()]
     for i in (0, 1):
         processes.start(f"alertmanager{i}", [
-            *argv("alertmanager", config_dir=str(conf), data=str(tmp_path / f"am{i}"),
+            *deployment_argv("alertmanager", config_dir=str(conf), data=str(tmp_path / f"am{i}"),
                   listen=f"127.0.0.1:{am_ports[i]}", cluster_listen=f"127.0.0.1:{gossip[i]}",
                   peer=f"127.0.0.1:{gossip[1 - i]}"),
             "--cluster.peer-timeout=2s", "--log.level=warn"])
@@ -173,12 +163,12 @@ def test_two_shards_of_two_replicas_one_copy_one_page(sim_fabric, processes, tmp
     # the scrapers and the evaluators
     for member in range(MEMBERS):
         processes.start(f"vmagent{member}", [
-            *argv("vmagent", listen=f"127.0.0.1:{free_port()}", config_dir=str(conf), members=str(MEMBERS),
+            *deployment_argv("vmagent", listen=f"127.0.0.1:{free_port()}", config_dir=str(conf), members=str(MEMBERS),
                   member=str(member), store=store.url, data=str(tmp_path / f"vmagent{member}")),
             "-loggerLevel=WARN"])
     for i in (0, 1):
         processes.start(f"vmalert{i}", [
-            *argv("vmalert", listen=f"127.0.0.1:{free_port()}", rules=str(rules), store=store.url,
+            *deployment_argv("vmalert", listen=f"127.0.0.1:{free_port()}", rules=str(rules), store=store.url,
                   alertmanager_a=f"http://127.0.0.1:{am_ports[0]}", alertmanager_b=f"http://127.0.0.1:{am_ports[1]}",
                   scrape_interval=SCRAPE),
             "-loggerLevel=WARN"])
