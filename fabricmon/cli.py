@@ -21,7 +21,7 @@ from fabricmon.model import gc_pause
 from fabricmon import healthcheck
 from fabricmon import install as installer
 from fabricmon import log as logsetup
-from fabricmon.config import DEFAULT_CONFIG_PATH, Config, ConfigError, from_dict, load
+from fabricmon.config import DEFAULT_CONFIG_PATH, Config, ConfigError, from_dict, load, yaml_document
 from fabricmon.exporter import render
 from fabricmon.fsutil import write_atomic
 from fabricmon.pipeline.scheduler import Pipeline
@@ -390,7 +390,7 @@ def _copy_config_without_secrets(src: str, dst: Path) -> None:
     import yaml
 
     from fabricmon.sources.ethernet.settings import SNMP_SECRETS
-    raw = yaml.safe_load(Path(src).read_text()) or {}
+    raw = yaml_document(Path(src).read_text(), src) or {}
     snmp = ((raw.get("fabric") or {}).get("ethernet") or {}).get("snmp") if isinstance(raw, dict) else None
     if isinstance(snmp, dict) and any(k in snmp for k in SNMP_SECRETS):
         for k in SNMP_SECRETS:
