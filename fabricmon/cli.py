@@ -336,6 +336,20 @@ def _fabric_config(args: argparse.Namespace) -> Config:
     return cfg
 
 
+def _quiet_fabric_config(args: argparse.Namespace) -> Config:
+    """The fabric config for a command whose stderr is its answer (`fabric once`, one discovery): the
+    sources' own logs quiet unless --log-level asks for them, but what `fabric run` warns about at start
+    said all the same, one `fabricmon: warning:` line each (a group- or world-readable SNMP secret file:
+    sources.ethernet.snmp.warn_loose, as the collector's first walk logs it)."""
+    args.log_level = args.log_level or "error"
+    cfg = _fabric_config(args)
+    if cfg.fabric.kind == "ethernet":
+        from fabricmon.sources.ethernet.snmp import warn_loose
+        warn_loose(cfg.fabric.ethernet.snmp,
+                   lambda what, files: print(f"fabricmon: warning: {what}: {', '.join(files)}", file=sys.stderr))
+    return cfg
+
+
 def _fabric_sweeps(pipe: Pipeline, sweeps: int, interval: float) -> Snapshot:
     """Discovery and a first sweep under one deadline, then the further sweeps `interval` apart, each with
     the sources whose records went stale meanwhile (the job list, say: nothing is judged on stale records)."""
@@ -362,8 +376,7 @@ def cmd_fabric_once(args: argparse.Namespace) -> int:
     for them."""
     from fabricmon.model.health import health_status, unjudged, verdict_findings
     from fabricmon.pipeline.fabric import fabric_pipeline
-    args.log_level = args.log_level or "error"
-    cfg = _fabric_config(args)
+    cfg = _quiet_fabric_config(args)
     pipe = fabric_pipeline(cfg, _io(args, cfg))
     try:
         snap = _fabric_sweeps(pipe, args.sweeps, args.interval)
@@ -411,8 +424,7 @@ def _discover_once(args: argparse.Namespace, consequence: str = "") -> tuple[Top
     errors; the topology None, said on stderr, when the discovery read no switch."""
     from fabricmon.model.fabric import Topology as FabricTopology
     from fabricmon.pipeline.fabric import fabric_pipeline
-    args.log_level = args.log_level or "error"
-    cfg = _fabric_config(args)
+    cfg = _quiet_fabric_config(args)
     pipe = fabric_pipeline(cfg, _io(args, cfg))
     try:
         pipe.collect(["discovery"])
