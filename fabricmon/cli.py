@@ -21,7 +21,7 @@ from fabricmon.model import gc_pause
 from fabricmon import healthcheck
 from fabricmon import install as installer
 from fabricmon import log as logsetup
-from fabricmon.config import DEFAULT_CONFIG_PATH, Config, ConfigError, from_dict, load
+from fabricmon.config import DEFAULT_CONFIG_PATH, Config, ConfigError, from_dict, load, yaml_document
 from fabricmon.exporter import render
 from fabricmon.fsutil import write_atomic
 from fabricmon.pipeline.scheduler import Pipeline
@@ -336,6 +336,20 @@ def _fabric_config(args: argparse.Namespace) -> Config:
     return cfg
 
 
+def _quiet_fabric_config(args: argparse.Namespace) -> Config:
+    """The fabric config for a command whose stderr is its answer (`fabric once`, one discovery): the
+    sources' own logs quiet unless --log-level asks for them, but what `fabric run` warns about at start
+    said all the same, one `fabricmon: warning:` line each (a group- or world-readable SNMP secret file:
+    sources.ethernet.snmp.warn_loose, as the collector's first walk logs it)."""
+    args.log_level = args.log_level or "error"
+    cfg = _fabric_config(args)
+    if cfg.fabric.kind == "ethernet":
+        from fabricmon.sources.ethernet.snmp import warn_loose
+        warn_loose(cfg.fabric.ethernet.snmp,
+                   lambda what, files: print(f"fabricmon: warning: {what}: {', '.join(files)}", file=sys.stderr))
+    return cfg
+
+
 def _fabric_sweeps(pipe: Pipeline, sweeps: int, interval: float) -> Snapshot:
     """Discovery and a first sweep under one deadline, then the further sweeps `interval` apart, each with
     the sources whose records went stale meanwhile (the job list, say: nothing is judged on stale records)."""
@@ -362,8 +376,7 @@ def cmd_fabric_once(args: argparse.Namespace) -> int:
     for them."""
     from fabricmon.model.health import health_status, unjudged, verdict_findings
     from fabricmon.pipeline.fabric import fabric_pipeline
-    args.log_level = args.log_level or "error"
-    cfg = _fabric_config(args)
+    cfg = _quiet_fabric_config(args)
     pipe = fabric_pipeline(cfg, _io(args, cfg))
     try:
         snap = _fabric_sweeps(pipe, args.sweeps, args.interval)
@@ -390,7 +403,7 @@ def _copy_config_without_secrets(src: str, dst: Path) -> None:
     import yaml
 
     from fabricmon.sources.ethernet.settings import SNMP_SECRETS
-    raw = yaml.safe_load(Path(src).read_text()) or {}
+    raw = yaml_document(Path(src).read_text(), src) or {}
     snmp = ((raw.get("fabric") or {}).get("ethernet") or {}).get("snmp") if isinstance(raw, dict) else None
     if isinstance(snmp, dict) and any(k in snmp for k in SNMP_SECRETS):
         for k in SNMP_SECRETS:
@@ -411,8 +424,7 @@ def _discover_once(args: argparse.Namespace, consequence: str = "") -> tuple[Top
     errors; the topology None, said on stderr, when the discovery read no switch."""
     from fabricmon.model.fabric import Topology as FabricTopology
     from fabricmon.pipeline.fabric import fabric_pipeline
-    args.log_level = args.log_level or "error"
-    cfg = _fabric_config(args)
+    cfg = _quiet_fabric_config(args)
     pipe = fabric_pipeline(cfg, _io(args, cfg))
     try:
         pipe.collect(["discovery"])

@@ -12,6 +12,7 @@ config-doc`). Every error names the key and the reason: `fabricmon run` refuses 
 from __future__ import annotations
 
 import os
+from collections.abc import Hashable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -27,7 +28,7 @@ from fabricmon.host.runner import DEFAULT_TOOL_DIRS
 from fabricmon.remediation.settings import SCHEMA as REMEDIATION, RemediationConfig
 from fabricmon.registry import FABRIC_KINDS, NODE, SourceConfig, SourceSpec, load_sources, registry, source_rows, source_tables
 from fabricmon.schema import (ConfigError, Context, DeviceFilter, Schema, absolute_dir, choice, existing_dir,
-                              from_class, glob_list, listing, mapping, matches_any, string, table)
+                              from_class, glob_list, join, listing, mapping, matches_any, string, table)
 from fabricmon.serve.settings import DEFAULT_PORT, SERVER, ServeConfig, TLSConfig
 # importing it registers the node's sources (fabricmon.sources), whose keys `sources` validates
 from fabricmon.sources.settings import GPU, SLURM, GpuConfig, SlurmConfig
@@ -160,16 +161,81 @@ def load(path: str | os.PathLike[str] | None, check_paths: bool = True) -> Confi
     return loads(text, str(path), check_paths)
 
 
+class DuplicateKey(yaml.constructor.ConstructorError):
+    """A key given twice in one mapping (`node`): PyYAML keeps the last without a word."""
+
+    def __init__(self, node: yaml.MappingNode, key: Any, first: int, second: int):
+        super().__init__(None, None, f"duplicate key {key!r} (lines {first} and {second})", None)
+        self.node, self.key, self.lines = node, key, (first, second)
+
+
+class Loader(yaml.SafeLoader):
+    """yaml.safe_load's loader, but a key given twice in one mapping, at any depth, is an error
+    (DuplicateKey) instead of the last one winning. A key that overrides one merged in (`<<: *x`) is
+    not a duplicate. The one loop is SafeConstructor's own, so loading costs what it did."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Hashable, Any]:
+        if not isinstance(node, yaml.MappingNode):      # `!!map` on a scalar: SafeConstructor's error
+            return super().construct_mapping(node, deep=deep)
+        own = sum(k.tag != "tag:yaml.org,2002:merge" for k, _ in node.value)
+        self.flatten_mapping(node)              # merged pairs first, then the mapping's own keys
+        merged = len(node.value) - own
+        mapping: dict[Hashable, Any] = {}
+        lines: dict[Hashable, int] = {}
+        for i, (key_node, value_node) in enumerate(node.value):
+            key = self.construct_object(key_node, deep=deep)
+            if not isinstance(key, Hashable):
+                raise yaml.constructor.ConstructorError("while constructing a mapping", node.start_mark,
+                                                        "found unhashable key", key_node.start_mark)
+            if i >= merged:
+                if key in lines:
+                    raise DuplicateKey(node, key, lines[key], key_node.start_mark.line + 1)
+                lines[key] = key_node.start_mark.line + 1
+            mapping[key] = self.construct_object(value_node, deep=deep)
+        return mapping
+
+    def construct_document(self, node: yaml.Node) -> Any:
+        self.root = node
+        return super().construct_document(node)
+
+
+def key_path(root: yaml.Node, target: yaml.Node) -> str | None:
+    """The dotted key (`fabric.ethernet.switches[1]`) of `target` under `root`; None if absent."""
+    todo: list[tuple[yaml.Node, str]] = [(root, "")]
+    seen: set[int] = set()
+    while todo:
+        node, at = todo.pop()
+        if node is target:
+            return at
+        if id(node) in seen:        # an alias met again
+            continue
+        seen.add(id(node))
+        if isinstance(node, yaml.MappingNode):
+            todo += [(v, join(at, str(k.value))) for k, v in node.value]
+        elif isinstance(node, yaml.SequenceNode):
+            todo += [(v, f"{at}[{i}]") for i, v in enumerate(node.value)]
+    return None
+
+
 def yaml_document(text: str, path: str, key: str = "") -> Any:
-    """A YAML document's value; ConfigError (at `key`) naming the line and column where it is not YAML."""
+    """A YAML document's value (Loader: no key twice in a mapping); ConfigError (at `key`) naming the
+    line and column where it is not YAML, or the dotted key given twice and both its lines."""
+    loader = Loader(text)
     try:
-        return yaml.safe_load(text)
+        return loader.get_single_data()
+    except DuplicateKey as exc:
+        root = getattr(loader, "root", None)
+        at = join(key_path(root, exc.node) or "", str(exc.key)) if root is not None else str(exc.key)
+        where = f"{key}: {at}" if key else at
+        raise ConfigError(where, f"duplicate key (lines {exc.lines[0]} and {exc.lines[1]})") from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" line {mark.line + 1} column {mark.column + 1}" if mark else ""
         raise ConfigError(key, f"{path}: invalid YAML{where}: {getattr(exc, 'problem', exc)}") from exc
     except RecursionError:      # a document nested deeper than the parser's stack (PyYAML recurses)
         raise ConfigError(key, f"{path}: invalid YAML: nested too deep") from None
+    finally:
+        loader.dispose()
 
 
 def loads(text: str, path: str = "<config>", check_paths: bool = True) -> Config:

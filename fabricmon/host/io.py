@@ -19,6 +19,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from fabricmon import fsutil
 from fabricmon.host import mad, nvml, sa
 from fabricmon.host.kmsg import KmsgRead, KmsgReader
 from fabricmon.host.mad import MadSettings, Request
@@ -253,8 +254,8 @@ class LiveIO:
 
     def commit_file(self, tmp: str, final: str) -> None:
         """Atomically move a file a tool wrote (e.g. ibnetdiscover's cache) into place, so
-        that a reader never sees it half written."""
-        os.replace(tmp, final)
+        that a reader never sees it half written; it keeps its directory's owner (fsutil)."""
+        fsutil.commit_file(tmp, final)
 
     def open_files(self) -> int:
         return len(self._fds)

@@ -242,9 +242,19 @@ def parse_topology_conf(text: str) -> list[TopologyLine]:
 
 
 def _scalar_keys(node: Any) -> dict[str, Any]:
-    """A YAML mapping node's entries whose keys are scalars (a key that is a list or a mapping names no field)."""
+    """A YAML mapping node's entries whose keys are scalars (a key that is a list or a mapping names no field).
+    A key given twice is a ParseError naming it and both lines (not the last one winning, as the config's)."""
     import yaml
-    return {k.value: v for k, v in node.value if isinstance(k, yaml.ScalarNode)}
+    out: dict[str, Any] = {}
+    lines: dict[str, int] = {}
+    for k, v in node.value:
+        if isinstance(k, yaml.ScalarNode):
+            line = k.start_mark.line + 1
+            if k.value in lines:
+                raise ParseError(f"topology.yaml line {line}: duplicate key {k.value!r} (lines {lines[k.value]} "
+                                 f"and {line})")
+            out[k.value], lines[k.value] = v, line
+    return out
 
 
 def _scalar(node: Any, default: str) -> str:

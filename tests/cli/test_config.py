@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from fabricmon.config import ConfigError, from_dict, load
+from fabricmon.config import ConfigError, from_dict, load, loads
 from helpers import REPO, fabricmon_command
 
 
@@ -385,3 +385,90 @@ def test_uplinks_critical_fraction_is_a_share() -> None:
     assert from_dict({"fabric": {"uplinks_critical_fraction": 1}}, check_paths=False).fabric.uplinks_critical_fraction == 1.0
     for bad in (1.5, -0.1, "half", True):
         assert error_of({"fabric": {"uplinks_critical_fraction": bad}}, False).key == "fabric.uplinks_critical_fraction"
+
+
+# --- a key given twice (issue 53) ---------------------------------------------------------
+
+EXAMPLE = REPO / "fabricmon" / "deploy" / "fabricmon.yml"
+
+
+def _uncommented(text: str, *headings: str) -> str:
+    """The example config with the commented-out blocks under these `# --- ... ---` headings uncommented."""
+    out, on = [], False
+    for line in text.splitlines():
+        if line.startswith("# --- "):
+            on = any(h in line for h in headings)
+        elif on and line.startswith("# "):
+            line = line[2:]
+        elif not line.strip():
+            on = False
+        out.append(line)
+    return "\n".join(out) + "\n"
+
+
+def _line_of(text: str, needle: str, nth: int = 0) -> int:
+    return [i for i, line in enumerate(text.splitlines(), 1) if line == needle][nth]
+
+
+@pytest.mark.parametrize("keep_empty", [True, False])
+def test_the_example_config_with_two_expected_links_examples_names_the_key_and_both_lines(keep_empty: bool) -> None:
+    """Uncommenting both shipped `expected_links` examples used to keep the last, without a word."""
+    text = _uncommented(EXAMPLE.read_text(), "NDR InfiniBand", "HDR InfiniBand")
+    if not keep_empty:          # the operator replaced the empty list by the first example
+        text = text.replace("\nexpected_links: []\n", "\n")
+    first, second = (_line_of(text, "expected_links:", i) for i in (0, 1))
+    if keep_empty:
+        first, second = _line_of(text, "expected_links: []"), first
+    with pytest.raises(ConfigError) as exc:
+        loads(text, str(EXAMPLE), check_paths=False)
+    assert exc.value.key == "expected_links"
+    assert str(exc.value) == f"config error at expected_links: duplicate key (lines {first} and {second})"
+    # one example uncommented in place of the empty list loads
+    one = _uncommented(EXAMPLE.read_text(), "NDR InfiniBand").replace("\nexpected_links: []\n", "\n")
+    assert loads(one, str(EXAMPLE), check_paths=False).expected_links[0].speed == "NDR"
+
+
+@pytest.mark.parametrize("text,key,lines", [
+    ("checks:\n  link_flap: {window: 600}\n  down_severity: warning\n  link_flap: {window: 60}\n",
+     "checks.link_flap", (2, 4)),
+    ("expected_links:\n  - device: mlx5_0\n    speed: NDR\n    speed: HDR\n", "expected_links[0].speed", (3, 4)),
+    ("fabric:\n  kind: ethernet\n  ethernet:\n    switches:\n      - {address: 10.0.0.1}\n"
+     "      - {address: 10.0.0.2, name: a, name: b}\n", "fabric.ethernet.switches[1].name", (6, 6)),
+    ("server: {port: 9100}\nlogging: {level: info}\nserver: {port: 9200}\n", "server", (1, 3)),
+])
+def test_a_nested_duplicate_names_its_dotted_key_and_both_lines(text: str, key: str, lines: tuple[int, int]) -> None:
+    with pytest.raises(ConfigError) as exc:
+        loads(text, "f.yml", check_paths=False)
+    assert exc.value.key == key
+    assert exc.value.reason == f"duplicate key (lines {lines[0]} and {lines[1]})"
+
+
+def test_the_same_key_in_different_mappings_or_over_a_merge_is_no_duplicate() -> None:
+    text = ("checks:\n  link_flap: &flap {window: 600, warning: 1, critical: 3}\n"
+            "  receive_errors: {window: 600, warning: 1, critical: 3}\n"
+            "  link_error_recovery:\n    <<: *flap\n    window: 60\n")
+    cfg = loads(text, "f.yml", check_paths=False)
+    assert cfg.checks.counters["link_error_recovery"].window == 60.0     # overrides the merged value
+    assert cfg.checks.counters["link_flap"].window == 600.0
+    assert loads(EXAMPLE.read_text(), str(EXAMPLE), check_paths=False).expected_links == ()
+
+
+def test_the_web_config_refuses_a_duplicate_too() -> None:
+    from fabricmon.serve import webconfig
+    with pytest.raises(ConfigError) as exc:
+        webconfig.loads("basic_auth_users:\n  alice: $2b$x\n  bob: $2b$y\n  alice: $2b$z\n", "/etc/fabricmon/web.yml",
+                        check_paths=False)
+    assert str(exc.value) == ("config error at server.web_config_file: basic_auth_users.alice: "
+                              "duplicate key (lines 2 and 4)")
+
+
+def test_check_prints_the_duplicate_as_its_one_line(tmp_path: Path) -> None:
+    f = tmp_path / "fabricmon.yml"
+    f.write_text(_uncommented(EXAMPLE.read_text(), "NDR InfiniBand", "HDR InfiniBand"))
+    res = subprocess.run([*_fabricmon(), "check", "--no-state", "--config", str(f)], capture_output=True, text=True,
+                         timeout=60, cwd=tmp_path)
+    lines = (_line_of(f.read_text(), "expected_links: []"), _line_of(f.read_text(), "expected_links:"))
+    assert res.returncode == 3, res.stdout + res.stderr
+    assert res.stdout.splitlines() == [f"FABRICMON UNKNOWN - config error at expected_links: duplicate key "
+                                       f"(lines {lines[0]} and {lines[1]})"]
+    assert "Traceback" not in res.stderr

@@ -25,6 +25,8 @@ import os
 import re
 import shutil
 import stat
+import subprocess
+import sys
 import tempfile
 import urllib.request
 from pathlib import Path
@@ -209,6 +211,33 @@ def test_the_fabric_collectors_secret_file_must_be_its_users(service, node_view)
     os.chown(secret, service.uid, service.gid)
     res = service.run(["fabric", "once", "--config", str(node_view.config)], caps=fabric_caps)
     assert "config error" not in res.stderr and res.returncode == 3, res.stderr[-1000:]     # no switch answers
+
+
+def test_check_run_as_root_leaves_the_state_the_service_users(service, node_view) -> None:
+    """`fabricmon check` run by root against the service user's state directory (an operator trying a
+    changed config) used to leave check-state.json root's, mode 0600: the service user's next check logged
+    `ignoring unreadable check state ... Permission denied` and lost the counter history (issue 53). Every
+    state file keeps the owner of its directory, with the mode it had."""
+    cfg = str(node_view.config)
+    first = subprocess.run([sys.executable, "-m", "fabricmon", "check", "--config", cfg], capture_output=True,
+                           text=True, timeout=120, cwd="/")
+    assert first.returncode in (0, 1, 2), first.stdout + first.stderr
+    state = node_view.state / "check-state.json"
+    written = sorted(p for p in node_view.state.rglob("*") if p.is_file())
+    assert state in written, written
+    for p in written:
+        st = p.stat()
+        assert (st.st_uid, st.st_gid) == (service.uid, service.gid), f"{p} is {st.st_uid}:{st.st_gid}, not the user's"
+    assert stat.S_IMODE(state.stat().st_mode) == 0o600       # the mode it had: the history is the user's alone
+    before = json.loads(state.read_text())["counters"]
+    assert before and all(len(samples) == 1 for samples in before.values())
+    second = service.run(["check", "--config", cfg])
+    assert second.returncode in (0, 1, 2), second.stdout + second.stderr
+    assert "ignoring unreadable check state" not in second.stderr, second.stderr[-1000:]
+    after = json.loads(state.read_text())["counters"]
+    # the second run read root's samples: each counter now holds both runs' (the first run's time first)
+    assert all(len(after[k]) == 2 and after[k][0][0] == before[k][0][0] for k in before), after
+    assert state.stat().st_uid == service.uid
 
 
 def test_the_slurm_source_names_jobs_or_says_private_data_hides_them(service, node_view) -> None:

@@ -304,3 +304,16 @@ def test_topology_yaml_drift() -> None:
         with pytest.raises(ParseError, match=words):
             parse_topology_yaml(bad)
 
+
+def test_topology_yaml_refuses_a_key_given_twice() -> None:
+    """A key twice in one mapping (issue 53, as the config): the last one no longer wins without a word."""
+    twice = "- topology: t\n  tree:\n    switches:\n      - switch: leaf01\n        nodes: n1\n        nodes: n2\n"
+    with pytest.raises(ParseError) as exc:
+        parse_topology_yaml(twice)
+    assert str(exc.value) == "topology.yaml line 6: duplicate key 'nodes' (lines 5 and 6)"
+    with pytest.raises(ParseError, match=r"line 3: duplicate key 'tree' \(lines 2 and 3\)"):
+        parse_topology_yaml("- topology: t\n  tree: {switches: [{switch: a, nodes: n1}]}\n  tree: {}\n")
+    # the same key in two switch entries is no duplicate
+    ok = "- topology: t\n  tree:\n    switches:\n      - {switch: a, nodes: n1}\n      - {switch: b, nodes: n2}\n"
+    assert [ln.nodes for ln in parse_topology_yaml(ok)] == [("n1",), ("n2",)]
+

@@ -100,6 +100,46 @@ def _eth(tmp_path, **snmp):
                                                         "snmp": snmp}}}
 
 
+def test_switches_that_fail_alike_are_one_message_naming_each_and_counted_each() -> None:
+    """Issue 53: two dead switches were `switch A: no answer (+1 more)`; now one message names every one of
+    them (the first NAMED_SWITCHES and a count), recorded once per switch so that the error counter still
+    counts switches; switches that failed otherwise keep their own message."""
+    from fabricmon.pipeline.source import SourceOutput
+    from fabricmon.sources.ethernet.snmp import NAMED_SWITCHES, switch_errors, switch_label
+    out = SourceOutput()
+    switch_errors(out, [("leaf01 (10.0.0.1)", "timeout", "no answer"), ("10.0.0.9", "parse", "bad OID"),
+                        ("leaf02 (10.0.0.2)", "timeout", "no answer")])
+    assert out.errors == [("timeout", "2 switches leaf01 (10.0.0.1), leaf02 (10.0.0.2): no answer")] * 2 + [
+        ("parse", "switch 10.0.0.9: bad OID")]
+    many = SourceOutput()
+    n = NAMED_SWITCHES + 4
+    switch_errors(many, [(f"10.0.0.{i}", "timeout", "no answer") for i in range(n)])
+    assert len(many.errors) == n and len(set(many.errors)) == 1
+    shown = ", ".join(f"10.0.0.{i}" for i in range(NAMED_SWITCHES))
+    assert many.errors[0] == ("timeout", f"{n} switches {shown} and 4 more: no answer")
+    assert switch_errors(SourceOutput(), []) is None
+    assert switch_label("leaf01", "10.0.0.1") == "leaf01 (10.0.0.1)" and switch_label("10.0.0.1", "10.0.0.1") == "10.0.0.1"
+
+
+def test_a_loose_secret_file_is_warned_about_once_logged_or_said(tmp_path) -> None:
+    """One warning, two outlets: `fabric run` logs it, `fabric once` (quiet logs) is given it to print."""
+    from structlog.testing import capture_logs
+
+    from fabricmon.sources.ethernet import snmp as s
+    secret = tmp_path / "community"
+    secret.write_text("public\n")
+    secret.chmod(0o640)
+    cfg = from_dict(_eth(tmp_path, community_file=str(secret)), check_paths=True).fabric.ethernet.snmp
+    said: list[tuple[str, list[str]]] = []
+    s.warn_loose(cfg, lambda what, files: said.append((what, files)))
+    assert said == [(s.LOOSE_SECRETS, [f"{secret} (mode 640)"])]
+    with capture_logs() as logs:
+        s.warn_loose(cfg)                       # said already in this process: not again
+        s._warned.clear()
+        s.warn_loose(cfg)
+    assert logs == [{"event": s.LOOSE_SECRETS, "files": [f"{secret} (mode 640)"], "log_level": "warning"}]
+
+
 def test_config_names_the_key_and_never_the_secret(tmp_path) -> None:
     secret = tmp_path / "community"
     secret.write_text("s3cret-community\n")

@@ -282,3 +282,57 @@ def test_the_v2c_path_starts_no_process(tmp_path, monkeypatch) -> None:
     assert {s.name for s in snap.fabric.switches.values()} == {"spine01", "spine02", "leaf01", "leaf02"}
     assert not snap.sources["discovery"].data.unreachable and snap.sources["sweep"].up
     assert not any(snap.sources[n].active_errors for n in ("discovery", "sweep"))
+
+
+# --- `fabric once` as an operator runs it (issue 53) ---------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def small_fabric(tmp_path_factory):
+    _require()
+    tmp = tmp_path_factory.mktemp("ethonce")
+    with SnmpSimFabric(leaf_spine(spines=1, leaves=1, hosts_per_leaf=1, uplink_rate=1e9), tmp / "sim") as fab:
+        yield fab
+
+
+def _fabric_once(tmp: Path, switches: list[str], secret_mode: int):
+    import subprocess
+    import sys
+
+    import yaml
+    comm = community_file(tmp)
+    comm.chmod(secret_mode)
+    cfg = tmp / "fabricmon.yml"
+    cfg.write_text(yaml.safe_dump({"paths": {"state_dir": str(tmp / "state")}, "fabric": {
+        "kind": "ethernet", "sources": NO_JOBS,
+        "ethernet": {"switches": switches, "snmp": {"community_file": str(comm), "timeout": 0.5, "retries": 0}}}}))
+    (tmp / "state").mkdir(exist_ok=True)
+    res = subprocess.run([sys.executable, "-m", "fabricmon", "fabric", "once", "--config", str(cfg)],
+                         capture_output=True, text=True, timeout=120)
+    return res, comm
+
+
+def test_fabric_once_names_every_switch_that_does_not_answer(small_fabric, tmp_path) -> None:
+    """Two configured switches that never answer: each source's finding names both (it named the first and
+    `(+1 more)`), while the two switches that answer are read."""
+    dead = [f"127.0.0.1:{p}" for p in free_udp_ports(2)]
+    res, _ = _fabric_once(tmp_path, [*small_fabric.addresses(), *dead], 0o600)
+    assert res.returncode == 1, res.stdout + res.stderr         # WARNING: the sources that lost a switch
+    lines = [ln for ln in res.stderr.splitlines() if ln.startswith("WARNING source: ")]
+    assert {ln.split(":")[1].strip().removeprefix("source ") for ln in lines} == {"discovery", "sweep", "optics",
+                                                                                   "vitals"}, res.stderr
+    for ln in lines:
+        assert "2 switches " in ln and all(d in ln for d in dead) and "no answer (SNMP timeout" in ln, ln
+        assert "more)" not in ln, ln
+    assert 'fabricmon_fabric_switch_info{level="1",switch="leaf01"' in res.stdout
+    assert "secret file" not in res.stderr                      # mode 0600: nothing to warn about
+
+
+def test_fabric_once_warns_about_a_secret_file_others_can_read(small_fabric, tmp_path) -> None:
+    """A 0644 community file: `fabric once` says so on stderr (as `fabric run` logs it at its first walk),
+    before its findings; the switches are read all the same."""
+    res, comm = _fabric_once(tmp_path, small_fabric.addresses(), 0o644)
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert res.stderr.splitlines() == [f"fabricmon: warning: SNMP secret file is readable by group or others: "
+                                       f"chmod 600 it: {comm} (mode 644)"]
+    assert 'fabricmon_fabric_switch_info{level="1",switch="leaf01"' in res.stdout

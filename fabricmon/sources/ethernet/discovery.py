@@ -33,7 +33,7 @@ from fabricmon.model.fabric import DiscoveryData, Link, SwitchNode
 from fabricmon.parsers.errors import ParseError
 from fabricmon.parsers.snmp import PFC_WALKS, WALK_BY_NAME, LldpNeighbour, SwitchIdentity, identity_from_walks
 from fabricmon.pipeline.source import Inputs, SourceOutput, register
-from fabricmon.sources.ethernet.snmp import SnmpAccess, SnmpSource, failure
+from fabricmon.sources.ethernet.snmp import SnmpAccess, SnmpSource, failure, switch_errors
 
 if TYPE_CHECKING:
     from fabricmon.registry import SourceConfig
@@ -180,16 +180,18 @@ class SnmpDiscoverySource(SnmpSource):
             results = list(pool.map(one, switches))
         idents: dict[str, SwitchIdentity] = {}
         unreachable: dict[str, str] = {}
+        failed: list[tuple[str, str, str]] = []
         for address, ident, err in results:
             if ident is not None:
                 idents[address] = self._last[address] = ident
                 continue
             assert err is not None          # no identity: the error says why
             kind, msg = err
-            out.error(kind, f"switch {address}: {msg}")
+            failed.append((address, kind, msg))
             if address in self._last:                        # keeps what it was; the sweep says it is unread
                 idents[address] = self._last[address]
             unreachable[address] = msg
+        switch_errors(out, failed)
         data = build_graph(idents, unreachable, tuple(eth.exclude_ports))
         self._report(data)
         for address, msg in unreachable.items():

@@ -57,6 +57,22 @@ _AUTH_FAILURE = re.compile(r"authentication failure|unknown user name|decryption
                            r"unsupported security level|usmStats", re.I)
 
 
+LOOSE_SECRETS = "SNMP secret file is readable by group or others: chmod 600 it"
+
+
+def warn_loose(snmp: SnmpConfig, say: Callable[[str, list[str]], None] | None = None) -> None:
+    """The warning for the secret files the config found group- or world-readable (SnmpConfig.loose_files),
+    once per file and process: logged (`fabric run`, at its first walk), or given to `say` (the quiet
+    commands, `fabric once`, which print it on stderr before their first walk)."""
+    loose = [f for f in snmp.loose_files if f not in _warned]
+    if loose:
+        _warned.update(loose)
+        if say is None:
+            log.warning(LOOSE_SECRETS, files=loose)
+        else:
+            say(LOOSE_SECRETS, loose)
+
+
 def _quoted(value: str) -> str:
     return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
@@ -109,16 +125,10 @@ class SnmpAccess:
                                      s.context)
             return self._usm
 
-    def _warn_loose(self) -> None:
-        loose = [f for f in self.snmp.loose_files if f not in _warned]
-        if loose:
-            _warned.update(loose)
-            log.warning("SNMP secret file is readable by group or others: chmod 600 it", files=loose)
-
     def spec(self, address: str, root: str, columns: tuple[str, ...] = ()) -> WalkSpec:
         """An in-process walk of `root`, or of only those columns of it."""
         with self._lock:
-            self._warn_loose()
+            warn_loose(self.snmp)
         s = self.snmp
         return WalkSpec(address, root, columns, community=s.community if s.version == "2c" else "",
                         timeout=s.timeout, retries=s.retries, max_repetitions=s.max_repetitions,
@@ -126,7 +136,7 @@ class SnmpAccess:
 
     def env(self) -> dict[str, str]:
         with self._lock:
-            self._warn_loose()
+            warn_loose(self.snmp)
             if self._dir is None:
                 d = tempfile.mkdtemp(prefix="fabricmon-snmp-")       # mode 0700
                 os.makedirs(os.path.join(d, "persist"), mode=0o700)
@@ -268,22 +278,50 @@ class SnmpSource(Source):
         super().close()
 
 
+NAMED_SWITCHES = 8      # switches one error names; past them, a count
+
+
+def switch_label(name: str, address: str) -> str:
+    """A switch as an error names it: `leaf01 (10.0.0.1)`, or its address alone where that is its name
+    (one that never answered the discovery)."""
+    return f"{name} ({address})" if name and name != address else address
+
+
+def switch_errors(out: SourceOutput, failed: Sequence[tuple[str, str, str]]) -> None:
+    """The failed switches of one run, (switch as named, kind, reason) each, into `out`: the switches that
+    failed alike (same kind and reason: two dead switches) are one message naming every one of them (the
+    first NAMED_SWITCHES and a count past them), recorded once per switch, so that fabricmon_source_errors_total
+    still counts each switch and the source's finding, which shows one message, names them all."""
+    groups: dict[tuple[str, str], list[str]] = {}
+    for name, kind, reason in failed:
+        groups.setdefault((kind, reason), []).append(name)
+    for (kind, reason), names in groups.items():
+        shown = ", ".join(names[:NAMED_SWITCHES])
+        more = f" and {len(names) - NAMED_SWITCHES} more" if len(names) > NAMED_SWITCHES else ""
+        message = f"switch {shown}: {reason}" if len(names) == 1 else f"{len(names)} switches {shown}{more}: {reason}"
+        for _ in names:
+            out.error(kind, message)
+
+
 def parse_switches(out: SourceOutput, topo: Topology, mine: list[str], texts: dict[str, dict[str, str]],
                    errors: dict[str, tuple[str, str]], parse: Callable[[dict[str, str]], T],
                    switches: dict[str, T], missing: set[str]) -> None:
     """Each of `mine` parsed from its walks into `switches`, or listed in `missing` with its error (unanswered,
-    or a parse error) said once: a switch costs only itself."""
+    or a parse error) said once (switch_errors): a switch costs only itself."""
+    failed: list[tuple[str, str, str]] = []
     for g in mine:
         sw = topo.switches[g]
         if g in errors:
             missing.add(g)
-            out.error(errors[g][0], f"switch {sw.name} ({sw.address}): {errors[g][1]}")
+            failed.append((switch_label(sw.name, sw.address), *errors[g]))
             continue
         try:
             switches[g] = parse(texts[g])
         except ParseError as exc:
             missing.add(g)
-            out.error("parse", f"switch {sw.name} ({sw.address}): {exc}")
+            failed.append((switch_label(sw.name, sw.address), "parse", str(exc)))
+    switch_errors(out, failed)
 
 
-__all__ = ["WALK_PROGRAM", "SnmpAccess", "SnmpSource", "failure", "parse_switches"]
+__all__ = ["LOOSE_SECRETS", "NAMED_SWITCHES", "WALK_PROGRAM", "SnmpAccess", "SnmpSource", "failure", "parse_switches", "switch_errors",
+           "switch_label", "warn_loose"]

@@ -28,7 +28,7 @@ from fabricmon.parsers.errors import ParseError
 from fabricmon.parsers.snmp import OIDS, SWEEP_COLUMNS, WALK_BY_NAME, SwitchCounters, counters_from_walks
 from fabricmon.pipeline.source import INVENTORY, Inputs, SourceOutput, register
 from fabricmon.sources.ethernet.settings import SNMP_SOURCE
-from fabricmon.sources.ethernet.snmp import SnmpAccess, SnmpSource, failure
+from fabricmon.sources.ethernet.snmp import SnmpAccess, SnmpSource, failure, switch_errors, switch_label
 
 SWEEP_WALKS = ("if_table", "ifx_table")
 OCTETS_WALK = "ifx_table"                   # the walk the traffic counters (ifHCIn/OutOctets) come in
@@ -119,6 +119,7 @@ class SnmpSweepSource(SnmpSource):
                 results = list(pool.map(one, mine))
         else:
             results = []
+        failed: list[tuple[str, str, str]] = []
         for guid, sc, err in results:
             sw = topo.switches[guid]
             data.queries[guid] = walks = len(SWEEP_WALKS) + len(sw.counter_tables)
@@ -128,7 +129,7 @@ class SnmpSweepSource(SnmpSource):
                 if err[0] in NO_ANSWER:     # no data from it this sweep: every walk counts as unanswered
                     data.unanswered[guid] = walks
                     data.failed[guid] = {"counters", "state"}
-                out.error(err[0], f"switch {sw.name} ({sw.address}): {err[1]}")
+                failed.append((switch_label(sw.name, sw.address), *err))
                 continue
             data.switches.add(guid)
             data.bits.update(sc.bits)
@@ -141,6 +142,7 @@ class SnmpSweepSource(SnmpSource):
                     data.rate_mbps[(guid, port)] = sc.speed_mbps[port]
                 if port in sc.pause:
                     data.pause[(guid, port)] = sc.pause[port]
+        switch_errors(out, failed)
         end = time.monotonic()
         data.duration = end - t0
         data.read_ago = {g: max(0.0, end - at) for g, at in answered.items() if g in data.switches}
