@@ -269,7 +269,9 @@ def live(snap: Snapshot, query: Mapping[str, str]) -> str:
     sec = _fabric(snap)
     meta = f'<div id="meta" hidden data-when="{esc(when(snap.time))}" data-state="{state_name(health_status(snap))}"></div>'
     names = {g: sw.name for g, sw in sec.switches.items()}
-    table = f'<h2>Findings</h2>{findings_table(verdict_findings(snap), names, job_links=True)}'
+    # the port column names a switch port as its message and its series do (Ethernet: the ifName, not the ifIndex)
+    table = (f'<h2>Findings</h2>'
+             f'{findings_table(verdict_findings(snap), names, job_links=True, port_label=sec.port_label)}')
     if not sec.switches:
         why = (f"No switch could be read: {snap.unknown}. Retrying." if snap.unknown
                else "No fabric discovered yet: waiting for the first discovery.")
