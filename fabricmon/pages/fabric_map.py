@@ -370,9 +370,11 @@ def _placement(p: Placement | None) -> str:
 
 def page(snap: Snapshot, query: Mapping[str, str]) -> str:
     sec = _fabric(snap)
-    sub = f"shard {sec.shard[0] + 1} of {sec.shard[1]}" if sec.shard[1] > 1 else ""
+    # titled by the fabric's name (fabric.name) where it has one, the collector's host then in the header
+    sub = " · ".join(([f"collector on {snap.host}"] if sec.name and snap.host else [])
+                     + ([f"shard {sec.shard[0] + 1} of {sec.shard[1]}"] if sec.shard[1] > 1 else []))
     return document("fabric", "fabricmon fabric map", live(snap, query), snap.time, health_status(snap), sub,
-                    host=snap.host)
+                    host=sec.name or snap.host)
 
 
 def switch(snap: Snapshot, query: Mapping[str, str]) -> str | None:

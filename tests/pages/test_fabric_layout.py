@@ -335,3 +335,36 @@ def test_an_ethernet_finding_names_its_port_alike_in_the_table_and_its_text() ->
     cells = re.findall(r"<td[^>]*>(.*?)</td>", row[1])
     assert cells[2:4] == ["rocel04", "Ethernet0"], cells
     assert f"{cells[2]} host port {cells[3]} " in cells[4]
+
+
+def test_the_map_is_titled_by_the_fabric_s_name_and_the_demo_names_its_fabrics() -> None:
+    """fabric.name titles the map (the collector's host then in the header); without it, the host. The
+    demo's two collectors carry their fabric's name and not node01's slurm.node_name (their maps were both
+    titled `node01`, the GPU node the demo's daemon reports as)."""
+    import dataclasses
+
+    from fabric_snap import ibnetdiscover_text
+    from fabricmon.config import from_dict
+    from fabricmon.model.fabric import DiscoveryData
+    from fabricmon.model.snapshot import BuildStats, Snapshot, SourceState
+    from fabricmon.parsers.ibnetdiscover import parse_ibnetdiscover
+    from fabricmon.pipeline.fabric import FabricModel
+    from fabricmon.sim import demo
+
+    def header(snap: Snapshot) -> tuple[str, str]:
+        page = fabric_map.page(snap, {})
+        title = re.search(r"<title>(.*?)</title>", page)[1]
+        return title, re.search(r'<span class="sub">(.*?) · fabricmon ', page)[1]
+
+    ib = from_dict(demo.collector_config("/nonexistent", 0, {"name": demo.IB_FABRIC}), check_paths=False)
+    assert ib.slurm.node_name is None and ib.fabric.name == "demo InfiniBand fabric"
+    roce = demo.collector_config("/nonexistent", 0, {"name": demo.ROCE_FABRIC, "kind": "ethernet"})
+    assert "slurm" not in roce and demo.ROCE_FABRIC != demo.IB_FABRIC
+    disc = parse_ibnetdiscover(ibnetdiscover_text(fat_tree_netfile(spines=2, leaves=4, hosts_per_leaf=2)))
+    states = {"discovery": SourceState(name="DiscoveryData", enabled=True, interval=1, timeout=1, records=DiscoveryData,
+                                       up=True, ran=True, data=disc, data_time=1.0)}
+    sec, findings = FabricModel(ib, clock=lambda: 1.0).build(states)
+    snap = Snapshot(time=1.0, findings=findings, sources=states, builds=BuildStats(), fabric=sec["fabric"], host="mgmt01")
+    assert header(snap) == ("fabricmon fabric map · demo InfiniBand fabric", "demo InfiniBand fabric · collector on mgmt01")
+    unnamed = dataclasses.replace(snap, fabric=FabricModel(from_dict({}, check_paths=False)).build(states)[0]["fabric"])
+    assert header(unnamed) == ("fabricmon fabric map · mgmt01", "mgmt01")
