@@ -9,7 +9,8 @@ install, as root:
 - /etc/fabricmon/fabricmon.yml from the example, only when absent (an edited config is never touched),
   and /etc/default/fabricmon (or -fabric), only when absent;
 - the unit, with ExecStart pointing at the `fabricmon` of the environment this runs from, then
-  `systemctl daemon-reload` (and `enable --now` with --now).
+  `systemctl daemon-reload` (and `enable --now` with --now). Without --node/--fabric, a host that has units
+  (an upgrade) gets exactly those rewritten and no other; a host with none, the node's.
 
 `--root DIR` writes every file under DIR and runs nothing on this system (image builders, packagers,
 tests); `--dry-run` prints what would be done and changes nothing. uninstall removes the units, the udev
@@ -327,17 +328,52 @@ def _users(plan: Plan) -> None:
                   "--shell", "/usr/sbin/nologin", "--comment", "fabricmon daemon", "fabricmon"])
 
 
+# what an operator sets after a first install of each kind, before enabling its unit
+NEXT_STEP = {
+    "node": "set expected_links in {config} (uncomment the example of your fabric)",
+    "fabric": ("check the fabric: section of {config}: fabric.kind (infiniband, the default; ethernet needs "
+               "fabric.ethernet.switches: docs/ethernet.md) and fabric.sources.design.path, the cabling as designed "
+               "(fabricmon fabric design save FILE writes it: docs/design.md)"),
+}
+
+
+def _installed(plan: Plan) -> list[Role]:
+    """The units this host (or --root tree) already has: what a plain `install` refreshes on an upgrade."""
+    return [r for r in ROLES.values() if plan.path(f"{UNIT_DIR}/{r.unit}").exists()]
+
+
+def _next_steps(plan: Plan, roles: list[Role], had: list[Role]) -> None:
+    """One `next:` line per kind: a unit installed now is configured, then enabled; a unit that was there
+    (an upgrade) is restarted if it runs (try-restart), the config being kept."""
+    enable = f"systemctl --root {plan.root} enable" if plan.root else "systemctl enable --now"
+    config = str(plan.path(CONFIG))
+    refreshed = [r.unit for r in roles if r in had]
+    for role in roles:
+        if role not in had:
+            print(f"next: {NEXT_STEP[role.name].format(config=config)}, then: {enable} {role.unit}", file=plan.out)
+    if refreshed and plan.live:
+        print(f"next: systemctl try-restart {' '.join(refreshed)} (restarts what runs; the config was kept: "
+              "a key this version renamed stops it with `config error at <key>`, docs/upgrading.md)", file=plan.out)
+
+
 def install(args: argparse.Namespace, out: TextIO | None = None) -> int:
     plan = Plan(args.root, args.dry_run, out)
     if plan.live:
         _refuse_packaged("install")
-    roles = _roles(args, ("node",))
+    had = _installed(plan)
+    # --node/--fabric: those units; neither: the units installed (an upgrade writes no unit the host never
+    # had: a collector-only host gets no node daemon), or the node's on a host with none
+    roles = _roles(args, tuple(r.name for r in had) or ("node",))
     targets = [SYSUSERS, UDEV_RULE, CONFIG, *(r.defaults for r in roles), *(f"{UNIT_DIR}/{r.unit}" for r in roles)]
     _preflight(plan, "fabricmon install", targets)
     exe = this_fabricmon()
     units = [(role, render_unit(role, exe)) for role in roles]     # fail before writing anything
     for role in roles:
         _check_sandbox(plan, role, exe)
+    if had and not (args.node or args.fabric):
+        others = [r for r in ROLES.values() if r not in had]
+        print(f"refreshing the installed {' and '.join(r.unit for r in had)}"
+              + "".join(f" (fabricmon install --{r.name} adds {r.unit})" for r in others), file=plan.out)
     _users(plan)
     plan.write(UDEV_RULE, deploy.UDEV_RULE.read_bytes(), 0o644)
     plan.run(["udevadm", "control", "--reload"], required=False)
@@ -347,11 +383,10 @@ def install(args: argparse.Namespace, out: TextIO | None = None) -> int:
         plan.write(role.defaults, role.defaults_src.read_bytes(), 0o644, keep_existing=True)
         plan.write(f"{UNIT_DIR}/{role.unit}", text.encode(), 0o644)
     plan.run(["systemctl", "daemon-reload"], required=False)
-    names = " ".join(role.unit for role, _ in units)
     if args.now:
         plan.run(["systemctl", "enable", "--now", *[role.unit for role, _ in units]])
-    elif plan.live and not plan.dry:
-        print(f"next: set expected_links in {CONFIG}, then: systemctl enable --now {names}", file=plan.out)
+    elif not plan.dry:
+        _next_steps(plan, roles, had)
     return 0
 
 
@@ -428,7 +463,8 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     kinds = [*deploy.PRINTABLE, "all"]
     sp = sub.add_parser("install", help="as root: user, udev rule, config, unit and daemon-reload (--root DIR, "
                                         "--dry-run); --print KIND DIR copies rules, dashboards, ... out")
-    sp.add_argument("--node", action="store_true", help="the node daemon's unit (the default)")
+    sp.add_argument("--node", action="store_true", help="the node daemon's unit (the default on a host with no unit; with "
+                    "neither option, a host that has units gets those refreshed and no other)")
     sp.add_argument("--fabric", action="store_true", help="the fabric collector's unit (with --node: both)")
     sp.add_argument("--root", metavar="DIR", help="write under DIR and run nothing on this system")
     sp.add_argument("--dry-run", action="store_true", help="print what would be done, change nothing")

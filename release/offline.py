@@ -223,7 +223,8 @@ MANIFEST     which wheels each target installs; SHA256SUMS: every file's checksu
     cd fabricmon-{version}-offline && sha256sum -c SHA256SUMS && ./install.sh /opt/fabricmon
     /opt/fabricmon/bin/fabricmon install          # as root: user, udev rule, config, unit
 
-By hand: python3 -m venv /opt/fabricmon && /opt/fabricmon/bin/pip install --no-index --find-links wheels fabricmon
+By hand, with the distribution's Python (a pyenv or conda one is hidden from the service by its sandbox):
+    /usr/bin/python3 -m venv /opt/fabricmon && /opt/fabricmon/bin/pip install --no-index --find-links wheels fabricmon
 More: docs/install-offline.md in the source.
 """
 

@@ -74,6 +74,7 @@ class FabricConfig:
     uplinks_critical_fraction: float = 0.5   # share of a switch's expected uplinks down from which its uplinks check is CRITICAL
     sources: dict[str, SourceConfig] = field(default_factory=dict)
     kind: str = "infiniband"             # or "ethernet": which sources the collector runs
+    name: str | None = None              # what the fabric map's title calls the fabric; None: the collector's host
     # fabric.ethernet as configured (kind: ethernet), else None: read it as `ethernet`
     _ethernet: EthernetConfig | None = None
 
@@ -161,6 +162,8 @@ FABRIC: Schema[FabricConfig] = Schema(
         choice("kind", "infiniband", "`infiniband` (MADs, infiniband-diags) or `ethernet` (a RoCE fabric's switches "
                "over SNMP, [ethernet.md](ethernet.md))", FABRIC_KINDS,
                reason="expected infiniband or ethernet"),
+        string("name", None, "what the fabric map's title calls this fabric (`compute-ib`, `storage-roce`: tells "
+               "two collectors' maps apart); `null`: the collector's host name", null=True),
         integer("port", DEFAULT_FABRIC_PORT, "the collector's port (`server.address` and `server.tls` apply; "
                 "`--listen` overrides both)", lo=0, hi=65535),
         number("sweep_interval", _D_FABRIC.sweep_interval, "seconds between sweeps of every switch port's counters "

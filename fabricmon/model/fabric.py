@@ -675,6 +675,7 @@ class FabricSection:
     check_status: dict[tuple[str, str], int] = field(default_factory=dict)     # (check, switch guid or "") -> status
     counter_scale: dict[str, int] = field(default_factory=dict)     # as SweepData.scale
     kind: str = "infiniband"         # or "ethernet"
+    name: str = ""                   # fabric.name: what the map's title calls the fabric ("": the collector's host)
     # unreached is not down: per switch, unresponsive (queries unanswered in fabric.unresponsive_sweeps of
     # its last fabric.unresponsive_window sweeps) and the data time of its last sweep with every query
     # answered (None: never)

@@ -269,7 +269,9 @@ def live(snap: Snapshot, query: Mapping[str, str]) -> str:
     sec = _fabric(snap)
     meta = f'<div id="meta" hidden data-when="{esc(when(snap.time))}" data-state="{state_name(health_status(snap))}"></div>'
     names = {g: sw.name for g, sw in sec.switches.items()}
-    table = f'<h2>Findings</h2>{findings_table(verdict_findings(snap), names, job_links=True)}'
+    # the port column names a switch port as its message and its series do (Ethernet: the ifName, not the ifIndex)
+    table = (f'<h2>Findings</h2>'
+             f'{findings_table(verdict_findings(snap), names, job_links=True, port_label=sec.port_label)}')
     if not sec.switches:
         why = (f"No switch could be read: {snap.unknown}. Retrying." if snap.unknown
                else "No fabric discovered yet: waiting for the first discovery.")
@@ -368,9 +370,11 @@ def _placement(p: Placement | None) -> str:
 
 def page(snap: Snapshot, query: Mapping[str, str]) -> str:
     sec = _fabric(snap)
-    sub = f"shard {sec.shard[0] + 1} of {sec.shard[1]}" if sec.shard[1] > 1 else ""
+    # titled by the fabric's name (fabric.name) where it has one, the collector's host then in the header
+    sub = " · ".join(([f"collector on {snap.host}"] if sec.name and snap.host else [])
+                     + ([f"shard {sec.shard[0] + 1} of {sec.shard[1]}"] if sec.shard[1] > 1 else []))
     return document("fabric", "fabricmon fabric map", live(snap, query), snap.time, health_status(snap), sub,
-                    host=snap.host)
+                    host=sec.name or snap.host)
 
 
 def switch(snap: Snapshot, query: Mapping[str, str]) -> str | None:

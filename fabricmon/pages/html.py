@@ -8,7 +8,7 @@ import html
 import re
 import socket
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 from fabricmon import __version__
 from fabricmon.checks import CRITICAL, OK, STATUS_NAMES, WARNING, Finding
@@ -55,15 +55,17 @@ def jobs_note(jobs: Sequence[JobRef], links: bool = False) -> str:
 
 
 def findings_table(findings: Iterable[Finding], names: dict[str, str] | None = None, empty: str = "No findings.",
-                   job_links: bool = False) -> str:
-    """The current WARNING/CRITICAL findings, worst first, each with its reason."""
+                   job_links: bool = False, port_label: Callable[[str, int], str] | None = None) -> str:
+    """The current WARNING/CRITICAL findings, worst first, each with its reason. `port_label(device, port)`:
+    how the port column names a port (the fabric map: a switch port's label, the ifName its message names
+    on Ethernet); its number when None."""
     bad = sorted((f for f in findings if f.status != OK), key=lambda f: (-f.status, f.check, f.device, f.port or 0))
     if not bad:
         return f'<p class="none" data-findings="0">{esc(empty)}</p>'
     rows = []
     for f in bad:
         where = (names or {}).get(f.device, f.device) or "fabric"
-        port = "" if f.port is None else str(f.port)
+        port = "" if f.port is None else port_label(f.device, f.port) if port_label is not None else str(f.port)
         rows.append(f'<tr data-finding="{esc(f.check)}" data-state="{state_name(f.status)}">'
                     f'<td class="sev {state_name(f.status)}">{STATUS_NAMES[f.status]}</td><td>{esc(f.check)}</td>'
                     f'<td>{esc(where)}</td><td>{esc(port)}</td><td class="msg">{esc(f.message)}{jobs_note(f.jobs, job_links)}</td></tr>')

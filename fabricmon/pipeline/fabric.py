@@ -83,6 +83,7 @@ class FabricModel:
         self.hints = tuple(hints)       # the collector's failure hints (registry.failure_hints), asked first
         self._why = ""                  # why no switch could be read, as last logged ("" while one was)
         self.shard = shard or config.fabric.shard
+        self.name = config.fabric.name or ""
         self.evidence = LinkEvidence(config.fabric.unresponsive_window)
         self.topology = FabricTopology(self.evidence, config.fabric.down_port_max_age)
         self.counters = SweepCounters(max(c.window for c in config.checks.counters.values()))
@@ -119,7 +120,7 @@ class FabricModel:
         now = self.clock()
         unknown = self._nothing_read(states)
         topo = self.topology.take(states)      # taken already when the pipeline runs it (a no-op then)
-        sec = FabricSection(shard=self.shard, topology_changes=self.topology_changes)
+        sec = FabricSection(shard=self.shard, topology_changes=self.topology_changes, name=self.name)
         sweep_st = source_state(states, SweepData)
         if sweep_st is not None:
             sec.sweep_duration = sweep_st.duration if sweep_st.ran else None

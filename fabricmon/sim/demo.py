@@ -57,6 +57,18 @@ def demo_config(sysfs: str, port: int) -> dict[str, Any]:
     }
 
 
+# what the collectors' maps are titled (fabric.name): the fabric each one reads, not node01's name
+IB_FABRIC = "demo InfiniBand fabric"
+ROCE_FABRIC = "demo RoCE fabric"
+
+
+def collector_config(sysfs: str, port: int, fabric: dict[str, Any]) -> dict[str, Any]:
+    """A demo fabric collector's config: the daemon's paths and server, and `fabric`; not its
+    slurm.node_name (a collector runs on a management host, here this machine, and is not node01)."""
+    base = {k: v for k, v in demo_config(sysfs, port).items() if k not in ("slurm", "expected_links")}
+    return {**base, "fabric": fabric}
+
+
 # leaf uplinks in the demo topology: ports 9, 10 to spine01 and 11, 12 to spine02
 BALANCED = {f"leaf0{i}": {9: 0.5, 10: 0.5, 11: 0.5, 12: 0.5} for i in range(1, 5)}
 POLARISED_LEAF = "leaf02"
@@ -142,9 +154,9 @@ def run_demo(port: int = 9879, duration: float = 0, fault_after: float = 20.0,
         _say(f"fabricmon runs as host {DEMO_HOST!r}: status page at http://127.0.0.1:{daemon.port}/ , metrics at "
              f"http://127.0.0.1:{daemon.port}/metrics (health: /healthz). Ctrl-C stops.")
         from fabricmon.pipeline.fabric import fabric_pipeline
-        fcfg = from_dict({**demo_config(str(wd / "sys"), port),
-                          "fabric": {"port": port + 2 if port else 0, "sweep_interval": 2, "discovery_interval": 60,
-                                     "cache_dir": str(wd / "fabric-cache")}})
+        fcfg = from_dict(collector_config(str(wd / "sys"), port, {
+            "name": IB_FABRIC, "port": port + 2 if port else 0, "sweep_interval": 2, "discovery_interval": 60,
+            "cache_dir": str(wd / "fabric-cache")}))
         (wd / "fabric-cache").mkdir(exist_ok=True)
         traffic = sim.TrafficDriver(fabric, dict(BALANCED))
         traffic.start()
@@ -232,11 +244,10 @@ def _ethernet_collector(sim: SnmpSimFabric, count: int, wd: Path, port: int,
     secret = wd / "snmp-community"
     secret.write_text("public\n")
     secret.chmod(0o600)
-    cfg = from_dict({**demo_config(str(wd / "sys"), port),
-                     "fabric": {"kind": "ethernet", "port": port + 3 if port else 0, "sweep_interval": 2,
-                                "discovery_interval": 60, "cache_dir": str(wd / "ethernet-cache"),
-                                "ethernet": {"switches": sim.addresses(),
-                                             "snmp": {"community_file": str(secret), "timeout": 1, "retries": 0}}}})
+    cfg = from_dict(collector_config(str(wd / "sys"), port, {
+        "name": ROCE_FABRIC, "kind": "ethernet", "port": port + 3 if port else 0, "sweep_interval": 2,
+        "discovery_interval": 60, "cache_dir": str(wd / "ethernet-cache"),
+        "ethernet": {"switches": sim.addresses(), "snmp": {"community_file": str(secret), "timeout": 1, "retries": 0}}}))
     (wd / "ethernet-cache").mkdir(exist_ok=True)
     io = LiveIO(cfg.sysfs, cfg.procfs)
     collector = Daemon(cfg, io, port=cfg.fabric.port, pipeline=fabric_pipeline(cfg, io), journal=False)

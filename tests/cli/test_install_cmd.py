@@ -4,6 +4,7 @@ tests/ship/test_wheel_install.py does the same from a built wheel in a fresh ven
 
 from __future__ import annotations
 
+import io
 import os
 import shutil
 import subprocess
@@ -63,6 +64,56 @@ def test_fabric_instead_or_as_well(tmp_path: Path) -> None:
     assert {"etc/systemd/system/fabricmon-fabric.service", "etc/systemd/system/fabricmon.service"} <= got
     unit = (tmp_path / "b/etc/systemd/system/fabricmon-fabric.service").read_text()
     assert f"\nExecStart={install.this_fabricmon()} fabric run $FABRICMON_FABRIC_ARGS\n" in unit
+
+
+def test_an_upgrade_refreshes_the_units_installed_and_writes_none_the_host_never_had(tmp_path: Path, capsys) -> None:
+    """The README's upgrade (`fabricmon install` after pip install --upgrade) on a collector-only host:
+    its fabric unit is rewritten (ExecStart on this environment), no node unit or node defaults appear.
+    With both units, both are rewritten; with none, the node's is installed as on a first install."""
+    exe = install.this_fabricmon()
+    fabric_unit = tmp_path / "collector/etc/systemd/system/fabricmon-fabric.service"
+    cli.main(["install", "--root", str(tmp_path / "collector"), "--fabric"])
+    fabric_unit.write_text(fabric_unit.read_text().replace(exe, "/opt/old-fabricmon/bin/fabricmon"))
+    capsys.readouterr()
+    assert cli.main(["install", "--root", str(tmp_path / "collector")]) == 0
+    out = capsys.readouterr().out
+    got = files(tmp_path / "collector")
+    assert "etc/systemd/system/fabricmon.service" not in got and "etc/default/fabricmon" not in got, got
+    assert f"\nExecStart={exe} fabric run $FABRICMON_FABRIC_ARGS\n" in fabric_unit.read_text()
+    assert f"replaced {fabric_unit}" in out, out
+    assert "refreshing the installed fabricmon-fabric.service (fabricmon install --node adds fabricmon.service)" in out
+    assert "expected_links" not in out, out
+    # both units: both refreshed
+    cli.main(["install", "--root", str(tmp_path / "both"), "--node", "--fabric"])
+    units = [tmp_path / "both/etc/systemd/system" / u for u in ("fabricmon.service", "fabricmon-fabric.service")]
+    for u in units:
+        u.write_text(u.read_text().replace(exe, "/opt/old-fabricmon/bin/fabricmon"))
+    assert cli.main(["install", "--root", str(tmp_path / "both")]) == 0
+    for u in units:
+        assert "/opt/old-fabricmon" not in u.read_text() and f"ExecStart={exe} " in u.read_text(), u
+    # nothing installed: the node daemon, as on a first install
+    assert cli.main(["install", "--root", str(tmp_path / "fresh")]) == 0
+    assert files(tmp_path / "fresh") == set(WRITTEN)
+
+
+def test_each_kind_says_its_own_next_step(tmp_path: Path, capsys) -> None:
+    cli.main(["install", "--root", str(tmp_path / "f"), "--fabric"])
+    nxt = [ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("next: ")]
+    assert len(nxt) == 1 and "fabric.kind" in nxt[0] and "expected_links" not in nxt[0], nxt
+    assert nxt[0].endswith(f"then: systemctl --root {tmp_path / 'f'} enable fabricmon-fabric.service"), nxt
+    cli.main(["install", "--root", str(tmp_path / "n")])
+    nxt = [ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("next: ")]
+    assert len(nxt) == 1 and "expected_links" in nxt[0] and "fabric.kind" not in nxt[0], nxt
+    cli.main(["install", "--root", str(tmp_path / "b"), "--node", "--fabric"])
+    nxt = [ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("next: ")]
+    assert [("expected_links" in ln, "fabric.kind" in ln) for ln in nxt] == [(True, False), (False, True)], nxt
+    cli.main(["install", "--root", str(tmp_path / "b")])            # an upgrade: nothing to set (under --root)
+    assert "next: " not in capsys.readouterr().out
+    # on the running system an upgraded unit is restarted where it runs, and none is configured again
+    buf = io.StringIO()
+    install._next_steps(install.Plan(None, False, buf), [install.ROLES["fabric"]], [install.ROLES["fabric"]])
+    assert buf.getvalue().startswith("next: systemctl try-restart fabricmon-fabric.service ("), buf.getvalue()
+    assert buf.getvalue().count("\n") == 1 and "fabric.kind" not in buf.getvalue()
 
 
 def test_dry_run_changes_nothing(tmp_path: Path, capsys) -> None:

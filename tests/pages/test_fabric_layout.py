@@ -296,3 +296,75 @@ def test_a_page_that_fails_to_render_is_a_500_and_metrics_keep_answering(fat_tre
             assert r.status == 200
     finally:
         srv.stop()
+
+
+def test_an_ethernet_finding_names_its_port_alike_in_the_table_and_its_text() -> None:
+    """A PFC storm on a RoCE leaf's host port (ifIndex 1001, ifName Ethernet0): the findings table's port
+    column says Ethernet0, as the finding's text and its series (port="Ethernet0") do, not the ifIndex."""
+    from fabricmon.config import from_dict
+    from fabricmon.model.fabric import DiscoveryData, Link, SwitchNode, SweepData
+    from fabricmon.model.snapshot import BuildStats, Snapshot, SourceState
+    from fabricmon.pipeline.fabric import FabricModel
+
+    def state(records: type, data: object, t: float) -> SourceState:
+        return SourceState(name=records.__name__, enabled=True, interval=1, timeout=1, records=records, up=True,
+                           ran=True, data=data, data_time=t)
+    leaf = SwitchNode("leaf-chassis", "rocel04", 2, None, kind="ethernet",
+                      port_names={1001: "Ethernet0", 1002: "Ethernet4"})
+    leaf.links[1001] = Link(1001, "rocenode07", 0, "Host", "rocenode07", None, None, rate_mbps=100000,
+                            remote_port_name="eth0")
+    leaf.links[1002] = Link(1002, "spine-chassis", 7, "Switch", "rspine01", None, None, rate_mbps=100000,
+                            remote_port_name="Ethernet0")
+    spine = SwitchNode("spine-chassis", "rspine01", 1, None, kind="ethernet", port_names={7: "Ethernet0"})
+    spine.links[7] = Link(7, "leaf-chassis", 1002, "Switch", "rocel04", None, None, rate_mbps=100000,
+                          remote_port_name="Ethernet4")
+    disc = state(DiscoveryData, DiscoveryData(switches={leaf.guid: leaf, spine.guid: spine},
+                                              cas={"rocenode07": "rocenode07"}, links_are_up=False), 0.0)
+    model = FabricModel(from_dict({}, check_paths=False))      # fabric.pfc_storm: 1000/s for 2 sweeps
+    for t in (1.0, 2.0, 3.0):
+        sweep = SweepData(ports={(leaf.guid, p): {"transmit_bytes": 1} for p in (1001, 1002)},
+                          pause={(leaf.guid, 1001): {(3, "rx"): int(4000 * t)}}, scale={"transmit_bytes": 1},
+                          switches={leaf.guid, spine.guid})
+        states = {"discovery": disc, "sweep": state(SweepData, sweep, t)}
+        sec, findings = model.build(states)
+    storm = [f for f in findings if f.check == "pfc_storm"]
+    assert len(storm) == 1 and " host port Ethernet0 priority 3 " in storm[0].message, storm
+    snap = Snapshot(time=3.0, findings=findings, sources=states, builds=BuildStats(), fabric=sec["fabric"])
+    row = re.search(r'<tr data-finding="pfc_storm"[^>]*>(.*?)</tr>', fabric_map.page(snap, {}))
+    assert row, "no pfc_storm row in the findings table"
+    cells = re.findall(r"<td[^>]*>(.*?)</td>", row[1])
+    assert cells[2:4] == ["rocel04", "Ethernet0"], cells
+    assert f"{cells[2]} host port {cells[3]} " in cells[4]
+
+
+def test_the_map_is_titled_by_the_fabric_s_name_and_the_demo_names_its_fabrics() -> None:
+    """fabric.name titles the map (the collector's host then in the header); without it, the host. The
+    demo's two collectors carry their fabric's name and not node01's slurm.node_name (their maps were both
+    titled `node01`, the GPU node the demo's daemon reports as)."""
+    import dataclasses
+
+    from fabric_snap import ibnetdiscover_text
+    from fabricmon.config import from_dict
+    from fabricmon.model.fabric import DiscoveryData
+    from fabricmon.model.snapshot import BuildStats, Snapshot, SourceState
+    from fabricmon.parsers.ibnetdiscover import parse_ibnetdiscover
+    from fabricmon.pipeline.fabric import FabricModel
+    from fabricmon.sim import demo
+
+    def header(snap: Snapshot) -> tuple[str, str]:
+        page = fabric_map.page(snap, {})
+        title = re.search(r"<title>(.*?)</title>", page)[1]
+        return title, re.search(r'<span class="sub">(.*?) · fabricmon ', page)[1]
+
+    ib = from_dict(demo.collector_config("/nonexistent", 0, {"name": demo.IB_FABRIC}), check_paths=False)
+    assert ib.slurm.node_name is None and ib.fabric.name == "demo InfiniBand fabric"
+    roce = demo.collector_config("/nonexistent", 0, {"name": demo.ROCE_FABRIC, "kind": "ethernet"})
+    assert "slurm" not in roce and demo.ROCE_FABRIC != demo.IB_FABRIC
+    disc = parse_ibnetdiscover(ibnetdiscover_text(fat_tree_netfile(spines=2, leaves=4, hosts_per_leaf=2)))
+    states = {"discovery": SourceState(name="DiscoveryData", enabled=True, interval=1, timeout=1, records=DiscoveryData,
+                                       up=True, ran=True, data=disc, data_time=1.0)}
+    sec, findings = FabricModel(ib, clock=lambda: 1.0).build(states)
+    snap = Snapshot(time=1.0, findings=findings, sources=states, builds=BuildStats(), fabric=sec["fabric"], host="mgmt01")
+    assert header(snap) == ("fabricmon fabric map · demo InfiniBand fabric", "demo InfiniBand fabric · collector on mgmt01")
+    unnamed = dataclasses.replace(snap, fabric=FabricModel(from_dict({}, check_paths=False)).build(states)[0]["fabric"])
+    assert header(unnamed) == ("fabricmon fabric map · mgmt01", "mgmt01")

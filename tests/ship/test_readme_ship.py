@@ -47,6 +47,18 @@ def test_unit_path_matches_the_install_steps():
     assert exe == "/opt/fabricmon/bin/fabricmon" and "python3 -m venv /opt/fabricmon" in README
 
 
+def test_every_venv_an_operator_is_told_to_make_uses_the_distributions_python():
+    """The README's rule (a pyenv or conda python3 makes a venv the unit's sandbox hides): every
+    `python3 -m venv` the README, docs/ and the offline archive's README show is /usr/bin/python3's."""
+    offline = load_generator("release/offline.py")
+    texts = {"README.md": README, "release/offline.py README": offline.README,
+             **{f"docs/{p.name}": p.read_text() for p in sorted((ROOT / "docs").glob("*.md"))}}
+    bad = [f"{name}: {m.group(0)!r}" for name, text in texts.items()
+           for m in re.finditer(r"(\S*)python3 -m venv", text) if m.group(1) != "/usr/bin/"]
+    assert not bad, bad
+    assert "/usr/bin/python3 -m venv /opt/fabricmon" in offline.README
+
+
 def test_every_named_readme_section_exists():
     """A page or shipped file that sends the reader to (README, "Section") names a heading the README has."""
     headings = {h.strip() for h in re.findall(r"^#{2,6} (.+)$", re.sub(r"^```.*?^```", "", README, flags=re.M | re.S),

@@ -6,7 +6,7 @@
 - Tools never run in the caller's directory: under the umad2sim preload each one writes ./sys-<pid>/,
   left behind when it is killed, so demo and test runs left sys-<pid>/ in the checkout.
 - `fabricmon demo --duration` prints each finding once, whole lines only, and ends with a line saying
-  it ended and why."""
+  it ended and why; the README's sample of its output is what it prints."""
 
 from __future__ import annotations
 
@@ -94,6 +94,45 @@ def test_the_scratch_directory_is_removed_when_the_process_exits(tmp_path: Path)
     assert list(tmp_path.iterdir()) == []
 
 
+def readme_sample() -> list[str]:
+    """The README's sample of the demo's output (its lines without the time)."""
+    readme = (REPO / "README.md").read_text()
+    block = re.search(r"\n```\n((?:\[\d\d:\d\d:\d\d\] [^\n]*\n)+)```", readme)
+    assert block, "the README lost its sample of the demo's output"
+    return [ln[11:] for ln in block[1].splitlines()]
+
+
+_PORT = re.compile(r"127\.0\.0\.1:\d+")
+_WINDOW = re.compile(r"in the last (\d+)s (\(threshold \d+ per 1h, bit error ratio )(\S+)( over the )(\d+)( Gb/s link;)")
+
+
+def _masked(line: str) -> tuple[str, tuple[int, str, int] | None]:
+    """The line with the demo's ports and the symbol error window and ratio masked; (window, ratio, Gb/s)."""
+    line = _PORT.sub("127.0.0.1:PORT", line)
+    m = _WINDOW.search(line)
+    if m is None:
+        return line, None
+    return _WINDOW.sub(r"in the last Ns \2R\4\5\6", line), (int(m[1]), m[3], int(m[5]))
+
+
+def check_readme_sample(printed: list[str]) -> None:
+    """Each line of the README's sample is a line the demo printed: the same text, where `(...)` stands for
+    the rest of a line and the ports are the demo's own (--port 0 here, 9879 in the README). The symbol error
+    finding's window (the demo's first perfquery poll to the poll after the fault: about 25 s with the default
+    --fault-after 20) is within a few seconds of the printed one, and its bit error ratio is that window's."""
+    lines = [_masked(ln) for ln in printed]
+    for line in readme_sample():
+        text, window = _masked(line)
+        pattern = r"\(.+\)".join(re.escape(part) for part in text.split("(...)"))
+        got = [(t, w) for t, w in lines if re.fullmatch(pattern, t)]
+        assert got, f"the README's demo line is not what the demo prints:\n  README: {line}\n  printed:\n    " + \
+            "\n    ".join(printed)
+        if window is not None:
+            (seconds, ratio, gbps), printed_window = window, got[0][1]
+            assert printed_window is not None and abs(printed_window[0] - seconds) <= 6, (line, printed_window)
+            assert ratio == f"{8000 / (seconds * gbps * 1e9):.1e}", line      # the ratio of its own window
+
+
 @pytest.mark.sim
 def test_the_demo_ends_cleanly_prints_each_finding_once_and_leaves_nothing(tmp_path: Path) -> None:
     ok, why = tools_available()
@@ -105,20 +144,22 @@ def test_the_demo_ends_cleanly_prints_each_finding_once_and_leaves_nothing(tmp_p
     cwd = tmp_path / "checkout"
     cwd.mkdir()
     try:
-        res = subprocess.run([sys.executable, "-m", "fabricmon", "demo", "--port", "0", "--duration", "24",
-                              "--fault-after", "2"], capture_output=True, text=True, timeout=180, cwd=cwd,
+        # the default --fault-after (20 s), as `make demo` runs it: the README shows its output
+        res = subprocess.run([sys.executable, "-m", "fabricmon", "demo", "--port", "0", "--duration", "34"],
+                             capture_output=True, text=True, timeout=180, cwd=cwd,
                              env={**os.environ, "TMPDIR": str(tmp), "PYTHONPATH": str(REPO)})   # this fabricmon
         out = res.stdout + res.stderr
         assert res.returncode == 0, out
         lines = res.stdout.splitlines()
         assert res.stdout.endswith("\n")
         assert all(re.match(r"\[\d\d:\d\d:\d\d\] ", ln) or ln == "" for ln in lines), out   # whole lines only
-        assert re.search(r"stopping: --duration 24 s is up", res.stdout), out
-        assert re.match(r"\[\d\d:\d\d:\d\d\] the demo ended \(--duration 24 s is up\)", lines[-1]), out
+        assert re.search(r"stopping: --duration 34 s is up", res.stdout), out
+        assert re.match(r"\[\d\d:\d\d:\d\d\] the demo ended \(--duration 34 s is up\)", lines[-1]), out
         findings = [ln[11:] for ln in lines if re.match(r"\[..:..:..\] (CRITICAL|WARNING|OK) ", ln)]
         assert any("symbol_errors" in f for f in findings), out
         assert any("leaf02" in f for f in findings) and any("rocel04" in f for f in findings), out
         assert len(findings) == len(set(findings)), findings                 # each printed once
+        check_readme_sample([ln[11:] for ln in lines])
         assert "finding" not in res.stderr, res.stderr                        # not the collectors' log line too
         # its own shutdown is no finding: no killed tool counted as an error, no inventory verdict
         assert "exit -9" not in out and "expected_inventory" not in out, out
