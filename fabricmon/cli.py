@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import errno
+import math
 import os
 import shutil
 import signal
@@ -46,6 +47,46 @@ TEMPFAIL_BIND = {errno.EADDRINUSE: "another process holds the port",
 
 class UsageError(ValueError):
     """A bad command-line value: one line on stderr, exit 2 (3 for `check`)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Number:
+    """The `type=` of every numeric option: the text as a finite `kind` within [low, high] (above low
+    when `low_open`), or argparse's own usage error naming the option and its range, in one line
+    (`fabricmon check: error: argument --sample-window: must be a number of seconds, 0 or more, got
+    '-5'`), before anything runs: never a traceback, never a value the command cannot use."""
+    kind: type[int] | type[float]
+    low: int | float
+    high: int | float | None = None
+    low_open: bool = False
+    what: str = ""          # "a number of seconds"; by default "a whole number" or "a number"
+    note: str = ""          # what the range means, in brackets after it
+
+    def __call__(self, text: str) -> int | float:
+        try:
+            value = self.kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"must be {self.describe()}, got {text!r}") from None
+        if not math.isfinite(value) or value < self.low or (self.low_open and value == self.low) \
+                or (self.high is not None and value > self.high):
+            raise argparse.ArgumentTypeError(f"must be {self.describe()}, got {text!r}")
+        return value
+
+    def describe(self) -> str:
+        what = self.what or ("a whole number" if self.kind is int else "a number")
+        if self.high is not None:
+            span = f" from {self.low:g} to {self.high:g}"
+        else:
+            span = f" above {self.low:g}" if self.low_open else f", {self.low:g} or more"
+        return what + span + (f" ({self.note})" if self.note else "")
+
+
+SECONDS = Number(float, 0, what="a number of seconds")
+POSITIVE_SECONDS = Number(float, 0, low_open=True, what="a number of seconds")
+COUNT = Number(int, 1)
+# the demo listens on P (the node daemon), P+2 and P+3 (its two fabric collectors)
+DEMO_PORT = Number(int, 0, 65535 - 3, what="a port number", note="0: any free ports; the demo also listens on "
+                                                                 "P+2 and P+3")
 
 
 def _config_path(args: argparse.Namespace) -> str | None:
@@ -542,7 +583,7 @@ def build_parser() -> argparse.ArgumentParser:
     common(sp)
     sp.add_argument("--daemon", metavar="URL", help="ask the running daemon (e.g. http://127.0.0.1:9879); "
                     "poll locally when it does not answer")
-    sp.add_argument("--daemon-timeout", type=float, metavar="SECONDS", default=healthcheck.DEFAULT_DAEMON_TIMEOUT,
+    sp.add_argument("--daemon-timeout", type=POSITIVE_SECONDS, metavar="SECONDS", default=healthcheck.DEFAULT_DAEMON_TIMEOUT,
                     help=f"how long to wait for the daemon (default {healthcheck.DEFAULT_DAEMON_TIMEOUT:g})")
     sp.add_argument("--daemon-user", metavar="USER", help="basic auth user for --daemon (server.web_config_file's "
                     "basic_auth_users)")
@@ -550,7 +591,7 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--daemon-ca-file", metavar="FILE", help="CA certificate to verify an https daemon with")
     sp.add_argument("--state", metavar="FILE", help="counter history between runs (default <state_dir>/check-state.json; ~/.local/state/fabricmon/ for a user who cannot write state_dir)")
     sp.add_argument("--no-state", action="store_true", help="do not read or write the state file")
-    sp.add_argument("--sample-window", type=float, metavar="SECONDS", default=0.0,
+    sp.add_argument("--sample-window", type=SECONDS, metavar="SECONDS", default=0.0,
                     help="poll twice this many seconds apart, so rate checks work without state")
     sp.add_argument("--verbose", "-v", action="store_true", help="also print the OK results")
     sp.set_defaults(func=cmd_check)
@@ -589,8 +630,8 @@ def build_parser() -> argparse.ArgumentParser:
     sp = fsub.add_parser("once", help="N sweeps, then the exposition of the last one on stdout (findings on stderr); "
                                       "exit 3 (UNKNOWN) with one line saying why when no switch could be read")
     fabric_common(sp)
-    sp.add_argument("--sweeps", type=int, default=1, help="sweeps to run (rates and imbalance need 2 or more)")
-    sp.add_argument("--interval", type=float, default=1.0, help="seconds between sweeps")
+    sp.add_argument("--sweeps", type=COUNT, default=1, help="sweeps to run (rates and imbalance need 2 or more)")
+    sp.add_argument("--interval", type=SECONDS, default=1.0, help="seconds between sweeps")
     sp.add_argument("--output", "-o", metavar="FILE", help="write atomically instead of stdout")
     sp.set_defaults(func=cmd_fabric_once)
 
@@ -630,9 +671,10 @@ def build_parser() -> argparse.ArgumentParser:
     sp.set_defaults(func=cmd_topology_slurm)
 
     sp = sub.add_parser("demo", help="run the daemon on a built-in simulated fat-tree fabric")
-    sp.add_argument("--port", type=int, default=9879)
-    sp.add_argument("--duration", type=float, default=0, help="stop after this many seconds (0: until Ctrl-C)")
-    sp.add_argument("--fault-after", type=float, default=20.0, help="inject a fault after this many seconds")
+    sp.add_argument("--port", type=DEMO_PORT, default=9879,
+                    help="the node daemon's port; the fabric collectors listen on P+2 and P+3 (default 9879)")
+    sp.add_argument("--duration", type=SECONDS, default=0, help="stop after this many seconds (0: until Ctrl-C)")
+    sp.add_argument("--fault-after", type=SECONDS, default=20.0, help="inject a fault after this many seconds")
     sp.add_argument("--workdir", help="where the simulator keeps its files (default: a temp dir)")
     sp.add_argument("--log-level", choices=["debug", "info", "warning", "error"])
     sp.set_defaults(func=cmd_demo)
