@@ -449,9 +449,10 @@ def cmd_fabric_capture(args: argparse.Namespace) -> int:
 
 def _discover_once(args: argparse.Namespace, consequence: str = "") -> tuple[Topology | None, list[str]]:
     """One discovery of the live fabric (the fabric config of `args`): its topology and the discovery's
-    errors; the topology None, said on stderr, when the discovery read no switch."""
+    errors; the topology None when the discovery read no switch, said on stderr in the line `fabric once`
+    says (FabricModel.why_unread: no umad device, no permission, ...), never the tools' raw errors."""
     from fabricmon.model.fabric import Topology as FabricTopology
-    from fabricmon.pipeline.fabric import fabric_pipeline
+    from fabricmon.pipeline.fabric import FabricModel, fabric_pipeline
     args.log_level = args.log_level or "error"
     cfg = _fabric_config(args)
     pipe = fabric_pipeline(cfg, _io(args, cfg))
@@ -462,8 +463,9 @@ def _discover_once(args: argparse.Namespace, consequence: str = "") -> tuple[Top
     finally:
         pipe.close()
     if not isinstance(topo, FabricTopology) or not topo.switches:
-        why = f" ({', '.join(errors)} error: see --log-level info)" if errors else ""
-        print(f"fabricmon: the discovery read no switch{why}{consequence}", file=sys.stderr)
+        assert isinstance(pipe.model, FabricModel)
+        why = pipe.model.why_unread(pipe.states) or "the discovery found none"
+        print(f"fabricmon: no switch could be read: {why}{consequence}", file=sys.stderr)
         return None, errors
     return topo, errors
 
