@@ -247,10 +247,17 @@ class FabricModel:
 
     def _nothing_read(self, states: Mapping[str, SourceState]) -> str:
         """why_unread: the snapshot's `unknown`, so the collector's verdict is UNKNOWN (3) while it has no
-        view of its fabric; logged once when it appears or changes, and when it clears."""
+        view of its fabric; logged once when it appears or changes, and when it clears. Not logged before
+        the first sweep has had its chance (run, read or not: between the first discovery and the first
+        sweep nothing was read yet, and nothing is wrong); with no sweep to wait for (disabled, its tool not
+        installed), once the discovery has run."""
         why = self.why_unread(states)
-        ran = any(s.ran for s in states.values() if s.records in (DiscoveryData, SweepData))
-        if why != self._why and (ran or not why):
+        sweep = source_state(states, SweepData)
+        if sweep is not None and sweep.active:
+            tried = sweep.ran
+        else:
+            tried = any(s.ran for s in states.values() if s.records is DiscoveryData)
+        if why != self._why and (tried or not why):
             if why:
                 log.warning("no switch could be read", reason=why, retrying=True)
             else:
