@@ -121,22 +121,35 @@ def parse_listen(value: str) -> tuple[str | None, int]:
     return host.strip("[]") or None, int(p)
 
 
+def cannot_listen(exc: OSError, where: str, moves: str, service: bool = True) -> int:
+    """The one line on stderr for a listener that could not be bound (or its TLS files loaded): the
+    address:port it tried, why, and what moves it (`moves`: the option and config keys). Exit 75 for
+    what a moment or a later boot stage cures (the port held, the address not up yet; for a service,
+    `service`, the line says that systemd retries: the units restart on 75), else 2 (a config error)."""
+    why = exc.strerror or str(exc)
+    if exc.errno in TEMPFAIL_BIND:
+        retries = f" (not a config error: exit {EXIT_TEMPFAIL}, systemd retries)" if service else ""
+        print(f"fabricmon: cannot listen on {where}: {why}: {TEMPFAIL_BIND[exc.errno]}; {moves}{retries}",
+              file=sys.stderr)
+        return EXIT_TEMPFAIL
+    print(f"fabricmon: cannot listen on {where}: {why}; {moves}", file=sys.stderr)
+    return EXIT_CONFIG
+
+
 def _serve(cfg: Config, io: HostIO, address: str | None, port: int | None, pipeline: Pipeline | None = None,
-           remediate: bool = True) -> int:
+           remediate: bool = True, port_key: str = "server.port") -> int:
     """Run a Daemon (the node pipeline, or the one given) until SIGTERM/SIGINT; `remediate`: with its
-    Remediator (not for a replay)."""
+    Remediator (not for a replay); `port_key`: the config key of its port (fabric.port for a collector)."""
     from fabricmon.serve.daemon import Daemon
+    from fabricmon.serve.server import ListenError
     try:
         daemon = Daemon(cfg, io, port=port, address=address, pipeline=pipeline, remediate=remediate)
     except OSError as exc:      # cannot bind (in use, no such address, bad name) or load the TLS files
         io.close()
-        where = f"{address or cfg.address}:{cfg.port if port is None else port}"
-        if exc.errno in TEMPFAIL_BIND:
-            print(f"fabricmon: cannot listen on {where}: {exc.strerror or exc}: {TEMPFAIL_BIND[exc.errno]} "
-                  f"(not a config error: exit {EXIT_TEMPFAIL}, systemd retries)", file=sys.stderr)
-            return EXIT_TEMPFAIL
-        print(f"fabricmon: cannot listen on {where}: {exc.strerror or exc}", file=sys.stderr)
-        return EXIT_CONFIG
+        where = exc.where if isinstance(exc, ListenError) else \
+            f"{address or cfg.address}:{cfg.port if port is None else port}"
+        return cannot_listen(exc, where, f"another address or port: --listen ADDR:PORT, or server.address and "
+                                         f"{port_key} in the config")
 
     gc_pause.freeze_between_pauses()        # a long-running process: its model frozen between builds
 
@@ -392,7 +405,7 @@ def cmd_fabric_run(args: argparse.Namespace) -> int:
     cfg = _web_config(args, _fabric_config(args))
     address, port = parse_listen(args.listen) if args.listen else (None, cfg.fabric.port)
     io = _io(args, cfg)
-    return _serve(cfg, io, address, port, fabric_pipeline(cfg, io), remediate=not args.replay)
+    return _serve(cfg, io, address, port, fabric_pipeline(cfg, io), remediate=not args.replay, port_key="fabric.port")
 
 
 def cmd_fabric_once(args: argparse.Namespace) -> int:
@@ -552,10 +565,20 @@ def _topology_check(path: str, tree: SlurmTree, fabric_switches: Iterable[str], 
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
+    from fabricmon.serve.server import ListenError
     from fabricmon.sim.demo import run_demo
     logsetup.setup(args.log_level or "warning", "console")
-    return run_demo(port=args.port, duration=args.duration, fault_after=args.fault_after,
-                    workdir=args.workdir)
+    try:
+        return run_demo(port=args.port, duration=args.duration, fault_after=args.fault_after,
+                        workdir=args.workdir)
+    except ListenError as exc:      # its simulators are stopped already (run_demo's cleanup)
+        p = args.port
+        whose = {p: "the node daemon's port, --port", p + 2: "the fabric collector's port, --port + 2",
+                 p + 3: "the Ethernet collector's port, --port + 3"}.get(exc.port) if p else None
+        return cannot_listen(exc, f"{exc.where} ({whose})" if whose else exc.where,
+                             f"the demo listens on --port P, P+2 and P+3 ({p}, {p + 2}, {p + 3}): start it with "
+                             "another --port (make demo DEMO_ARGS='--port P'), or --port 0 for any free ports",
+                             service=False)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -707,12 +730,6 @@ def main(argv: list[str] | None = None) -> int:
     except (ConfigError, BundleError, UsageError, installer.InstallError) as exc:
         print(f"fabricmon: {exc}", file=sys.stderr)
         return EXIT_CONFIG
-    except OSError as exc:
-        if getattr(exc, "errno", None) in TEMPFAIL_BIND:
-            print(f"fabricmon: cannot listen: {exc} (not a config error: exit {EXIT_TEMPFAIL}, systemd retries)",
-                  file=sys.stderr)
-            return EXIT_TEMPFAIL
-        raise
 
 
 def _main_check(args: argparse.Namespace) -> int:
