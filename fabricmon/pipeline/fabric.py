@@ -253,10 +253,8 @@ class FabricModel:
         installed), once the discovery has run."""
         why = self.why_unread(states)
         sweep = source_state(states, SweepData)
-        if sweep is not None and sweep.active:
-            tried = sweep.ran
-        else:
-            tried = any(s.ran for s in states.values() if s.records is DiscoveryData)
+        waited = sweep if sweep is not None and sweep.active else source_state(states, DiscoveryData)
+        tried = waited is not None and waited.ran
         if why != self._why and (tried or not why):
             if why:
                 log.warning("no switch could be read", reason=why, retrying=True)
