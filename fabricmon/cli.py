@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import errno
+import math
 import os
 import shutil
 import signal
@@ -48,6 +49,46 @@ class UsageError(ValueError):
     """A bad command-line value: one line on stderr, exit 2 (3 for `check`)."""
 
 
+@dataclasses.dataclass(frozen=True)
+class Number:
+    """The `type=` of every numeric option: the text as a finite `kind` within [low, high] (above low
+    when `low_open`), or argparse's own usage error naming the option and its range, in one line
+    (`fabricmon check: error: argument --sample-window: must be a number of seconds, 0 or more, got
+    '-5'`), before anything runs: never a traceback, never a value the command cannot use."""
+    kind: type[int] | type[float]
+    low: int | float
+    high: int | float | None = None
+    low_open: bool = False
+    what: str = ""          # "a number of seconds"; by default "a whole number" or "a number"
+    note: str = ""          # what the range means, in brackets after it
+
+    def __call__(self, text: str) -> int | float:
+        try:
+            value = self.kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"must be {self.describe()}, got {text!r}") from None
+        if not math.isfinite(value) or value < self.low or (self.low_open and value == self.low) \
+                or (self.high is not None and value > self.high):
+            raise argparse.ArgumentTypeError(f"must be {self.describe()}, got {text!r}")
+        return value
+
+    def describe(self) -> str:
+        what = self.what or ("a whole number" if self.kind is int else "a number")
+        if self.high is not None:
+            span = f" from {self.low:g} to {self.high:g}"
+        else:
+            span = f" above {self.low:g}" if self.low_open else f", {self.low:g} or more"
+        return what + span + (f" ({self.note})" if self.note else "")
+
+
+SECONDS = Number(float, 0, what="a number of seconds")
+POSITIVE_SECONDS = Number(float, 0, low_open=True, what="a number of seconds")
+COUNT = Number(int, 1)
+# the demo listens on P (the node daemon), P+2 and P+3 (its two fabric collectors)
+DEMO_PORT = Number(int, 0, 65535 - 3, what="a port number", note="0: any free ports; the demo also listens on "
+                                                                 "P+2 and P+3")
+
+
 def _config_path(args: argparse.Namespace) -> str | None:
     if args.config:
         return str(args.config)
@@ -80,22 +121,35 @@ def parse_listen(value: str) -> tuple[str | None, int]:
     return host.strip("[]") or None, int(p)
 
 
+def cannot_listen(exc: OSError, where: str, moves: str, service: bool = True) -> int:
+    """The one line on stderr for a listener that could not be bound (or its TLS files loaded): the
+    address:port it tried, why, and what moves it (`moves`: the option and config keys). Exit 75 for
+    what a moment or a later boot stage cures (the port held, the address not up yet; for a service,
+    `service`, the line says that systemd retries: the units restart on 75), else 2 (a config error)."""
+    why = exc.strerror or str(exc)
+    if exc.errno in TEMPFAIL_BIND:
+        retries = f" (not a config error: exit {EXIT_TEMPFAIL}, systemd retries)" if service else ""
+        print(f"fabricmon: cannot listen on {where}: {why}: {TEMPFAIL_BIND[exc.errno]}; {moves}{retries}",
+              file=sys.stderr)
+        return EXIT_TEMPFAIL
+    print(f"fabricmon: cannot listen on {where}: {why}; {moves}", file=sys.stderr)
+    return EXIT_CONFIG
+
+
 def _serve(cfg: Config, io: HostIO, address: str | None, port: int | None, pipeline: Pipeline | None = None,
-           remediate: bool = True) -> int:
+           remediate: bool = True, port_key: str = "server.port") -> int:
     """Run a Daemon (the node pipeline, or the one given) until SIGTERM/SIGINT; `remediate`: with its
-    Remediator (not for a replay)."""
+    Remediator (not for a replay); `port_key`: the config key of its port (fabric.port for a collector)."""
     from fabricmon.serve.daemon import Daemon
+    from fabricmon.serve.server import ListenError
     try:
         daemon = Daemon(cfg, io, port=port, address=address, pipeline=pipeline, remediate=remediate)
     except OSError as exc:      # cannot bind (in use, no such address, bad name) or load the TLS files
         io.close()
-        where = f"{address or cfg.address}:{cfg.port if port is None else port}"
-        if exc.errno in TEMPFAIL_BIND:
-            print(f"fabricmon: cannot listen on {where}: {exc.strerror or exc}: {TEMPFAIL_BIND[exc.errno]} "
-                  f"(not a config error: exit {EXIT_TEMPFAIL}, systemd retries)", file=sys.stderr)
-            return EXIT_TEMPFAIL
-        print(f"fabricmon: cannot listen on {where}: {exc.strerror or exc}", file=sys.stderr)
-        return EXIT_CONFIG
+        where = exc.where if isinstance(exc, ListenError) else \
+            f"{address or cfg.address}:{cfg.port if port is None else port}"
+        return cannot_listen(exc, where, f"another address or port: --listen ADDR:PORT, or server.address and "
+                                         f"{port_key} in the config")
 
     gc_pause.freeze_between_pauses()        # a long-running process: its model frozen between builds
 
@@ -365,7 +419,7 @@ def cmd_fabric_run(args: argparse.Namespace) -> int:
     cfg = _web_config(args, _fabric_config(args))
     address, port = parse_listen(args.listen) if args.listen else (None, cfg.fabric.port)
     io = _io(args, cfg)
-    return _serve(cfg, io, address, port, fabric_pipeline(cfg, io), remediate=not args.replay)
+    return _serve(cfg, io, address, port, fabric_pipeline(cfg, io), remediate=not args.replay, port_key="fabric.port")
 
 
 def cmd_fabric_once(args: argparse.Namespace) -> int:
@@ -421,9 +475,10 @@ def cmd_fabric_capture(args: argparse.Namespace) -> int:
 
 def _discover_once(args: argparse.Namespace, consequence: str = "") -> tuple[Topology | None, list[str]]:
     """One discovery of the live fabric (the fabric config of `args`): its topology and the discovery's
-    errors; the topology None, said on stderr, when the discovery read no switch."""
+    errors; the topology None when the discovery read no switch, said on stderr in the line `fabric once`
+    says (FabricModel.why_unread: no umad device, no permission, ...), never the tools' raw errors."""
     from fabricmon.model.fabric import Topology as FabricTopology
-    from fabricmon.pipeline.fabric import fabric_pipeline
+    from fabricmon.pipeline.fabric import FabricModel, fabric_pipeline
     cfg = _quiet_fabric_config(args)
     pipe = fabric_pipeline(cfg, _io(args, cfg))
     try:
@@ -433,8 +488,9 @@ def _discover_once(args: argparse.Namespace, consequence: str = "") -> tuple[Top
     finally:
         pipe.close()
     if not isinstance(topo, FabricTopology) or not topo.switches:
-        why = f" ({', '.join(errors)} error: see --log-level info)" if errors else ""
-        print(f"fabricmon: the discovery read no switch{why}{consequence}", file=sys.stderr)
+        assert isinstance(pipe.model, FabricModel)
+        why = pipe.model.why_unread(pipe.states) or "the discovery found none"
+        print(f"fabricmon: no switch could be read: {why}{consequence}", file=sys.stderr)
         return None, errors
     return topo, errors
 
@@ -521,10 +577,20 @@ def _topology_check(path: str, tree: SlurmTree, fabric_switches: Iterable[str], 
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
+    from fabricmon.serve.server import ListenError
     from fabricmon.sim.demo import run_demo
     logsetup.setup(args.log_level or "warning", "console")
-    return run_demo(port=args.port, duration=args.duration, fault_after=args.fault_after,
-                    workdir=args.workdir)
+    try:
+        return run_demo(port=args.port, duration=args.duration, fault_after=args.fault_after,
+                        workdir=args.workdir)
+    except ListenError as exc:      # its simulators are stopped already (run_demo's cleanup)
+        p = args.port
+        whose = {p: "the node daemon's port, --port", p + 2: "the fabric collector's port, --port + 2",
+                 p + 3: "the Ethernet collector's port, --port + 3"}.get(exc.port) if p else None
+        return cannot_listen(exc, f"{exc.where} ({whose})" if whose else exc.where,
+                             f"the demo listens on --port P, P+2 and P+3 ({p}, {p + 2}, {p + 3}): start it with "
+                             "another --port (make demo DEMO_ARGS='--port P'), or --port 0 for any free ports",
+                             service=False)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -554,7 +620,7 @@ def build_parser() -> argparse.ArgumentParser:
     common(sp)
     sp.add_argument("--daemon", metavar="URL", help="ask the running daemon (e.g. http://127.0.0.1:9879); "
                     "poll locally when it does not answer")
-    sp.add_argument("--daemon-timeout", type=float, metavar="SECONDS", default=healthcheck.DEFAULT_DAEMON_TIMEOUT,
+    sp.add_argument("--daemon-timeout", type=POSITIVE_SECONDS, metavar="SECONDS", default=healthcheck.DEFAULT_DAEMON_TIMEOUT,
                     help=f"how long to wait for the daemon (default {healthcheck.DEFAULT_DAEMON_TIMEOUT:g})")
     sp.add_argument("--daemon-user", metavar="USER", help="basic auth user for --daemon (server.web_config_file's "
                     "basic_auth_users)")
@@ -562,7 +628,7 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--daemon-ca-file", metavar="FILE", help="CA certificate to verify an https daemon with")
     sp.add_argument("--state", metavar="FILE", help="counter history between runs (default <state_dir>/check-state.json; ~/.local/state/fabricmon/ for a user who cannot write state_dir)")
     sp.add_argument("--no-state", action="store_true", help="do not read or write the state file")
-    sp.add_argument("--sample-window", type=float, metavar="SECONDS", default=0.0,
+    sp.add_argument("--sample-window", type=SECONDS, metavar="SECONDS", default=0.0,
                     help="poll twice this many seconds apart, so rate checks work without state")
     sp.add_argument("--verbose", "-v", action="store_true", help="also print the OK results")
     sp.set_defaults(func=cmd_check)
@@ -601,8 +667,8 @@ def build_parser() -> argparse.ArgumentParser:
     sp = fsub.add_parser("once", help="N sweeps, then the exposition of the last one on stdout (findings on stderr); "
                                       "exit 3 (UNKNOWN) with one line saying why when no switch could be read")
     fabric_common(sp)
-    sp.add_argument("--sweeps", type=int, default=1, help="sweeps to run (rates and imbalance need 2 or more)")
-    sp.add_argument("--interval", type=float, default=1.0, help="seconds between sweeps")
+    sp.add_argument("--sweeps", type=COUNT, default=1, help="sweeps to run (rates and imbalance need 2 or more)")
+    sp.add_argument("--interval", type=SECONDS, default=1.0, help="seconds between sweeps")
     sp.add_argument("--output", "-o", metavar="FILE", help="write atomically instead of stdout")
     sp.set_defaults(func=cmd_fabric_once)
 
@@ -642,9 +708,10 @@ def build_parser() -> argparse.ArgumentParser:
     sp.set_defaults(func=cmd_topology_slurm)
 
     sp = sub.add_parser("demo", help="run the daemon on a built-in simulated fat-tree fabric")
-    sp.add_argument("--port", type=int, default=9879)
-    sp.add_argument("--duration", type=float, default=0, help="stop after this many seconds (0: until Ctrl-C)")
-    sp.add_argument("--fault-after", type=float, default=20.0, help="inject a fault after this many seconds")
+    sp.add_argument("--port", type=DEMO_PORT, default=9879,
+                    help="the node daemon's port; the fabric collectors listen on P+2 and P+3 (default 9879)")
+    sp.add_argument("--duration", type=SECONDS, default=0, help="stop after this many seconds (0: until Ctrl-C)")
+    sp.add_argument("--fault-after", type=SECONDS, default=20.0, help="inject a fault after this many seconds")
     sp.add_argument("--workdir", help="where the simulator keeps its files (default: a temp dir)")
     sp.add_argument("--log-level", choices=["debug", "info", "warning", "error"])
     sp.set_defaults(func=cmd_demo)
@@ -675,12 +742,6 @@ def main(argv: list[str] | None = None) -> int:
     except (ConfigError, BundleError, UsageError, installer.InstallError) as exc:
         print(f"fabricmon: {exc}", file=sys.stderr)
         return EXIT_CONFIG
-    except OSError as exc:
-        if getattr(exc, "errno", None) in TEMPFAIL_BIND:
-            print(f"fabricmon: cannot listen: {exc} (not a config error: exit {EXIT_TEMPFAIL}, systemd retries)",
-                  file=sys.stderr)
-            return EXIT_TEMPFAIL
-        raise
 
 
 def _main_check(args: argparse.Namespace) -> int:

@@ -79,6 +79,7 @@ TEST_MARKERS: dict[str, tuple[str, ...]] = {
     "cli/test_capture_replay.py::test_capture_then_replay_gives_the_same_metrics": ("process",),
     "cli/test_topology_slurm_cli.py::test_the_collector_without_the_file": ("process",),
     "cli/test_fabric_once_fails.py": ("process",),
+    "cli/test_numeric_options.py::test_check_says_unknown_with_no_traceback": ("process",),
     "cli/test_python_version.py::test_code_needs_nothing_newer_than_3_10": ("process",),     # vermin over the package
     "host/test_runner.py": ("process",),
     # the real `fabricmon check` run (a process per step) on the recorded H100 tree

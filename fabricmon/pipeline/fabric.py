@@ -240,13 +240,23 @@ class FabricModel:
             findings += self.checks.run_jobs(replace(inputs, jobs=jobs), present | {"running_jobs"}, jobs).findings
         return {"fabric": sec, "jobs": jobs, "unknown": unknown}, findings
 
+    def why_unread(self, states: Mapping[str, SourceState]) -> str:
+        """Why the last sweep (before one, the discovery) read no switch, "" when it read one: the one line
+        every command that reads the fabric says (`fabric once`, `fabric design save`, `topology slurm`),
+        its kind's failure hints first (no umad device, no permission on it, no SM, a missing tool)."""
+        return why_nothing_read(states, self.hints) or ""
+
     def _nothing_read(self, states: Mapping[str, SourceState]) -> str:
-        """Why the last sweep read no switch ("" when it read one): the line `fabric once` prints, its
-        kind's failure hints first. The snapshot's `unknown`, so the collector's verdict is UNKNOWN (3)
-        while it has no view of its fabric; logged once when it appears or changes, and when it clears."""
-        why = why_nothing_read(states, self.hints) or ""
-        ran = any(s.ran for s in states.values() if s.records in (DiscoveryData, SweepData))
-        if why != self._why and (ran or not why):
+        """why_unread: the snapshot's `unknown`, so the collector's verdict is UNKNOWN (3) while it has no
+        view of its fabric; logged once when it appears or changes, and when it clears. Not logged before
+        the first sweep has had its chance (run, read or not: between the first discovery and the first
+        sweep nothing was read yet, and nothing is wrong); with no sweep to wait for (disabled, its tool not
+        installed), once the discovery has run."""
+        why = self.why_unread(states)
+        sweep = source_state(states, SweepData)
+        waited = sweep if sweep is not None and sweep.active else source_state(states, DiscoveryData)
+        tried = waited is not None and waited.ran
+        if why != self._why and (tried or not why):
             if why:
                 log.warning("no switch could be read", reason=why, retrying=True)
             else:

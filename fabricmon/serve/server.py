@@ -397,6 +397,20 @@ def connection_cap(configured: int) -> int:
     return max(8, min(configured, int(soft * (1 - FD_RESERVE)) - 16))
 
 
+class ListenError(OSError):
+    """The listener could not be bound (the port held, the address on no interface, a name that does
+    not resolve): the OSError as raised, with the address and port it tried."""
+
+    def __init__(self, exc: OSError, address: str, port: int):
+        super().__init__(*exc.args)
+        self.address, self.port = address, port
+
+    @property
+    def where(self) -> str:
+        """ADDR:PORT, an IPv6 address in brackets ([::1]:9879), as --listen takes it."""
+        return f"[{self.address}]:{self.port}" if ":" in self.address else f"{self.address}:{self.port}"
+
+
 class MetricsServer:
     def __init__(self, address: str, port: int, expo: Exposition, tls: TLSConfig | None = None,
                  serve: ServeConfig | None = None, web: WebConfig | None = None):
@@ -415,9 +429,9 @@ class MetricsServer:
             self._listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
             self._listener.bind((address, port))
             self._listener.listen(self.cfg.backlog)
-        except OSError:
+        except OSError as exc:
             self._listener.close()
-            raise
+            raise ListenError(exc, address, port) from exc
         self._listener.setblocking(False)
         self._sel = selectors.DefaultSelector()
         self._wake_r, self._wake_w = socket.socketpair()
@@ -998,4 +1012,4 @@ class MetricsServer:
         return 200, body, {**headers, "Content-Type": HTML}
 
 
-__all__ = ["ERROR_KINDS", "Exposition", "HttpErrors", "MetricsServer", "View", "parse_head"]
+__all__ = ["ERROR_KINDS", "Exposition", "HttpErrors", "ListenError", "MetricsServer", "View", "parse_head"]

@@ -12,6 +12,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from fabricmon.model.fabric import DiscoveryData, SmData, SweepData, SwitchNode
 from fabricmon.model.snapshot import BuildStats, Snapshot, SourceState
 from fabricmon.pipeline.fabric_failure import why_nothing_read as why_neutral
@@ -49,6 +51,34 @@ def test_fabric_once_without_umad_is_unknown_with_one_line(tmp_path: Path) -> No
     text = out.read_text()          # the exposition is written all the same: the failure shows in it
     assert 'fabricmon_source_up{source="discovery"} 0.0' in text and "fabricmon_fabric_switches 0.0" in text
     assert "\nfabricmon_health_status 3.0\n" in text        # the exit code and the exposition agree
+
+
+@pytest.mark.parametrize("command, rc, after", [
+    (("fabric", "once", "--output", "{tmp}/fabric.prom"), 3, ""),
+    (("fabric", "design", "save", "{tmp}/design.net"), 1, ": no design written"),
+    (("topology", "slurm"), 1, ""),
+])
+def test_every_command_that_discovers_says_the_same_hint(tmp_path: Path, command: tuple, rc: int, after: str) -> None:
+    """Issue 53, item 8: with no fabric, `fabric design save` and `topology slurm` printed libibnetdisc's raw
+    `can't open MAD port ((null):0)` where `fabric once` says why (no umad device: modprobe ib_umad). All three
+    say the one hint now, in the same line, and none of them the tool's text."""
+    if glob.glob(UMAD_GLOB):
+        unavailable(f"this host has {UMAD_GLOB}: the test needs a host without an InfiniBand umad device")
+    cfg = tmp_path / "fabricmon.yml"
+    cfg.write_text(f"paths: {{state_dir: {tmp_path / 'state'}}}\nfabric: {{cache_dir: {tmp_path / 'cache'}}}\n")
+    argv = [a.format(tmp=tmp_path) for a in command]
+    r = subprocess.run([sys.executable, "-m", "fabricmon", *argv, "--config", str(cfg)],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == rc, r.stdout + r.stderr
+    lines = r.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith(PREFIX) and lines[0].endswith(after), r.stderr
+    tool = shutil.which("ibnetdiscover", path=os.pathsep.join([os.environ.get("PATH", ""), "/usr/sbin", "/sbin"]))
+    if tool:
+        assert lines[0] == (f"{PREFIX}no umad device (/dev/infiniband/umad* does not exist): no InfiniBand HCA on "
+                            f"this host, or the ib_umad module is not loaded (modprobe ib_umad){after}"), lines[0]
+    else:
+        assert lines[0] == f"{PREFIX}ibnetdiscover is not installed (apt-get install infiniband-diags){after}"
+    assert "MAD port" not in r.stderr and "ibnetdisc" not in r.stderr.replace("ibnetdiscover is not", "")
 
 
 def get(url: str) -> tuple[int, str]:

@@ -234,6 +234,10 @@ def test_a_port_in_use_is_a_restartable_failure_not_a_config_error(tmp_path: Pat
     assert res.stderr.count("\n") == 1, res.stderr
     assert res.stderr.startswith(f"fabricmon: cannot listen on {where}: ") and "in use" in res.stderr, res.stderr
     assert "not a config error" in res.stderr and "retr" in res.stderr, res.stderr
+    # what moves it (issue 53, item 7): the option and the config keys
+    key = "fabric.port" if command[0] == "fabric" else "server.port"
+    assert f"; another address or port: --listen ADDR:PORT, or server.address and {key} in the config (" \
+        in res.stderr, res.stderr
     units = sorted((REPO / "fabricmon" / "deploy" / "systemd").glob("*.service"))
     assert units
     for unit in units:
