@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from fabricmon.config.fabric import import_sources
 from fabricmon.model.fabric import DiscoveryData, SmData, SweepData, SwitchNode
 from fabricmon.model.snapshot import BuildStats, Snapshot, SourceState
 from fabricmon.pipeline.fabric_failure import why_nothing_read as why_neutral
@@ -186,4 +187,5 @@ def test_without_a_kind_s_hints_the_reason_is_generic() -> None:
     is only the first error, and a discovery without switches is said without InfiniBand tools."""
     assert why_neutral(snap(sm_errors=[UMAD_ERR])) == f"sm: {UMAD_ERR}"
     assert why_neutral(snap(disc=DiscoveryData(), sweep_errors=[NO_TOPO])) == "discovery found no switch"
+    import_sources("ethernet")      # registered as a config naming the kind registers it (alone, nothing has)
     assert failure_hints("ethernet") == []
