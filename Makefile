@@ -11,8 +11,9 @@ DEMO_ETHERNET_PACKAGES = snmpsim snmp
 # vmagent, vmalert) and the coordinator of remediation's lease (etcd); Prometheus and Alertmanager are below
 SCALE_PACKAGES = victoria-metrics etcd-server
 # the test toolchain on top: real Prometheus/promtool, Alertmanager, systemd-analyze, headless Chromium, ...
-# (fuse3, libfuse3-dev, pkg-config, gcc: the test-only FUSE server of tests/sources/fuse, a restricted NIC function)
-APT_PACKAGES = $(DEMO_PACKAGES) $(DEMO_ETHERNET_PACKAGES) ethtool iproute2 openssl prometheus prometheus-alertmanager systemd chromium slurm-wlm munge prometheus-node-exporter prometheus-snmp-exporter fuse3 libfuse3-dev pkg-config gcc $(SCALE_PACKAGES)
+# (fuse3, libfuse3-dev, pkg-config, gcc: the test-only FUSE server of tests/sources/fuse, a restricted NIC function;
+# curl: docs/simulated-fabric.md's commands, run as written by tests/sim/test_simulated_fabric_howto.py)
+APT_PACKAGES = $(DEMO_PACKAGES) $(DEMO_ETHERNET_PACKAGES) ethtool iproute2 openssl prometheus prometheus-alertmanager systemd chromium slurm-wlm munge prometheus-node-exporter prometheus-snmp-exporter fuse3 libfuse3-dev pkg-config gcc curl $(SCALE_PACKAGES)
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 .PHONY: demo test test-fast fuzz deps deps-demo venv wheel offline deb deb-trial bench golden metrics-doc config-doc clean

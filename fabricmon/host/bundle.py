@@ -97,9 +97,9 @@ class RecordingIO(_Unrecorded):
             self._record(res)
         return results
 
-    def mad_open(self, settings: MadSettings) -> None:
+    def mad_open(self, settings: MadSettings) -> int:
         try:
-            self.inner.mad_open(settings)
+            epoch = self.inner.mad_open(settings)
         except OSError as exc:
             with self._lock:
                 self.mad_error = exc.strerror or str(exc)
@@ -108,6 +108,7 @@ class RecordingIO(_Unrecorded):
             self.mad_error = None
             if self.mads is None:
                 self.mads = {}
+        return epoch
 
     # the SA port is not recorded (host.sa): a report is an event of the live fabric, which a replay has not
     def sa_open(self) -> None:
@@ -294,12 +295,14 @@ class ReplayIO(_Unrecorded):
                                          c.get("duration", 0.0), c.get("error")))
         return out
 
-    def mad_open(self, settings: MadSettings) -> None:
+    def mad_open(self, settings: MadSettings) -> int:
         """As recorded: the recorded host's reason when no umad port opened there; a bundle without MADs
-        (recorded with the tools) has none, and its sweep replays the tools."""
+        (recorded with the tools) has none, and its sweep replays the tools. A bundle's port is never lost
+        (epoch 1)."""
         if self._mads is None:
             why = self.manifest.get("mad_error") or "the bundle holds no MAD exchanges"
             raise UmadUnavailable(errno.ENODEV, str(why))
+        return 1
 
     def sa_open(self) -> None:
         """A bundle records no subscription (host.sa): a replayed collector has no subnet manager to report to it."""

@@ -51,11 +51,12 @@ class HostIO(Protocol):
     # `snmpbulkwalk -On -Oe -Ot` run it stands for (argv: spec.argv()); no child process
     def snmp_walks(self, specs: Sequence[WalkSpec], deadline: float, concurrency: int = 16,
                    cancel: threading.Event | None = None) -> list[CommandResult]: ...
-    # MADs in this process (host.mad: the one umad port, many requests in flight). mad_open raises
-    # UmadUnavailable (an OSError) where no umad port opens here or the bundle holds no MADs;
-    # mad_run returns each request's answer (None: unanswered) and raises OSError when the device
-    # fails under it (the port is reopened by the next mad_open)
-    def mad_open(self, settings: MadSettings) -> None: ...
+    # MADs in this process (host.mad: the one umad port, many requests in flight). mad_open returns the
+    # port's epoch (how many times it was opened: a change means it was lost and opened again) and raises
+    # UmadUnavailable (an OSError) where no umad port opens here or the bundle holds no MADs (UmadLost
+    # while a lost port is not open again); mad_run returns each request's answer (None: unanswered)
+    # and raises OSError when the device fails under it (the port is lost: host.mad.MadHost reopens it)
+    def mad_open(self, settings: MadSettings) -> int: ...
     def mad_run(self, requests: Sequence[Request], deadline: float) -> list[bytes | None]: ...
     # the subnet administrator's reports (host.sa: a umad port of its own, its SA agent registered for
     # SubnAdmReport, a reader answering each): sa_open raises UmadUnavailable where none opens here (a
@@ -143,11 +144,11 @@ class LiveIO:
                    cancel: threading.Event | None = None) -> list[CommandResult]:
         return walk_many(specs, deadline, concurrency, cancel)
 
-    def mad_open(self, settings: MadSettings) -> None:
-        """This interface's umad port (opened once): it must reach the fabric this host's tools reach, so
-        a LiveIO whose tools run with another fabric's environment (umad2sim's preload given to the
-        tools only) has none."""
-        self.mad_host.open(settings, self.env)
+    def mad_open(self, settings: MadSettings) -> int:
+        """This interface's umad port (opened once, and again after it was lost): it must reach the fabric
+        this host's tools reach, so a LiveIO whose tools run with another fabric's environment (umad2sim's
+        preload given to the tools only) has none."""
+        return self.mad_host.open(settings, self.env)
 
     def mad_run(self, requests: Sequence[Request], deadline: float) -> list[bytes | None]:
         return self.mad_host.run(requests, deadline)

@@ -23,6 +23,9 @@ requests:
 - answers match their request by the low 32 bits of the transaction ID (the kernel owns the high
   half); an answer to a request already timed out is dropped.
 
+A device error under a run loses the port (an HCA reset, the simulator gone): MadHost closes it and opens it
+again with a capped backoff, sweeps failing meanwhile (docs/mad-engine.md "When the umad port is lost").
+
 Measured defaults (docs/mad-engine.md): window 32, per_target 4 (ibsim's own MAD rate is the floor
 there: 32 in flight is 11 us a query against 65 us one at a time; on hardware a switch's SMA/PMA
 answers in microseconds and ibdiagnet keeps up to 128 GMPs in flight).
@@ -47,6 +50,9 @@ from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
+import structlog
+
+from fabricmon.host import umad2sim
 from fabricmon.host.umad import STATUS_OFFSET, UmadPort, UmadUnavailable, pack_header
 
 QP_SMP, QP_GSI = 0, 1
@@ -56,6 +62,7 @@ GSI_QKEY = 0x80010000
 # what decides which fabric libibumad reaches (umad2sim's preload and its simulator; the simulated
 # node): tools run with another fabric's environment than this process's cannot share its engine
 FABRIC_ENV = ("LD_PRELOAD", "IBSIM_SOCKNAME", "SIM_HOST")
+log = structlog.get_logger("fabricmon.host.mad")
 
 
 @dataclass(slots=True)
@@ -294,45 +301,126 @@ class MadSettings:
     port: int = 0
 
 
+REOPEN_FIRST = 1.0                   # seconds from a lost port to the first try to open it again
+REOPEN_MAX = 30.0                    # the backoff's cap: tries 1, 2, 4, 8, 16, 30, 30 ... s apart
+
+
+class UmadLost(UmadUnavailable):
+    """The umad port this host had open was lost (a device error under a run) and is not open again yet."""
+
+
+@dataclass(slots=True)
+class _Lost:
+    why: str                         # the device error that lost the port
+    code: int                        # its errno
+    since: float                     # when (the host's clock)
+    delay: float                     # seconds from the last try to the next
+    next_try: float
+    tries: int = 0                   # opens tried since
+    last: str = ""                   # why the last try failed
+
+    def text(self, now: float) -> str:
+        """What a sweep meanwhile says (the same words every sweep but its numbers: the pipeline logs an
+        error once, as it starts, numbers masked)."""
+        tried = f" (try {self.tries}: {self.last})" if self.last else ""
+        return (f"the MAD port was lost ({self.why}); reopening{tried}, try {self.tries + 1} in "
+                f"{max(0.0, self.next_try - now):.0f} s")
+
+
+def open_port(ca: str, port: int, again: bool) -> UmadPort:
+    """The umad port (UmadPort.open); `again`: after a loss, where under the simulator umad2sim's own
+    connection to ibsim is attached again first (host/umad2sim.py: closing and opening the port alone
+    keeps the dead connection)."""
+    if again and umad2sim.preloaded():
+        umad2sim.reattach()
+    return UmadPort.open(ca, port)
+
+
 class MadHost:
     """One umad port and its engine, owned by one host interface (LiveIO.mad_open/mad_run, so by the pipeline
     that owns that HostIO; no process-wide engine another pipeline's settings could change): opened at the
-    first open() and kept, closed after a device error (the next open() opens it again) and by close(). Its
-    settings are the last open()'s: the pipeline's sweep and its remediation both give fabric.mad_*. One run
-    at a time on the port."""
+    first open() and kept, and closed by close(). Its settings are the last open()'s: the pipeline's sweep
+    and its remediation both give fabric.mad_*. One run at a time on the port.
 
-    def __init__(self) -> None:
+    A device error under a run (an HCA reset removing /dev/infiniband/umadN: ENODEV, EIO; the simulator gone:
+    ECONNREFUSED, ENOTCONN) loses the port: it is closed, logged once ("MAD port lost"), and open() opens it
+    again no sooner than REOPEN_FIRST seconds later, then with a delay doubled after each failed try up to
+    REOPEN_MAX, raising UmadLost meanwhile; the first open that succeeds is logged once ("MAD port
+    reopened", with the tries it took). A port lost again before any run on it succeeded keeps backing off
+    from where it was. `epoch` counts the opens: what lives on the port and not in this process (an SM's
+    subscription to its reports) must be made again when it changes."""
+
+    def __init__(self, opener: Callable[[str, int, bool], UmadPort] = open_port,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         self._lock = threading.Lock()
         self._engine: MadEngine | None = None
+        self._opener, self._clock = opener, clock
+        self._lost: _Lost | None = None
+        self._unproven = False               # reopened after a loss, and no run on it succeeded yet
+        self._delay = REOPEN_FIRST           # the backoff where the last loss left it
+        self.epoch = 0                       # opens so far
 
-    def open(self, settings: MadSettings, tool_env: Mapping[str, str] | None = None) -> None:
-        """Open the engine (its umad port) once and apply `settings`. `tool_env`: the environment the host's
-        tools run with (None: this process's own). Raises UmadUnavailable where no umad port opens, or where
-        the tools would reach another fabric than this process's own libibumad (their LD_PRELOAD/
-        IBSIM_SOCKNAME/SIM_HOST differ: umad2sim's preload given to the tools only, as the in-process test
-        collectors and `fabricmon demo` do)."""
+    def open(self, settings: MadSettings, tool_env: Mapping[str, str] | None = None) -> int:
+        """Open the engine (its umad port) once and apply `settings`; returns the epoch (opens so far).
+        `tool_env`: the environment the host's tools run with (None: this process's own). Raises
+        UmadUnavailable where no umad port opens, or where the tools would reach another fabric than this
+        process's own libibumad (their LD_PRELOAD/IBSIM_SOCKNAME/SIM_HOST differ: umad2sim's preload given
+        to the tools only, as the in-process test collectors and `fabricmon demo` do); UmadLost while a
+        lost port is not open again."""
         if tool_env is not None and any(tool_env.get(k) != os.environ.get(k) for k in FABRIC_ENV):
             raise UmadUnavailable(errno.EXDEV, "the tools run with another fabric's environment "
                                                "(LD_PRELOAD/IBSIM_SOCKNAME/SIM_HOST) than this process")
         with self._lock:
             if self._engine is None:
-                self._engine = MadEngine(UmadPort.open(settings.ca, settings.port))
+                self._engine = MadEngine(self._reopen(settings))
+                self.epoch += 1
             eng = self._engine
             eng.window, eng.per_target = settings.window, settings.per_target
             eng.timeout_ms, eng.retries = settings.timeout_ms, settings.retries
+            return self.epoch
+
+    def _reopen(self, settings: MadSettings) -> UmadPort:
+        lost = self._lost
+        if lost is None:
+            return self._opener(settings.ca, settings.port, False)
+        now = self._clock()
+        if now < lost.next_try:
+            raise UmadLost(lost.code, lost.text(now))
+        lost.tries += 1
+        try:
+            port = self._opener(settings.ca, settings.port, True)
+        except OSError as exc:
+            lost.delay = min(2 * lost.delay, REOPEN_MAX)
+            lost.next_try, lost.last = now + lost.delay, str(exc.strerror or exc)
+            raise UmadLost(lost.code, lost.text(now)) from exc
+        self._lost, self._delay, self._unproven = None, lost.delay, True
+        log.info("MAD port reopened", tries=lost.tries, down_s=round(now - lost.since, 1))
+        return port
 
     def run(self, requests: Sequence[Request], deadline: float) -> list[bytes | None]:
-        """One run of the engine (open() first). On a device error (OSError) the port is closed and the
-        error raised."""
+        """One run of the engine (open() first). On a device error (OSError) the port is lost (class doc) and
+        the error raised."""
         with self._lock:
             eng = self._engine
             if eng is None:
+                if self._lost is not None:
+                    raise UmadLost(self._lost.code, self._lost.text(self._clock()))
                 raise UmadUnavailable(errno.EBADF, "no umad port open (mad_open first)")
             try:
-                return eng.run(requests, deadline)
-            except OSError:
-                self._close()
+                answers = eng.run(requests, deadline)
+            except OSError as exc:
+                self._lose(exc)
                 raise
+            self._unproven = False
+            return answers
+
+    def _lose(self, exc: OSError) -> None:
+        why = exc.strerror or str(exc)
+        now = self._clock()
+        delay = min(2 * self._delay, REOPEN_MAX) if self._unproven else REOPEN_FIRST
+        self._lost = _Lost(why, exc.errno or errno.EIO, now, delay, now + delay)
+        log.warning("MAD port lost; reopening", error=why, first_try_in_s=delay)
+        self._close()
 
     def totals(self) -> dict[str, int]:
         """The open engine's counts over every run (sent, answered, retried, unanswered); {} when none."""
@@ -342,6 +430,7 @@ class MadHost:
     def close(self) -> None:
         with self._lock:
             self._close()
+            self._lost, self._unproven = None, False
 
     def _close(self) -> None:
         if self._engine is not None:

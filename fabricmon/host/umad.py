@@ -1,10 +1,11 @@
 """rdma-core's libibumad through ctypes: one umad port, agents registered per class, send and receive.
 
 libibumad's ABI (umad.h) is stable across distributions: `umad_init`, `umad_get_cas_names`,
-`umad_open_port`, `umad_register`, `umad_size`, `umad_get_mad` and `umad_close_port` open the port and
-say how its buffers are laid out. A umad buffer is the kernel's `struct ib_user_mad` header (agent
-id, status, timeout_ms, retries, length, the address: include/uapi/rdma/ib_user_mad.h) followed by
-the 256-byte MAD; `umad_size()` is the header's size and `umad_get_mad()` where the MAD starts.
+`umad_open_port`, `umad_register`, `umad_size`, `umad_get_mad`, `umad_unregister` and `umad_close_port` open
+and close the port and say how its buffers are laid out. A umad buffer is the kernel's `struct
+ib_user_mad` header (agent id, status, timeout_ms, retries, length, the address:
+include/uapi/rdma/ib_user_mad.h) followed by the 256-byte MAD; `umad_size()` is the header's size and
+`umad_get_mad()` where the MAD starts.
 
 Sending and receiving are the kernel's umad ABI itself (Documentation/infiniband/user_mad.rst), as
 libibumad's own `umad_send` and `umad_recv` do them (rdma-core libibumad/umad.c): a send is one
@@ -90,6 +91,7 @@ def load() -> ctypes.CDLL:
         lib.umad_close_port.argtypes, lib.umad_close_port.restype = [c_int], c_int
         lib.umad_register.argtypes = [c_int, c_int, c_int, ctypes.c_uint8, c_void_p]
         lib.umad_register.restype = c_int
+        lib.umad_unregister.argtypes, lib.umad_unregister.restype = [c_int, c_int], c_int
         lib.umad_size.argtypes, lib.umad_size.restype = [], ctypes.c_size_t
         lib.umad_get_mad.argtypes, lib.umad_get_mad.restype = [c_void_p], c_void_p
         if lib.umad_init() < 0:
@@ -202,8 +204,15 @@ class UmadPort:
         return bool(self._poll(timeout_ms if timeout_ms > 1 else 1))
 
     def close(self) -> None:
+        """Unregister the agents, then close the port. Closing alone unregisters them in the kernel, but
+        umad2sim frees only the first agent of a closed descriptor: a port reopened after every loss would
+        leak one of its 32 agent slots each time, until umad_register fails. Errors are ignored (a port
+        whose device is gone)."""
         if self.fd >= 0:
             self.writer, self.reader = _closed, _closed   # never a stale descriptor (its number is reused)
+            for agent in self.agents.values():
+                self.lib.umad_unregister(self.fd, agent)
+            self.agents.clear()
             self.lib.umad_close_port(self.fd)
             self.fd = -1
 

@@ -15,8 +15,10 @@ nothing: Inputs.continuous):
    MasterSMLID), then SMInfo of that LID (its GUID, activity count, state);
 2. the subscription, one SubnAdmSet(InformInfo) per trap, when none is in force, when the master changed
    (another LID or GUID), when it restarted (its activity count, the SMPs it sent, went back: opensm
-   keeps its subscriptions in memory), and every `resubscribe` seconds anyway (a repeated subscription
-   is the same one to the SM: osm_sa_informinfo.c updates it);
+   keeps its subscriptions in memory), when the collector's umad port was lost and opened again (the
+   HostIO's MAD epoch changed: the SA port is opened again first, and an SM drops the subscriptions of a
+   port that left the subnet), and every `resubscribe` seconds anyway (a repeated subscription is the
+   same one to the SM: osm_sa_informinfo.c updates it);
 3. the reports that came (host/sa.py answered each already), waiting up to `wait` seconds for the first
    and `batch` seconds more for those right behind it (a leaf that reboots reports each of its ports);
 4. the re-read of each switch they name (trap 128: the switch's LID; 129-131: a port's LID, a switch's or
@@ -84,6 +86,8 @@ class EventsSource(Source):
     _subscribed_at: float | None = None            # monotonic time of the last subscription made
     _failed_at: float | None = None                # monotonic time a port or a subscription last failed
     _io: HostIO | None = None
+    _epoch: int | None = None                      # the MAD port's epoch (HostIO.mad_open) the SA port was opened in
+    _reopened = False                              # the MAD port was lost and opened again since the last subscription
     _lid_map: tuple[object, dict[int, str], dict[int, tuple[str, int]], dict[str, tuple[str, int]]] | None = None
 
     def collect(self, io: HostIO, inputs: Inputs) -> SourceOutput:
@@ -100,7 +104,13 @@ class EventsSource(Source):
         if self._failed_at is not None and now - self._failed_at < RETRY:
             return self._emit(out, None, "", inputs, st.wait)
         try:
-            io.mad_open(fc.mad)
+            epoch = io.mad_open(fc.mad)
+            if self._epoch is not None and epoch != self._epoch:
+                # the port was lost (an HCA reset, the simulator restarted) and opened again: the SA port on the
+                # same device is opened again too, and the SM subscribed to again (it dropped a port that left)
+                io.sa_close()
+                self._sm, self._subscribed_at, self._reopened = None, None, True
+            self._epoch = epoch
             io.sa_open()
         except UmadUnavailable as exc:
             self._failed_at = now
@@ -115,8 +125,8 @@ class EventsSource(Source):
         old = self._sm
         if old is None or old[0] != lid or old[1] != guid or activity < old[2] \
                 or self._subscribed_at is None or now - self._subscribed_at >= st.resubscribe:
-            why = "first" if old is None else "master changed" if old[:2] != (lid, guid) else \
-                "master restarted" if activity < old[2] else "renewed"
+            why = "port reopened" if self._reopened else "first" if old is None else \
+                "master changed" if old[:2] != (lid, guid) else "master restarted" if activity < old[2] else "renewed"
             refused = self._subscribe(io, inputs, lid, guid, activity, why)
             if refused:
                 self._failed_at = now
@@ -187,7 +197,7 @@ class EventsSource(Source):
             if all(a is None for a in answers):
                 return f"{sm} did not answer the subscription (SubnAdmSet(InformInfo))"
             return f"{sm} refused the subscription: {'; '.join(str(r) for r in refused)}"
-        self._sm, self._subscribed_at = (lid, guid, activity), time.monotonic()
+        self._sm, self._subscribed_at, self._reopened = (lid, guid, activity), time.monotonic(), False
         log.info("subscribed to the subnet manager's reports", sm_lid=lid, sm_guid=guid, why=why,
                  traps=accepted, refused=refused or None)
         data = self._data or FabricEventsData()

@@ -15,7 +15,9 @@ Two ways, said by `method` (fabricmon_fabric_sweep_method):
   at (CA ports, a mirrored switch end), with many MADs in flight under a window per switch and a
   global one. No process is spawned, no ibnetdiscover per
   sweep; a shard costs its share. Unanswered queries are retried, then counted per switch, and
-  leave that port's last known state in place (never a port down).
+  leave that port's last known state in place (never a port down). A umad port lost under a sweep (an
+  HCA reset, the simulator restarted) is reopened with backoff by the host interface (host/mad.py
+  MadHost); the sweeps until then fail, with no data.
 - **tools** (no umad port here, fabric.sweep_method tools, or a bundle recorded with the tools): the
   infiniband-diags processes, as follows.
 
@@ -79,6 +81,7 @@ import structlog
 from fabricmon.model import gc_pause, ibspec
 from fabricmon.host.io import HostIO
 from fabricmon.host.runner import CommandResult
+from fabricmon.host.mad import UmadLost
 from fabricmon.host.umad import UmadUnavailable
 from fabricmon.model.compact import PortCounters
 from fabricmon.model.fabric import SweepData, Topology, in_shard, port_key
@@ -122,7 +125,11 @@ class SweepSource(Source):
         mine = {g for g in topo.switches if in_shard(g, *fc.shard)}
         by_lid = {sw.lid: g for g, sw in topo.switches.items() if sw.lid is not None}
         data = SweepData(bits={c.name: 64 if c.kind == "traffic" else c.bits for c in ibspec.COUNTERS})
-        reader = self._mad_reader(io, out)
+        try:
+            reader = self._mad_reader(io, out)
+        except UmadLost as exc:         # the engine's port was lost and is not open again yet: no data, no tools
+            out.error("read", f"MAD engine: {exc.strerror or exc}; no switch read this sweep")
+            return out
         if reader is not None:
             data.method = "mad"
             with gc_pause.paused():     # the read and its records: a few objects per switch port (fabricmon.model.gc_pause)
@@ -209,7 +216,9 @@ class SweepSource(Source):
 
     def _mad_reader(self, io: HostIO, out: SourceOutput) -> FabricReader | None:
         """The MAD reader when this sweep may use it (module doc), else None: where io opens a umad port
-        (the host's, reaching the fabric its tools reach, or a bundle's recorded MADs)."""
+        (the host's, reaching the fabric its tools reach, or a bundle's recorded MADs). Raises UmadLost while
+        the engine's port, lost under an earlier run, is not open again: that sweep fails (the tools would
+        read a fabric the engine cannot reach, or fail alike on a reset HCA)."""
         fc = self.sc.settings(FabricScope)
         if fc.sweep_method == "tools":
             return None
@@ -218,6 +227,8 @@ class SweepSource(Source):
             return None
         try:
             io.mad_open(fc.mad)
+        except UmadLost:
+            raise
         except UmadUnavailable as exc:
             if self._mad_failed_at is None and fc.sweep_method == "mad":
                 out.error("read", f"fabric.sweep_method is mad, but no umad port opens: {exc.strerror or exc}")
@@ -243,7 +254,7 @@ class SweepSource(Source):
         deadline = time.monotonic() + inputs.remaining(self.sc.timeout)
         try:
             results = reader.read(targets, deadline, ERROR_COUNTERS)
-        except OSError as exc:          # the umad device failed under us: nothing read; the port is reopened next sweep
+        except OSError as exc:          # the umad device failed under us: nothing read; the port is lost and reopened
             out.error("read", f"MAD engine: {exc.strerror or exc}; no switch read this sweep")
             data.missing.update(t.guid for t in targets)
             return

@@ -145,6 +145,27 @@ def test_sweep_method_mad_without_a_umad_port_says_why_and_never_runs_the_tools(
     assert [k for k, _ in out.errors] == ["read"] and "no umad port opens: " in out.errors[0][1]
 
 
+def test_auto_with_its_port_lost_fails_the_sweep_and_never_runs_the_tools(monkeypatch) -> None:
+    """A port that was open and is lost (host.mad.MadHost.open raising UmadLost until it is open again) is a
+    failed sweep, no records, one error saying so, even with sweep_method auto: not the tools (a reset HCA
+    fails them alike; a simulator the engine cannot reach would be read by another route)."""
+    from fabricmon.host import mad
+    from fabricmon.host.io import LiveIO
+
+    def lost(*a, **k):
+        raise mad.UmadLost(107, "the MAD port was lost (Transport endpoint is not connected); reopening, try 2 in 2 s")
+    monkeypatch.setattr(mad.MadHost, "open", lost)
+    ran = []
+    monkeypatch.setattr(LiveIO, "run", lambda self, argv, *a, **k: ran.append(argv))
+    topo = topology()
+    topo.cache_file = "/nonexistent/topology.cache"
+    src = fallback_source("auto")
+    out = src.collect(LiveIO(), Inputs(deadline=time.monotonic() + 10, inventory=topo))
+    assert out.data is None and not ran and src._mad_failed_at is None
+    assert out.errors == [("read", "MAD engine: the MAD port was lost (Transport endpoint is not connected); "
+                                   "reopening, try 2 in 2 s; no switch read this sweep")]
+
+
 def test_a_bundle_recorded_with_the_tools_replays_the_tools(monkeypatch) -> None:
     from fabricmon.host.bundle import ReplayIO
     from helpers import REPO
