@@ -412,7 +412,7 @@ class FakeIO:
         from fabricmon.host.umad import UmadUnavailable
         raise UmadUnavailable(errno.ENODEV, "no umad port (FakeIO)")     # a host without one: the tools
 
-    def mad_run(self, requests, deadline):
+    def mad_run(self, requests, deadline, times=None):
         return [None] * len(requests)
 
     def close(self):

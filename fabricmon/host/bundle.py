@@ -123,8 +123,9 @@ class RecordingIO(_Unrecorded):
     def sa_close(self) -> None:
         self.inner.sa_close()
 
-    def mad_run(self, requests: Sequence[Request], deadline: float) -> list[bytes | None]:
-        answers = self.inner.mad_run(requests, deadline)
+    def mad_run(self, requests: Sequence[Request], deadline: float,
+                times: list[float] | None = None) -> list[bytes | None]:
+        answers = self.inner.mad_run(requests, deadline, times)
         recorded = {exchange_key(r): answer_text(a) for r, a in zip(requests, answers)}
         with self._lock:
             if self.mads is None:
@@ -317,8 +318,10 @@ class ReplayIO(_Unrecorded):
     def sa_close(self) -> None:
         pass
 
-    def mad_run(self, requests: Sequence[Request], deadline: float) -> list[bytes | None]:
-        """Each request's recorded answer; a request not in the bundle is unanswered."""
+    def mad_run(self, requests: Sequence[Request], deadline: float,
+                times: list[float] | None = None) -> list[bytes | None]:
+        """Each request's recorded answer; a request not in the bundle is unanswered. No times: a replay's
+        answers are all taken at its sweep's end (what it recorded is one answer a request, not when)."""
         mads = self._mads or {}
         return [answer_bytes(mads.get(exchange_key(r))) for r in requests]
 

@@ -54,10 +54,12 @@ class HostIO(Protocol):
     # MADs in this process (host.mad: the one umad port, many requests in flight). mad_open returns the
     # port's epoch (how many times it was opened: a change means it was lost and opened again) and raises
     # UmadUnavailable (an OSError) where no umad port opens here or the bundle holds no MADs (UmadLost
-    # while a lost port is not open again); mad_run returns each request's answer (None: unanswered)
-    # and raises OSError when the device fails under it (the port is lost: host.mad.MadHost reopens it)
+    # while a lost port is not open again); mad_run returns each request's answer (None: unanswered),
+    # with `times` each answered request's time.monotonic() when it was taken (a replay sets none), and
+    # raises OSError when the device fails under it (the port is lost: host.mad.MadHost reopens it)
     def mad_open(self, settings: MadSettings) -> int: ...
-    def mad_run(self, requests: Sequence[Request], deadline: float) -> list[bytes | None]: ...
+    def mad_run(self, requests: Sequence[Request], deadline: float,
+                times: list[float] | None = None) -> list[bytes | None]: ...
     # the subnet administrator's reports (host.sa: a umad port of its own, its SA agent registered for
     # SubnAdmReport, a reader answering each): sa_open raises UmadUnavailable where none opens here (a
     # replayed bundle has none); sa_run sends (LID, MAD) requests and returns their answers (None:
@@ -150,8 +152,9 @@ class LiveIO:
         preload given to the tools only) has none."""
         return self.mad_host.open(settings, self.env)
 
-    def mad_run(self, requests: Sequence[Request], deadline: float) -> list[bytes | None]:
-        return self.mad_host.run(requests, deadline)
+    def mad_run(self, requests: Sequence[Request], deadline: float,
+                times: list[float] | None = None) -> list[bytes | None]:
+        return self.mad_host.run(requests, deadline, times)
 
     def sa_open(self) -> None:
         """The process's SA port (opened once), reaching the fabric this host's tools reach (as mad_open)."""

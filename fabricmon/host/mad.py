@@ -97,8 +97,12 @@ class MadEngine:
         self.stats = RunStats()
         self.totals = {"sent": 0, "answered": 0, "retried": 0, "unanswered": 0}   # over every run of this engine
 
-    def run(self, requests: Sequence[Request], deadline: float) -> list[bytes | None]:
-        """Answers in the order of `requests` (None: unanswered by the deadline or after every try)."""
+    def run(self, requests: Sequence[Request], deadline: float,
+            times: list[float] | None = None) -> list[bytes | None]:
+        """Answers in the order of `requests` (None: unanswered by the deadline or after every try). `times`
+        (as long as `requests`): each answered request's slot set to the engine clock's time it was taken
+        (within the wait that got it), the rest left as they were: a sweep's rates take each switch at its
+        own read, not at the end of a run that may last as long again next sweep."""
         st = self.stats = RunStats()
         n = len(requests)
         answers: list[bytes | None] = [None] * n
@@ -242,6 +246,8 @@ class MadEngine:
                             got = read()
                         except OSError:                     # a read that fails: what it answered times out
                             pass
+                        if times is not None:
+                            now = clock()                   # when the wait ended (the answer it waited for)
                 if got is not None:
                     j = pending.pop(_TID.unpack_from(got, tid_at)[0], None) if len(got) >= tid_at + 12 else None
                     if j is not None:
@@ -254,6 +260,8 @@ class MadEngine:
                             if mad[4] & 0x7F or mad[5]:
                                 errors += 1
                             answers[j] = mad
+                            if times is not None:
+                                times[j] = now
                             answered += 1
                             k = tk[j]
                             silent[k] = 0
@@ -397,9 +405,10 @@ class MadHost:
         log.info("MAD port reopened", tries=lost.tries, down_s=round(now - lost.since, 1))
         return port
 
-    def run(self, requests: Sequence[Request], deadline: float) -> list[bytes | None]:
-        """One run of the engine (open() first). On a device error (OSError) the port is lost (class doc) and
-        the error raised."""
+    def run(self, requests: Sequence[Request], deadline: float,
+            times: list[float] | None = None) -> list[bytes | None]:
+        """One run of the engine (open() first; `times`: MadEngine.run's). On a device error (OSError) the port
+        is lost (class doc) and the error raised."""
         with self._lock:
             eng = self._engine
             if eng is None:
@@ -407,7 +416,7 @@ class MadHost:
                     raise UmadLost(self._lost.code, self._lost.text(self._clock()))
                 raise UmadUnavailable(errno.EBADF, "no umad port open (mad_open first)")
             try:
-                answers = eng.run(requests, deadline)
+                answers = eng.run(requests, deadline, times)
             except OSError as exc:
                 self._lose(exc)
                 raise

@@ -272,7 +272,7 @@ class MadHost(LiveIO):
         if self.refuse:
             raise UmadUnavailable(errno.ENODEV, self.refuse)
 
-    def mad_run(self, requests, deadline):
+    def mad_run(self, requests, deadline, times=None):
         self.runs += 1
         out = []
         for r in requests:

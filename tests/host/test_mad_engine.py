@@ -199,3 +199,33 @@ def test_the_kernels_timeout_status_and_a_failed_read_are_retried() -> None:
     answers = eng.run(requests([1, 2], 10), deadline=100.0)
     assert None not in answers
     assert eng.stats.retried == 4 and eng.stats.sent == 24 and eng.stats.unanswered == 0
+
+
+class TimedPort(FakePort):
+    """A FakePort whose clock moves 1 ms with every answer read."""
+
+    def reader(self) -> bytes:
+        raw = super().reader()
+        self.now += 0.001
+        return raw
+
+
+def test_each_answer_is_timed_when_it_was_taken_and_the_unanswered_keep_their_slot() -> None:
+    """The times a sweep's rates take each switch at (SweepData.read_ago): an answer's is the engine clock's
+    when it was read; a retried request's comes after its timeout; one never answered keeps what it held."""
+    port = TimedPort(drop=lambda lid, n: lid == 3 or (lid == 2 and n == 1))
+    eng = MadEngine(port, window=8, per_target=2, timeout_ms=100, retries=2, give_up_after=1000, clock=port.clock)
+    reqs = requests([1, 2, 3], 4)
+    times = [-1.0] * len(reqs)
+    answers = eng.run(reqs, deadline=5.0, times=times)
+    for r, a, t in zip(reqs, answers, times):
+        if r.lid == 3:
+            assert a is None and t == -1.0
+        else:
+            assert a is not None and 0.0 <= t <= port.now
+    assert min(t for r, t in zip(reqs, times) if r.lid == 2) >= 0.1       # answered on their retry
+    assert max(t for r, t in zip(reqs, times) if r.lid == 1) < 0.1        # at once
+    # without `times` the run is as before (nothing timed, the same answers)
+    port2 = TimedPort(drop=lambda lid, n: lid == 3 or (lid == 2 and n == 1))
+    eng2 = MadEngine(port2, window=8, per_target=2, timeout_ms=100, retries=2, give_up_after=1000, clock=port2.clock)
+    assert [a is None for a in eng2.run(reqs, deadline=5.0)] == [a is None for a in answers]

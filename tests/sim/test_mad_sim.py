@@ -58,6 +58,8 @@ def test_engine_reads_what_perfquery_reads_and_the_link_state_of_every_cabled_po
     assert set(sw) == set(disc.switches)
     for g, r in sw.items():
         assert r["errors_ok"] and r["unanswered"] == 0 and r["failed"] == [], (disc.switches[g].name, disc.switches[g].lid, r["failed"], r["unanswered"])
+        # each switch's traffic timed at its own answers (the sweep's SweepData.read_ago), within the read
+        assert 0.0 <= r["read_s"] <= out["wall"], (disc.switches[g].name, r["read_s"], out["wall"])
         # the counters of every cabled port (a port never cabled and down exports none: not asked; where
         # the switch's error aggregate is not zero, its error counters from the per-port PortCounters)
         cabled = {str(p) for p in disc.switches[g].links}

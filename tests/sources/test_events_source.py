@@ -72,7 +72,7 @@ class FabricIO:
     def mad_open(self, settings) -> None:
         pass
 
-    def mad_run(self, requests, deadline):
+    def mad_run(self, requests, deadline, times=None):
         out = []
         for r in requests:
             self.mads.append(r)

@@ -259,6 +259,10 @@ class SweepSource(Source):
             data.missing.update(t.guid for t in targets)
             return
         dports, pack, key = data.ports, PortCounters.pack, port_key     # one key tuple a port (model.fabric.port_key)
+        # each switch's traffic at its own read (SweepData.read_ago, as the Ethernet sweep): a run's answers
+        # spread over it, and the next run may be longer (retries, a loaded host), so the sweep's end is
+        # not when a switch answered early; ms are enough (a rate over 15 s), and group the switches
+        end = time.monotonic()
         for t in targets:
             g, r, sw = t.guid, results[t.guid], topo.switches[t.guid]
             n = len(dports)
@@ -267,6 +271,8 @@ class SweepSource(Source):
                     dports[key(g, p)] = vals if type(vals) is PortCounters else pack(vals)
             if len(dports) > n:
                 data.switches.add(g)
+                if r.read_at is not None:
+                    data.read_ago[g] = round(max(0.0, end - r.read_at), 3)
             else:
                 data.missing.add(g)
                 out.error("read", f"switch {sw.name or g} (0x{g}) returned no counters this sweep")

@@ -40,7 +40,7 @@ class Engine:
         self.symbol_errors: dict[tuple[int, int], int] = {}   # (lid, port) -> its SymbolErrorCounter
         self.refused: set[tuple[int, int]] = set()       # (lid, port) whose PortInfo is answered with an error status
 
-    def run(self, reqs, deadline):
+    def run(self, reqs, deadline, times=None):
         out = []
         for r in reqs:
             attr, mod = int.from_bytes(r.mad[16:18], "big"), int.from_bytes(r.mad[20:24], "big")

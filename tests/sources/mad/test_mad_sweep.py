@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import time
 
+import pytest
+
 from fabricmon.config import from_dict
 from fabricmon.model.fabric import Link, PortInfo, SwitchNode, SweepData, Topology, in_shard
 from fabricmon.pipeline.source import Inputs, SourceOutput
@@ -28,9 +30,10 @@ def topology() -> Topology:
 
 
 class FakeReader:
-    def __init__(self, silent: set[str] = frozenset()) -> None:
+    def __init__(self, silent: set[str] = frozenset(), read_at: dict[str, float] | None = None) -> None:
         self.targets = []
         self.silent = silent
+        self.read_at = read_at or {}
 
     def read(self, targets, deadline, error_names):
         self.targets = list(targets)
@@ -45,6 +48,7 @@ class FakeReader:
             asked = t.counter_ports if t.counter_ports is not None else range(1, t.nports + 1)
             r.ports = {p: {"transmit_bytes": 100 * p, **dict.fromkeys(error_names, 0)} for p in asked}
             r.link_up = {p: p != 2 for p in t.state_ports}           # port 2 reads down
+            r.read_at = self.read_at.get(t.guid)
         return out
 
 
@@ -80,6 +84,18 @@ def test_counters_and_link_state_land_as_the_tools_path_fills_them() -> None:
     assert data.link_up[(g, 1)] is True and data.link_up[(g, 2)] is False
     assert (g, 3) not in data.link_up                                 # not cabled: not read
     assert data.state_method == "smp" and not data.missing and not out.errors
+
+
+def test_each_switch_is_timed_at_its_own_read_not_at_the_sweeps_end() -> None:
+    """read_ago: how long before the sweep's end a switch's traffic counters answered (the engine's times,
+    FabricReader's SwitchResult.read_at), so the rates take it at its read; a switch the reader did not time
+    (a replayed bundle) is taken at the end."""
+    now = time.monotonic()
+    early, late = GUIDS[1], GUIDS[2]
+    data, _ = sweep("0/1", FakeReader(read_at={early: now - 0.8, late: now - 0.05}))
+    assert 0.8 <= data.read_ago[early] < 0.8 + 5 and 0.05 <= data.read_ago[late] < 0.05 + 5
+    assert data.read_ago[early] - data.read_ago[late] == pytest.approx(0.75, abs=0.002)
+    assert set(data.read_ago) == {early, late}          # the others: not timed, taken at the sweep's end
 
 
 def test_a_silent_switch_is_missing_and_unanswered_never_down() -> None:

@@ -61,7 +61,9 @@ def main(argv: list[str] | None = None) -> int:
         g: {"ports": {str(p): dict(v) for p, v in r.ports.items()}, "errors_ok": r.errors_ok,
             "link_up": {str(p): v for p, v in r.link_up.items()},
             "link": {str(p): [w, s, sorted(ab.widths), sorted(ab.speeds)] for p, (w, s, ab) in r.link.items()},
-            "queries": r.queries, "unanswered": r.unanswered, "failed": sorted(r.failed)} for g, r in res.items()}}
+            "queries": r.queries, "unanswered": r.unanswered, "failed": sorted(r.failed),
+            # when its traffic counters were read, in seconds from the last read's start (None: not timed)
+            "read_s": None if r.read_at is None else round(r.read_at - t0, 4)} for g, r in res.items()}}
     json.dump(out, sys.stdout)
     return 0
 

@@ -111,6 +111,9 @@ class SwitchResult:
     queries: int = 0
     unanswered: int = 0
     failed: set[str] = field(default_factory=set)                    # "counters", "port state"
+    # when its traffic counters were read: the mean of their answers' times (time.monotonic()); None
+    # where the run says no times (a replay) or none answered
+    read_at: float | None = None
 
 
 Key = tuple[str, int]
@@ -223,7 +226,7 @@ class FabricReader:
     """Reads switches through `run` (a HostIO's mad_run); keeps each switch's PerfMgt capability mask
     between sweeps."""
 
-    def __init__(self, run: Callable[[Sequence[Request], float], list[bytes | None]]) -> None:
+    def __init__(self, run: Callable[[Sequence[Request], float, list[float] | None], list[bytes | None]]) -> None:
         self.run = run
         self.caps: dict[str, int] = {}
         self._plans: dict[_PlanKey, tuple[list[Request], bool, bool, tuple[int, ...]]] = {}   # switch -> its sweep's requests
@@ -247,7 +250,7 @@ class FabricReader:
         ask = [t for t in targets if t.guid not in self.caps]
         if ask:
             reqs: list[Request] = [Request(t.guid, t.lid, _tmpl(codec.encode_class_port_info)) for t in ask]
-            for t, ans in zip(ask, self.run(reqs, deadline)):
+            for t, ans in zip(ask, self.run(reqs, deadline, None)):
                 out[t.guid].queries += 1
                 try:
                     if ans is None:
@@ -277,7 +280,8 @@ class FabricReader:
             reqs.extend(plan[0])
         if len(plans) > 2 * len(targets) + 64:            # drop the plans of switches gone or changed
             self._plans = {k: plans[k] for k in used}
-        answers = self.run(reqs, deadline) if reqs else []
+        times = [-1.0] * len(reqs)                          # each answer's time (-1: none said)
+        answers = self.run(reqs, deadline, times) if reqs else []
         per_port_errors: dict[str, dict[int, dict[str, int]]] = {}
         agg_seen: set[str] = set()
         dec_pce, dec_pc, dec_link, MadError = codec.port_counters_ext_values, codec.decode_port_counters, codec.decode_port_link, codec.MadError
@@ -289,6 +293,9 @@ class FabricReader:
             res.queries += len(chunk)
             ports = traffic[t.guid] = {}
             bad = 0
+            read = [x for x in times[at:at + nports] if x >= 0]
+            if read:
+                res.read_at = sum(read) / len(read)
             for p, ans in zip(cports, chunk[:nports]):      # the counters of its counter ports
                 if ans is None:
                     bad += 1
@@ -334,7 +341,7 @@ class FabricReader:
             reqs = [Request(t.guid, t.lid, _tmpl(codec.encode_port_counters, p)) for t in drill for p in range(1, t.nports + 1)]
             keys = [(t, p) for t in drill for p in range(1, t.nports + 1)]
             bad_guids: set[str] = set()      # switches whose per-port counters did not all read
-            for (t, p), ans in zip(keys, self.run(reqs, deadline)):
+            for (t, p), ans in zip(keys, self.run(reqs, deadline, None)):
                 out[t.guid].queries += 1
                 try:
                     if ans is None:
@@ -464,7 +471,7 @@ class FabricReader:
                     fell_back.add((t.guid, port))
                     fallback(res, port, guid, lid, rport)
         if asks:
-            for (_req, answer), ans in zip(asks, self.run([a[0] for a in asks], deadline)):
+            for (_req, answer), ans in zip(asks, self.run([a[0] for a in asks], deadline, None)):
                 answer(ans)
         for t in targets:                           # 5. the mirrors' other ends
             res = out[t.guid]
