@@ -34,8 +34,10 @@ def collector(sim_fabric, tmp_path):
     fab.start_sm()                  # a master SM that keeps answering, as on a real fabric
     # the simulated traffic's rates jitter on a busy machine (the driver's counter writes and the
     # sweep's reads share it; CI failed once on leaf02 read below the default 0.3 utilisation floor
-    # for one sweep): 2 s sweeps halve the jitter, and the floor, not what this page is about, is low
-    with fabric_collector(fab, tmp_path, {"sweep_interval": 2.0, "discovery_interval": 5.0,
+    # for one sweep): 2 s sweeps halve the jitter, and the floor, not what this page is about, is low;
+    # a simulator that busy also answers a query later than the default 200 ms (one unanswered made a
+    # source row beside the ecmp one): a second is what a loaded ibsim needs, not what the page is about
+    with fabric_collector(fab, tmp_path, {"sweep_interval": 2.0, "discovery_interval": 5.0, "mad_timeout_ms": 1000,
                                           "thresholds": {"consecutive_sweeps": 2, "utilisation_floor": 0.1}},
                           TRAFFIC, journal=False) as d:
         wait_for_scrape(d.port, lambda s: sample_value(s, "fabricmon_ecmp_imbalanced", switch_guid=LEAVES["leaf02"],
