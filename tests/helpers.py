@@ -490,6 +490,17 @@ def wait_for_scrape(port: int, pred, timeout: float) -> dict:
 
 
 @contextlib.contextmanager
+def stop_process(proc, timeout: float = 10.0) -> None:
+    """SIGTERM, then SIGKILL if it has not exited within `timeout` seconds (a test's own child)."""
+    import subprocess
+    proc.terminate()
+    try:
+        proc.wait(timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
 def fabric_collector(fab, tmp_path: Path, fabric: dict, traffic: dict | None = None, host: str | None = None,
                      journal: bool = True):
     """`fabricmon fabric run`'s daemon on a simulated fabric, listening on a free port of

@@ -15,7 +15,7 @@ from pathlib import Path
 import yaml
 
 from fabricmon.sim import sysfs_tree
-from helpers import fabricmon_command, free_port, sample_value, scrape_samples, wait_until
+from helpers import fabricmon_command, free_port, sample_value, scrape_samples, stop_process, wait_until
 
 
 def scrape(port: int, query: str = "") -> str:
@@ -75,9 +75,4 @@ def test_a_flipped_port_state_is_served_within_a_second_and_a_half(tmp_path: Pat
         assert core <= families <= core | {"fabricmon_ib_port_peer_info"}, families     # peer: where iblinkinfo runs
         assert len([ln for ln in fast.splitlines() if not ln.startswith("#")]) < 60      # 4 ports: a few dozen series
     finally:
-        proc.terminate()
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        stop_process(proc)

@@ -15,7 +15,7 @@ import time
 import pytest
 
 from fabricmon.sim.fabric import fat_tree_netfile
-from helpers import free_port, sample_value, scrape_samples, wait_until
+from helpers import free_port, sample_value, scrape_samples, stop_process, wait_until
 
 pytestmark = pytest.mark.sim
 
@@ -72,9 +72,4 @@ def test_opensm_accepts_the_subscription_and_ibsim_drops_its_reports_so_the_swee
         wait_until(lambda: log.read_text().count("subscribed to the subnet manager's reports") >= 2, 60,
                    "the restarted SM subscribed to again")
     finally:
-        proc.terminate()
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        stop_process(proc)

@@ -19,7 +19,7 @@ import time
 import pytest
 
 from fabricmon.sim.fabric import fat_tree_netfile
-from helpers import free_port, sample_value, scrape_samples, wait_until
+from helpers import free_port, sample_value, scrape_samples, stop_process, wait_until
 
 pytestmark = pytest.mark.sim
 
@@ -40,15 +40,6 @@ def start_collector(fab, tmp_path, fabric: dict) -> tuple[subprocess.Popen, int]
                                  f"127.0.0.1:{port}"], env=fab.env(fab.hosts[0]), stdout=log, stderr=subprocess.STDOUT,
                                 start_new_session=True, cwd=tmp_path)
     return proc, port
-
-
-def stop(proc: subprocess.Popen) -> None:
-    proc.terminate()
-    try:
-        proc.wait(10)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
 
 
 def scrape_until(proc, port: int, pred, timeout: float, what: str) -> dict:
@@ -91,7 +82,7 @@ def restart_and_recover(fab, tmp_path, method: str) -> str:
         assert time.monotonic() - t0 < 45             # the reopen's backoff is capped at 30 s
         assert proc.poll() is None
     finally:
-        stop(proc)
+        stop_process(proc)
     return log.read_text()
 
 

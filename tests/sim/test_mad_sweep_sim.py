@@ -31,7 +31,7 @@ from fabricmon.host import LiveIO
 from fabricmon.pipeline.fabric import fabric_pipeline
 from fabricmon.sim.fabric import fat_tree_netfile
 from fabricmon.sources.infiniband.mad import plan_targets
-from helpers import fabric_once, free_port, sample_value, scrape_samples, wait_until
+from helpers import fabric_once, free_port, sample_value, scrape_samples, stop_process, wait_until
 
 pytestmark = pytest.mark.sim
 
@@ -175,15 +175,6 @@ def start_collector(fab, tmp_path, discovery_interval: float) -> tuple[subproces
     return proc, port
 
 
-def stop(proc: subprocess.Popen) -> None:
-    proc.terminate()
-    try:
-        proc.wait(10)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
-
-
 def test_30_percent_mad_loss_reads_no_port_down_and_loses_no_name(sim_fabric, tmp_path) -> None:
     fab = sim_fabric(fat_tree_netfile(**NET))
     fab.start_sm()
@@ -209,7 +200,7 @@ def test_30_percent_mad_loss_reads_no_port_down_and_loses_no_name(sim_fabric, tm
         assert sorted(k for k, v in cabled_up(s).items() if v != 1) == sorted([(leaf01, "3"), (spine01, "1")])
         assert names(s) == before
     finally:
-        stop(proc)
+        stop_process(proc)
 
 
 def degraded(s: dict, reason: str) -> set[tuple[str, str]]:
@@ -235,7 +226,7 @@ def test_an_inter_switch_link_narrowed_at_its_unread_end_is_degraded_at_both_end
         s = scrape_until(proc, port, lambda s: ends <= degraded(s, "width"), 30)
         assert degraded(s, "width") == ends and not degraded(s, "speed") and all(cabled_up(s).values())
     finally:
-        stop(proc)
+        stop_process(proc)
 
 
 def test_the_mad_engine_gone_mid_run_takes_every_sweep_verdict_away(sim_fabric, tmp_path) -> None:
@@ -259,4 +250,4 @@ def test_the_mad_engine_gone_mid_run_takes_every_sweep_verdict_away(sim_fabric, 
         assert sample_value(s, "fabricmon_source_up", source="sweep") == 0
         assert sample_value(s, "fabricmon_health_status") not in (None, 0)
     finally:
-        stop(proc)
+        stop_process(proc)
