@@ -489,7 +489,6 @@ def wait_for_scrape(port: int, pred, timeout: float) -> dict:
                       interval=0.2)
 
 
-@contextlib.contextmanager
 def stop_process(proc, timeout: float = 10.0) -> None:
     """SIGTERM, then SIGKILL if it has not exited within `timeout` seconds (a test's own child)."""
     import subprocess
@@ -501,6 +500,7 @@ def stop_process(proc, timeout: float = 10.0) -> None:
         proc.wait()
 
 
+@contextlib.contextmanager
 def fabric_collector(fab, tmp_path: Path, fabric: dict, traffic: dict | None = None, host: str | None = None,
                      journal: bool = True):
     """`fabricmon fabric run`'s daemon on a simulated fabric, listening on a free port of
