@@ -518,7 +518,7 @@ def _fab_degraded(fab: FabricSection) -> Iterator[Sample]:
     """reason down on every cabled port (0 or 1: the switch-down rule takes the min over a switch's links);
     width and speed only while the port is degraded for them (two always-0 series a healthy port less)."""
     for (guid, _), p in fab.ports.items():
-        if p.link is not None:
+        if p.link is not None and p.state_read:
             d = p.degraded
             yield (guid, p.label, "down"), 1 if d.get("down") else 0
             if d.get("width"):
@@ -1181,14 +1181,16 @@ CATALOGUE: tuple[Metric, ...] = (
            also=("state",)),
     _port_metric("fabricmon_fabric_port_up", G, "1 if the switch port's link is up, else 0: its newest read (the sweep's "
            "PortInfo from the SM or the port, Ethernet's ifOperStatus on every port with or without an LLDP "
-           "neighbour, or the InfiniBand discovery); a port that could not be read keeps its last known state.",
-           _fab_ports(lambda p: 1 if p.up else 0), counter_set="state"),
+           "neighbour, or the InfiniBand discovery); a port that could not be read keeps its last known state, "
+           "and one never read yet (an Ethernet switch no sweep has answered: LLDP says nothing of state) has none.",
+           _fab_ports(lambda p: (1 if p.up else 0) if p.state_read else None), counter_set="state"),
     _port_metric("fabricmon_fabric_port_rate_bytes_per_second", G,
            "Link data rate in bytes/s (lanes x nominal lane rate / 8, or Ethernet's ifHighSpeed; 0 while down; "
            "absent when unconnected).",
            _fab_ports(lambda p: p.rate_bps)),
     Metric("fabricmon_fabric_port_degraded", G, "1 while the cabled switch port is degraded for this reason "
-           "(down; width or speed below the norm of its link class); reason down is 0 or 1 on every cabled port, "
+           "(down; width or speed below the norm of its link class); reason down is 0 or 1 on every cabled port "
+           "whose state was read (fabricmon_fabric_port_up), "
            "width and speed are present only while 1.", ("switch_guid", "port", "reason"),
            _fabric(_fab_degraded)),
     _port_metric("fabricmon_fabric_port_transmit_rate_bytes_per_second", G,

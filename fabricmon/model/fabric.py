@@ -571,6 +571,9 @@ class FabricPort:
     # at an earlier sweep): what a down finding may claim about its history; `seen_by` names that read
     seen_up: bool = True
     seen_by: str = "discovery"
+    # False while nothing read this port's state: an Ethernet port no sweep has answered for yet (LLDP is
+    # no evidence of state); its `up` is then a default, and no port_up or down series claims it
+    state_read: bool = True
     # what the link is judged against when it is not degraded but slower than its class, e.g.
     # "slower than its class (4X HDR), as since first seen": information, never a broken cable
     note: str = ""

@@ -178,8 +178,12 @@ class LinkEvidence:
             if peer is not None and not peer[0] and (own is None or peer[1] >= own[1]):
                 p.up = False
         if not self.discovery_reads_state:     # a first discovery claims no history: only a sweep that saw it up
+            state = self.link_state
             for key, p in sec.ports.items():
                 p.seen_up, p.seen_by = key in self.seen_up, "sweep"
+                if key not in state and (p.link is None or p.link.remote_type != "Switch"
+                                         or (p.link.remote_guid, p.link.remote_port) not in state):
+                    p.state_read = False    # no read of it or of its far end yet: its state is unknown
 
     def fresh_events(self, sec: FabricSection) -> None:
         """An event read newer than the sweep: its width and speed win over the sweep's (a full build)."""

@@ -155,6 +155,31 @@ def test_an_lldp_discovery_is_no_evidence_of_a_ports_state() -> None:
     assert sec["fabric"].ports[(LEAF, 2)].up
 
 
+def test_an_ethernet_port_no_sweep_has_read_claims_no_state() -> None:
+    """No data, no status: an LLDP discovery says nothing of a port's state, so until a sweep answers for
+    its switch (a loaded switch may miss the first sweeps) a port has no port_up and no down series, up or
+    down; once a sweep reads it (or, for a switch-to-switch link, its far end), it has."""
+    from fabricmon.exporter.render import render
+    from fabricmon.model.fabric import SweepData
+    from fabricmon.model.snapshot import BuildStats, Snapshot
+    model = FabricModel(from_dict({}, check_paths=False))
+    disc = state(DiscoveryData, ethernet_discovery(), 1.0)
+    sweep = SweepData(link_up={("spine1-chassis", 7): True}, scale={"transmit_bytes": 1}, switches={"spine1-chassis"})
+    sec, _ = model.build({"discovery": disc, "sweep": state(SweepData, sweep, 2.0)})
+    sec = sec["fabric"]
+    text = render(Snapshot(time=2.0, findings=[], sources={}, builds=BuildStats(), fabric=sec),
+                  frozenset({"default", "state"})).decode()
+    ports = {ln.split("{", 1)[1].split("}")[0] for ln in text.splitlines() if ln.startswith("fabricmon_fabric_port_up{")}
+    assert ports == {'port="Ethernet0",switch_guid="spine1-chassis"', 'port="Ethernet4",switch_guid="leaf-chassis"'}
+    assert not sec.ports[(ELEAF, 1001)].state_read and not sec.ports[(ELEAF, 1003)].state_read
+    assert 'fabricmon_fabric_port_degraded{port="Ethernet8",reason="down",switch_guid="leaf-chassis"}' not in text
+    assert 'fabricmon_fabric_port_degraded{port="Ethernet4",reason="down",switch_guid="leaf-chassis"} 0.0' in text
+    # leaf01 answers: every one of its ports has its state
+    full = SweepData(link_up={(ELEAF, p): True for p in (1001, *SPINES)}, scale={"transmit_bytes": 1}, switches={ELEAF})
+    sec, _ = model.build({"discovery": disc, "sweep": state(SweepData, full, 3.0)})
+    assert all(p.state_read for k, p in sec["fabric"].ports.items() if k[0] == ELEAF)
+
+
 def test_a_32_bit_counter_that_wraps_is_a_wrap_and_a_drop_is_a_reset() -> None:
     """The Ethernet sweep's 32-bit ifTable counters go through the model's one counter intake
     (tests/model/test_counter_intake.py has each rule)."""

@@ -126,10 +126,14 @@ def lids(fab) -> dict[str, int]:
 
 
 def port_phys(fab, lid: int, port: int) -> str:
-    """The PhysLinkState the real smpquery reads at one switch port ("" when it could not)."""
-    r = fab.run_tool(fab.hosts[0], "smpquery", "portinfo", str(lid), str(port), timeout=20)
-    m = re.search(r"^PhysLinkState:\.*(\S+)", r.stdout, re.M)
-    return m[1] if m else ""
+    """The PhysLinkState the real smpquery reads at one switch port ("" when it could not, three times: a
+    loaded ibsim answers late, past smpquery's own 1 s timeout)."""
+    for _ in range(3):
+        r = fab.run_tool(fab.hosts[0], "smpquery", "-t", "3000", "portinfo", str(lid), str(port), timeout=20)
+        m = re.search(r"^PhysLinkState:\.*(\S+)", r.stdout, re.M)
+        if m:
+            return m[1]
+    return ""
 
 
 def routes_through(fab, switch: str, port: int) -> list[str]:

@@ -49,8 +49,11 @@ def test_the_fabric_panels_and_rules_work_for_an_ethernet_fabric(processes, tmp_
             "paths": {"state_dir": str(tmp_path / "state")},
             "fabric": {"kind": "ethernet", "sweep_interval": 1.0, "discovery_interval": 300.0,
                        "thresholds": {"consecutive_sweeps": 2},
+                       # a loaded snmpsim answers late: a 2 s timeout and a retry, and optics read again
+                       # every 10 s (not the default 300 s), so one walk given up on is not the test's end
+                       "sources": {"optics": {"interval": 10.0}},
                        "ethernet": {"switches": fab.addresses(),
-                                    "snmp": {"community_file": str(comm), "timeout": 1, "retries": 0}}},
+                                    "snmp": {"community_file": str(comm), "timeout": 2, "retries": 1}}},
         }))
         port = free_port()
         p = processes.start("fabricmon-fabric", [*FABRICMON, "fabric", "run", "--config", str(cfg), "--listen",

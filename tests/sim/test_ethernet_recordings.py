@@ -80,17 +80,20 @@ def real(tmp_path_factory):
                      "fabric": {"port": 0, "kind": "ethernet", "sweep_interval": SWEEP, "discovery_interval": 300,
                                 "timeouts": {"sweep": 8, "discovery": 20},
                                 "ethernet": {"switches": fab.addresses(),
-                                             "snmp": {"community_file": str(comm), "timeout": 1, "retries": 1}}}})
+                                             "snmp": {"community_file": str(comm), "timeout": 2, "retries": 1}}}})
     (tmp / "state" / "fabric").mkdir(parents=True, exist_ok=True)
     io = LiveIO(cfg.sysfs, cfg.procfs)
     d = Daemon(cfg, io, port=0, pipeline=fabric_pipeline(cfg, io))
     d.start()
     try:
         addr = fab.endpoints
-        # every switch discovered and swept (its ports' state read) before any test looks
+        # every switch discovered and swept (its ports' state read: a sweep answered in full) before any
+        # test looks; a loaded snmpsim may leave a switch unanswered in the first sweeps
         wait_for_scrape(d.port, lambda s: all(
             sample_value(s, "fabricmon_fabric_switch_info", switch_guid=addr[v], switch=f"<private> ({addr[v]})",
-                         level=_level(s, addr[v])) == 1 for v in VENDORS)
+                         level=_level(s, addr[v])) == 1
+            and sample_value(s, "fabricmon_fabric_switch_last_read_timestamp_seconds", switch_guid=addr[v],
+                             switch=f"<private> ({addr[v]})") is not None for v in VENDORS)
             and (sample_value(s, "fabricmon_source_runs_total", source="sweep") or 0) >= 2
             and sample_value(s, "fabricmon_source_up", source="sweep") == 1, 90)
         yield fab, d
