@@ -67,10 +67,15 @@ def test_act_isolates_within_two_sweeps_the_sm_routes_around_and_the_port_comes_
         assert before, "opensm routes some destinations through leaf01 port 3 to begin with"
         n0 = sweeps(c)
         t0 = inject(fab)
-        got = c.wait(lambda: (lambda a: a if {BER_PORT, FLAP_PORT} <= {p for p, x in a.items() if x["state"] == "done"}
-                              else None)(by_port(c.actions())), 30, "both ports isolated")
-        took, swept = time.monotonic() - t0, sweeps(c) - n0
+        # the sweeps counted in the scrape that first shows both isolated (not after a `fabricmon actions`,
+        # a process that takes seconds on a loaded machine while the sweeps go on)
+        s = c.wait(lambda: (lambda s: s if (sample_value(s, "fabricmon_remediation_isolated_ports", mode="act") or 0) >= 2
+                            else None)(scrape_samples(c.port)), 30, "both ports isolated")
+        took = time.monotonic() - t0
+        swept = (sample_value(s, "fabricmon_source_runs_total", source="sweep") or 0) - n0
         assert swept <= 2 + 1, f"isolated after {swept:g} sweeps ({took:.1f} s)"     # +1: the sweep in flight
+        got = by_port(c.actions())
+        assert {BER_PORT, FLAP_PORT} <= {p for p, x in got.items() if x["state"] == "done"}, got
         ber, flap = got[BER_PORT], got[FLAP_PORT]
         assert (ber["check"], flap["check"]) == ("symbol_errors", "link_flap")
         assert ber["mode"] == "act" and ber["reason"].startswith("CRITICAL symbol_errors: leaf01")
@@ -205,13 +210,14 @@ def test_a_restart_resumes_the_clean_window_a_hand_enable_is_respected_and_undo_
         fab.set_counter("leaf01", 4, "PortCounters.SymbolErrorCounter", 9000)
         p4 = c.wait(action_of(c, 4, "done"), 30, "port 4 isolated")
         assert port_phys(fab, lid["leaf01"], 4) == "Disabled"
-        t0 = time.monotonic()
         r = c.cli("actions", "undo", p4["id"])
-        took = time.monotonic() - t0
         assert r.returncode == 0, r.stdout + r.stderr
         assert f"{p4['id']} leaf01" in r.stdout and "undone by an operator" in r.stdout
-        assert port_phys(fab, lid["leaf01"], 4) == "Polling" and took < 10, took
-        assert by_port(c.actions())[4]["state"] == "undone"
+        assert port_phys(fab, lid["leaf01"], 4) == "Polling"
+        # at once: closed well before its clean window (12 s) would have returned it (the action's own times,
+        # not the CLI's, which a loaded machine stretches past the window)
+        undone = by_port(c.actions())[4]
+        assert undone["state"] == "undone" and undone["closed"] < p4["returns_at"] - 5, (undone, p4["returns_at"])
         time.sleep(3 * SWEEP)
         assert by_port(c.actions())[4]["state"] == "undone" and port_phys(fab, lid["leaf01"], 4) == "Polling"
         listing = c.cli("actions", "--all")
