@@ -222,14 +222,15 @@ def _wait(proc: subprocess.Popen[bytes], args: tuple[str, ...], timeout: float, 
         return CommandResult(args, None, out[:MAX_OUTPUT].decode("utf-8", "replace"),
                              err[:MAX_OUTPUT].decode("utf-8", "replace"),
                              time.monotonic() - start, "timeout", _cut(out, err))
+    done = time.monotonic()             # its whole answer read (CommandResult.finished)
     # The tool exited; a child it left behind (daemonised, pipes closed) must not outlive it.
     try:
         os.killpg(proc.pid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
         pass
     return CommandResult(args, proc.returncode, out[:MAX_OUTPUT].decode("utf-8", "replace"),
-                         err[:MAX_OUTPUT].decode("utf-8", "replace"), time.monotonic() - start,
-                         truncated=_cut(out, err))
+                         err[:MAX_OUTPUT].decode("utf-8", "replace"), done - start,
+                         truncated=_cut(out, err), finished=done)
 
 
 def _cut(out: bytes, err: bytes) -> bool:

@@ -215,3 +215,29 @@ def test_link_state_fallback_under_loss_reads_only_what_the_pass_missed(tmp_path
     assert snap.sources["sweep"].errors_total["unanswered"] == 2          # leaf01 and leaf02, once each
     errs = snap.sources["sweep"].active_errors
     assert any(e.startswith("switch leaf02 (0x0000000000200003): 1 of ") and "(port state)" in e for e in errs), errs
+
+
+def test_the_tools_sweep_takes_each_switch_at_its_counters_pass_not_at_the_sweeps_end(tmp_path) -> None:
+    """Issue 51: rates over the tools path time each switch at the end of the process that read its traffic
+    counters (`ibqueryerrors --counters`), not at the sweep's end: an error pass that takes a second longer
+    after it (a loaded host, a slow switch) is no traffic. Here the error pass sleeps 1 s after the counters
+    pass ended, and every switch read is taken about that long before the sweep's end."""
+    sweep = tool(tmp_path, "ibqueryerrors", f"""
+        import json, sys, time
+        rec = json.load(open({str(tmp_path / 'out.json')!r}))
+        c = rec["counters"] if "--counters" in sys.argv else rec["ibqueryerrors"]
+        if "--counters" not in sys.argv:
+            time.sleep(1.0)
+        print(c["stdout"], end="")
+        sys.exit(c["returncode"])
+    """)
+    cfg = config(tmp_path, sweep)
+    pipe = fabric_pipeline(cfg, LiveIO())
+    try:
+        pipe.collect()
+        data = pipe.states["sweep"].data
+    finally:
+        pipe.close()
+    assert data.method == "tools" and len(data.switches) == 6
+    assert set(data.read_ago) == data.switches
+    assert all(0.9 <= ago < 10 for ago in data.read_ago.values()), data.read_ago

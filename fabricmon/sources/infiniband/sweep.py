@@ -110,6 +110,7 @@ log = structlog.get_logger("fabricmon.sources.sweep")
 class SweepSource(Source):
     _rotation = 0                       # where the next sweep's window of SMP state reads starts
     _results: Sequence[CommandResult] = ()  # this sweep's ibqueryerrors results (stderr names what went unanswered)
+    _read_at: dict[str, float]                # this sweep's tools path: switch -> when its traffic counters were read
 
     def collect(self, io: HostIO, inputs: Inputs) -> SourceOutput:
         out = SourceOutput()
@@ -120,6 +121,7 @@ class SweepSource(Source):
         fc = self.sc.settings(FabricScope)
         t0 = time.monotonic()
         self._results = ()
+        self._read_at = {}
         base = [*self.sc.command, "--load-cache", topo.cache_file, "--skip-sl", "--switch",
                 "--threshold-file", "/dev/null", "-t", str(fc.mad.timeout_ms)]
         mine = {g for g in topo.switches if in_shard(g, *fc.shard)}
@@ -141,7 +143,9 @@ class SweepSource(Source):
         if fc.sweep_method == "mad":
             return out                  # _mad_reader said why
         data.method = "tools"
-        # link state first: the counters are read last, closest to the sweep's data time (rates)
+        # link state first: the counters are read last, closest to the sweep's data time; each switch's
+        # rates are taken at the end of the process that read its traffic counters (_read_at), not at
+        # the end of the error pass, the retries or the rest of the sweep after it
         self._link_states(io, inputs, out, topo, mine, data)
         retried: set[str] = set()
         counters: IbqueryerrorsReport | None
@@ -195,7 +199,12 @@ class SweepSource(Source):
             out.error("unanswered", f"switch {sw.name or g} (0x{g}): {data.unanswered[g]} of {data.queries[g]} queries "
                                     f"unanswered ({', '.join(sorted(data.failed.get(g, ())))}); its last known "
                                     f"state is kept")
-        data.duration = time.monotonic() - t0
+        end = time.monotonic()
+        for g in data.switches:
+            at = self._read_at.get(g)
+            if at is not None:          # a replayed bundle has no times: taken at the sweep's end
+                data.read_ago[g] = round(max(0.0, end - at), 3)
+        data.duration = end - t0
         if data.ports or data.link_up or not mine:
             out.data = data
         return out
@@ -471,6 +480,10 @@ class SweepSource(Source):
             results = [io.run(a, inputs.remaining(self.sc.timeout)) for a in passes]
         self._results = results
         counters, errors = (self._parse(out, r) for r in results)
+        if counters is not None and results[0].finished is not None:
+            # one process read every switch's traffic counters: each at its end (the skew within it, a
+            # switch read early in the pass, is the same every sweep, so it cancels in a rate)
+            self._read_at.update(dict.fromkeys({g for g, _ in counters.ports}, results[0].finished))
         err_failed = {by_lid.get(int(m.group(1))) for m in _FAILED_LID.finditer(results[1].stderr)}
         return counters, errors, err_failed
 
@@ -516,6 +529,8 @@ class SweepSource(Source):
         for (g, argv), (_, res) in zip(jobs, run_all(jobs)):
             blocks = parse(g, res)
             if "-x" in argv:
+                if blocks and res.finished is not None:
+                    self._read_at[g] = res.finished     # this switch's traffic counters, its own process
                 for b in blocks or ():
                     if 1 <= b.port <= topo.switches[g].nports:
                         counters.ports[(g, b.port)] = {c: v for c, v in b.counters.items() if c in TRAFFIC_COUNTERS}
