@@ -286,7 +286,8 @@ def test_every_sweep_failing_after_a_good_one_takes_the_verdicts_away_once_stale
 @pytest.mark.parametrize("n", [1, 5, 20])
 def test_n_hung_sources_cost_the_deadline_once(n: int) -> None:
     """Sources that ignore their deadline (a bug, a hung library call): collect() waits for all of them at
-    once and returns within the deadline plus 1 s, whatever their number."""
+    once and returns within the deadline plus 2 s (the build after it, on a loaded 2-core machine: 2.35 s
+    once at a load of 6), whatever their number: waited for one after another, 5 would take 10 s."""
     bundle = NODE_BUNDLES[0]
     pipe = node_pipeline(bundle)
     release = threading.Event()
@@ -302,11 +303,11 @@ def test_n_hung_sources_cost_the_deadline_once(n: int) -> None:
         hung = names[:n]
         for name in hung:
             pipe.sources[name].collect = lambda io, inputs: (release.wait(60), SourceOutput())[1]  # type: ignore
-        deadline_s = 1.0
+        deadline_s = 2.0
         t0 = time.monotonic()
         snap = pipe.collect(hung, deadline=time.monotonic() + deadline_s)
         took = time.monotonic() - t0
-        assert took <= deadline_s + 1.0, took
+        assert took <= deadline_s + 2.0, took
         for name in hung:
             assert any("did not finish by the deadline" in e for e in snap.sources[name].active_errors), name
     finally:

@@ -126,13 +126,16 @@ def lids(fab) -> dict[str, int]:
 
 
 def port_phys(fab, lid: int, port: int) -> str:
-    """The PhysLinkState the real smpquery reads at one switch port ("" when it could not, three times: a
-    loaded ibsim answers late, past smpquery's own 1 s timeout)."""
-    for _ in range(3):
+    """The PhysLinkState the real smpquery reads at one switch port ("" when it could not, five times a
+    second apart: a loaded ibsim answers late, past smpquery's own 1 s timeout; each failure printed)."""
+    for attempt in range(5):
+        if attempt:
+            time.sleep(1.0)
         r = fab.run_tool(fab.hosts[0], "smpquery", "-t", "3000", "portinfo", str(lid), str(port), timeout=20)
         m = re.search(r"^PhysLinkState:\.*(\S+)", r.stdout, re.M)
         if m:
             return m[1]
+        print(f"smpquery portinfo {lid} {port}: rc {r.returncode}: {r.stdout[-300:]} {r.stderr[-300:]}")
     return ""
 
 
