@@ -192,7 +192,9 @@ def merge_discovery(base: DiscoveryData | None, new: DiscoveryData) -> Discovery
             old.links[port] = lk
     cas = dict(base.cas)
     cas.update({g: d or cas.get(g, "") for g, d in new.cas.items()})
-    return DiscoveryData(switches=switches, cas=cas, cache_file=base.cache_file, complete=False,
+    # the cache the partial run points at (the last complete run's, on disk), else the view's: a view whose
+    # cache could not be moved into place must not leave the sweep without one until a complete run
+    return DiscoveryData(switches=switches, cas=cas, cache_file=new.cache_file or base.cache_file, complete=False,
                          unanswered=new.unanswered, links_are_up=new.links_are_up,
                          system_guids={**base.system_guids, **new.system_guids},
                          device_ids={**base.device_ids, **new.device_ids},

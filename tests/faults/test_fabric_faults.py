@@ -241,3 +241,34 @@ def test_the_tools_sweep_takes_each_switch_at_its_counters_pass_not_at_the_sweep
     assert data.method == "tools" and len(data.switches) == 6
     assert set(data.read_ago) == data.switches
     assert all(0.9 <= ago < 10 for ago in data.read_ago.values()), data.read_ago
+
+
+def test_a_cache_another_process_moved_away_leaves_the_sweep_the_last_one(tmp_path) -> None:
+    """Two collectors of an HA pair on one host share the state directory, and one's rename can take the
+    other's `topology.cache.new` (`cannot move ... into place: No such file or directory`, seen on a loaded
+    machine): the discovery is still read, the error is counted, and the sweep goes on with the last
+    complete cache on disk instead of having none until the next complete discovery."""
+    from fabricmon.sources.infiniband.discovery import CACHE_NAME
+    sweep = tool(tmp_path, "ibqueryerrors", f"""
+        import json, sys
+        rec = json.load(open({str(tmp_path / 'out.json')!r}))
+        c = rec["counters"] if "--counters" in sys.argv else rec["ibqueryerrors"]
+        print(c["stdout"], end="")
+        sys.exit(c["returncode"])
+    """)
+    cfg = config(tmp_path, sweep)
+    disc = tool(tmp_path, "ibnetdiscover-taken", f"""
+        import json
+        print(json.load(open({str(tmp_path / 'out.json')!r}))["ibnetdiscover"]["stdout"], end="")
+    """)                                        # writes no cache: the other collector's rename took it
+    cfg.raw["fabric"]["sources"]["discovery"]["command"] = disc
+    from fabricmon.config import from_dict as build
+    cfg = build(cfg.raw)
+    (tmp_path / CACHE_NAME).write_text("cache")     # the last complete run's
+    pipe = fabric_pipeline(cfg, LiveIO())
+    try:
+        snap = pipe.collect()
+    finally:
+        pipe.close()
+    assert any("into place" in e for e in snap.sources["discovery"].active_errors)
+    assert snap.sources["sweep"].up and sum(1 for p in snap.fabric.ports.values() if p.counters) == 48

@@ -157,3 +157,17 @@ def test_portinfo_parsers() -> None:
     from fabricmon.parsers.errors import ParseError
     with pytest.raises(ParseError):
         parse_portinfo("ibwarn: [1] mad_rpc: _do_madrpc failed; dport (Lid 2)\n")
+
+
+def test_a_partial_discovery_brings_the_cache_the_last_view_lacked() -> None:
+    """A complete run whose cache could not be moved into place leaves a view without one; the partial runs
+    after it (a link disabled on purpose keeps every later run partial) point at the last complete cache on
+    disk, and the merged view takes it, so the sweep is not left without a cache until a complete run."""
+    base = full()
+    base.cache_file = None
+    new = partial()
+    new.cache_file = "/var/lib/fabricmon/fabric/topology.cache"
+    assert merge_discovery(base, new).cache_file == "/var/lib/fabricmon/fabric/topology.cache"
+    base.cache_file = "/old"
+    new.cache_file = None
+    assert merge_discovery(base, new).cache_file == "/old"

@@ -78,6 +78,8 @@ class DiscoverySource(Source):
                 data.cache_file = final
             except OSError as exc:
                 out.error("read", f"cannot move {tmp} into place: {exc.strerror or exc}")
+                if os.path.exists(final):
+                    data.cache_file = final     # the last complete run's, as for a partial run
         data.node_names = self._node_names(io, out)
         out.data = data
         return out
