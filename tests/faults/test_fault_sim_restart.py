@@ -29,7 +29,10 @@ def test_simulator_killed_and_restarted(sim_fabric, tmp_path):
         h.wait(lambda s: val(s, "fabricmon_ib_port_up", device="ibsim0", port=1) == 1, 15)
         fab.stop()                                           # the fabric dies mid-poll
         s = h.wait(lambda s: val(s, "fabricmon_source_up", source="ibstat") == 0, 15)
-        assert (val(s, "fabricmon_source_errors_total", source="ibstat", kind="timeout") or 0) >= 1
+        # counted: a timeout where ibstat hangs on the dead simulator's socket, an exit status where it is
+        # refused at once (which one depends on where in its run the simulator died: both seen)
+        assert sum(v for k, v in s.items() if k[0] == "fabricmon_source_errors_total"
+                   and dict(k[1]).get("source") == "ibstat") >= 1, s
         h.assert_sysfs_keeps_reporting()
         # no client of the dead simulator is left retrying for ever. The sleep is what is tested, not a
         # wait: time passes beyond a run's timeout and its kill (3 s), so one left retrying is older than that
