@@ -164,26 +164,23 @@ class LinkEvidence:
         for lack of an answer. The peer's newer read counts too: a switch-to-switch link whose far
         end reads down is down (a read of the same time: down if either end says so). Where the last
         discovery is no evidence of state (LLDP), only a sweep that read a port up says it was up."""
+        evidence = self.discovery_reads_state
         for key, p in sec.ports.items():
-            if p.link is None:              # no neighbour: its state is still the switch's (ifOperStatus)
-                own = self.link_state.get(key)
-                if own is not None:
-                    p.up = own[0]
-                continue
             own = self.link_state.get(key)
-            peer = self.link_state.get((p.link.remote_guid, p.link.remote_port)) \
-                if p.link.remote_type == "Switch" else None
             if own is not None:
                 p.up = own[0]
+            if p.link is None:              # no neighbour: its state is still the switch's (ifOperStatus)
+                p.state_read = evidence or own is not None
+                continue
+            peer = self.link_state.get((p.link.remote_guid, p.link.remote_port)) \
+                if p.link.remote_type == "Switch" else None
             if peer is not None and not peer[0] and (own is None or peer[1] >= own[1]):
                 p.up = False
-        if not self.discovery_reads_state:     # a first discovery claims no history: only a sweep that saw it up
-            state = self.link_state
+            # no read of it or of its far end yet, and a discovery that is no evidence (LLDP): unknown
+            p.state_read = evidence or own is not None or peer is not None
+        if not evidence:     # a first discovery claims no history: only a sweep that saw it up
             for key, p in sec.ports.items():
                 p.seen_up, p.seen_by = key in self.seen_up, "sweep"
-                if key not in state and (p.link is None or p.link.remote_type != "Switch"
-                                         or (p.link.remote_guid, p.link.remote_port) not in state):
-                    p.state_read = False    # no read of it or of its far end yet: its state is unknown
 
     def fresh_events(self, sec: FabricSection) -> None:
         """An event read newer than the sweep: its width and speed win over the sweep's (a full build)."""

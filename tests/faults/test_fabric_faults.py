@@ -35,13 +35,15 @@ def tool(tmp: Path, name: str, body: str) -> list[str]:
     return [sys.executable, str(path)]
 
 
-def config(tmp: Path, sweep_cmd: list[str], timeout: float = 5.0) -> object:
+def config(tmp: Path, sweep_cmd: list[str], timeout: float = 5.0, writes_cache: bool = True) -> object:
+    """`writes_cache` False: the fake ibnetdiscover prints the fabric and leaves no cache file behind."""
     rec = recorded()
     (tmp / "out.json").write_text(json.dumps(rec))
     disc = tool(tmp, "ibnetdiscover", f"""
         import json, sys
         print(json.load(open({str(tmp / 'out.json')!r}))["ibnetdiscover"]["stdout"], end="")
-        open(sys.argv[-1], "w").write("cache")
+        if {writes_cache!r}:
+            open(sys.argv[-1], "w").write("cache")
     """)
     return from_dict({"server": {"address": "127.0.0.1"}, "paths": {"state_dir": str(tmp)},
                       "fabric": {"port": 0, "cache_dir": str(tmp), "sweep_interval": 0.5,
@@ -217,21 +219,25 @@ def test_link_state_fallback_under_loss_reads_only_what_the_pass_missed(tmp_path
     assert any(e.startswith("switch leaf02 (0x0000000000200003): 1 of ") and "(port state)" in e for e in errs), errs
 
 
+def replayed_sweep(tmp: Path, error_pass_delay: float = 0.0) -> list[str]:
+    """A fake ibqueryerrors answering both passes as recorded; the error pass after `error_pass_delay` s."""
+    return tool(tmp, "ibqueryerrors", f"""
+        import json, sys, time
+        rec = json.load(open({str(tmp / 'out.json')!r}))
+        c = rec["counters"] if "--counters" in sys.argv else rec["ibqueryerrors"]
+        if "--counters" not in sys.argv:
+            time.sleep({error_pass_delay!r})
+        print(c["stdout"], end="")
+        sys.exit(c["returncode"])
+    """)
+
+
 def test_the_tools_sweep_takes_each_switch_at_its_counters_pass_not_at_the_sweeps_end(tmp_path) -> None:
     """Issue 51: rates over the tools path time each switch at the end of the process that read its traffic
     counters (`ibqueryerrors --counters`), not at the sweep's end: an error pass that takes a second longer
     after it (a loaded host, a slow switch) is no traffic. Here the error pass sleeps 1 s after the counters
     pass ended, and every switch read is taken about that long before the sweep's end."""
-    sweep = tool(tmp_path, "ibqueryerrors", f"""
-        import json, sys, time
-        rec = json.load(open({str(tmp_path / 'out.json')!r}))
-        c = rec["counters"] if "--counters" in sys.argv else rec["ibqueryerrors"]
-        if "--counters" not in sys.argv:
-            time.sleep(1.0)
-        print(c["stdout"], end="")
-        sys.exit(c["returncode"])
-    """)
-    cfg = config(tmp_path, sweep)
+    cfg = config(tmp_path, replayed_sweep(tmp_path, error_pass_delay=1.0))
     pipe = fabric_pipeline(cfg, LiveIO())
     try:
         pipe.collect()
@@ -249,21 +255,8 @@ def test_a_cache_another_process_moved_away_leaves_the_sweep_the_last_one(tmp_pa
     machine): the discovery is still read, the error is counted, and the sweep goes on with the last
     complete cache on disk instead of having none until the next complete discovery."""
     from fabricmon.sources.infiniband.discovery import CACHE_NAME
-    sweep = tool(tmp_path, "ibqueryerrors", f"""
-        import json, sys
-        rec = json.load(open({str(tmp_path / 'out.json')!r}))
-        c = rec["counters"] if "--counters" in sys.argv else rec["ibqueryerrors"]
-        print(c["stdout"], end="")
-        sys.exit(c["returncode"])
-    """)
-    cfg = config(tmp_path, sweep)
-    disc = tool(tmp_path, "ibnetdiscover-taken", f"""
-        import json
-        print(json.load(open({str(tmp_path / 'out.json')!r}))["ibnetdiscover"]["stdout"], end="")
-    """)                                        # writes no cache: the other collector's rename took it
-    cfg.raw["fabric"]["sources"]["discovery"]["command"] = disc
-    from fabricmon.config import from_dict as build
-    cfg = build(cfg.raw)
+    # its discovery writes no cache: the other collector's rename took it
+    cfg = config(tmp_path, replayed_sweep(tmp_path), writes_cache=False)
     (tmp_path / CACHE_NAME).write_text("cache")     # the last complete run's
     pipe = fabric_pipeline(cfg, LiveIO())
     try:
