@@ -468,6 +468,8 @@ class SweepData:
     # records are timed at its end; a switch answered early in one sweep and late in the next would turn the
     # difference into traffic: the rates take each switch at its own read). Absent: read at the end (0)
     read_ago: dict[str, float] = field(default_factory=dict)
+    # Ethernet: the same for each switch's pause frames (its PFC walk, after the traffic's). Absent: read_ago's
+    pause_read_ago: dict[str, float] = field(default_factory=dict)
 
     def switches_read(self) -> set[str]:
         """The switches this sweep read something of: counters, or a port's state (what the sweep checks

@@ -6,7 +6,7 @@ counters the sweep being judged yielded, and whether one of them saturates, say 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 import structlog
 
@@ -63,18 +63,16 @@ class SweepCounters:
         a quiet counter keeps none), transmit/receive and pause frames into the rates."""
         rules = {name: ib_rule(name, bits, name in sweep.wrapping) for name, bits in sweep.bits.items()}
         rates = {name: rules.get(name, PLAIN) for name in RATE_COUNTERS}
-        self.rate_intake.take_ports([(key, {f"pause:{prio}:{direction}": v for (prio, direction), v in pause.items()})
-                                     for key, pause in sweep.pause.items() if key in keep], t, {}, stream="pause")
+        pause = [(key, {f"pause:{prio}:{direction}": v for (prio, direction), v in vals.items()})
+                 for key, vals in sweep.pause.items() if key in keep]
+        # each switch's pause frames and traffic at the time it was read (SweepData.pause_read_ago,
+        # read_ago), so a late answer is no traffic
+        pause_ago = {**sweep.read_ago, **sweep.pause_read_ago} if sweep.pause_read_ago else sweep.read_ago
+        for at, group in _by_read_time(pause, t, pause_ago):
+            self.rate_intake.take_ports(group, at, {}, stream="pause")
         ports = [(key, vals) for key, vals in sweep.ports.items() if key in keep]
-        if sweep.read_ago:
-            # each switch's traffic at the time it was read (SweepData.read_ago), so a late answer is no traffic
-            by_time: dict[float, list[tuple[tuple[str, int], Mapping[str, int]]]] = {}
-            for key, vals in ports:
-                by_time.setdefault(t - sweep.read_ago.get(key[0], 0.0), []).append((key, vals))
-            for at, group in by_time.items():
-                self.rate_intake.take_ports(group, at, rates, only=RATE_COUNTERS)
-        else:
-            self.rate_intake.take_ports(ports, t, rates, only=RATE_COUNTERS)
+        for at, group in _by_read_time(ports, t, sweep.read_ago):
+            self.rate_intake.take_ports(group, at, rates, only=RATE_COUNTERS)
         for key, name in self.intake.take_ports(ports, t, rules, only=CHECKED_COUNTERS):
             log.info("counter decreased (reset)", switch_guid=key[0], port=key[1], counter=name)
         self.intake.prune(keep)
@@ -101,5 +99,17 @@ class SweepCounters:
         rx = self.rates.last_rates(keys, "receive_bytes", rx_scale)
         for (p, vals), t, r in zip(ports, tx, rx):
             p.counters, p.tx_rate, p.rx_rate = vals, t, r
+
+
+def _by_read_time(items: Sequence[tuple[tuple[str, int], Mapping[str, int]]], t: float, ago: Mapping[str, float]
+                  ) -> list[tuple[float, list[tuple[tuple[str, int], Mapping[str, int]]]]]:
+    """Ports' values grouped by when their switch was read: `t` less the switch's seconds ago."""
+    if not ago:
+        return [(t, list(items))] if items else []
+    by_time: dict[float, list[tuple[tuple[str, int], Mapping[str, int]]]] = {}
+    for key, vals in items:
+        by_time.setdefault(t - ago.get(key[0], 0.0), []).append((key, vals))
+    return list(by_time.items())
+
 
 __all__ = ["RATE_COUNTERS", "SweepCounters"]

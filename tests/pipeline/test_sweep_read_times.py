@@ -39,3 +39,33 @@ def test_each_switch_at_its_own_read() -> None:
 
 def test_a_sweep_without_read_times_is_timed_at_its_end() -> None:
     assert rate(sweep(0, None), 0.0, sweep(int(10 * 100 * GBPS), None), 10.0) == pytest.approx(100 * GBPS)
+
+
+def pause_sweep(frames: int, ago: float | None, pause_ago: float | None) -> SweepData:
+    s = SweepData(ports={KEY: {"transmit_bytes": 0, "receive_bytes": 0}}, pause={KEY: {(3, "rx"): frames}},
+                  scale={"transmit_bytes": 1, "receive_bytes": 1}, wrapping=set(), switches={KEY[0]})
+    if ago is not None:
+        s.read_ago = {KEY[0]: ago}
+    if pause_ago is not None:
+        s.pause_read_ago = {KEY[0]: pause_ago}
+    return s
+
+
+def pause_rate(first: SweepData, t1: float, second: SweepData, t2: float) -> float | None:
+    c = SweepCounters(horizon=3600.0)
+    for s, t in ((first, t1), (second, t2)):
+        c.record(s, t, {KEY})
+    step = c.rates.last_step((KEY[0], KEY[1], "pause:3:rx"))
+    assert step is not None
+    return step[0] / step[1]
+
+
+def test_pause_frames_at_their_own_walk() -> None:
+    # 4000 frames/s, the PFC walk answered at one 2 s sweep's end, then 1.5 s before the next's: 0.5 s of frames.
+    # Timed at the sweeps' ends this read 1000/s, under a storm's rate (the demo's storm cleared and came back
+    # on a loaded CI machine); timed at the traffic's walk (answered at both ends) it reads the same 1000/s
+    frames = int(4000 * (2 - 1.5))
+    assert pause_rate(pause_sweep(0, 0.0, 0.0), 100.0, pause_sweep(frames, 0.0, 1.5), 102.0) == pytest.approx(4000)
+    assert pause_rate(pause_sweep(0, 0.0, None), 100.0, pause_sweep(frames, 0.0, None), 102.0) == pytest.approx(1000)
+    # no PFC walk time of its own: the switch's traffic read time
+    assert pause_rate(pause_sweep(0, 0.0, None), 100.0, pause_sweep(frames, 1.5, None), 102.0) == pytest.approx(4000)

@@ -280,9 +280,14 @@ def test_the_v2c_path_starts_no_process(tmp_path, monkeypatch) -> None:
         pipe = fabric_pipeline(cfg, rec)
         try:
             snaps = [pipe.collect() for _ in range(2)]
+            data = pipe.states["sweep"].data
         finally:
             pipe.close()
     assert started == []
+    # each switch's traffic and pause frames timed at their own walks' answers (SweepData.read_ago, pause_read_ago)
+    assert set(data.read_ago) == data.switches and len(data.switches) == 4
+    assert set(data.pause_read_ago) == {g for g, _ in data.pause} and data.pause
+    assert all(0 <= ago < 10 for ago in (*data.read_ago.values(), *data.pause_read_ago.values()))
     assert rec.commands and {c["argv"][0] for c in rec.commands} == {INPROCESS_PROGRAM}
     snap = snaps[-1]
     assert {s.name for s in snap.fabric.switches.values()} == {"spine01", "spine02", "leaf01", "leaf02"}

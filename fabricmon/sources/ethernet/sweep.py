@@ -39,9 +39,9 @@ NO_ANSWER = ("timeout", "exit_code")        # failure kinds that mean the switch
 
 
 def read_counters(access: SnmpAccess, io: HostIO, address: str, tables: tuple[str, ...],
-                  remaining: Callable[[], float], answered: list[float] | None = None
+                  remaining: Callable[[], float], answered: dict[str, float] | None = None
                   ) -> tuple[SwitchCounters | None, tuple[str, str] | None]:
-    """A switch's sweep walks one after another; `answered` gets when its traffic counters' walk finished."""
+    """A switch's sweep walks one after another; `answered` gets when each walk finished, by walk name."""
     texts: dict[str, str] = {}
     for name in (*SWEEP_WALKS, *tables):
         res = access.walk(io, address, WALK_BY_NAME[name].root, remaining())
@@ -49,8 +49,8 @@ def read_counters(access: SnmpAccess, io: HostIO, address: str, tables: tuple[st
         if err is not None:
             return None, err
         texts[name] = res.stdout
-        if name == OCTETS_WALK and answered is not None:
-            answered.append(res.finished if res.finished is not None else time.monotonic())
+        if answered is not None:
+            answered[name] = res.finished if res.finished is not None else time.monotonic()
     return _counters(texts)
 
 
@@ -63,11 +63,11 @@ def _counters(texts: dict[str, str]) -> tuple[SwitchCounters | None, tuple[str, 
 
 def read_all_inprocess(access: SnmpAccess, io: HostIO, switches: list[tuple[str, str, tuple[str, ...]]],
                        deadline: float, concurrency: int, cancel: threading.Event | None = None,
-                       answered: dict[str, float] | None = None
+                       answered: dict[str, dict[str, float]] | None = None
                        ) -> list[tuple[str, SwitchCounters | None, tuple[str, str] | None]]:
     """Every switch's sweep walks (v2c) in one HostIO.snmp_walks call: switches are (key, address,
     PFC tables); -> (key, counters or None, error or None) per switch, in order. A switch's error
-    is its first failed walk's."""
+    is its first failed walk's. `answered` gets when each of a switch's walks finished, by walk name."""
     specs, owner = [], []
     for key, address, tables in switches:
         for name in (*SWEEP_WALKS, *tables):
@@ -84,8 +84,8 @@ def read_all_inprocess(access: SnmpAccess, io: HostIO, switches: list[tuple[str,
             errors[key] = err
         else:
             texts[key][name] = res.stdout
-            if name == OCTETS_WALK and answered is not None and res.finished is not None:
-                answered[key] = res.finished        # when this switch's traffic counters were answered
+            if answered is not None and res.finished is not None:
+                answered.setdefault(key, {})[name] = res.finished
     return [(key, None, errors[key]) if key in errors else (key, *_counters(texts[key]))
             for key, _, _ in switches]
 
@@ -97,15 +97,12 @@ class SnmpSweepSource(SnmpSource):
         t0 = time.monotonic()
         data = SweepData(scale=dict(OCTET_COUNTERS), wrapping=set(WRAPPING))
 
-        answered: dict[str, float] = {}         # switch -> time.monotonic() its traffic counters were answered
+        answered: dict[str, dict[str, float]] = {}     # switch -> walk -> time.monotonic() it was answered
 
         def one(guid: str) -> tuple[str, SwitchCounters | None, tuple[str, str] | None]:
             sw = topo.switches[guid]
-            at: list[float] = []
             got = read_counters(self.access, io, sw.address, sw.counter_tables,
-                                lambda: inputs.remaining(self.sc.timeout), at)
-            if at:
-                answered[guid] = at[0]
+                                lambda: inputs.remaining(self.sc.timeout), answered.setdefault(guid, {}))
             return guid, *got
 
         if mine and self.access.inprocess:
@@ -145,7 +142,12 @@ class SnmpSweepSource(SnmpSource):
         switch_errors(out, failed)
         end = time.monotonic()
         data.duration = end - t0
-        data.read_ago = {g: max(0.0, end - at) for g, at in answered.items() if g in data.switches}
+        # each switch's traffic and pause frames timed at the walk that read them (a PFC walk answered a
+        # second after the traffic's in one sweep and at once in the next is no change of pause rate)
+        data.read_ago = {g: max(0.0, end - at[OCTETS_WALK]) for g, at in answered.items()
+                         if g in data.switches and OCTETS_WALK in at}
+        data.pause_read_ago = {g: max(0.0, end - at[t]) for g, at in answered.items() if g in data.switches
+                               for t in topo.switches[g].counter_tables[:1] if t in at}
         if data.switches or not mine:
             out.data = data
 
