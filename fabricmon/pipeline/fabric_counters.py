@@ -67,8 +67,7 @@ class SweepCounters:
                  for key, vals in sweep.pause.items() if key in keep]
         # each switch's pause frames and traffic at the time it was read (SweepData.pause_read_ago,
         # read_ago), so a late answer is no traffic
-        pause_ago = {**sweep.read_ago, **sweep.pause_read_ago} if sweep.pause_read_ago else sweep.read_ago
-        for at, group in _by_read_time(pause, t, pause_ago):
+        for at, group in _by_read_time(pause, t, {**sweep.read_ago, **sweep.pause_read_ago}):
             self.rate_intake.take_ports(group, at, {}, stream="pause")
         ports = [(key, vals) for key, vals in sweep.ports.items() if key in keep]
         for at, group in _by_read_time(ports, t, sweep.read_ago):

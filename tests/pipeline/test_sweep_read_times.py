@@ -13,11 +13,17 @@ KEY = ("0c42a1000001", 8)
 GBPS = 1e9 / 8          # bytes a second in a Gb/s
 
 
-def sweep(tx: int, ago: float | None) -> SweepData:
+def sweep(tx: int, ago: float | None, frames: int | None = None, pause_ago: float | None = None) -> SweepData:
+    """One switch port's sweep: its traffic read `ago` s before the sweep's end (None: untimed), its
+    pause frames (priority 3, rx) read `pause_ago` s before it."""
     s = SweepData(ports={KEY: {"transmit_bytes": tx, "receive_bytes": 0}}, scale={"transmit_bytes": 1, "receive_bytes": 1},
                   wrapping=set(), switches={KEY[0]})
+    if frames is not None:
+        s.pause = {KEY: {(3, "rx"): frames}}
     if ago is not None:
         s.read_ago = {KEY[0]: ago}
+    if pause_ago is not None:
+        s.pause_read_ago = {KEY[0]: pause_ago}
     return s
 
 
@@ -41,16 +47,6 @@ def test_a_sweep_without_read_times_is_timed_at_its_end() -> None:
     assert rate(sweep(0, None), 0.0, sweep(int(10 * 100 * GBPS), None), 10.0) == pytest.approx(100 * GBPS)
 
 
-def pause_sweep(frames: int, ago: float | None, pause_ago: float | None) -> SweepData:
-    s = SweepData(ports={KEY: {"transmit_bytes": 0, "receive_bytes": 0}}, pause={KEY: {(3, "rx"): frames}},
-                  scale={"transmit_bytes": 1, "receive_bytes": 1}, wrapping=set(), switches={KEY[0]})
-    if ago is not None:
-        s.read_ago = {KEY[0]: ago}
-    if pause_ago is not None:
-        s.pause_read_ago = {KEY[0]: pause_ago}
-    return s
-
-
 def pause_rate(first: SweepData, t1: float, second: SweepData, t2: float) -> float | None:
     c = SweepCounters(horizon=3600.0)
     for s, t in ((first, t1), (second, t2)):
@@ -65,7 +61,7 @@ def test_pause_frames_at_their_own_walk() -> None:
     # Timed at the sweeps' ends this read 1000/s, under a storm's rate (the demo's storm cleared and came back
     # on a loaded CI machine); timed at the traffic's walk (answered at both ends) it reads the same 1000/s
     frames = int(4000 * (2 - 1.5))
-    assert pause_rate(pause_sweep(0, 0.0, 0.0), 100.0, pause_sweep(frames, 0.0, 1.5), 102.0) == pytest.approx(4000)
-    assert pause_rate(pause_sweep(0, 0.0, None), 100.0, pause_sweep(frames, 0.0, None), 102.0) == pytest.approx(1000)
+    assert pause_rate(sweep(0, 0.0, 0, 0.0), 100.0, sweep(0, 0.0, frames, 1.5), 102.0) == pytest.approx(4000)
+    assert pause_rate(sweep(0, 0.0, 0, None), 100.0, sweep(0, 0.0, frames, None), 102.0) == pytest.approx(1000)
     # no PFC walk time of its own: the switch's traffic read time
-    assert pause_rate(pause_sweep(0, 0.0, None), 100.0, pause_sweep(frames, 1.5, None), 102.0) == pytest.approx(4000)
+    assert pause_rate(sweep(0, 0.0, 0, None), 100.0, sweep(0, 1.5, frames, None), 102.0) == pytest.approx(4000)
